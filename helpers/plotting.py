@@ -1,0 +1,66 @@
+"""One seaborn theme and the recurring figure types of the book."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+import torch
+
+
+def set_theme() -> None:
+    sns.set_theme(context="notebook", style="whitegrid", palette="colorblind", font_scale=0.95)
+    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "axes.titlesize": 11, "figure.autolayout": True})
+
+
+def _np(a) -> np.ndarray:
+    return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+
+
+def layer_curves(ax: plt.Axes, curves: Mapping[str, np.ndarray], x0: int = 0, spread: str = "sd",
+                 ylabel: str = "", xlabel: str = "block", logy: bool = False, title: str = "",
+                 markers: bool = True) -> plt.Axes:
+    """Per-layer curves: each value is (trials, layers) — mean line with a ±1 sd (or min–max) band —
+    or (layers,) for a single curve."""
+    for i, (label, arr) in enumerate(curves.items()):
+        a = _np(arr)
+        color = sns.color_palette()[i % 10]
+        if a.ndim == 1:
+            x = np.arange(x0, x0 + a.shape[0])
+            ax.plot(x, a, label=label, color=color, marker="o" if markers else None, ms=3)
+            continue
+        x = np.arange(x0, x0 + a.shape[1])
+        m = np.nanmean(a, 0)
+        sd = np.nanstd(a, 0)
+        lo, hi = (m - sd, m + sd) if spread == "sd" else (np.nanmin(a, 0), np.nanmax(a, 0))
+        ax.plot(x, m, label=label, color=color, marker="o" if markers else None, ms=3)
+        ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if len(curves) > 1:
+        ax.legend(fontsize=8)
+    return ax
+
+
+def spectrum_cdfs(ax: plt.Axes, values_by_layer: Sequence[tuple[str, np.ndarray]], title: str = "",
+                  xlabel: str = "normalised singular value x", logx: bool = False) -> plt.Axes:
+    """Empirical CDFs F(x) = Pr(λ ≤ x) of normalised singular values, one curve per layer
+    (Yan et al. Figs. 1-2), coloured from light (early) to dark (late)."""
+    colors = sns.color_palette("viridis_r", len(values_by_layer))
+    for (label, vals), c in zip(values_by_layer, colors, strict=True):
+        v = np.sort(_np(vals).ravel())
+        ax.plot(v, np.arange(1, v.size + 1) / v.size, label=label, color=c, lw=1.6)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("F(x)")
+    if logx:
+        ax.set_xscale("log")
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax

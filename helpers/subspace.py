@@ -1,0 +1,123 @@
+"""Yan et al. §3 and Appendix A: the singular-value subspace theorem, its case-study probability
+bound (eq. 8), and the per-layer singular-value statistics of §3.2."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from scipy import special, stats
+from torch import Tensor
+
+from . import measures as M
+
+
+def subspace_residuals(X: Tensor) -> tuple[Tensor, Tensor]:
+    """For X (…, m, n) with rows x_i, SVD X = U diag(λ) Vᵀ, and every cut k = 0..r−1:
+
+    the distance ‖x_i − x_i′‖ from each row to its projection x_i′ onto S_[1,k] = span(v_1..v_k),
+    which Appendix A writes as √(Σ_{j>k} λ_j² u_ij²), and the tightest constant of the theorem,
+    C_k = λ_{k+1} (any C with λ_k ≥ C ≥ λ_{k+1} works; the smallest gives the strongest bound).
+
+    Returns (res (…, m, r) with res[..., i, k] = ‖x_i − x_i′‖ for cut k, lam (…, r)).
+    """
+    U, lam, _ = torch.linalg.svd(X, full_matrices=False)          # U (…, m, r), lam (…, r)
+    contrib = (U * lam.unsqueeze(-2)).square()                     # λ_j² u_ij²  (…, m, r)
+    tail = contrib.flip(-1).cumsum(-1).flip(-1)                    # Σ_{j≥k+1} (0-based j ≥ k)
+    return tail.clamp_min(0).sqrt(), lam
+
+
+def theorem_check(X: Tensor) -> dict[str, float]:
+    """Verify ‖x − x′‖ ≤ C for every row and every cut, with C = λ_{k+1}; report the worst slack
+    (should be ≤ 0 up to round-off) and the tightness ratios ‖x − x′‖/λ_{k+1} (max, median)."""
+    res, lam = subspace_residuals(X.to(torch.float64))
+    # also compute the residual directly as ‖x − x V_k V_kᵀ‖ for one cut to check the formula
+    ratio = res / lam.unsqueeze(-2).clamp_min(1e-300)
+    worst = float((res - lam.unsqueeze(-2)).max())
+    return {
+        "worst_slack": worst,
+        "worst_slack_rel": worst / float(lam.max()),
+        "max_ratio": float(ratio.max()),
+        "median_ratio": float(ratio.median()),
+    }
+
+
+def tightness_by_cut(X: Tensor, mask: Tensor | None = None) -> np.ndarray:
+    """max_i ‖x_i − x_i′‖ / λ_{k+1} for each cut k (averaged over leading batch items)."""
+    if mask is not None:
+        X = X * mask.unsqueeze(-1).to(X.dtype)
+    res, lam = subspace_residuals(X.to(torch.float64))
+    ratio = res / lam.unsqueeze(-2).clamp_min(1e-300)
+    if mask is not None:
+        ratio = ratio * mask.unsqueeze(-1)
+    return ratio.amax(-2).reshape(-1, ratio.shape[-1]).mean(0).numpy()
+
+
+# ------------------------------------------------------------------ Appendix A case study
+
+
+def eq8_bound(n: int, k: int, d: float) -> float:
+    """Yan et al. eq. (8): 2 / (k (n−k) B(k/2, (n−k)/2)) · d^{2k} (1 − d^{n−k})."""
+    if not 0 < k < n:
+        raise ValueError(f"need 0 < k < n, got k={k}, n={n}")
+    logc = math.log(2) - math.log(k) - math.log(n - k) - special.betaln(k / 2, (n - k) / 2)
+    return math.exp(logc + 2 * k * math.log(d)) * (1 - d ** (n - k))
+
+
+def exact_l2_probability(n: int, k: int, d: float) -> float:
+    """P(√(Σ_{j≤k} u_j²) ≤ d) for u uniform on S^{n−1}: Σ u_j² ~ Beta(k/2, (n−k)/2), so this is
+    the regularised incomplete beta I_{d²}(k/2, (n−k)/2) (exact)."""
+    return float(stats.beta.cdf(d * d, k / 2, (n - k) / 2))
+
+
+def sphere_monte_carlo(n: int, ks: list[int], radii: list[float], samples: int, seed: int,
+                       chunk: int = 20_000) -> dict[str, np.ndarray]:
+    """Monte Carlo over u uniform on S^{n−1} (normalised Gaussians) of P(‖u_{1..k}‖ ≤ d) for the
+    ℓ2 reading (the proof's √Σu²) and the ℓ1 reading (the text's literal Σ√(u²) = Σ|u|).
+    Returns arrays (len(ks), len(radii)) `l2`, `l1`."""
+    g = torch.Generator().manual_seed(seed)
+    kmax = max(ks)
+    r = torch.tensor(radii, dtype=torch.float64)
+    hits2 = torch.zeros(len(ks), len(radii), dtype=torch.float64)
+    hits1 = torch.zeros_like(hits2)
+    done = 0
+    while done < samples:
+        b = min(chunk, samples - done)
+        u = torch.randn(b, n, generator=g, dtype=torch.float64)
+        u = u / u.norm(dim=-1, keepdim=True)
+        head = u[:, :kmax]
+        c2 = head.square().cumsum(-1).sqrt()                # (b, kmax)
+        c1 = head.abs().cumsum(-1)
+        for i, k in enumerate(ks):
+            hits2[i] += (c2[:, k - 1:k] <= r).sum(0)
+            hits1[i] += (c1[:, k - 1:k] <= r).sum(0)
+        done += b
+    return {"l2": (hits2 / samples).numpy(), "l1": (hits1 / samples).numpy()}
+
+
+# ------------------------------------------------------------------ §3.2 per-layer statistics
+
+
+def layer_spectrum_stats(per_layer: list[Tensor], mask: Tensor, normalise: str = "max") -> list[dict]:
+    """For every layer's hidden states (N, L, d) with mask (N, L): the singular values of each
+    sentence's token matrix (real tokens only), pooled over sentences and normalised by the largest
+    pooled value (as the authors' CDF code), with their median and skewness; plus token uniformity
+    (average pairwise cosine of tokens within a sentence, averaged over sentences) and [CLS]
+    uniformity (average pairwise cosine of the first token over sentences)."""
+    rows = []
+    lengths = mask.sum(-1)
+    for layer, H in enumerate(per_layer):
+        s = M.singular_values(H, mask)                           # (N, min(L, d))
+        keep = torch.arange(s.shape[-1]).unsqueeze(0) < lengths.unsqueeze(-1).clamp(max=s.shape[-1])
+        vals = M.normalised_spectrum(s[keep], normalise)
+        rows.append({
+            "layer": layer,
+            "values": vals,
+            "median": float(vals.median()),
+            "skewness": float(M.skewness(vals)),
+            "token_uni": float(M.token_uni(H, mask).mean()),
+            "cls_uni": float(M.cls_cosine_mean(H)),
+            "ev1": float(M.explained_variance(H, 1, mask).mean()),
+        })
+    return rows

