@@ -15,7 +15,6 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM = false
-export MPLBACKEND = Agg
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
 .PHONY: book test unit rerun lint clean venv
@@ -37,7 +36,7 @@ book: $(STAMP)
 	@echo "HTML: _build/html/index.html"
 
 test: $(STAMP)
-	$(BIN)/ruff check helpers tests scripts
+	$(BIN)/ruff check helpers tests scripts conftest.py
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 unit: $(STAMP)
@@ -49,7 +48,7 @@ rerun: $(STAMP)
 	$(BIN)/python scripts/rerun.py $(CHAPTER) --scale $(SCALE) $(PARAMS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check helpers tests scripts
+	$(BIN)/ruff check helpers tests scripts conftest.py
 
 clean:
 	rm -rf _build

