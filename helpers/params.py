@@ -212,9 +212,95 @@ class SubspaceParams(ChapterParams):
     )
 
 
+@dataclass(frozen=True)
+class DriftParams(ChapterParams):
+    """Godey et al. §4: an untrained BERT block fed drifted inputs (Figures 6-10)."""
+
+    n_seq: int = 16
+    seq_len: int = 512
+    norm_min: float = 0.1
+    norm_max: float = 3000.0
+    n_norms: int = 19
+    hist_norms: tuple[float, ...] = (0.0, 10.0, 100.0, 1000.0)
+    seeds: int = 3
+    hidden: int = 768
+    heads: int = 12
+    intermediate: int = 3072
+    reference_model: str = "all-MiniLM-L6-v2"
+    reference_sentences: int = 256
+
+    CHAPTER: ClassVar[str] = "drift"
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "ci": dict(n_seq=4, seq_len=128, n_norms=8, seeds=2, reference_sentences=32),
+        "book": dict(),
+        "paper": dict(seeds=5, n_norms=31, reference_model="bert-base-uncased", reference_sentences=1024),
+    }
+    RULES: ClassVar = _rules(
+        n_seq=_positive, seq_len=(lambda v: 2 <= v <= 512, "must lie in [2, 512] (BERT positions)"),
+        norm_min=_positive, norm_max=_positive, n_norms=(lambda v: v >= 3, "needs >= 3 bias norms"),
+        hist_norms=(lambda v: all(x >= 0 for x in v), "bias norms must be >= 0"),
+        seeds=_positive, hidden=_positive, heads=_positive, intermediate=_positive,
+        reference_sentences=(lambda v: v >= 2, "needs >= 2 sentences"),
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.norm_max <= self.norm_min:
+            raise ParameterError(f"parameter 'norm_max' = {self.norm_max} must exceed norm_min = {self.norm_min}")
+        if self.hidden % self.heads:
+            raise ParameterError(f"parameter 'hidden' = {self.hidden} must be divisible by heads = {self.heads}")
+
+
+#: the paper's models (Godey et al. Figures 1-5), by hub id and modality, for the `paper` preset
+PAPER_ANISOTROPY_MODELS = (
+    "text:bert-base-uncased", "text:roberta-base", "text:gpt2", "text:t5-base", "text:google/canine-c",
+    "text:google/canine-s", "text:google/byt5-small", "audio:facebook/wav2vec2-base-960h",
+    "audio:facebook/hubert-base-ls960", "audio:openai/whisper-base", "vision:google/vit-base-patch16-224",
+    "vision:microsoft/beit-base-patch16-224", "vision:facebook/deit-base-patch16-224",
+    "vision:microsoft/resnet-50", "vision:google/efficientnet-b0", "vision:microsoft/cvt-13",
+    "vision:facebook/convnext-tiny-224", "vision:Visual-Attention-Network/van-base",
+)
+
+
+@dataclass(frozen=True)
+class AnisotropyParams(ChapterParams):
+    """Godey et al. §3 and Appendices A-B: anisotropy across layers and models."""
+
+    models: tuple[str, ...] = ("text:all-MiniLM-L6-v2", "text:SmolLM2-135M-Instruct", "vision:DINOv2-S/14")
+    untrained_twins: bool = True
+    text_tokens: int = 40_000
+    decoder_tokens: int = 12_000     # cap for models with more than 12 layers (SmolLM2: 30)
+    images: int = 192
+    chunk_len: int = 256
+    batch_size: int = 8
+    n_pairs: int = 20_000
+    gaussian_dims: tuple[int, ...] = (16, 64, 256, 768, 4096)
+    gaussian_samples: int = 100_000
+
+    CHAPTER: ClassVar[str] = "anisotropy"
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "ci": dict(models=("text:all-MiniLM-L6-v2",), text_tokens=3000, images=8, n_pairs=4000,
+                   gaussian_samples=20_000),
+        "book": dict(),
+        "paper": dict(models=PAPER_ANISOTROPY_MODELS, text_tokens=217_000, decoder_tokens=217_000, images=5000,
+                      n_pairs=100_000),
+    }
+    RULES: ClassVar = _rules(
+        models=(lambda v: len(v) > 0 and all(x.split(":", 1)[0] in ("text", "vision", "audio") and ":" in x
+                                             for x in v), "each entry is 'text:<id>', 'vision:<id>' or 'audio:<id>'"),
+        text_tokens=(lambda v: v >= 16, "needs >= 16 tokens"), decoder_tokens=(lambda v: v >= 16, "needs >= 16 tokens"),
+        images=(lambda v: v >= 1, "needs >= 1 image"), chunk_len=(lambda v: 8 <= v <= 510, "must lie in [8, 510]"),
+        batch_size=_positive, n_pairs=(lambda v: v >= 100, "needs >= 100 pairs"),
+        gaussian_dims=(lambda v: len(v) > 0 and all(x >= 3 for x in v), "every d must be >= 3"),
+        gaussian_samples=(lambda v: v >= 1000, "needs >= 1000 samples"),
+    )
+
+
 CHAPTERS: dict[str, type[ChapterParams]] = {
     TSEParams.CHAPTER: TSEParams,
     SubspaceParams.CHAPTER: SubspaceParams,
+    DriftParams.CHAPTER: DriftParams,
+    AnisotropyParams.CHAPTER: AnisotropyParams,
 }
 
 
@@ -230,5 +316,6 @@ def for_chapter(chapter: str) -> type[ChapterParams]:
         raise ParameterError(f"unknown chapter {chapter!r}; chapters: {sorted(CHAPTERS)}") from None
 
 
-__all__ = ["SCALES", "ParameterError", "ChapterParams", "TSEParams", "SubspaceParams", "CHAPTERS",
+__all__ = ["SCALES", "ParameterError", "ChapterParams", "TSEParams", "SubspaceParams", "DriftParams",
+           "AnisotropyParams", "PAPER_ANISOTROPY_MODELS", "CHAPTERS",
            "for_chapter", "knobs", "field"]

@@ -14,7 +14,14 @@ from helpers.blocks import (
     deescalate,
 )
 
-torch.set_default_dtype(torch.float64)
+
+@pytest.fixture(autouse=True)
+def _float64():
+    """These identities are checked to 1e-10: run this module in float64, and restore the default."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
 
 
 def rand(*shape, seed=0):

