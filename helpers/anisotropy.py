@@ -99,6 +99,7 @@ def text_anisotropy(model, tokenizer, text: str, max_tokens: int, chunk_len: int
         raise ValueError("the text gave fewer than two tokens")
     chunks = [ids[i:i + chunk_len] for i in range(0, len(ids), chunk_len)]
     acc = LayerAccumulator(sample_pairs(len(ids), n_pairs, seed))
+    model = _encoder_of(model)
     dev = next(model.parameters()).device
     batches = [chunks[i:i + batch_size] for i in range(0, len(chunks), batch_size)]
     for batch in progress(batches, desc=desc, total=len(batches)):
@@ -112,6 +113,30 @@ def text_anisotropy(model, tokenizer, text: str, max_tokens: int, chunk_len: int
         keep = torch.tensor([s + [0] * (L - len(s)) for s in special], dtype=torch.bool)   # real, non-special
         out = model(input_ids=input_ids, attention_mask=attn, output_hidden_states=True)
         acc.add([h.float().cpu()[keep] for h in out.hidden_states])
+    return acc.result()
+
+
+def _encoder_of(model):
+    """Encoder-decoder models (T5, ByT5, Whisper) are measured on their encoder; the paper also
+    reports decoders, which need target sequences (left to the `paper` preset's online run)."""
+    return model.get_encoder() if getattr(model.config, "is_encoder_decoder", False) else model
+
+
+@torch.no_grad()
+def audio_anisotropy(model, feature_extractor, waveforms: list[np.ndarray], sampling_rate: int,
+                     n_pairs: int = 20_000, seed: int = 0, desc: str = "forward") -> dict[str, np.ndarray]:
+    """The same measurements on a speech model (wav2vec 2.0, HuBERT, Whisper's encoder): every frame
+    of every utterance, one utterance at a time (Godey et al. §3.2, Common Voice)."""
+    model = _encoder_of(model)
+    dev = next(model.parameters()).device
+    feats = []
+    for w in progress(waveforms, desc=desc, total=len(waveforms)):
+        inp = feature_extractor(w, sampling_rate=sampling_rate, return_tensors="pt").to(dev)
+        out = model(**inp, output_hidden_states=True)
+        feats.append([h[0].float().cpu() for h in out.hidden_states])
+    acc = LayerAccumulator(sample_pairs(sum(f[0].shape[0] for f in feats), n_pairs, seed))
+    for f in feats:
+        acc.add(f)
     return acc.result()
 
 

@@ -163,3 +163,21 @@ def load_cifar10(split: str = "test", n: int | None = None, seed: int = 0, sourc
     if n is not None:
         idx = random.Random(seed).sample(idx, min(n, len(idx)))
     return [ds[i][0] for i in idx], [ds[i][1] for i in idx]
+
+
+def load_common_voice(n: int, language: str = "en", seed: int = 0) -> tuple[list, int]:
+    """`n` Common Voice 11.0 validation utterances (waveforms at 16 kHz) through `datasets` — hub
+    only: Common Voice is not in the offline mirror (and needs accepting its terms on the hub)."""
+    try:
+        import datasets
+
+        ds = datasets.load_dataset("mozilla-foundation/common_voice_11_0", language, split="validation",
+                                   streaming=True)
+        ds = ds.cast_column("audio", datasets.Audio(sampling_rate=16_000)).shuffle(seed=seed)
+        waves = [ex["audio"]["array"] for _, ex in zip(range(n), ds, strict=False)]
+    except Exception as err:  # noqa: BLE001
+        raise DataUnavailable(
+            "Common Voice 11.0 is not in the offline mirror and the hub is unreachable "
+            f"({type(err).__name__}); the audio models of the paper preset need hub access"
+        ) from None
+    return waves, 16_000

@@ -83,26 +83,40 @@ class Loaded:
         return DESCRIPTIONS.get(self.name, self.name) + f" [{kind}]"
 
 
-def load(name: str, untrained: bool = False, device: str | torch.device = "cpu") -> Loaded:
+def load(name: str, untrained: bool = False, device: str | torch.device = "cpu", modality: str | None = None) -> Loaded:
     """Load model and tokenizer by hub id, local folder or offline package name, eager attention
     (so attentions can be returned), eval mode. `untrained=True` builds the same architecture
-    from its config with fresh random weights — the untrained twin, never passed off as trained."""
-    from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForCausalLM, AutoTokenizer
+    from its config with fresh random weights — the untrained twin, never passed off as trained.
+    `modality` (text | vision | audio; known for the offline models) picks the tokenizer, image
+    processor or feature extractor."""
+    from transformers import (
+        AutoConfig,
+        AutoFeatureExtractor,
+        AutoImageProcessor,
+        AutoModel,
+        AutoModelForCausalLM,
+        AutoTokenizer,
+    )
 
     source = resolve_source(name)
     gguf = OFFLINE_PACKAGES.get(name, (None, None, None, None))[3]
     kw = {"gguf_file": gguf} if gguf else {}
-    vision = MODALITY.get(name) == "vision"
+    modality = modality or MODALITY.get(name, "text")
     auto = AutoModelForCausalLM if gguf else AutoModel
     try:
-        tok = AutoImageProcessor.from_pretrained(source) if vision else AutoTokenizer.from_pretrained(source, **kw)
+        if modality == "vision":
+            tok = AutoImageProcessor.from_pretrained(source)
+        elif modality == "audio":
+            tok = AutoFeatureExtractor.from_pretrained(source)
+        else:
+            tok = AutoTokenizer.from_pretrained(source, **kw)
         if untrained:
             cfg = AutoConfig.from_pretrained(source, **kw)
             torch.manual_seed(0)
             model = auto.from_config(cfg, attn_implementation="eager")
         else:
             model = auto.from_pretrained(source, attn_implementation="eager", dtype=torch.float32, **kw)
-    except OSError as err:
+    except (OSError, ValueError) as err:
         offline = sorted([k for k in OFFLINE_PACKAGES if "/" not in k] + list(SHARED_MODELS))
         raise ModelUnavailable(
             f"cannot load {name!r}: not a local folder, not an offline package, and the Hugging Face hub "

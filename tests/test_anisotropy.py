@@ -88,3 +88,11 @@ def test_block_with_qk_matches_layer_projection():
     q_direct = layer.attention.self.query(x).view(2, 8, 4, 8).transpose(1, 2)
     assert torch.allclose(r["q"], q_direct)
     assert torch.allclose(r["P"].sum(-1), torch.ones(2, 4, 8), atol=1e-6)
+
+
+def test_unreachable_hub_model_fails_with_a_clear_message(monkeypatch):
+    from helpers import models
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(models.ModelUnavailable, match="hub"):
+        models.load("bert-base-uncased-not-cached-anywhere")
