@@ -181,3 +181,87 @@ def load_common_voice(n: int, language: str = "en", seed: int = 0) -> tuple[list
             f"({type(err).__name__}); the audio models of the paper preset need hub access"
         ) from None
     return waves, 16_000
+
+
+#: the seven STS test sets of Yan et al. Table 1: name -> (WhiteningBERT file, official folder)
+STS_SETS = {
+    "STS-B": ("sts-b-test.csv", "STS-B"), "STS12": ("sts12-test.csv", "STS12"), "STS13": ("sts13-test.csv", "STS13"),
+    "STS14": ("sts14-test.csv", "STS14"), "STS15": ("sts15-test.csv", "STS15"), "STS16": ("sts16-test.csv", "STS16"),
+    "SICK-R": ("sickr-test.csv", "SICK"),
+}
+
+
+@dataclass
+class STSSet:
+    name: str
+    sentence1: list[str]
+    sentence2: list[str]
+    scores: list[float]
+    subsets: list[str]
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+
+def load_sts(name: str, source: str = "whiteningbert") -> STSSet:
+    """An STS test set with gold scores. `source`:
+
+    * `whiteningbert` — the processed files the SoftDecay paper evaluated on (all subsets of a year in
+      one file, lower-cased and tokenised; score in column 5, sentences in 6 and 7);
+    * `official` — the official SemEval/STS-B/SICK files, untokenised, with the subset of each pair
+      (blank gold lines skipped, as SentEval does);
+    * `hub` — `datasets` (mteb/sts12-sts … mteb/sickr-sts), when online.
+    """
+    if name not in STS_SETS:
+        raise ValueError(f"unknown STS set {name!r}; known: {list(STS_SETS)}")
+    wfile, folder = STS_SETS[name]
+    root = data_root()
+    if source == "hub":
+        return _load_sts_hub(name)
+    if root is None:
+        raise DataUnavailable(f"{name}: offline mirror not found (set TOKUNI_DATA or place it at ../shared/data); "
+                              "use source='hub' on a machine with hub access")
+    if source == "whiteningbert":
+        rows = [r.split("\t") for r in (root / "sts" / "whiteningbert" / wfile).read_text(encoding="utf-8").splitlines()]
+        rows = [r for r in rows if len(r) >= 7]
+        return STSSet(name, [r[5] for r in rows], [r[6] for r in rows], [float(r[4]) for r in rows],
+                      [r[1] if r[1] != "PAD" else name for r in rows])
+    if source != "official":
+        raise ValueError(f"source {source!r}: use whiteningbert, official or hub")
+    base = root / "sts" / folder
+    s1, s2, sc, sub = [], [], [], []
+    if name == "STS-B":
+        for line in (base / "sts-test.csv").read_text(encoding="utf-8").splitlines():
+            r = line.split("\t")
+            s1.append(r[5]); s2.append(r[6]); sc.append(float(r[4])); sub.append(r[1])  # noqa: E702
+    elif name == "SICK-R":
+        for line in (base / "SICK_test_annotated.txt").read_text(encoding="utf-8").splitlines()[1:]:
+            r = line.split("\t")
+            s1.append(r[1]); s2.append(r[2]); sc.append(float(r[3])); sub.append("SICK")  # noqa: E702
+    else:
+        for gs in sorted(base.glob("*.gs.*.txt")):
+            if gs.name.endswith(".ALL.txt"):
+                continue
+            subset = gs.name.split(".gs.")[1][:-4]
+            inp = base / gs.name.replace(".gs.", ".input.")
+            if not inp.is_file():
+                continue   # STS13 SMT: no input in the public release
+            golds = gs.read_text(encoding="utf-8").splitlines()
+            pairs = inp.read_text(encoding="utf-8").splitlines()
+            for g, p in zip(golds, pairs, strict=False):
+                if not g.strip():
+                    continue
+                a, b = p.split("\t")[:2]
+                s1.append(a); s2.append(b); sc.append(float(g)); sub.append(subset)  # noqa: E702
+    return STSSet(name, s1, s2, sc, sub)
+
+
+def _load_sts_hub(name: str) -> STSSet:
+    hub = {"STS-B": "mteb/stsbenchmark-sts", "SICK-R": "mteb/sickr-sts"}.get(name, f"mteb/{name.lower()}-sts")
+    try:
+        import datasets
+
+        ds = datasets.load_dataset(hub, split="test")
+    except Exception as err:  # noqa: BLE001
+        raise DataUnavailable(f"{name}: the hub ({hub}) is unreachable ({type(err).__name__})") from None
+    return STSSet(name, list(ds["sentence1"]), list(ds["sentence2"]), [float(x) for x in ds["score"]], [name] * len(ds))

@@ -154,3 +154,35 @@ def save_results(
 
 def load_results(path: str | os.PathLike) -> dict[str, Any]:
     return json.loads(Path(path).read_text())
+
+
+def committed_results_path(chapter: str, name: str, scale: str) -> Path:
+    """Where heavy `book`-scale runs keep their committed results: `results/<chapter>/<scale>/<name>.json`."""
+    return REPO_ROOT / "results" / chapter / scale / f"{name}.json"
+
+
+def cached_run(chapter: str, name: str, params: Any, key: dict[str, Any], compute, scale: str,
+               command: str | None = None) -> tuple[dict[str, Any], bool]:
+    """Heavy-run cache (DESIGN: "at book scale a chapter reads the committed results when their
+    parameters match and recomputes otherwise; at ci scale it always recomputes").
+
+    `key` holds every setting the result depends on. At `book` scale, a committed file whose
+    recorded key equals `key` is read back; otherwise `compute()` runs and, at `book` scale, its
+    result is written there with provenance (commit it). Returns (results, came_from_cache).
+    """
+    path = committed_results_path(chapter, name, scale)
+    key_j = _jsonable(key)
+    if scale == "book" and path.is_file():
+        rec = load_results(path)
+        if rec.get("key") == key_j:
+            return rec["results"], True
+    with timer() as t:
+        res = compute()
+    if scale == "book":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_results(name, res, params, path.parent, wall_time_s=t["seconds"], command=command)
+        rec = load_results(path)
+        rec["key"] = key_j
+        path.write_text(json.dumps(rec, indent=1))
+        return rec["results"], False
+    return _jsonable(res), False

@@ -1,0 +1,229 @@
+"""SoftDecay (Yan et al. 2022, eq. 2 and Algorithm 1), fast and exact, batched and padding-aware,
+with gradients that stay finite when singular values repeat or vanish; and the whitening and
+de-escalation post-processing baselines.
+
+Algorithm 1 on X (n × d): X = U Σ Vᵀ; σ̂ = f(σ) with f(λ) = −ln(1 − α(λ + α))/α; K = σ_max/σ̂_max;
+X̃ = U (K σ̂) Vᵀ. Writing g(σ) = K f(σ)/σ this is X̃ = U diag(g) Uᵀ X = Ψ(XXᵀ) X, a *matrix function*
+of the n × n Gram matrix (or X Ψ(XᵀX) with the d × d one when n > d). We compute it from one
+symmetric eigendecomposition of the smaller Gram matrix in float64, and differentiate it with the
+Daleckii–Krein formula, whose divided differences (ψ(λ_i) − ψ(λ_j))/(λ_i − λ_j) tend to ψ′(λ_i) when
+eigenvalues coincide — so repeated or vanishing singular values give finite gradients, unlike
+the SVD backward, which divides by σ_i² − σ_j².
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+_TINY = 1e-12
+
+
+class SoftDecayDomainError(ValueError):
+    """ln(1 − α(λ + α)) is undefined for some singular value λ with this α."""
+
+
+def softdecay(lam: Tensor, alpha: float | Tensor) -> Tensor:
+    """f(λ) = −ln(1 − α(λ + α))/α (Yan et al. eq. 2). Increasing and concave for α < 0; raises
+    `SoftDecayDomainError` instead of returning NaN when the log's argument is not positive."""
+    a = torch.as_tensor(alpha, dtype=lam.dtype, device=lam.device)
+    if float(a.detach()) == 0:
+        raise SoftDecayDomainError("alpha = 0: eq. (2) is undefined (its limit is the identity)")
+    arg = 1 - a * (lam + a)
+    if bool((arg <= 0).any()):
+        bad = lam.detach()[arg.detach() <= 0]
+        av = float(a.detach())
+        raise SoftDecayDomainError(
+            f"SoftDecay with alpha = {av:g} needs 1 − α(λ + α) > 0, i.e. "
+            + (f"λ < {(1 - av**2) / av:.4g}" if av > 0 else f"λ > {(av**2 - 1) / -av:.4g}")
+            + f"; got λ in [{float(bad.min()):.4g}, {float(bad.max()):.4g}]. Use α in [−1, 0) for λ ≥ 0."
+        )
+    return -torch.log(arg) / a
+
+
+def _psi_and_derivs(lam: Tensor, alpha: Tensor, floor: float) -> tuple[Tensor, Tensor, Tensor]:
+    """ψ(λ) = f(√λ)/√λ for eigenvalues λ of the Gram matrix, dψ/dλ and dψ/dα.
+
+    Eigenvalues at or below `floor` belong to the null space of X (padding, rank deficiency, or
+    round-off): ψ = 0 there, so those directions stay zero. (Eq. 2 has f(0) = −ln(1 − α²)/α ≠ 0, so
+    the literal algorithm would add K f(0) u vᵀ with arbitrary singular vectors u, v of a zero
+    singular value: ill-defined; dropping them is the only choice independent of the SVD routine.)"""
+    keep = lam > floor
+    lam = lam.clamp_min(floor)
+    s = lam.sqrt()
+    a = alpha
+    arg = 1 - a * (s + a)
+    f = -torch.log(arg) / a
+    df_ds = 1 / arg
+    df_da = torch.log(arg) / a**2 + (s + 2 * a) / (a * arg)
+    zero = torch.zeros_like(s)
+    psi = torch.where(keep, f / s, zero)
+    dpsi_dlam = torch.where(keep, (df_ds * s - f) / (2 * s**3), zero)
+    dpsi_da = torch.where(keep, df_da / s, zero)
+    return psi, dpsi_dlam, dpsi_da
+
+
+class _GramMatrixFunction(torch.autograd.Function):
+    """Ψ(G) = U diag(ψ(λ)) Uᵀ for symmetric PSD G (…, m, m), with a Daleckii–Krein backward."""
+
+    @staticmethod
+    def forward(ctx, G: Tensor, alpha: Tensor, floor: float, rel_tol: float):
+        lam, U = torch.linalg.eigh(G)
+        psi, dpsi, dpsi_da = _psi_and_derivs(lam, alpha, floor)
+        ctx.save_for_backward(lam.clamp_min(floor), U, psi, dpsi, dpsi_da)
+        ctx.rel_tol = rel_tol
+        return (U * psi.unsqueeze(-2)) @ U.transpose(-1, -2)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        lam, U, psi, dpsi, dpsi_da = ctx.saved_tensors
+        gs = 0.5 * (grad + grad.transpose(-1, -2))
+        inner = U.transpose(-1, -2) @ gs @ U                        # (…, m, m)
+        dl = lam.unsqueeze(-1) - lam.unsqueeze(-2)
+        dp = psi.unsqueeze(-1) - psi.unsqueeze(-2)
+        close = dl.abs() <= ctx.rel_tol * lam.abs().amax(-1, keepdim=True).unsqueeze(-1).clamp_min(_TINY)
+        mean_slope = 0.5 * (dpsi.unsqueeze(-1) + dpsi.unsqueeze(-2))
+        D = torch.where(close, mean_slope, dp / torch.where(close, torch.ones_like(dl), dl))
+        gG = U @ (inner * D) @ U.transpose(-1, -2)
+        g_alpha = (torch.diagonal(inner, dim1=-2, dim2=-1) * dpsi_da).sum()
+        return gG, g_alpha, None, None
+
+
+def _as_alpha(alpha: float | Tensor, like: Tensor) -> Tensor:
+    return torch.as_tensor(alpha, dtype=torch.float64, device=like.device)
+
+
+def softdecay_transform(X: Tensor, alpha: float | Tensor = -0.6, mask: Tensor | None = None,
+                        method: str = "gram", floor: float = 1e-10, rel_tol: float = 1e-9) -> Tensor:
+    """Algorithm 1 of Yan et al. on each matrix X (…, n, d) (rows = tokens or sentences).
+
+    * `mask` (…, n) marks real rows: only they enter the decomposition; padded rows come back
+      unchanged, so the result does not depend on how much padding a batch has.
+    * `method="gram"` (default): the matrix-function form from the smaller Gram matrix in float64,
+      exact to round-off and with finite gradients at repeated or zero singular values;
+      `method="svd"`: a batched `torch.linalg.svd` (the literal algorithm; its backward is
+      infinite at repeated singular values).
+    * α may be a tensor with `requires_grad` (the trainable layer).
+    The largest singular value is kept (K = σ_max/f(σ_max)). Singular values σ < −α map to negative
+    f(σ): eq. (2) is applied as printed, so those directions change sign after rescaling.
+    """
+    if method not in ("gram", "svd"):
+        raise ValueError(f"method {method!r}: use 'gram' or 'svd'")
+    if X.shape[-2] < 1 or X.shape[-1] < 1:
+        raise ValueError("empty matrix")
+    Xm = X if mask is None else X * mask.unsqueeze(-1).to(X.dtype)
+    if method == "svd":
+        Y = _svd_path(Xm, alpha)
+    else:
+        Y = _gram_path(Xm, alpha, floor, rel_tol)
+    if mask is not None:
+        Y = torch.where(mask.unsqueeze(-1), Y, X)
+    return Y
+
+
+def _check_domain(smax: Tensor, smin: Tensor, alpha: Tensor) -> None:
+    a = float(alpha)
+    if a == 0:
+        raise SoftDecayDomainError("alpha = 0: eq. (2) is undefined (its limit is the identity)")
+    lo, hi = float(smin.min()), float(smax.max())
+    # the argument 1 − α(σ + α) is monotone in σ: check both ends of the spectrum
+    for s in (lo, hi):
+        if 1 - a * (s + a) <= 0:
+            softdecay(torch.tensor([lo, hi], dtype=torch.float64), a)   # raises with the message
+
+
+def _gram_path(X: Tensor, alpha: float | Tensor, floor: float, rel_tol: float) -> Tensor:
+    n, d = X.shape[-2], X.shape[-1]
+    X64 = X.to(torch.float64)
+    a = _as_alpha(alpha, X)
+    if isinstance(alpha, Tensor) and alpha.requires_grad:
+        a = alpha.to(torch.float64)
+    left = n <= d
+    G = X64 @ X64.transpose(-1, -2) if left else X64.transpose(-1, -2) @ X64      # (…, m, m)
+    lam = torch.linalg.eigvalsh(G)                                                  # ascending, differentiable
+    smax = lam[..., -1].clamp_min(_TINY).sqrt()
+    abs_floor = float((floor * lam.detach()[..., -1]).clamp_min(_TINY).min())       # null space: λ ≤ floor·λ_max
+    live = lam.detach()[lam.detach() > abs_floor]
+    _check_domain(smax.detach(), live.sqrt() if live.numel() else smax.detach(), a.detach())
+    K = smax / softdecay(smax, a)                                                   # (…,)
+    Psi = _GramMatrixFunction.apply(G, a, abs_floor, rel_tol)
+    Y = Psi @ X64 if left else X64 @ Psi
+    return (K[..., None, None] * Y).to(X.dtype)
+
+
+def _svd_path(X: Tensor, alpha: float | Tensor) -> Tensor:
+    U, s, Vh = torch.linalg.svd(X, full_matrices=False)
+    a = torch.as_tensor(alpha, dtype=X.dtype, device=X.device) if not isinstance(alpha, Tensor) else alpha.to(X.dtype)
+    _check_domain(s.detach()[..., :1], s.detach()[s.detach() > 1e-6 * s.detach().max()], a.detach())
+    fs = softdecay(s, a)
+    K = s[..., :1] / fs[..., :1]
+    return (U * (K * fs).unsqueeze(-2)) @ Vh
+
+
+def softdecay_loop_reference(X: Tensor, alpha: float, mask: Tensor | None = None) -> Tensor:
+    """The authors' style: one `torch.svd` per example in a Python loop (padding included unless a
+    mask is given). Kept as the slow baseline for benchmarks and as an independent check."""
+    out = []
+    for b in range(X.shape[0]):
+        x = X[b] if mask is None else X[b][mask[b]]
+        U, s, V = torch.svd(x)
+        fs = softdecay(s, alpha)
+        y = U @ torch.diag(fs * (s.max() / fs.max())) @ V.T
+        if mask is not None:
+            full = X[b].clone()
+            full[mask[b]] = y
+            y = full
+        out.append(y)
+    return torch.stack(out)
+
+
+class SoftDecay(nn.Module):
+    """SoftDecay as a layer with a trainable α (initial value `alpha`), applied to (…, n, d) with an
+    optional mask of real rows (Yan et al. Algorithm 1)."""
+
+    def __init__(self, alpha: float = -0.6, trainable: bool = True, method: str = "gram") -> None:
+        super().__init__()
+        if not -1.0 <= alpha < 0:
+            raise ValueError(f"initial alpha must lie in [-1, 0) (the paper's range), got {alpha}")
+        self.alpha = nn.Parameter(torch.tensor(float(alpha)), requires_grad=trainable)
+        self.method = method
+
+    def forward(self, X: Tensor, mask: Tensor | None = None) -> Tensor:
+        return softdecay_transform(X, self.alpha, mask, method=self.method)
+
+    def extra_repr(self) -> str:
+        return f"alpha={float(self.alpha):.4f}, method={self.method}"
+
+
+# ------------------------------------------------------------------ baselines
+
+
+def whitening_fit(X: Tensor, k: int | None = None) -> tuple[Tensor, Tensor]:
+    """BERT-whitening (Su et al. 2021; WhiteningBERT, Huang et al. 2021): μ = mean(X), Σ = cov(X) =
+    U S Uᵀ, W = U S^{−1/2}, optionally its first k columns. Returns (μ, W)."""
+    X64 = X.to(torch.float64)
+    mu = X64.mean(0, keepdim=True)
+    cov = (X64 - mu).T @ (X64 - mu) / X64.shape[0]
+    U, S, _ = torch.linalg.svd(cov)
+    W = U / S.clamp_min(_TINY).sqrt()
+    if k is not None:
+        if not 1 <= k <= W.shape[1]:
+            raise ValueError(f"k must lie in [1, {W.shape[1]}], got {k}")
+        W = W[:, :k]
+    return mu.to(X.dtype), W.to(X.dtype)
+
+
+def whitening_apply(X: Tensor, mu: Tensor, W: Tensor) -> Tensor:
+    return (X - mu) @ W
+
+
+def deescalate_rows(X: Tensor, tau: float = 1.0) -> Tensor:
+    """(I − τΠ₁)X over the rows of a sentence-embedding matrix: Yu & Zhang eq. (21) used as a
+    post-processing baseline (τ = 1 removes the mean embedding)."""
+    if not 0 < tau <= 1:
+        raise ValueError(f"tau must lie in (0, 1], got {tau}")
+    return X - tau * X.mean(-2, keepdim=True)
+
+
+__all__ = ["softdecay", "softdecay_transform", "softdecay_loop_reference", "SoftDecay", "SoftDecayDomainError",
+           "whitening_fit", "whitening_apply", "deescalate_rows"]
