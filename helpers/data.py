@@ -222,7 +222,8 @@ def load_sts(name: str, source: str = "whiteningbert") -> STSSet:
         raise DataUnavailable(f"{name}: offline mirror not found (set TOKUNI_DATA or place it at ../shared/data); "
                               "use source='hub' on a machine with hub access")
     if source == "whiteningbert":
-        rows = [r.split("\t") for r in (root / "sts" / "whiteningbert" / wfile).read_text(encoding="utf-8").splitlines()]
+        text = (root / "sts" / "whiteningbert" / wfile).read_text(encoding="utf-8")
+        rows = [r.split("\t") for r in text.splitlines()]
         rows = [r for r in rows if len(r) >= 7]
         return STSSet(name, [r[5] for r in rows], [r[6] for r in rows], [float(r[4]) for r in rows],
                       [r[1] if r[1] != "PAD" else name for r in rows])

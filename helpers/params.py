@@ -324,7 +324,8 @@ class STSParams(ChapterParams):
         datasets=(lambda v: len(v) > 0 and all(d in ("STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R")
                                                for d in v), "each must be one of STS-B, STS12..STS16, SICK-R"),
         source=(lambda v: v in ("whiteningbert", "official", "hub"), "must be whiteningbert, official or hub"),
-        pooling=(lambda v: v in ("first_last", "first_last_l1", "last", "cls"), "must be first_last, first_last_l1, last or cls"),
+        pooling=(lambda v: v in ("first_last", "first_last_l1", "last", "cls"),
+                 "must be first_last, first_last_l1, last or cls"),
         alpha=(lambda v: -1.0 <= v < 0, "must lie in [-1, 0) (the paper's range; eq. 2 is undefined at 0)"),
         alphas=(lambda v: len(v) > 0 and all(-1.0 <= a < 0 for a in v), "every alpha must lie in [-1, 0)"),
         tau=(lambda v: 0 < v <= 1, "must lie in (0, 1] (eq. 21)"),

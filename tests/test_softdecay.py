@@ -144,7 +144,8 @@ def test_sts_scoring_and_pooling():
     assert sts.spearman100(e1, e1, list(np.arange(50.0))) != sts.spearman100(e1, e2, gold.tolist())
     enc = sts.Encoded(rand(4, 3, 8, seed=13), rand(4, 8, seed=14), rand(4, 8, seed=15))
     assert torch.allclose(sts.pool(enc, "first_last"), (enc.layer_means[:, 0] + enc.layer_means[:, -1]) / 2)
-    assert torch.allclose(sts.pool(enc, "first_last", token_level=True), (enc.layer_means[:, 0] + enc.token_sd_last) / 2)
+    expected = (enc.layer_means[:, 0] + enc.token_sd_last) / 2
+    assert torch.allclose(sts.pool(enc, "first_last", token_level=True), expected)
     for m in sts.METHODS:
         a, b = sts.apply_method(m, e1, e2)
         assert a.shape == e1.shape or m.startswith("whitening")
