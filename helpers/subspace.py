@@ -28,18 +28,23 @@ def subspace_residuals(X: Tensor) -> tuple[Tensor, Tensor]:
     return tail.clamp_min(0).sqrt(), lam
 
 
-def theorem_check(X: Tensor) -> dict[str, float]:
+def theorem_check(X: Tensor, mask: Tensor | None = None) -> dict[str, float]:
     """Verify ‖x − x′‖ ≤ C for every row and every cut, with C = λ_{k+1}; report the worst slack
-    (should be ≤ 0 up to round-off) and the tightness ratios ‖x − x′‖/λ_{k+1} (max, median)."""
+    (should be ≤ 0 up to round-off) and the tightness ratios ‖x − x′‖/λ_{k+1} (max, median over
+    real rows and cuts with λ_{k+1} > 0). Padded rows (mask False) are zeroed and left out."""
+    if mask is not None:
+        X = X * mask.unsqueeze(-1).to(X.dtype)
     res, lam = subspace_residuals(X.to(torch.float64))
-    # also compute the residual directly as ‖x − x V_k V_kᵀ‖ for one cut to check the formula
     ratio = res / lam.unsqueeze(-2).clamp_min(1e-300)
+    valid = (lam > 1e-12 * lam.amax(-1, keepdim=True)).unsqueeze(-2).expand_as(ratio)
+    if mask is not None:
+        valid = valid & mask.unsqueeze(-1).expand_as(ratio)
     worst = float((res - lam.unsqueeze(-2)).max())
     return {
         "worst_slack": worst,
         "worst_slack_rel": worst / float(lam.max()),
-        "max_ratio": float(ratio.max()),
-        "median_ratio": float(ratio.median()),
+        "max_ratio": float(ratio[valid].max()),
+        "median_ratio": float(ratio[valid].median()),
     }
 
 
