@@ -116,6 +116,9 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
             model = auto.from_config(cfg, attn_implementation="eager")
         else:
             model = auto.from_pretrained(source, attn_implementation="eager", dtype=torch.float32, **kw)
+        if modality == "text" and getattr(tok, "pad_token", None) is None and getattr(tok, "eos_token", None):
+            tok.pad_token = tok.eos_token          # decoders (Llama, GPT-2) ship no pad token; masks hide it
+            tok.padding_side = "right"
     except (OSError, ValueError) as err:
         offline = sorted([k for k in OFFLINE_PACKAGES if "/" not in k] + list(SHARED_MODELS))
         raise ModelUnavailable(

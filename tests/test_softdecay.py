@@ -33,10 +33,13 @@ def test_domain_error_instead_of_nan():
 @pytest.mark.parametrize("shape", [(3, 20, 64), (300, 32), (6, 6)])
 def test_gram_path_matches_svd_and_keeps_largest_singular_value(shape):
     X = rand(*shape, seed=1) * torch.logspace(0, -1.5, shape[-1])
-    a = S.softdecay_transform(X, -0.6)
-    b = S.softdecay_transform(X, -0.6, method="svd")
-    scale = torch.linalg.matrix_norm(X, ord=2).max()
-    assert ((a - b).abs().max() / scale).item() < 1e-5
+    ref = S.softdecay_transform(X.double(), -0.6, method="svd")          # float64 SVD: the reference
+    scale = torch.linalg.matrix_norm(X.double(), ord=2).max()
+    for precision in ("auto", "double"):
+        a = S.softdecay_transform(X, -0.6, precision=precision)
+        assert ((a.double() - ref).abs().max() / scale).item() < 1e-5, precision
+    b = S.softdecay_transform(X, -0.6, method="svd")                      # float32 SVD, for comparison
+    assert ((b.double() - ref).abs().max() / scale).item() < 1e-5
     s_in, s_out = torch.linalg.svdvals(X), torch.linalg.svdvals(a)
     assert torch.allclose(s_in[..., 0], s_out[..., 0], rtol=1e-5)
 
