@@ -5,21 +5,15 @@ import math
 import numpy as np
 import pytest
 import torch
+from testutil import seeded_randn
 
 from helpers import measures as M
 
-
-@pytest.fixture(autouse=True)
-def _float64():
-    """These identities are checked to 1e-10: run this module in float64, and restore the default."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64")   # identities checked to 1e-10
 
 
 def rand(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    return seeded_randn(*shape, seed=seed)
 
 
 def random_stochastic(h, n, seed=0):

@@ -7,14 +7,7 @@ import torch
 
 from helpers import subspace as S
 
-
-@pytest.fixture(autouse=True)
-def _float64():
-    """These identities are checked to 1e-10: run this module in float64, and restore the default."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64")   # identities checked to 1e-10
 
 
 def test_residual_formula_equals_projection_distance():
