@@ -1,0 +1,70 @@
+"""The ViT of Yu & Zhang §3.3 (helpers only, issue 7 in progress): blocks, AutoAugment, resume."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from helpers import vit
+
+
+def tiny(variant):
+    return vit.ViT(vit.ViTConfig(variant=variant, depth=3, hidden=32, ffn=64, heads=4, patch=8, image=32))
+
+
+def fake_data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    images = [Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)) for _ in range(n)]
+    return images, [int(v) for v in rng.integers(0, 10, n)]
+
+
+@pytest.mark.parametrize("variant", vit.VARIANTS)
+def test_shapes_and_block_types(variant):
+    torch.manual_seed(0)
+    m = tiny(variant)
+    x = torch.randn(2, 3, 32, 32)
+    logits, states = m(x, return_states=True)
+    assert logits.shape == (2, 10) and len(states) == 4 and states[0].shape == (2, 17, 32)
+    if variant == "de-escalated":   # τ = 1 after each block: zero column means, t_sim = 0
+        assert torch.allclose(states[-1].mean(1), torch.zeros(2, 32), atol=1e-5)
+        assert m.block_similarity(x)[-1] < 1e-6
+
+
+def test_patchify_roundtrip():
+    m = tiny("post-norm")
+    x = torch.arange(2 * 3 * 32 * 32, dtype=torch.float32).reshape(2, 3, 32, 32)
+    p = m.patches(x)
+    assert p.shape == (2, 16, 3 * 8 * 8)
+    assert torch.equal(p[0, 1].reshape(3, 8, 8), x[0, :, 0:8, 8:16])
+
+
+def test_autoaugment_returns_image_and_is_seeded():
+    img = fake_data(1)[0][0]
+    a = [np.asarray(vit.autoaugment(img, random.Random(3))) for _ in range(2)]
+    assert a[0].shape == (32, 32, 3) and np.array_equal(a[0], a[1])
+    assert len(vit.CIFAR10_POLICY) == 25
+
+
+def test_resume_after_kill_gives_the_same_final_numbers(tmp_path):
+    data, test = fake_data(48, 1), fake_data(16, 2)
+    tc = vit.TrainConfig(epochs=3, batch=16, seed=0)
+    torch.manual_seed(0)
+    straight = vit.train(tiny("de-escalated"), data, test, tc, checkpoint=tmp_path / "a.pt")
+    torch.manual_seed(0)
+    m = tiny("de-escalated")
+    vit.train(m, data, test, tc, checkpoint=tmp_path / "b.pt", stop_after_epochs=1)        # "killed"
+    torch.manual_seed(123)                                                                  # fresh process
+    resumed = vit.train(tiny("de-escalated"), data, test, tc, checkpoint=tmp_path / "b.pt")
+    assert resumed["epoch"] == [1, 2, 3]
+    assert np.allclose(resumed["test_loss"], straight["test_loss"], rtol=1e-5)
+    assert np.allclose(resumed["train_loss"], straight["train_loss"], rtol=1e-5)
+    assert set(resumed["t_sim"]) == {"1", "2", "3"}
+
+
+def test_bad_config():
+    with pytest.raises(ValueError, match="variant"):
+        vit.ViTConfig(variant="sandwich")
+    with pytest.raises(ValueError, match="divisible"):
+        vit.ViTConfig(image=30)
