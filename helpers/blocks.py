@@ -66,17 +66,23 @@ class SoftmaxAttention(nn.Module):
         nn.init.uniform_(self.w_k, -bound, bound)
         nn.init.normal_(self.w_v, 0.0, math.sqrt(self.value_scale / self.d))  # σ² = c/d
 
+    def _heads(self, X: Tensor, w: Tensor) -> Tensor:
+        """X W_k for every head with one GEMM: (…, n, d) × (h, d, dh) -> (…, h, n, dh)."""
+        flat = w.permute(1, 0, 2).reshape(self.d, self.h * self.dh)      # (d, h·dh)
+        out = X @ flat                                                   # (…, n, h·dh)
+        return out.unflatten(-1, (self.h, self.dh)).transpose(-3, -2)    # (…, h, n, dh)
+
     def attention(self, X: Tensor) -> Tensor:
         """P (…, h, n, n) for X (…, n, d)."""
-        q = X.unsqueeze(-3) @ self.w_q                       # (…, h, n, dh)
-        k = X.unsqueeze(-3) @ self.w_k                       # (…, h, n, dh)
+        q = self._heads(X, self.w_q)                         # (…, h, n, dh)
+        k = self._heads(X, self.w_k)                         # (…, h, n, dh)
         return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.dh), dim=-1)
 
     def mix(self, P: Tensor, X: Tensor, w_v: Tensor | None = None) -> Tensor:
         """[P₁XW₁ ⋯ P_hXW_h] (…, n, d) (Prop. 2.9). `w_v` may carry extra leading axes (draws of W)."""
-        w = self.w_v if w_v is None else w_v                 # (…, h, d, dh)
-        PX = P @ X.unsqueeze(-3)                             # (…, h, n, d)
-        out = PX @ w                                         # (…, h, n, dh)
+        # X W_k first (fewer flops than (P X) W_k); one GEMM for the module's own maps
+        V = self._heads(X, self.w_v) if w_v is None else X.unsqueeze(-3) @ w_v   # (…, h, n, dh)
+        out = P @ V                                          # (…, h, n, dh) = P_k X W_k
         return out.transpose(-3, -2).flatten(-2)             # (…, n, h·dh)
 
     def forward(self, X: Tensor) -> tuple[Tensor, Tensor]:

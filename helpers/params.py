@@ -334,12 +334,58 @@ class STSParams(ChapterParams):
     )
 
 
+@dataclass(frozen=True)
+class ViTParams(ChapterParams):
+    """Yu & Zhang §3.3: post-norm vs pre-norm vs de-escalated post-norm ViT on CIFAR-10 (Figure 6)."""
+
+    variants: tuple[str, ...] = ("post-norm", "pre-norm", "de-escalated")
+    depth: int = 80
+    hidden: int = 192
+    ffn: int = 384
+    heads: int = 8
+    patch: int = 4
+    epochs: int = 150
+    train_images: int = 0            # 0 = all 50,000
+    test_images: int = 0             # 0 = all 10,000
+    batch: int = 128
+    lr: float | None = None          # None: 5e-5 post-norm, 1e-4 otherwise (§3.3)
+    tau: float = 1.0
+    deesc_place: str = "output"
+    augment: bool = True
+    seeds: int = 3
+    sim_every: int = 1
+
+    CHAPTER: ClassVar[str] = "vit"
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "ci": dict(depth=4, epochs=1, train_images=256, test_images=128, batch=64, seeds=1),
+        "book": dict(depth=24, epochs=4, train_images=2048, test_images=1000, seeds=1),
+        "paper": dict(),
+    }
+    RULES: ClassVar = _rules(
+        variants=(lambda v: len(v) > 0 and all(x in ("post-norm", "pre-norm", "de-escalated") for x in v),
+                  "each must be post-norm, pre-norm or de-escalated"),
+        depth=_positive, hidden=_positive, ffn=_positive, heads=_positive,
+        patch=(lambda v: v > 0 and 32 % v == 0, "must divide 32"), epochs=_positive, train_images=_nonneg,
+        test_images=_nonneg, batch=_positive, lr=(lambda v: v is None or v > 0, "must be > 0"),
+        tau=(lambda v: 0 < v <= 1, "must lie in (0, 1] (eq. 21)"),
+        deesc_place=(lambda v: v in ("input", "after_attention", "ffn_input", "output"),
+                     "must be input, after_attention, ffn_input or output"),
+        seeds=_positive, sim_every=_positive,
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.hidden % self.heads:
+            raise ParameterError(f"parameter 'hidden' = {self.hidden} must be divisible by heads = {self.heads}")
+
+
 CHAPTERS: dict[str, type[ChapterParams]] = {
     TSEParams.CHAPTER: TSEParams,
     SubspaceParams.CHAPTER: SubspaceParams,
     DriftParams.CHAPTER: DriftParams,
     AnisotropyParams.CHAPTER: AnisotropyParams,
     STSParams.CHAPTER: STSParams,
+    ViTParams.CHAPTER: ViTParams,
 }
 
 
@@ -356,5 +402,5 @@ def for_chapter(chapter: str) -> type[ChapterParams]:
 
 
 __all__ = ["SCALES", "ParameterError", "ChapterParams", "TSEParams", "SubspaceParams", "DriftParams",
-           "AnisotropyParams", "STSParams", "PAPER_ANISOTROPY_MODELS", "CHAPTERS",
+           "AnisotropyParams", "STSParams", "ViTParams", "PAPER_ANISOTROPY_MODELS", "CHAPTERS",
            "for_chapter", "knobs", "field"]

@@ -156,6 +156,13 @@ def load_results(path: str | os.PathLike) -> dict[str, Any]:
     return json.loads(Path(path).read_text())
 
 
+def settings_hash(key: dict[str, Any]) -> str:
+    """A short stable hash of a settings dict (for checkpoint file names)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(_jsonable(key), sort_keys=True).encode()).hexdigest()[:12]
+
+
 def committed_results_path(chapter: str, name: str, scale: str) -> Path:
     """Where heavy `book`-scale runs keep their committed results: `results/<chapter>/<scale>/<name>.json`."""
     return REPO_ROOT / "results" / chapter / scale / f"{name}.json"

@@ -2,12 +2,11 @@
 pre-norm, Algorithm 1 + eq. 21 de-escalation), CIFAR-10 AutoAugment, and a training loop with
 checkpoint/resume — the building blocks of the de-escalated deep post-norm ViT experiment (§3.3).
 
-Status: helpers and tests only; the chapter (Figures 6-7) is not written yet (issue 7).
+The chapter is `book/vit.md` (Figure 6 at the scale a CPU allows; Figure 7 not done).
 """
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -205,12 +204,15 @@ def _lr(variant: str, lr: float | None) -> float:
 
 
 def train(model: ViT, train_set: tuple[list, list], test_set: tuple[list, list], tc: TrainConfig,
-          checkpoint: str | Path | None = None, stop_after_epochs: int | None = None) -> dict:
+          checkpoint: str | Path | None = None, stop_after_epochs: int | None = None,
+          device: str | torch.device = "cpu") -> dict:
     """Train `model`, evaluating train/test loss and accuracy every epoch and t_sim per block every
     `sim_every` epochs on a fixed test batch. With `checkpoint`, the full state (model, optimiser,
     scheduler, RNG states, history) is saved after every epoch and training resumes from it, so a
     killed run continues to the same final numbers. `stop_after_epochs` simulates a kill."""
     torch.manual_seed(tc.seed)
+    dev = torch.device(device)
+    model.to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=_lr(model.cfg.variant, tc.lr), betas=(0.9, 0.999),
                             weight_decay=tc.weight_decay)
     milestones = [max(1, int(0.7 * tc.epochs)), max(1, int(0.9 * tc.epochs))]
@@ -220,15 +222,15 @@ def train(model: ViT, train_set: tuple[list, list], test_set: tuple[list, list],
     rng = random.Random(tc.seed)
     ckpt = Path(checkpoint) if checkpoint else None
     if ckpt is not None and ckpt.is_file():
-        state = torch.load(ckpt, weights_only=False)
+        state = torch.load(ckpt, weights_only=False, map_location=dev)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         sched.load_state_dict(state["sched"])
-        torch.set_rng_state(state["torch_rng"])
+        torch.set_rng_state(state["torch_rng"].cpu())
         rng.setstate(state["py_rng"])
         history, start = state["history"], state["epoch"]
     images, labels = train_set
-    test_x, test_y = to_tensor(test_set[0]), torch.tensor(test_set[1])
+    test_x, test_y = to_tensor(test_set[0]).to(dev), torch.tensor(test_set[1]).to(dev)
     probe = test_x[: min(64, len(test_x))]
     for epoch in range(start, tc.epochs):
         if stop_after_epochs is not None and epoch >= stop_after_epochs:
@@ -239,7 +241,7 @@ def train(model: ViT, train_set: tuple[list, list], test_set: tuple[list, list],
         for i in progress(range(0, len(order), tc.batch), desc=f"epoch {epoch + 1}"):
             idx = order[i:i + tc.batch]
             batch = [autoaugment(images[j], rng) if tc.augment else images[j] for j in idx]
-            x, y = to_tensor(batch), torch.tensor([labels[j] for j in idx])
+            x, y = to_tensor(batch).to(dev), torch.tensor([labels[j] for j in idx]).to(dev)
             logits = model(x)
             loss = nn.functional.cross_entropy(logits, y)
             opt.zero_grad(set_to_none=True)
@@ -275,9 +277,21 @@ def evaluate(model: ViT, x: Tensor, y: Tensor, batch: int = 256) -> tuple[float,
     return tot / len(x), correct / len(x)
 
 
-def history_json(history: dict) -> str:
-    return json.dumps(history)
+def run_variant(variant: str, depth: int, hidden: int, ffn: int, heads: int, patch: int, tau: float,
+                deesc_place: str, tc: TrainConfig, train_set, test_set, checkpoint: str | Path | None = None,
+                device: str | torch.device = "cpu") -> dict:
+    """Build one variant (seeded by `tc.seed`), train it, and return its history with the wall time."""
+    import time
+
+    torch.manual_seed(tc.seed)
+    model = ViT(ViTConfig(variant=variant, depth=depth, hidden=hidden, ffn=ffn, heads=heads, patch=patch, tau=tau,
+                          deesc_place=deesc_place))
+    t = time.perf_counter()
+    hist = train(model, train_set, test_set, tc, checkpoint=checkpoint, device=device)
+    hist["wall_time_s"] = time.perf_counter() - t
+    hist["lr"] = _lr(variant, tc.lr)
+    return hist
 
 
 __all__ = ["VARIANTS", "ViTConfig", "ViT", "autoaugment", "CIFAR10_POLICY", "to_tensor", "TrainConfig", "train",
-           "evaluate"]
+           "evaluate", "run_variant"]
