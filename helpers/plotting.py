@@ -21,17 +21,19 @@ def _np(a) -> np.ndarray:
 
 def layer_curves(ax: plt.Axes, curves: Mapping[str, np.ndarray], x0: int = 0, spread: str = "sd",
                  ylabel: str = "", xlabel: str = "block", logy: bool = False, title: str = "",
-                 markers: bool = True) -> plt.Axes:
-    """Per-layer curves: each value is (trials, layers) — mean line with a ±1 sd (or min–max) band —
-    or (layers,) for a single curve."""
+                 markers: bool = True, x: np.ndarray | None = None, symlog_x: float | None = None) -> plt.Axes:
+    """Per-layer (or per-setting) curves: each value is (trials, points) — mean line with a ±1 sd
+    (`spread="sd"`) or min–max (`"minmax"`) band — or (points,) for a single curve. `x` gives the
+    abscissae (default x0, x0+1, …); `symlog_x` a symlog x-axis with that linear threshold."""
+    xs = None if x is None else _np(x)
     for i, (label, arr) in enumerate(curves.items()):
         a = _np(arr)
         color = sns.color_palette()[i % 10]
         if a.ndim == 1:
-            x = np.arange(x0, x0 + a.shape[0])
+            x = xs if xs is not None else np.arange(x0, x0 + a.shape[0])
             ax.plot(x, a, label=label, color=color, marker="o" if markers else None, ms=3)
             continue
-        x = np.arange(x0, x0 + a.shape[1])
+        x = xs if xs is not None else np.arange(x0, x0 + a.shape[1])
         m = np.nanmean(a, 0)
         sd = np.nanstd(a, 0)
         lo, hi = (m - sd, m + sd) if spread == "sd" else (np.nanmin(a, 0), np.nanmax(a, 0))
@@ -39,6 +41,8 @@ def layer_curves(ax: plt.Axes, curves: Mapping[str, np.ndarray], x0: int = 0, sp
         ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
     if logy:
         ax.set_yscale("log")
+    if symlog_x is not None:
+        ax.set_xscale("symlog", linthresh=symlog_x)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:

@@ -164,13 +164,22 @@ def test_rbf_dis_and_token_uni():
     assert M.token_uni(spread).item() == pytest.approx(0.0, abs=1e-12)
 
 
-def test_lsds_zero_for_identity_map_of_a_lattice_midpoint():
-    # a point exactly between its two neighbours, normalised weights: reconstruction is exact
-    X = torch.tensor([[0.0], [1.0], [2.0]])
-    v = M.lsds(X, X, k=2, normalise_weights=True)
-    assert v.item() >= 0
-    FX = X * 3
-    assert M.lsds(X, FX, k=1).item() > M.lsds(X, X, k=1).item()
+def test_lsds_matches_eq6_by_hand():
+    X = rand(9, 3, seed=20)
+    FX = rand(9, 4, seed=21)
+    k, t = 3, 0.7
+    d2 = torch.cdist(X, X) ** 2
+    d2.fill_diagonal_(float("inf"))
+    total = 0.0
+    for i in range(9):
+        nd, idx = d2[i].topk(k, largest=False)
+        w = torch.exp(-nd / t)
+        total += float((FX[i] - (w.unsqueeze(1) * FX[idx]).sum(0)).square().sum())
+    assert M.lsds(X, FX, k=k, t=t).item() == pytest.approx(total / 9, rel=1e-9)
+    # an exact midpoint with normalised weights is reconstructed perfectly by the identity map
+    line = torch.tensor([[0.0], [1.0], [2.0], [10.0], [11.0], [12.0]])
+    per_point_mid = M.lsds(line[:3], line[:3], k=2, normalise_weights=True).item()
+    assert per_point_mid < M.lsds(line[:3], 3 * line[:3] ** 2, k=2, normalise_weights=True).item()
 
 
 def test_anisotropy_measures():
