@@ -379,6 +379,116 @@ class ViTParams(ChapterParams):
             raise ParameterError(f"parameter 'hidden' = {self.hidden} must be divisible by heads = {self.heads}")
 
 
+@dataclass(frozen=True)
+class GlueParams(ChapterParams):
+    """Yan et al. §5.2, App. B, App. D: SoftDecay fine-tuning on GLUE (Table 2, Table 6, Figs. 5, 8-13)."""
+
+    models: tuple[str, ...] = ("all-MiniLM-L6-v2",)
+    tasks: tuple[str, ...] = ("RTE", "MRPC", "CoLA")
+    variants: tuple[str, ...] = ("baseline", "softdecay", "expdecay")
+    alphas: tuple[float, ...] = (-0.5,)          # initial α of SoftDecay (the paper searches -0.2, -0.5, -0.8)
+    lr: float = 2e-5
+    alpha_lr: float = 2e-3
+    epochs: int = 3
+    batch: int = 32
+    max_length: int = 128
+    seeds: int = 2
+    train_examples: int = 0                      # 0 = the whole training split
+    eval_examples: int = 0                       # 0 = the whole validation split
+    spectra_examples: int = 256
+    expdecay_squared: bool = False               # False: App. D.1 as printed; True: Wang et al.'s squared form
+
+    CHAPTER: ClassVar[str] = "glue"
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "ci": dict(tasks=("RTE", "MRPC"), train_examples=128, eval_examples=96, batch=16, max_length=64, epochs=2,
+                   seeds=2, spectra_examples=48),
+        "book": dict(),
+        "paper": dict(models=("bert-base-uncased", "albert-base-v1", "distilbert-base-uncased", "roberta-base"),
+                      tasks=("CoLA", "SST-2", "MRPC", "QNLI", "RTE"), alphas=(-0.2, -0.5, -0.8), seeds=3,
+                      spectra_examples=1000),
+    }
+    RULES: ClassVar = _rules(
+        models=(lambda v: len(v) > 0, "needs at least one model"),
+        tasks=(lambda v: len(v) > 0 and all(t in ("CoLA", "SST-2", "MRPC", "QNLI", "RTE") for t in v),
+               "each must be one of CoLA, SST-2, MRPC, QNLI, RTE"),
+        variants=(lambda v: len(v) > 0 and all(x in ("baseline", "softdecay", "expdecay") for x in v),
+                  "each must be baseline, softdecay or expdecay"),
+        alphas=(lambda v: len(v) > 0 and all(-1.0 <= a < 0 for a in v), "every initial alpha must lie in [-1, 0)"),
+        lr=_positive, alpha_lr=_positive, epochs=_positive, batch=_positive,
+        max_length=(lambda v: 8 <= v <= 512, "must lie in [8, 512]"), seeds=_positive,
+        train_examples=_nonneg, eval_examples=_nonneg, spectra_examples=(lambda v: v >= 2, "needs >= 2 examples"),
+    )
+
+
+#: MultiBERT's released intermediate checkpoints (Sellam et al. 2021): every 20k steps to 200k, then every 100k to 2M
+MULTIBERT_STEPS = tuple(range(0, 200_000, 20_000)) + tuple(range(200_000, 2_000_001, 100_000))
+
+
+@dataclass(frozen=True)
+class QKParams(ChapterParams):
+    """Godey et al. §5, App. C-D: queries and keys along pretraining (Figures 11-15, 19-23).
+
+    `source="pretrain"` (ci, book): our own small MLM BERT trained from scratch here, checkpointed at
+    `steps`; `source="multiberts"` (paper): google/multiberts-seed_{seed}-step_{step/1000}k from the hub."""
+
+    source: str = "pretrain"
+    seeds: tuple[int, ...] = (0, 1)
+    steps: tuple[int, ...] = (0, 10, 30, 100, 300, 1000, 1500)   # checkpoint steps, step 0 = initialisation
+    n_samples: int = 128              # §5: "128 samples from Wikitext-103" (test split paragraphs, drawn with `seed`)
+    max_length: int = 128
+    svd_fraction: float = 0.2         # §5 footnote: 20 % of the representations for the SVD
+    n_display: int = 200              # tokens per step in the scatter plots (Figs. 11, 19, 20)
+    # our pretraining (ignored for multiberts)
+    layers: int = 4
+    hidden: int = 256
+    heads: int = 4
+    intermediate: int = 1024
+    seq_len: int = 128
+    batch: int = 8
+    lr: float = 5e-4
+    warmup: float = 0.06
+    weight_decay: float = 0.01
+    mask_prob: float = 0.15
+    train_split: str = "validation"
+    resume_every: int = 100
+
+    CHAPTER: ClassVar[str] = "qk"
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "ci": dict(layers=2, hidden=128, heads=2, intermediate=512, seq_len=64, batch=8, lr=1e-3,
+                   steps=(0, 5, 15, 30, 60), n_samples=32, max_length=64, n_display=100, resume_every=30),
+        "book": dict(),
+        "paper": dict(source="multiberts", seeds=(0, 1, 2, 3, 4), steps=MULTIBERT_STEPS, n_samples=128),
+    }
+    RULES: ClassVar = _rules(
+        source=(lambda v: v in ("pretrain", "multiberts"), "must be 'pretrain' or 'multiberts'"),
+        seeds=(lambda v: len(v) > 0 and len(set(v)) == len(v) and all(s >= 0 for s in v),
+               "needs distinct seeds >= 0"),
+        steps=(lambda v: len(v) >= 2 and all(b > a for a, b in zip(v, v[1:], strict=False)) and v[0] >= 0,
+               "needs >= 2 increasing checkpoint steps >= 0"),
+        n_samples=(lambda v: v >= 2, "needs >= 2 samples"),
+        max_length=(lambda v: 8 <= v <= 512, "must lie in [8, 512]"),
+        svd_fraction=(lambda v: 0 < v <= 1, "must lie in (0, 1]"), n_display=_positive,
+        layers=_positive, hidden=_positive, heads=_positive, intermediate=_positive,
+        seq_len=(lambda v: 8 <= v <= 512, "must lie in [8, 512]"), batch=_positive, lr=_positive,
+        warmup=(lambda v: 0 <= v < 1, "must lie in [0, 1)"), weight_decay=_nonneg,
+        mask_prob=(lambda v: 0 < v < 1, "must lie in (0, 1)"),
+        train_split=(lambda v: v in ("validation", "test"), "must be 'validation' or 'test' (the mirror's splits)"),
+        resume_every=_positive,
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.source == "multiberts":
+            bad = [s for s in self.steps if s not in MULTIBERT_STEPS]
+            if bad:
+                raise ParameterError(f"parameter 'steps': {bad} are not released MultiBERT checkpoints "
+                                     "(every 20k steps to 200k, every 100k to 2M)")
+            if any(s > 4 for s in self.seeds):
+                raise ParameterError("parameter 'seeds': MultiBERT intermediate checkpoints exist for seeds 0-4 only")
+        elif self.hidden % self.heads:
+            raise ParameterError(f"parameter 'hidden' = {self.hidden} must be divisible by heads = {self.heads}")
+
+
 CHAPTERS: dict[str, type[ChapterParams]] = {
     TSEParams.CHAPTER: TSEParams,
     SubspaceParams.CHAPTER: SubspaceParams,
@@ -386,6 +496,8 @@ CHAPTERS: dict[str, type[ChapterParams]] = {
     AnisotropyParams.CHAPTER: AnisotropyParams,
     STSParams.CHAPTER: STSParams,
     ViTParams.CHAPTER: ViTParams,
+    GlueParams.CHAPTER: GlueParams,
+    QKParams.CHAPTER: QKParams,
 }
 
 
@@ -403,4 +515,4 @@ def for_chapter(chapter: str) -> type[ChapterParams]:
 
 __all__ = ["SCALES", "ParameterError", "ChapterParams", "TSEParams", "SubspaceParams", "DriftParams",
            "AnisotropyParams", "STSParams", "ViTParams", "PAPER_ANISOTROPY_MODELS", "CHAPTERS",
-           "for_chapter", "knobs", "field"]
+           "for_chapter", "knobs", "field", "QKParams", "MULTIBERT_STEPS"]

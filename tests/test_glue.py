@@ -1,0 +1,264 @@
+"""SoftDecay fine-tuning on GLUE (Yan et al. §5.2, App. B, D.1): the trainable layer on every
+architecture, its placement, padding independence, finite gradients at degenerate spectra,
+resume after a kill, ExpDecay, metrics."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from testutil import seeded_randn
+
+from helpers import glue
+from helpers import models as Mo
+from helpers.params import GlueParams, ParameterError
+from helpers.softdecay import softdecay_transform
+
+TINY = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
+            max_position_embeddings=80, vocab_size=120, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def tiny(kind: str):
+    """A small random model of each architecture the paper fine-tunes (with a 2-class head)."""
+    from transformers import (
+        AlbertConfig,
+        AlbertForSequenceClassification,
+        BertConfig,
+        BertForSequenceClassification,
+        DistilBertConfig,
+        DistilBertForSequenceClassification,
+        RobertaConfig,
+        RobertaForSequenceClassification,
+    )
+
+    torch.manual_seed(0)
+    if kind == "bert":
+        return BertForSequenceClassification(BertConfig(**TINY, num_labels=2))
+    if kind == "roberta":
+        return RobertaForSequenceClassification(RobertaConfig(**TINY, num_labels=2, pad_token_id=1))
+    if kind == "albert":
+        return AlbertForSequenceClassification(AlbertConfig(**TINY, embedding_size=16, num_labels=2,
+                                                            classifier_dropout_prob=0.0))
+    if kind == "distilbert":
+        return DistilBertForSequenceClassification(DistilBertConfig(
+            vocab_size=120, dim=32, n_layers=3, n_heads=4, hidden_dim=64, max_position_embeddings=80,
+            dropout=0.0, attention_dropout=0.0, seq_classif_dropout=0.0, num_labels=2))
+    raise ValueError(kind)
+
+
+def batch(seed=0, B=3, L=12, lengths=(12, 7, 4)):
+    ids = torch.randint(5, 120, (B, L), generator=torch.Generator().manual_seed(seed))
+    mask = torch.zeros(B, L, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1
+    return ids * mask + (1 - mask), mask      # pad id 1 (RoBERTa's); irrelevant elsewhere under the mask
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta", "albert", "distilbert"])
+def test_softdecay_layer_on_every_architecture(kind):
+    """Insertion works on BERT, RoBERTa, ALBERT and DistilBERT: only the last layer's output
+    changes, the loss is finite and α gets a finite, non-zero gradient."""
+    ids, mask = batch()
+    base = tiny(kind).eval()
+    model = tiny(kind).eval()
+    sd = glue.insert_softdecay(model, alpha=-0.5)
+    with torch.no_grad():
+        h0 = base(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+    out = model(input_ids=ids, attention_mask=mask, labels=torch.tensor([0, 1, 1]), output_hidden_states=True)
+    for a, b in zip(h0[:-1], out.hidden_states[:-1], strict=True):   # every earlier layer untouched (ALBERT too)
+        torch.testing.assert_close(a, b)
+    assert (h0[-1] - out.hidden_states[-1]).abs().max() > 1e-4      # the last one transformed
+    out.loss.backward()
+    g = sd.softdecay.alpha.grad
+    assert g is not None and torch.isfinite(g) and g.abs() > 0
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_placement_is_before_the_final_layernorm_with_one_residual():
+    """x^L = LayerNorm(SoftDecay(Φ(v^L) + x^{L−1})) (eq. 1 + App. B): recompute the last layer's
+    output by hand from the inputs of its BertOutput module."""
+    model = tiny("bert").eval()
+    glue.insert_softdecay(model, alpha=-0.6)
+    seen = {}
+    out_mod = model.bert.encoder.layer[-1].output
+    out_mod.register_forward_hook(lambda m, args, out: seen.update(args=args, out=out))
+    ids, mask = batch()
+    with torch.no_grad():
+        last = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[-1]
+        inter, resid = seen["args"]
+        x = out_mod.dense(inter) + resid                                          # residual added once
+        y = softdecay_transform(x, -0.6, mask.bool())
+        expected = out_mod.LayerNorm.layer_norm(y)
+    torch.testing.assert_close(last, expected)
+    torch.testing.assert_close(seen["out"], expected)
+
+
+def test_baseline_is_the_unmodified_model():
+    model = tiny("bert")
+    names_before = {n for n, _ in model.named_modules()}
+    cfg = glue.FinetuneConfig(variant="baseline")
+    m, _ = glue.build_model(cfg, 2, model_factory=lambda: (model, None))
+    assert {n for n, _ in m.named_modules()} == names_before and glue.find_softdecay(m) is None
+
+
+def test_padding_independence():
+    """The same sentences padded to different lengths give the same logits with SoftDecay inside."""
+    model = tiny("bert").eval()
+    glue.insert_softdecay(model, alpha=-0.5)
+    ids, mask = batch(L=12)
+    wide_ids = torch.nn.functional.pad(ids, (0, 9), value=1)
+    wide_mask = torch.nn.functional.pad(mask, (0, 9))
+    with torch.no_grad():
+        a = model(input_ids=ids, attention_mask=mask).logits
+        b = model(input_ids=wide_ids, attention_mask=wide_mask).logits
+        c = model(input_ids=ids[1:2, :7], attention_mask=mask[1:2, :7]).logits   # alone, unpadded
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(a[1:2], c, atol=1e-5, rtol=1e-5)
+
+
+def test_degenerate_spectrum_backward_is_finite():
+    """A planted matrix with a repeated and a zero singular value: our layer's gradients are finite
+    (and equal a nearby non-degenerate gradient), where the SVD backward is not."""
+    torch.manual_seed(0)
+    n, d = 6, 16
+    U, _ = torch.linalg.qr(seeded_randn(n, n, seed=1, dtype=torch.float64))
+    V, _ = torch.linalg.qr(seeded_randn(d, n, seed=2, dtype=torch.float64))
+    s = torch.tensor([5.0, 3.0, 3.0, 3.0, 2.0, 0.0], dtype=torch.float64)       # repeated and zero σ
+    X = (U * s) @ V.T
+    ln = torch.nn.LayerNorm(d).double()
+    layer = glue.SoftDecayBeforeLayerNorm(ln, alpha=-0.5).double()
+    layer.mask = torch.ones(1, n, dtype=torch.bool)
+    w = seeded_randn(1, n, d, seed=3, dtype=torch.float64)
+
+    def grads(X):
+        x = X.clone().unsqueeze(0).requires_grad_(True)
+        layer.calls = 0
+        layer.softdecay.alpha.grad = None
+        (layer(x) * w).sum().backward()
+        return x.grad, layer.softdecay.alpha.grad.clone()
+
+    gx, ga = grads(X)
+    assert torch.isfinite(gx).all() and torch.isfinite(ga)
+    s_near = s + torch.tensor([0, 1e-4, 0, -1e-4, 0, 0], dtype=torch.float64)   # split the repeated σ only
+    gx2, ga2 = grads((U * s_near) @ V.T)
+    torch.testing.assert_close(gx, gx2, atol=5e-3, rtol=5e-3)
+    torch.testing.assert_close(ga, ga2, atol=5e-3, rtol=5e-3)
+    # the literal SVD path (the authors' code) divides by σ_i² − σ_j² ≈ round-off: inf/NaN or ~1e15
+    x = X.clone().unsqueeze(0).requires_grad_(True)
+    (softdecay_transform(x, -0.5, method="svd") * w).sum().backward()
+    assert not torch.isfinite(x.grad).all() or x.grad.abs().max() > 1e6 * gx.abs().max()
+
+
+def test_alpha_has_its_own_learning_rate_and_stays_in_range():
+    model = tiny("bert")
+    cfg = glue.FinetuneConfig(variant="softdecay", alpha=-0.2, lr=2e-5, alpha_lr=2e-3)
+    m, _ = glue.build_model(cfg, 2, model_factory=lambda: (model, None))
+    opt = glue._optimizer(m, cfg)
+    assert [g["lr"] for g in opt.param_groups] == [2e-5, 2e-3]
+    assert opt.param_groups[1]["params"][0] is glue.find_softdecay(m).softdecay.alpha
+    # α pushed out of the domain is clamped into [-0.999, -0.001] instead of failing or giving NaN
+    with torch.no_grad():
+        glue.find_softdecay(m).softdecay.alpha.fill_(0.3)
+    ids, mask = batch()
+    assert torch.isfinite(m(input_ids=ids, attention_mask=mask).logits).all()
+    with pytest.raises(ValueError, match="alpha"):
+        glue.FinetuneConfig(alpha=0.2)
+
+
+@pytest.fixture(scope="module")
+def rte_small():
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(Mo.resolve_source("all-MiniLM-L6-v2"))
+    tr = glue.encode_task(tok, "RTE", "train", n=20, seed=0, max_length=24)
+    ev = glue.encode_task(tok, "RTE", "validation", n=12, seed=1, max_length=24)
+    return tok, tr, ev
+
+
+def test_resume_after_kill_gives_the_same_numbers(tmp_path, rte_small):
+    tok, tr, ev = rte_small
+    from transformers import BertConfig, BertForSequenceClassification
+
+    def factory():
+        cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=64, max_position_embeddings=64, num_labels=2)
+        return BertForSequenceClassification(cfg), tok      # dropout on: the RNG state must be restored too
+
+    cfg = glue.FinetuneConfig(task="RTE", variant="softdecay", epochs=3, batch=8, lr=1e-3, alpha_lr=2e-2,
+                              max_length=24, seed=3)
+    full = glue.finetune(cfg, tr, ev, checkpoint=tmp_path / "a.pt", device="cpu", model_factory=factory,
+                         keep_model=True)
+    part = glue.finetune(cfg, tr, ev, checkpoint=tmp_path / "b.pt", stop_after_epochs=1, device="cpu",
+                         model_factory=factory)
+    assert part["epoch"] == [1]
+    torch.manual_seed(12345)                                  # a new process: other RNG state
+    resumed = glue.finetune(cfg, tr, ev, checkpoint=tmp_path / "b.pt", device="cpu", model_factory=factory,
+                            keep_model=True)
+    assert resumed["epoch"] == [1, 2, 3]
+    np.testing.assert_allclose(resumed["train_loss"], full["train_loss"], rtol=1e-6)
+    np.testing.assert_allclose(resumed["alpha"], full["alpha"], rtol=1e-6)
+    assert full["alpha"][-1] != pytest.approx(-0.5, abs=1e-4)     # α actually moved
+    for a, b in zip(full["_model"].state_dict().values(), resumed["_model"].state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+    other = glue.FinetuneConfig(**{**cfg.__dict__, "lr": 5e-4})
+    with pytest.raises(ValueError, match="other settings"):
+        glue.finetune(other, tr, ev, checkpoint=tmp_path / "b.pt", device="cpu", model_factory=factory)
+
+
+def test_expdecay_penalty_by_hand():
+    """γ_e Σ_k (λ_k − c1 e^{−c2 k^γ}) on a matrix with known singular values; padding rows excluded."""
+    s = torch.tensor([4.0, 2.0, 1.0])
+    X = torch.zeros(1, 5, 6)
+    X[0, 0, 0], X[0, 1, 1], X[0, 2, 2] = s                      # rows 3-4 are padding (zeros, masked)
+    mask = torch.tensor([[1, 1, 1, 0, 0]], dtype=torch.bool)
+    prior = torch.exp(-torch.arange(1, 4, dtype=torch.float32) ** 2)
+    expected = 1e-4 * (s - prior).sum()
+    torch.testing.assert_close(glue.expdecay_penalty(X, mask), expected)
+    torch.testing.assert_close(glue.expdecay_penalty(X, mask, squared=True), 1e-4 * (s - prior).square().sum())
+    # without the mask the two zero singular values of the padded matrix enter the printed sum as −e^{−k²}
+    unmasked = 1e-4 * ((s - prior).sum() - math.exp(-16) - math.exp(-25))
+    torch.testing.assert_close(glue.expdecay_penalty(X), unmasked)
+    X.requires_grad_(True)
+    glue.expdecay_penalty(X, mask).backward()
+    assert torch.isfinite(X.grad).all()
+
+
+def test_metrics():
+    labels = np.array([1, 0, 1, 1, 0, 0])
+    preds = np.array([1, 0, 0, 1, 1, 0])
+    m = glue.glue_metrics("MRPC", preds, labels)
+    assert m["acc"] == pytest.approx(100 * 4 / 6)
+    assert m["f1"] == pytest.approx(100 * 2 * 2 / (2 * 2 + 1 + 1))           # tp 2, fp 1, fn 1
+    mcc = (2 * 2 - 1 * 1) / math.sqrt(3 * 3 * 3 * 3)
+    assert glue.glue_metrics("CoLA", preds, labels)["mcc"] == pytest.approx(100 * mcc)
+    assert glue.glue_metrics("CoLA", labels, labels)["mcc"] == pytest.approx(100.0)
+    assert set(glue.glue_metrics("RTE", preds, labels)) == {"acc"}
+
+
+def test_batches_cover_every_example_once_and_cut_padding():
+    lengths = torch.randint(5, 128, (1000,), generator=torch.Generator().manual_seed(0)).tolist()
+    b1, b2 = glue._batches(lengths, 32, seed=7), glue._batches(lengths, 32, seed=7)
+    assert b1 == b2 and b1 != glue._batches(lengths, 32, seed=8)
+    assert sorted(i for b in b1 for i in b) == list(range(1000))
+    padded = lambda bs: sum(len(b) * max(lengths[i] for i in b) for b in bs)  # noqa: E731
+    random_batches = [list(range(i, min(i + 32, 1000))) for i in range(0, 1000, 32)]
+    assert padded(b1) < 0.7 * padded(random_batches)
+
+
+def test_rte_labels_and_offline_qnli_message(rte_small):
+    _, tr, _ = rte_small
+    assert set(tr.labels) <= {0, 1}
+    assert glue._int_label("entailment") == 0 and glue._int_label("not_entailment") == 1
+    from helpers.data import DataUnavailable, load_glue
+
+    with pytest.raises(DataUnavailable, match="hub"):
+        load_glue("QNLI", "train", source="mirror")
+
+
+def test_params_presets_and_errors():
+    for scale in ("ci", "book", "paper"):
+        GlueParams.resolve(scale)
+    with pytest.raises(ParameterError, match="tasks"):
+        GlueParams.resolve("ci", tasks=("MNLI",))
+    with pytest.raises(ParameterError, match="alphas"):
+        GlueParams.resolve("ci", alphas=(0.5,))
