@@ -277,3 +277,22 @@ def cls_cosine_mean(H: Tensor) -> Tensor:
 def mean_norm(X: Tensor, mask: Tensor | None = None) -> Tensor:
     """‖x̄‖₂, the norm of the average representation (Godey et al. §3 drift)."""
     return row_mean(X, mask).norm(dim=-1)
+
+
+def attention_entropy(P: Tensor, mask: Tensor | None = None, reduce: bool = True) -> Tensor:
+    """Entropy −Σ_j P_ij log P_ij (nats) of each attention row (Godey et al. §4 Fig. 9, §5 Fig. 15).
+
+    `P` (…, n, n) row-stochastic; `mask` (…, n) marks real tokens: padded keys are left out of the
+    sum (0 log 0 = 0) and padded query rows out of the mean. `reduce=False` returns the per-row
+    entropies (…, n), zero on padded rows; otherwise their mean over real rows (…).
+    A uniform row over m real keys has entropy log m, a one-hot row 0.
+    """
+    keep = torch.ones(P.shape[:-1], dtype=torch.bool, device=P.device) if mask is None else mask.bool()
+    if keep.shape != P.shape[:-1]:
+        raise ValueError(f"mask shape {tuple(keep.shape)} does not match P rows {tuple(P.shape[:-1])}")
+    Pk = P * keep.unsqueeze(-2).to(P.dtype)                      # padded keys out
+    rows = -(Pk * torch.log(Pk.clamp_min(_EPS))).sum(-1)          # (…, n)
+    rows = rows * keep.to(P.dtype)                               # padded queries out
+    if not reduce:
+        return rows
+    return rows.sum(-1) / keep.sum(-1).clamp_min(1).to(P.dtype)

@@ -433,7 +433,7 @@ class QKParams(ChapterParams):
 
     source: str = "pretrain"
     seeds: tuple[int, ...] = (0, 1)
-    steps: tuple[int, ...] = (0, 10, 30, 100, 300, 1000, 1500)   # checkpoint steps, step 0 = initialisation
+    steps: tuple[int, ...] = (0, 10, 20, 50, 100, 200, 300, 500, 700, 1000)   # checkpoints; 0 = initialisation
     n_samples: int = 128              # §5: "128 samples from Wikitext-103" (test split paragraphs, drawn with `seed`)
     max_length: int = 128
     svd_fraction: float = 0.2         # §5 footnote: 20 % of the representations for the SVD
@@ -445,7 +445,7 @@ class QKParams(ChapterParams):
     intermediate: int = 1024
     seq_len: int = 128
     batch: int = 8
-    lr: float = 5e-4
+    lr: float = 1e-3
     warmup: float = 0.06
     weight_decay: float = 0.01
     mask_prob: float = 0.15

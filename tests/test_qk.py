@@ -1,0 +1,181 @@
+"""Godey et al. §5 / App. C–D helpers: Q/K hooks, attention entropy, the SVD projections and
+alignment measures on planted data, MLM masking, and pretraining resume after a kill."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import measures as M
+from helpers import pretrain as PT
+from helpers import qk
+from helpers.params import MULTIBERT_STEPS, ParameterError, QKParams
+
+
+def tiny_encoder(kind: str):
+    from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
+
+    kw = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+              max_position_embeddings=64)
+    torch.manual_seed(0)
+    cfg = BertConfig(**kw) if kind == "bert" else RobertaConfig(pad_token_id=1, **kw)
+    cfg._attn_implementation = "eager"
+    return (BertModel(cfg) if kind == "bert" else RobertaModel(cfg)).eval()
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta"])
+def test_hooks_capture_the_layers_own_projections_and_probabilities(kind):
+    model = tiny_encoder(kind)
+    ids = torch.randint(5, 100, (3, 10))
+    mask = torch.ones(3, 10, dtype=torch.long)
+    mask[1, 6:] = 0                                     # padding
+    mask[2, 3:] = 0
+    out = qk.capture(model, ids, mask)
+    with torch.no_grad():
+        hs = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+    assert len(out["q"]) == 2
+    for li, layer in enumerate(model.encoder.layer):
+        att = layer.attention.self
+        with torch.no_grad():
+            q = att.query(hs[li]).view(3, 10, 4, 8).transpose(1, 2)                 # (B, h, L, d_k)
+            k = att.key(hs[li]).view(3, 10, 4, 8).transpose(1, 2)
+        assert out["q"][li].shape == (3, 4, 10, 8)
+        assert torch.allclose(out["q"][li], q, atol=1e-6) and torch.allclose(out["k"][li], k, atol=1e-6)
+        assert not torch.allclose(out["q"][li], out["k"][li])
+        # the probabilities recomputed from the captured Q, K are the model's own
+        P = qk.attention_from_qk(out["q"][li], out["k"][li], mask)
+        assert torch.allclose(P, out["p"][li], atol=1e-6)
+        assert float(out["p"][li][1, :, :, 6:].abs().max()) == 0.0                  # padded keys get no mass
+    with pytest.raises(ValueError, match="query"):
+        qk.attention_modules(torch.nn.Sequential(torch.nn.Linear(3, 3)))
+
+
+def test_entropy_uniform_one_hot_and_padding():
+    n = 7
+    uniform = torch.full((2, 3, n, n), 1.0 / n, dtype=torch.float64)
+    assert torch.allclose(M.attention_entropy(uniform), torch.full((2, 3), math.log(n), dtype=torch.float64))
+    one_hot = torch.eye(n, dtype=torch.float64).expand(2, 3, n, n)
+    assert torch.allclose(M.attention_entropy(one_hot), torch.zeros(2, 3, dtype=torch.float64))
+    # 4 real tokens, 3 padded: uniform over the real keys, garbage on padded rows
+    m = 4
+    P = torch.zeros(n, n, dtype=torch.float64)
+    P[:, :m] = 1.0 / m
+    P[m:] = torch.softmax(torch.randn(n - m, n, dtype=torch.float64), -1)
+    mask = torch.arange(n) < m
+    assert math.isclose(float(M.attention_entropy(P, mask)), math.log(m), rel_tol=1e-12)
+    assert not math.isclose(float(M.attention_entropy(P)), math.log(m), rel_tol=1e-3)
+    rows = M.attention_entropy(P, mask, reduce=False)
+    assert torch.all(rows[m:] == 0)
+
+
+def test_top_directions_are_the_svd(float64):
+    X = torch.randn(300, 16) @ torch.randn(16, 16) + 2.0
+    V, s = qk.top_directions(X.T @ X, 3)
+    _, S, Vh = torch.linalg.svd(X, full_matrices=False)
+    assert torch.allclose(s, S[:3], rtol=1e-8)
+    assert torch.allclose((V.T @ Vh[:3].T).diagonal().abs(), torch.ones(3), atol=1e-8)
+    Vo = qk.orient(V, -X.mean(0))
+    assert torch.all(-X.mean(0) @ Vo >= 0)
+
+
+def planted_stats(steps, d=32, n=400, seed=0):
+    """Two heads of one layer whose query and key means drift with the step: head 0 along a
+    shared direction m (Q = noise + t m, K = noise + t m), head 1 in opposite directions
+    (Q = noise + t m', K = noise − t m')."""
+    g = torch.Generator().manual_seed(seed)
+    m = torch.randn(2, d, generator=g)
+    m = 3 * m / m.norm(dim=-1, keepdim=True)
+    stats = []
+    for t in np.linspace(0, 1, len(steps)):
+        noise_q = torch.randn(1, 2, n, d, generator=g)
+        noise_k = torch.randn(1, 2, n, d, generator=g)
+        sign = torch.tensor([1.0, -1.0])[:, None, None]                              # (h, 1, 1)
+        q = noise_q + t * m[:, None, :]                                               # (1, h, n, d)
+        k = noise_k + t * sign * m[:, None, :]
+        mask = torch.ones(1, n, dtype=torch.bool)
+        svd = torch.rand(1, n, generator=g) < 0.2
+        stats.append(qk.StepStats.from_batch([q], [k], None, mask, svd, torch.arange(n)[None] < 50))
+    return stats
+
+
+def test_planted_common_and_opposite_drifts_are_found():
+    steps = [0, 10, 100, 1000]
+    res = qk.analyse(planted_stats(steps), steps)
+    cos = res["cos"]                                                                  # (S, 1, 2)
+    assert abs(float(cos[0, 0, 0])) < 0.3 and abs(float(cos[0, 0, 1])) < 0.3        # no drift at step 0
+    assert float(cos[-1, 0, 0]) > 0.95 and float(cos[-1, 0, 1]) < -0.95
+    assert float(res["dot"][-1, 0, 0]) > 8 and float(res["dot"][-1, 0, 1]) < -8
+    # on the common SVD the first coordinate of both means grows: same sign for head 0, opposite for head 1
+    u = res["means"]["union"]
+    q1, k1 = u["q"][..., 0], u["k"][..., 0]                                          # (S, 1, 2)
+    assert float(q1[-1, 0, 0]) > 2.5 and float(k1[-1, 0, 0]) > 2.5
+    assert float(q1[-1, 0, 1]) * float(k1[-1, 0, 1]) < 0 and abs(float(q1[-1, 0, 1])) > 2.5
+    assert float(res["sv1_share"]["union"][0, 0]) > 0.5
+    # the SVD of K alone (App. C) also carries the query drift
+    kq = res["means"]["K"]["q"][..., 0]
+    assert abs(float(kq[-1, 0, 0])) > 2.5 and abs(float(kq[-1, 0, 1])) > 2.5
+    assert res["display"]["similar"]["head"] == 0 and res["display"]["opposite"]["head"] == 1
+    assert res["display"]["similar"]["union"]["q"].shape == (4, 50, 2)
+    summary = qk.alignment_summary(cos.numpy(), steps)
+    assert summary["common"] == [1] and summary["opposite"] == [1] and summary["unaligned"] == [0]
+    assert all(o is not None and o > 0 for o in summary["onset"][0])
+    # heads concatenated (Fig. 23): one common and one opposite head cancel out
+    assert abs(float(res["cos_concat"][-1, 0])) < 0.3
+
+
+def test_mlm_masking_follows_bert():
+    tok = PT.tokenizer()
+    ids = torch.randint(2000, 20000, (64, 128))
+    ids[:, 0], ids[:, -1] = tok.cls_token_id, tok.sep_token_id
+    inputs, labels = PT.mask_tokens(ids, tok, 0.15, generator=torch.Generator().manual_seed(0))
+    sel = labels != -100
+    assert abs(float(sel[:, 1:-1].float().mean()) - 0.15) < 0.01
+    assert not sel[:, 0].any() and not sel[:, -1].any()                               # specials never masked
+    assert torch.equal(labels[sel], ids[sel])
+    frac_mask = float((inputs[sel] == tok.mask_token_id).float().mean())
+    frac_same = float((inputs[sel] == ids[sel]).float().mean())
+    assert abs(frac_mask - 0.8) < 0.03 and abs(frac_same - 0.1) < 0.03
+    assert torch.equal(inputs[~sel], ids[~sel])
+
+
+def test_pretraining_resumes_after_a_kill_to_the_same_numbers(tmp_path):
+    tok = PT.tokenizer()
+    cfg = PT.PretrainConfig(layers=1, hidden=32, heads=2, intermediate=64, seq_len=16, batch=4, steps=12,
+                            lr=1e-3, checkpoint_steps=(0, 3, 12), resume_every=4, seed=3)
+    chunks = torch.randint(2000, 6000, (40, 16))
+    straight = PT.pretrain(cfg, chunks, tmp_path / "a", tok=tok)
+    killed = PT.pretrain(cfg, chunks, tmp_path / "b", tok=tok, stop_after=6)         # dies after step 6
+    assert len(killed["loss"]) == 6 and not killed["done"]
+    torch.manual_seed(999)                                                            # a fresh process
+    resumed = PT.pretrain(cfg, chunks, tmp_path / "b", tok=tok)                       # restarts from step 4
+    assert resumed["done"] and len(resumed["loss"]) == 12
+    assert np.allclose(resumed["loss"], straight["loss"], rtol=0, atol=1e-6)
+    wa = torch.load(PT.weights_path(tmp_path / "a", 12), weights_only=True)
+    wb = torch.load(PT.weights_path(tmp_path / "b", 12), weights_only=True)
+    assert all(torch.allclose(wa[n], wb[n], atol=1e-6) for n in wa)
+    w0 = torch.load(PT.weights_path(tmp_path / "a", 0), weights_only=True)
+    assert not torch.allclose(w0["bert.encoder.layer.0.attention.self.query.weight"],
+                              wa["bert.encoder.layer.0.attention.self.query.weight"])
+    model = PT.load_step(cfg, tmp_path / "a", 3, len(tok))
+    assert len(qk.capture(model, chunks[:2], torch.ones(2, 16, dtype=torch.long))["p"]) == 1
+    with pytest.raises(ValueError, match="other settings"):
+        PT.pretrain(PT.PretrainConfig(**{**cfg.__dict__, "lr": 2e-3}), chunks, tmp_path / "b", tok=tok)
+
+
+def test_params_presets_and_paper_path(monkeypatch):
+    paper = QKParams.resolve("paper")
+    assert paper.source == "multiberts" and paper.seeds == (0, 1, 2, 3, 4) and paper.n_samples == 128
+    assert paper.steps == MULTIBERT_STEPS and len(MULTIBERT_STEPS) == 29 and MULTIBERT_STEPS[-1] == 2_000_000
+    assert qk.multibert_id(0, 40_000) == "google/multiberts-seed_0-step_40k"
+    book = QKParams.resolve("book")
+    assert book.source == "pretrain" and len(book.seeds) >= 2 and book.steps[0] == 0
+    with pytest.raises(ParameterError, match="MultiBERT"):
+        QKParams.resolve("paper", steps=(0, 30_000))
+    with pytest.raises(ParameterError, match="steps"):
+        QKParams.resolve("ci", steps=(10, 5))
+    from helpers import models
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(models.ModelUnavailable, match="hub"):
+        qk.run_trajectory(QKParams.resolve("paper", seeds=(0,), steps=(0, 20_000)), 0)
