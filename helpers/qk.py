@@ -236,7 +236,8 @@ def cosine(a: Tensor, b: Tensor) -> Tensor:
     return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(1e-30)
 
 
-def analyse(stats: list[StepStats], steps: list[int], display_heads: int = 2) -> dict:
+def analyse(stats: list[StepStats], steps: list[int], display_heads: int = 2,
+            display_steps: list[int] | None = None) -> dict:
     """All the §5 / App. C–D analyses of one training trajectory (one seed).
 
     Returns (numpy / lists, JSON-ready):
@@ -247,7 +248,8 @@ def analyse(stats: list[StepStats], steps: list[int], display_heads: int = 2) ->
         on the first two directions of the SVD over all steps of Q∪K (Figs. 11–12), K only (19, 21)
         or Q only (20, 22); sv1_share[basis] (layers, h): σ₁² / (σ₁² + σ₂²);
       display: for the heads with the largest and smallest final cos (the paper's "similar" and
-        "opposite" examples), the display tokens projected on each basis: {"q","k"} (S, n, 2).
+        "opposite" examples), the display tokens projected on each basis: {"q","k"} (S', n, 2) at
+        the steps `display_steps` (default: all), listed under "steps".
     """
     S = len(stats)
     qm = torch.stack([s.q_mean for s in stats])                                       # (S, layers, h, d_k)
@@ -270,14 +272,16 @@ def analyse(stats: list[StepStats], steps: list[int], display_heads: int = 2) ->
     heads = final.shape[1]
     picks = {"similar": int(flat.argmax()), "opposite": int(flat.argmin())}
     display = {}
+    shown = [stats[list(steps).index(x)] for x in display_steps] if display_steps is not None else stats
     for label, idx in list(picks.items())[:display_heads]:
         li, hi = divmod(idx, heads)
-        display[label] = {"layer": li, "head": hi, "cos_final": float(final[li, hi])}
+        display[label] = {"layer": li, "head": hi, "cos_final": float(final[li, hi]),
+                          "steps": list(display_steps) if display_steps is not None else list(steps)}
         for name, (V, _) in bases.items():
             v = V[li, hi].float()                                                     # (d_k, 2)
             display[label][name] = {
-                "q": torch.stack([s.disp_q[li, hi] @ v for s in stats]),              # (S, n, 2)
-                "k": torch.stack([s.disp_k[li, hi] @ v for s in stats])}
+                "q": torch.stack([s.disp_q[li, hi] @ v for s in shown]),              # (S', n, 2)
+                "k": torch.stack([s.disp_k[li, hi] @ v for s in shown])}
     return {"steps": list(steps), "cos": cos, "dot": dot, "q_norm": qm.norm(dim=-1), "k_norm": km.norm(dim=-1),
             "cos_concat": cos_concat, "entropy": entropy, "entropy_layer": entropy.mean(-1),
             "means": means, "sv1_share": share, "display": display,
@@ -331,12 +335,13 @@ def scatter_panels(axes, head: dict, basis: str, steps: list[int], shown: list[i
     import seaborn as sns
 
     blue, orange = sns.color_palette("colorblind")[:2]
-    q, k = np.asarray(head[basis]["q"]), np.asarray(head[basis]["k"])               # (S, n, 2)
+    q, k = np.asarray(head[basis]["q"]), np.asarray(head[basis]["k"])               # (S', n, 2)
+    at = list(head.get("steps", steps))                                             # the steps stored
     if lim is None:
-        lim = 1.05 * float(np.abs(np.concatenate([q[[steps.index(s) for s in shown]],
-                                                  k[[steps.index(s) for s in shown]]])).max())
+        lim = 1.05 * float(np.abs(np.concatenate([q[[at.index(s) for s in shown]],
+                                                  k[[at.index(s) for s in shown]]])).max())
     for ax, s in zip(axes, shown, strict=True):
-        i = steps.index(s)
+        i = at.index(s)
         ax.scatter(q[i, :, 0], q[i, :, 1], s=4, alpha=0.45, color=blue, label="queries Q_s")
         ax.scatter(k[i, :, 0], k[i, :, 1], s=4, alpha=0.45, color=orange, label="keys K_s")
         ax.scatter(*q[i].mean(0), marker="X", s=70, color=blue, edgecolor="k")
@@ -412,7 +417,7 @@ def trajectory_key(cfg, seed: int) -> dict:
     return {"seed": seed, "analysis_version": ANALYSIS_VERSION, **{n: getattr(cfg, n) for n in names}}
 
 
-ANALYSIS_VERSION = 1
+ANALYSIS_VERSION = 2
 
 
 def _rounded(x, decimals: int = 5):
@@ -462,8 +467,9 @@ def run_trajectory(cfg, seed: int, device: str | torch.device = "cpu", fresh: bo
     stats = [step_statistics(model_at(s), samples["input_ids"], samples["attention_mask"], cfg.svd_fraction,
                              cfg.n_display, seed=cfg.seed, device=device, desc=f"seed {seed} step {s}")
              for s in progress(cfg.steps, desc=f"checkpoints, seed {seed}", total=len(cfg.steps))]
-    res = analyse(stats, list(cfg.steps))
-    out = _rounded(res)
+    res = analyse(stats, list(cfg.steps), display_steps=pick_steps(list(cfg.steps)))
+    out = _rounded({k: v for k, v in res.items() if k != "display"})
+    out["display"] = _rounded(res["display"], 3)
     out["summary"] = alignment_summary(res["cos"].numpy(), cfg.steps)
     out["model"] = what
     out["seed"] = seed

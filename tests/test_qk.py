@@ -117,6 +117,9 @@ def test_planted_common_and_opposite_drifts_are_found():
     assert abs(float(kq[-1, 0, 0])) > 2.5 and abs(float(kq[-1, 0, 1])) > 2.5
     assert res["display"]["similar"]["head"] == 0 and res["display"]["opposite"]["head"] == 1
     assert res["display"]["similar"]["union"]["q"].shape == (4, 50, 2)
+    few = qk.analyse(planted_stats(steps), steps, display_steps=[0, 1000])["display"]["opposite"]
+    assert few["steps"] == [0, 1000] and few["K"]["k"].shape == (2, 50, 2)
+    assert qk.pick_steps([0, 10, 20, 50, 100, 200, 300, 500, 700, 1000]) == [0, 20, 100, 1000]
     summary = qk.alignment_summary(cos.numpy(), steps)
     assert summary["common"] == [1] and summary["opposite"] == [1] and summary["unaligned"] == [0]
     assert all(o is not None and o > 0 for o in summary["onset"][0])
