@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import Tensor, nn
 
@@ -514,6 +515,130 @@ def run_grid(p, device: str = "auto", command: str | None = None) -> dict[tuple,
     return out
 
 
+# ------------------------------------------------------------------ tables for the chapter
+
+
+def paper_tables() -> pd.DataFrame:
+    """Yan et al. Table 2 and Table 6 (data/yan_2022_table{2,6}.csv) in long form:
+    task, metric, model, variant, value, significance."""
+    from .runtime import REPO_ROOT
+
+    t2 = pd.read_csv(REPO_ROOT / "data" / "yan_2022_table2.csv", keep_default_na=False)
+    t6 = pd.read_csv(REPO_ROOT / "data" / "yan_2022_table6.csv", keep_default_na=False).assign(significance="")
+    return pd.concat([t2, t6], ignore_index=True)
+
+
+def summary_table(results: dict[tuple, dict], paper_model: str = "bert-base-uncased") -> pd.DataFrame:
+    """Table 2 / Table 6 counterpart: for each (model, task, metric) our final validation score per
+    variant as mean ± std over seeds, the relative change Δ% against our baseline (as the paper's
+    Δ%), and the paper's numbers for `paper_model` beside them."""
+    paper = paper_tables()
+    rows = []
+    combos = sorted({(m, t) for (m, t, *_rest) in results}, key=lambda x: (x[0], list(TASK_METRICS).index(x[1])))
+    for model, task in combos:
+        for metric in TASK_METRICS[task]:
+            row: dict[str, Any] = {"model": model, "task": task, "metric": metric}
+            base = None
+            for (m, t, variant, alpha, _seed), h in results.items():
+                if (m, t) != (model, task):
+                    continue
+                col = variant if alpha is None else f"{variant} ({alpha:+.1f})"
+                row.setdefault(col, []).append(h["final"][metric])
+            for col in [c for c in row if isinstance(row[c], list)]:
+                v = np.asarray(row[col])
+                row[col] = float(v.mean())
+                row[f"{col} sd"] = float(v.std(ddof=1)) if v.size > 1 else float("nan")
+                row[f"{col} n"] = int(v.size)
+            base = row.get("baseline")
+            for col in [c for c in list(row) if c not in ("model", "task", "metric", "baseline")
+                        and not c.endswith((" sd", " n"))]:
+                if base:
+                    row[f"{col} Δ%"] = 100.0 * (row[col] - base) / abs(base)
+            for variant in ("baseline", "softdecay", "expdecay"):
+                hit = paper[(paper.task == task) & (paper.metric == metric) & (paper.model == paper_model)
+                            & (paper.variant == variant)]
+                row[f"paper {variant}"] = float(hit.value.iloc[0]) if len(hit) else float("nan")
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def format_pm(table: pd.DataFrame) -> pd.DataFrame:
+    """`mean ± sd` strings for display, one column per variant, paper columns beside."""
+    out = table[["model", "task", "metric"]].copy()
+    variants = [c for c in table.columns if f"{c} sd" in table.columns]
+    for v in variants:
+        out[v] = [f"{m:.2f} ± {s:.2f}" if np.isfinite(s) else f"{m:.2f}" for m, s in zip(table[v], table[f"{v} sd"],
+                                                                                       strict=True)]
+        if f"{v} Δ%" in table.columns:
+            out[f"{v} Δ%"] = table[f"{v} Δ%"].map(lambda x: f"{x:+.2f}")
+    for c in [c for c in table.columns if c.startswith("paper ")]:
+        out[c] = table[c].map(lambda x: "" if pd.isna(x) else f"{x:.2f}")
+    return out
+
+
+def alpha_table(results: dict[tuple, dict]) -> pd.DataFrame:
+    """The learned α per task: initial value, value after each epoch (mean over seeds) and its spread."""
+    rows = []
+    for (model, task, variant, alpha, seed), h in results.items():
+        if variant != "softdecay":
+            continue
+        rows.append({"model": model, "task": task, "initial α": alpha, "seed": seed,
+                     **{f"α after epoch {e}": a for e, a in zip(h["epoch"], h["alpha"], strict=True)}})
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    return df.drop(columns="seed").groupby(["model", "task", "initial α"], as_index=False).agg(["mean", "std"])
+
+
+def architecture_check(seed: int = 0) -> pd.DataFrame:
+    """SoftDecay inserted into small *randomly initialised* BERT, RoBERTa, ALBERT and DistilBERT
+    classifiers (the four architectures of §5.2; the plumbing, not their pretrained weights): loss,
+    α gradient, largest parameter gradient, and whether every earlier layer is left untouched."""
+    from transformers import (
+        AlbertConfig,
+        AlbertForSequenceClassification,
+        BertConfig,
+        BertForSequenceClassification,
+        DistilBertConfig,
+        DistilBertForSequenceClassification,
+        RobertaConfig,
+        RobertaForSequenceClassification,
+    )
+
+    common = dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, intermediate_size=128,
+                  max_position_embeddings=64, vocab_size=200, num_labels=2)
+    makers = {
+        "bert": lambda: BertForSequenceClassification(BertConfig(**common)),
+        "roberta": lambda: RobertaForSequenceClassification(RobertaConfig(**common, pad_token_id=1)),
+        "albert": lambda: AlbertForSequenceClassification(AlbertConfig(**common, embedding_size=32)),
+        "distilbert": lambda: DistilBertForSequenceClassification(DistilBertConfig(
+            vocab_size=200, dim=64, n_layers=4, n_heads=4, hidden_dim=128, max_position_embeddings=64, num_labels=2)),
+    }
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, 200, (8, 40), generator=g)
+    mask = (torch.arange(40).unsqueeze(0) < torch.randint(8, 41, (8, 1), generator=g)).long()   # ragged padding
+    ids = ids * mask + (1 - mask)
+    labels = torch.randint(0, 2, (8,), generator=g)
+    rows = []
+    for kind, make in makers.items():
+        torch.manual_seed(seed)
+        base = make().eval()
+        torch.manual_seed(seed)
+        model = make().eval()
+        sd = insert_softdecay(model, alpha=-0.5)
+        with torch.no_grad():
+            h0 = base(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+        out = model(input_ids=ids, attention_mask=mask, labels=labels, output_hidden_states=True)
+        out.loss.backward()
+        grads = [p.grad.abs().max() for p in model.parameters() if p.grad is not None]
+        untouched = all(torch.equal(a, b) for a, b in zip(h0[:-1], out.hidden_states[:-1], strict=True))
+        rows.append({"architecture": kind, "loss": float(out.loss.detach()), "dL/dα": float(sd.softdecay.alpha.grad),
+                     "max |grad|": float(torch.stack(grads).max()), "all gradients finite":
+                     bool(all(torch.isfinite(x) for x in grads)), "earlier layers untouched": untouched})
+    return pd.DataFrame(rows)
+
+
 __all__ = ["TASK_METRICS", "VARIANTS", "final_layernorm", "SoftDecayBeforeLayerNorm", "insert_softdecay",
            "find_softdecay", "expdecay_penalty", "Encoded", "encode_task", "collate", "glue_metrics",
-           "FinetuneConfig", "build_model", "evaluate", "finetune", "layer_spectra", "run_key", "run_grid"]
+           "FinetuneConfig", "build_model", "evaluate", "finetune", "layer_spectra", "run_key", "run_grid",
+           "paper_tables",            "summary_table", "format_pm", "alpha_table", "architecture_check"]

@@ -400,8 +400,8 @@ class GlueParams(ChapterParams):
 
     CHAPTER: ClassVar[str] = "glue"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "ci": dict(tasks=("RTE", "MRPC"), train_examples=128, eval_examples=96, batch=16, max_length=64, epochs=2,
-                   seeds=2, spectra_examples=48),
+        "ci": dict(tasks=("RTE", "MRPC"), train_examples=48, eval_examples=48, batch=8, max_length=48, epochs=2,
+                   seeds=2, spectra_examples=24),
         "book": dict(),
         "paper": dict(models=("bert-base-uncased", "albert-base-v1", "distilbert-base-uncased", "roberta-base"),
                       tasks=("CoLA", "SST-2", "MRPC", "QNLI", "RTE"), alphas=(-0.2, -0.5, -0.8), seeds=3,
