@@ -590,10 +590,10 @@ def alpha_table(results: dict[tuple, dict]) -> pd.DataFrame:
     return df.drop(columns="seed").groupby(["model", "task", "initial α"], as_index=False).agg(["mean", "std"])
 
 
-def architecture_check(seed: int = 0) -> pd.DataFrame:
-    """SoftDecay inserted into small *randomly initialised* BERT, RoBERTa, ALBERT and DistilBERT
-    classifiers (the four architectures of §5.2; the plumbing, not their pretrained weights): loss,
-    α gradient, largest parameter gradient, and whether every earlier layer is left untouched."""
+def tiny_classifier(kind: str, hidden: int = 64, layers: int = 4, heads: int = 4, vocab: int = 200,
+                    max_positions: int = 64, dropout: float = 0.1, seed: int = 0) -> nn.Module:
+    """A small *randomly initialised* 2-class classifier of one of the architectures of §5.2
+    (`bert`, `roberta`, `albert`, `distilbert`), for plumbing checks and tests."""
     from transformers import (
         AlbertConfig,
         AlbertForSequenceClassification,
@@ -605,26 +605,38 @@ def architecture_check(seed: int = 0) -> pd.DataFrame:
         RobertaForSequenceClassification,
     )
 
-    common = dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, intermediate_size=128,
-                  max_position_embeddings=64, vocab_size=200, num_labels=2)
-    makers = {
-        "bert": lambda: BertForSequenceClassification(BertConfig(**common)),
-        "roberta": lambda: RobertaForSequenceClassification(RobertaConfig(**common, pad_token_id=1)),
-        "albert": lambda: AlbertForSequenceClassification(AlbertConfig(**common, embedding_size=32)),
-        "distilbert": lambda: DistilBertForSequenceClassification(DistilBertConfig(
-            vocab_size=200, dim=64, n_layers=4, n_heads=4, hidden_dim=128, max_position_embeddings=64, num_labels=2)),
-    }
+    common = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=2 * hidden,
+                  max_position_embeddings=max_positions, vocab_size=vocab, num_labels=2, hidden_dropout_prob=dropout,
+                  attention_probs_dropout_prob=dropout)
+    torch.manual_seed(seed)
+    if kind == "bert":
+        return BertForSequenceClassification(BertConfig(**common))
+    if kind == "roberta":
+        return RobertaForSequenceClassification(RobertaConfig(**common, pad_token_id=1))
+    if kind == "albert":
+        return AlbertForSequenceClassification(AlbertConfig(**common, embedding_size=hidden // 2,
+                                                            classifier_dropout_prob=dropout))
+    if kind == "distilbert":
+        return DistilBertForSequenceClassification(DistilBertConfig(
+            vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=heads, hidden_dim=2 * hidden,
+            max_position_embeddings=max_positions, dropout=dropout, attention_dropout=dropout,
+            seq_classif_dropout=dropout, num_labels=2))
+    raise ValueError(f"kind {kind!r}: one of bert, roberta, albert, distilbert")
+
+
+def architecture_check(seed: int = 0) -> pd.DataFrame:
+    """SoftDecay inserted into small *randomly initialised* BERT, RoBERTa, ALBERT and DistilBERT
+    classifiers (the four architectures of §5.2; the plumbing, not their pretrained weights): loss,
+    α gradient, largest parameter gradient, and whether every earlier layer is left untouched."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, 200, (8, 40), generator=g)
     mask = (torch.arange(40).unsqueeze(0) < torch.randint(8, 41, (8, 1), generator=g)).long()   # ragged padding
     ids = ids * mask + (1 - mask)
     labels = torch.randint(0, 2, (8,), generator=g)
     rows = []
-    for kind, make in makers.items():
-        torch.manual_seed(seed)
-        base = make().eval()
-        torch.manual_seed(seed)
-        model = make().eval()
+    for kind in ("bert", "roberta", "albert", "distilbert"):
+        base = tiny_classifier(kind, seed=seed).eval()
+        model = tiny_classifier(kind, seed=seed).eval()
         sd = insert_softdecay(model, alpha=-0.5)
         with torch.no_grad():
             h0 = base(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
@@ -641,4 +653,4 @@ def architecture_check(seed: int = 0) -> pd.DataFrame:
 __all__ = ["TASK_METRICS", "VARIANTS", "final_layernorm", "SoftDecayBeforeLayerNorm", "insert_softdecay",
            "find_softdecay", "expdecay_penalty", "Encoded", "encode_task", "collate", "glue_metrics",
            "FinetuneConfig", "build_model", "evaluate", "finetune", "layer_spectra", "run_key", "run_grid",
-           "paper_tables",            "summary_table", "format_pm", "alpha_table", "architecture_check"]
+           "paper_tables", "summary_table", "format_pm", "alpha_table", "tiny_classifier", "architecture_check"]

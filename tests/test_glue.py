@@ -14,36 +14,10 @@ from helpers import models as Mo
 from helpers.params import GlueParams, ParameterError
 from helpers.softdecay import softdecay_transform
 
-TINY = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
-            max_position_embeddings=80, vocab_size=120, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-
 
 def tiny(kind: str):
-    """A small random model of each architecture the paper fine-tunes (with a 2-class head)."""
-    from transformers import (
-        AlbertConfig,
-        AlbertForSequenceClassification,
-        BertConfig,
-        BertForSequenceClassification,
-        DistilBertConfig,
-        DistilBertForSequenceClassification,
-        RobertaConfig,
-        RobertaForSequenceClassification,
-    )
-
-    torch.manual_seed(0)
-    if kind == "bert":
-        return BertForSequenceClassification(BertConfig(**TINY, num_labels=2))
-    if kind == "roberta":
-        return RobertaForSequenceClassification(RobertaConfig(**TINY, num_labels=2, pad_token_id=1))
-    if kind == "albert":
-        return AlbertForSequenceClassification(AlbertConfig(**TINY, embedding_size=16, num_labels=2,
-                                                            classifier_dropout_prob=0.0))
-    if kind == "distilbert":
-        return DistilBertForSequenceClassification(DistilBertConfig(
-            vocab_size=120, dim=32, n_layers=3, n_heads=4, hidden_dim=64, max_position_embeddings=80,
-            dropout=0.0, attention_dropout=0.0, seq_classif_dropout=0.0, num_labels=2))
-    raise ValueError(kind)
+    """A small random model of each architecture the paper fine-tunes (with a 2-class head), no dropout."""
+    return glue.tiny_classifier(kind, hidden=32, layers=3, vocab=120, max_positions=80, dropout=0.0)
 
 
 def batch(seed=0, B=3, L=12, lengths=(12, 7, 4)):
