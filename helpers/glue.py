@@ -482,8 +482,9 @@ def run_key(p, model: str, task: str, variant: str, alpha: float | None, seed: i
 def run_grid(p, device: str = "auto", command: str | None = None) -> dict[tuple, dict]:
     """Every (model, task, variant, initial α, seed) of a `GlueParams`, each through
     `runtime.cached_run` (book scale: committed results re-read when their settings match).
-    Returns {(model, task, variant, alpha, seed): history with `spectra`}."""
-    from .runtime import cached_run
+    Outside `ci`, each run checkpoints after every epoch under `_build/checkpoints/glue/` and a
+    rerun after a kill resumes it. Returns {(model, task, variant, alpha, seed): history with `spectra`}."""
+    from .runtime import REPO_ROOT, cached_run, settings_hash
 
     out: dict[tuple, dict] = {}
     for model in p.models:
@@ -496,14 +497,19 @@ def run_grid(p, device: str = "auto", command: str | None = None) -> dict[tuple,
                         name = f"{model.replace('/', '_')}-{task}-{variant}" + \
                             (f"{alpha:+.1f}" if alpha is not None else "") + f"-seed{seed}"
 
-                        def compute(model=model, task=task, variant=variant, alpha=alpha, seed=seed):
+                        def compute(model=model, task=task, variant=variant, alpha=alpha, seed=seed, key=key):
                             fc = FinetuneConfig(task=task, model=model, variant=variant,
                                                 alpha=alpha if alpha is not None else -0.5, lr=p.lr,
                                                 alpha_lr=p.alpha_lr, epochs=p.epochs, batch=p.batch,
                                                 max_length=p.max_length, train_examples=p.train_examples,
                                                 eval_examples=p.eval_examples, seed=seed)
                             fc.expdecay["squared"] = p.expdecay_squared
-                            h = finetune(fc, device=device, keep_model=True)
+                            # resume after a kill (ci always starts afresh); removed once the run is done
+                            ckpt = None if p.scale == "ci" else \
+                                REPO_ROOT / "_build" / "checkpoints" / "glue" / f"{settings_hash(key)}.pt"
+                            h = finetune(fc, device=device, keep_model=True, checkpoint=ckpt)
+                            if ckpt is not None:
+                                ckpt.unlink(missing_ok=True)
                             m, tok = h.pop("_model"), h.pop("_tokenizer")
                             ev = encode_task(tok, task, "validation", 0, 0, p.max_length)
                             h["spectra"] = layer_spectra(m, tok, ev, n=p.spectra_examples,
