@@ -534,6 +534,16 @@ def paper_tables() -> pd.DataFrame:
     return pd.concat([t2, t6], ignore_index=True)
 
 
+def majority_baseline(task: str, source: str = "auto") -> dict[str, float]:
+    """The task's metrics for always predicting the validation split's majority class (MCC is 0;
+    MRPC's F1 is high because its majority class is the positive one): the floor a fine-tuned
+    model must clear."""
+    ev = D.load_glue(task, "validation", source)
+    labels = np.asarray([_int_label(v) for v in ev.labels])
+    major = np.bincount(labels).argmax()
+    return glue_metrics(task, np.full_like(labels, major), labels)
+
+
 def summary_table(results: dict[tuple, dict], paper_model: str = "bert-base-uncased") -> pd.DataFrame:
     """Table 2 / Table 6 counterpart: for each (model, task, metric) our final validation score per
     variant as mean ± std over seeds, the relative change Δ% against our baseline (as the paper's
@@ -560,6 +570,7 @@ def summary_table(results: dict[tuple, dict], paper_model: str = "bert-base-unca
                         and not c.endswith((" sd", " n"))]:
                 if base:
                     row[f"{col} Δ%"] = 100.0 * (row[col] - base) / abs(base)
+            row["majority class"] = majority_baseline(task)[metric]
             for variant in ("baseline", "softdecay", "expdecay"):
                 hit = paper[(paper.task == task) & (paper.metric == metric) & (paper.model == paper_model)
                             & (paper.variant == variant)]
@@ -577,7 +588,7 @@ def format_pm(table: pd.DataFrame) -> pd.DataFrame:
                                                                                        strict=True)]
         if f"{v} Δ%" in table.columns:
             out[f"{v} Δ%"] = table[f"{v} Δ%"].map(lambda x: f"{x:+.2f}")
-    for c in [c for c in table.columns if c.startswith("paper ")]:
+    for c in [c for c in table.columns if c.startswith("paper ") or c == "majority class"]:
         out[c] = table[c].map(lambda x: "" if pd.isna(x) else f"{x:.2f}")
     return out
 
@@ -659,4 +670,5 @@ def architecture_check(seed: int = 0) -> pd.DataFrame:
 __all__ = ["TASK_METRICS", "VARIANTS", "final_layernorm", "SoftDecayBeforeLayerNorm", "insert_softdecay",
            "find_softdecay", "expdecay_penalty", "Encoded", "encode_task", "collate", "glue_metrics",
            "FinetuneConfig", "build_model", "evaluate", "finetune", "layer_spectra", "run_key", "run_grid",
-           "paper_tables", "summary_table", "format_pm", "alpha_table", "tiny_classifier", "architecture_check"]
+           "paper_tables", "majority_baseline", "summary_table", "format_pm", "alpha_table", "tiny_classifier",
+           "architecture_check"]

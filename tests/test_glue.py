@@ -236,3 +236,11 @@ def test_params_presets_and_errors():
         GlueParams.resolve("ci", tasks=("MNLI",))
     with pytest.raises(ParameterError, match="alphas"):
         GlueParams.resolve("ci", alphas=(0.5,))
+
+
+def test_majority_baseline_is_the_constant_classifier():
+    """MCC of a constant prediction is 0; MRPC's majority (positive) class has F1 = 2p/(1+p)."""
+    assert glue.majority_baseline("CoLA")["mcc"] == 0.0
+    m = glue.majority_baseline("MRPC")
+    p = m["acc"] / 100
+    assert p > 0.5 and m["f1"] == pytest.approx(100 * 2 * p / (1 + p))
