@@ -433,7 +433,7 @@ class QKParams(ChapterParams):
 
     source: str = "pretrain"
     seeds: tuple[int, ...] = (0, 1)
-    steps: tuple[int, ...] = (0, 10, 20, 50, 100, 200, 300, 500, 700, 1000)   # checkpoints; 0 = initialisation
+    steps: tuple[int, ...] = (0, 10, 20, 50, 100, 200, 300, 500, 700, 1000, 1500, 2000, 3000)  # 0 = initialisation
     n_samples: int = 128              # §5: "128 samples from Wikitext-103" (test split paragraphs, drawn with `seed`)
     max_length: int = 128
     svd_fraction: float = 0.2         # §5 footnote: 20 % of the representations for the SVD
