@@ -579,6 +579,48 @@ def summary_table(results: dict[tuple, dict], paper_model: str = "bert-base-unca
     return pd.DataFrame(rows)
 
 
+def seed_verdicts(table: pd.DataFrame) -> pd.DataFrame:
+    """For each (task, metric) and each modified variant of `summary_table`: the difference to our
+    baseline in points, the larger of the two seed standard deviations (0 when a single seed), and
+    whether the difference lies beyond it. With two or three seeds this is a pointer, not a test."""
+    rows = []
+    variants = [c for c in table.columns
+                if c.startswith(("softdecay", "expdecay")) and not c.endswith((" sd", " n", " Δ%"))]
+    for _, r in table.iterrows():
+        for col in variants:
+            diff = float(r[col] - r["baseline"])
+            spread = float(np.nanmax([r.get(f"{col} sd", np.nan), r.get("baseline sd", np.nan), 0.0]))
+            rows.append({"task": r["task"], "metric": r["metric"], "variant": col, "diff": diff, "spread": spread,
+                         "beyond": abs(diff) > spread})
+    return pd.DataFrame(rows, columns=["task", "metric", "variant", "diff", "spread", "beyond"])
+
+
+def paper_gains(model: str = "bert-base-uncased") -> pd.DataFrame:
+    """The paper's relative change Δ% of SoftDecay over its baseline (Table 2), per task and metric."""
+    paper = paper_tables().query("model == @model")
+    wide = paper.pivot_table(index=["task", "metric"], columns="variant", values="value").reset_index()
+    wide["gain %"] = 100.0 * (wide["softdecay"] - wide["baseline"]) / wide["baseline"].abs()
+    return wide[["task", "metric", "baseline", "softdecay", "gain %"]]
+
+
+def spectrum_summary(results: dict[tuple, dict], seed: int) -> pd.DataFrame:
+    """Per (task, variant) of one seed: median, skewness and TokenUni of the last layer's normalised
+    singular values, and for SoftDecay runs the same before and after the transform (Figure 5)."""
+    rows = []
+    for (_m, task, variant, _a0, s), h in results.items():
+        if s != seed:
+            continue
+        last = h["spectra"]["layers"][-1]
+        row = {"task": task, "variant": variant, "last layer median": last["median"],
+               "last layer skewness": last["skewness"], "last layer TokenUni": last["token_uni"]}
+        if "softdecay" in h["spectra"]:
+            before, after = h["spectra"]["softdecay"]
+            row.update({"median before SD": before["median"], "median after SD": after["median"],
+                        "skew before SD": before["skewness"], "skew after SD": after["skewness"]})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def format_pm(table: pd.DataFrame) -> pd.DataFrame:
     """`mean ± sd` strings for display, one column per variant, paper columns beside."""
     out = table[["model", "task", "metric"]].copy()

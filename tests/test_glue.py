@@ -244,3 +244,39 @@ def test_majority_baseline_is_the_constant_classifier():
     m = glue.majority_baseline("MRPC")
     p = m["acc"] / 100
     assert p > 0.5 and m["f1"] == pytest.approx(100 * 2 * p / (1 + p))
+
+
+def _fake_run(score: float, median: float, before_after: tuple[float, float] | None = None) -> dict:
+    spec = {"layers": [{"median": 0.0, "skewness": 0.0, "token_uni": 0.0},
+                       {"median": median, "skewness": 1.0, "token_uni": 0.5}]}
+    if before_after is not None:
+        spec["softdecay"] = [{"median": before_after[0], "skewness": 3.0}, {"median": before_after[1], "skewness": 1.0}]
+    return {"final": {"acc": score}, "spectra": spec}
+
+
+def test_summary_table_and_seed_verdicts_on_planted_scores():
+    """Mean ± sd over seeds, Δ% against the baseline, and 'beyond the spread' only where it is."""
+    m = "tiny"
+    results = {(m, "RTE", "baseline", None, 0): _fake_run(50.0, 0.1),
+               (m, "RTE", "baseline", None, 1): _fake_run(52.0, 0.1),
+               (m, "RTE", "softdecay", -0.5, 0): _fake_run(60.0, 0.3, (0.01, 0.2)),
+               (m, "RTE", "softdecay", -0.5, 1): _fake_run(62.0, 0.3, (0.01, 0.2)),
+               (m, "RTE", "expdecay", None, 0): _fake_run(50.5, 0.05),
+               (m, "RTE", "expdecay", None, 1): _fake_run(51.5, 0.05)}
+    table = glue.summary_table(results)
+    row = table.iloc[0]
+    assert row["baseline"] == pytest.approx(51.0) and row["baseline sd"] == pytest.approx(math.sqrt(2))
+    assert row["softdecay (-0.5) Δ%"] == pytest.approx(100 * 10 / 51)
+    assert row["paper softdecay"] == pytest.approx(68.23)
+    v = glue.seed_verdicts(table).set_index("variant")
+    assert v.loc["softdecay (-0.5)", "diff"] == pytest.approx(10.0) and v.loc["softdecay (-0.5)", "beyond"]
+    assert v.loc["expdecay", "diff"] == pytest.approx(0.0) and not v.loc["expdecay", "beyond"]
+    spec = glue.spectrum_summary(results, seed=1).set_index("variant")
+    assert spec.loc["softdecay", "last layer median"] == 0.3 and spec.loc["softdecay", "median after SD"] == 0.2
+    assert np.isnan(spec.loc["baseline", "median after SD"]) and len(spec) == 3
+
+
+def test_paper_gains_match_table_2():
+    g = glue.paper_gains().set_index(["task", "metric"])["gain %"]
+    assert g[("RTE", "acc")] == pytest.approx(100 * (68.23 - 64.98) / 64.98)
+    assert g.idxmax() == ("RTE", "acc") and g.min() == pytest.approx(100 * (89.65 - 89.50) / 89.50)
