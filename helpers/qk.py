@@ -313,6 +313,58 @@ def alignment_summary(cos: np.ndarray, steps: Iterable[int], threshold: float = 
             "onset": [[None if np.isnan(x) else int(x) for x in row] for row in onset], "threshold": threshold}
 
 
+def compare_runs(runs: dict, steps: Iterable[int], threshold: float = 0.5, rebound_nats: float = 0.1) -> dict:
+    """The numbers behind the chapter's reading of Figures 12–15, 19–23, over all seeds of `runs`
+    (seed -> result of `run_trajectory`/`analyse`). Per head the final cos(Q̄, K̄) classifies it as
+    common (≥ threshold) or opposite (≤ −threshold) as in `alignment_summary`; per layer the counts
+    over all seeds; onsets grouped by the final sign; |Q̄·K̄| growth (Fig. 14); per-layer entropy at
+    the first and last step, its lowest point and the layers that rebound by more than
+    `rebound_nats` (Fig. 15); the concatenated-head cosine per seed (Fig. 23); and, for the first
+    seed, how far the *other* mean moves along the first direction of the K-only / Q-only SVD (App. C)."""
+    steps = list(steps)
+    cos = np.stack([np.asarray(r["cos"], dtype=float) for r in runs.values()])          # (seeds, S, L, H)
+    first, final = cos[:, 0], cos[:, -1]
+    onsets: dict[str, list[int]] = {"common": [], "opposite": []}
+    for i in range(cos.shape[0]):
+        summ = alignment_summary(cos[i], steps, threshold)
+        for li, row in enumerate(summ["onset"]):
+            for hi, o in enumerate(row):
+                if o is not None:
+                    onsets["common" if final[i, li, hi] > 0 else "opposite"].append(o)
+    n_common_l = (final >= threshold).sum((0, 2))
+    n_opp_l = (final <= -threshold).sum((0, 2))
+    absdot = np.stack([np.abs(np.asarray(r["dot"], dtype=float)) for r in runs.values()])
+    ent = np.stack([np.asarray(r["entropy_layer"], dtype=float) for r in runs.values()]).mean(0)   # (S, L)
+    cc = np.stack([np.asarray(r["cos_concat"], dtype=float) for r in runs.values()])[:, -1]        # (seeds, L)
+    R = next(iter(runs.values()))
+    other = {}
+    for basis, which in (("K", "q"), ("Q", "k")):
+        m = np.asarray(R["means"][basis][which], dtype=float)[..., 0]
+        other[basis] = {"moved": int((np.abs(m[-1]) > np.abs(m[0])).sum()), "heads": int(m[-1].size),
+                        "first": float(np.abs(m[0]).mean()), "final": float(np.abs(m[-1]).mean())}
+    lowest = ent.min(0)
+    return {
+        "threshold": threshold, "n_heads": int(final.size), "heads_per_layer": int(final.shape[0] * final.shape[2]),
+        "abs_cos_first": float(np.abs(first).mean()), "abs_cos_final": float(np.abs(final).mean()),
+        "n_common": int(n_common_l.sum()), "n_opposite": int(n_opp_l.sum()),
+        "common_per_layer": n_common_l.tolist(), "opposite_per_layer": n_opp_l.tolist(),
+        "mean_final_cos_per_layer": final.mean((0, 2)).tolist(),
+        "common_layers": [li for li in range(len(n_common_l)) if n_common_l[li] > n_opp_l[li]],
+        "opposite_layers": [li for li in range(len(n_common_l)) if n_opp_l[li] > n_common_l[li]],
+        "onsets": onsets,
+        "median_onset": {k: (int(np.median(v)) if v else None) for k, v in onsets.items()},
+        "abs_dot_first": float(absdot[:, 0].mean()), "abs_dot_final": float(absdot[:, -1].mean()),
+        "abs_dot_growth": float(absdot[:, -1].mean() / max(absdot[:, 0].mean(), 1e-12)),
+        "entropy_first": ent[0].tolist(), "entropy_final": ent[-1].tolist(), "entropy_lowest": lowest.tolist(),
+        "entropy_lowest_step": [steps[i] for i in ent.argmin(0)],
+        "entropy_falls": int((ent[-1] < ent[0]).sum()),
+        "entropy_rebound_layers": [li for li in range(ent.shape[1]) if ent[-1, li] - lowest[li] > rebound_nats],
+        "concat_final": cc.tolist(), "concat_spread": float(cc.std(0).mean()) if cc.shape[0] > 1 else 0.0,
+        "concat_same_sign_layers": int((np.abs(np.sign(cc).sum(0)) == cc.shape[0]).sum()),
+        "other_mean": other,
+    }
+
+
 # ------------------------------------------------------------------ figures
 
 

@@ -182,3 +182,28 @@ def test_params_presets_and_paper_path(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(models.ModelUnavailable, match="hub"):
         qk.run_trajectory(QKParams.resolve("paper", seeds=(0,), steps=(0, 20_000)), 0)
+
+
+def test_compare_runs_reads_planted_trajectories():
+    """The chapter's numbers: one common and one opposite head per seed, onsets by final sign,
+    |Q̄·K̄| growth, an entropy dip and rebound, and the other mean on the K-/Q-only SVD (App. C)."""
+    steps = [0, 10, 100, 1000]
+    res = qk.analyse(planted_stats(steps), steps)
+    runs = {}
+    for s in (0, 1):
+        r = dict(res)
+        r["entropy_layer"] = np.array([[4.0], [2.0], [1.0], [1.5]])          # dips at step 100, rebounds 0.5
+        runs[s] = r
+    c = qk.compare_runs(runs, steps, threshold=0.5)
+    assert c["n_heads"] == 4 and c["heads_per_layer"] == 4
+    assert c["n_common"] == 2 and c["n_opposite"] == 2 and c["common_layers"] == [] and c["opposite_layers"] == []
+    assert c["abs_cos_first"] < 0.3 and c["abs_cos_final"] > 0.95
+    assert len(c["onsets"]["common"]) == 2 and len(c["onsets"]["opposite"]) == 2
+    assert c["median_onset"]["common"] in steps[1:]
+    assert c["abs_dot_growth"] > 5
+    assert c["entropy_falls"] == 1 and c["entropy_lowest_step"] == [100] and c["entropy_rebound_layers"] == [0]
+    assert c["concat_same_sign_layers"] in (0, 1) and c["concat_spread"] == 0.0
+    assert c["other_mean"]["K"]["moved"] == 2 and c["other_mean"]["K"]["final"] > 2.5
+    # a layer with only opposite heads is named as such
+    flipped = {s: dict(r, cos=-np.abs(np.asarray(r["cos"]))) for s, r in runs.items()}
+    assert qk.compare_runs(flipped, steps)["opposite_layers"] == [0]
