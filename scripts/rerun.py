@@ -3,7 +3,7 @@
     python scripts/rerun.py tse --scale paper -p depth 80 -p taus "[0.1, 1.0]"
 
 The chapter's jupytext source is converted in memory (papermill cannot read .md). Parameter names,
-types and values are validated against the chapter's dataclass in `helpers.params` *before* the
+types and values are validated against the chapter's `helpers.experiments.<chapter>.Params` *before* the
 run starts. The executed notebook and the chapter's results (JSON) land in
 `results/<chapter>/<scale>-<timestamp>/`.
 """
@@ -22,8 +22,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from helpers.notebooks import read_chapter  # noqa: E402
-from helpers.params import SCALES, ParameterError, for_chapter  # noqa: E402
+import helpers.experiments  # noqa: E402,F401  (registers every chapter's Params)
+from helpers.book.notebooks import read_chapter  # noqa: E402
+from helpers.book.params import SCALES, ParameterError, for_chapter  # noqa: E402
 
 
 def parse_value(text: str):
@@ -79,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "make rerun CHAPTER={} SCALE={}{}".format(
         args.chapter, args.scale,
         " PARAMS='" + " ".join(f"-p {n} {shlex.quote(v)}" for n, v in args.parameter) + "'" if args.parameter else "")
-    parameters = {**overrides, "scale": args.scale, "results_dir": str(out), "command": command}
+    # the chapter's parameters cell holds `scale` and an `overrides` mapping (STYLE.md)
+    parameters = {"scale": args.scale, "overrides": {**overrides, "results_dir": str(out), "command": command}}
     pm.execute_notebook(str(tmp), str(out / f"{args.chapter}.ipynb"), parameters=parameters,
                         cwd=str(ROOT / "book"), kernel_name="python3", progress_bar=True)
     tmp.unlink()

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import anisotropy as A
-from helpers import measures as M
+from helpers.core import measures as M
+from helpers.experiments import anisotropy as A
 
 
 def test_isotropic_gaussian_cosine_mean_and_95th_percentile():
@@ -91,7 +91,7 @@ def test_block_with_qk_matches_layer_projection():
 
 
 def test_unreachable_hub_model_fails_with_a_clear_message(monkeypatch):
-    from helpers import models
+    from helpers.hf import models
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(models.ModelUnavailable, match="hub"):

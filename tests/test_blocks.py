@@ -6,8 +6,8 @@ import pytest
 import torch
 from testutil import seeded_randn
 
-from helpers import measures as M
-from helpers.blocks import (
+from helpers.core import measures as M
+from helpers.core.blocks import (
     PostNormBlock,
     PreNormBlock,
     ScalarLayerNorm,

@@ -9,10 +9,11 @@ import pytest
 import torch
 from testutil import seeded_randn
 
-from helpers import glue
-from helpers import models as Mo
-from helpers.params import GlueParams, ParameterError
-from helpers.softdecay import softdecay_transform
+from helpers.book.params import ParameterError
+from helpers.core.softdecay import softdecay_transform
+from helpers.experiments import glue
+from helpers.experiments.glue import Params as GlueParams
+from helpers.hf import models as Mo
 
 
 def tiny(kind: str):

@@ -7,7 +7,7 @@ import pytest
 import torch
 from testutil import seeded_randn
 
-from helpers import measures as M
+from helpers.core import measures as M
 
 pytestmark = pytest.mark.usefixtures("float64")   # identities checked to 1e-10
 
@@ -192,7 +192,7 @@ def test_anisotropy_measures():
 
 
 def test_cpu_reruns_are_bit_identical():
-    from helpers import tse
+    from helpers.experiments import tse
 
     a = tse.postnorm_trials(16, 32, 4, depth=3, trials=2, seed=5)
     b = tse.postnorm_trials(16, 32, 4, depth=3, trials=2, seed=5)

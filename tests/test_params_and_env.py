@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.params import CHAPTERS, SCALES, ParameterError, SubspaceParams, TSEParams
+from helpers.book.params import CHAPTERS, SCALES, ParameterError
+from helpers.experiments.subspace import Params as SubspaceParams
+from helpers.experiments.tse import Params as TSEParams
 
 ROOT = Path(__file__).resolve().parent.parent
 

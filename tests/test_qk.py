@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import measures as M
-from helpers import pretrain as PT
-from helpers import qk
-from helpers.params import MULTIBERT_STEPS, ParameterError, QKParams
+from helpers.book.params import ParameterError
+from helpers.core import measures as M
+from helpers.experiments import pretrain as PT
+from helpers.experiments import qk
+from helpers.experiments.qk import MULTIBERT_STEPS
+from helpers.experiments.qk import Params as QKParams
 
 
 def tiny_encoder(kind: str):
@@ -177,7 +179,7 @@ def test_params_presets_and_paper_path(monkeypatch):
         QKParams.resolve("paper", steps=(0, 30_000))
     with pytest.raises(ParameterError, match="steps"):
         QKParams.resolve("ci", steps=(10, 5))
-    from helpers import models
+    from helpers.hf import models
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(models.ModelUnavailable, match="hub"):

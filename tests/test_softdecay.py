@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import softdecay as S
+from helpers.core import softdecay as S
 
 
 def rand(*shape, seed=0, dtype=torch.float32):
@@ -137,7 +137,7 @@ def test_deescalate_rows():
 
 
 def test_sts_scoring_and_pooling():
-    from helpers import sts
+    from helpers.experiments import sts
 
     e1 = rand(50, 8, seed=11)
     noise = rand(50, 8, seed=12)

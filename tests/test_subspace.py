@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from helpers import subspace as S
+from helpers.core import subspace as S
 
 pytestmark = pytest.mark.usefixtures("float64")   # identities checked to 1e-10
 

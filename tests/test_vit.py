@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from helpers import vit
+from helpers.experiments import vit
 
 
 def tiny(variant):

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .runtime import REPO_ROOT
+from ..book.runtime import REPO_ROOT
 
 
 class DataUnavailable(RuntimeError):
@@ -266,3 +266,18 @@ def _load_sts_hub(name: str) -> STSSet:
     except Exception as err:  # noqa: BLE001
         raise DataUnavailable(f"{name}: the hub ({hub}) is unreachable ({type(err).__name__})") from None
     return STSSet(name, list(ds["sentence1"]), list(ds["sentence2"]), [float(x) for x in ds["score"]], [name] * len(ds))
+
+
+__all__ = [
+    "DataUnavailable",
+    "data_root",
+    "SentenceSet",
+    "load_glue",
+    "load_wikitext103",
+    "load_cifar10",
+    "load_common_voice",
+    "STSSet",
+    "load_sts",
+    "CIFAR10_CLASSES",
+    "STS_SETS",
+]

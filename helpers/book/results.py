@@ -1,99 +1,30 @@
-"""Runtime plumbing: seeding, device choice, progress bars, results I/O with provenance."""
+"""Results with provenance and the heavy-run cache.
+
+A chapter's `run(params)` calls `cached(params, name, compute, ...)`: at `book` scale a committed
+file `results/<chapter>/book/<name>.json` whose recorded key equals `params.cache_key(...)` is read
+back; otherwise `compute()` runs and, at `book` scale, its result is written there with provenance
+(parameters, seed, versions, device, git commit, wall time, command) to be committed. At `ci`
+scale it always recomputes (that is what proves the code). The key is derived from the Params
+dataclass (`ChapterParams.cache_key`), never listed by hand.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import os
-import platform
-import random
 import subprocess
-import sys
-import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-_VERSIONED = ("torch", "transformers", "numpy", "scipy", "datasets", "jupyter-book")
-
-
-def seed_everything(seed: int) -> torch.Generator:
-    """Seed python, numpy and torch (CPU and CUDA) and return a torch Generator seeded alike.
-
-    CPU reruns with the same seed are bit-identical: we also ask torch for deterministic kernels
-    where it has them (warn-only, so ops without a deterministic variant still run).
-    """
-    if not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-    if torch.cuda.is_available():
-        torch.cuda.manual_seed_all(seed)
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    return torch.Generator().manual_seed(seed)
-
-
-def choose_device(device: str | None = "auto") -> torch.device:
-    """`auto` takes CUDA when present, else CPU; anything else is passed to torch.device."""
-    if device in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device={device!r} asked for, but torch sees no CUDA device")
-    return dev
-
-
-def progress(iterable: Iterable, desc: str = "", total: int | None = None, **kw: Any) -> Iterator:
-    """`tqdm.auto` progress bar; silenced when TOKUNI_NO_PROGRESS=1 (used by CI logs)."""
-    disable = os.environ.get("TOKUNI_NO_PROGRESS") == "1"
-    return iter(tqdm(iterable, desc=desc, total=total, disable=disable, leave=False, **kw))
-
-
-def package_versions() -> dict[str, str]:
-    out = {"python": sys.version.split()[0]}
-    for name in _VERSIONED:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
-
-
-def _git_commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5
-        ).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def device_description(device: torch.device | str | None = None) -> str:
-    dev = choose_device(device if device is not None else "auto")
-    if dev.type == "cuda":
-        return f"cuda:{torch.cuda.get_device_name(dev)}"
-    return f"cpu:{platform.processor() or platform.machine()} x{os.cpu_count()}"
-
-
-@contextmanager
-def timer() -> Iterator[dict[str, float]]:
-    """`with timer() as t: ...` then `t["seconds"]`."""
-    box: dict[str, float] = {}
-    start = time.perf_counter()
-    try:
-        yield box
-    finally:
-        box["seconds"] = time.perf_counter() - start
-
+from .runtime import REPO_ROOT, _git_commit, device_description, package_versions, timer
 
 def _jsonable(obj: Any) -> Any:
     if is_dataclass(obj) and not isinstance(obj, type):
@@ -193,3 +124,46 @@ def cached_run(chapter: str, name: str, params: Any, key: dict[str, Any], comput
         path.write_text(json.dumps(rec, indent=1))
         return rec["results"], False
     return _jsonable(res), False
+
+
+def checkpoint_dir(chapter: str, key: dict[str, Any]) -> Path:
+    """Where a run's training checkpoints live: `_build/checkpoints/<chapter>/<hash of key>/`, outside
+    `results/` (never committed) and independent of the output folder, so `make rerun` resumes too."""
+    path = REPO_ROOT / "_build" / "checkpoints" / chapter / settings_hash(key)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cached(params: Any, name: str, compute: Callable[[], Any], drop: tuple[str, ...] = (),
+           **extra: Any) -> tuple[Any, bool]:
+    """One heavy run through the committed-results cache. The key is `params.cache_key(drop, **extra)`:
+    the whole Params minus what does not change results, with `drop`ped fields (say `seeds`,
+    `variants`) replaced by this run's own values in `extra` (say `seed=1, variant="pre-norm"`).
+    Returns (results as JSON-able data, came_from_cache)."""
+    key = params.cache_key(drop=drop, **extra)
+    command = getattr(params, "command", None) or f"make rerun CHAPTER={params.CHAPTER} SCALE={params.scale}"
+    return cached_run(params.CHAPTER, name, params, key, compute, params.scale, command=command)
+
+
+R = TypeVar("R", bound="Result")
+
+
+@dataclasses.dataclass
+class Result:
+    """Base of every chapter's typed result: JSON-able fields, `to_json` / `from_json`, and `save`
+    (the chapter's record with provenance in the run's output folder)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return _jsonable(asdict(self))
+
+    @classmethod
+    def from_json(cls: type[R], data: dict[str, Any]) -> R:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def save(self, params: Any, wall_time_s: float | None = None) -> Path:
+        """Write this result with full provenance to the run's output folder (`make rerun` gives
+        one; otherwise `_build/results/<chapter>/<scale>/`)."""
+        folder = results_dir_for(params.CHAPTER, params.scale, params.results_dir)
+        command = getattr(params, "command", None) or f"make rerun CHAPTER={params.CHAPTER} SCALE={params.scale}"
+        return save_results(params.CHAPTER, self.to_json(), params, folder, wall_time_s=wall_time_s, command=command)

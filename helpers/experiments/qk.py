@@ -24,14 +24,84 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from . import measures as M
-from .params import MULTIBERT_STEPS
-from .runtime import progress
+from ..book.params import ChapterParams, ParameterError, nonneg, positive, rules
+from ..book.runtime import progress
+from ..core import measures as M
+
+#: MultiBERT's released intermediate checkpoints (Sellam et al. 2021): every 20k steps to 200k, then every 100k to 2M
+MULTIBERT_STEPS = tuple(range(0, 200_000, 20_000)) + tuple(range(200_000, 2_000_001, 100_000))
+
+
+@dataclass(frozen=True)
+class Params(ChapterParams):
+    """Godey et al. §5, App. C-D: queries and keys along pretraining (Figures 11-15, 19-23).
+
+    `source="pretrain"` (ci, book): our own small MLM BERT trained from scratch here, checkpointed at
+    `steps`; `source="multiberts"` (paper): google/multiberts-seed_{seed}-step_{step/1000}k from the hub."""
+
+    source: str = "pretrain"
+    seeds: tuple[int, ...] = (0, 1)
+    steps: tuple[int, ...] = (0, 10, 20, 50, 100, 200, 300, 500, 700, 1000, 1500, 2000, 3000)  # 0 = initialisation
+    n_samples: int = 128              # §5: "128 samples from Wikitext-103" (test split paragraphs, drawn with `seed`)
+    max_length: int = 128
+    svd_fraction: float = 0.2         # §5 footnote: 20 % of the representations for the SVD
+    n_display: int = 200              # tokens per step in the scatter plots (Figs. 11, 19, 20)
+    # our pretraining (ignored for multiberts)
+    layers: int = 4
+    hidden: int = 256
+    heads: int = 4
+    intermediate: int = 1024
+    seq_len: int = 128
+    batch: int = 8
+    lr: float = 1e-3
+    warmup: float = 0.06
+    weight_decay: float = 0.01
+    mask_prob: float = 0.15
+    train_split: str = "validation"
+    resume_every: int = 100
+
+    CHAPTER: ClassVar[str] = "qk"
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "ci": dict(layers=2, hidden=128, heads=2, intermediate=512, seq_len=64, batch=8, lr=1e-3,
+                   steps=(0, 5, 15, 30, 60), n_samples=32, max_length=64, n_display=100, resume_every=30),
+        "book": dict(),
+        "paper": dict(source="multiberts", seeds=(0, 1, 2, 3, 4), steps=MULTIBERT_STEPS, n_samples=128),
+    }
+    RULES: ClassVar = rules(
+        source=(lambda v: v in ("pretrain", "multiberts"), "must be 'pretrain' or 'multiberts'"),
+        seeds=(lambda v: len(v) > 0 and len(set(v)) == len(v) and all(s >= 0 for s in v),
+               "needs distinct seeds >= 0"),
+        steps=(lambda v: len(v) >= 2 and all(b > a for a, b in zip(v, v[1:], strict=False)) and v[0] >= 0,
+               "needs >= 2 increasing checkpoint steps >= 0"),
+        n_samples=(lambda v: v >= 2, "needs >= 2 samples"),
+        max_length=(lambda v: 8 <= v <= 512, "must lie in [8, 512]"),
+        svd_fraction=(lambda v: 0 < v <= 1, "must lie in (0, 1]"), n_display=positive,
+        layers=positive, hidden=positive, heads=positive, intermediate=positive,
+        seq_len=(lambda v: 8 <= v <= 512, "must lie in [8, 512]"), batch=positive, lr=positive,
+        warmup=(lambda v: 0 <= v < 1, "must lie in [0, 1)"), weight_decay=nonneg,
+        mask_prob=(lambda v: 0 < v < 1, "must lie in (0, 1)"),
+        train_split=(lambda v: v in ("validation", "test"), "must be 'validation' or 'test' (the mirror's splits)"),
+        resume_every=positive,
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.source == "multiberts":
+            bad = [s for s in self.steps if s not in MULTIBERT_STEPS]
+            if bad:
+                raise ParameterError(f"parameter 'steps': {bad} are not released MultiBERT checkpoints "
+                                     "(every 20k steps to 200k, every 100k to 2M)")
+            if any(s > 4 for s in self.seeds):
+                raise ParameterError("parameter 'seeds': MultiBERT intermediate checkpoints exist for seeds 0-4 only")
+        elif self.hidden % self.heads:
+            raise ParameterError(f"parameter 'hidden' = {self.hidden} must be divisible by heads = {self.heads}")
+
 
 # ------------------------------------------------------------------ capture
 
@@ -455,7 +525,8 @@ def checkpoint_folder(cfg, seed: int) -> Path:
     """Git-ignored home of one pretraining run's weights: _build/checkpoints/qk/<hash of its settings>/."""
     from dataclasses import asdict
 
-    from .runtime import REPO_ROOT, settings_hash
+    from ..book.results import settings_hash
+    from ..book.runtime import REPO_ROOT
 
     return REPO_ROOT / "_build" / "checkpoints" / "qk" / settings_hash(asdict(pretrain_config(cfg, seed)))
 
@@ -488,7 +559,7 @@ def run_trajectory(cfg, seed: int, device: str | torch.device = "cpu", fresh: bo
     import shutil
     import time
 
-    from . import models
+    from ..hf import models
     from . import pretrain as PT
 
     t0 = time.perf_counter()

@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from . import models
-from .runtime import progress
-from .train import load_checkpoint, save_checkpoint
+from ..book.runtime import progress
+from ..hf import models
+from ..train.checkpoint import load_checkpoint, save_checkpoint
 
 TOKENIZER_SOURCE = "all-MiniLM-L6-v2"     # its folder holds BERT's uncased tokenizer (30,522 WordPieces)
 
@@ -71,7 +71,7 @@ def _paragraphs(text: str) -> list[str]:
 def training_chunks(tok, seq_len: int, split: str = "validation", text: str | None = None) -> Tensor:
     """The split's article text, tokenised, concatenated and cut into [CLS] + (seq_len−2) tokens + [SEP]
     sequences: (n_chunks, seq_len) token ids, no padding."""
-    from .data import load_wikitext103
+    from ..data import load_wikitext103
 
     paras = _paragraphs(text if text is not None else load_wikitext103(split))
     ids = [i for p in tok(paras, add_special_tokens=False, verbose=False)["input_ids"] for i in p]
@@ -90,7 +90,7 @@ def analysis_samples(tok, n: int, max_length: int, seed: int = 0, split: str = "
     """Godey et al. §5: "128 samples from Wikitext-103". Here: `n` paragraphs of at least `min_words`
     words drawn (seeded) from the test split, truncated to `max_length` tokens and padded:
     {"input_ids", "attention_mask"} of shape (n, L). Every checkpoint and seed sees the same samples."""
-    from .data import load_wikitext103
+    from ..data import load_wikitext103
 
     paras = [p for p in _paragraphs(text if text is not None else load_wikitext103(split))
              if len(p.split()) >= min_words]
@@ -180,7 +180,7 @@ def pretrain(cfg: PretrainConfig, chunks: Tensor, folder: str | Path, tok=None, 
     folder holding `resume.pt` continues from it, and one on a finished folder returns at once.
     `stop_after` stops after that many steps (simulates a kill). Returns the history: training
     loss per step, held-out loss at the checkpoint steps, wall time."""
-    from .runtime import seed_everything
+    from ..book.runtime import seed_everything
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

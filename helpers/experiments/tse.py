@@ -4,14 +4,72 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from . import measures as M
-from .blocks import PostNormBlock, PreNormBlock, deescalate
-from .runtime import progress
+from ..book.params import ChapterParams, ParameterError, positive, rules
+from ..book.runtime import progress
+from ..core import measures as M
+from ..core.blocks import PostNormBlock, PreNormBlock, deescalate
+
+
+@dataclass(frozen=True)
+class Params(ChapterParams):
+    """Yu & Zhang §1-3.2: token similarity escalation (Figures 1-5)."""
+
+    # Figures 2-5: the synthetic post-norm / pre-norm stacks of §2.4
+    n_tokens: int = 64
+    d_model: int = 512
+    n_heads: int = 8
+    alpha: float = 1.0
+    depth: int = 20
+    trials: int = 50
+    ffn_mult: int = 4
+    #: variance of the per-head value maps W_k is value_scale / d; 1 = Lemma 2.4 / Thm 2.6 reading
+    #: (sigma = 1/sqrt(d)), n_heads = the literal "N(0, (h/d) I)" of §2.4
+    value_scale: float = 1.0
+    w_trials: int = 1000          # Figure 3: draws of W in step 1
+    lemma_trials: int = 2000      # Lemma 2.4 Monte Carlo
+    prenorm_depth: int = 50       # Figure 4
+    deesc_depth: int = 50         # Figure 5
+    deesc_runs: int = 20
+    taus: tuple[float, ...] = (0.1, 0.5, 1.0)
+    # Figure 1: transformers BERT / ALBERT, random init
+    hf_depth: int = 100
+    hf_hidden: int = 768
+    hf_heads: int = 12
+    hf_intermediate: int = 3072
+    hf_batch: int = 4
+    hf_seq_len: int = 128
+
+    CHAPTER: ClassVar[str] = "tse"
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "ci": dict(trials=6, depth=12, w_trials=200, lemma_trials=400, prenorm_depth=16, deesc_depth=16,
+                   deesc_runs=4, hf_depth=12, hf_batch=2, hf_seq_len=32, d_model=256),
+        "book": dict(hf_batch=2, hf_seq_len=64),
+        "paper": dict(),
+    }
+    RULES: ClassVar = rules(
+        n_tokens=(lambda v: v >= 2, "needs at least 2 tokens"),
+        d_model=positive, n_heads=positive, alpha=positive, depth=positive, trials=positive,
+        ffn_mult=positive, value_scale=positive, w_trials=(lambda v: v >= 2, "needs >= 2 draws"),
+        lemma_trials=(lambda v: v >= 2, "needs >= 2 draws"), prenorm_depth=positive,
+        deesc_depth=positive, deesc_runs=positive,
+        taus=(lambda v: len(v) > 0 and all(0 < t <= 1 for t in v), "every tau must lie in (0, 1] (eq. 21)"),
+        hf_depth=positive, hf_hidden=positive, hf_heads=positive, hf_intermediate=positive,
+        hf_batch=positive, hf_seq_len=(lambda v: 2 <= v <= 512, "must lie in [2, 512]"),
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.d_model % self.n_heads:
+            raise ParameterError(f"parameter 'd_model' = {self.d_model} must be divisible by n_heads = {self.n_heads}")
+        if self.hf_hidden % self.hf_heads:
+            raise ParameterError(f"parameter 'hf_hidden' = {self.hf_hidden} must be divisible by hf_heads")
+
 
 STEPS = ("step 1: SA + residual", "step 2: LN", "step 3: FFN + residual", "step 4: LN")
 

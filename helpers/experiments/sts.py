@@ -5,15 +5,56 @@ the sentence-transformers `encode` interface."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from scipy import stats
 from torch import Tensor
 
-from . import measures as M
-from .runtime import progress
-from .softdecay import deescalate_rows, softdecay_transform, whitening_apply, whitening_fit
+from ..book.params import ChapterParams, nonneg, positive, rules
+from ..book.runtime import progress
+from ..core import measures as M
+from ..core.softdecay import deescalate_rows, softdecay_transform, whitening_apply, whitening_fit
+
+
+@dataclass(frozen=True)
+class Params(ChapterParams):
+    """Yan et al. §5.1, App. B-C: SoftDecay on unsupervised STS (Table 1, Table 4, Figures 3, 4, 6)."""
+
+    models: tuple[str, ...] = ("all-MiniLM-L6-v2",)
+    datasets: tuple[str, ...] = ("STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R")
+    source: str = "whiteningbert"
+    pooling: str = "first_last"
+    alpha: float = -0.6
+    alphas: tuple[float, ...] = (-0.2, -0.4, -0.6, -0.8, -1.0)
+    tau: float = 1.0
+    max_pairs: int = 0               # 0 = every pair of every set
+    max_length: int = 128
+    batch_size: int = 64
+    lsds_points: int = 2000
+    tsne_pairs: int = 400
+
+    CHAPTER: ClassVar[str] = "sts"
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "ci": dict(max_pairs=150, lsds_points=300, tsne_pairs=60, alphas=(-0.2, -0.6, -1.0)),
+        "book": dict(),
+        "paper": dict(models=("bert-base-cased", "distilbert-base-uncased", "albert-base-v2", "roberta-base")),
+    }
+    RULES: ClassVar = rules(
+        models=(lambda v: len(v) > 0, "needs at least one model"),
+        datasets=(lambda v: len(v) > 0 and all(d in ("STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R")
+                                               for d in v), "each must be one of STS-B, STS12..STS16, SICK-R"),
+        source=(lambda v: v in ("whiteningbert", "official", "hub"), "must be whiteningbert, official or hub"),
+        pooling=(lambda v: v in ("first_last", "first_last_l1", "last", "cls"),
+                 "must be first_last, first_last_l1, last or cls"),
+        alpha=(lambda v: -1.0 <= v < 0, "must lie in [-1, 0) (the paper's range; eq. 2 is undefined at 0)"),
+        alphas=(lambda v: len(v) > 0 and all(-1.0 <= a < 0 for a in v), "every alpha must lie in [-1, 0)"),
+        tau=(lambda v: 0 < v <= 1, "must lie in (0, 1] (eq. 21)"),
+        max_pairs=nonneg, max_length=(lambda v: 8 <= v <= 512, "must lie in [8, 512]"), batch_size=positive,
+        lsds_points=(lambda v: v >= 20, "needs >= 20 points"), tsne_pairs=(lambda v: v >= 10, "needs >= 10 pairs"),
+    )
+
 
 POOLINGS = ("first_last", "first_last_l1", "last", "cls")
 METHODS = ("vanilla", "whitening", "whitening-256", "de-escalation", "SoftDecay (sentence)", "SoftDecay (token)")
@@ -164,7 +205,7 @@ def run_model(loaded, datasets: tuple[str, ...], source: str, pooling: str, alph
     """Everything the STS chapter shows for one model, as plain numbers (so that a `book` run can be
     cached and committed): Table 1 scores per method and dataset, the α sweep, Table 4 metrics, LSDS
     (Fig. 6), per-layer singular values before/after SoftDecay (Fig. 3) and t-SNE inputs (Fig. 4)."""
-    from .data import load_sts
+    from ..data import load_sts
 
     out: dict = {"table1": {}, "alpha_sweep": {}, "table4": {}, "lsds": {}, "pairs": {}}
     for name in datasets:

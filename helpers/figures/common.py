@@ -1,4 +1,5 @@
-"""One seaborn theme and the recurring figure types of the book."""
+"""One seaborn theme, the recurring figure types of the book, and publishing to the page: numbers and
+figures glued for myst-nb (`{glue:text}` / `{glue:figure}`), tables formatted for reading."""
 
 from __future__ import annotations
 
@@ -6,13 +7,52 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import seaborn as sns
 import torch
 
 
 def set_theme() -> None:
-    sns.set_theme(context="notebook", style="whitegrid", palette="colorblind", font_scale=0.95)
-    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "axes.titlesize": 11, "figure.autolayout": True})
+    sns.set_theme(context="notebook", style="whitegrid", palette="colorblind", font_scale=1.0)
+    plt.rcParams.update({"figure.dpi": 120, "savefig.dpi": 150, "axes.titlesize": 11, "figure.autolayout": True,
+                         "figure.figsize": (10, 4)})
+
+
+def publish(prefix: str, values: Mapping[str, object]) -> None:
+    """Glue every value under `<prefix>-<key>` for the chapter's `{glue:text}` roles (not displayed)."""
+    from myst_nb import glue
+
+    for key, value in values.items():
+        glue(f"{prefix}-{key}", value, display=False)
+
+
+def figure(name: str, fig: plt.Figure) -> plt.Figure:
+    """Glue `fig` as `name` for a numbered, captioned `{glue:figure}` directive, and close it (so it is
+    not drawn twice). Returns the figure."""
+    from myst_nb import glue
+
+    glue(name, fig, display=False)
+    plt.close(fig)
+    return fig
+
+
+def fmt_number(v: object, digits: int = 3) -> str:
+    """A number for reading: fixed `digits` decimals, scientific below 0.01 and from 1e5 (5e-05, not 0.000)."""
+    if isinstance(v, bool | np.bool_) or not isinstance(v, int | float | np.integer | np.floating):
+        return str(v)
+    if isinstance(v, int | np.integer):
+        return f"{v:,}"
+    if not np.isfinite(v):
+        return "–"
+    if v != 0 and (abs(v) < 1e-2 or abs(v) >= 1e5):
+        return f"{v:.{max(digits - 1, 1)}e}"
+    return f"{v:.{digits}f}"
+
+
+def table(df: pd.DataFrame, digits: int = 3, index: bool = False):
+    """A DataFrame styled for reading (`fmt_number` on every cell), without its index unless asked."""
+    sty = df.style.format(lambda v: fmt_number(v, digits))
+    return sty if index else sty.hide(axis="index")
 
 
 def _np(a) -> np.ndarray:

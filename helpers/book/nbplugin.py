@@ -19,9 +19,9 @@ import nbval.plugin
 import pytest
 from nbval.plugin import IPyNbFile
 
-from helpers.notebooks import read_chapter, with_parameters
+from helpers.book.notebooks import read_chapter, with_parameters
 
-BOOK = Path(os.environ.get("TOKUNI_BOOK_DIR", Path(__file__).resolve().parent.parent / "book")).resolve()
+BOOK = Path(os.environ.get("TOKUNI_BOOK_DIR", Path(__file__).resolve().parents[2] / "book")).resolve()
 NB_SCALE = os.environ.get("TOKUNI_NB_SCALE", "ci")
 
 

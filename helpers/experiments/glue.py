@@ -31,19 +31,62 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from . import data as D
-from . import models as Mo
-from . import subspace
-from .runtime import progress
-from .softdecay import SoftDecay, softdecay_transform
-from .train import load_checkpoint, save_checkpoint
+from .. import data as D
+from ..book.params import ChapterParams, nonneg, positive, rules
+from ..book.runtime import progress
+from ..core import subspace
+from ..core.softdecay import SoftDecay, softdecay_transform
+from ..hf import models as Mo
+from ..train.checkpoint import load_checkpoint, save_checkpoint
+
+
+@dataclass(frozen=True)
+class Params(ChapterParams):
+    """Yan et al. §5.2, App. B, App. D: SoftDecay fine-tuning on GLUE (Table 2, Table 6, Figs. 5, 8-13)."""
+
+    models: tuple[str, ...] = ("all-MiniLM-L6-v2",)
+    tasks: tuple[str, ...] = ("RTE", "MRPC", "CoLA")
+    variants: tuple[str, ...] = ("baseline", "softdecay", "expdecay")
+    alphas: tuple[float, ...] = (-0.5,)          # initial α of SoftDecay (the paper searches -0.2, -0.5, -0.8)
+    lr: float = 2e-5
+    alpha_lr: float = 2e-3
+    epochs: int = 3
+    batch: int = 32
+    max_length: int = 128
+    seeds: int = 2
+    train_examples: int = 0                      # 0 = the whole training split
+    eval_examples: int = 0                       # 0 = the whole validation split
+    spectra_examples: int = 256
+    expdecay_squared: bool = False               # False: App. D.1 as printed; True: Wang et al.'s squared form
+
+    CHAPTER: ClassVar[str] = "glue"
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "ci": dict(tasks=("RTE", "MRPC"), train_examples=48, eval_examples=48, batch=8, max_length=48, epochs=2,
+                   seeds=2, spectra_examples=24),
+        "book": dict(),
+        "paper": dict(models=("bert-base-uncased", "albert-base-v1", "distilbert-base-uncased", "roberta-base"),
+                      tasks=("CoLA", "SST-2", "MRPC", "QNLI", "RTE"), alphas=(-0.2, -0.5, -0.8), seeds=3,
+                      spectra_examples=1000),
+    }
+    RULES: ClassVar = rules(
+        models=(lambda v: len(v) > 0, "needs at least one model"),
+        tasks=(lambda v: len(v) > 0 and all(t in ("CoLA", "SST-2", "MRPC", "QNLI", "RTE") for t in v),
+               "each must be one of CoLA, SST-2, MRPC, QNLI, RTE"),
+        variants=(lambda v: len(v) > 0 and all(x in ("baseline", "softdecay", "expdecay") for x in v),
+                  "each must be baseline, softdecay or expdecay"),
+        alphas=(lambda v: len(v) > 0 and all(-1.0 <= a < 0 for a in v), "every initial alpha must lie in [-1, 0)"),
+        lr=positive, alpha_lr=positive, epochs=positive, batch=positive,
+        max_length=(lambda v: 8 <= v <= 512, "must lie in [8, 512]"), seeds=positive,
+        train_examples=nonneg, eval_examples=nonneg, spectra_examples=(lambda v: v >= 2, "needs >= 2 examples"),
+    )
+
 
 #: task -> metric names (the first is the headline number of Table 2)
 TASK_METRICS = {"CoLA": ("mcc",), "SST-2": ("acc",), "MRPC": ("acc", "f1"), "QNLI": ("acc",), "RTE": ("acc",)}
@@ -484,7 +527,8 @@ def run_grid(p, device: str = "auto", command: str | None = None) -> dict[tuple,
     `runtime.cached_run` (book scale: committed results re-read when their settings match).
     Outside `ci`, each run checkpoints after every epoch under `_build/checkpoints/glue/` and a
     rerun after a kill resumes it. Returns {(model, task, variant, alpha, seed): history with `spectra`}."""
-    from .runtime import REPO_ROOT, cached_run, settings_hash
+    from ..book.results import cached_run, settings_hash
+    from ..book.runtime import REPO_ROOT
 
     out: dict[tuple, dict] = {}
     for model in p.models:
@@ -527,7 +571,7 @@ def run_grid(p, device: str = "auto", command: str | None = None) -> dict[tuple,
 def paper_tables() -> pd.DataFrame:
     """Yan et al. Table 2 and Table 6 (data/yan_2022_table{2,6}.csv) in long form:
     task, metric, model, variant, value, significance."""
-    from .runtime import REPO_ROOT
+    from ..book.runtime import REPO_ROOT
 
     t2 = pd.read_csv(REPO_ROOT / "data" / "yan_2022_table2.csv", keep_default_na=False)
     t6 = pd.read_csv(REPO_ROOT / "data" / "yan_2022_table6.csv", keep_default_na=False).assign(significance="")

@@ -5,14 +5,61 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from scipy import optimize, stats
 from torch import Tensor
 
-from . import measures as M
-from .runtime import progress
+from ..book.params import ChapterParams, positive, rules
+from ..book.runtime import progress
+from ..core import measures as M
+
+#: the paper's models (Godey et al. Figures 1-5), by hub id and modality, for the `paper` preset
+PAPER_ANISOTROPY_MODELS = (
+    "text:bert-base-uncased", "text:roberta-base", "text:gpt2", "text:t5-base", "text:google/canine-c",
+    "text:google/canine-s", "text:google/byt5-small", "audio:facebook/wav2vec2-base-960h",
+    "audio:facebook/hubert-base-ls960", "audio:openai/whisper-base", "vision:google/vit-base-patch16-224",
+    "vision:microsoft/beit-base-patch16-224", "vision:facebook/deit-base-patch16-224",
+    "vision:microsoft/resnet-50", "vision:google/efficientnet-b0", "vision:microsoft/cvt-13",
+    "vision:facebook/convnext-tiny-224", "vision:Visual-Attention-Network/van-base",
+)
+
+
+@dataclass(frozen=True)
+class Params(ChapterParams):
+    """Godey et al. §3 and Appendices A-B: anisotropy across layers and models."""
+
+    models: tuple[str, ...] = ("text:all-MiniLM-L6-v2", "text:SmolLM2-135M-Instruct", "vision:DINOv2-S/14")
+    untrained_twins: bool = True
+    text_tokens: int = 40_000
+    decoder_tokens: int = 12_000     # cap for models with more than 12 layers (SmolLM2: 30)
+    images: int = 192
+    chunk_len: int = 256
+    batch_size: int = 8
+    n_pairs: int = 20_000
+    gaussian_dims: tuple[int, ...] = (16, 64, 256, 768, 4096)
+    gaussian_samples: int = 100_000
+
+    CHAPTER: ClassVar[str] = "anisotropy"
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "ci": dict(models=("text:all-MiniLM-L6-v2",), text_tokens=3000, images=8, n_pairs=4000,
+                   gaussian_samples=20_000),
+        "book": dict(),
+        "paper": dict(models=PAPER_ANISOTROPY_MODELS, text_tokens=217_000, decoder_tokens=217_000, images=5000,
+                      n_pairs=100_000),
+    }
+    RULES: ClassVar = rules(
+        models=(lambda v: len(v) > 0 and all(x.split(":", 1)[0] in ("text", "vision", "audio") and ":" in x
+                                             for x in v), "each entry is 'text:<id>', 'vision:<id>' or 'audio:<id>'"),
+        text_tokens=(lambda v: v >= 16, "needs >= 16 tokens"), decoder_tokens=(lambda v: v >= 16, "needs >= 16 tokens"),
+        images=(lambda v: v >= 1, "needs >= 1 image"), chunk_len=(lambda v: 8 <= v <= 510, "must lie in [8, 510]"),
+        batch_size=positive, n_pairs=(lambda v: v >= 100, "needs >= 100 pairs"),
+        gaussian_dims=(lambda v: len(v) > 0 and all(x >= 3 for x in v), "every d must be >= 3"),
+        gaussian_samples=(lambda v: v >= 1000, "needs >= 1000 samples"),
+    )
+
 
 # ------------------------------------------------------------------ streaming layer-wise anisotropy
 

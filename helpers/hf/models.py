@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .runtime import progress
+from ..book.runtime import progress
 
 
 class ModelUnavailable(RuntimeError):
@@ -43,7 +43,7 @@ MODALITY = {"all-MiniLM-L6-v2": "text", "SmolLM2-135M-Instruct": "text", "DINOv2
 def offline_path(name: str) -> Path | None:
     """Folder of a model shipped inside an installed PyPI package or in ../shared/models, if `name` is one."""
     if name in SHARED_MODELS:
-        from .data import data_root
+        from ..data import data_root
 
         root = data_root()
         folder = root.parent / "models" / SHARED_MODELS[name] if root else None

@@ -1,0 +1,112 @@
+"""Runtime plumbing: seeding (one derivation of every seed), device choice, progress bars, timing."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, is_dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+_VERSIONED = ("torch", "transformers", "numpy", "scipy", "datasets", "jupyter-book")
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed python, numpy and torch (CPU and CUDA) and return a torch Generator seeded alike.
+
+    CPU reruns with the same seed are bit-identical: we also ask torch for deterministic kernels
+    where it has them (warn-only, so ops without a deterministic variant still run).
+    """
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    return torch.Generator().manual_seed(seed)
+
+
+def run_seeds(seed: int, seeds: int) -> list[int]:
+    """The seeds of a chapter that repeats a run `seeds` times from base seed `seed`: seed, seed+1, ….
+    Every chapter derives its run seeds here (STYLE.md)."""
+    if seeds < 1:
+        raise ValueError(f"seeds must be >= 1, got {seeds}")
+    return [seed + i for i in range(seeds)]
+
+
+def stream_seed(seed: int, stream: str, index: int = 0) -> int:
+    """A seed for one random stream of a run (data order of epoch `index`, a held-out draw, …),
+    derived from the run seed and the stream's name: independent of other streams, stable across
+    Python sessions (no `hash()` randomisation)."""
+    import zlib
+
+    return (seed * 1_000_003 + zlib.crc32(stream.encode()) + 7919 * index) % 2**31
+
+
+def choose_device(device: str | None = "auto") -> torch.device:
+    """`auto` takes CUDA when present, else CPU; anything else is passed to torch.device."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device={device!r} asked for, but torch sees no CUDA device")
+    return dev
+
+
+def progress(iterable: Iterable, desc: str = "", total: int | None = None, **kw: Any) -> Iterator:
+    """`tqdm.auto` progress bar; silenced when TOKUNI_NO_PROGRESS=1 (used by CI logs)."""
+    disable = os.environ.get("TOKUNI_NO_PROGRESS") == "1"
+    return iter(tqdm(iterable, desc=desc, total=total, disable=disable, leave=False, **kw))
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0]}
+    for name in _VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5
+        ).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def device_description(device: torch.device | str | None = None) -> str:
+    dev = choose_device(device if device is not None else "auto")
+    if dev.type == "cuda":
+        return f"cuda:{torch.cuda.get_device_name(dev)}"
+    return f"cpu:{platform.processor() or platform.machine()} x{os.cpu_count()}"
+
+
+@contextmanager
+def timer() -> Iterator[dict[str, float]]:
+    """`with timer() as t: ...` then `t["seconds"]`."""
+    box: dict[str, float] = {}
+    start = time.perf_counter()
+    try:
+        yield box
+    finally:
+        box["seconds"] = time.perf_counter() - start

@@ -1,0 +1,86 @@
+"""The layer rule of STYLE.md: each layer of `helpers` imports only the layers below it, and chapters
+import only `helpers.experiments` and `helpers.figures`."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HELPERS = ROOT / "helpers"
+ALLOWED = {
+    "core": {"core"},
+    "book": {"book"},
+    "data": {"book", "data"},
+    "hf": {"core", "book", "data", "hf"},
+    "train": {"core", "book", "data", "hf", "train"},
+    "experiments": {"core", "book", "data", "hf", "train", "experiments"},
+    "figures": {"core", "book", "experiments", "figures"},
+}
+
+
+def helper_imports(path: Path) -> set[str]:
+    """The layers of `helpers` that the module at `path` imports (absolute or relative imports)."""
+    layer = path.relative_to(HELPERS).parts[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module and node.module.split(".")[0] == "helpers":
+                parts = node.module.split(".")[1:]
+            elif node.level == 1:
+                parts = [layer] + (node.module.split(".") if node.module else [])
+            elif node.level == 2:
+                parts = node.module.split(".") if node.module else [a.name for a in node.names]
+            else:
+                continue
+            if parts:
+                found.add(parts[0])
+            elif node.level == 0:
+                found.update(a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("helpers."):
+                    found.add(a.name.split(".")[1])
+    return found
+
+
+def modules():
+    return sorted(p for p in HELPERS.rglob("*.py") if p.parent != HELPERS)
+
+
+def test_every_module_sits_in_a_layer():
+    stray = [p.name for p in HELPERS.glob("*.py") if p.name != "__init__.py"]
+    assert not stray, f"modules outside the layers: {stray}"
+    assert {p.relative_to(HELPERS).parts[0] for p in modules()} <= set(ALLOWED)
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(HELPERS)))
+def test_layer_imports(path):
+    layer = path.relative_to(HELPERS).parts[0]
+    bad = helper_imports(path) - ALLOWED[layer]
+    assert not bad, f"helpers/{path.relative_to(HELPERS)} ({layer}) imports {sorted(bad)}"
+
+
+def test_the_rule_catches_a_violation(tmp_path, monkeypatch):
+    """The checker itself: a core module importing `book` is reported."""
+    fake = HELPERS / "core" / "measures.py"
+    src = "from ..book.runtime import progress\nfrom helpers.hf import models\nfrom . import blocks\n"
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: src)
+    assert helper_imports(fake) == {"book", "hf", "core"}
+
+
+CHAPTERS = sorted((ROOT / "book").glob("*.md"))
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapters_import_only_experiments_and_figures(path):
+    text = path.read_text()
+    pattern = r"^[ \t]*(from helpers\S*|import helpers\S*)(?: import ([\w, ]+))?"
+    bad = [m.group(0) for m in re.finditer(pattern, text, re.M)
+           if not (m.group(1) == "from helpers" and set(x.strip() for x in (m.group(2) or "").split(","))
+                   <= {"experiments", "figures"})
+           and not re.match(r"from helpers\.(experiments|figures)\b", m.group(1))]
+    assert not bad, f"{path.name} imports {bad}"
