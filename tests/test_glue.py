@@ -10,10 +10,13 @@ import torch
 from testutil import seeded_randn
 
 from helpers.book.params import ParameterError
-from helpers.core.softdecay import softdecay_transform
+from helpers.core.softdecay import expdecay_penalty, softdecay_transform
+from helpers.data import glue as glue_data
 from helpers.experiments import glue
 from helpers.experiments.glue import Params as GlueParams
 from helpers.hf import models as Mo
+from helpers.hf import softdecay_layer
+from helpers.train import glue as glue_train
 
 
 def tiny(kind: str):
@@ -36,7 +39,7 @@ def test_softdecay_layer_on_every_architecture(kind):
     ids, mask = batch()
     base = tiny(kind).eval()
     model = tiny(kind).eval()
-    sd = glue.insert_softdecay(model, alpha=-0.5)
+    sd = softdecay_layer.insert_softdecay(model, alpha=-0.5)
     with torch.no_grad():
         h0 = base(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
     out = model(input_ids=ids, attention_mask=mask, labels=torch.tensor([0, 1, 1]), output_hidden_states=True)
@@ -53,7 +56,7 @@ def test_placement_is_before_the_final_layernorm_with_one_residual():
     """x^L = LayerNorm(SoftDecay(Φ(v^L) + x^{L−1})) (eq. 1 + App. B): recompute the last layer's
     output by hand from the inputs of its BertOutput module."""
     model = tiny("bert").eval()
-    glue.insert_softdecay(model, alpha=-0.6)
+    softdecay_layer.insert_softdecay(model, alpha=-0.6)
     seen = {}
     out_mod = model.bert.encoder.layer[-1].output
     out_mod.register_forward_hook(lambda m, args, out: seen.update(args=args, out=out))
@@ -71,15 +74,15 @@ def test_placement_is_before_the_final_layernorm_with_one_residual():
 def test_baseline_is_the_unmodified_model():
     model = tiny("bert")
     names_before = {n for n, _ in model.named_modules()}
-    cfg = glue.FinetuneConfig(variant="baseline")
-    m, _ = glue.build_model(cfg, 2, model_factory=lambda: (model, None))
-    assert {n for n, _ in m.named_modules()} == names_before and glue.find_softdecay(m) is None
+    cfg = glue_train.FinetuneConfig(variant="baseline")
+    m, _ = glue_train.build_model(cfg, 2, model_factory=lambda: (model, None))
+    assert {n for n, _ in m.named_modules()} == names_before and softdecay_layer.find_softdecay(m) is None
 
 
 def test_padding_independence():
     """The same sentences padded to different lengths give the same logits with SoftDecay inside."""
     model = tiny("bert").eval()
-    glue.insert_softdecay(model, alpha=-0.5)
+    softdecay_layer.insert_softdecay(model, alpha=-0.5)
     ids, mask = batch(L=12)
     wide_ids = torch.nn.functional.pad(ids, (0, 9), value=1)
     wide_mask = torch.nn.functional.pad(mask, (0, 9))
@@ -101,7 +104,7 @@ def test_degenerate_spectrum_backward_is_finite():
     s = torch.tensor([5.0, 3.0, 3.0, 3.0, 2.0, 0.0], dtype=torch.float64)       # repeated and zero σ
     X = (U * s) @ V.T
     ln = torch.nn.LayerNorm(d).double()
-    layer = glue.SoftDecayBeforeLayerNorm(ln, alpha=-0.5).double()
+    layer = softdecay_layer.SoftDecayBeforeLayerNorm(ln, alpha=-0.5).double()
     layer.mask = torch.ones(1, n, dtype=torch.bool)
     w = seeded_randn(1, n, d, seed=3, dtype=torch.float64)
 
@@ -126,18 +129,18 @@ def test_degenerate_spectrum_backward_is_finite():
 
 def test_alpha_has_its_own_learning_rate_and_stays_in_range():
     model = tiny("bert")
-    cfg = glue.FinetuneConfig(variant="softdecay", alpha=-0.2, lr=2e-5, alpha_lr=2e-3)
-    m, _ = glue.build_model(cfg, 2, model_factory=lambda: (model, None))
-    opt = glue._optimizer(m, cfg)
+    cfg = glue_train.FinetuneConfig(variant="softdecay", alpha=-0.2, lr=2e-5, alpha_lr=2e-3)
+    m, _ = glue_train.build_model(cfg, 2, model_factory=lambda: (model, None))
+    opt = glue_train._optimizer(m, cfg)
     assert [g["lr"] for g in opt.param_groups] == [2e-5, 2e-3]
-    assert opt.param_groups[1]["params"][0] is glue.find_softdecay(m).softdecay.alpha
+    assert opt.param_groups[1]["params"][0] is softdecay_layer.find_softdecay(m).softdecay.alpha
     # α pushed out of the domain is clamped into [-0.999, -0.001] instead of failing or giving NaN
     with torch.no_grad():
-        glue.find_softdecay(m).softdecay.alpha.fill_(0.3)
+        softdecay_layer.find_softdecay(m).softdecay.alpha.fill_(0.3)
     ids, mask = batch()
     assert torch.isfinite(m(input_ids=ids, attention_mask=mask).logits).all()
     with pytest.raises(ValueError, match="alpha"):
-        glue.FinetuneConfig(alpha=0.2)
+        glue_train.FinetuneConfig(alpha=0.2)
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +148,8 @@ def rte_small():
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(Mo.resolve_source("all-MiniLM-L6-v2"))
-    tr = glue.encode_task(tok, "RTE", "train", n=20, seed=0, max_length=24)
-    ev = glue.encode_task(tok, "RTE", "validation", n=12, seed=1, max_length=24)
+    tr = glue_data.encode_task(tok, "RTE", "train", n=20, seed=0, max_length=24)
+    ev = glue_data.encode_task(tok, "RTE", "validation", n=12, seed=1, max_length=24)
     return tok, tr, ev
 
 
@@ -159,15 +162,15 @@ def test_resume_after_kill_gives_the_same_numbers(tmp_path, rte_small):
                          intermediate_size=64, max_position_embeddings=64, num_labels=2)
         return BertForSequenceClassification(cfg), tok      # dropout on: the RNG state must be restored too
 
-    cfg = glue.FinetuneConfig(task="RTE", variant="softdecay", epochs=3, batch=8, lr=1e-3, alpha_lr=2e-2,
+    cfg = glue_train.FinetuneConfig(task="RTE", variant="softdecay", epochs=3, batch=8, lr=1e-3, alpha_lr=2e-2,
                               max_length=24, seed=3)
-    full = glue.finetune(cfg, tr, ev, checkpoint=tmp_path / "a.pt", device="cpu", model_factory=factory,
+    full = glue_train.finetune(cfg, tr, ev, checkpoint=tmp_path / "a.pt", device="cpu", model_factory=factory,
                          keep_model=True)
-    part = glue.finetune(cfg, tr, ev, checkpoint=tmp_path / "b.pt", stop_after_epochs=1, device="cpu",
+    part = glue_train.finetune(cfg, tr, ev, checkpoint=tmp_path / "b.pt", stop_after_epochs=1, device="cpu",
                          model_factory=factory)
     assert part["epoch"] == [1]
     torch.manual_seed(12345)                                  # a new process: other RNG state
-    resumed = glue.finetune(cfg, tr, ev, checkpoint=tmp_path / "b.pt", device="cpu", model_factory=factory,
+    resumed = glue_train.finetune(cfg, tr, ev, checkpoint=tmp_path / "b.pt", device="cpu", model_factory=factory,
                             keep_model=True)
     assert resumed["epoch"] == [1, 2, 3]
     np.testing.assert_allclose(resumed["train_loss"], full["train_loss"], rtol=1e-6)
@@ -175,9 +178,9 @@ def test_resume_after_kill_gives_the_same_numbers(tmp_path, rte_small):
     assert full["alpha"][-1] != pytest.approx(-0.5, abs=1e-4)     # α actually moved
     for a, b in zip(full["_model"].state_dict().values(), resumed["_model"].state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
-    other = glue.FinetuneConfig(**{**cfg.__dict__, "lr": 5e-4})
+    other = glue_train.FinetuneConfig(**{**cfg.__dict__, "lr": 5e-4})
     with pytest.raises(ValueError, match="other settings"):
-        glue.finetune(other, tr, ev, checkpoint=tmp_path / "b.pt", device="cpu", model_factory=factory)
+        glue_train.finetune(other, tr, ev, checkpoint=tmp_path / "b.pt", device="cpu", model_factory=factory)
 
 
 def test_expdecay_penalty_by_hand():
@@ -188,32 +191,32 @@ def test_expdecay_penalty_by_hand():
     mask = torch.tensor([[1, 1, 1, 0, 0]], dtype=torch.bool)
     prior = torch.exp(-torch.arange(1, 4, dtype=torch.float32) ** 2)
     expected = 1e-4 * (s - prior).sum()
-    torch.testing.assert_close(glue.expdecay_penalty(X, mask), expected)
-    torch.testing.assert_close(glue.expdecay_penalty(X, mask, squared=True), 1e-4 * (s - prior).square().sum())
+    torch.testing.assert_close(expdecay_penalty(X, mask), expected)
+    torch.testing.assert_close(expdecay_penalty(X, mask, squared=True), 1e-4 * (s - prior).square().sum())
     # without the mask the two zero singular values of the padded matrix enter the printed sum as −e^{−k²}
     unmasked = 1e-4 * ((s - prior).sum() - math.exp(-16) - math.exp(-25))
-    torch.testing.assert_close(glue.expdecay_penalty(X), unmasked)
+    torch.testing.assert_close(expdecay_penalty(X), unmasked)
     X.requires_grad_(True)
-    glue.expdecay_penalty(X, mask).backward()
+    expdecay_penalty(X, mask).backward()
     assert torch.isfinite(X.grad).all()
 
 
 def test_metrics():
     labels = np.array([1, 0, 1, 1, 0, 0])
     preds = np.array([1, 0, 0, 1, 1, 0])
-    m = glue.glue_metrics("MRPC", preds, labels)
+    m = glue_data.glue_metrics("MRPC", preds, labels)
     assert m["acc"] == pytest.approx(100 * 4 / 6)
     assert m["f1"] == pytest.approx(100 * 2 * 2 / (2 * 2 + 1 + 1))           # tp 2, fp 1, fn 1
     mcc = (2 * 2 - 1 * 1) / math.sqrt(3 * 3 * 3 * 3)
-    assert glue.glue_metrics("CoLA", preds, labels)["mcc"] == pytest.approx(100 * mcc)
-    assert glue.glue_metrics("CoLA", labels, labels)["mcc"] == pytest.approx(100.0)
-    assert set(glue.glue_metrics("RTE", preds, labels)) == {"acc"}
+    assert glue_data.glue_metrics("CoLA", preds, labels)["mcc"] == pytest.approx(100 * mcc)
+    assert glue_data.glue_metrics("CoLA", labels, labels)["mcc"] == pytest.approx(100.0)
+    assert set(glue_data.glue_metrics("RTE", preds, labels)) == {"acc"}
 
 
 def test_batches_cover_every_example_once_and_cut_padding():
     lengths = torch.randint(5, 128, (1000,), generator=torch.Generator().manual_seed(0)).tolist()
-    b1, b2 = glue._batches(lengths, 32, seed=7), glue._batches(lengths, 32, seed=7)
-    assert b1 == b2 and b1 != glue._batches(lengths, 32, seed=8)
+    b1, b2 = glue_data._batches(lengths, 32, seed=7), glue_data._batches(lengths, 32, seed=7)
+    assert b1 == b2 and b1 != glue_data._batches(lengths, 32, seed=8)
     assert sorted(i for b in b1 for i in b) == list(range(1000))
     padded = lambda bs: sum(len(b) * max(lengths[i] for i in b) for b in bs)  # noqa: E731
     random_batches = [list(range(i, min(i + 32, 1000))) for i in range(0, 1000, 32)]
@@ -223,7 +226,7 @@ def test_batches_cover_every_example_once_and_cut_padding():
 def test_rte_labels_and_offline_qnli_message(rte_small):
     _, tr, _ = rte_small
     assert set(tr.labels) <= {0, 1}
-    assert glue._int_label("entailment") == 0 and glue._int_label("not_entailment") == 1
+    assert glue_data._int_label("entailment") == 0 and glue_data._int_label("not_entailment") == 1
     from helpers.data import DataUnavailable, load_glue
 
     with pytest.raises(DataUnavailable, match="hub"):

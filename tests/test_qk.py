@@ -9,10 +9,10 @@ import torch
 
 from helpers.book.params import ParameterError
 from helpers.core import measures as M
-from helpers.experiments import pretrain as PT
 from helpers.experiments import qk
 from helpers.experiments.qk import MULTIBERT_STEPS
 from helpers.experiments.qk import Params as QKParams
+from helpers.train import mlm as PT
 
 
 def tiny_encoder(kind: str):

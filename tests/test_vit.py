@@ -7,11 +7,13 @@ import pytest
 import torch
 from PIL import Image
 
-from helpers.experiments import vit
+from helpers.core import vit as vit_model
+from helpers.data import augment
+from helpers.train import vit as vit_train
 
 
 def tiny(variant):
-    return vit.ViT(vit.ViTConfig(variant=variant, depth=3, hidden=32, ffn=64, heads=4, patch=8, image=32))
+    return vit_model.ViT(vit_model.ViTConfig(variant=variant, depth=3, hidden=32, ffn=64, heads=4, patch=8, image=32))
 
 
 def fake_data(n, seed=0):
@@ -20,7 +22,7 @@ def fake_data(n, seed=0):
     return images, [int(v) for v in rng.integers(0, 10, n)]
 
 
-@pytest.mark.parametrize("variant", vit.VARIANTS)
+@pytest.mark.parametrize("variant", vit_model.VARIANTS)
 def test_shapes_and_block_types(variant):
     torch.manual_seed(0)
     m = tiny(variant)
@@ -42,21 +44,21 @@ def test_patchify_roundtrip():
 
 def test_autoaugment_returns_image_and_is_seeded():
     img = fake_data(1)[0][0]
-    a = [np.asarray(vit.autoaugment(img, random.Random(3))) for _ in range(2)]
+    a = [np.asarray(augment.autoaugment(img, random.Random(3))) for _ in range(2)]
     assert a[0].shape == (32, 32, 3) and np.array_equal(a[0], a[1])
-    assert len(vit.CIFAR10_POLICY) == 25
+    assert len(augment.CIFAR10_POLICY) == 25
 
 
 def test_resume_after_kill_gives_the_same_final_numbers(tmp_path):
     data, test = fake_data(48, 1), fake_data(16, 2)
-    tc = vit.TrainConfig(epochs=3, batch=16, seed=0)
+    tc = vit_train.TrainConfig(epochs=3, batch=16, seed=0)
     torch.manual_seed(0)
-    straight = vit.train(tiny("de-escalated"), data, test, tc, checkpoint=tmp_path / "a.pt")
+    straight = vit_train.train(tiny("de-escalated"), data, test, tc, checkpoint=tmp_path / "a.pt")
     torch.manual_seed(0)
     m = tiny("de-escalated")
-    vit.train(m, data, test, tc, checkpoint=tmp_path / "b.pt", stop_after_epochs=1)        # "killed"
+    vit_train.train(m, data, test, tc, checkpoint=tmp_path / "b.pt", stop_after_epochs=1)        # "killed"
     torch.manual_seed(123)                                                                  # fresh process
-    resumed = vit.train(tiny("de-escalated"), data, test, tc, checkpoint=tmp_path / "b.pt")
+    resumed = vit_train.train(tiny("de-escalated"), data, test, tc, checkpoint=tmp_path / "b.pt")
     assert resumed["epoch"] == [1, 2, 3]
     assert np.allclose(resumed["test_loss"], straight["test_loss"], rtol=1e-5)
     assert np.allclose(resumed["train_loss"], straight["train_loss"], rtol=1e-5)
@@ -65,6 +67,6 @@ def test_resume_after_kill_gives_the_same_final_numbers(tmp_path):
 
 def test_bad_config():
     with pytest.raises(ValueError, match="variant"):
-        vit.ViTConfig(variant="sandwich")
+        vit_model.ViTConfig(variant="sandwich")
     with pytest.raises(ValueError, match="divisible"):
-        vit.ViTConfig(image=30)
+        vit_model.ViTConfig(image=30)

@@ -256,5 +256,22 @@ def deescalate_rows(X: Tensor, tau: float = 1.0) -> Tensor:
     return X - tau * X.mean(-2, keepdim=True)
 
 
-__all__ = ["softdecay", "softdecay_transform", "softdecay_loop_reference", "SoftDecay", "SoftDecayDomainError",
-           "whitening_fit", "whitening_apply", "deescalate_rows"]
+def expdecay_penalty(H: Tensor, mask: Tensor | None = None, c1: float = 1.0, c2: float = 1.0, gamma: float = 2.0,
+                     gamma_e: float = 1e-4, squared: bool = False) -> Tensor:
+    """ExpDecay regulariser (Yan et al. App. D.1, after Wang et al. 2020): γ_e Σ_k (λ_k − c1 e^{−c2 k^γ})
+    over the singular values λ_1 ≥ λ_2 ≥ … of each example's output matrix H (B, L, d) (real rows
+    only), averaged over the batch. `squared=True`: γ_e Σ_k (λ_k − c1 e^{−c2 k^γ})²."""
+    Hm = H if mask is None else H * mask.unsqueeze(-1).to(H.dtype)
+    lam = torch.linalg.svdvals(Hm.float())                             # (B, min(L, d)), descending
+    k = torch.arange(1, lam.shape[-1] + 1, dtype=lam.dtype, device=lam.device)
+    prior = c1 * torch.exp(-c2 * k.pow(gamma))                         # (K,)
+    diff = lam - prior
+    if mask is not None:                                               # only the rank a sentence can have
+        live = k.unsqueeze(0) <= mask.sum(-1, keepdim=True).to(lam.dtype)
+        diff = diff * live
+    per = diff.square().sum(-1) if squared else diff.sum(-1)
+    return gamma_e * per.mean()
+
+
+__all__ = ["expdecay_penalty", "softdecay", "softdecay_transform", "softdecay_loop_reference", "SoftDecay",
+           "SoftDecayDomainError", "whitening_fit", "whitening_apply", "deescalate_rows"]

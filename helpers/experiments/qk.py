@@ -513,7 +513,7 @@ def multibert_id(seed: int, step: int) -> str:
 
 def pretrain_config(cfg, seed: int):
     """The `helpers.pretrain.PretrainConfig` of one seed of a `QKParams`."""
-    from .pretrain import PretrainConfig
+    from ..train.mlm import PretrainConfig
 
     return PretrainConfig(layers=cfg.layers, hidden=cfg.hidden, heads=cfg.heads, intermediate=cfg.intermediate,
                           seq_len=cfg.seq_len, batch=cfg.batch, steps=max(cfg.steps), lr=cfg.lr, warmup=cfg.warmup,
@@ -560,7 +560,7 @@ def run_trajectory(cfg, seed: int, device: str | torch.device = "cpu", fresh: bo
     import time
 
     from ..hf import models
-    from . import pretrain as PT
+    from ..train import mlm as PT
 
     t0 = time.perf_counter()
     history: dict = {}

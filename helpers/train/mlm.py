@@ -25,7 +25,7 @@ from torch import Tensor
 
 from ..book.runtime import progress
 from ..hf import models
-from ..train.checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import load_checkpoint, save_checkpoint
 
 TOKENIZER_SOURCE = "all-MiniLM-L6-v2"     # its folder holds BERT's uncased tokenizer (30,522 WordPieces)
 

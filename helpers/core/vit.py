@@ -1,0 +1,88 @@
+"""A Vision Transformer whose blocks are exactly Yu & Zhang's (Algorithm 1 post-norm, eq. 19 pre-norm,
+Algorithm 1 + eq. 21 de-escalation): the model of their §3.3 experiment (Figure 6)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from . import measures as M
+from .blocks import PostNormBlock, PreNormBlock
+
+VARIANTS = ("post-norm", "pre-norm", "de-escalated")
+
+
+@dataclass
+class ViTConfig:
+    """Table 1 of Yu & Zhang: depth 80, hidden 192, FFN 384, 8 heads of 24 (4×4 patches, 32 px)."""
+
+    variant: str = "post-norm"
+    depth: int = 80
+    hidden: int = 192
+    ffn: int = 384
+    heads: int = 8
+    patch: int = 4
+    image: int = 32
+    classes: int = 10
+    tau: float = 1.0
+    deesc_place: str = "output"
+    learnable_tau: bool = False
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant {self.variant!r}: use one of {VARIANTS}")
+        if self.image % self.patch:
+            raise ValueError(f"image size {self.image} must be divisible by the patch size {self.patch}")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden {self.hidden} must be divisible by heads {self.heads}")
+
+
+class ViT(nn.Module):
+    """Patch embedding (4×4, linear), learned [CLS] and positions, `depth` blocks of the chosen
+    variant, a final LayerNorm for the pre-norm variant (as pre-norm transformers need), and a
+    linear head on [CLS]."""
+
+    def __init__(self, cfg: ViTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        n = (cfg.image // cfg.patch) ** 2
+        self.embed = nn.Linear(3 * cfg.patch * cfg.patch, cfg.hidden)
+        self.cls = nn.Parameter(torch.zeros(1, 1, cfg.hidden))
+        self.pos = nn.Parameter(torch.randn(1, n + 1, cfg.hidden) * 0.02)
+        if cfg.variant == "pre-norm":
+            self.blocks = nn.ModuleList(PreNormBlock(cfg.hidden, cfg.heads, cfg.ffn) for _ in range(cfg.depth))
+            self.final_norm: nn.Module = nn.LayerNorm(cfg.hidden)
+        else:
+            tau = cfg.tau if cfg.variant == "de-escalated" else None
+            self.blocks = nn.ModuleList(
+                PostNormBlock(cfg.hidden, cfg.heads, cfg.ffn, tau=tau, deesc_place=cfg.deesc_place,
+                              learnable_tau=cfg.learnable_tau) for _ in range(cfg.depth))
+            self.final_norm = nn.Identity()
+        self.head = nn.Linear(cfg.hidden, cfg.classes)
+
+    def patches(self, x: Tensor) -> Tensor:
+        """(B, 3, H, W) -> (B, N, 3·p·p)."""
+        p = self.cfg.patch
+        B, C, H, W = x.shape
+        x = x.reshape(B, C, H // p, p, W // p, p).permute(0, 2, 4, 1, 3, 5)
+        return x.reshape(B, (H // p) * (W // p), C * p * p)
+
+    def forward(self, x: Tensor, return_states: bool = False):
+        h = self.embed(self.patches(x))                                   # (B, N, d)
+        h = torch.cat([self.cls.expand(h.shape[0], -1, -1), h], dim=1) + self.pos
+        states = [h]
+        for blk in self.blocks:
+            h = blk(h)
+            if return_states:
+                states.append(h)
+        logits = self.head(self.final_norm(h)[:, 0])
+        return (logits, states) if return_states else logits
+
+    @torch.no_grad()
+    def block_similarity(self, x: Tensor) -> np.ndarray:
+        """t_sim of the input to every block and of the output (Yu & Zhang Def. 1.1), batch mean."""
+        _, states = self.forward(x, return_states=True)
+        return np.array([float(M.t_sim(s).mean()) for s in states])

@@ -1,0 +1,97 @@
+"""SoftDecay as a trainable layer inside a Hugging Face encoder (Yan et al. §5.2, App. B): inserted before
+the last layer's final LayerNorm of BERT, RoBERTa, ALBERT or DistilBERT, on each sentence's real tokens."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..core.softdecay import SoftDecay, softdecay_transform
+
+ALPHA_BOUNDS = (-0.999, -0.001)
+
+
+def final_layernorm(model: nn.Module) -> tuple[nn.Module, str, int]:
+    """(parent module, attribute name, calls per forward) of the last layer's final LayerNorm of a
+    BERT / RoBERTa / ALBERT / DistilBERT model (with or without a task head)."""
+    base = getattr(model, "base_model", model)
+    cfg = base.config
+    kind = cfg.model_type
+    if kind in ("bert", "roberta", "xlm-roberta", "electra", "camembert"):
+        return base.encoder.layer[-1].output, "LayerNorm", 1
+    if kind == "distilbert":
+        return base.transformer.layer[-1], "output_layer_norm", 1
+    if kind == "albert":
+        groups = cfg.num_hidden_groups
+        # layer i uses group int(i / (num_hidden_layers / num_hidden_groups)); the last group runs
+        # num_hidden_layers / num_hidden_groups times, each time through all of its inner layers
+        calls = cfg.num_hidden_layers // groups
+        return base.encoder.albert_layer_groups[-1].albert_layers[-1], "full_layer_layer_norm", calls
+    raise ValueError(f"SoftDecay insertion is implemented for bert, roberta, albert and distilbert, not {kind!r}")
+
+
+class SoftDecayBeforeLayerNorm(nn.Module):
+    """LayerNorm(SoftDecay(x)) in place of the last layer's LayerNorm(x) (App. B), with the
+    attention mask of the current forward pass (set by a pre-hook on the model) so that Algorithm 1
+    sees each sentence's real tokens only. For shared layers (ALBERT) only the `apply_on_call`-th
+    call of a forward pass is transformed."""
+
+    def __init__(self, layer_norm: nn.Module, alpha: float, trainable: bool = True, apply_on_call: int = 1) -> None:
+        super().__init__()
+        self.layer_norm = layer_norm
+        self.softdecay = SoftDecay(alpha, trainable=trainable)
+        self.apply_on_call = apply_on_call
+        self.mask: Tensor | None = None
+        self.calls = 0
+        self.capture = False                                          # keep (input, SoftDecay output) for figures
+        self.captured: tuple[Tensor, Tensor] | None = None
+
+    @property
+    def alpha(self) -> float:
+        return float(self.softdecay.alpha.detach())
+
+    def forward(self, x: Tensor) -> Tensor:                          # x (B, L, d)
+        self.calls += 1
+        if self.calls != self.apply_on_call:
+            return self.layer_norm(x)
+        mask = self.mask
+        if mask is not None and mask.shape != x.shape[:2]:
+            raise RuntimeError(f"attention mask {tuple(mask.shape)} does not match hidden states {tuple(x.shape)}")
+        alpha = self.softdecay.alpha.clamp(*ALPHA_BOUNDS)
+        y = softdecay_transform(x, alpha, mask)                      # (B, L, d), padded rows unchanged
+        if self.capture:
+            self.captured = (x.detach(), y.detach())
+        return self.layer_norm(y)
+
+
+def insert_softdecay(model: nn.Module, alpha: float = -0.5, trainable: bool = True) -> SoftDecayBeforeLayerNorm:
+    """Put SoftDecay before the last layer's final LayerNorm of `model` (in place) and return the
+    new module (its `.softdecay.alpha` is the trainable α)."""
+    if not -1.0 <= alpha < 0:
+        raise ValueError(f"initial alpha must lie in [-1, 0) (the paper's range), got {alpha}")
+    parent, name, calls = final_layernorm(model)
+    ln = getattr(parent, name)
+    if isinstance(ln, SoftDecayBeforeLayerNorm):
+        raise ValueError("SoftDecay is already inserted in this model")
+    wrapped = SoftDecayBeforeLayerNorm(ln, alpha, trainable, apply_on_call=calls)
+    setattr(parent, name, wrapped)
+
+    def pre_hook(_module, args, kwargs):
+        wrapped.calls = 0
+        mask = kwargs.get("attention_mask")
+        if mask is None and len(args) > 1 and isinstance(args[1], Tensor):
+            mask = args[1]
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if mask is None and isinstance(ids, Tensor):
+            mask = torch.ones(ids.shape[:2], dtype=torch.bool, device=ids.device)
+        wrapped.mask = None if mask is None else mask.bool()
+
+    model.register_forward_pre_hook(pre_hook, with_kwargs=True)
+    return wrapped
+
+
+def find_softdecay(model: nn.Module) -> SoftDecayBeforeLayerNorm | None:
+    for m in model.modules():
+        if isinstance(m, SoftDecayBeforeLayerNorm):
+            return m
+    return None

@@ -1,0 +1,206 @@
+"""Supervised GLUE fine-tuning with a trainable SoftDecay layer (Yan et al. §5.2, App. B, App. D).
+
+What the paper says and what we do:
+
+* *Where.* "We apply SoftDecay to the output of the last layer of a PTLM … before layer
+  normalisation" (App. B) with the layer of eq. (1), x^L = LayerNorm(Φ(v^L) + x^{L−1}). So the last
+  layer becomes x^L = LayerNorm(SoftDecay(Φ(v^L) + x^{L−1})): the residual is added once, and the
+  baseline is the unmodified model (the authors' code adds the residual twice and also inserts a
+  fresh LayerNorm and dropout into its "baseline").
+* *Padding.* Algorithm 1 runs on each sentence's real tokens only (`softdecay_transform` with the
+  attention mask), so the result does not depend on how a batch is padded.
+* *α.* Trainable, in its own optimiser group with its own learning rate (2e-3; the model 2e-5),
+  initial value from [−0.2, −0.5, −0.8] (App. B). α is kept inside [−0.999, −0.001] during
+  training: eq. (2) is undefined at α = 0 and its argument may vanish at α ≤ −1.
+* *Every architecture.* The final LayerNorm of the last layer is found for BERT, RoBERTa, ALBERT
+  (whose layers are shared: SoftDecay is applied only on the last of its calls) and DistilBERT.
+  The backward is the Daleckii–Krein one of `helpers.softdecay` — finite at repeated and zero
+  singular values, where the SVD backward (the authors' "SVD error" on RoBERTa) is not.
+* *ExpDecay* (App. D.1): γ_e Σ_k (λ_k − c1·e^{−c2·k^γ}) on the singular values λ_k of each
+  example's last-layer output, c1 = c2 = 1, γ = 2, γ_e = 1e-4, as printed (the constant prior
+  term does not change the gradient, so the printed form is a nuclear-norm penalty); `squared=True`
+  gives Wang et al. (2020)'s squared-distance form.
+
+Training uses `accelerate` (the same loop on a CPU, one GPU or several), batch 32, max length 128,
+3 epochs, linear schedule, a checkpoint after every epoch (`helpers.train`) and resume.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..book.runtime import progress
+from ..core.softdecay import expdecay_penalty
+from ..data.glue import TASK_METRICS, Encoded, _batches, collate, encode_task, glue_metrics
+from ..hf import models as Mo
+from ..hf.softdecay_layer import find_softdecay, insert_softdecay
+from .checkpoint import load_checkpoint, save_checkpoint
+
+VARIANTS = ("baseline", "softdecay", "expdecay")
+
+
+@dataclass
+class FinetuneConfig:
+    """One fine-tuning run (App. B: batch 32, max length 128, 3 epochs, linear schedule; learning
+    rates 2e-5 for the model and 2e-3 for α; initial α from [−0.2, −0.5, −0.8])."""
+
+    task: str = "RTE"
+    model: str = "all-MiniLM-L6-v2"
+    variant: str = "baseline"
+    alpha: float = -0.5
+    lr: float = 2e-5
+    alpha_lr: float = 2e-3
+    epochs: int = 3
+    batch: int = 32
+    max_length: int = 128
+    warmup_ratio: float = 0.0
+    weight_decay: float = 0.0
+    train_examples: int = 0              # 0 = the whole training split
+    eval_examples: int = 0               # 0 = the whole validation split
+    seed: int = 0
+    expdecay: dict[str, float] = field(default_factory=lambda: dict(c1=1.0, c2=1.0, gamma=2.0, gamma_e=1e-4))
+
+    def __post_init__(self) -> None:
+        if self.task not in TASK_METRICS:
+            raise ValueError(f"task {self.task!r}: one of {sorted(TASK_METRICS)}")
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant {self.variant!r}: one of {VARIANTS}")
+        if not -1.0 <= self.alpha < 0:
+            raise ValueError(f"alpha must lie in [-1, 0), got {self.alpha}")
+        for name in ("lr", "alpha_lr", "epochs", "batch", "max_length"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+
+def build_model(cfg: FinetuneConfig, num_labels: int, model_factory: Callable[[], tuple[nn.Module, Any]] | None = None):
+    """The pretrained model with a fresh classification head (seeded by cfg.seed), and SoftDecay
+    inserted for the `softdecay` variant. `model_factory` (tests) returns (model, tokenizer)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    torch.manual_seed(cfg.seed)
+    if model_factory is not None:
+        model, tok = model_factory()
+    else:
+        source = Mo.resolve_source(cfg.model)
+        try:
+            tok = AutoTokenizer.from_pretrained(source)
+            model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=num_labels,
+                                                                       attn_implementation="eager")
+        except (OSError, ValueError) as err:
+            raise Mo.ModelUnavailable(
+                f"cannot load {cfg.model!r} for fine-tuning: not an offline package or local folder, and the hub is "
+                f"not reachable ({str(err).splitlines()[0][:160]}). Offline: all-MiniLM-L6-v2.") from None
+    if cfg.variant == "softdecay":
+        insert_softdecay(model, cfg.alpha, trainable=True)
+    return model, tok
+
+
+def _optimizer(model: nn.Module, cfg: FinetuneConfig) -> torch.optim.Optimizer:
+    alpha_params = [p for n, p in model.named_parameters() if n.endswith("softdecay.alpha")]
+    ids = {id(p) for p in alpha_params}
+    rest = [p for p in model.parameters() if id(p) not in ids and p.requires_grad]
+    groups = [{"params": rest, "lr": cfg.lr, "weight_decay": cfg.weight_decay}]
+    if alpha_params:
+        groups.append({"params": alpha_params, "lr": cfg.alpha_lr, "weight_decay": 0.0})
+    return torch.optim.AdamW(groups)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, ev: Encoded, pad_id: int, batch: int = 64, device: torch.device | str = "cpu") -> dict:
+    """Validation loss and the task's metrics."""
+    model.eval()
+    preds = np.zeros(len(ev), dtype=np.int64)
+    tot = 0.0
+    for idx in _batches(ev.lengths(), batch, None):
+        b = {k: v.to(device) for k, v in collate([ev.features[i] for i in idx], [ev.labels[i] for i in idx],
+                                                  pad_id).items()}
+        out = model(**b)
+        tot += float(out.loss) * len(idx)
+        preds[idx] = out.logits.argmax(-1).cpu().numpy()
+    p = preds
+    return {"loss": tot / len(ev), **glue_metrics(ev.task, p, np.asarray(ev.labels))}
+
+
+def finetune(cfg: FinetuneConfig, train_set: Encoded | None = None, eval_set: Encoded | None = None,
+             checkpoint: str | Path | None = None, stop_after_epochs: int | None = None,
+             device: str = "auto", model_factory=None, keep_model: bool = False) -> dict:
+    """Fine-tune one (task, model, variant, seed): per epoch the training loss, validation metrics,
+    α and wall time. With `checkpoint`, the whole state (model, optimiser, schedule, RNG, history)
+    is saved after every epoch and a rerun resumes from it; `stop_after_epochs` simulates a kill.
+    Runs through `accelerate.Accelerator`, so the same code uses a CPU, one GPU or several."""
+    from accelerate import Accelerator
+    from transformers import get_linear_schedule_with_warmup
+
+    accelerator = Accelerator(cpu=device == "cpu" or not torch.cuda.is_available())
+    dev = accelerator.device
+    model, tok = build_model(cfg, 2, model_factory)
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+    if train_set is None:
+        train_set = encode_task(tok, cfg.task, "train", cfg.train_examples, cfg.seed, cfg.max_length)
+    if eval_set is None:
+        eval_set = encode_task(tok, cfg.task, "validation", cfg.eval_examples, cfg.seed + 1, cfg.max_length)
+    steps_per_epoch = len(_batches(train_set.lengths(), cfg.batch, cfg.seed))
+    total = steps_per_epoch * cfg.epochs
+    opt = _optimizer(model, cfg)
+    sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup_ratio * total), total)
+    history: dict[str, Any] = {"epoch": [], "train_loss": [], "penalty": [], "alpha": [], "eval": [],
+                               "epoch_seconds": [], "steps_per_epoch": steps_per_epoch,
+                               "train_examples": len(train_set), "eval_examples": len(eval_set)}
+    state = load_checkpoint(checkpoint, map_location="cpu")
+    start = 0
+    if state is not None:
+        if state.get("config") != asdict(cfg):
+            raise ValueError(f"checkpoint {checkpoint} was written with other settings; delete it or change the path")
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        sched.load_state_dict(state["sched"])
+        history, start = state["history"], state["epoch"]
+    model, opt, sched = accelerator.prepare(model, opt, sched)
+    sd = find_softdecay(model)
+    ed = cfg.expdecay
+    for epoch in range(start, cfg.epochs):
+        if stop_after_epochs is not None and epoch >= stop_after_epochs:
+            break
+        t0 = time.perf_counter()
+        model.train()
+        tot, pen_tot, n = 0.0, 0.0, 0
+        for idx in progress(_batches(train_set.lengths(), cfg.batch, cfg.seed * 1000 + epoch),
+                            desc=f"{cfg.task} {cfg.variant} epoch {epoch + 1}", total=steps_per_epoch):
+            b = collate([train_set.features[i] for i in idx], [train_set.labels[i] for i in idx], pad_id)
+            b = {k: v.to(dev) for k, v in b.items()}
+            out = model(**b, output_hidden_states=cfg.variant == "expdecay")
+            loss = out.loss
+            if cfg.variant == "expdecay":
+                pen = expdecay_penalty(out.hidden_states[-1], b["attention_mask"].bool(), **ed)
+                loss = loss + pen
+                pen_tot += float(pen.detach()) * len(idx)
+            opt.zero_grad(set_to_none=True)
+            accelerator.backward(loss)
+            opt.step()
+            sched.step()
+            tot += float(out.loss.detach()) * len(idx)
+            n += len(idx)
+        ev = evaluate(model, eval_set, pad_id, device=dev)
+        history["epoch"].append(epoch + 1)
+        history["train_loss"].append(tot / n)
+        history["penalty"].append(pen_tot / n)
+        history["alpha"].append(sd.alpha if sd is not None else None)
+        history["eval"].append(ev)
+        history["epoch_seconds"].append(time.perf_counter() - t0)
+        if checkpoint is not None and accelerator.is_main_process:
+            save_checkpoint(checkpoint, model=accelerator.unwrap_model(model).state_dict(), opt=opt.state_dict(),
+                            sched=sched.state_dict(), history=history, epoch=epoch + 1, config=asdict(cfg))
+    history["final"] = history["eval"][-1] if history["eval"] else None
+    history["device"] = str(dev)
+    if keep_model:
+        history["_model"] = accelerator.unwrap_model(model)
+        history["_tokenizer"] = tok
+    return history
