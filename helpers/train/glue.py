@@ -21,13 +21,12 @@ What the paper says and what we do:
   term does not change the gradient, so the printed form is a nuclear-norm penalty); `squared=True`
   gives Wang et al. (2020)'s squared-distance form.
 
-Training uses `accelerate` (the same loop on a CPU, one GPU or several), batch 32, max length 128,
-3 epochs, linear schedule, a checkpoint after every epoch (`helpers.train`) and resume.
+Training goes through the book's one loop (`helpers.train.loop.fit`) on one device (CPU or a GPU):
+batch 32, max length 128, 3 epochs, linear schedule, a checkpoint after every epoch, and resume.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,14 +34,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
 
-from ..book.runtime import progress
+from ..book.runtime import choose_device, stream_seed
 from ..core.softdecay import expdecay_penalty
 from ..data.glue import TASK_METRICS, Encoded, _batches, collate, encode_task, glue_metrics
 from ..hf import models as Mo
 from ..hf.softdecay_layer import find_softdecay, insert_softdecay
-from .checkpoint import load_checkpoint, save_checkpoint
+from .loop import Task, fit
 
 VARIANTS = ("baseline", "softdecay", "expdecay")
 
@@ -129,78 +128,84 @@ def evaluate(model: nn.Module, ev: Encoded, pad_id: int, batch: int = 64, device
     return {"loss": tot / len(ev), **glue_metrics(ev.task, p, np.asarray(ev.labels))}
 
 
+class GlueTask(Task):
+    """One GLUE fine-tuning run as a `fit` task: seeded length-grouped batches per epoch, cross-entropy
+    (+ the ExpDecay penalty for that variant), validation metrics after every epoch."""
+
+    def __init__(self, cfg: FinetuneConfig, model: nn.Module, tok: Any, train_set: Encoded, eval_set: Encoded) -> None:
+        self.cfg, self.tok, self.train_set, self.eval_set = cfg, tok, train_set, eval_set
+        self._model = model
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+        self.name = f"{cfg.task} {cfg.variant}"
+        self.epochs = cfg.epochs
+        self.steps_per_epoch = len(self._plan(0))
+        self._plans: dict[int, list[list[int]]] = {}
+
+    def _plan(self, epoch: int) -> list[list[int]]:
+        return _batches(self.train_set.lengths(), self.cfg.batch, stream_seed(self.cfg.seed, "glue-order", epoch))
+
+    def settings(self) -> dict[str, Any]:
+        return asdict(self.cfg)
+
+    def build(self, device: torch.device):
+        model = self._model.to(device)
+        opt = _optimizer(model, self.cfg)
+        total = self.steps_per_epoch * self.cfg.epochs
+        from transformers import get_linear_schedule_with_warmup
+
+        return model, opt, get_linear_schedule_with_warmup(opt, int(self.cfg.warmup_ratio * total), total)
+
+    def batch(self, epoch: int, index: int, device: torch.device) -> dict[str, Tensor]:
+        if epoch not in self._plans:
+            self._plans = {epoch: self._plan(epoch)}
+        idx = self._plans[epoch][index]
+        b = collate([self.train_set.features[i] for i in idx], [self.train_set.labels[i] for i in idx], self.pad_id)
+        return {k: v.to(device) for k, v in b.items()}
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor]):
+        expdecay = self.cfg.variant == "expdecay"
+        out = model(**batch, output_hidden_states=expdecay)
+        stats = {"train_loss": float(out.loss.detach())}
+        loss = out.loss
+        if expdecay:
+            pen = expdecay_penalty(out.hidden_states[-1], batch["attention_mask"].bool(), **self.cfg.expdecay)
+            loss = loss + pen
+            stats["penalty"] = float(pen.detach())
+        return loss, stats, len(batch["labels"])
+
+    def new_history(self) -> dict[str, Any]:
+        return {"epoch": [], "train_loss": [], "penalty": [], "alpha": [], "eval": [], "epoch_seconds": [],
+                "steps_per_epoch": self.steps_per_epoch, "train_examples": len(self.train_set),
+                "eval_examples": len(self.eval_set)}
+
+    def after_epoch(self, model: nn.Module, epoch: int, means: dict[str, float], history: dict) -> None:
+        sd = find_softdecay(model)
+        history["epoch"].append(epoch)
+        history["train_loss"].append(means["train_loss"])
+        history["penalty"].append(means.get("penalty", 0.0))
+        history["alpha"].append(sd.alpha if sd is not None else None)
+        history["eval"].append(evaluate(model, self.eval_set, self.pad_id, device=next(model.parameters()).device))
+        history["epoch_seconds"].append(history["wall_time_s"] - sum(history["epoch_seconds"]))
+
+
 def finetune(cfg: FinetuneConfig, train_set: Encoded | None = None, eval_set: Encoded | None = None,
              checkpoint: str | Path | None = None, stop_after_epochs: int | None = None,
-             device: str = "auto", model_factory=None, keep_model: bool = False) -> dict:
-    """Fine-tune one (task, model, variant, seed): per epoch the training loss, validation metrics,
-    α and wall time. With `checkpoint`, the whole state (model, optimiser, schedule, RNG, history)
-    is saved after every epoch and a rerun resumes from it; `stop_after_epochs` simulates a kill.
-    Runs through `accelerate.Accelerator`, so the same code uses a CPU, one GPU or several."""
-    from accelerate import Accelerator
-    from transformers import get_linear_schedule_with_warmup
-
-    accelerator = Accelerator(cpu=device == "cpu" or not torch.cuda.is_available())
-    dev = accelerator.device
+             device: str = "auto", model_factory=None, keep_model: bool = False, precision: str = "fp32") -> dict:
+    """Fine-tune one (task, model, variant, seed) through `fit`: per epoch the training loss,
+    validation metrics, α and wall time. With `checkpoint`, the state is saved after every epoch and a
+    rerun resumes from it; `stop_after_epochs` simulates a kill. One device (CPU or one GPU)."""
+    dev = choose_device(device)
     model, tok = build_model(cfg, 2, model_factory)
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
     if train_set is None:
         train_set = encode_task(tok, cfg.task, "train", cfg.train_examples, cfg.seed, cfg.max_length)
     if eval_set is None:
         eval_set = encode_task(tok, cfg.task, "validation", cfg.eval_examples, cfg.seed + 1, cfg.max_length)
-    steps_per_epoch = len(_batches(train_set.lengths(), cfg.batch, cfg.seed))
-    total = steps_per_epoch * cfg.epochs
-    opt = _optimizer(model, cfg)
-    sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup_ratio * total), total)
-    history: dict[str, Any] = {"epoch": [], "train_loss": [], "penalty": [], "alpha": [], "eval": [],
-                               "epoch_seconds": [], "steps_per_epoch": steps_per_epoch,
-                               "train_examples": len(train_set), "eval_examples": len(eval_set)}
-    state = load_checkpoint(checkpoint, map_location="cpu")
-    start = 0
-    if state is not None:
-        if state.get("config") != asdict(cfg):
-            raise ValueError(f"checkpoint {checkpoint} was written with other settings; delete it or change the path")
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        sched.load_state_dict(state["sched"])
-        history, start = state["history"], state["epoch"]
-    model, opt, sched = accelerator.prepare(model, opt, sched)
-    sd = find_softdecay(model)
-    ed = cfg.expdecay
-    for epoch in range(start, cfg.epochs):
-        if stop_after_epochs is not None and epoch >= stop_after_epochs:
-            break
-        t0 = time.perf_counter()
-        model.train()
-        tot, pen_tot, n = 0.0, 0.0, 0
-        for idx in progress(_batches(train_set.lengths(), cfg.batch, cfg.seed * 1000 + epoch),
-                            desc=f"{cfg.task} {cfg.variant} epoch {epoch + 1}", total=steps_per_epoch):
-            b = collate([train_set.features[i] for i in idx], [train_set.labels[i] for i in idx], pad_id)
-            b = {k: v.to(dev) for k, v in b.items()}
-            out = model(**b, output_hidden_states=cfg.variant == "expdecay")
-            loss = out.loss
-            if cfg.variant == "expdecay":
-                pen = expdecay_penalty(out.hidden_states[-1], b["attention_mask"].bool(), **ed)
-                loss = loss + pen
-                pen_tot += float(pen.detach()) * len(idx)
-            opt.zero_grad(set_to_none=True)
-            accelerator.backward(loss)
-            opt.step()
-            sched.step()
-            tot += float(out.loss.detach()) * len(idx)
-            n += len(idx)
-        ev = evaluate(model, eval_set, pad_id, device=dev)
-        history["epoch"].append(epoch + 1)
-        history["train_loss"].append(tot / n)
-        history["penalty"].append(pen_tot / n)
-        history["alpha"].append(sd.alpha if sd is not None else None)
-        history["eval"].append(ev)
-        history["epoch_seconds"].append(time.perf_counter() - t0)
-        if checkpoint is not None and accelerator.is_main_process:
-            save_checkpoint(checkpoint, model=accelerator.unwrap_model(model).state_dict(), opt=opt.state_dict(),
-                            sched=sched.state_dict(), history=history, epoch=epoch + 1, config=asdict(cfg))
+    task = GlueTask(cfg, model, tok, train_set, eval_set)
+    stop = None if stop_after_epochs is None else stop_after_epochs * task.steps_per_epoch
+    model, history = fit(task, checkpoint=checkpoint, device=dev, precision=precision, stop_after_steps=stop)
     history["final"] = history["eval"][-1] if history["eval"] else None
     history["device"] = str(dev)
     if keep_model:
-        history["_model"] = accelerator.unwrap_model(model)
+        history["_model"] = model
         history["_tokenizer"] = tok
     return history

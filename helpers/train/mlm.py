@@ -8,24 +8,22 @@ mirror has no training split) with BERT's masking (15 % of tokens; of these 80 %
 random token, 10 % unchanged), AdamW with linear warm-up and linear decay, no next-sentence task.
 The analysis inputs come from the WikiText-103 *test* split, which training never sees.
 
-Checkpoint/resume goes through `helpers.train.save_checkpoint` / `load_checkpoint` (atomic, with
-every RNG state), so a run killed between two resume points ends with the same weights and
-losses as one that was never interrupted.
+Training goes through the book's one loop (`helpers.train.loop.fit`): its checkpoint (atomic, with
+every RNG state) lets a run killed between two resume points end with the same weights and losses
+as one that was never interrupted.
 """
 
 from __future__ import annotations
 
-import math
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from ..book.runtime import progress
+from ..book.runtime import seed_everything, stream_seed
 from ..hf import models
-from .checkpoint import load_checkpoint, save_checkpoint
+from .loop import Task, decay_groups, fit
 
 TOKENIZER_SOURCE = "all-MiniLM-L6-v2"     # its folder holds BERT's uncased tokenizer (30,522 WordPieces)
 
@@ -172,83 +170,74 @@ def eval_loss(model, chunks: Tensor, tok, mask_prob: float, seed: int = 1234, ba
     return tot / max(n, 1)
 
 
-def pretrain(cfg: PretrainConfig, chunks: Tensor, folder: str | Path, tok=None, eval_chunks: Tensor | None = None,
-             stop_after: int | None = None, device: str | torch.device = "cpu") -> dict:
-    """MLM pretraining from scratch. Saves the weights at every step of `cfg.checkpoint_steps`
-    (`step_XXXXXXX.pt`, step 0 = the initialisation) and the full training state (`resume.pt`:
-    model, optimiser, schedule, history, every RNG state) every `resume_every` steps; a call on a
-    folder holding `resume.pt` continues from it, and one on a finished folder returns at once.
-    `stop_after` stops after that many steps (simulates a kill). Returns the history: training
-    loss per step, held-out loss at the checkpoint steps, wall time."""
-    from ..book.runtime import seed_everything
+class MLMTask(Task):
+    """MLM pretraining as a `fit` task: batch `t` (random sequences, BERT masking) is drawn from a
+    generator seeded with (seed, t), so a resumed run sees the same batches; weights are written at
+    every step of `cfg.checkpoint_steps` (step 0 = the initialisation) with the held-out loss."""
 
+    clip_norm = 1.0
+
+    def __init__(self, cfg: PretrainConfig, chunks: Tensor, folder: Path, tok, eval_chunks: Tensor | None) -> None:
+        self.cfg, self.chunks, self.folder, self.tok, self.eval_chunks = cfg, chunks, folder, tok, eval_chunks
+        self.name = f"MLM pretraining seed {cfg.seed}"
+        self.steps_per_epoch, self.epochs, self.save_every = cfg.steps, 1, cfg.resume_every
+
+    def settings(self) -> dict:
+        return asdict(self.cfg)
+
+    def build(self, device: torch.device):
+        model = build_model(self.cfg, len(self.tok)).to(device)
+        opt = torch.optim.AdamW(decay_groups(model, self.cfg.weight_decay), lr=self.cfg.lr, betas=(0.9, 0.999),
+                                eps=1e-6, foreach=True)
+        return model, opt, torch.optim.lr_scheduler.LambdaLR(opt, _schedule(self.cfg))
+
+    def batch(self, epoch: int, index: int, device: torch.device) -> tuple[Tensor, Tensor]:
+        g = torch.Generator().manual_seed(stream_seed(self.cfg.seed, "mlm-batch", index))    # CPU draws
+        idx = torch.randint(len(self.chunks), (self.cfg.batch,), generator=g)                 # (B,)
+        inputs, labels = mask_tokens(self.chunks[idx], self.tok, self.cfg.mask_prob, generator=g)
+        return inputs.to(device), labels.to(device)                                            # (B, L) each
+
+    def loss(self, model, batch: tuple[Tensor, Tensor]):
+        loss = mlm_loss(model, *batch)
+        return loss, {"loss": float(loss.detach())}, self.cfg.batch
+
+    def new_history(self) -> dict:
+        return {"loss": [], "eval_loss": {}, "config": asdict(self.cfg)}
+
+    def _snapshot(self, model, step: int, history: dict) -> None:
+        if step not in self.cfg.checkpoint_steps:
+            return
+        path = weights_path(self.folder, step)
+        tmp = path.with_suffix(".tmp")
+        torch.save(model.state_dict(), tmp)
+        tmp.replace(path)
+        if self.eval_chunks is not None:
+            dev = next(model.parameters()).device
+            history["eval_loss"][str(step)] = eval_loss(model, self.eval_chunks.to(dev), self.tok, self.cfg.mask_prob)
+
+    def before_training(self, model, history: dict) -> None:
+        self._snapshot(model, 0, history)
+
+    def after_step(self, model, step: int, stats: dict[str, float], history: dict) -> None:
+        history["loss"].append(stats["loss"])
+        self._snapshot(model, step, history)
+
+
+def pretrain(cfg: PretrainConfig, chunks: Tensor, folder: str | Path, tok=None, eval_chunks: Tensor | None = None,
+             stop_after: int | None = None, device: str | torch.device = "cpu", precision: str = "fp32") -> dict:
+    """MLM pretraining from scratch through `fit`. Saves the weights at every step of
+    `cfg.checkpoint_steps` (`step_XXXXXXX.pt`, step 0 = the initialisation) and the training state
+    (`resume.pt`, the core's checkpoint) every `resume_every` steps; a call on a folder holding
+    `resume.pt` continues from it, and one on a finished folder returns at once. `stop_after` stops
+    after that many steps (simulates a kill). Returns the history: training loss per step, held-out
+    loss at the checkpoint steps, wall time."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tok = tok if tok is not None else tokenizer()
-    seed_everything(cfg.seed)
-    dev = torch.device(device)
-    model = build_model(cfg, len(tok)).to(dev)
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "LayerNorm" not in n]
-    rest = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "LayerNorm" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": rest, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.999), eps=1e-6,
-                            foreach=True)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(cfg))
-    history: dict = {"loss": [], "eval_loss": {}, "wall_time_s": 0.0, "config": asdict(cfg), "done": False}
-    step = 0
-    state = load_checkpoint(folder / "resume.pt", map_location=dev)                  # restores the RNG states
-    if state is not None:
-        if state["config"] != asdict(cfg):
-            raise ValueError(f"{folder}/resume.pt was written with other settings: {state['config']} != {asdict(cfg)}")
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        sched.load_state_dict(state["sched"])
-        history, step = state["history"], state["step"]
-    if history["done"]:
-        return history
-
-    def checkpoint_here() -> None:
-        if step in cfg.checkpoint_steps:
-            weights_path(folder, step).parent.mkdir(parents=True, exist_ok=True)
-            tmp = weights_path(folder, step).with_suffix(".tmp")
-            torch.save(model.state_dict(), tmp)
-            tmp.replace(weights_path(folder, step))
-            if eval_chunks is not None:
-                history["eval_loss"][str(step)] = eval_loss(model, eval_chunks.to(dev), tok, cfg.mask_prob)
-
-    def save_state() -> None:
-        save_checkpoint(folder / "resume.pt", model=model.state_dict(), opt=opt.state_dict(),
-                        sched=sched.state_dict(), history=history, step=step, config=asdict(cfg))
-
-    if step == 0:
-        checkpoint_here()
-    model.train()
-    t0 = time.perf_counter()
-    wall0 = history["wall_time_s"]
-    for _ in progress(range(step, cfg.steps), desc=f"MLM pretraining seed {cfg.seed}", total=cfg.steps - step):
-        if stop_after is not None and step >= stop_after:
-            break
-        idx = torch.randint(len(chunks), (cfg.batch,))                               # (B,)
-        inputs, labels = mask_tokens(chunks[idx], tok, cfg.mask_prob)                 # (B, L) each
-        loss = mlm_loss(model, inputs.to(dev), labels.to(dev))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        step += 1
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise FloatingPointError(f"MLM loss became {value} at step {step}")
-        history["loss"].append(value)
-        history["wall_time_s"] = wall0 + time.perf_counter() - t0
-        checkpoint_here()
-        if step % cfg.resume_every == 0 or step in cfg.checkpoint_steps or step == cfg.steps:
-            history["done"] = step == cfg.steps
-            save_state()
-    if step == cfg.steps and not history["done"]:
-        history["done"] = True
-        save_state()
+    seed_everything(cfg.seed)                                       # the initial weights
+    task = MLMTask(cfg, chunks, folder, tok, eval_chunks)
+    _, history = fit(task, checkpoint=folder / "resume.pt", device=device, precision=precision,
+                     stop_after_steps=stop_after)
     return history
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -9,9 +10,10 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from ..book.runtime import progress
+from ..book.runtime import stream_seed
 from ..core.vit import ViT, ViTConfig
 from ..data.augment import autoaugment, to_tensor
+from .loop import Task, fit
 
 
 @dataclass
@@ -32,66 +34,71 @@ def _lr(variant: str, lr: float | None) -> float:
     return lr if lr is not None else (5e-5 if variant == "post-norm" else 1e-4)
 
 
-def train(model: ViT, train_set: tuple[list, list], test_set: tuple[list, list], tc: TrainConfig,
-          checkpoint: str | Path | None = None, stop_after_epochs: int | None = None,
-          device: str | torch.device = "cpu") -> dict:
-    """Train `model`, evaluating train/test loss and accuracy every epoch and t_sim per block every
-    `sim_every` epochs on a fixed test batch. With `checkpoint`, the full state (model, optimiser,
-    scheduler, RNG states, history) is saved after every epoch and training resumes from it, so a
-    killed run continues to the same final numbers. `stop_after_epochs` simulates a kill."""
-    torch.manual_seed(tc.seed)
-    dev = torch.device(device)
-    model.to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=_lr(model.cfg.variant, tc.lr), betas=(0.9, 0.999),
-                            weight_decay=tc.weight_decay)
-    milestones = [max(1, int(0.7 * tc.epochs)), max(1, int(0.9 * tc.epochs))]
-    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.2)
-    history: dict = {"epoch": [], "train_loss": [], "train_acc": [], "test_loss": [], "test_acc": [], "t_sim": {}}
-    start = 0
-    rng = random.Random(tc.seed)
-    ckpt = Path(checkpoint) if checkpoint else None
-    if ckpt is not None and ckpt.is_file():
-        state = torch.load(ckpt, weights_only=False, map_location=dev)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        sched.load_state_dict(state["sched"])
-        torch.set_rng_state(state["torch_rng"].cpu())
-        rng.setstate(state["py_rng"])
-        history, start = state["history"], state["epoch"]
-    images, labels = train_set
-    test_x, test_y = to_tensor(test_set[0]).to(dev), torch.tensor(test_set[1]).to(dev)
-    probe = test_x[: min(64, len(test_x))]
-    for epoch in range(start, tc.epochs):
-        if stop_after_epochs is not None and epoch >= stop_after_epochs:
-            break
-        model.train()
-        order = torch.randperm(len(images)).tolist()
-        tot, correct, n = 0.0, 0, 0
-        for i in progress(range(0, len(order), tc.batch), desc=f"epoch {epoch + 1}"):
-            idx = order[i:i + tc.batch]
-            batch = [autoaugment(images[j], rng) if tc.augment else images[j] for j in idx]
-            x, y = to_tensor(batch).to(dev), torch.tensor([labels[j] for j in idx]).to(dev)
-            logits = model(x)
-            loss = nn.functional.cross_entropy(logits, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            tot += float(loss.detach()) * len(idx)
-            correct += int((logits.argmax(-1) == y).sum())
-            n += len(idx)
-        sched.step()
-        test_loss, test_acc = evaluate(model, test_x, test_y, tc.batch)
-        for k, v in (("epoch", epoch + 1), ("train_loss", tot / n), ("train_acc", correct / n),
+class ViTTask(Task):
+    """ViT training as a `fit` task: a seeded permutation per epoch, AutoAugment drawn from a generator
+    seeded per step, cross-entropy; test loss/accuracy every epoch and t_sim per block every
+    `sim_every` epochs on a fixed batch of test images."""
+
+    def __init__(self, model: ViT, train_set: tuple[list, list], test_set: tuple[list, list], tc: TrainConfig) -> None:
+        self.model, self.tc = model, tc
+        self.images, self.labels = train_set
+        self.test_x, self.test_y = to_tensor(test_set[0]), torch.tensor(test_set[1])
+        self.name = f"ViT {model.cfg.variant}"
+        self.epochs = tc.epochs
+        self.steps_per_epoch = math.ceil(len(self.images) / tc.batch)
+        self._order: tuple[int, list[int]] | None = None
+
+    def settings(self) -> dict:
+        return {"model": asdict(self.model.cfg), "train": asdict(self.tc), "train_images": len(self.images)}
+
+    def build(self, device: torch.device):
+        model = self.model.to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=_lr(model.cfg.variant, self.tc.lr), betas=(0.9, 0.999),
+                                weight_decay=self.tc.weight_decay)
+        # ×0.2 at 70 % and 90 % of training (§3.3), in optimiser steps
+        milestones = [max(1, int(f * self.tc.epochs)) * self.steps_per_epoch for f in (0.7, 0.9)]
+        return model, opt, torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.2)
+
+    def batch(self, epoch: int, index: int, device: torch.device) -> tuple[Tensor, Tensor]:
+        if self._order is None or self._order[0] != epoch:
+            g = torch.Generator().manual_seed(stream_seed(self.tc.seed, "vit-order", epoch))
+            self._order = (epoch, torch.randperm(len(self.images), generator=g).tolist())
+        idx = self._order[1][index * self.tc.batch:(index + 1) * self.tc.batch]
+        rng = random.Random(stream_seed(self.tc.seed, "vit-augment", epoch * self.steps_per_epoch + index))
+        imgs = [autoaugment(self.images[j], rng) if self.tc.augment else self.images[j] for j in idx]
+        return to_tensor(imgs).to(device), torch.tensor([self.labels[j] for j in idx]).to(device)
+
+    def loss(self, model: nn.Module, batch: tuple[Tensor, Tensor]):
+        x, y = batch
+        logits = model(x)
+        loss = nn.functional.cross_entropy(logits.float(), y)
+        acc = float((logits.argmax(-1) == y).float().mean())
+        return loss, {"train_loss": float(loss.detach()), "train_acc": acc}, len(y)
+
+    def new_history(self) -> dict:
+        return {"epoch": [], "train_loss": [], "train_acc": [], "test_loss": [], "test_acc": [], "t_sim": {}}
+
+    def after_epoch(self, model: nn.Module, epoch: int, means: dict[str, float], history: dict) -> None:
+        dev = next(model.parameters()).device
+        test_loss, test_acc = evaluate(model, self.test_x.to(dev), self.test_y.to(dev), self.tc.batch)
+        for k, v in (("epoch", epoch), ("train_loss", means["train_loss"]), ("train_acc", means["train_acc"]),
                      ("test_loss", test_loss), ("test_acc", test_acc)):
             history[k].append(v)
-        if (epoch + 1) % tc.sim_every == 0 or epoch + 1 == tc.epochs:
+        if epoch % self.tc.sim_every == 0 or epoch == self.tc.epochs:
             model.eval()
-            history["t_sim"][str(epoch + 1)] = model.block_similarity(probe).tolist()
-        if ckpt is not None:
-            ckpt.parent.mkdir(parents=True, exist_ok=True)
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                        "torch_rng": torch.get_rng_state(), "py_rng": rng.getstate(), "history": history,
-                        "epoch": epoch + 1, "config": asdict(model.cfg), "train_config": asdict(tc)}, ckpt)
+            probe = self.test_x[: min(64, len(self.test_x))].to(dev)
+            history["t_sim"][str(epoch)] = model.block_similarity(probe).tolist()
+
+
+def train(model: ViT, train_set: tuple[list, list], test_set: tuple[list, list], tc: TrainConfig,
+          checkpoint: str | Path | None = None, stop_after_epochs: int | None = None,
+          device: str | torch.device = "cpu", precision: str = "fp32") -> dict:
+    """Train `model` through `fit`, evaluating train/test loss and accuracy every epoch and t_sim per
+    block every `sim_every` epochs. With `checkpoint`, the full state is saved after every epoch and
+    training resumes from it; `stop_after_epochs` simulates a kill."""
+    task = ViTTask(model, train_set, test_set, tc)
+    stop = None if stop_after_epochs is None else stop_after_epochs * task.steps_per_epoch
+    _, history = fit(task, checkpoint=checkpoint, device=device, precision=precision, stop_after_steps=stop)
     return history
 
 

@@ -1,0 +1,181 @@
+"""The book's one training loop. GLUE fine-tuning (`train.glue`), ViT training (`train.vit`) and MLM
+pretraining (`train.mlm`) are small `Task` adapters around `fit`.
+
+What `fit` guarantees, for every task:
+
+* **Deterministic data.** A task's batch `i` of epoch `e` is a pure function of (run seed, e, i): the
+  order of examples and any augmentation or masking are drawn from generators seeded with
+  `book.runtime.stream_seed`. So a run resumed in the middle of an epoch draws exactly the batches an
+  uninterrupted run draws; only dropout and initialisation use torch's global RNG, whose state the
+  checkpoint carries.
+* **One checkpoint format** (`train.checkpoint`): model, optimiser, schedule, history, global step,
+  the task's settings and every RNG state, written atomically at the end of every epoch and every
+  `task.save_every` steps. Resuming with other settings raises.
+* **Precision.** `precision="bf16"` runs forward and loss under `torch.autocast` (CPU or CUDA) with
+  fp32 weights and optimiser; `"fp32"` (default) runs plain.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..book.runtime import progress
+from .checkpoint import load_checkpoint, save_checkpoint
+
+PRECISIONS = ("fp32", "bf16")
+
+
+class Task:
+    """What `fit` needs from an experiment. Subclasses set the attributes and override the methods
+    marked below; the hooks default to doing nothing."""
+
+    #: a label for progress bars
+    name: str = "task"
+    #: optimiser steps per epoch, and epochs (MLM pretraining: one epoch of `steps` steps)
+    steps_per_epoch: int = 1
+    epochs: int = 1
+    #: also checkpoint every this many steps (None: at epoch ends only)
+    save_every: int | None = None
+    #: clip the global gradient norm to this value (None: no clipping)
+    clip_norm: float | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """Every setting of the run (checked against a checkpoint before resuming). Override."""
+        raise NotImplementedError
+
+    def build(self, device: torch.device) -> tuple[nn.Module, torch.optim.Optimizer, Any]:
+        """(model on `device`, optimiser, scheduler stepped once per step or None). Override."""
+        raise NotImplementedError
+
+    def batch(self, epoch: int, index: int, device: torch.device) -> Any:
+        """Batch `index` of epoch `epoch`, on `device`: a pure function of the run seed, epoch, index. Override."""
+        raise NotImplementedError
+
+    def loss(self, model: nn.Module, batch: Any) -> tuple[Tensor, dict[str, float], int]:
+        """(loss to minimise, per-example statistics to average over the epoch, examples in the batch). Override."""
+        raise NotImplementedError
+
+    def new_history(self) -> dict[str, Any]:
+        """The empty history this task fills in its hooks."""
+        return {}
+
+    def after_step(self, model: nn.Module, step: int, stats: dict[str, float], history: dict) -> None:
+        """Called after optimiser step `step` (1-based) with that step's statistics."""
+
+    def after_epoch(self, model: nn.Module, epoch: int, means: dict[str, float], history: dict) -> None:
+        """Called after epoch `epoch` (1-based) with the epoch's example-weighted means of the statistics."""
+
+    def before_training(self, model: nn.Module, history: dict) -> None:
+        """Called once before the first step of a fresh (not resumed) run."""
+
+
+def autocast(device: torch.device, precision: str):
+    """The autocast context for `precision` on `device` (a no-op for fp32)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision == "fp32":
+        return nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+def fit(task: Task, checkpoint: str | Path | None = None, device: str | torch.device = "cpu",
+        precision: str = "fp32", stop_after_steps: int | None = None, progress_desc: str | None = None
+        ) -> tuple[nn.Module, dict[str, Any]]:
+    """Train `task` to the end (or to `stop_after_steps` steps: a simulated kill) and return
+    (model, history). With `checkpoint`, a run that finds a checkpoint there resumes from it, and one
+    that finds a finished run returns at once. History keys besides the task's own: `step`,
+    `wall_time_s` (training time summed over resumed segments), `done`, `precision`."""
+    dev = torch.device(device)
+    model, opt, sched = task.build(dev)
+    history: dict[str, Any] = {**task.new_history(), "step": 0, "wall_time_s": 0.0, "done": False,
+                               "precision": precision}
+    state = load_checkpoint(checkpoint, map_location="cpu")                     # restores every RNG state
+    if state is not None:
+        if state["settings"] != task.settings():
+            raise ValueError(f"checkpoint {checkpoint} was written with other settings; delete it or change the "
+                             f"path:\n  saved {state['settings']}\n  now   {task.settings()}")
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        if sched is not None:
+            sched.load_state_dict(state["sched"])
+        history = state["history"]
+    else:
+        task.before_training(model, history)
+    if history["done"]:
+        return model, history
+
+    def save() -> None:
+        if checkpoint is not None:
+            save_checkpoint(checkpoint, model=model.state_dict(), opt=opt.state_dict(),
+                            sched=sched.state_dict() if sched is not None else None, history=history,
+                            settings=task.settings())
+
+    total = task.epochs * task.steps_per_epoch
+    step = history["step"]
+    params = [p for p in model.parameters() if p.requires_grad]
+    t0, wall0 = time.perf_counter(), history["wall_time_s"]
+    sums: dict[str, float] = history.pop("_epoch_sums", {})
+    bar = progress(range(step, total), desc=progress_desc or task.name, total=total - step)
+    for _ in _iterate(bar):
+        if stop_after_steps is not None and step >= stop_after_steps:
+            history["_epoch_sums"] = sums
+            return model, history
+        epoch, index = divmod(step, task.steps_per_epoch)
+        model.train()
+        batch = task.batch(epoch, index, dev)
+        with autocast(dev, precision):
+            loss, stats, n = task.loss(model, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if task.clip_norm is not None:
+            torch.nn.utils.clip_grad_norm_(params, task.clip_norm)
+        opt.step()
+        if sched is not None:
+            sched.step()
+        step += 1
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise FloatingPointError(f"{task.name}: loss became {value} at step {step}")
+        for k, v in stats.items():
+            sums[k] = sums.get(k, 0.0) + v * n
+        sums["_n"] = sums.get("_n", 0.0) + n
+        history["step"] = step
+        history["wall_time_s"] = wall0 + time.perf_counter() - t0
+        task.after_step(model, step, stats, history)
+        epoch_end = step % task.steps_per_epoch == 0
+        if epoch_end:
+            n_ex = sums.pop("_n", 1.0)
+            means = {k: v / n_ex for k, v in sums.items()}
+            sums = {}
+            task.after_epoch(model, step // task.steps_per_epoch, means, history)
+            history["wall_time_s"] = wall0 + time.perf_counter() - t0
+        history["done"] = step == total
+        if epoch_end or history["done"] or (task.save_every and step % task.save_every == 0):
+            history["_epoch_sums"] = sums
+            save()
+            history.pop("_epoch_sums")
+    history["done"] = True
+    return model, history
+
+
+def _iterate(bar: Iterable) -> Iterable:
+    yield from bar
+
+
+def decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW parameter groups: decay on matrices, none on biases and norm weights (BERT's recipe)."""
+    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim >= 2 and "LayerNorm" not in n]
+    ids = {id(p) for p in decay}
+    rest = [p for p in model.parameters() if p.requires_grad and id(p) not in ids]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+__all__ = ["PRECISIONS", "Task", "fit", "autocast", "decay_groups"]

@@ -1,0 +1,128 @@
+"""The one training core (`helpers.train.loop.fit`) and its three task adapters: GLUE fine-tuning,
+ViT training and MLM pretraining.
+
+One parametrised resume-after-kill test covers the three: a run killed in the middle (between two
+checkpoints) and resumed in a "new process" (another global RNG state) ends with the same weights
+and the same history as a run that was never interrupted; resuming with other settings raises; and
+the test can fail: without restoring the RNG states the resumed run differs (dropout draws)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from helpers.train import checkpoint as ckpt_mod
+from helpers.train import glue as glue_train
+from helpers.train import loop, mlm
+from helpers.train import vit as vit_train
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return mlm.tokenizer()
+
+
+def _glue(tok):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from helpers.data.glue import Encoded
+
+    rng = random.Random(0)
+    feats = [{"input_ids": [101] + [rng.randrange(2000, 3000) for _ in range(rng.randrange(4, 12))] + [102]}
+             for _ in range(24)]
+    for f in feats:
+        f["attention_mask"] = [1] * len(f["input_ids"])
+    tr = Encoded("RTE", "train", feats[:16], [rng.randrange(2) for _ in range(16)])
+    ev = Encoded("RTE", "validation", feats[16:], [rng.randrange(2) for _ in range(8)])
+
+    def factory():
+        cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=64, max_position_embeddings=64, num_labels=2)
+        return BertForSequenceClassification(cfg), tok              # dropout on
+
+    def run(path, stop=None, **changes):
+        cfg = glue_train.FinetuneConfig(**{**dict(task="RTE", variant="softdecay", epochs=3, batch=4, lr=1e-3,
+                                                  alpha_lr=2e-2, max_length=24, seed=3), **changes})
+        stop_epochs = None if stop is None else stop
+        h = glue_train.finetune(cfg, tr, ev, checkpoint=path, stop_after_epochs=stop_epochs, device="cpu",
+                                model_factory=factory, keep_model=True)
+        return h.pop("_model").state_dict(), {"loss": h["train_loss"], "alpha": h["alpha"],
+                                              "eval": [e["loss"] for e in h["eval"]]}
+    return run, {"lr": 5e-4}
+
+
+def _vit(_tok):
+    from helpers.core.vit import ViT, ViTConfig
+
+    rng = np.random.default_rng(0)
+    imgs = [Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)) for _ in range(40)]
+    train_set, test_set = (imgs[:32], [i % 10 for i in range(32)]), (imgs[32:], [i % 10 for i in range(8)])
+
+    def run(path, stop=None, **changes):
+        torch.manual_seed(0)
+        model = ViT(ViTConfig(variant="de-escalated", depth=2, hidden=32, ffn=64, heads=4, patch=8))
+        tc = vit_train.TrainConfig(epochs=3, batch=8, seed=1, **changes)
+        h = vit_train.train(model, train_set, test_set, tc, checkpoint=path, stop_after_epochs=stop)
+        return model.state_dict(), {k: h[k] for k in ("train_loss", "train_acc", "test_loss")}
+    return run, {"lr": 3e-4}
+
+
+def _mlm(tok):
+    chunks = torch.randint(2000, 6000, (40, 16))
+
+    def run(path, stop=None, **changes):
+        cfg = mlm.PretrainConfig(**{**dict(layers=1, hidden=32, heads=2, intermediate=64, seq_len=16, batch=4,
+                                           steps=12, lr=1e-3, checkpoint_steps=(0, 3, 12), resume_every=4, seed=3),
+                                    **changes})
+        folder = path.with_suffix("")
+        h = mlm.pretrain(cfg, chunks, folder, tok=tok, stop_after=None if stop is None else 6)
+        w = torch.load(mlm.weights_path(folder, 12), weights_only=True) if h["done"] else {}
+        return w, {"loss": h["loss"]}
+    return run, {"lr": 2e-3}
+
+
+TASKS = {"glue": _glue, "vit": _vit, "mlm": _mlm}
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_resume_after_kill_gives_the_same_numbers(name, tmp_path, tok):
+    run, other = TASKS[name](tok)
+    w_full, h_full = run(tmp_path / "a.pt")
+    run(tmp_path / "b.pt", stop=1)                                  # killed after epoch 1 (MLM: after step 6)
+    torch.manual_seed(12345)                                        # a new process: another RNG state
+    w_res, h_res = run(tmp_path / "b.pt")
+    for key in h_full:
+        np.testing.assert_allclose(h_res[key], h_full[key], rtol=1e-6, atol=1e-7, err_msg=key)
+    assert w_full.keys() == w_res.keys() and w_full
+    for k in w_full:
+        torch.testing.assert_close(w_res[k], w_full[k], rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="other settings"):
+        run(tmp_path / "b.pt", **other)
+
+
+def test_resume_without_the_rng_states_differs(tmp_path, tok, monkeypatch):
+    """The control: drop the RNG restore and the resumed GLUE run (dropout on) is no longer the same."""
+    run, _ = _glue(tok)
+    w_full, _ = run(tmp_path / "a.pt")
+    run(tmp_path / "b.pt", stop=1)
+    monkeypatch.setattr(loop, "load_checkpoint", lambda p, map_location="cpu": ckpt_mod.load_checkpoint(
+        p, map_location=map_location, restore_rng=False))
+    torch.manual_seed(12345)
+    w_res, _ = run(tmp_path / "b.pt")
+    assert any(not torch.allclose(w_full[k], w_res[k]) for k in w_full)
+
+
+def test_a_finished_run_returns_at_once(tmp_path, tok):
+    run, _ = _mlm(tok)
+    _, h = run(tmp_path / "a.pt")
+    _, again = run(tmp_path / "a.pt")
+    assert again["loss"] == h["loss"]
+
+
+def test_fit_rejects_an_unknown_precision():
+    with pytest.raises(ValueError, match="precision"):
+        loop.autocast(torch.device("cpu"), "fp8")
