@@ -126,3 +126,17 @@ def test_a_finished_run_returns_at_once(tmp_path, tok):
 def test_fit_rejects_an_unknown_precision():
     with pytest.raises(ValueError, match="precision"):
         loop.autocast(torch.device("cpu"), "fp8")
+
+
+def test_bf16_training_follows_the_fp32_loss_curve(tmp_path, tok):
+    """bf16 autocast is accurate enough to be the CPU default: over 40 MLM steps on a tiny model the
+    per-step losses of fp32 and bf16 runs from the same initialisation stay within 2 % of each other,
+    while both fall well below the starting loss (the run learns)."""
+    chunks = torch.randint(2000, 2100, (64, 16))                   # a 100-token vocabulary slice: learnable
+    cfg = mlm.PretrainConfig(layers=1, hidden=64, heads=2, intermediate=128, seq_len=16, batch=16, steps=40,
+                             lr=3e-3, checkpoint_steps=(0,), resume_every=40, seed=0)
+    h32 = mlm.pretrain(cfg, chunks, tmp_path / "fp32", tok=tok, precision="fp32")
+    h16 = mlm.pretrain(cfg, chunks, tmp_path / "bf16", tok=tok, precision="bf16")
+    a, b = np.array(h32["loss"]), np.array(h16["loss"])
+    assert a[-5:].mean() < a[:5].mean() - 2.0
+    np.testing.assert_allclose(b, a, rtol=0.02)
