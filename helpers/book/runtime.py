@@ -33,6 +33,8 @@ def seed_everything(seed: int) -> torch.Generator:
     """
     if not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    # cuBLAS needs a fixed workspace for deterministic GEMMs (set before the first CUDA matmul)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
