@@ -14,10 +14,8 @@ import dataclasses
 import datetime as _dt
 import json
 import os
-import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,6 +23,7 @@ import numpy as np
 import torch
 
 from .runtime import REPO_ROOT, _git_commit, device_description, package_versions, timer
+
 
 def _jsonable(obj: Any) -> Any:
     if is_dataclass(obj) and not isinstance(obj, type):

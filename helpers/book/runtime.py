@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import os
 import platform
 import random
@@ -12,7 +10,6 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, is_dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
