@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _VERSIONED = ("torch", "transformers", "numpy", "scipy", "datasets", "jupyter-book")
@@ -69,9 +68,20 @@ def choose_device(device: str | None = "auto") -> torch.device:
 
 
 def progress(iterable: Iterable, desc: str = "", total: int | None = None, **kw: Any) -> Iterator:
-    """`tqdm.auto` progress bar; silenced when TOKUNI_NO_PROGRESS=1 (used by CI logs)."""
+    """A progress bar: a notebook widget where ipywidgets is installed (Colab, JupyterLab), plain text
+    otherwise (no `TqdmWarning` in a kernel without widgets); silenced when TOKUNI_NO_PROGRESS=1 (the
+    book build, CI logs)."""
     disable = os.environ.get("TOKUNI_NO_PROGRESS") == "1"
-    return iter(tqdm(iterable, desc=desc, total=total, disable=disable, leave=False, **kw))
+    return iter(_tqdm()(iterable, desc=desc, total=total, disable=disable, leave=False, **kw))
+
+
+def _tqdm():
+    try:
+        import ipywidgets  # noqa: F401
+        from tqdm.auto import tqdm
+    except ImportError:
+        from tqdm.std import tqdm
+    return tqdm
 
 
 def package_versions() -> dict[str, str]:
