@@ -9,9 +9,11 @@ import torch
 
 from helpers.book.params import ParameterError
 from helpers.core import measures as M
-from helpers.experiments import qk
-from helpers.experiments.qk import MULTIBERT_STEPS
+from helpers.core import qk
+from helpers.experiments import qk as experiment
 from helpers.experiments.qk import Params as QKParams
+from helpers.hf import qk as hooks
+from helpers.hf.qk import MULTIBERT_STEPS
 from helpers.train import mlm as PT
 
 
@@ -33,7 +35,7 @@ def test_hooks_capture_the_layers_own_projections_and_probabilities(kind):
     mask = torch.ones(3, 10, dtype=torch.long)
     mask[1, 6:] = 0                                     # padding
     mask[2, 3:] = 0
-    out = qk.capture(model, ids, mask)
+    out = hooks.capture(model, ids, mask)
     with torch.no_grad():
         hs = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
     assert len(out["q"]) == 2
@@ -50,7 +52,7 @@ def test_hooks_capture_the_layers_own_projections_and_probabilities(kind):
         assert torch.allclose(P, out["p"][li], atol=1e-6)
         assert float(out["p"][li][1, :, :, 6:].abs().max()) == 0.0                  # padded keys get no mass
     with pytest.raises(ValueError, match="query"):
-        qk.attention_modules(torch.nn.Sequential(torch.nn.Linear(3, 3)))
+        hooks.attention_modules(torch.nn.Sequential(torch.nn.Linear(3, 3)))
 
 
 def test_entropy_uniform_one_hot_and_padding():
@@ -163,27 +165,46 @@ def test_pretraining_resumes_after_a_kill_to_the_same_numbers(tmp_path):
     assert not torch.allclose(w0["bert.encoder.layer.0.attention.self.query.weight"],
                               wa["bert.encoder.layer.0.attention.self.query.weight"])
     model = PT.load_step(cfg, tmp_path / "a", 3, len(tok))
-    assert len(qk.capture(model, chunks[:2], torch.ones(2, 16, dtype=torch.long))["p"]) == 1
+    assert len(hooks.capture(model, chunks[:2], torch.ones(2, 16, dtype=torch.long))["p"]) == 1
     with pytest.raises(ValueError, match="other settings"):
         PT.pretrain(PT.PretrainConfig(**{**cfg.__dict__, "lr": 2e-3}), chunks, tmp_path / "b", tok=tok)
 
 
 def test_params_presets_and_paper_path(monkeypatch):
     paper = QKParams.resolve("paper")
-    assert paper.source == "multiberts" and paper.seeds == (0, 1, 2, 3, 4) and paper.n_samples == 128
+    assert paper.source == "multiberts" and paper.seeds == 5 and paper.n_samples == 128
     assert paper.steps == MULTIBERT_STEPS and len(MULTIBERT_STEPS) == 29 and MULTIBERT_STEPS[-1] == 2_000_000
-    assert qk.multibert_id(0, 40_000) == "google/multiberts-seed_0-step_40k"
-    book = QKParams.resolve("book")
-    assert book.source == "pretrain" and len(book.seeds) >= 2 and book.steps[0] == 0
+    assert hooks.multibert_id(0, 40_000) == "google/multiberts-seed_0-step_40k"
+    with pytest.raises(ValueError, match="thousands"):
+        hooks.multibert_id(0, 1500)
     with pytest.raises(ParameterError, match="MultiBERT"):
         QKParams.resolve("paper", steps=(0, 30_000))
+    with pytest.raises(ParameterError, match="seeds 0-4"):
+        QKParams.resolve("paper", seed=3, seeds=3)
     with pytest.raises(ParameterError, match="steps"):
         QKParams.resolve("ci", steps=(10, 5))
+    with pytest.raises(ParameterError, match="train_split"):
+        QKParams.resolve("ci", train_split="train")
     from helpers.hf import models
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(models.ModelUnavailable, match="hub"):
-        qk.run_trajectory(QKParams.resolve("paper", seeds=(0,), steps=(0, 20_000)), 0)
+        experiment.run(QKParams.resolve("paper", seeds=1, steps=(0, 20_000)))
+
+
+def test_cache_key_separates_run_seeds_and_ignores_resume_points():
+    """The committed trajectories are keyed by base seed (it draws the analysis samples) and run
+    seed (it seeds the pretraining); resume points and the reading threshold do not change them."""
+    p = QKParams.resolve("book")
+    k0 = p.cache_key(drop=("seeds",), run_seed=0, analysis_version=experiment.ANALYSIS_VERSION)
+    k1 = p.cache_key(drop=("seeds",), run_seed=1, analysis_version=experiment.ANALYSIS_VERSION)
+    assert k0 != k1 and k0["seed"] == k1["seed"] == 0 and "seeds" not in k0
+    assert p.with_(resume_every=7, threshold=0.3).cache_key(drop=("seeds",), run_seed=0,
+                                                            analysis_version=experiment.ANALYSIS_VERSION) == k0
+    assert p.with_(n_samples=64).cache_key(drop=("seeds",), run_seed=0,
+                                           analysis_version=experiment.ANALYSIS_VERSION) != k0
+    pc = experiment.pretrain_config(p, 1)
+    assert pc.seed == 1 and pc.hidden == p.d_model and pc.checkpoint_steps == p.steps and pc.steps == 3000
 
 
 def test_compare_runs_reads_planted_trajectories():
@@ -196,7 +217,7 @@ def test_compare_runs_reads_planted_trajectories():
         r = dict(res)
         r["entropy_layer"] = np.array([[4.0], [2.0], [1.0], [1.5]])          # dips at step 100, rebounds 0.5
         runs[s] = r
-    c = qk.compare_runs(runs, steps, threshold=0.5)
+    c = experiment.compare_runs(runs, steps, threshold=0.5)
     assert c["n_heads"] == 4 and c["heads_per_layer"] == 4
     assert c["n_common"] == 2 and c["n_opposite"] == 2 and c["common_layers"] == [] and c["opposite_layers"] == []
     assert c["abs_cos_first"] < 0.3 and c["abs_cos_final"] > 0.95
@@ -208,4 +229,4 @@ def test_compare_runs_reads_planted_trajectories():
     assert c["other_mean"]["K"]["moved"] == 2 and c["other_mean"]["K"]["final"] > 2.5
     # a layer with only opposite heads is named as such
     flipped = {s: dict(r, cos=-np.abs(np.asarray(r["cos"]))) for s, r in runs.items()}
-    assert qk.compare_runs(flipped, steps)["opposite_layers"] == [0]
+    assert experiment.compare_runs(flipped, steps)["opposite_layers"] == [0]

@@ -70,3 +70,42 @@ def test_bad_config():
         vit_model.ViTConfig(variant="sandwich")
     with pytest.raises(ValueError, match="divisible"):
         vit_model.ViTConfig(image=30)
+
+
+def test_params_literal_choices_and_divisibility():
+    from helpers.book.params import ParameterError
+    from helpers.experiments.vit import Params
+
+    with pytest.raises(ParameterError, match="variants"):
+        Params.resolve("ci", variants=("post-norm", "sandwich"))
+    with pytest.raises(ParameterError, match="deesc_place"):
+        Params.resolve("ci", deesc_place="everywhere")
+    with pytest.raises(ParameterError, match="n_heads"):
+        Params.resolve("ci", d_model=100, n_heads=8)
+    assert Params.resolve("book").seeds == 1 and Params.resolve("paper").seeds == 3
+
+
+def test_cache_key_is_derived_per_run_and_checkpoints_live_outside_results():
+    from helpers.book import results
+    from helpers.experiments.vit import Params
+
+    p = Params.resolve("book")
+    key = p.cache_key(drop=("variants", "seeds"), variant="pre-norm", run_seed=0)
+    assert "variants" not in key and "seeds" not in key and "device" not in key
+    assert key["variant"] == "pre-norm" and key["run_seed"] == 0 and key["d_model"] == 192
+    deeper = p.with_(depth=25).cache_key(drop=("variants", "seeds"), variant="pre-norm", run_seed=0)
+    assert deeper != key and results.settings_hash(deeper) != results.settings_hash(key)
+    folder = results.checkpoint_dir("vit", key)
+    assert "results" not in folder.relative_to(results.REPO_ROOT).parts
+
+
+def test_result_round_trips_through_json():
+    from helpers.experiments.vit import Result
+
+    h = {"epoch": [1, 2], "train_loss": [2.0, 1.5], "train_acc": [0.1, 0.2], "test_loss": [2.1, 1.9],
+         "test_acc": [0.1, 0.3], "t_sim": {"1": [0.2, 0.5], "2": [0.2, 0.7]}, "lr": 1e-4, "wall_time_s": 4.0}
+    r = Result(variants=["pre-norm"], seeds=[0], depth=1, epochs=2, train_images=10, scale="ci",
+               histories={"pre-norm": [h]})
+    back = Result.from_json(r.to_json())
+    assert back.final("test_acc") == {"pre-norm": 0.3} and back.last_t_sim() == {"pre-norm": 0.7}
+    assert back.table()["s per epoch"].tolist() == [2.0]

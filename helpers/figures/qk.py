@@ -1,0 +1,348 @@
+"""Figures, tables and glued numbers of the queries-and-keys chapter (Godey et al. §5, App. C–D)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from ..experiments.qk import Result
+from . import common
+
+UNIFORM_MLM_LOSS = float(np.log(30522))          # nats: uniform over BERT's WordPiece vocabulary
+
+
+def scatter_panels(axes, head: dict, basis: str, steps: list[int], shown: list[int], lim: float | None = None) -> None:
+    """Figs. 11, 19, 20: the display tokens' Q_s (blue) and K_s (orange) projected on the first two
+    directions of `basis` (union | K | Q), one panel per step in `shown`; crosses mark the means."""
+    blue, orange = sns.color_palette("colorblind")[:2]
+    q, k = np.asarray(head[basis]["q"]), np.asarray(head[basis]["k"])               # (S', n, 2)
+    at = list(head.get("steps", steps))                                             # the steps stored
+    if lim is None:
+        lim = 1.05 * float(np.abs(np.concatenate([q[[at.index(s) for s in shown]],
+                                                  k[[at.index(s) for s in shown]]])).max())
+    for ax, s in zip(axes, shown, strict=True):
+        i = at.index(s)
+        ax.scatter(q[i, :, 0], q[i, :, 1], s=4, alpha=0.45, color=blue, label="queries Q_s")
+        ax.scatter(k[i, :, 0], k[i, :, 1], s=4, alpha=0.45, color=orange, label="keys K_s")
+        ax.scatter(*q[i].mean(0), marker="X", s=70, color=blue, edgecolor="k")
+        ax.scatter(*k[i].mean(0), marker="X", s=70, color=orange, edgecolor="k")
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.axvline(0, color="grey", lw=0.5)
+        ax.set_xlim(-lim, lim)
+        ax.set_ylim(-lim, lim)
+        ax.set_title(f"step {s}")
+        ax.set_xlabel("SVD dim 1")
+    axes[0].set_ylabel("SVD dim 2")
+    axes[0].legend(fontsize=7, loc="lower left", markerscale=3)
+
+
+def mean_arrows(ax, q: np.ndarray, k: np.ndarray, title: str = "") -> None:
+    """Figs. 12, 21, 22: the trajectories of Q̄_s and K̄_s (S, 2), one arrow per checkpoint."""
+    blue, orange = sns.color_palette("colorblind")[:2]
+    for pts, color, label in ((np.asarray(q), blue, "mean query Q̄_s"), (np.asarray(k), orange, "mean key K̄_s")):
+        for a, b in zip(pts[:-1], pts[1:], strict=True):
+            ax.annotate("", xy=b, xytext=a, arrowprops=dict(arrowstyle="->", color=color, lw=1.4))
+        ax.scatter(*pts[0], color=color, s=25, marker="o", label=f"{label} (step 0 = dot)")
+    allp = np.concatenate([q, k])
+    lim = 1.15 * float(np.abs(allp).max()) + 1e-9
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.axvline(0, color="grey", lw=0.5)
+    ax.set_xlabel("SVD dim 1")
+    ax.set_ylabel("SVD dim 2")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+
+
+def _symlog(res: Result) -> float:
+    return max(1, res.steps[1])
+
+
+def pretraining(res: Result) -> plt.Figure:
+    """MLM loss along pretraining: training loss (running mean) and held-out loss at the checkpoints."""
+    common.set_theme()
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for s in res.seeds:
+        r = res.runs[str(s)]
+        tl = np.asarray(r["train_loss"], dtype=float)
+        if tl.size:
+            w = max(1, len(tl) // 100)
+            ax.plot(np.arange(w, len(tl) + 1), np.convolve(tl, np.ones(w) / w, mode="valid"), label=f"seed {s} (train)")
+        ev = {int(k): v for k, v in r["eval_loss"].items()}
+        if ev:
+            ax.scatter(list(ev), list(ev.values()), s=14, marker="s", label=f"seed {s} (held-out, test split)")
+    if res.source != "pretrain":
+        ax.text(0.5, 0.5, "MultiBERT checkpoints: no pretraining run here", ha="center", transform=ax.transAxes)
+    ax.set_xscale("symlog", linthresh=_symlog(res))
+    ax.set_xlabel("step")
+    ax.set_ylabel("MLM loss (nats)")
+    ax.set_title(f"MLM pretraining of {res.what}, batch {res.batch_size}×{res.seq_len}")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    return common.figure("qk-pretraining", fig)
+
+
+def fig11(res: Result) -> plt.Figure:
+    """Figure 11: display tokens' Q_s and K_s of the two example heads on the common SVD."""
+    common.set_theme()
+    R, shown = res.first, res.shown
+    fig, axes = plt.subplots(2, len(shown), figsize=(2.6 * len(shown) + 0.6, 5.6), squeeze=False)
+    for row, label in zip(axes, ("similar", "opposite"), strict=True):
+        ex = R["display"][label]
+        scatter_panels(row, ex, "union", res.steps, shown)
+        row[0].set_ylabel(f"{label}: layer {ex['layer']} head {ex['head']}\nSVD dim 2")
+    fig.suptitle(f"Figure 11 — Q_s and K_s, seed {res.seeds[0]}, on one SVD of Q∪K over all steps")
+    return common.figure("qk-fig11", fig)
+
+
+def _arrows(res: Result, basis: str, axes, label_fmt: str) -> None:
+    R = res.first
+    for ax, label in zip(axes, ("similar", "opposite"), strict=True):
+        e = R["display"][label]
+        m = R["means"][basis]
+        mean_arrows(ax, np.asarray(m["q"])[:, e["layer"], e["head"]], np.asarray(m["k"])[:, e["layer"], e["head"]],
+                    title=label_fmt.format(label=label, layer=e["layer"], head=e["head"], cos=e["cos_final"]))
+
+
+def fig12(res: Result) -> plt.Figure:
+    """Figure 12: the trajectories of the mean query and key of the two example heads (common SVD)."""
+    common.set_theme()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
+    _arrows(res, "union", axes, "{label}: layer {layer}, head {head} (final cos {cos:+.2f})")
+    fig.suptitle(f"Figure 12 — mean query and key along training, common SVD (seed {res.seeds[0]})")
+    return common.figure("qk-fig12", fig)
+
+
+def fig13(res: Result) -> plt.Figure:
+    """Figure 13: cos(Q̄_s, K̄_s) per head, one panel per layer (first seed)."""
+    common.set_theme()
+    cos = np.asarray(res.first["cos"], dtype=float)                                   # (S, layers, heads)
+    n = res.n_layers
+    cols = min(n, 4)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(10, 3.4 * rows), sharey=True, squeeze=False)
+    for li, ax in enumerate(axes.flat):
+        if li >= n:
+            ax.set_visible(False)
+            continue
+        common.layer_curves(ax, {f"head {h}": cos[:, li, h] for h in range(res.n_heads)}, x=np.array(res.steps),
+                            symlog_x=_symlog(res), xlabel="step", ylabel="cos(Q̄_s, K̄_s)", title=f"layer {li}")
+        ax.axhline(0, color="grey", lw=0.6)
+        ax.set_ylim(-1.05, 1.05)
+    fig.suptitle(f"Figure 13 — cos(Q̄_s, K̄_s) along training, seed {res.seeds[0]}")
+    return common.figure("qk-fig13", fig)
+
+
+def fig14(res: Result) -> plt.Figure:
+    """Figure 14: Q̄_s·K̄_s of the two example heads, and |Q̄_s·K̄_s| per layer over heads and seeds."""
+    common.set_theme()
+    dot = np.asarray(res.first["dot"], dtype=float)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
+    for ax, label in zip(axes[:2], ("similar", "opposite"), strict=True):
+        ex = res.first["display"][label]
+        common.layer_curves(ax, {f"layer {ex['layer']} head {ex['head']}": dot[:, ex["layer"], ex["head"]]},
+                            x=np.array(res.steps), symlog_x=_symlog(res), xlabel="step", ylabel="Q̄_s · K̄_s",
+                            title=f"{label} example")
+        ax.axhline(0, color="grey", lw=0.6)
+    absdot = np.abs(res.stacked("dot"))                                               # (seeds, S, layers, heads)
+    common.layer_curves(axes[2], {f"layer {li}": absdot[:, :, li].mean(-1) for li in range(res.n_layers)},
+                        x=np.array(res.steps), symlog_x=_symlog(res), xlabel="step",
+                        ylabel="|Q̄_s · K̄_s|, mean over heads", title=f"all heads, {len(res.seeds)} seeds (±1 sd)",
+                        logy=True)
+    axes[2].set_xlim(left=0)
+    fig.suptitle("Figure 14 — scalar product of the mean query and key along training")
+    return common.figure("qk-fig14", fig)
+
+
+def fig15(res: Result) -> plt.Figure:
+    """Figure 15: mean attention-row entropy per layer along training (mean ± sd over seeds)."""
+    common.set_theme()
+    ent = res.stacked("entropy_layer")                                                # (seeds, S, layers)
+    fig, ax = plt.subplots(figsize=(10, 4))
+    common.layer_curves(ax, {f"layer {li}": ent[:, :, li] for li in range(res.n_layers)}, x=np.array(res.steps),
+                        symlog_x=_symlog(res), xlabel="step", ylabel="mean row entropy (nats)",
+                        title=f"Figure 15 — attention entropy per layer, {len(res.seeds)} seeds (±1 sd)")
+    ax.axhline(np.log(tokens_per_sample(res)), color="grey", ls=":", lw=1)
+    return common.figure("qk-fig15", fig)
+
+
+def fig19_20(res: Result) -> plt.Figure:
+    """Figures 19-20: the 'opposite' example head on the SVD of the keys only and of the queries only."""
+    common.set_theme()
+    ex = res.first["display"]["opposite"]
+    shown = res.shown
+    fig, axes = plt.subplots(2, len(shown), figsize=(2.6 * len(shown) + 0.6, 5.6), squeeze=False)
+    for row, basis, fig_no in zip(axes, ("K", "Q"), (19, 20), strict=True):
+        scatter_panels(row, ex, basis, res.steps, shown)
+        row[0].set_ylabel(f"Fig. {fig_no}: SVD of {basis}_s\nSVD dim 2")
+    fig.suptitle(f"Figures 19–20 — layer {ex['layer']} head {ex['head']}, seed {res.seeds[0]}, on the SVD of the "
+                 "keys (top) or of the queries (bottom)")
+    return common.figure("qk-fig19-20", fig)
+
+
+def fig21_22(res: Result) -> plt.Figure:
+    """Figures 21-22: the mean trajectories of the two example heads on the K-only and Q-only SVDs."""
+    common.set_theme()
+    fig, axes = plt.subplots(2, 2, figsize=(10, 9))
+    for ax_row, basis, fig_no in zip(axes, ("K", "Q"), (21, 22), strict=True):
+        _arrows(res, basis, ax_row, f"Fig. {fig_no} ({basis}-only SVD), {{label}}: layer {{layer}} head {{head}}")
+    fig.suptitle(f"Figures 21–22 — mean query and key along training (seed {res.seeds[0]})")
+    return common.figure("qk-fig21-22", fig)
+
+
+def fig23(res: Result) -> plt.Figure:
+    """Figure 23: cos(Q̄_s, K̄_s) with the heads of a layer concatenated, one curve per seed."""
+    common.set_theme()
+    cc = res.stacked("cos_concat")                                                    # (seeds, S, layers)
+    n = res.n_layers
+    cols = min(n, 4)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(10, 3.4 * rows), sharey=True, squeeze=False)
+    for li, ax in enumerate(axes.flat):
+        if li >= n:
+            ax.set_visible(False)
+            continue
+        common.layer_curves(ax, {f"seed {s}": cc[i, :, li] for i, s in enumerate(res.seeds)}, x=np.array(res.steps),
+                            symlog_x=_symlog(res), xlabel="step", ylabel="cos, heads concatenated", title=f"layer {li}")
+        ax.axhline(0, color="grey", lw=0.6)
+        ax.set_ylim(-1.05, 1.05)
+    fig.suptitle("Figure 23 — cos(Q̄_s, K̄_s) with the heads of a layer concatenated, per seed")
+    return common.figure("qk-fig23", fig)
+
+
+def tokens_per_sample(res: Result) -> float:
+    return res.first["tokens"] / res.n_samples
+
+
+def pretraining_frame(res: Result) -> pd.DataFrame:
+    """Per seed: training loss early and late, held-out MLM loss at the first and last step, timings."""
+    first, last = res.steps[0], res.steps[-1]
+    rows = []
+    for s in res.seeds:
+        r = res.runs[str(s)]
+        tl = np.asarray(r["train_loss"], dtype=float)
+        wall = r["pretrain_wall_time_s"]
+        rows.append({"seed": s, "train loss, first 20 steps": tl[:20].mean() if tl.size else np.nan,
+                     "train loss, last 50 steps": tl[-50:].mean() if tl.size else np.nan,
+                     f"held-out MLM loss, step {first}": r["eval_loss"].get(str(first), np.nan),
+                     f"held-out MLM loss, step {last}": r["eval_loss"].get(str(last), np.nan),
+                     "pretraining s": wall if wall is not None else np.nan,
+                     "steps/s": len(tl) / wall if wall else np.nan, "analysis s": r["analysis_wall_time_s"]})
+    return pd.DataFrame(rows)
+
+
+def pretraining_table(res: Result):
+    return common.table(pretraining_frame(res), digits=3)
+
+
+def alignment_table(res: Result):
+    """Per layer: the final cos(Q̄, K̄) of every head per seed, and the common / opposite / unaligned
+    head counts over all seeds (threshold `res.threshold`)."""
+    from ..core.qk import alignment_summary
+
+    summ = {s: alignment_summary(np.asarray(res.runs[str(s)]["cos"]), res.steps, res.threshold) for s in res.seeds}
+    df = pd.DataFrame({
+        "layer": list(range(res.n_layers)),
+        **{f"cos at step {res.steps[-1]} (seed {s})": [" ".join(f"{c:+.2f}" for c in row)
+                                                      for row in summ[s]["final_cos"]] for s in res.seeds},
+        **{f"{k} (all seeds)": [sum(summ[s][k][li] for s in res.seeds) for li in range(res.n_layers)]
+           for k in ("common", "opposite", "unaligned")},
+    })
+    return common.table(df)
+
+
+def entropy_table(res: Result):
+    """Per layer: entropy at the first and last step (mean over seeds), change, lowest value and when."""
+    c = res.comparison
+    e0, e1 = np.array(c["entropy_first"]), np.array(c["entropy_final"])
+    df = pd.DataFrame({"layer": range(res.n_layers), f"entropy at step {res.steps[0]}": e0,
+                       f"entropy at step {res.steps[-1]}": e1, "change": e1 - e0, "lowest": c["entropy_lowest"],
+                       "lowest at step": c["entropy_lowest_step"]})
+    return common.table(df)
+
+
+def _layers_text(ls: list[int]) -> str:
+    return ", ".join(str(x) for x in ls) if ls else "none"
+
+
+def _onset_text(res: Result, kind: str) -> str:
+    o = res.comparison["onsets"][kind]
+    if not o:
+        return f"no head settles in the {kind} direction"
+    return (f"{kind}-direction heads settle (|cos| ≥ {res.threshold} from then on) at a median step "
+            f"{int(np.median(o))} ({np.median(o) / res.steps[-1]:.0%} of training; range {min(o)}–{max(o)})")
+
+
+def _when(res: Result, kind: str) -> str:
+    m = res.comparison["median_onset"][kind]
+    return f"step {m} ({m / res.steps[-1]:.0%} of training)" if m is not None else "never"
+
+
+def numbers(res: Result) -> dict[str, object]:
+    """Every number (and list read as text) the chapter's prose quotes, by glue key (without `qk-`)."""
+    c = res.comparison
+    R = res.first
+    last = res.steps[-1]
+    ex = R["display"]
+    tokens = max(res.steps) * res.batch_size * res.seq_len
+    available = R.get("train_tokens_available") or np.nan
+    walls = [res.runs[str(s)]["pretrain_wall_time_s"] for s in res.seeds]
+    pre = pretraining_frame(res)
+    e0, e1 = np.array(c["entropy_first"]), np.array(c["entropy_final"])
+    order = np.argsort(e1)
+    lowest, lo_step = c["entropy_lowest"], c["entropy_lowest_step"]
+    rebound = c["entropy_rebound_layers"]
+    cc = np.asarray(c["concat_final"])                                                # (seeds, layers)
+    other = [f"on the SVD of {basis}_s, the mean {who} moves away from the origin along the first direction in "
+             f"{o['moved']} of {o['heads']} heads (|coordinate| {o['first']:.2f} → {o['final']:.2f} on average)"
+             for (basis, o), who in zip(c["other_mean"].items(), ("query", "key"), strict=True)]
+    return {
+        "what": res.what, "n-seeds": len(res.seeds), "first-seed": res.seeds[0], "last-step": last,
+        "batch": res.batch_size, "seq-len": res.seq_len, "mtokens": tokens / 1e6, "passes": tokens / available,
+        "available-mtokens": available / 1e6,
+        "pretrain-seconds": ", ".join(f"{w:.0f} s" for w in walls if w is not None) or "none (no pretraining)",
+        "eval-first": float(pre.iloc[:, 3].mean()), "eval-final": float(pre.iloc[:, 4].mean()),
+        "uniform-loss": UNIFORM_MLM_LOSS,
+        "share-mean": c["union_share_mean"], "share-min": c["union_share_min"], "share-max": c["union_share_max"],
+        "grow": c["union_grow"], "heads-per-seed": c["union_heads"], "same-sign": c["union_same_sign"],
+        "opposite-sign": c["union_opposite_sign"],
+        **{f"{k}-{f}": ex[k][g] for k in ("similar", "opposite")
+           for f, g in (("layer", "layer"), ("head", "head"), ("cos", "cos_final"))},
+        "abs-cos-first": c["abs_cos_first"], "abs-cos-final": c["abs_cos_final"], "n-heads": c["n_heads"],
+        "d-k": res.d_k, "chance": 1 / np.sqrt(res.d_k), "threshold": res.threshold, "n-common": c["n_common"],
+        "n-opposite": c["n_opposite"], "n-between": c["n_heads"] - c["n_common"] - c["n_opposite"],
+        "n-aligned": c["n_common"] + c["n_opposite"], "heads-per-layer": c["heads_per_layer"],
+        "per-layer": "; ".join(f"layer {li}: {a} / {b}, {m:+.2f}" for li, (a, b, m) in enumerate(zip(
+            c["common_per_layer"], c["opposite_per_layer"], c["mean_final_cos_per_layer"], strict=True))),
+        "onset-common": _onset_text(res, "common").capitalize(), "onset-opposite": _onset_text(res, "opposite"),
+        "common-layers": _layers_text(c["common_layers"]), "opposite-layers": _layers_text(c["opposite_layers"]),
+        "when-common": _when(res, "common"), "when-opposite": _when(res, "opposite"),
+        "abs-dot-first": c["abs_dot_first"], "abs-dot-final": c["abs_dot_final"], "abs-dot-growth": c["abs_dot_growth"],
+        "tokens-per-sample": tokens_per_sample(res), "entropy-falls": c["entropy_falls"], "n-layers": res.n_layers,
+        "entropy-first-mean": float(e0.mean()), "entropy-final-mean": float(e1.mean()),
+        "sharpest-layer": int(order[0]), "sharpest": float(e1[order[0]]), "flattest-layer": int(order[-1]),
+        "flattest": float(e1[order[-1]]), "entropy-first-layer": float(e1[0]), "entropy-last-layer": float(e1[-1]),
+        "rebound": ("The decay is not monotonic: " + ", ".join(
+            f"layer {li} is sharpest at step {lo_step[li]} ({lowest[li]:.2f})" for li in rebound)
+            + f" and flattens again by step {last}.") if rebound
+        else "No layer flattens again by more than 0.1 nats after its sharpest point.",
+        "other-mean": "; ".join(other),
+        "concat-final": "; ".join(f"layer {li}: " + ", ".join(f"{x:+.2f}" for x in cc[:, li])
+                                  for li in range(cc.shape[1])),
+        "concat-spread": c["concat_spread"], "concat-same-sign": c["concat_same_sign_layers"],
+    }
+
+
+def publish(res: Result) -> None:
+    """Draw and glue every figure and glue every number the prose quotes (`qk-<key>`)."""
+    for draw in (pretraining, fig11, fig12, fig13, fig14, fig15, fig19_20, fig21_22, fig23):
+        draw(res)
+    common.publish("qk", {k: (float(v) if isinstance(v, np.floating) else v) for k, v in numbers(res).items()})
+
+
+__all__ = ["pretraining", "fig11", "fig12", "fig13", "fig14", "fig15", "fig19_20", "fig21_22", "fig23",
+           "pretraining_table", "alignment_table", "entropy_table", "numbers", "publish", "scatter_panels",
+           "mean_arrows"]

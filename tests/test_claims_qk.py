@@ -1,0 +1,66 @@
+"""The queries-and-keys chapter's claims (Godey et al. §5, App. C–D), asserted on its `ci`-scale result:
+our small MLM BERT, 2 seeds, checkpoints at steps 0-60."""
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.experiments import qk
+
+
+@pytest.fixture(scope="module")
+def res():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)          # 2 cores shared: one thread is several times faster here
+    try:
+        yield qk.run(qk.Params.resolve("ci"))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_two_seeds_of_real_pretraining(res):
+    """Each seed is its own pretraining run: held-out MLM loss starts near uniform over the vocabulary
+    (ln 30522 = 10.3 nats) and falls; the seeds' trajectories differ."""
+    assert res.seeds == [0, 1] and res.source == "pretrain"
+    for s in res.seeds:
+        ev = res.runs[str(s)]["eval_loss"]
+        assert abs(ev["0"] - np.log(30522)) < 0.5 and ev[str(res.steps[-1])] < ev["0"] - 1.0
+    cos = res.stacked("cos")
+    assert not np.allclose(cos[0], cos[1])
+
+
+def test_mean_query_and_key_align_far_beyond_chance(res):
+    """Fig. 13: |cos(Q̄, K̄)| starts at chance level (~1/sqrt(d_k)) and grows well beyond it."""
+    c = res.comparison
+    assert c["abs_cos_first"] < 1.5 / np.sqrt(res.d_k)
+    assert c["abs_cos_final"] > 2 * c["abs_cos_first"] and c["abs_cos_final"] > 1.5 / np.sqrt(res.d_k)
+
+
+def test_scalar_product_grows(res):
+    """Fig. 14: |Q̄·K̄| grows along training (here more than fivefold)."""
+    assert res.comparison["abs_dot_growth"] > 5
+
+
+def test_means_drift_along_the_first_common_svd_direction(res):
+    """Figs. 11-12: the mean query and key leave the origin along the first direction of the common
+    SVD, which carries most of σ₁²+σ₂²."""
+    c = res.comparison
+    assert c["union_grow"] >= c["union_heads"] / 2 and c["union_share_mean"] > 0.5
+
+
+def test_other_distributions_svd_describes_the_drift_too(res):
+    """App. C: on the SVD of the keys alone the mean query drifts along the first direction, and vice versa."""
+    for o in res.comparison["other_mean"].values():
+        assert o["moved"] >= o["heads"] / 2 and o["final"] > 2 * o["first"]
+
+
+def test_attention_sharpens(res):
+    """Fig. 15: the mean attention entropy over layers falls from step 0 to the last step."""
+    c = res.comparison
+    assert np.mean(c["entropy_final"]) < np.mean(c["entropy_first"])
+    assert c["entropy_falls"] >= 1
+
+
+def test_result_round_trips_through_json(res):
+    back = qk.Result.from_json(res.to_json())
+    assert back.comparison == res.to_json()["comparison"] and back.stacked("cos").shape == res.stacked("cos").shape

@@ -1,0 +1,44 @@
+"""The ViT chapter's claims (Yu & Zhang §3.3), asserted on its `ci`-scale result."""
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.experiments import vit
+
+
+@pytest.fixture(scope="module")
+def res():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)          # 2 cores shared: one thread is several times faster here
+    try:
+        yield vit.run(vit.Params.resolve("ci"))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_every_variant_trains_one_history_per_epoch(res):
+    assert res.variants == ["post-norm", "pre-norm", "de-escalated"] and res.seeds == [0]
+    for v in res.variants:
+        (h,) = res.histories[v]
+        assert h["epoch"] == list(range(1, res.epochs + 1))
+        assert np.all(np.isfinite(h["train_loss"])) and np.all(np.isfinite(h["test_loss"]))
+        assert len(res.t_sim(v)[res.epochs]) == res.depth + 1           # block inputs + last output
+
+
+def test_learning_rates_follow_the_paper(res):
+    """§3.3: 5e-5 for plain post-norm, 1e-4 for pre-norm and de-escalated."""
+    assert res.table().set_index("variant")["lr"].to_dict() == {"post-norm": 5e-5, "pre-norm": 1e-4,
+                                                                 "de-escalated": 1e-4}
+
+
+def test_post_norm_tokens_grow_alike_with_depth(res):
+    """The paper's argument: in the post-norm stack t_sim escalates block after block."""
+    s = res.t_sim("post-norm")[res.epochs]
+    assert np.all(np.diff(s) > 0) and s[-1] > 0.5
+
+
+def test_de_escalation_keeps_t_sim_at_zero(res):
+    """Eq. (21) with tau = 1 removes the column mean after every block: t_sim = 0 by construction."""
+    s = res.t_sim("de-escalated")[res.epochs]
+    assert np.all(s[1:] < 1e-6) and res.last_t_sim()["de-escalated"] < 1e-6 < res.last_t_sim()["post-norm"]
