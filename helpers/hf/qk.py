@@ -10,27 +10,10 @@ from torch import Tensor, nn
 
 from ..book.runtime import progress
 from ..core.qk import StepStats, token_selections
+from .walk import attention_modules, num_heads
 
 #: MultiBERT's released intermediate checkpoints (Sellam et al. 2021): every 20k steps to 200k, then every 100k to 2M
 MULTIBERT_STEPS = tuple(range(0, 200_000, 20_000)) + tuple(range(200_000, 2_000_001, 100_000))
-
-
-def attention_modules(model: nn.Module) -> list[nn.Module]:
-    """The self-attention modules of a BERT-family encoder, in layer order: every module with
-    `query` and `key` linear maps (BERT, RoBERTa, ELECTRA, … `*SelfAttention`)."""
-    mods = [m for m in model.modules()
-            if isinstance(getattr(m, "query", None), nn.Linear) and isinstance(getattr(m, "key", None), nn.Linear)]
-    if not mods:
-        raise ValueError(f"{type(model).__name__} has no self-attention module with `query` and `key` linear maps")
-    return mods
-
-
-def _heads_of(module: nn.Module, model: nn.Module) -> int:
-    h = getattr(module, "num_attention_heads", None) or getattr(getattr(model, "config", None),
-                                                                  "num_attention_heads", None)
-    if not h:
-        raise ValueError("cannot tell the number of attention heads")
-    return int(h)
 
 
 class QKCapture:
@@ -41,7 +24,7 @@ class QKCapture:
 
     def __init__(self, model: nn.Module) -> None:
         self.modules = attention_modules(model)
-        self.heads = [_heads_of(m, model) for m in self.modules]
+        self.heads = [num_heads(m, model) for m in self.modules]
         self.q: list[Tensor | None] = [None] * len(self.modules)
         self.k: list[Tensor | None] = [None] * len(self.modules)
         self._handles: list = []
