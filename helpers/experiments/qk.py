@@ -59,6 +59,9 @@ class Params(ChapterParams):
     mask_prob: float = 0.15
     train_split: Literal["validation", "test"] = "validation"
     resume_every: int = 100
+    #: bf16 autocast for pretraining (≥ 2× faster here; tests/test_train.py checks it follows fp32);
+    #: the committed book trajectories are fp32
+    precision: Literal["fp32", "bf16"] = "bf16"
 
     CHAPTER: ClassVar[str] = "qk"
     #: resume points and the reading threshold do not change a trajectory's results
@@ -66,7 +69,7 @@ class Params(ChapterParams):
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(layers=2, d_model=128, n_heads=2, d_ff=512, seq_len=64, batch_size=8, lr=1e-3,
                    steps=(0, 5, 15, 30, 60), n_samples=32, max_length=64, n_display=100, resume_every=30),
-        "book": dict(),
+        "book": dict(precision="fp32"),
         "paper": dict(source="multiberts", seeds=5, steps=MULTIBERT_STEPS, n_samples=128),
     }
     RULES: ClassVar = rules(
@@ -245,12 +248,13 @@ def trajectory(p: Params, seed: int, device: Any = "cpu") -> dict:
     else:
         tok = mlm.tokenizer()
         pc = pretrain_config(p, seed)
-        folder = results.checkpoint_dir("qk", asdict(pc))
+        folder = results.checkpoint_dir("qk", {**asdict(pc), "precision": p.precision})
         if p.scale == "ci":
             shutil.rmtree(folder)
         chunks = mlm.training_chunks(tok, p.seq_len, p.train_split)
         held_out = mlm.training_chunks(tok, p.seq_len, "test")[:64]
-        history = mlm.pretrain(pc, chunks, folder, tok=tok, eval_chunks=held_out, device=device)
+        history = mlm.pretrain(pc, chunks, folder, tok=tok, eval_chunks=held_out, device=device,
+                               precision=p.precision)
 
         def model_at(step: int):
             return mlm.load_step(pc, folder, step, len(tok), device=device)

@@ -97,11 +97,12 @@ def fit(task: Task, checkpoint: str | Path | None = None, device: str | torch.de
     model, opt, sched = task.build(dev)
     history: dict[str, Any] = {**task.new_history(), "step": 0, "wall_time_s": 0.0, "done": False,
                                "precision": precision}
+    settings = {**task.settings(), "precision": precision}
     state = load_checkpoint(checkpoint, map_location="cpu")                     # restores every RNG state
     if state is not None:
-        if state["settings"] != task.settings():
+        if state["settings"] != settings:
             raise ValueError(f"checkpoint {checkpoint} was written with other settings; delete it or change the "
-                             f"path:\n  saved {state['settings']}\n  now   {task.settings()}")
+                             f"path:\n  saved {state['settings']}\n  now   {settings}")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         if sched is not None:
@@ -116,7 +117,7 @@ def fit(task: Task, checkpoint: str | Path | None = None, device: str | torch.de
         if checkpoint is not None:
             save_checkpoint(checkpoint, model=model.state_dict(), opt=opt.state_dict(),
                             sched=sched.state_dict() if sched is not None else None, history=history,
-                            settings=task.settings())
+                            settings=settings)
 
     total = task.epochs * task.steps_per_epoch
     step = history["step"]

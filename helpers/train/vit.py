@@ -115,7 +115,7 @@ def evaluate(model: ViT, x: Tensor, y: Tensor, batch: int = 256) -> tuple[float,
 
 def run_variant(variant: str, depth: int, hidden: int, ffn: int, heads: int, patch: int, tau: float,
                 deesc_place: str, tc: TrainConfig, train_set, test_set, checkpoint: str | Path | None = None,
-                device: str | torch.device = "cpu") -> dict:
+                device: str | torch.device = "cpu", precision: str = "fp32") -> dict:
     """Build one variant (seeded by `tc.seed`), train it, and return its history with the wall time."""
     import time
 
@@ -123,7 +123,7 @@ def run_variant(variant: str, depth: int, hidden: int, ffn: int, heads: int, pat
     model = ViT(ViTConfig(variant=variant, depth=depth, hidden=hidden, ffn=ffn, heads=heads, patch=patch, tau=tau,
                           deesc_place=deesc_place))
     t = time.perf_counter()
-    hist = train(model, train_set, test_set, tc, checkpoint=checkpoint, device=device)
+    hist = train(model, train_set, test_set, tc, checkpoint=checkpoint, device=device, precision=precision)
     hist["wall_time_s"] = time.perf_counter() - t
     hist["lr"] = _lr(variant, tc.lr)
     return hist
