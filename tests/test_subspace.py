@@ -29,11 +29,17 @@ def test_theorem_holds_on_random_matrices(shape):
     assert out["max_ratio"] <= 1 + 1e-10
 
 
-def test_theorem_check_detects_a_violation():
-    # a residual larger than λ_{k+1} would show as a positive slack: make C too small on purpose
+def test_theorem_check_detects_a_violation(monkeypatch):
+    """theorem_check must report a positive slack and a ratio above one when a residual exceeds
+    λ_{k+1}: feed it residuals inflated by 1.5 (the SVD itself can never violate the theorem)."""
     X = torch.randn(8, 8, generator=torch.Generator().manual_seed(2))
-    res, lam = S.subspace_residuals(X)
-    assert (res > 0.5 * lam.unsqueeze(0)).any()
+    honest = S.theorem_check(X)
+    assert honest["worst_slack"] <= 1e-10 and honest["max_ratio"] <= 1 + 1e-10
+    real = S.subspace_residuals
+    monkeypatch.setattr(S, "subspace_residuals", lambda Y: (1.5 * real(Y)[0], real(Y)[1]))
+    out = S.theorem_check(X)
+    assert out["worst_slack"] > 0 and out["worst_slack_rel"] > 0
+    assert out["max_ratio"] > 1.2
 
 
 def test_exact_probability_matches_monte_carlo():
@@ -50,3 +56,26 @@ def test_eq8_bound_values():
     assert S.eq8_bound(10, 2, 0.5) == pytest.approx(2 / (2 * 8 * beta) * 0.5**4 * (1 - 0.5**8))
     with pytest.raises(ValueError):
         S.eq8_bound(10, 10, 0.5)
+
+
+def test_random_matrices_have_the_planted_spectra():
+    from helpers.experiments.subspace import random_matrices
+
+    mats = random_matrices(32, 48, torch.Generator().manual_seed(0))
+    lam = {k: torch.linalg.svdvals(X) for k, X in mats.items()}
+    assert all(X.shape == (32, 48) for X in mats.values())
+    assert lam["rank 4 + noise"][4] < 1e-2 * lam["rank 4 + noise"][3]          # rank 4, then noise
+    assert lam["decaying spectrum"][-1] / lam["decaying spectrum"][0] < lam["gaussian"][-1] / lam["gaussian"][0]
+
+
+def test_case_summary_counts_violations_and_finds_the_worst():
+    from helpers.experiments.subspace import case_summary
+
+    rows = [dict(n=8, k=1, d=0.5, bound=0.1, exact_l2=0.3, l2_violates=True, l1_violates=False),
+            dict(n=8, k=2, d=0.5, bound=0.1, exact_l2=0.6, l2_violates=True, l1_violates=True),
+            dict(n=8, k=4, d=0.5, bound=0.2, exact_l2=0.1, l2_violates=False, l1_violates=False),
+            dict(n=8, k=6, d=0.5, bound=0.4, exact_l2=0.1, l2_violates=False, l1_violates=False)]
+    out = case_summary(rows)
+    assert (out["cases"], out["l2_violations"], out["l1_violations"]) == (4, 2, 1)
+    assert out["worst"]["k"] == 2 and out["median_looseness"] == pytest.approx(3.0)
+    assert case_summary(rows[2:])["worst"] is None

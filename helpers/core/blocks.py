@@ -7,7 +7,7 @@
 * `deescalate`: eq. (21): Y = (I − τΠ₁)X, insertable at any step of Algorithm 1.
 
 Initialisation (§2.1, §2.4): W_q, W_k uniform in (−1, 1)/√d; value maps W_k ~ N(0, c/d) with
-c = `value_scale` (see `TSEParams.value_scale` for the two readings); FFN maps Xavier; LN γ = 1, λ = 0.
+c = `value_scale` (the tse chapter discusses its two readings); FFN maps Xavier; LN γ = 1, λ = 0.
 """
 
 from __future__ import annotations
@@ -210,11 +210,3 @@ class PreNormBlock(nn.Module):
     def forward(self, X: Tensor) -> Tensor:
         return self.trace(X).Z
 
-
-def post_norm_stack(depth: int, d: int, heads: int, ffn_dim: int, **kw) -> nn.ModuleList:
-    """`depth` independent Algorithm-1 blocks (kwargs go to `PostNormBlock`)."""
-    return nn.ModuleList(PostNormBlock(d, heads, ffn_dim, **kw) for _ in range(depth))
-
-
-def pre_norm_stack(depth: int, d: int, heads: int, ffn_dim: int, **kw) -> nn.ModuleList:
-    return nn.ModuleList(PreNormBlock(d, heads, ffn_dim, **kw) for _ in range(depth))

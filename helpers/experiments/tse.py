@@ -1,19 +1,34 @@
-"""Token similarity escalation experiments (Yu & Zhang §1-3.2): the computations behind Figures 1-5."""
+"""The tse chapter (Yu & Zhang §1-3.2): token similarity escalation in random-init BERT/ALBERT
+(Figure 1) and in the synthetic post-norm, pre-norm and de-escalated stacks of §2.4 (Figures 2-5).
+
+Everything runs on CPU (small random stacks; CPU reruns are bit-identical), so `device` is not used.
+The mathematics of one trajectory is in `helpers.core.escalation`; the transformers models in
+`helpers.hf.escalation`; here are the loops over trials and τ and the numbers the chapter quotes.
+"""
 
 from __future__ import annotations
 
+import csv
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
-from torch import Tensor
 
+from ..book import results
 from ..book.params import ChapterParams, ParameterError, positive, rules
-from ..book.runtime import progress
-from ..core import measures as M
-from ..core.blocks import PostNormBlock, PreNormBlock, deescalate
+from ..book.runtime import REPO_ROOT, progress, seed_everything
+from ..core import escalation as E
+from ..core.escalation import first_block_above
+from ..data import load_glue
+from ..hf import models
+from ..hf.escalation import escalation_profile, random_encoder
+from ..hf.sts import quiet_loading
+
+PAPER_CLAIMS = REPO_ROOT / "data" / "yu_zhang_2024_claims.csv"
+#: where Figure 1's tokens come from: CoLA validation sentences, BERT's uncased WordPiece tokenizer
+TOKENIZER_MODEL = "all-MiniLM-L6-v2"
 
 
 @dataclass(frozen=True)
@@ -70,223 +85,74 @@ class Params(ChapterParams):
         if self.hf_hidden % self.hf_heads:
             raise ParameterError(f"parameter 'hf_hidden' = {self.hf_hidden} must be divisible by hf_heads")
 
+    @property
+    def other_value_scale(self) -> float:
+        """The other reading of §2.4's value-map variance: h/d when the run uses 1/d, else 1/d."""
+        return float(self.n_heads) if self.value_scale == 1.0 else 1.0
 
-STEPS = ("step 1: SA + residual", "step 2: LN", "step 3: FFN + residual", "step 4: LN")
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def random_input(n: int, d: int, seed: int, batch: tuple[int, ...] = ()) -> Tensor:
-    """X with i.i.d. N(0, 1) entries, as in §2.4."""
-    return torch.randn(*batch, n, d, generator=_gen(seed))
+    @property
+    def prenorm_trials(self) -> int:
+        return max(2, self.trials // 5)
 
 
-# ------------------------------------------------------------------ Lemma 2.4 / Prop 2.3
+def _arrays(obj: Any) -> Any:
+    """Nested lists of numbers (as JSON gives them back) as numpy arrays, ±1e308 (JSON's infinity)
+    back to ±inf; dicts kept."""
+    if isinstance(obj, dict):
+        return {k: _arrays(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple) and obj and not isinstance(obj[0], dict | str):
+        a = np.asarray(obj, dtype=float)
+        a[np.abs(a) >= 1e308] *= np.inf
+        return a
+    if isinstance(obj, float) and abs(obj) >= 1e308:
+        return math.copysign(math.inf, obj)
+    return obj
 
 
 @dataclass
-class Lemma24Check:
-    mc_xi1: float
-    mc_xi2: float
-    mc_xi1_se: float
-    mc_xi2_se: float
-    formula_xi1: float
-    formula_xi2: float
+class Result(results.Result):
+    """Every number of the chapter. Per-block arrays are numpy arrays: `figure2[k]` (trials, depth+1)
+    for t_sim / t_cos, (trials, depth, 4) for xi_ratio, (trials, depth) for delta / omega; `figure3[k]`
+    (depth,); `figure4[k]` (trials, depth); `figure5[str(tau)]` (runs, depth+1) of t_div."""
+
+    settings: dict[str, Any]                 # the Params (cache key) the result was computed with
+    prop23_max_abs_error: float
+    lemma24: dict[str, float]
+    figure1: dict[str, dict[str, Any]]       # "bert" / "albert" -> t_sim, t_cos (depth+1,), grad_norm (BERT)
+    figure2: dict[str, Any]
+    figure2_other: dict[str, Any]            # the other reading of the value-map variance
+    other_value_scale: float
+    figure3: dict[str, Any]
+    figure4: dict[str, Any]
+    figure5: dict[str, Any]
+    paper_fig5: dict[str, float]             # the paper's t_div level by str(tau) (data/yu_zhang_2024_claims.csv)
+    summary: dict[str, float | None]         # the derived numbers the tables and prose quote
+
+    def __post_init__(self) -> None:
+        for name in ("figure1", "figure2", "figure2_other", "figure3", "figure4", "figure5", "summary"):
+            setattr(self, name, _arrays(getattr(self, name)))
 
 
-def lemma24_monte_carlo(X: Tensor, P: Tensor, alpha: float, value_scale: float, draws: int, seed: int,
-                        chunk: int = 250) -> Lemma24Check:
-    """Monte Carlo over W ~ N(0, c/d) of (ξ₁, ξ₂) for Y = X + α[P_kXW_k]_k, against Lemma 2.4 / Prop. 2.9:
-    E[ξ_i] = 1 + α² d σ² μ̄_i² with d σ² = c. `P` is (h, n, n), X (n, d)."""
-    h, n, _ = P.shape
-    d = X.shape[-1]
-    g = _gen(seed)
-    PX = P @ X                                                   # (h, n, d)
-    x1s, x2s = [], []
-    for start in range(0, draws, chunk):
-        b = min(chunk, draws - start)
-        W = torch.randn(b, h, d, d // h, generator=g, dtype=X.dtype) * math.sqrt(value_scale / d)
-        SA = (PX.unsqueeze(0) @ W).transpose(1, 2).flatten(-2)   # (b, n, d)
-        x1, x2 = M.xi(X, X + alpha * SA)
-        x1s.append(x1)
-        x2s.append(x2)
-    x1, x2 = torch.cat(x1s), torch.cat(x2s)
-    f1, f2 = M.expected_xi(X, P, alpha, value_scale)
-    se = lambda v: float(v.std() / math.sqrt(v.numel()))  # noqa: E731
-    return Lemma24Check(float(x1.mean()), float(x2.mean()), se(x1), se(x2), float(f1), float(f2))
-
-
-# ------------------------------------------------------------------ Figure 2: post-norm at init
+# ------------------------------------------------------------------ loops over trials and taus
 
 
 def postnorm_trials(n: int, d: int, heads: int, depth: int, trials: int, alpha: float = 1.0,
                     value_scale: float = 1.0, ffn_mult: int = 4, seed: int = 0, tau: float | None = None,
                     deesc_place: str = "output", desc: str = "post-norm trials") -> dict[str, np.ndarray]:
-    """Run `trials` independent Algorithm-1 stacks on X ~ N(0, 1) and record, per block:
-
-    * `t_sim` (trials, depth+1): similarity of the block inputs and the final output,
-    * `xi_ratio` (trials, depth, 4): ξ₁/ξ₂ of each of the four steps of Algorithm 1 (NaN once
-      diversity is below float32 round-off),
-    * `delta`, `omega` (trials, depth): averaged over heads (eq. 12),
-    * `t_cos` (trials, depth+1).
-    """
-    ts = np.zeros((trials, depth + 1))
-    tc = np.zeros((trials, depth + 1))
-    xr = np.zeros((trials, depth, 4))
-    de = np.zeros((trials, depth))
-    om = np.zeros((trials, depth))
-    for t in progress(range(trials), desc=desc, total=trials):
-        torch.manual_seed(seed * 100_003 + t)
-        X = random_input(n, d, seed * 100_003 + t + 7)
-        with torch.no_grad():
-            for layer in range(depth):
-                blk = PostNormBlock(d, heads, ffn_mult * d, alpha=alpha, value_scale=value_scale,
-                                    tau=tau, deesc_place=deesc_place)
-                tr = blk.trace(X)
-                ts[t, layer], tc[t, layer] = float(M.t_sim(tr.X)), float(M.t_cos(tr.X))
-                pairs = ((tr.X, tr.Y1), (tr.Y1, tr.Y2), (tr.Y2, tr.Y3), (tr.Y3, tr.Y4))
-                for s, (a, b) in enumerate(pairs):
-                    x1, x2 = M.xi(a, b)
-                    # once t_div < 1e-9 in float32, ξ₂ is round-off: record NaN rather than noise
-                    ok = float(M.t_div(a)) > 1e-9 and float(M.t_div(b)) > 1e-9
-                    xr[t, layer, s] = float(x1 / x2) if ok else np.nan
-                de[t, layer] = float(M.delta(tr.P).mean())
-                om[t, layer] = float(M.omega(tr.X, tr.P).mean())
-                X = tr.Y4
-            ts[t, depth], tc[t, depth] = float(M.t_sim(X)), float(M.t_cos(X))
-    return {"t_sim": ts, "t_cos": tc, "xi_ratio": xr, "delta": de, "omega": om}
-
-
-# ------------------------------------------------------------------ Figure 3: resampling W only
-
-
-def w_resampling(n: int, d: int, heads: int, depth: int, draws: int, alpha: float = 1.0,
-                 value_scale: float = 1.0, ffn_mult: int = 4, seed: int = 0,
-                 chunk: int = 100) -> dict[str, np.ndarray]:
-    """Figure 3: one post-norm trajectory X₀ → X₁ → …; at every block ℓ keep X_ℓ and P(X_ℓ) fixed
-    and redraw only the step-1 value maps W `draws` times. Returns per block: `t_sim` of X_ℓ, the
-    sample means of ξ₁/ξ₂ − 1 and of r(X_ℓ, Y₁), Estimates 1 and 2 (eqs. 16, 17) with the
-    corresponding r-estimates 1 + E·t_sim, and the Lemma 2.4 check (MC vs formula E[ξ₁], E[ξ₂])."""
-    keys = ("t_sim", "xi_minus_1", "xi_minus_1_se", "r", "r_se", "est1", "est2", "r_est1", "r_est2",
-            "exact_ratio_minus_1", "mc_xi1", "mc_xi2", "formula_xi1", "formula_xi2")
-    out = {k: np.zeros(depth) for k in keys}
-    torch.manual_seed(seed)
-    X = random_input(n, d, seed + 7)
-    g = _gen(seed + 11)
-    with torch.no_grad():
-        for layer in progress(range(depth), desc="blocks (W resampled)", total=depth):
-            blk = PostNormBlock(d, heads, ffn_mult * d, alpha=alpha, value_scale=value_scale)
-            P = blk.attn.attention(X)                        # (h, n, n), fixed
-            PX = P @ X                                       # (h, n, d)
-            ratios, rates, x1s, x2s = [], [], [], []
-            for start in range(0, draws, chunk):
-                b = min(chunk, draws - start)
-                W = torch.randn(b, heads, d, d // heads, generator=g) * math.sqrt(value_scale / d)
-                Y1 = X + alpha * (PX.unsqueeze(0) @ W).transpose(1, 2).flatten(-2)   # (b, n, d)
-                x1, x2 = M.xi(X, Y1)
-                ratios.append(x1 / x2)
-                rates.append(M.escalation_rate(X, Y1))
-                x1s.append(x1)
-                x2s.append(x2)
-            ratio, rate = torch.cat(ratios), torch.cat(rates)
-            ts = float(M.t_sim(X))
-            f1, f2 = M.expected_xi(X, P, alpha, value_scale)
-            e1 = float(M.estimate1(X, P, alpha))
-            e2 = float(M.estimate2(P, head_axis=True))
-            vals = dict(t_sim=ts, xi_minus_1=float(ratio.mean() - 1),
-                        xi_minus_1_se=float(ratio.std() / math.sqrt(draws)),
-                        r=float(rate.mean()), r_se=float(rate.std() / math.sqrt(draws)), est1=e1, est2=e2,
-                        r_est1=1 + e1 * ts, r_est2=1 + e2 * ts, exact_ratio_minus_1=float(f1 / f2 - 1),
-                        mc_xi1=float(torch.cat(x1s).mean()), mc_xi2=float(torch.cat(x2s).mean()),
-                        formula_xi1=float(f1), formula_xi2=float(f2))
-            for k, v in vals.items():
-                out[k][layer] = v
-            X = blk(X)
-    return out
-
-
-# ------------------------------------------------------------------ Figure 4: pre-norm
+    """`trials` independent Algorithm-1 stacks (`core.escalation.postnorm_trajectory`, trial t with
+    seed seed·100003 + t), stacked: t_sim, t_cos (trials, depth+1), xi_ratio (trials, depth, 4),
+    delta, omega (trials, depth)."""
+    runs = [E.postnorm_trajectory(n, d, heads, depth, seed * 100_003 + t, alpha, value_scale, ffn_mult, tau,
+                                  deesc_place) for t in progress(range(trials), desc=desc, total=trials)]
+    return {k: np.stack([r[k] for r in runs]) for k in runs[0]}
 
 
 def prenorm_trials(n: int, d: int, heads: int, depth: int, trials: int, alpha: float = 1.0,
                    value_scale: float = 1.0, ffn_mult: int = 4, seed: int = 0) -> dict[str, np.ndarray]:
-    """Figure 4: per block of an eq.-(19) stack, t_sim of the input and the Frobenius norms of
-    X, X̂ = LN(X) and P(X̂)X̂W, each (trials, depth)."""
-    out = {k: np.zeros((trials, depth)) for k in ("t_sim", "norm_X", "norm_Xhat", "norm_attn")}
-    for t in progress(range(trials), desc="pre-norm trials", total=trials):
-        torch.manual_seed(seed * 100_003 + t)
-        X = random_input(n, d, seed * 100_003 + t + 7)
-        with torch.no_grad():
-            for layer in range(depth):
-                tr = PreNormBlock(d, heads, ffn_mult * d, alpha=alpha, value_scale=value_scale).trace(X)
-                out["t_sim"][t, layer] = float(M.t_sim(X))
-                out["norm_X"][t, layer] = float(X.norm())
-                out["norm_Xhat"][t, layer] = float(tr.Xhat.norm())
-                out["norm_attn"][t, layer] = float(tr.attn_out.norm())
-                X = tr.Z
-    return out
-
-
-# ------------------------------------------------------------------ Figure 1: transformers models
-
-
-def hf_model(kind: str, depth: int, hidden: int, heads: int, intermediate: int, seed: int):
-    """A randomly initialised transformers BERT or ALBERT of the given depth (no download).
-
-    BERT: `BertConfig` defaults (bert-base) with `num_hidden_layers=depth`. ALBERT: the albert-base
-    sizes (embedding 128) — the `AlbertConfig()` default is xxlarge (4096 wide), which the paper's
-    Figure 1 cannot have used at depth 100 on one GPU. Eager attention, eval mode (no dropout).
-    """
-    from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel
-
-    torch.manual_seed(seed)
-    common = dict(num_hidden_layers=depth, hidden_size=hidden, num_attention_heads=heads,
-                  intermediate_size=intermediate, attn_implementation="eager")
-    if kind == "bert":
-        model = BertModel(BertConfig(**common))
-    elif kind == "albert":
-        model = AlbertModel(AlbertConfig(embedding_size=128, **common))
-    else:
-        raise ValueError(f"kind {kind!r}: use 'bert' or 'albert'")
-    return model.eval()
-
-
-def hf_escalation(model, input_ids: Tensor, attention_mask: Tensor, grad: bool = True) -> dict[str, np.ndarray]:
-    """Figure 1: t_sim and t_cos of every hidden state (embedding output = block 0), averaged over
-    the batch with padding masked, and — when `grad` — the gradient norm of each encoder layer's
-    parameters for a token-reconstruction loss: cross-entropy of logits H_last Eᵀ (E the word
-    embedding table, as a tied MLM decoder without its transform) against the input tokens, over
-    real tokens. The paper does not name its loss; this one depends on every layer, whereas a
-    function of ‖H_last‖ alone would be flattened by the final LayerNorm."""
-    model.zero_grad(set_to_none=True)
-    with torch.set_grad_enabled(grad):
-        out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
-        hs = out.hidden_states
-        mask = attention_mask.bool()
-        ts = np.array([float(M.t_sim(h.detach(), mask).mean()) for h in hs])
-        tc = np.array([float(M.t_cos(h.detach(), mask).mean()) for h in hs])
-        res = {"t_sim": ts, "t_cos": tc}
-        if grad:
-            emb = model.get_input_embeddings().weight                        # (vocab, d or e)
-            last = hs[-1][mask]                                              # (real tokens, d)
-            if last.shape[-1] != emb.shape[-1]:
-                raise ValueError("token-reconstruction loss needs hidden size == embedding size")
-            loss = torch.nn.functional.cross_entropy(last @ emb.T, input_ids[mask])
-            loss.backward()
-            layers = _encoder_layers(model)
-            gn = [math.sqrt(sum(float(p.grad.square().sum()) for p in lay.parameters() if p.grad is not None))
-                  for lay in layers]
-            res["grad_norm"] = np.array(gn)
-    return res
-
-
-def _encoder_layers(model) -> list:
-    enc = model.encoder
-    if hasattr(enc, "layer"):
-        return list(enc.layer)
-    return list(enc.albert_layer_groups)  # ALBERT: one shared group
+    """Figure 4: `trials` eq.-(19) stacks (`core.escalation.prenorm_trajectory`), each key (trials, depth)."""
+    runs = [E.prenorm_trajectory(n, d, heads, depth, seed * 100_003 + t, alpha, value_scale, ffn_mult)
+            for t in progress(range(trials), desc="pre-norm trials", total=trials)]
+    return {k: np.stack([r[k] for r in runs]) for k in runs[0]}
 
 
 def deescalated_diversity(n: int, d: int, heads: int, depth: int, runs: int, taus: tuple[float, ...],
@@ -294,13 +160,90 @@ def deescalated_diversity(n: int, d: int, heads: int, depth: int, runs: int, tau
                           seed: int = 0) -> dict[float, np.ndarray]:
     """Figure 5: token diversity t_div of each block output with de-escalation (eq. 21) after each
     block, for every τ; returns {τ: (runs, depth+1)} (column 0 is the input)."""
+    return {tau: 1 - postnorm_trials(n, d, heads, depth, runs, alpha, value_scale, ffn_mult, seed, tau=tau,
+                                     deesc_place="output", desc=f"tau={tau}")["t_sim"] for tau in taus}
+
+
+def figure1(p: Params) -> dict[str, dict[str, np.ndarray]]:
+    """Random-init BERT and ALBERT of depth `hf_depth` on `hf_batch` CoLA validation sentences (every
+    8th), padded to `hf_seq_len` with BERT's uncased tokenizer; gradient norms for BERT only."""
+    with quiet_loading():
+        tokenizer = models.load(TOKENIZER_MODEL).tokenizer
+    sentences = load_glue("CoLA", "validation").sentence1[: p.hf_batch * 8][::8][: p.hf_batch]
+    enc = tokenizer(sentences, padding="max_length", truncation=True, max_length=p.hf_seq_len, return_tensors="pt")
     out = {}
-    for tau in taus:
-        r = postnorm_trials(n, d, heads, depth, runs, alpha, value_scale, ffn_mult, seed, tau=tau,
-                            deesc_place="output", desc=f"tau={tau}")
-        out[tau] = 1 - r["t_sim"]
+    for kind in ("bert", "albert"):
+        model = random_encoder(kind, p.hf_depth, p.hf_hidden, p.hf_heads, p.hf_intermediate, p.seed)
+        ids = enc["input_ids"].clamp(max=model.config.vocab_size - 1)
+        out[kind] = escalation_profile(model, ids, enc["attention_mask"], grad=(kind == "bert"))
+        out[kind]["real_tokens"] = int(enc["attention_mask"].sum())
+        del model
     return out
 
 
-__all__ = ["STEPS", "random_input", "lemma24_monte_carlo", "postnorm_trials", "w_resampling",
-           "prenorm_trials", "hf_model", "hf_escalation", "deescalated_diversity", "deescalate"]
+def paper_levels() -> dict[str, float]:
+    """The paper's token-diversity levels of Figure 5 by τ (as `str(float(tau))`), from
+    data/yu_zhang_2024_claims.csv."""
+    with open(PAPER_CLAIMS, encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["figure"] == "Figure 5"]
+    return {str(float(r["quantity"].rsplit("=", 1)[1])): float(r["value"]) for r in rows}
+
+
+def summarise(fig1: dict, fig2: dict, fig2_other: dict, fig3: dict, fig4: dict, fig5: dict) -> dict[str, float | None]:
+    """The derived numbers of the chapter's tables and prose."""
+    gn = np.asarray(fig1["bert"]["grad_norm"])
+    with warnings.catch_warnings():     # blocks where every trial is NaN (diversity below round-off)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        xr, xa = np.nanmean(fig2["xi_ratio"], 0), np.nanmean(fig2_other["xi_ratio"], 0)
+    late = fig3["t_sim"] > 0.9
+    s: dict[str, float | None] = {
+        "bert_tsim_last": float(fig1["bert"]["t_sim"][-1]), "bert_tcos_last": float(fig1["bert"]["t_cos"][-1]),
+        "albert_tsim_last": float(fig1["albert"]["t_sim"][-1]),
+        "albert_tcos_last": float(fig1["albert"]["t_cos"][-1]),
+        "grad_min": float(gn.min()), "grad_max": float(gn.max()), "grad_layers": len(gn),
+        "grad_factor": float((gn.max() / gn.min()) ** (1 / max(1, len(gn) - 1))),
+        "step1_ratio_first": float(xr[0, 0]), "step1_ratio_first_other": float(xa[0, 0]),
+        "other_steps_ratio": float(np.nanmean(xr[:, 1:])), "other_steps_ratio_other": float(np.nanmean(xa[:, 1:])),
+        "step3_ratio_first": float(xr[0, 2]), "step3_ratio_first_other": float(xa[0, 2]),
+        "first_block_above_099": first_block_above(fig2["t_sim"]),
+        "first_block_above_099_other": first_block_above(fig2_other["t_sim"]),
+        "postnorm_tsim_last": float(fig2["t_sim"][:, -1].mean()),
+        "err_est1": float(np.abs(fig3["est1"] - fig3["xi_minus_1"]).mean()),
+        "err_est2": float(np.abs(fig3["est2"] - fig3["xi_minus_1"]).mean()),
+        "lemma24_max_rel_err": float(np.max(np.abs(fig3["mc_xi1"] - fig3["formula_xi1"]) / fig3["formula_xi1"])),
+        "late_contraction": float((1 / fig3["r"][late]).mean()) if late.any() else math.nan,
+        "prenorm_tsim_last": float(fig4["t_sim"][:, -1].mean()),
+        "prenorm_normX_first": float(fig4["norm_X"][:, 0].mean()),
+        "prenorm_normX_last": float(fig4["norm_X"][:, -1].mean()),
+        "prenorm_normXhat": float(fig4["norm_Xhat"].mean()),
+        "prenorm_normattn": float(fig4["norm_attn"].mean()),
+    }
+    for tau, tdiv in fig5.items():
+        s[f"tdiv_last_tau_{tau}"] = float(tdiv[:, -1].mean())
+        s[f"tdiv_last_sd_tau_{tau}"] = float(tdiv[:, -1].std())
+    return s
+
+
+def run(p: Params) -> Result:
+    """Every computation of the chapter, in the order of its sections (about 200 s at `book` scale)."""
+    seed_everything(p.seed)
+    synth = dict(n=p.n_tokens, d=p.d_model, heads=p.n_heads, alpha=p.alpha, ffn_mult=p.ffn_mult, seed=p.seed)
+    lemma = E.lemma24_at_init(p.n_tokens, p.d_model, p.n_heads, p.alpha, p.value_scale, p.lemma_trials, p.seed,
+                              p.ffn_mult)
+    fig1 = figure1(p)
+    fig2 = postnorm_trials(depth=p.depth, trials=p.trials, value_scale=p.value_scale, **synth)
+    fig2_other = postnorm_trials(depth=p.depth, trials=p.trials, value_scale=p.other_value_scale,
+                                 desc="other reading", **synth)
+    fig3 = E.w_resampling(depth=p.depth, draws=p.w_trials, value_scale=p.value_scale, **synth)
+    fig4 = prenorm_trials(depth=p.prenorm_depth, trials=p.prenorm_trials, value_scale=p.value_scale, **synth)
+    fig5 = {str(t): v for t, v in deescalated_diversity(depth=p.deesc_depth, runs=p.deesc_runs, taus=p.taus,
+                                                         value_scale=p.value_scale, **synth).items()}
+    return Result(
+        settings=p.cache_key(), prop23_max_abs_error=E.prop23_error(p.n_tokens, p.d_model, p.seed),
+        lemma24=dict(lemma.__dict__), figure1=fig1, figure2=fig2, figure2_other=fig2_other,
+        other_value_scale=p.other_value_scale, figure3=fig3, figure4=fig4, figure5=fig5, paper_fig5=paper_levels(),
+        summary=summarise(fig1, fig2, fig2_other, fig3, fig4, fig5))
+
+
+__all__ = ["Params", "Result", "run", "postnorm_trials", "prenorm_trials", "deescalated_diversity", "figure1",
+           "summarise"]

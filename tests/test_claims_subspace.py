@@ -1,0 +1,56 @@
+"""The subspace chapter's central claims (Yan et al. §3, Appendix A), asserted on its `ci`-scale result."""
+
+import numpy as np
+import pytest
+
+from helpers.experiments import subspace
+
+
+@pytest.fixture(scope="module")
+def res():
+    return subspace.run(subspace.Params.resolve("ci"))
+
+
+def test_result_round_trips_through_json(res):
+    again = subspace.Result.from_json(res.to_json())
+    assert again.cdf_stats == res.cdf_stats and again.appendix_a_summary == res.appendix_a_summary
+    assert np.array_equal(again.cdf_values["pretrained"][-1], res.cdf_values["pretrained"][-1])
+
+
+def test_theorem_holds_and_is_nearly_attained_on_random_matrices(res):
+    assert all(r["worst_slack_rel"] <= 1e-10 for r in res.random)
+    assert all(r["max_ratio"] <= 1 + 1e-10 for r in res.random)
+    assert max(r["max_ratio"] for r in res.random) > 0.85          # the constant can hardly be improved
+    assert all(r["median_ratio"] < r["max_ratio"] for r in res.random)
+
+
+def test_theorem_holds_on_real_hidden_states_and_is_loose_on_average(res):
+    assert len(res.real_model) == res.n_hidden_states
+    assert all(r["worst_slack_rel"] <= 1e-10 for r in res.real_model)
+    assert all(r["max_ratio"] > 0.9 and r["median_ratio"] < 0.7 for r in res.real_model)
+
+
+def test_eq8_is_not_an_upper_bound_but_the_tail_decays_in_k(res):
+    summ = res.appendix_a_summary
+    assert summ["l2_violations"] > 0 and summ["worst"]["exact_l2"] > summ["worst"]["bound"]
+    rows = res.appendix_a
+    for n in res.settings["sphere_dims"]:
+        for d in res.settings["radii"]:
+            exact = [r["exact_l2"] for r in rows if r["n"] == n and r["d"] == d]
+            assert np.all(np.diff(exact) <= 1e-12), (n, d)       # falls with k
+    samples = res.settings["mc_samples"]
+    for r in rows:                                              # the Monte Carlo agrees with the exact value
+        se = np.sqrt(r["exact_l2"] * (1 - r["exact_l2"]) / samples)
+        assert abs(r["mc_l2"] - r["exact_l2"]) < 5 * se + 5 / samples
+        assert r["mc_l1"] <= r["mc_l2"] + 1e-12                 # ‖·‖₁ ≥ ‖·‖₂: the ℓ1 event is smaller
+
+
+def test_training_lowers_the_median_singular_value_and_raises_uniformity(res):
+    pre = [r for r in res.cdf_stats if r["model"] == "pretrained"]
+    twin = [r for r in res.cdf_stats if r["model"] == "untrained twin"]
+    assert pre[-1]["median"] < pre[0]["median"] - 0.1
+    assert pre[-1]["skewness"] > pre[0]["skewness"]
+    assert pre[-1]["token_uni"] > pre[0]["token_uni"]
+    assert abs(twin[-1]["median"] - twin[0]["median"]) < abs(pre[-1]["median"] - pre[0]["median"])
+    second = res.second_task_stats
+    assert second[-1]["median"] < second[0]["median"] and second[-1]["token_uni"] > second[0]["token_uni"]
