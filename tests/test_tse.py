@@ -12,6 +12,7 @@ from helpers.core import escalation as E
 from helpers.core import measures as M
 from helpers.experiments import tse
 from helpers.hf import escalation as H
+from helpers.hf.walk import transformer_layers
 
 
 def test_trials_are_independent_trajectories_with_derived_seeds():
@@ -78,7 +79,7 @@ def test_first_block_above():
 @pytest.mark.parametrize("kind, layers", [("bert", 2), ("albert", 1)])
 def test_random_encoder_profile(kind, layers):
     model = H.random_encoder(kind, depth=2, hidden=32, heads=2, intermediate=64, seed=0)
-    assert len(H.encoder_layers(model)) == layers
+    assert len(transformer_layers(model)) == layers
     ids = torch.randint(5, 100, (2, 6), generator=torch.Generator().manual_seed(0))
     mask = torch.ones(2, 6, dtype=torch.long)
     mask[1, 4:] = 0

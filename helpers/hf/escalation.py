@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from ..core import measures as M
+from .walk import transformer_layers
 
 
 def random_encoder(kind: str, depth: int, hidden: int, heads: int, intermediate: int, seed: int):
@@ -31,14 +32,6 @@ def random_encoder(kind: str, depth: int, hidden: int, heads: int, intermediate:
     else:
         raise ValueError(f"kind {kind!r}: use 'bert' or 'albert'")
     return model.eval()
-
-
-def encoder_layers(model) -> list:
-    """The encoder blocks of a BERT (each layer) or an ALBERT (its one shared layer group)."""
-    enc = model.encoder
-    if hasattr(enc, "layer"):
-        return list(enc.layer)
-    return list(enc.albert_layer_groups)
 
 
 def escalation_profile(model, input_ids: Tensor, attention_mask: Tensor, grad: bool = True) -> dict[str, np.ndarray]:
@@ -64,9 +57,9 @@ def escalation_profile(model, input_ids: Tensor, attention_mask: Tensor, grad: b
             loss = torch.nn.functional.cross_entropy(last @ emb.T, input_ids[mask])
             loss.backward()
             gn = [math.sqrt(sum(float(p.grad.square().sum()) for p in lay.parameters() if p.grad is not None))
-                  for lay in encoder_layers(model)]
+                  for lay in transformer_layers(model)]
             res["grad_norm"] = np.array(gn)
     return res
 
 
-__all__ = ["random_encoder", "encoder_layers", "escalation_profile"]
+__all__ = ["random_encoder", "escalation_profile"]
