@@ -1,6 +1,6 @@
 """SoftDecay fine-tuning on GLUE (Yan et al. §5.2, App. B, D.1): the trainable layer on every
 architecture, its placement, padding independence, finite gradients at degenerate spectra,
-resume after a kill, ExpDecay, metrics."""
+ExpDecay, metrics, the chapter's tables (resume after a kill: tests/test_train.py)."""
 
 import math
 
@@ -14,6 +14,8 @@ from helpers.core.softdecay import expdecay_penalty, softdecay_transform
 from helpers.data import glue as glue_data
 from helpers.experiments import glue
 from helpers.experiments.glue import Params as GlueParams
+from helpers.figures import glue as glue_fig
+from helpers.hf import glue as glue_hf
 from helpers.hf import models as Mo
 from helpers.hf import softdecay_layer
 from helpers.train import glue as glue_train
@@ -21,7 +23,7 @@ from helpers.train import glue as glue_train
 
 def tiny(kind: str):
     """A small random model of each architecture the paper fine-tunes (with a 2-class head), no dropout."""
-    return glue.tiny_classifier(kind, hidden=32, layers=3, vocab=120, max_positions=80, dropout=0.0)
+    return glue_hf.tiny_classifier(kind, hidden=32, layers=3, vocab=120, max_positions=80, dropout=0.0)
 
 
 def batch(seed=0, B=3, L=12, lengths=(12, 7, 4)):
@@ -153,36 +155,6 @@ def rte_small():
     return tok, tr, ev
 
 
-def test_resume_after_kill_gives_the_same_numbers(tmp_path, rte_small):
-    tok, tr, ev = rte_small
-    from transformers import BertConfig, BertForSequenceClassification
-
-    def factory():
-        cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                         intermediate_size=64, max_position_embeddings=64, num_labels=2)
-        return BertForSequenceClassification(cfg), tok      # dropout on: the RNG state must be restored too
-
-    cfg = glue_train.FinetuneConfig(task="RTE", variant="softdecay", epochs=3, batch=8, lr=1e-3, alpha_lr=2e-2,
-                              max_length=24, seed=3)
-    full = glue_train.finetune(cfg, tr, ev, checkpoint=tmp_path / "a.pt", device="cpu", model_factory=factory,
-                         keep_model=True)
-    part = glue_train.finetune(cfg, tr, ev, checkpoint=tmp_path / "b.pt", stop_after_epochs=1, device="cpu",
-                         model_factory=factory)
-    assert part["epoch"] == [1]
-    torch.manual_seed(12345)                                  # a new process: other RNG state
-    resumed = glue_train.finetune(cfg, tr, ev, checkpoint=tmp_path / "b.pt", device="cpu", model_factory=factory,
-                            keep_model=True)
-    assert resumed["epoch"] == [1, 2, 3]
-    np.testing.assert_allclose(resumed["train_loss"], full["train_loss"], rtol=1e-6)
-    np.testing.assert_allclose(resumed["alpha"], full["alpha"], rtol=1e-6)
-    assert full["alpha"][-1] != pytest.approx(-0.5, abs=1e-4)     # α actually moved
-    for a, b in zip(full["_model"].state_dict().values(), resumed["_model"].state_dict().values(), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
-    other = glue_train.FinetuneConfig(**{**cfg.__dict__, "lr": 5e-4})
-    with pytest.raises(ValueError, match="other settings"):
-        glue_train.finetune(other, tr, ev, checkpoint=tmp_path / "b.pt", device="cpu", model_factory=factory)
-
-
 def test_expdecay_penalty_by_hand():
     """γ_e Σ_k (λ_k − c1 e^{−c2 k^γ}) on a matrix with known singular values; padding rows excluded."""
     s = torch.tensor([4.0, 2.0, 1.0])
@@ -284,3 +256,34 @@ def test_paper_gains_match_table_2():
     g = glue.paper_gains().set_index(["task", "metric"])["gain %"]
     assert g[("RTE", "acc")] == pytest.approx(100 * (68.23 - 64.98) / 64.98)
     assert g.idxmax() == ("RTE", "acc") and g.min() == pytest.approx(100 * (89.65 - 89.50) / 89.50)
+
+
+def test_architecture_check_reports_the_surgery():
+    rows = {r["architecture"]: r for r in glue_hf.architecture_check(seed=0)}
+    assert set(rows) == set(glue_hf.ARCHITECTURES)
+    for r in rows.values():
+        assert r["all gradients finite"] and r["earlier layers untouched"] and r["dL/dα"] != 0.0
+
+
+def test_alpha_table_means_and_spreads_over_seeds():
+    def run(alphas):
+        return {"epoch": [1, 2], "alpha": alphas}
+
+    grid = {("m", "RTE", "softdecay", -0.5, 0): run([-0.4, -0.3]),
+            ("m", "RTE", "softdecay", -0.5, 1): run([-0.6, -0.5]),
+            ("m", "RTE", "baseline", None, 0): run([None, None])}
+    t = glue.alpha_table(grid).iloc[0]
+    assert t["α after epoch 1 mean"] == pytest.approx(-0.5) and t["α after epoch 2 mean"] == pytest.approx(-0.4)
+    assert t["α after epoch 2 sd"] == pytest.approx(math.sqrt(0.02))
+
+
+def test_tables_survive_the_json_round_trip():
+    """NaN (a single seed's sd, a missing paper cell) is stored as null and read back as NaN."""
+    from helpers.book.results import _jsonable
+
+    table = glue.summary_table({("tiny", "RTE", "baseline", None, 0): _fake_run(50.0, 0.1),
+                                ("tiny", "RTE", "softdecay", -0.5, 0): _fake_run(55.0, 0.2, (0.01, 0.2))})
+    back = glue_fig.frame(_jsonable(table.to_dict("records")))
+    assert np.isnan(back.loc[0, "baseline sd"]) and back.loc[0, "softdecay (-0.5)"] == 55.0
+    shown = glue_fig.format_pm(back)
+    assert shown.loc[0, "baseline"] == "50.00" and shown.loc[0, "softdecay (-0.5) Δ%"] == "+10.00"

@@ -248,14 +248,6 @@ def whitening_apply(X: Tensor, mu: Tensor, W: Tensor) -> Tensor:
     return (X - mu) @ W
 
 
-def deescalate_rows(X: Tensor, tau: float = 1.0) -> Tensor:
-    """(I − τΠ₁)X over the rows of a sentence-embedding matrix: Yu & Zhang eq. (21) used as a
-    post-processing baseline (τ = 1 removes the mean embedding)."""
-    if not 0 < tau <= 1:
-        raise ValueError(f"tau must lie in (0, 1], got {tau}")
-    return X - tau * X.mean(-2, keepdim=True)
-
-
 def expdecay_penalty(H: Tensor, mask: Tensor | None = None, c1: float = 1.0, c2: float = 1.0, gamma: float = 2.0,
                      gamma_e: float = 1e-4, squared: bool = False) -> Tensor:
     """ExpDecay regulariser (Yan et al. App. D.1, after Wang et al. 2020): γ_e Σ_k (λ_k − c1 e^{−c2 k^γ})
@@ -274,4 +266,4 @@ def expdecay_penalty(H: Tensor, mask: Tensor | None = None, c1: float = 1.0, c2:
 
 
 __all__ = ["expdecay_penalty", "softdecay", "softdecay_transform", "softdecay_loop_reference", "SoftDecay",
-           "SoftDecayDomainError", "whitening_fit", "whitening_apply", "deescalate_rows"]
+           "SoftDecayDomainError", "whitening_fit", "whitening_apply"]

@@ -1,21 +1,30 @@
-"""Unsupervised STS with SoftDecay (Yan et al. §5.1, App. B-C): encoding with the authors' pooling
-and its corrected variants, the post-processing methods, Spearman scoring, and an encoder with
-the sentence-transformers `encode` interface."""
+"""The STS chapter (Yan et al. §5.1, App. B-C): SoftDecay and its baselines on unsupervised STS, per
+model through the results cache — Table 1 scores, the α sweep, Table 4's uniformity metrics, LSDS
+(Fig. 6), per-layer singular values (Fig. 3) and t-SNE maps (Fig. 4). The mathematics is
+`helpers.core.sts`; the encoder pass `helpers.hf.sts`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 import numpy as np
+import pandas as pd
 import torch
-from scipy import stats
 from torch import Tensor
 
+from ..book import results
 from ..book.params import ChapterParams, nonneg, positive, rules
-from ..book.runtime import progress
-from ..core import measures as M
-from ..core.softdecay import deescalate_rows, softdecay_transform, whitening_apply, whitening_fit
+from ..book.runtime import REPO_ROOT, seed_everything
+from ..core.softdecay import softdecay_transform
+from ..core.sts import METHODS, apply_method, lsds_score, pool, spearman100, uniformity_metrics
+from ..data import load_sts
+from ..hf import models as hm
+from ..hf.sts import SoftDecayEncoder, encode, quiet_loading
+
+STS_DATASETS = ("STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R")
+DEMO_SENTENCES = {"guitar": "A man is playing a guitar.", "instrument": "Someone plays an instrument.",
+                  "stocks": "The stock market fell."}
 
 
 @dataclass(frozen=True)
@@ -23,9 +32,9 @@ class Params(ChapterParams):
     """Yan et al. §5.1, App. B-C: SoftDecay on unsupervised STS (Table 1, Table 4, Figures 3, 4, 6)."""
 
     models: tuple[str, ...] = ("all-MiniLM-L6-v2",)
-    datasets: tuple[str, ...] = ("STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R")
-    source: str = "whiteningbert"
-    pooling: str = "first_last"
+    datasets: tuple[Literal["STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R"], ...] = STS_DATASETS
+    source: Literal["whiteningbert", "official", "hub"] = "whiteningbert"
+    pooling: Literal["first_last", "first_last_l1", "last", "cls"] = "first_last"
     alpha: float = -0.6
     alphas: tuple[float, ...] = (-0.2, -0.4, -0.6, -0.8, -1.0)
     tau: float = 1.0
@@ -43,11 +52,7 @@ class Params(ChapterParams):
     }
     RULES: ClassVar = rules(
         models=(lambda v: len(v) > 0, "needs at least one model"),
-        datasets=(lambda v: len(v) > 0 and all(d in ("STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R")
-                                               for d in v), "each must be one of STS-B, STS12..STS16, SICK-R"),
-        source=(lambda v: v in ("whiteningbert", "official", "hub"), "must be whiteningbert, official or hub"),
-        pooling=(lambda v: v in ("first_last", "first_last_l1", "last", "cls"),
-                 "must be first_last, first_last_l1, last or cls"),
+        datasets=(lambda v: len(v) > 0, "needs at least one dataset"),
         alpha=(lambda v: -1.0 <= v < 0, "must lie in [-1, 0) (the paper's range; eq. 2 is undefined at 0)"),
         alphas=(lambda v: len(v) > 0 and all(-1.0 <= a < 0 for a in v), "every alpha must lie in [-1, 0)"),
         tau=(lambda v: 0 < v <= 1, "must lie in (0, 1] (eq. 21)"),
@@ -56,194 +61,37 @@ class Params(ChapterParams):
     )
 
 
-POOLINGS = ("first_last", "first_last_l1", "last", "cls")
-METHODS = ("vanilla", "whitening", "whitening-256", "de-escalation", "SoftDecay (sentence)", "SoftDecay (token)")
-
-
 @dataclass
-class Encoded:
-    """Per sentence: the masked mean of every layer (N, layers, d), the last layer's [CLS] (N, d),
-    and the masked mean of the last layer after token-level SoftDecay (N, d)."""
+class Result(results.Result):
+    """Everything the chapter shows. `runs[model]` holds, per dataset: `table1` (Spearman ×100 per
+    method), `alpha_sweep` (per α of sentence-level SoftDecay), `table4` (EV1, RBF_dis, TokenUni of
+    vanilla / whitening / SoftDecay), `lsds` (whitening / SoftDecay), `pairs`; and `cdf` (per-layer
+    singular values before/after SoftDecay, STS-B) and `tsne` (Fig. 4 panels, STS15) when those sets
+    were run. `averages[model][method]` is the Table 1 mean over the sets (NaN rows excluded)."""
 
-    layer_means: Tensor
-    cls_last: Tensor
-    token_sd_last: Tensor | None
-
-
-@torch.no_grad()
-def encode(loaded, texts: list[str], max_length: int = 128, batch_size: int = 32, token_alpha: float | None = -0.6,
-           desc: str = "encode") -> Encoded:
-    """Run the model once over `texts` (batched by length) and keep only pooled quantities.
-    With `token_alpha`, Algorithm 1 is applied to each sentence's last-layer token matrix (real
-    tokens only, `helpers.softdecay`) before pooling — SoftDecay at the token level, as §4.3 states."""
-    model, tok = loaded.model, loaded.tokenizer
-    dev = next(model.parameters()).device
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    means, cls, tsd = [], [], []
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    for idx in progress(batches, desc=desc, total=len(batches)):
-        enc = tok([texts[i] for i in idx], padding=True, truncation=True, max_length=max_length,
-                  return_tensors="pt").to(dev)
-        hs = model(**enc, output_hidden_states=True).hidden_states
-        mask = enc["attention_mask"].bool()
-        means.append(torch.stack([M.row_mean(h.float(), mask) for h in hs], 1).cpu())   # (b, layers, d)
-        cls.append(hs[-1][:, 0].float().cpu())
-        if token_alpha is not None:
-            tsd.append(M.row_mean(softdecay_transform(hs[-1].float(), token_alpha, mask), mask).cpu())
-    inv = torch.empty(len(order), dtype=torch.long)
-    inv[torch.tensor(order)] = torch.arange(len(order))
-    return Encoded(torch.cat(means)[inv], torch.cat(cls)[inv], torch.cat(tsd)[inv] if tsd else None)
-
-
-def pool(e: Encoded, pooling: str = "first_last", token_level: bool = False) -> Tensor:
-    """Sentence embeddings (N, d). `first_last`: mean over real tokens of (h₀ + h_L)/2, the authors'
-    code (embedding output + last layer); `first_last_l1`: (h₁ + h_L)/2, as SimCSE later corrected
-    it; `last`: mean of h_L; `cls`: h_L[CLS]. `token_level` swaps h_L for its token-level SoftDecay."""
-    if pooling not in POOLINGS:
-        raise ValueError(f"pooling {pooling!r}: use one of {POOLINGS}")
-    last = e.layer_means[:, -1]
-    if token_level:
-        if e.token_sd_last is None:
-            raise ValueError("encode(..., token_alpha=...) was not run")
-        if pooling == "cls":
-            raise ValueError("token-level SoftDecay is pooled by means, not [CLS]")
-        last = e.token_sd_last
-    if pooling == "first_last":
-        return (e.layer_means[:, 0] + last) / 2
-    if pooling == "first_last_l1":
-        return (e.layer_means[:, 1] + last) / 2
-    if pooling == "last":
-        return last
-    return e.cls_last
-
-
-def spearman100(e1: Tensor, e2: Tensor, gold: list[float]) -> float:
-    """Spearman ×100 between gold scores and the cosine similarity of paired embeddings."""
-    cos = torch.nn.functional.cosine_similarity(e1.double(), e2.double(), dim=-1).numpy()
-    return float(stats.spearmanr(cos, np.asarray(gold)).statistic * 100)
-
-
-def apply_method(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6, tau: float = 1.0) -> tuple[Tensor, Tensor]:
-    """The post-processing of one row of Table 1 applied to the two sentence-embedding matrices:
-    whitening (and -256) fitted on their concatenation (WhiteningBERT); de-escalation (Yu & Zhang
-    eq. 21, τ of the mean of the concatenation removed); SoftDecay on each N × d matrix separately,
-    as the authors' code does."""
-    n = e1.shape[0]
-    both = torch.cat([e1, e2])
-    if method in ("vanilla", "SoftDecay (token)"):
-        return e1, e2
-    if method.startswith("whitening"):
-        k = 256 if method.endswith("256") else None
-        mu, W = whitening_fit(both, min(k, both.shape[1]) if k else None)
-        out = whitening_apply(both, mu, W)
-        return out[:n], out[n:]
-    if method == "de-escalation":
-        out = deescalate_rows(both, tau)
-        return out[:n], out[n:]
-    if method == "SoftDecay (sentence)":
-        return softdecay_transform(e1, alpha), softdecay_transform(e2, alpha)
-    raise ValueError(f"unknown method {method!r}; known: {METHODS}")
-
-
-def uniformity_metrics(E: Tensor) -> dict[str, float]:
-    """Table 4's uniformity metrics of a set of embeddings (N, d): EV₁ (eq. 5), log RBF_dis with
-    t = 0.5 on unit vectors (eq. 4, App. B), TokenUni (eq. 3)."""
-    return {"EV1": float(M.explained_variance(E, 1)), "RBF_dis": float(M.rbf_dis(E, t=0.5)),
-            "TokenUni": float(M.token_uni(E))}
-
-
-def lsds_score(E: Tensor, F: Tensor, k: int = 12, max_points: int = 3000, seed: int = 0) -> float:
-    """LSDS (eq. 6) with k = 12 neighbours (App. B), on unit-normalised embeddings, t = 0.5, and
-    neighbour weights normalised to sum to one (our reading of "a linear combination weighted by
-    the distance"); at most `max_points` points (a fixed random subset)."""
-    if E.shape[0] > max_points:
-        idx = torch.randperm(E.shape[0], generator=torch.Generator().manual_seed(seed))[:max_points]
-        E, F = E[idx], F[idx]
-    unit = lambda x: x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # noqa: E731
-    return float(M.lsds(unit(E.double()), unit(F.double()), k=k, t=0.5, normalise_weights=True))
-
-
-class SoftDecayEncoder:
-    """A sentence encoder with the sentence-transformers interface `encode(list[str]) -> ndarray`,
-    so MTEB or sentence-transformers users can evaluate SoftDecay like any other encoder.
-
-    `mode="token"` applies Algorithm 1 to each sentence's last-layer tokens (batch-independent);
-    `mode="sentence"` applies it to the matrix of all sentences passed in one `encode` call (as the
-    authors' STS code does per sentence set), so results depend on what is encoded together.
-    """
-
-    def __init__(self, loaded, alpha: float = -0.6, pooling: str = "first_last", mode: str = "token",
-                 max_length: int = 128, batch_size: int = 32) -> None:
-        if mode not in ("token", "sentence", "none"):
-            raise ValueError(f"mode {mode!r}: use 'token', 'sentence' or 'none'")
-        self.loaded, self.alpha, self.pooling, self.mode = loaded, alpha, pooling, mode
-        self.max_length, self.batch_size = max_length, batch_size
-
-    def encode(self, sentences: list[str], batch_size: int | None = None, convert_to_numpy: bool = True,
-               **_: object) -> np.ndarray | Tensor:
-        if isinstance(sentences, str):
-            sentences = [sentences]
-        e = encode(self.loaded, list(sentences), self.max_length, batch_size or self.batch_size,
-                   token_alpha=self.alpha if self.mode == "token" else None, desc="SoftDecayEncoder")
-        out = pool(e, self.pooling, token_level=self.mode == "token")
-        if self.mode == "sentence" and out.shape[0] > 1:
-            out = softdecay_transform(out, self.alpha)
-        return out.numpy() if convert_to_numpy else out
+    models: list[str]
+    datasets: list[str]
+    pooling: str
+    alpha: float
+    scale: str
+    runs: dict[str, dict]
+    from_cache: dict[str, bool]
+    averages: dict[str, dict[str, float]]
+    lsds_wins: dict[str, int]
+    paper_table1: list[dict] = field(default_factory=list)
+    paper_table4: list[dict] = field(default_factory=list)
+    encoder_demo: dict = field(default_factory=dict)
 
 
 def _subsample(ds, max_pairs: int, seed: int):
     if not max_pairs or len(ds) <= max_pairs:
         return ds
     idx = sorted(np.random.default_rng(seed).choice(len(ds), max_pairs, replace=False).tolist())
-    pick = lambda xs: [xs[i] for i in idx]  # noqa: E731
+
+    def pick(xs):
+        return [xs[i] for i in idx]
+
     return type(ds)(ds.name, pick(ds.sentence1), pick(ds.sentence2), pick(ds.scores), pick(ds.subsets))
-
-
-def run_model(loaded, datasets: tuple[str, ...], source: str, pooling: str, alpha: float, alphas: tuple[float, ...],
-              tau: float, max_pairs: int, max_length: int, batch_size: int, lsds_points: int, tsne_pairs: int,
-              seed: int, cdf_dataset: str = "STS-B", tsne_dataset: str = "STS15") -> dict:
-    """Everything the STS chapter shows for one model, as plain numbers (so that a `book` run can be
-    cached and committed): Table 1 scores per method and dataset, the α sweep, Table 4 metrics, LSDS
-    (Fig. 6), per-layer singular values before/after SoftDecay (Fig. 3) and t-SNE inputs (Fig. 4)."""
-    from ..data import load_sts
-
-    out: dict = {"table1": {}, "alpha_sweep": {}, "table4": {}, "lsds": {}, "pairs": {}}
-    for name in datasets:
-        ds = _subsample(load_sts(name, source), max_pairs, seed)
-        e1 = encode(loaded, ds.sentence1, max_length, batch_size, alpha, desc=f"{name} s1")
-        e2 = encode(loaded, ds.sentence2, max_length, batch_size, alpha, desc=f"{name} s2")
-        out["pairs"][name] = len(ds)
-        p1, p2 = pool(e1, pooling), pool(e2, pooling)
-        row = {}
-        for method in METHODS:
-            if method == "SoftDecay (token)":
-                if pooling == "cls":
-                    continue
-                a, b = pool(e1, pooling, True), pool(e2, pooling, True)
-            else:
-                a, b = apply_method(method, p1, p2, alpha, tau)
-            row[method] = spearman100(a, b, ds.scores)
-        out["table1"][name] = row
-        out["alpha_sweep"][name] = {str(a): spearman100(*apply_method("SoftDecay (sentence)", p1, p2, a), ds.scores)
-                                    for a in alphas}
-        both = torch.cat([p1, p2])
-        w1, w2 = apply_method("whitening", p1, p2)
-        s1, s2 = apply_method("SoftDecay (sentence)", p1, p2, alpha)
-        white, soft = torch.cat([w1, w2]), torch.cat([s1, s2])
-        out["table4"][name] = {"vanilla": uniformity_metrics(both), "whitening": uniformity_metrics(white),
-                               "SoftDecay": uniformity_metrics(soft)}
-        out["lsds"][name] = {"whitening": lsds_score(both, white, 12, lsds_points, seed),
-                             "SoftDecay": lsds_score(both, soft, 12, lsds_points, seed)}
-        if name == cdf_dataset:
-            per_layer = torch.cat([e1.layer_means, e2.layer_means])            # (2N, layers, d)
-            out["cdf"] = {"before": [torch.linalg.svdvals(per_layer[:, i].double()).tolist()
-                                     for i in range(per_layer.shape[1])],
-                          "after": [torch.linalg.svdvals(softdecay_transform(per_layer[:, i].double(), alpha)).tolist()
-                                    for i in range(per_layer.shape[1])]}
-        if name == tsne_dataset:
-            k = min(tsne_pairs, len(ds))
-            out["tsne"] = _tsne_panels(p1[:k], p2[:k], alpha, seed)
-    return out
 
 
 def _tsne_panels(p1: Tensor, p2: Tensor, alpha: float, seed: int) -> dict:
@@ -262,3 +110,88 @@ def _tsne_panels(p1: Tensor, p2: Tensor, alpha: float, seed: int) -> dict:
         panels[method] = {"xy": xy.tolist(), "n": k, **uniformity_metrics(E),
                           "LSDS": lsds_score(base, E, min(12, 2 * k - 1), 10 ** 9, seed)}
     return panels
+
+
+def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", tsne_dataset: str = "STS15") -> dict:
+    """Everything the chapter shows for one model, as plain numbers (cached and committed at `book`
+    scale): Table 1 scores per method and dataset, the α sweep, Table 4 metrics, LSDS (Fig. 6),
+    per-layer singular values before/after SoftDecay (Fig. 3) and t-SNE inputs (Fig. 4)."""
+    out: dict = {"table1": {}, "alpha_sweep": {}, "table4": {}, "lsds": {}, "pairs": {}}
+    alpha, seed = p.alpha, p.seed
+    for name in p.datasets:
+        ds = _subsample(load_sts(name, p.source), p.max_pairs, seed)
+        e1 = encode(loaded, ds.sentence1, p.max_length, p.batch_size, alpha, desc=f"{name} s1")
+        e2 = encode(loaded, ds.sentence2, p.max_length, p.batch_size, alpha, desc=f"{name} s2")
+        out["pairs"][name] = len(ds)
+        p1, p2 = pool(e1, p.pooling), pool(e2, p.pooling)
+        row = {}
+        for method in METHODS:
+            if method == "SoftDecay (token)":
+                if p.pooling == "cls":
+                    continue
+                a, b = pool(e1, p.pooling, True), pool(e2, p.pooling, True)
+            else:
+                a, b = apply_method(method, p1, p2, alpha, p.tau)
+            row[method] = spearman100(a, b, ds.scores)
+        out["table1"][name] = row
+        out["alpha_sweep"][name] = {str(a): spearman100(*apply_method("SoftDecay (sentence)", p1, p2, a), ds.scores)
+                                    for a in p.alphas}
+        both = torch.cat([p1, p2])
+        w1, w2 = apply_method("whitening", p1, p2)
+        s1, s2 = apply_method("SoftDecay (sentence)", p1, p2, alpha)
+        white, soft = torch.cat([w1, w2]), torch.cat([s1, s2])
+        out["table4"][name] = {"vanilla": uniformity_metrics(both), "whitening": uniformity_metrics(white),
+                               "SoftDecay": uniformity_metrics(soft)}
+        out["lsds"][name] = {"whitening": lsds_score(both, white, 12, p.lsds_points, seed),
+                             "SoftDecay": lsds_score(both, soft, 12, p.lsds_points, seed)}
+        if name == cdf_dataset:
+            per_layer = torch.cat([e1.layer_means, e2.layer_means])            # (2N, layers, d)
+            out["cdf"] = {"before": [torch.linalg.svdvals(per_layer[:, i].double()).tolist()
+                                     for i in range(per_layer.shape[1])],
+                          "after": [torch.linalg.svdvals(softdecay_transform(per_layer[:, i].double(), alpha)).tolist()
+                                    for i in range(per_layer.shape[1])]}
+        if name == tsne_dataset:
+            k = min(p.tsne_pairs, len(ds))
+            out["tsne"] = _tsne_panels(p1[:k], p2[:k], alpha, seed)
+    return out
+
+
+def averages(run: dict, datasets: list[str]) -> dict[str, float]:
+    """Table 1's `Avg` column: the mean over the sets of each method's score (methods not run: NaN)."""
+    out = {}
+    for method in METHODS:
+        vals = [run["table1"][d].get(method, np.nan) for d in datasets]
+        out[method] = float(np.nanmean(vals)) if np.isfinite(vals).any() else float("nan")
+    return out
+
+
+def encoder_demo(loaded, alpha: float) -> dict:
+    """Cosine similarities of three sentences under `SoftDecayEncoder(mode="token")`."""
+    emb = SoftDecayEncoder(loaded, alpha=alpha, mode="token").encode(list(DEMO_SENTENCES.values()))
+    norms = np.linalg.norm(emb, axis=1)
+    return {"labels": list(DEMO_SENTENCES), "cosine": (emb @ emb.T / np.outer(norms, norms)).tolist()}
+
+
+def run(p: Params) -> Result:
+    """Every model of `p`, each through the committed-results cache (key: the Params with `models`
+    replaced by the run's `model`), then the paper's tables and the encoder demo."""
+    seed_everything(p.seed)
+    runs, from_cache, loaded = {}, {}, {}
+
+    def compute(name: str) -> dict:
+        loaded[name] = hm.load(name)
+        return run_model(loaded[name], p)
+
+    with quiet_loading():
+        for name in p.models:
+            runs[name], from_cache[name] = results.cached(p, f"sts-{name.replace('/', '_')}",
+                                                          lambda n=name: compute(n), drop=("models",), model=name)
+        first = p.models[0]
+        demo = encoder_demo(loaded.get(first) or hm.load(first), p.alpha)
+    avgs = {m: averages(runs[m], list(p.datasets)) for m in p.models}
+    wins = {m: int(sum(v["SoftDecay"] < v["whitening"] for v in runs[m]["lsds"].values())) for m in p.models}
+    paper1 = pd.read_csv(REPO_ROOT / "data" / "yan_2022_table1.csv").to_dict("records")
+    paper4 = pd.read_csv(REPO_ROOT / "data" / "yan_2022_table4.csv").to_dict("records")
+    return Result(models=list(p.models), datasets=list(p.datasets), pooling=p.pooling, alpha=p.alpha, scale=p.scale,
+                  runs=runs, from_cache=from_cache, averages=avgs, lsds_wins=wins, paper_table1=paper1,
+                  paper_table4=paper4, encoder_demo=demo)

@@ -1,0 +1,160 @@
+"""Figures and tables of the GLUE chapter, drawn from `experiments.glue.Result`."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ..experiments.glue import Result
+from . import common
+
+CHAPTER = "glue"
+
+
+def frame(records: list[dict]) -> pd.DataFrame:
+    """Records (as read back from JSON: NaN stored as None) as a DataFrame with NaN restored."""
+    df = pd.DataFrame(records)
+    return df.astype(object).where(df.notna(), np.nan).infer_objects()
+
+
+def architecture_table(res: Result):
+    """SoftDecay inserted into four small random classifiers: loss, gradients, earlier layers untouched."""
+    return common.table(frame(res.architectures), digits=5)
+
+
+def format_pm(table: pd.DataFrame) -> pd.DataFrame:
+    """`mean ± sd` strings for display, one column per variant, Δ% and the paper's columns beside."""
+    out = table[["model", "task", "metric"]].copy()
+    variants = [c for c in table.columns if f"{c} sd" in table.columns]
+    for v in variants:
+        out[v] = [f"{m:.2f} ± {s:.2f}" if np.isfinite(s) else f"{m:.2f}"
+                  for m, s in zip(table[v], table[f"{v} sd"].astype(float), strict=True)]
+        if f"{v} Δ%" in table.columns:
+            out[f"{v} Δ%"] = table[f"{v} Δ%"].map(lambda x: f"{x:+.2f}")
+    for c in [c for c in table.columns if c.startswith("paper ") or c == "majority class"]:
+        out[c] = table[c].map(lambda x: "" if pd.isna(x) else f"{x:.2f}")
+    return out
+
+
+def summary_table(res: Result):
+    """Table 2 / Table 6 counterpart: mean ± sd over seeds, Δ% against our baseline, the paper's
+    BERT-base numbers and the majority-class floor."""
+    return common.table(format_pm(frame(res.summary)))
+
+
+def verdicts_table(res: Result):
+    """Each modified variant's difference to our baseline (points) against the larger seed spread."""
+    df = frame(res.verdicts).rename(columns={"diff": "difference (points)", "spread": "seed spread (sd)",
+                                             "beyond": "beyond the spread"})
+    return common.table(df, digits=2)
+
+
+def paper_gains_table(res: Result):
+    """The paper's BERT-base-uncased Table 2: baseline, SoftDecay and the relative gain."""
+    return common.table(frame(res.paper_gains), digits=2)
+
+
+def alpha_figure(res: Result) -> plt.Figure:
+    """The learned α per epoch of every SoftDecay run."""
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for r in res.runs:
+        if r["variant"] != "softdecay":
+            continue
+        h = r["history"]
+        ax.plot([0, *h["epoch"]], [r["alpha"], *h["alpha"]], marker="o",
+                label=f"{r['task']} α₀={r['alpha']:+.1f} seed {r['seed']}")
+    ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    ax.set_ylabel("α")
+    ax.set_title(f"Learned α ({', '.join(res.models)}, {res.scale} scale)")
+    ax.legend(fontsize=8, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return fig
+
+
+def alpha_table(res: Result):
+    return common.table(frame(res.alphas), digits=4)
+
+
+def training_curves(res: Result) -> plt.Figure:
+    """Training loss per epoch, per task, mean and spread over seeds for each variant."""
+    fig, axes = plt.subplots(1, len(res.tasks), figsize=(max(10, 4.2 * len(res.tasks)), 4), squeeze=False)
+    for ax, task in zip(axes[0], res.tasks, strict=True):
+        curves: dict[str, list] = {}
+        for r in res.runs:
+            if r["task"] == task:
+                name = r["variant"] if r["alpha"] is None else f"{r['variant']} ({r['alpha']:+.1f})"
+                curves.setdefault(name, []).append(r["history"]["train_loss"])
+        common.layer_curves(ax, {k: np.array(v) for k, v in curves.items()}, x0=1, xlabel="epoch",
+                            ylabel="training loss", title=task)
+    fig.suptitle(f"Training loss, mean and spread over {len(res.seeds)} seeds ({res.scale} scale)")
+    return fig
+
+
+def cdf_figure(res: Result) -> plt.Figure:
+    """Figures 5 and 9: per task (rows) the per-layer CDFs of normalised singular values of the
+    fine-tuned baseline, of the model fine-tuned with SoftDecay, and of the last layer just before
+    and after the SoftDecay transform inside that model (base seed)."""
+    seed = res.seeds[0]
+    fig, axes = plt.subplots(len(res.tasks), 3, figsize=(14, 3.6 * len(res.tasks)), squeeze=False)
+    for row, task in zip(axes, res.tasks, strict=True):
+        base, sd = res.run_for(task, "baseline", seed), res.run_for(task, "softdecay", seed)
+        panels = [(base, "layers", "baseline"), (sd, "layers", "with SoftDecay"),
+                  (sd, "softdecay", "last layer, inside the SoftDecay model")]
+        for ax, (r, part, title) in zip(row, panels, strict=True):
+            if r is None or part not in r["history"]["spectra"]:
+                ax.set_axis_off()
+                continue
+            rows = r["history"]["spectra"][part]
+            common.spectrum_cdfs(ax, [(x["label"], np.asarray(x["quantiles"])) for x in rows],
+                                 title=f"{task}: {title}")
+    fig.suptitle(f"Singular-value CDFs per layer after fine-tuning, {res.models[0]}, seed {seed}")
+    return fig
+
+
+def spectrum_table(res: Result):
+    """Median, skewness and TokenUni of the last layer's normalised singular values per task and
+    variant, and for SoftDecay the same just before and after the transform."""
+    return common.table(frame(res.spectrum))
+
+
+def timing_table(res: Result):
+    df = frame(res.timing).groupby(["task", "variant"], as_index=False)[["steps/epoch", "s/epoch"]].mean()
+    return common.table(df, digits=1)
+
+
+def _range(values) -> str:
+    v = [float(x) for x in values if x is not None and np.isfinite(x)]
+    if not v:
+        return "–"
+    lo, hi = min(v), max(v)
+    return f"{lo:.3f}" if abs(hi - lo) < 5e-4 else f"{lo:.3f}–{hi:.3f}"
+
+
+def publish(res: Result) -> None:
+    """Glue the figures and every number the prose quotes (`glue-*`)."""
+    from IPython.display import Markdown
+
+    common.set_theme()
+    gains = frame(res.paper_gains)
+    verdicts = frame(res.verdicts)
+    spec = frame(res.spectrum)
+    sd_rows = spec.dropna(subset=["median after SD"]) if "median after SD" in spec else spec.iloc[0:0]
+    last = {v: spec.loc[spec.variant == v, "last layer median"] for v in ("baseline", "softdecay", "expdecay")}
+    common.publish(CHAPTER, {
+        "runs": len(res.runs), "from-cache": sum(bool(r["from_cache"]) for r in res.runs),
+        "seeds": len(res.seeds), "epochs": res.epochs,
+        "train-examples": Markdown("all" if not res.train_examples else str(res.train_examples)),
+        "models": Markdown(", ".join(res.models)),
+        "gain-min": float(gains["gain %"].min()), "gain-max": float(gains["gain %"].max()),
+        "gain-max-task": Markdown(str(gains.loc[gains["gain %"].idxmax(), "task"])),
+        "beyond": int(verdicts["beyond"].sum()), "comparisons": len(verdicts),
+        "sd-median-before": Markdown(_range(sd_rows.get("median before SD", []))),
+        "sd-median-after": Markdown(_range(sd_rows.get("median after SD", []))),
+        "sd-skew-before": Markdown(_range(sd_rows.get("skew before SD", []))),
+        "sd-skew-after": Markdown(_range(sd_rows.get("skew after SD", []))),
+        **{f"median-{v}": Markdown(_range(s)) for v, s in last.items()},
+    })
+    common.figure("glue-alpha", alpha_figure(res))
+    common.figure("glue-training", training_curves(res))
+    common.figure("glue-cdfs", cdf_figure(res))

@@ -1,0 +1,90 @@
+"""Sentence encoding for STS: one pass of a loaded Hugging Face encoder that keeps only pooled
+quantities (`core.sts.TokenStates`), and `SoftDecayEncoder`, the sentence-transformers interface."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..book.runtime import progress
+from ..core import measures as M
+from ..core.softdecay import softdecay_transform
+from ..core.sts import TokenStates, pool
+
+
+@torch.no_grad()
+def encode(loaded, texts: list[str], max_length: int = 128, batch_size: int = 32, token_alpha: float | None = -0.6,
+           desc: str = "encode") -> TokenStates:
+    """Run the model once over `texts` (batched by length) and keep only pooled quantities.
+    With `token_alpha`, Algorithm 1 is applied to each sentence's last-layer token matrix (real
+    tokens only) before pooling — SoftDecay at the token level, as §4.3 states."""
+    model, tok = loaded.model, loaded.tokenizer
+    dev = next(model.parameters()).device
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    means, cls, tsd = [], [], []
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    for idx in progress(batches, desc=desc, total=len(batches)):
+        enc = tok([texts[i] for i in idx], padding=True, truncation=True, max_length=max_length,
+                  return_tensors="pt").to(dev)
+        hs = model(**enc, output_hidden_states=True).hidden_states
+        mask = enc["attention_mask"].bool()
+        means.append(torch.stack([M.row_mean(h.float(), mask) for h in hs], 1).cpu())   # (b, layers, d)
+        cls.append(hs[-1][:, 0].float().cpu())
+        if token_alpha is not None:
+            tsd.append(M.row_mean(softdecay_transform(hs[-1].float(), token_alpha, mask), mask).cpu())
+    inv = torch.empty(len(order), dtype=torch.long)
+    inv[torch.tensor(order)] = torch.arange(len(order))
+    return TokenStates(torch.cat(means)[inv], torch.cat(cls)[inv], torch.cat(tsd)[inv] if tsd else None)
+
+
+class SoftDecayEncoder:
+    """A sentence encoder with the sentence-transformers interface `encode(list[str]) -> ndarray`,
+    so MTEB or sentence-transformers users can evaluate SoftDecay like any other encoder.
+
+    `mode="token"` applies Algorithm 1 to each sentence's last-layer tokens (batch-independent);
+    `mode="sentence"` applies it to the matrix of all sentences passed in one `encode` call (as the
+    authors' STS code does per sentence set), so results depend on what is encoded together.
+    """
+
+    def __init__(self, loaded, alpha: float = -0.6, pooling: str = "first_last", mode: str = "token",
+                 max_length: int = 128, batch_size: int = 32) -> None:
+        if mode not in ("token", "sentence", "none"):
+            raise ValueError(f"mode {mode!r}: use 'token', 'sentence' or 'none'")
+        self.loaded, self.alpha, self.pooling, self.mode = loaded, alpha, pooling, mode
+        self.max_length, self.batch_size = max_length, batch_size
+
+    def encode(self, sentences: list[str], batch_size: int | None = None, convert_to_numpy: bool = True,
+               **_: object) -> np.ndarray | Tensor:
+        if isinstance(sentences, str):
+            sentences = [sentences]
+        e = encode(self.loaded, list(sentences), self.max_length, batch_size or self.batch_size,
+                   token_alpha=self.alpha if self.mode == "token" else None, desc="SoftDecayEncoder")
+        out = pool(e, self.pooling, token_level=self.mode == "token")
+        if self.mode == "sentence" and out.shape[0] > 1:
+            out = softdecay_transform(out, self.alpha)
+        return out.numpy() if convert_to_numpy else out
+
+
+@contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Silence transformers' load reports and weight-loading progress bars (they would end up in the
+    rendered book) for the duration of the block."""
+    from transformers.utils import logging as tlog
+
+    level = tlog.get_verbosity()
+    bars = tlog.is_progress_bar_enabled()
+    tlog.set_verbosity_error()
+    tlog.disable_progress_bar()
+    try:
+        yield
+    finally:
+        tlog.set_verbosity(level)
+        if bars:
+            tlog.enable_progress_bar()
+
+
+__all__ = ["encode", "SoftDecayEncoder", "quiet_loading"]

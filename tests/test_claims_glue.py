@@ -1,0 +1,56 @@
+"""The GLUE chapter's central claims, asserted on its `ci` result (tiny subsets, two epochs: claims
+about the SoftDecay layer and the bookkeeping, not about the scores)."""
+
+import numpy as np
+import pytest
+
+from helpers import experiments
+
+
+@pytest.fixture(scope="module")
+def res():
+    return experiments.glue.run(experiments.glue.Params.resolve("ci"))
+
+
+def test_the_layer_works_on_every_architecture(res):
+    """Finite loss and gradients, a gradient on α, every earlier layer untouched, on all four."""
+    assert {r["architecture"] for r in res.architectures} == {"bert", "roberta", "albert", "distilbert"}
+    for r in res.architectures:
+        assert r["all gradients finite"] and r["earlier layers untouched"]
+        assert np.isfinite(r["loss"]) and r["dL/dα"] != 0.0
+
+
+def test_softdecay_flattens_the_last_layer_spectrum_inside_the_model(res):
+    """Figure 5: just after the transform the median normalised singular value is higher and the
+    skewness lower than just before it, on every task."""
+    rows = [r for r in res.spectrum if r["variant"] == "softdecay"]
+    assert {r["task"] for r in rows} == set(res.tasks)
+    for r in rows:
+        assert r["median after SD"] > r["median before SD"], r["task"]
+        assert r["skew after SD"] < r["skew before SD"], r["task"]
+
+
+def test_alpha_is_learned_and_stays_in_its_domain(res):
+    for r in res.runs:
+        if r["variant"] == "softdecay":
+            alphas = r["history"]["alpha"]
+            assert all(-0.999 <= a <= -0.001 for a in alphas)
+            assert alphas[-1] != pytest.approx(r["alpha"], abs=1e-5)
+
+
+def test_every_run_and_comparison_is_there(res):
+    """Seeds × tasks × variants runs, each with a final score per metric; one verdict per modified
+    variant and metric; the baseline spread estimated from every seed."""
+    p = experiments.glue.Params.resolve("ci")
+    assert len(res.runs) == len(p.tasks) * p.seeds * (len(p.variants) - 1 + len(p.alphas))
+    for r in res.runs:
+        assert len(r["history"]["epoch"]) == p.epochs
+        assert all(0.0 <= v <= 100.0 for k, v in r["history"]["final"].items() if k != "loss")
+    assert len(res.verdicts) == sum(len(experiments.glue.TASK_METRICS[t]) for t in p.tasks) * 2
+    assert all(row["baseline n"] == p.seeds and np.isfinite(row["baseline sd"]) for row in res.summary)
+
+
+def test_the_paper_gains_are_largest_on_rte(res):
+    """The prose: the paper's SoftDecay gains over BERT-base are small, largest on RTE."""
+    gains = {(g["task"], g["metric"]): g["gain %"] for g in res.paper_gains}
+    assert max(gains, key=gains.get) == ("RTE", "acc") and max(gains.values()) < 6.0

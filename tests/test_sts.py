@@ -1,0 +1,127 @@
+"""Unsupervised STS (Yan et al. §5.1): pooling, the post-processing methods of Table 1, scoring, and
+the sentence encoder — properties a wrong implementation breaks."""
+
+import numpy as np
+import pytest
+import torch
+from testutil import seeded_randn
+
+from helpers.book.params import ParameterError
+from helpers.core import sts as C
+from helpers.experiments import sts
+
+
+def states(n=4, layers=3, d=8):
+    return C.TokenStates(seeded_randn(n, layers, d, seed=13), seeded_randn(n, d, seed=14), seeded_randn(n, d, seed=15))
+
+
+def test_poolings():
+    e = states()
+    torch.testing.assert_close(C.pool(e, "first_last"), (e.layer_means[:, 0] + e.layer_means[:, -1]) / 2)
+    torch.testing.assert_close(C.pool(e, "first_last_l1"), (e.layer_means[:, 1] + e.layer_means[:, -1]) / 2)
+    torch.testing.assert_close(C.pool(e, "last"), e.layer_means[:, -1])
+    torch.testing.assert_close(C.pool(e, "cls"), e.cls_last)
+    torch.testing.assert_close(C.pool(e, "first_last", token_level=True), (e.layer_means[:, 0] + e.token_sd_last) / 2)
+    with pytest.raises(ValueError, match="CLS"):
+        C.pool(e, "cls", token_level=True)
+    with pytest.raises(ValueError, match="token"):
+        C.pool(C.TokenStates(e.layer_means, e.cls_last, None), "last", token_level=True)
+
+
+def test_spearman_follows_the_gold_order():
+    e1 = seeded_randn(50, 8, seed=11)
+    gold = torch.linspace(0, 5, 50)
+    e2 = e1 + seeded_randn(50, 8, seed=12) * (5 - gold).unsqueeze(1)        # more similar when gold is high
+    assert C.spearman100(e1, e2, gold.tolist()) > 50
+    assert C.spearman100(e1, e2, (-gold).tolist()) == pytest.approx(-C.spearman100(e1, e2, gold.tolist()))
+
+
+def test_methods_do_what_table_1_says():
+    e1, e2 = seeded_randn(60, 8, seed=1) + 3, seeded_randn(60, 8, seed=2) + 3
+    a, b = C.apply_method("vanilla", e1, e2)
+    assert a is e1 and b is e2
+    a, b = C.apply_method("de-escalation", e1, e2, tau=1.0)               # the mean of both sets removed
+    torch.testing.assert_close(torch.cat([a, b]).mean(0), torch.zeros(8), atol=1e-5, rtol=0)
+    a, b = C.apply_method("de-escalation", e1, e2, tau=0.5)
+    torch.testing.assert_close(torch.cat([a, b]).mean(0), torch.cat([e1, e2]).mean(0) / 2, atol=1e-5, rtol=1e-5)
+    a, b = C.apply_method("whitening", e1, e2)                              # fitted on the concatenation
+    Y = torch.cat([a, b]).double()
+    cov = (Y - Y.mean(0)).T @ (Y - Y.mean(0)) / Y.shape[0]
+    torch.testing.assert_close(cov, torch.eye(8, dtype=torch.float64), atol=1e-3, rtol=0)
+    a, b = C.apply_method("SoftDecay (sentence)", e1 * 30, e2 * 30, alpha=-0.6)   # each set on its own
+    s_in, s_out = torch.linalg.svdvals(e1 * 30), torch.linalg.svdvals(a)
+    assert s_out[0] == pytest.approx(float(s_in[0]), rel=1e-4)              # the largest is kept
+    assert (s_out[1:] / s_out[0] > s_in[1:] / s_in[0]).all()                # the others lifted
+    with pytest.raises(ValueError, match="unknown method"):
+        C.apply_method("flow", e1, e2)
+
+
+def test_uniformity_metrics_see_a_uniform_set():
+    iso = seeded_randn(400, 16, seed=3)
+    aniso = iso * 0.1 + torch.ones(16) * 3
+    u, a = C.uniformity_metrics(iso), C.uniformity_metrics(aniso)
+    assert u["EV1"] < a["EV1"] and u["TokenUni"] < a["TokenUni"] and u["RBF_dis"] < a["RBF_dis"]
+
+
+def test_lsds_is_lower_for_a_neighbourhood_preserving_map():
+    E = seeded_randn(200, 16, seed=4)
+    scaled = E * 2.0                                         # unit-normalised: the same neighbourhoods
+    shuffled = E[torch.randperm(200, generator=torch.Generator().manual_seed(0))]
+    assert C.lsds_score(E, scaled) < C.lsds_score(E, shuffled)
+
+
+def test_subsample_is_seeded_and_keeps_pairs_together():
+    from helpers.data.loaders import STSSet
+
+    n = 40
+    ds = STSSet("x", [f"a{i}" for i in range(n)], [f"b{i}" for i in range(n)], list(range(n)), ["s"] * n)
+    a, b = sts._subsample(ds, 10, 0), sts._subsample(ds, 10, 0)
+    assert a.sentence1 == b.sentence1 and len(a.sentence1) == 10
+    assert all(s1[1:] == s2[1:] == str(g) for s1, s2, g in zip(a.sentence1, a.sentence2, a.scores, strict=True))
+    assert sts._subsample(ds, 0, 0) is ds
+
+
+def test_averages_skip_methods_not_run():
+    run = {"table1": {"A": {"vanilla": 70.0, "whitening": 60.0}, "B": {"vanilla": 80.0}}}
+    avg = sts.averages(run, ["A", "B"])
+    assert avg["vanilla"] == 75.0 and avg["whitening"] == 60.0 and np.isnan(avg["SoftDecay (token)"])
+
+
+def test_params():
+    for scale in ("ci", "book", "paper"):
+        sts.Params.resolve(scale)
+    with pytest.raises(ParameterError, match="pooling"):
+        sts.Params.resolve("ci", pooling="mean")
+    with pytest.raises(ParameterError, match="datasets"):
+        sts.Params.resolve("ci", datasets=("STS17",))
+    with pytest.raises(ParameterError, match="alpha"):
+        sts.Params.resolve("ci", alpha=0.0)
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    from helpers.hf import models
+
+    return models.load("all-MiniLM-L6-v2")
+
+
+def test_token_mode_encoder_is_batch_independent(minilm):
+    """`mode="token"` transforms each sentence's own tokens: encoding together or alone agrees;
+    `mode="sentence"` depends on what is encoded together."""
+    from helpers.hf.sts import SoftDecayEncoder
+
+    texts = ["A man is playing a guitar.", "The stock market fell sharply today.", "Cats sleep."]
+    tok = SoftDecayEncoder(minilm, mode="token")
+    together = tok.encode(texts)
+    alone = np.concatenate([tok.encode([t]) for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-4)
+    sent = SoftDecayEncoder(minilm, mode="sentence")
+    assert not np.allclose(sent.encode(texts)[:2], sent.encode(texts[:2]), atol=1e-4)
+
+
+def test_result_round_trips_through_json():
+    res = sts.Result(models=["m"], datasets=["STS-B"], pooling="first_last", alpha=-0.6, scale="ci",
+                     runs={"m": {"table1": {"STS-B": {"vanilla": 1.0}}, "lsds": {}, "pairs": {"STS-B": 3}}},
+                     from_cache={"m": False}, averages={"m": {"vanilla": float("nan")}}, lsds_wins={"m": 0})
+    back = sts.Result.from_json(res.to_json())
+    assert back.runs == res.runs and back.averages["m"]["vanilla"] is None
