@@ -17,7 +17,7 @@ from ..book.params import ChapterParams, nonneg, positive, rules
 from ..book.runtime import REPO_ROOT, run_seeds, seed_everything
 from ..data.glue import TASK_METRICS, _int_label, encode_task, glue_metrics
 from ..hf.glue import architecture_check, layer_spectra
-from ..hf.sts import quiet_loading
+from ..hf.models import quiet_loading
 from ..train.glue import FinetuneConfig, finetune
 
 Task = Literal["CoLA", "SST-2", "MRPC", "QNLI", "RTE"]

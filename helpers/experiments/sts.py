@@ -20,7 +20,8 @@ from ..core.softdecay import softdecay_transform
 from ..core.sts import METHODS, apply_method, lsds_score, pool, spearman100, uniformity_metrics
 from ..data import load_sts
 from ..hf import models as hm
-from ..hf.sts import SoftDecayEncoder, encode, quiet_loading
+from ..hf.models import quiet_loading
+from ..hf.sts import SoftDecayEncoder, encode
 
 STS_DATASETS = ("STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R")
 DEMO_SENTENCES = {"guitar": "A man is playing a guitar.", "instrument": "Someone plays an instrument.",

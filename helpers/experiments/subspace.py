@@ -21,7 +21,7 @@ from ..book.runtime import REPO_ROOT, choose_device, seed_everything
 from ..core import subspace as S
 from ..data import load_glue
 from ..hf import models
-from ..hf.sts import quiet_loading
+from ..hf.models import quiet_loading
 
 PAPER_MEDIANS = REPO_ROOT / "data" / "yan_2022_sv_median.csv"
 Task = Literal["CoLA", "MRPC", "RTE", "SST-2"]

@@ -24,7 +24,7 @@ from ..core.escalation import first_block_above
 from ..data import load_glue
 from ..hf import models
 from ..hf.escalation import escalation_profile, random_encoder
-from ..hf.sts import quiet_loading
+from ..hf.models import quiet_loading
 
 PAPER_CLAIMS = REPO_ROOT / "data" / "yu_zhang_2024_claims.csv"
 #: where Figure 1's tokens come from: CoLA validation sentences, BERT's uncased WordPiece tokenizer

@@ -4,6 +4,8 @@ capturing their hidden states with padding masks."""
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +40,24 @@ DESCRIPTIONS = {
 }
 #: modality of each offline model
 MODALITY = {"all-MiniLM-L6-v2": "text", "SmolLM2-135M-Instruct": "text", "DINOv2-S/14": "vision"}
+
+
+@contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Silence transformers' load reports and weight-loading progress bars (they would end up in the
+    rendered book) for the duration of the block."""
+    from transformers.utils import logging as tlog
+
+    level = tlog.get_verbosity()
+    bars = tlog.is_progress_bar_enabled()
+    tlog.set_verbosity_error()
+    tlog.disable_progress_bar()
+    try:
+        yield
+    finally:
+        tlog.set_verbosity(level)
+        if bars:
+            tlog.enable_progress_bar()
 
 
 def offline_path(name: str) -> Path | None:
@@ -110,12 +130,13 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
             tok = AutoFeatureExtractor.from_pretrained(source)
         else:
             tok = AutoTokenizer.from_pretrained(source, **kw)
-        if untrained:
-            cfg = AutoConfig.from_pretrained(source, **kw)
-            torch.manual_seed(0)
-            model = auto.from_config(cfg, attn_implementation="eager")
-        else:
-            model = auto.from_pretrained(source, attn_implementation="eager", dtype=torch.float32, **kw)
+        with quiet_loading():
+            if untrained:
+                cfg = AutoConfig.from_pretrained(source, **kw)
+                torch.manual_seed(0)
+                model = auto.from_config(cfg, attn_implementation="eager")
+            else:
+                model = auto.from_pretrained(source, attn_implementation="eager", dtype=torch.float32, **kw)
         if modality == "text" and getattr(tok, "pad_token", None) is None and getattr(tok, "eos_token", None):
             tok.pad_token = tok.eos_token          # decoders (Llama, GPT-2) ship no pad token; masks hide it
             tok.padding_side = "right"

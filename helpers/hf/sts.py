@@ -3,9 +3,6 @@ quantities (`core.sts.TokenStates`), and `SoftDecayEncoder`, the sentence-transf
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import numpy as np
 import torch
 from torch import Tensor
@@ -69,22 +66,4 @@ class SoftDecayEncoder:
         return out.numpy() if convert_to_numpy else out
 
 
-@contextmanager
-def quiet_loading() -> Iterator[None]:
-    """Silence transformers' load reports and weight-loading progress bars (they would end up in the
-    rendered book) for the duration of the block."""
-    from transformers.utils import logging as tlog
-
-    level = tlog.get_verbosity()
-    bars = tlog.is_progress_bar_enabled()
-    tlog.set_verbosity_error()
-    tlog.disable_progress_bar()
-    try:
-        yield
-    finally:
-        tlog.set_verbosity(level)
-        if bars:
-            tlog.enable_progress_bar()
-
-
-__all__ = ["encode", "SoftDecayEncoder", "quiet_loading"]
+__all__ = ["encode", "SoftDecayEncoder"]
