@@ -1,0 +1,183 @@
+"""Godey et al. (2024) mathematics: streaming layer-wise anisotropy (§3), the drift–anisotropy
+correlation tests (§3.3, App. A), the cosine of isotropic Gaussians (App. B), and the statistics of
+one Transformer block fed drifted inputs with its norm fixed point (§4)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from scipy import optimize, stats
+from torch import Tensor
+
+from .measures import pairwise_cosine_mean
+
+# ------------------------------------------------------------------ §3: streaming layer-wise anisotropy
+
+
+@dataclass
+class LayerAccumulator:
+    """Streams token vectors of every layer and keeps, per layer: the sum of unit vectors (for the
+    exact all-pairs average cosine), the sum of vectors (for the drift ‖x̄‖₂), the sum of norms, the
+    count, and the vectors at pre-sampled global positions (for the sampled-pairs estimate)."""
+
+    pairs: Tensor                               # (n_pairs, 2) global token indices
+    unit_sum: list[Tensor] = field(default_factory=list)
+    vec_sum: list[Tensor] = field(default_factory=list)
+    norm_sum: list[float] = field(default_factory=list)
+    kept: list[Tensor] = field(default_factory=list)
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.positions = self.pairs.flatten().unique().contiguous()          # sorted
+
+    def add(self, layers: list[Tensor]) -> None:
+        """`layers`: one (tokens, d) tensor of real (non-special) token vectors per layer."""
+        n = layers[0].shape[0]
+        if not self.unit_sum:
+            for h in layers:
+                d = h.shape[-1]
+                self.unit_sum.append(torch.zeros(d, dtype=torch.float64))
+                self.vec_sum.append(torch.zeros(d, dtype=torch.float64))
+                self.norm_sum.append(0.0)
+                self.kept.append(torch.zeros(len(self.positions), d, dtype=torch.float32))
+        lo, hi = self.count, self.count + n
+        sel = (self.positions >= lo) & (self.positions < hi)
+        local = self.positions[sel] - lo
+        for li, h in enumerate(layers):
+            h64 = h.double()
+            norms = h64.norm(dim=-1, keepdim=True)
+            self.unit_sum[li] += (h64 / norms.clamp_min(1e-30)).sum(0)
+            self.vec_sum[li] += h64.sum(0)
+            self.norm_sum[li] += float(norms.sum())
+            self.kept[li][sel] = h[local].float()
+        self.count = hi
+
+    def result(self) -> dict[str, np.ndarray]:
+        """Per layer: exact all-pairs mean cosine, sampled-pairs mean cosine and its standard error,
+        ‖x̄‖₂ (drift norm) and the average norm E‖x‖."""
+        n = self.count
+        if int(self.pairs.max()) >= n:
+            raise ValueError("sampled positions beyond the streamed tokens")
+        exact = np.array([(float(u.square().sum()) - n) / (n * (n - 1)) for u in self.unit_sum])
+        mean_norm = np.array([float((v / n).norm()) for v in self.vec_sum])
+        avg_norm = np.array(self.norm_sum) / n
+        ia = torch.searchsorted(self.positions, self.pairs[:, 0].contiguous())
+        ib = torch.searchsorted(self.positions, self.pairs[:, 1].contiguous())
+        samp, se = [], []
+        for kept in self.kept:
+            c = torch.nn.functional.cosine_similarity(kept[ia], kept[ib], dim=-1)
+            samp.append(float(c.mean()))
+            se.append(float(c.std() / math.sqrt(c.numel())))
+        return {"cos_exact": exact, "cos_sampled": np.array(samp), "cos_sampled_se": np.array(se),
+                "mean_norm": mean_norm, "avg_norm": avg_norm, "tokens": n,
+                "dims": np.array([u.numel() for u in self.unit_sum])}
+
+
+def sample_pairs(n_total: int, n_pairs: int, seed: int) -> Tensor:
+    """`n_pairs` pairs (i, j), i ≠ j, drawn uniformly from `n_total` positions: (n_pairs, 2)."""
+    if n_total < 2:
+        raise ValueError("need at least two tokens")
+    g = torch.Generator().manual_seed(seed)
+    i = torch.randint(0, n_total, (n_pairs,), generator=g)
+    j = (i + torch.randint(1, n_total, (n_pairs,), generator=g)) % n_total   # uniform over j ≠ i
+    return torch.stack([i, j], dim=1)
+
+
+def drift_correlation(cos: np.ndarray, mean_norm: np.ndarray) -> dict[str, float]:
+    """Godey et al. §3.3 / App. A: Spearman and Pearson tests between ‖x̄‖₂ and the average cosine
+    across layers (statistic and two-sided p-value)."""
+    s = stats.spearmanr(mean_norm, cos)
+    p = stats.pearsonr(mean_norm, cos)
+    return {"spearman_r": float(s.statistic), "spearman_p": float(s.pvalue),
+            "pearson_r": float(p.statistic), "pearson_p": float(p.pvalue)}
+
+
+# ------------------------------------------------------------------ Appendix B: isotropic Gaussians
+
+
+def isotropic_cosine_pdf(c: np.ndarray, d: int) -> np.ndarray:
+    """Density of cos(x, y) for independent x, y ~ N(0, I_d): ∝ (1 − c²)^{(d−3)/2} on [−1, 1],
+    i.e. (c + 1)/2 ~ Beta((d−1)/2, (d−1)/2)."""
+    a = (d - 1) / 2
+    return stats.beta.pdf((np.asarray(c) + 1) / 2, a, a) / 2
+
+
+def isotropic_cosine_quantile(q: float, d: int) -> float:
+    """The q-quantile of that cosine distribution (Godey et al. Fig. 18 uses q = 0.95); for large d
+    it tends to z_q/√d (1.645/√d at q = 0.95)."""
+    a = (d - 1) / 2
+    return float(2 * stats.beta.ppf(q, a, a) - 1)
+
+
+def sample_isotropic_cosines(d: int, n: int, seed: int, chunk_elements: int = 2**22) -> np.ndarray:
+    """`n` cosines of independent pairs x, y ~ N(0, I_d) (Monte Carlo check of the density), drawn in
+    chunks of about `chunk_elements` numbers per vector set (memory stays small at d = 4096)."""
+    g = torch.Generator().manual_seed(seed)
+    rows = max(1, chunk_elements // d)
+    out = []
+    for start in range(0, n, rows):
+        m = min(rows, n - start)
+        x = torch.randn(m, d, generator=g, dtype=torch.float64)
+        y = torch.randn(m, d, generator=g, dtype=torch.float64)
+        out.append(torch.nn.functional.cosine_similarity(x, y, dim=-1))
+    return torch.cat(out).numpy()
+
+
+# ------------------------------------------------------------------ §4: drift in an untrained block
+
+
+def drift_bias(d: int, norm: float, seed: int) -> Tensor:
+    """b = N · b_u/‖b_u‖ with b_u ~ N(0, I_d) (Godey et al. §4.1)."""
+    g = torch.Generator().manual_seed(seed)
+    bu = torch.randn(d, generator=g)
+    return bu / bu.norm() * norm
+
+
+#: the per-bias-norm statistics of `block_statistics`, in order
+BLOCK_STATS = ("in_cos", "out_cos", "in_norm", "out_norm", "q_cos", "k_cos", "q_norm", "k_norm",
+               "row_max", "row_median", "row_min", "seq_max", "seq_min", "score_mean", "score_std")
+
+
+@torch.no_grad()
+def block_statistics(x: Tensor, out: Tensor, q: Tensor, k: Tensor, scores: Tensor) -> dict[str, float]:
+    """Godey et al. §4, Figures 6 and 8-10, for one block applied to drifted inputs: `x` and `out`
+    (B, L, d) its input and output, `q`, `k` (B, h, L, d_k) the queries and keys per head and
+    `scores` (B, h, L, L) the pre-softmax QKᵀ/√d_k. Returns the input/output average cosine (all
+    pairs, exact) and average norm, the cosine and norm of Q and K (heads concatenated), the max,
+    median and min of each softmax row averaged over rows, heads and batch, the maximum and minimum
+    over whole sequences averaged over the batch, and the mean and sd of the scores."""
+    d = x.shape[-1]
+    flat_in, flat_out = x.reshape(-1, d), out.reshape(-1, d)
+    qc = q.transpose(1, 2).flatten(0, 1).flatten(1)          # (B·L, d): heads concatenated
+    kc = k.transpose(1, 2).flatten(0, 1).flatten(1)
+    P = torch.softmax(scores, dim=-1)
+    vals = dict(
+        in_cos=pairwise_cosine_mean(flat_in), out_cos=pairwise_cosine_mean(flat_out),
+        in_norm=flat_in.norm(dim=-1).mean(), out_norm=flat_out.norm(dim=-1).mean(),
+        q_cos=pairwise_cosine_mean(qc), k_cos=pairwise_cosine_mean(kc),
+        q_norm=qc.norm(dim=-1).mean(), k_norm=kc.norm(dim=-1).mean(),
+        row_max=P.amax(-1).mean(), row_median=P.median(-1).values.mean(), row_min=P.amin(-1).mean(),
+        seq_max=P.flatten(1).amax(-1).mean(), seq_min=P.flatten(1).amin(-1).mean(),
+        score_mean=scores.mean(), score_std=scores.std(),
+    )
+    return {name: float(vals[name]) for name in BLOCK_STATS}
+
+
+def find_fixed_point(norms: np.ndarray, gap: np.ndarray, refine=None) -> float | None:
+    """N* where gap(N) = E‖T(x + b_N)‖ − E‖x + b_N‖ changes sign (Godey et al. §4.2): the first
+    sign change on the grid, interpolated linearly in N, then refined by Brent's method on `refine`
+    (a callable N -> gap) when given. None if the gap never changes sign."""
+    norms, gap = np.asarray(norms, float), np.asarray(gap, float)
+    sign = np.sign(gap)
+    idx = np.nonzero(sign[:-1] * sign[1:] < 0)[0]
+    if idx.size == 0:
+        return None
+    i = int(idx[0])
+    a, b = norms[i], norms[i + 1]
+    if refine is not None:
+        return float(optimize.brentq(refine, a, b, xtol=1e-6 * b, rtol=1e-8))
+    t = gap[i] / (gap[i] - gap[i + 1])
+    return float(a + t * (b - a))
