@@ -3,13 +3,14 @@ about the SoftDecay layer and the bookkeeping, not about the scores)."""
 
 import numpy as np
 import pytest
+from testutil import ci_result
 
 from helpers import experiments
 
 
 @pytest.fixture(scope="module")
 def res():
-    return experiments.glue.run(experiments.glue.Params.resolve("ci"))
+    return ci_result(experiments.glue)
 
 
 def test_the_layer_works_on_every_architecture(res):

@@ -3,19 +3,14 @@ our small MLM BERT, 2 seeds, checkpoints at steps 0-60."""
 
 import numpy as np
 import pytest
-import torch
+from testutil import ci_result
 
 from helpers.experiments import qk
 
 
 @pytest.fixture(scope="module")
 def res():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)          # 2 cores shared: one thread is several times faster here
-    try:
-        yield qk.run(qk.Params.resolve("ci"))
-    finally:
-        torch.set_num_threads(threads)
+    return ci_result(qk)
 
 
 def test_two_seeds_of_real_pretraining(res):

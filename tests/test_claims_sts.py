@@ -2,13 +2,14 @@
 
 import numpy as np
 import pytest
+from testutil import ci_result
 
 from helpers import experiments
 
 
 @pytest.fixture(scope="module")
 def res():
-    return experiments.sts.run(experiments.sts.Params.resolve("ci"))
+    return ci_result(experiments.sts)
 
 
 @pytest.fixture(scope="module")

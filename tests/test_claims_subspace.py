@@ -2,13 +2,14 @@
 
 import numpy as np
 import pytest
+from testutil import ci_result
 
 from helpers.experiments import subspace
 
 
 @pytest.fixture(scope="module")
 def res():
-    return subspace.run(subspace.Params.resolve("ci"))
+    return ci_result(subspace)
 
 
 def test_result_round_trips_through_json(res):

@@ -4,13 +4,14 @@ import math
 
 import numpy as np
 import pytest
+from testutil import ci_result
 
 from helpers.experiments import tse
 
 
 @pytest.fixture(scope="module")
 def res():
-    return tse.run(tse.Params.resolve("ci"))
+    return ci_result(tse)
 
 
 def test_result_round_trips_through_json(res):

@@ -2,19 +2,14 @@
 
 import numpy as np
 import pytest
-import torch
+from testutil import ci_result
 
 from helpers.experiments import vit
 
 
 @pytest.fixture(scope="module")
 def res():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)          # 2 cores shared: one thread is several times faster here
-    try:
-        yield vit.run(vit.Params.resolve("ci"))
-    finally:
-        torch.set_num_threads(threads)
+    return ci_result(vit)
 
 
 def test_every_variant_trains_one_history_per_epoch(res):
