@@ -1,15 +1,6 @@
-"""One module per chapter: the figures and tables drawn from that chapter's `Result`; `common` holds
-the theme and the recurring figure types."""
+"""One module per chapter: the figures and tables drawn from that chapter's `Result`, and `publish(res)`
+that glues the numbers its prose quotes; `common` holds the theme and the recurring figure types."""
 
+from . import anisotropy, common, drift, glue, qk, sts, subspace, tse, vit
 
-def __getattr__(name: str):
-    """`figures.<chapter>` imports that chapter's module on first use (chapters write
-    `from helpers import figures` and then `figures.vit.publish(res)`)."""
-    import importlib
-
-    try:
-        return importlib.import_module(f"{__name__}.{name}")
-    except ModuleNotFoundError as err:
-        if err.name == f"{__name__}.{name}":
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-        raise
+__all__ = ["anisotropy", "common", "drift", "glue", "qk", "sts", "subspace", "tse", "vit"]

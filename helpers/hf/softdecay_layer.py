@@ -7,27 +7,9 @@ import torch
 from torch import Tensor, nn
 
 from ..core.softdecay import SoftDecay, softdecay_transform
+from .walk import final_layernorm
 
 ALPHA_BOUNDS = (-0.999, -0.001)
-
-
-def final_layernorm(model: nn.Module) -> tuple[nn.Module, str, int]:
-    """(parent module, attribute name, calls per forward) of the last layer's final LayerNorm of a
-    BERT / RoBERTa / ALBERT / DistilBERT model (with or without a task head)."""
-    base = getattr(model, "base_model", model)
-    cfg = base.config
-    kind = cfg.model_type
-    if kind in ("bert", "roberta", "xlm-roberta", "electra", "camembert"):
-        return base.encoder.layer[-1].output, "LayerNorm", 1
-    if kind == "distilbert":
-        return base.transformer.layer[-1], "output_layer_norm", 1
-    if kind == "albert":
-        groups = cfg.num_hidden_groups
-        # layer i uses group int(i / (num_hidden_layers / num_hidden_groups)); the last group runs
-        # num_hidden_layers / num_hidden_groups times, each time through all of its inner layers
-        calls = cfg.num_hidden_layers // groups
-        return base.encoder.albert_layer_groups[-1].albert_layers[-1], "full_layer_layer_norm", calls
-    raise ValueError(f"SoftDecay insertion is implemented for bert, roberta, albert and distilbert, not {kind!r}")
 
 
 class SoftDecayBeforeLayerNorm(nn.Module):
