@@ -41,7 +41,7 @@ from ..core.softdecay import expdecay_penalty
 from ..data.glue import TASK_METRICS, Encoded, _batches, collate, encode_task, glue_metrics
 from ..hf import models as Mo
 from ..hf.softdecay_layer import find_softdecay, insert_softdecay
-from .loop import Task, fit
+from .loop import Task, adamw, fit
 
 VARIANTS = ("baseline", "softdecay", "expdecay")
 
@@ -109,7 +109,7 @@ def _optimizer(model: nn.Module, cfg: FinetuneConfig) -> torch.optim.Optimizer:
     groups = [{"params": rest, "lr": cfg.lr, "weight_decay": cfg.weight_decay}]
     if alpha_params:
         groups.append({"params": alpha_params, "lr": cfg.alpha_lr, "weight_decay": 0.0})
-    return torch.optim.AdamW(groups)
+    return adamw(groups)
 
 
 @torch.no_grad()

@@ -171,6 +171,12 @@ def _iterate(bar: Iterable) -> Iterable:
     yield from bar
 
 
+def adamw(params: Any, **kw: Any) -> torch.optim.AdamW:
+    """AdamW with the fused kernel (one pass over every parameter; CPU and CUDA, torch >= 2.4): the
+    same update as the default implementation up to rounding, several times cheaper per step."""
+    return torch.optim.AdamW(params, fused=True, **kw)
+
+
 def decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """AdamW parameter groups: decay on matrices, none on biases and norm weights (BERT's recipe)."""
     decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim >= 2 and "LayerNorm" not in n]
@@ -179,4 +185,4 @@ def decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
-__all__ = ["PRECISIONS", "Task", "fit", "autocast", "decay_groups"]
+__all__ = ["PRECISIONS", "Task", "fit", "autocast", "adamw", "decay_groups"]

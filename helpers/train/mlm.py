@@ -23,7 +23,7 @@ from torch import Tensor
 
 from ..book.runtime import seed_everything, stream_seed
 from ..hf import models
-from .loop import Task, decay_groups, fit
+from .loop import Task, adamw, decay_groups, fit
 
 TOKENIZER_SOURCE = "all-MiniLM-L6-v2"     # its folder holds BERT's uncased tokenizer (30,522 WordPieces)
 
@@ -187,8 +187,7 @@ class MLMTask(Task):
 
     def build(self, device: torch.device):
         model = build_model(self.cfg, len(self.tok)).to(device)
-        opt = torch.optim.AdamW(decay_groups(model, self.cfg.weight_decay), lr=self.cfg.lr, betas=(0.9, 0.999),
-                                eps=1e-6, foreach=True)
+        opt = adamw(decay_groups(model, self.cfg.weight_decay), lr=self.cfg.lr, betas=(0.9, 0.999), eps=1e-6)
         return model, opt, torch.optim.lr_scheduler.LambdaLR(opt, _schedule(self.cfg))
 
     def batch(self, epoch: int, index: int, device: torch.device) -> tuple[Tensor, Tensor]:

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from ..book.runtime import stream_seed
 from ..core.vit import ViT, ViTConfig
 from ..data.augment import autoaugment, to_tensor
-from .loop import Task, fit
+from .loop import Task, adamw, fit
 
 
 @dataclass
@@ -53,7 +53,7 @@ class ViTTask(Task):
 
     def build(self, device: torch.device):
         model = self.model.to(device)
-        opt = torch.optim.AdamW(model.parameters(), lr=_lr(model.cfg.variant, self.tc.lr), betas=(0.9, 0.999),
+        opt = adamw(model.parameters(), lr=_lr(model.cfg.variant, self.tc.lr), betas=(0.9, 0.999),
                                 weight_decay=self.tc.weight_decay)
         # ×0.2 at 70 % and 90 % of training (§3.3), in optimiser steps
         milestones = [max(1, int(f * self.tc.epochs)) * self.steps_per_epoch for f in (0.7, 0.9)]
