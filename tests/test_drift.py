@@ -91,4 +91,4 @@ def test_params_grid_and_rules():
     with pytest.raises(ParameterError, match="norm_max"):
         D.Params.resolve("ci", norm_min=10.0, norm_max=1.0)
     with pytest.raises(ParameterError, match="divisible"):
-        D.Params.resolve("ci", hidden=100, heads=12)
+        D.Params.resolve("ci", d_model=100, n_heads=12)

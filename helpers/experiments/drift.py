@@ -32,9 +32,9 @@ class Params(ChapterParams):
     hist_norms: tuple[float, ...] = (0.0, 10.0, 100.0, 1000.0)
     hist_samples: int = 20_000
     seeds: int = 3
-    hidden: int = 768
-    heads: int = 12
-    intermediate: int = 3072
+    d_model: int = 768
+    n_heads: int = 12
+    d_ff: int = 3072
     reference_model: str = "all-MiniLM-L6-v2"
     reference_sentences: int = 256
 
@@ -49,7 +49,7 @@ class Params(ChapterParams):
         norm_min=positive, norm_max=positive, n_norms=(lambda v: v >= 3, "needs >= 3 bias norms"),
         hist_norms=(lambda v: all(x >= 0 for x in v), "bias norms must be >= 0"),
         hist_samples=(lambda v: v >= 100, "needs >= 100 score samples"),
-        seeds=positive, hidden=positive, heads=positive, intermediate=positive,
+        seeds=positive, d_model=positive, n_heads=positive, d_ff=positive,
         reference_sentences=(lambda v: v >= 2, "needs >= 2 sentences"),
     )
 
@@ -57,8 +57,8 @@ class Params(ChapterParams):
         super().__post_init__()
         if self.norm_max <= self.norm_min:
             raise ParameterError(f"parameter 'norm_max' = {self.norm_max} must exceed norm_min = {self.norm_min}")
-        if self.hidden % self.heads:
-            raise ParameterError(f"parameter 'hidden' = {self.hidden} must be divisible by heads = {self.heads}")
+        if self.d_model % self.n_heads:
+            raise ParameterError(f"parameter 'd_model' = {self.d_model} must be divisible by n_heads = {self.n_heads}")
 
     def grid(self) -> list[float]:
         """The bias norms swept: `n_norms` log-spaced from norm_min to norm_max, plus `hist_norms`."""
@@ -139,7 +139,7 @@ def run(p: Params) -> Result:
     seeds = run_seeds(p.seed, p.seeds)
     sweeps, blocks = [], []
     for s in seeds:
-        E, layer = bert_block(s, p.hidden, p.heads, p.intermediate)
+        E, layer = bert_block(s, p.d_model, p.n_heads, p.d_ff)
         E, layer = E.to(device), layer.to(device)
         blocks.append((E, layer))
         sweeps.append(drift_sweep(E, layer, grid, p.n_seq, p.seq_len, s, p.hist_norms, p.hist_samples,
@@ -155,6 +155,6 @@ def run(p: Params) -> Result:
         norms=grid, seeds=seeds, stats=stats, hist_norms=list(p.hist_norms), hists=[sw["hists"] for sw in sweeps],
         fixed_point_per_seed=[find_fixed_point(grid, g) for g in gaps],
         fixed_point_refined=find_fixed_point(grid, gaps[0], refine=gap),
-        n_seq=p.n_seq, seq_len=p.seq_len, hidden=p.hidden, norm_min=p.norm_min,
+        n_seq=p.n_seq, seq_len=p.seq_len, hidden=p.d_model, norm_min=p.norm_min,
         reference=reference_norms(p, device),
     )

@@ -116,18 +116,22 @@ def fig12(res: Result) -> plt.Figure:
     return common.figure("qk-fig12", fig)
 
 
+def _layer_grid(n: int) -> tuple[plt.Figure, list[plt.Axes]]:
+    """A figure with one panel per layer, at most four a row (unused panels hidden)."""
+    cols = min(n, 4)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(10, 3.4 * rows), sharey=True, squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
 def fig13(res: Result) -> plt.Figure:
     """Figure 13: cos(Q̄_s, K̄_s) per head, one panel per layer (first seed)."""
     common.set_theme()
     cos = np.asarray(res.first["cos"], dtype=float)                                   # (S, layers, heads)
-    n = res.n_layers
-    cols = min(n, 4)
-    rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(10, 3.4 * rows), sharey=True, squeeze=False)
-    for li, ax in enumerate(axes.flat):
-        if li >= n:
-            ax.set_visible(False)
-            continue
+    fig, axes = _layer_grid(res.n_layers)
+    for li, ax in enumerate(axes):
         common.layer_curves(ax, {f"head {h}": cos[:, li, h] for h in range(res.n_heads)}, x=np.array(res.steps),
                             symlog_x=_symlog(res), xlabel="step", ylabel="cos(Q̄_s, K̄_s)", title=f"layer {li}")
         ax.axhline(0, color="grey", lw=0.6)
@@ -197,14 +201,8 @@ def fig23(res: Result) -> plt.Figure:
     """Figure 23: cos(Q̄_s, K̄_s) with the heads of a layer concatenated, one curve per seed."""
     common.set_theme()
     cc = res.stacked("cos_concat")                                                    # (seeds, S, layers)
-    n = res.n_layers
-    cols = min(n, 4)
-    rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(10, 3.4 * rows), sharey=True, squeeze=False)
-    for li, ax in enumerate(axes.flat):
-        if li >= n:
-            ax.set_visible(False)
-            continue
+    fig, axes = _layer_grid(res.n_layers)
+    for li, ax in enumerate(axes):
         common.layer_curves(ax, {f"seed {s}": cc[i, :, li] for i, s in enumerate(res.seeds)}, x=np.array(res.steps),
                             symlog_x=_symlog(res), xlabel="step", ylabel="cos, heads concatenated", title=f"layer {li}")
         ax.axhline(0, color="grey", lw=0.6)
