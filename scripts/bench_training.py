@@ -70,10 +70,10 @@ def vit_task():
 
 def glue_task():
     from helpers.data.glue import Encoded
-    from helpers.train.glue import FinetuneConfig, GlueTask, build_model
+    from helpers.train.glue import FinetuneConfig, GlueTask, load_classifier
 
     cfg = FinetuneConfig(task="RTE", variant="baseline", batch=32, max_length=128)
-    model, tok = build_model(cfg, 2)
+    model, tok = load_classifier(cfg, 2)
     rng = random.Random(0)
     feats = [{"input_ids": [101] + [rng.randrange(2000, 28000) for _ in range(126)] + [102],
               "token_type_ids": [0] * 128, "attention_mask": [1] * 128} for _ in range(128)]

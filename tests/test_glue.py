@@ -77,7 +77,7 @@ def test_baseline_is_the_unmodified_model():
     model = tiny("bert")
     names_before = {n for n, _ in model.named_modules()}
     cfg = glue_train.FinetuneConfig(variant="baseline")
-    m, _ = glue_train.build_model(cfg, 2, model_factory=lambda: (model, None))
+    m, _ = glue_train.load_classifier(cfg, 2, model_factory=lambda: (model, None))
     assert {n for n, _ in m.named_modules()} == names_before and softdecay_layer.find_softdecay(m) is None
 
 
@@ -132,7 +132,7 @@ def test_degenerate_spectrum_backward_is_finite():
 def test_alpha_has_its_own_learning_rate_and_stays_in_range():
     model = tiny("bert")
     cfg = glue_train.FinetuneConfig(variant="softdecay", alpha=-0.2, lr=2e-5, alpha_lr=2e-3)
-    m, _ = glue_train.build_model(cfg, 2, model_factory=lambda: (model, None))
+    m, _ = glue_train.load_classifier(cfg, 2, model_factory=lambda: (model, None))
     opt = glue_train._optimizer(m, cfg)
     assert [g["lr"] for g in opt.param_groups] == [2e-5, 2e-3]
     assert opt.param_groups[1]["params"][0] is softdecay_layer.find_softdecay(m).softdecay.alpha

@@ -79,7 +79,8 @@ class FinetuneConfig:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 
 
-def build_model(cfg: FinetuneConfig, num_labels: int, model_factory: Callable[[], tuple[nn.Module, Any]] | None = None):
+def load_classifier(cfg: FinetuneConfig, num_labels: int,
+                    model_factory: Callable[[], tuple[nn.Module, Any]] | None = None):
     """The pretrained model with a fresh classification head (seeded by cfg.seed), and SoftDecay
     inserted for the `softdecay` variant. `model_factory` (tests) returns (model, tokenizer)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -113,7 +114,8 @@ def _optimizer(model: nn.Module, cfg: FinetuneConfig) -> torch.optim.Optimizer:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, ev: Encoded, pad_id: int, batch: int = 64, device: torch.device | str = "cpu") -> dict:
+def evaluate_glue(model: nn.Module, ev: Encoded, pad_id: int, batch: int = 64,
+                  device: torch.device | str = "cpu") -> dict:
     """Validation loss and the task's metrics."""
     model.eval()
     preds = np.zeros(len(ev), dtype=np.int64)
@@ -184,7 +186,7 @@ class GlueTask(Task):
         history["train_loss"].append(means["train_loss"])
         history["penalty"].append(means.get("penalty", 0.0))
         history["alpha"].append(sd.alpha if sd is not None else None)
-        history["eval"].append(evaluate(model, self.eval_set, self.pad_id, device=next(model.parameters()).device))
+        history["eval"].append(evaluate_glue(model, self.eval_set, self.pad_id, device=next(model.parameters()).device))
         history["epoch_seconds"].append(history["wall_time_s"] - sum(history["epoch_seconds"]))
 
 
@@ -195,7 +197,7 @@ def finetune(cfg: FinetuneConfig, train_set: Encoded | None = None, eval_set: En
     validation metrics, α and wall time. With `checkpoint`, the state is saved after every epoch and a
     rerun resumes from it; `stop_after_epochs` simulates a kill. One device (CPU or one GPU)."""
     dev = choose_device(device)
-    model, tok = build_model(cfg, 2, model_factory)
+    model, tok = load_classifier(cfg, 2, model_factory)
     if train_set is None:
         train_set = encode_task(tok, cfg.task, "train", cfg.train_examples, cfg.seed, cfg.max_length)
     if eval_set is None:

@@ -119,7 +119,7 @@ def mask_tokens(ids: Tensor, tok, mask_prob: float = 0.15, generator: torch.Gene
     return inputs, labels
 
 
-def build_model(cfg: PretrainConfig, vocab_size: int, attn_implementation: str = "sdpa"):
+def new_mlm(cfg: PretrainConfig, vocab_size: int, attn_implementation: str = "sdpa"):
     """A freshly initialised `BertForMaskedLM` (weights drawn from the current torch RNG state)."""
     from transformers import BertConfig, BertForMaskedLM
 
@@ -186,7 +186,7 @@ class MLMTask(Task):
         return asdict(self.cfg)
 
     def build(self, device: torch.device):
-        model = build_model(self.cfg, len(self.tok)).to(device)
+        model = new_mlm(self.cfg, len(self.tok)).to(device)
         opt = adamw(decay_groups(model, self.cfg.weight_decay), lr=self.cfg.lr, betas=(0.9, 0.999), eps=1e-6)
         return model, opt, torch.optim.lr_scheduler.LambdaLR(opt, _schedule(self.cfg))
 
@@ -246,10 +246,10 @@ def load_step(cfg: PretrainConfig, folder: str | Path, step: int, vocab_size: in
     path = weights_path(folder, step)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint for step {step} in {folder}")
-    model = build_model(cfg, vocab_size, attn_implementation="eager")
+    model = new_mlm(cfg, vocab_size, attn_implementation="eager")
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     return model.to(device).eval()
 
 
 __all__ = ["PretrainConfig", "TOKENIZER_SOURCE", "tokenizer", "training_chunks", "analysis_samples", "mask_tokens",
-           "build_model", "mlm_loss", "eval_loss", "pretrain", "load_step", "weights_path"]
+           "new_mlm", "mlm_loss", "eval_loss", "pretrain", "load_step", "weights_path"]

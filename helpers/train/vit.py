@@ -80,7 +80,7 @@ class ViTTask(Task):
 
     def after_epoch(self, model: nn.Module, epoch: int, means: dict[str, float], history: dict) -> None:
         dev = next(model.parameters()).device
-        test_loss, test_acc = evaluate(model, self.test_x.to(dev), self.test_y.to(dev), self.tc.batch)
+        test_loss, test_acc = evaluate_images(model, self.test_x.to(dev), self.test_y.to(dev), self.tc.batch)
         for k, v in (("epoch", epoch), ("train_loss", means["train_loss"]), ("train_acc", means["train_acc"]),
                      ("test_loss", test_loss), ("test_acc", test_acc)):
             history[k].append(v)
@@ -103,7 +103,7 @@ def train(model: ViT, train_set: tuple[list, list], test_set: tuple[list, list],
 
 
 @torch.no_grad()
-def evaluate(model: ViT, x: Tensor, y: Tensor, batch: int = 256) -> tuple[float, float]:
+def evaluate_images(model: ViT, x: Tensor, y: Tensor, batch: int = 256) -> tuple[float, float]:
     model.eval()
     tot, correct = 0.0, 0
     for i in range(0, len(x), batch):
