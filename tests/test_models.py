@@ -1,0 +1,28 @@
+"""Every real pretrained model the book loads offline loads here (its weight package and whatever
+transformers needs to read it are installed by the Makefile), and is what it says it is."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers.hf import models, walk
+
+
+@pytest.mark.parametrize("name, layers, width", [
+    ("all-MiniLM-L6-v2", 6, 384),
+    ("SmolLM2-135M-Instruct", 30, 576),          # GGUF weights: transformers needs gguf and accelerate
+])
+def test_offline_text_models_load_with_their_architecture(name, layers, width):
+    loaded = models.load(name)
+    assert loaded.trained and len(walk.transformer_layers(loaded.model)) == layers
+    assert loaded.model.config.hidden_size == width
+    enc = loaded.tokenizer(["a short sentence"], return_tensors="pt")
+    with torch.no_grad():
+        out = loaded.model(**enc, output_hidden_states=True)
+    assert len(out.hidden_states) == layers + 1 and torch.isfinite(out.hidden_states[-1]).all()
+
+
+def test_unknown_model_fails_with_the_offline_list():
+    with pytest.raises(models.ModelUnavailable, match="Offline models"):
+        models.load("no-such-org/no-such-model")
