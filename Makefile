@@ -36,6 +36,7 @@ $(STAMP): pyproject.toml Makefile
 # the book build shows no progress bars, hub progress or library warnings in its pages
 book: export TOKUNI_NO_PROGRESS = 1
 book: export HF_HUB_DISABLE_PROGRESS_BARS = 1
+book: export TQDM_DISABLE = 1
 book: export TRANSFORMERS_VERBOSITY = error
 book: export PYTHONWARNINGS = ignore
 book: $(STAMP) _mathjax/mathjax/tex-chtml.js

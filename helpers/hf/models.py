@@ -44,17 +44,24 @@ MODALITY = {"all-MiniLM-L6-v2": "text", "SmolLM2-135M-Instruct": "text", "DINOv2
 
 @contextmanager
 def quiet_loading() -> Iterator[None]:
-    """Silence transformers' load reports and weight-loading progress bars (they would end up in the
-    rendered book) for the duration of the block."""
+    """Silence transformers' load reports, weight-loading bars and the GGUF de-quantisation bar (they
+    would end up in the rendered book) for the duration of the block."""
+    import functools
+    import importlib
+
     from transformers.utils import logging as tlog
 
     level = tlog.get_verbosity()
     bars = tlog.is_progress_bar_enabled()
     tlog.set_verbosity_error()
     tlog.disable_progress_bar()
+    gguf = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    gguf_tqdm = gguf.tqdm
+    gguf.tqdm = functools.partial(gguf_tqdm, disable=True)
     try:
         yield
     finally:
+        gguf.tqdm = gguf_tqdm
         tlog.set_verbosity(level)
         if bars:
             tlog.enable_progress_bar()
