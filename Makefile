@@ -11,9 +11,10 @@ CHAPTER ?=
 PARAMS ?=
 PYTEST_ARGS ?=
 
+# offline by default; `make ... HF_HUB_OFFLINE=0` on a machine with hub access turns all three off
 export HF_HUB_OFFLINE ?= 1
-export TRANSFORMERS_OFFLINE ?= 1
-export HF_DATASETS_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= $(HF_HUB_OFFLINE)
+export HF_DATASETS_OFFLINE ?= $(HF_HUB_OFFLINE)
 export TOKENIZERS_PARALLELISM = false
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
