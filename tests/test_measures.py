@@ -200,3 +200,18 @@ def test_cpu_reruns_are_bit_identical():
     for k in a:
         assert np.array_equal(a[k], b[k], equal_nan=True), k
     assert not np.array_equal(a["t_sim"], c["t_sim"])
+
+
+def test_xi2_is_finite_near_full_similarity_and_matches_float64():
+    """ξ₂ of nearly identical float32 rows: the old ‖X‖² − ‖Π₁X‖² form cancelled to noise (and inf);
+    the direct form equals a float64 reference, and below float32 resolution it is NaN, not inf."""
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(1, 16, generator=g, dtype=torch.float64) * 100
+    X64 = base + 1e-3 * torch.randn(32, 16, generator=g, dtype=torch.float64)      # t_sim ≈ 1 − 1e-10
+    Y64 = X64 + 0.5 * torch.randn(32, 16, generator=g, dtype=torch.float64)
+    ref = (M.project_ones_perp(Y64).square().sum() / M.project_ones_perp(X64).square().sum()).item()
+    _, x2 = M.xi(X64.float(), Y64.float())
+    assert torch.isfinite(x2) and abs(x2.item() / ref - 1) < 1e-2
+    same = base.float().expand(32, 16).clone()                                     # t_sim = 1 exactly
+    _, x2 = M.xi(same, same + 1.0)
+    assert torch.isnan(x2)

@@ -86,10 +86,20 @@ def escalation_rate(X: Tensor, Y: Tensor, mask: Tensor | None = None) -> Tensor:
 
 
 def xi(X: Tensor, Y: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """(ξ₁, ξ₂) with ξ_i = ‖Π_iY‖_F² / ‖Π_iX‖_F² (Yu & Zhang eq. 7)."""
-    px, tx = _sq_norms(X, mask)
-    py, ty = _sq_norms(Y, mask)
-    return py / px.clamp_min(_EPS), (ty - py) / (tx - px).clamp_min(_EPS)
+    """(ξ₁, ξ₂) with ξ_i = ‖Π_iY‖_F² / ‖Π_iX‖_F² (Yu & Zhang eq. 7), computed in float64.
+
+    ‖Π₁^⊥X‖² is computed directly from the centred rows, not as ‖X‖² − ‖Π₁X‖²: near t_sim = 1 that
+    difference cancels to rounding noise (and overflowed ξ₂ to inf). Where ‖Π₁^⊥X‖² is below what the
+    input's precision can resolve — (10·eps)²·‖X‖² — ξ₂ is undefined and returned as NaN."""
+    Xd, Yd = X.double(), Y.double()
+    px, tx = _sq_norms(Xd, mask)
+    py, _ = _sq_norms(Yd, mask)
+    qx = project_ones_perp(Xd, mask).square().sum((-2, -1))
+    qy = project_ones_perp(Yd, mask).square().sum((-2, -1))
+    eps = torch.finfo(X.dtype).eps if X.dtype.is_floating_point else torch.finfo(torch.float32).eps
+    resolved = qx > (10 * eps) ** 2 * tx
+    xi2 = torch.where(resolved, qy / qx.clamp_min(_EPS), torch.full_like(qx, float("nan")))
+    return (py / px.clamp_min(_EPS)).to(X.dtype), xi2.to(X.dtype)
 
 
 def prop23_rhs(X: Tensor, Y: Tensor, mask: Tensor | None = None) -> Tensor:
