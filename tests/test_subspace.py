@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -79,3 +80,19 @@ def test_case_summary_counts_violations_and_finds_the_worst():
     assert (out["cases"], out["l2_violations"], out["l1_violations"]) == (4, 2, 1)
     assert out["worst"]["k"] == 2 and out["median_looseness"] == pytest.approx(3.0)
     assert case_summary(rows[2:])["worst"] is None
+
+
+def test_tightness_by_cut_leaves_out_cuts_beyond_a_matrix_rank():
+    """A batch of one full-rank 6×4 matrix and one whose last 4 rows are padding (rank 2): cuts 2 and 3
+    exist only for the first, so their average is the first matrix's value alone, not halved by the
+    padded one's zeros (or blown up by its 0/0)."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(2, 6, 4, generator=g, dtype=torch.float64)
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[1, 2:] = False
+    both = S.tightness_by_cut(X, mask)
+    first = S.tightness_by_cut(X[:1], mask[:1])
+    second = S.tightness_by_cut(X[1:], mask[1:])
+    np.testing.assert_allclose(both[2:], first[2:], rtol=1e-12)
+    np.testing.assert_allclose(both[:2], (first[:2] + second[:2]) / 2, rtol=1e-12)
+    assert np.isnan(second[2:]).all() and np.isfinite(first).all()

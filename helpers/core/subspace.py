@@ -49,14 +49,21 @@ def theorem_check(X: Tensor, mask: Tensor | None = None) -> dict[str, float]:
 
 
 def tightness_by_cut(X: Tensor, mask: Tensor | None = None) -> np.ndarray:
-    """max_i ‖x_i − x_i′‖ / λ_{k+1} for each cut k (averaged over leading batch items)."""
+    """max_i ‖x_i − x_i′‖ / λ_{k+1} for each cut k, averaged over the leading batch items for which
+    the cut exists: a cut k at or beyond a matrix's rank (λ_{k+1} = 0 up to round-off, e.g. a padded
+    sentence shorter than the width) has no theorem to check and is left out, as in `theorem_check`.
+    NaN for a cut no item reaches."""
     if mask is not None:
         X = X * mask.unsqueeze(-1).to(X.dtype)
     res, lam = subspace_residuals(X.to(torch.float64))
     ratio = res / lam.unsqueeze(-2).clamp_min(1e-300)
     if mask is not None:
         ratio = ratio * mask.unsqueeze(-1)
-    return ratio.amax(-2).reshape(-1, ratio.shape[-1]).mean(0).numpy()
+    worst = ratio.amax(-2).reshape(-1, ratio.shape[-1])                      # (items, r)
+    valid = (lam > 1e-12 * lam.amax(-1, keepdim=True)).reshape(-1, ratio.shape[-1])
+    total = torch.where(valid, worst, torch.zeros_like(worst)).sum(0)
+    count = valid.sum(0)
+    return torch.where(count > 0, total / count.clamp_min(1), torch.full_like(total, float("nan"))).numpy()
 
 
 # ------------------------------------------------------------------ Appendix A case study

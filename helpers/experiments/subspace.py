@@ -172,7 +172,8 @@ def run(p: Params) -> Result:
         loaded = models.load(p.model, device=device)
     per_layer, mask = models.hidden_states(loaded, sentences, p.max_length, p.batch_size, desc=p.model)
     real_rows = [{"layer": layer, **S.theorem_check(H, mask),    # padded rows are zeroed and left out
-                  "mean_cut_ratio": float(S.tightness_by_cut(H, mask).mean())} for layer, H in enumerate(per_layer)]
+                  "mean_cut_ratio": float(np.nanmean(S.tightness_by_cut(H, mask)))}
+                 for layer, H in enumerate(per_layer)]
     stats, values = _stats(per_layer, mask, "pretrained")
     cdf_values = {"pretrained": values}
     if p.untrained_twin:
