@@ -65,3 +65,11 @@ def test_softmax_is_uniform_without_drift_and_sharper_with_it(res):
 def test_reference_model_norms_are_the_same_order_as_the_fixed_point(res):
     norms = res.reference["layer_norms"]
     assert 0.1 < min(norms) / res.fixed_point_refined and max(norms) / res.fixed_point_refined < 10
+
+
+def test_the_output_drifts_as_the_bias_grows(res):
+    """Issue 15: Fig. 6b's E‖T(x+b)‖ is √d by construction; ‖E T(x+b)‖ is what rises with N — from well
+    below √d without a bias to near √d at the largest N, as the outputs align."""
+    m = res.stat("out_mean_norm").mean(0)                     # (norms,)
+    assert m[0] < 0.5 * np.sqrt(res.hidden) and m[-1] > 0.9 * np.sqrt(res.hidden)
+    assert np.all(np.diff(m) > -1e-3 * np.sqrt(res.hidden))

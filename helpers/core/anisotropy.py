@@ -137,7 +137,8 @@ def drift_bias(d: int, norm: float, seed: int) -> Tensor:
 
 
 #: the per-bias-norm statistics of `block_statistics`, in order
-BLOCK_STATS = ("in_cos", "out_cos", "in_norm", "out_norm", "q_cos", "k_cos", "q_norm", "k_norm",
+BLOCK_STATS = ("in_cos", "out_cos", "in_norm", "out_norm", "in_mean_norm", "out_mean_norm", "q_cos", "k_cos",
+               "q_norm", "k_norm",
                "row_max", "row_median", "row_min", "seq_max", "seq_min", "score_mean", "score_std")
 
 
@@ -146,9 +147,10 @@ def block_statistics(x: Tensor, out: Tensor, q: Tensor, k: Tensor, scores: Tenso
     """Godey et al. §4, Figures 6 and 8-10, for one block applied to drifted inputs: `x` and `out`
     (B, L, d) its input and output, `q`, `k` (B, h, L, d_k) the queries and keys per head and
     `scores` (B, h, L, L) the pre-softmax QKᵀ/√d_k. Returns the input/output average cosine (all
-    pairs, exact) and average norm, the cosine and norm of Q and K (heads concatenated), the max,
-    median and min of each softmax row averaged over rows, heads and batch, the maximum and minimum
-    over whole sequences averaged over the batch, and the mean and sd of the scores."""
+    pairs, exact), average norm E‖x‖ and norm of the mean ‖E x‖ (the drift), the cosine and norm of
+    Q and K (heads concatenated), the max, median and min of each softmax row averaged over rows,
+    heads and batch, the maximum and minimum over whole sequences averaged over the batch, and the
+    mean and sd of the scores."""
     d = x.shape[-1]
     flat_in, flat_out = x.reshape(-1, d), out.reshape(-1, d)
     qc = q.transpose(1, 2).flatten(0, 1).flatten(1)          # (B·L, d): heads concatenated
@@ -157,6 +159,7 @@ def block_statistics(x: Tensor, out: Tensor, q: Tensor, k: Tensor, scores: Tenso
     vals = dict(
         in_cos=pairwise_cosine_mean(flat_in), out_cos=pairwise_cosine_mean(flat_out),
         in_norm=flat_in.norm(dim=-1).mean(), out_norm=flat_out.norm(dim=-1).mean(),
+        in_mean_norm=flat_in.mean(0).norm(), out_mean_norm=flat_out.mean(0).norm(),
         q_cos=pairwise_cosine_mean(qc), k_cos=pairwise_cosine_mean(kc),
         q_norm=qc.norm(dim=-1).mean(), k_norm=kc.norm(dim=-1).mean(),
         row_max=P.amax(-1).mean(), row_median=P.median(-1).values.mean(), row_min=P.amin(-1).mean(),

@@ -23,8 +23,9 @@ def fig6(res: Result) -> plt.Figure:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     _versus_n(res, axes[0], {"input x + b": "in_cos", "output T(x + b)": "out_cos"}, "average cosine",
               "(a) cosine similarity")
-    _versus_n(res, axes[1], {"input E‖x + b‖": "in_norm", "output E‖T(x + b)‖": "out_norm"}, "average norm",
-              "(b) norm", logy=True)
+    _versus_n(res, axes[1], {"input E‖x + b‖": "in_norm", "output E‖T(x + b)‖": "out_norm",
+                             "input ‖E(x + b)‖": "in_mean_norm", "output ‖E T(x + b)‖": "out_mean_norm"},
+              "norm", "(b) average norm and norm of the mean", logy=True)
     fig.suptitle(f"Figure 6 — untrained BERT block, {res.n_seq}×{res.seq_len} tokens, {len(res.seeds)} seeds "
                  "(band: min–max)")
     return fig
