@@ -8,3 +8,9 @@ chapter: Params, Result, run) and `figures` (one module per chapter). Chapters i
 """
 
 __version__ = "0.2.0"
+
+import warnings as _warnings
+
+# tqdm.auto, imported by transformers/datasets, warns with its install path when a kernel has no
+# ipywidgets; progress bars then fall back to text, so the warning only clutters executed notebooks
+_warnings.filterwarnings("ignore", message="IProgress not found")
