@@ -96,3 +96,9 @@ def test_params_reject_heads_that_do_not_divide_the_width():
         tse.Params.resolve("ci", d_model=100, n_heads=8)
     assert tse.Params.resolve("book").other_value_scale == 8.0
     assert tse.Params.resolve("book", value_scale=8.0).other_value_scale == 1.0
+
+
+def test_paper_figure2_values_come_from_the_claims_csv():
+    claims = tse.paper_claims("Figure 2")
+    assert claims["mean xi1/xi2 of step 1 at the first block"] == 2.0
+    assert claims["first block where t_sim > 0.99"] == 15.0 and len(claims) == 3

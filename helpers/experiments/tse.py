@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -127,6 +127,8 @@ class Result(results.Result):
     figure5: dict[str, Any]
     paper_fig5: dict[str, float]             # the paper's t_div level by str(tau) (data/yu_zhang_2024_claims.csv)
     summary: dict[str, float | None]         # the derived numbers the tables and prose quote
+    #: the paper's Figure 2 statements by quantity (data/yu_zhang_2024_claims.csv)
+    paper_fig2: dict[str, float] = field(default_factory=lambda: paper_claims("Figure 2"))
 
     def __post_init__(self) -> None:
         for name in ("figure1", "figure2", "figure2_other", "figure3", "figure4", "figure5", "summary"):
@@ -179,6 +181,12 @@ def figure1(p: Params) -> dict[str, dict[str, np.ndarray]]:
         out[kind]["real_tokens"] = int(enc["attention_mask"].sum())
         del model
     return out
+
+
+def paper_claims(figure: str) -> dict[str, float]:
+    """The paper's values for one figure, by quantity, from data/yu_zhang_2024_claims.csv."""
+    with open(PAPER_CLAIMS, encoding="utf-8") as fh:
+        return {r["quantity"]: float(r["value"]) for r in csv.DictReader(fh) if r["figure"] == figure}
 
 
 def paper_levels() -> dict[str, float]:

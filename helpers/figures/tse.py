@@ -110,14 +110,15 @@ def _ratio(v: float) -> object:
 
 def fig2_table(res: Result):
     """Figure 2 against the paper, under both readings of the value-map variance."""
-    s, vs = res.summary, res.settings["value_scale"]
+    s, vs, paper = res.summary, res.settings["value_scale"], res.paper_fig2
+    step1, others = paper["mean xi1/xi2 of step 1 at the first block"], paper["mean xi1/xi2 of steps 2-4"]
     rows = [
-        ("mean ξ₁/ξ₂ of step 1, first block", 2.0, s["step1_ratio_first"], s["step1_ratio_first_other"]),
-        ("mean ξ₁/ξ₂ of steps 2–4, all blocks (where defined)", 1.0, _ratio(s["other_steps_ratio"]),
+        ("mean ξ₁/ξ₂ of step 1, first block", step1, s["step1_ratio_first"], s["step1_ratio_first_other"]),
+        ("mean ξ₁/ξ₂ of steps 2–4, all blocks (where defined)", others, _ratio(s["other_steps_ratio"]),
          _ratio(s["other_steps_ratio_other"])),
-        ("mean ξ₁/ξ₂ of step 3 (FFN), first block", 1.0, s["step3_ratio_first"], s["step3_ratio_first_other"]),
-        ("first block with t_sim > 0.99", "before 15", _block(s["first_block_above_099"]),
-         _block(s["first_block_above_099_other"])),
+        ("mean ξ₁/ξ₂ of step 3 (FFN), first block", others, s["step3_ratio_first"], s["step3_ratio_first_other"]),
+        ("first block with t_sim > 0.99", f"before {paper['first block where t_sim > 0.99']:g}",
+         _block(s["first_block_above_099"]), _block(s["first_block_above_099_other"])),
     ]
     return common.table(pd.DataFrame(rows, columns=["quantity", "paper (Fig. 2)", f"ours, σ²={vs:g}/d",
                                                     f"ours, σ²={res.other_value_scale:g}/d"]))
