@@ -140,3 +140,43 @@ def test_bf16_training_follows_the_fp32_loss_curve(tmp_path, tok):
     a, b = np.array(h32["loss"]), np.array(h16["loss"])
     assert a[-5:].mean() < a[:5].mean() - 2.0
     np.testing.assert_allclose(b, a, rtol=0.02)
+
+
+def test_centring_ablation_zeroes_every_block_mean(tok):
+    """The Q/K centring ablation (eq. 21 after each block): every block's output has zero mean over the
+    valid tokens of each sequence, padding excluded; without it the means are far from zero."""
+    from helpers.hf.walk import transformer_layers
+
+    base = dict(layers=2, hidden=32, heads=2, intermediate=64, seq_len=16, batch=4, steps=1, checkpoint_steps=(0,))
+    ids = torch.randint(1000, 2000, (3, 10))
+    mask = torch.ones(3, 10, dtype=torch.long)
+    mask[1, 6:] = 0                                                 # padded sequence
+    for centre in (False, True):
+        torch.manual_seed(0)
+        model = mlm.new_mlm(mlm.PretrainConfig(centre=centre, **base), len(tok)).eval()
+        outs = []
+        for layer in transformer_layers(model):
+            layer.register_forward_hook(lambda m, i, o: outs.append(o[0] if isinstance(o, tuple) else o))
+        with torch.no_grad():
+            model(input_ids=ids, attention_mask=mask)
+        w = mask.unsqueeze(-1).float()
+        means = [((h * w).sum(1) / w.sum(1)).norm(dim=-1).max().item() for h in outs]
+        if centre:
+            assert max(means) < 1e-4
+        else:
+            assert min(means) > 0.1
+
+
+def test_pretraining_corpus_leaves_out_analysis_and_held_out_text(tok):
+    """The mixed corpus never trains on the analysis paragraphs or the held-out block, and its unigram
+    baseline lies between a perfect predictor and the uniform one."""
+    c = mlm.corpus(tok, 128, n_analysis=16, analysis_seed=0, held_out_chunks=8)
+    train = set(map(tuple, c["train"][:, 1:-1].unfold(1, 12, 12).reshape(-1, 12).tolist()))
+    held = c["held_out"][:, 1:-1].unfold(1, 12, 12).reshape(-1, 12).tolist()
+    assert sum(tuple(h) in train for h in held) < 0.05 * len(held)        # 12-token windows: no overlap
+    samples = mlm.analysis_samples(tok, 16, 40, seed=0)
+    first = samples["input_ids"][:, 1:13].tolist()                         # the start of each analysis paragraph
+    text = " ".join(map(str, c["train"].flatten().tolist()))
+    assert sum(" ".join(map(str, f)) in text for f in first) <= 1
+    assert 1.0 < c["unigram_nats"] < c["uniform_nats"]
+    assert c["train_tokens"] > 1_000_000 and len(c["sources"]) >= 3

@@ -43,6 +43,8 @@ class PretrainConfig:
     warmup: float = 0.06             # fraction of `steps` with linear warm-up, then linear decay to 0
     weight_decay: float = 0.01
     mask_prob: float = 0.15
+    dropout: float = 0.1             # BERT's hidden and attention dropout (0 trains faster on a small budget)
+    centre: bool = False             # ablation: subtract each block's output mean over the tokens (Yu & Zhang eq. 21)
     seed: int = 0
     checkpoint_steps: tuple[int, ...] = (0, 10, 20, 50, 100, 200, 300, 500, 700, 1000)
     resume_every: int = 100          # full-state checkpoint (for resume) every this many steps
@@ -83,6 +85,16 @@ def training_chunks(tok, seq_len: int, split: str = "validation", text: str | No
     return torch.cat([cls, x, sep], dim=1)                                           # (n, seq_len)
 
 
+def _analysis_pick(paras: list[str], n: int, seed: int, min_words: int) -> list[int]:
+    """Indices (into `paras`) of the `n` analysis paragraphs: drawn with `seed` among those of at least
+    `min_words` words. One function, so that the corpus can leave exactly these out of training."""
+    long = [i for i, p in enumerate(paras) if len(p.split()) >= min_words]
+    if len(long) < n:
+        raise ValueError(f"only {len(long)} paragraphs of >= {min_words} words, {n} asked for")
+    g = torch.Generator().manual_seed(seed)
+    return [long[j] for j in torch.randperm(len(long), generator=g)[:n].tolist()]
+
+
 def analysis_samples(tok, n: int, max_length: int, seed: int = 0, split: str = "test",
                      min_words: int = 20, text: str | None = None) -> dict[str, Tensor]:
     """Godey et al. §5: "128 samples from Wikitext-103". Here: `n` paragraphs of at least `min_words`
@@ -90,14 +102,76 @@ def analysis_samples(tok, n: int, max_length: int, seed: int = 0, split: str = "
     {"input_ids", "attention_mask"} of shape (n, L). Every checkpoint and seed sees the same samples."""
     from ..data import load_wikitext103
 
-    paras = [p for p in _paragraphs(text if text is not None else load_wikitext103(split))
-             if len(p.split()) >= min_words]
-    if len(paras) < n:
-        raise ValueError(f"only {len(paras)} paragraphs of >= {min_words} words, {n} asked for")
-    g = torch.Generator().manual_seed(seed)
-    pick = torch.randperm(len(paras), generator=g)[:n].tolist()
+    paras = _paragraphs(text if text is not None else load_wikitext103(split))
+    pick = _analysis_pick(paras, n, seed, min_words)
     enc = tok([paras[i] for i in pick], truncation=True, max_length=max_length, padding=True, return_tensors="pt")
     return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+
+
+#: the mirror's sentence sets that join WikiText in the "mixed" pretraining corpus
+CORPUS_GLUE = ("CoLA", "SST-2", "MRPC", "QNLI", "RTE")
+CORPUS_STS = ("STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R")
+
+
+def _chunk_ids(ids: list[int], tok, seq_len: int) -> Tensor:
+    body = seq_len - 2
+    n = len(ids) // body
+    if n < 1:
+        raise ValueError(f"the text gave {len(ids)} tokens, fewer than one sequence of {body}")
+    x = torch.tensor(ids[: n * body]).view(n, body)
+    return torch.cat([torch.full((n, 1), tok.cls_token_id), x, torch.full((n, 1), tok.sep_token_id)], dim=1)
+
+
+def corpus(tok, seq_len: int, n_analysis: int, analysis_seed: int = 0, held_out_chunks: int = 64,
+           min_words: int = 20) -> dict:
+    """The "mixed" pretraining corpus of the Q/K chapter (issue 16): WikiText-103 validation and test
+    article text, minus the `n_analysis` analysis paragraphs (`analysis_samples` with the same seed,
+    which training never sees) and minus a held-out block at the end of the test split, plus every
+    sentence of the mirror's GLUE (train and validation of CoLA, SST-2, MRPC, QNLI, RTE, where present)
+    and STS sets. Returns {"train": (n, seq_len) chunks, "held_out": (held_out_chunks, seq_len) chunks
+    from the held-out test text, "unigram_nats": the cross-entropy on the held-out tokens of the
+    training text's unigram distribution (add-one smoothed), "uniform_nats": log |V|, "train_tokens",
+    "sources": which sets were found}. The unigram cross-entropy is the baseline a masked LM that
+    ignores context would reach."""
+    import math
+    from collections import Counter
+
+    from ..data import DataUnavailable, load_glue, load_sts, load_wikitext103
+
+    val = _paragraphs(load_wikitext103("validation"))
+    test = _paragraphs(load_wikitext103("test"))
+    skip = set(_analysis_pick(test, n_analysis, analysis_seed, min_words))
+    rest = [p for i, p in enumerate(test) if i not in skip]
+    enc = lambda paras: [i for p in tok(paras, add_special_tokens=False, verbose=False)["input_ids"] for i in p]  # noqa: E731
+    held_ids: list[int] = []
+    k = len(rest)
+    while len(held_ids) < held_out_chunks * (seq_len - 2) and k > 0:     # the held-out block: the test text's end
+        k -= 1
+        held_ids = enc([rest[k]]) + held_ids
+    sources, sents = ["WikiText-103 validation", "WikiText-103 test (analysis and held-out paragraphs removed)"], []
+    for task in CORPUS_GLUE:
+        for split in ("train", "validation"):
+            try:
+                s = load_glue(task, split)
+            except DataUnavailable:
+                continue
+            sents += list(s.sentence1) + list(s.sentence2 or [])
+            sources.append(f"GLUE {task} {split}")
+    for name in CORPUS_STS:
+        try:
+            s = load_sts(name)
+        except DataUnavailable:
+            continue
+        sents += list(s.sentence1) + list(s.sentence2)
+        sources.append(name)
+    train = _chunk_ids(enc(val + rest[:k] + sents), tok, seq_len)
+    held = _chunk_ids(held_ids, tok, seq_len)[:held_out_chunks]
+    counts = Counter(train.flatten().tolist())
+    total, vocab = sum(counts.values()), len(tok)
+    ids = held[:, 1:-1].flatten().tolist()
+    unigram = -sum(math.log((counts.get(i, 0) + 1) / (total + vocab)) for i in ids) / len(ids)
+    return {"train": train, "held_out": held, "unigram_nats": unigram, "uniform_nats": math.log(vocab),
+            "train_tokens": int(train.numel()), "sources": sources}
 
 
 def mask_tokens(ids: Tensor, tok, mask_prob: float = 0.15, generator: torch.Generator | None = None
@@ -125,9 +199,43 @@ def new_mlm(cfg: PretrainConfig, vocab_size: int, attn_implementation: str = "sd
 
     bc = BertConfig(vocab_size=vocab_size, hidden_size=cfg.hidden, num_hidden_layers=cfg.layers,
                     num_attention_heads=cfg.heads, intermediate_size=cfg.intermediate,
-                    max_position_embeddings=max(512, cfg.seq_len))
+                    max_position_embeddings=max(512, cfg.seq_len),
+                    hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
     bc._attn_implementation = attn_implementation
-    return BertForMaskedLM(bc)
+    model = BertForMaskedLM(bc)
+    if cfg.centre:
+        centre_blocks(model)
+    return model
+
+
+def centre_blocks(model) -> None:
+    """The centring ablation: after every encoder block, subtract the block output's mean over the
+    sequence's tokens (padding excluded when the model is called with an `attention_mask`),
+    x_i ← x_i − (1/n) Σ_j x_j — Yu & Zhang (2024) eq. (21) applied after the block's LayerNorm. The
+    hidden states then have zero mean over each sequence, so the mean query and mean key of every head
+    reduce to the projection biases: Q̄ = b_Q, K̄ = b_K (Godey et al.'s drift along a common direction
+    of the hidden states is removed; what remains is what the biases learn). Hooks, so the weights and
+    the state dict are those of a plain `BertForMaskedLM`."""
+    from ..hf.walk import transformer_layers
+
+    state: dict = {"mask": None}
+
+    def grab_mask(_module, args, kwargs):
+        m = kwargs.get("attention_mask")
+        state["mask"] = None if m is None else m.to(torch.bool)                     # (B, L)
+
+    def centre(_module, _inputs, out):
+        h = out[0] if isinstance(out, tuple) else out                                # (B, L, d)
+        if state["mask"] is None:
+            h = h - h.mean(dim=1, keepdim=True)
+        else:
+            w = state["mask"].to(h.dtype).unsqueeze(-1)                               # (B, L, 1)
+            h = h - (h * w).sum(1, keepdim=True) / w.sum(1, keepdim=True).clamp_min(1.0)
+        return (h, *out[1:]) if isinstance(out, tuple) else h
+
+    model.bert.register_forward_pre_hook(grab_mask, with_kwargs=True)
+    for layer in transformer_layers(model):
+        layer.register_forward_hook(centre)
 
 
 def mlm_loss(model, inputs: Tensor, labels: Tensor) -> Tensor:
@@ -251,5 +359,6 @@ def load_step(cfg: PretrainConfig, folder: str | Path, step: int, vocab_size: in
     return model.to(device).eval()
 
 
-__all__ = ["PretrainConfig", "TOKENIZER_SOURCE", "tokenizer", "training_chunks", "analysis_samples", "mask_tokens",
+__all__ = ["PretrainConfig", "TOKENIZER_SOURCE", "tokenizer", "training_chunks", "analysis_samples", "corpus",
+           "centre_blocks", "mask_tokens",
            "new_mlm", "mlm_loss", "eval_loss", "pretrain", "load_step", "weights_path"]
