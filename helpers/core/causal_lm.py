@@ -1,0 +1,148 @@
+"""A deep, narrow causal Transformer language model in the three variants of Yu & Zhang's §3.4
+(Figure 7: Transformer-XL of depth 60 on WikiText-103): post-norm, pre-norm, and post-norm with the
+de-escalation step (eq. 21) at the input of every FFN.
+
+What it is, and where it departs from their model:
+* Blocks are standard GPT/Transformer blocks — per-channel LayerNorm with bias, Q/K/V and output
+  projections with biases, a two-layer ReLU FFN — not Algorithm 1's scalar-γ, projection-free block:
+  Figure 7's model is a Transformer-XL, which has all of these.
+* No Transformer-XL recurrence memory and no relative positions: learned absolute positions over a
+  fixed context (`seq_len`). The question Figure 7 asks — does a deep post-norm stack train, and does
+  de-escalation make it train like pre-norm? — concerns the block, not the memory.
+* De-escalation in a causal model. Eq. (21) subtracts the mean over *all* tokens, Y = (I − τΠ₁)X; in a
+  causal model that mean carries later tokens into earlier positions (the model would see the future
+  through the mean). We use the running prefix mean: y_t = x_t − τ · (1/t) Σ_{s≤t} x_s, which is
+  eq. (21) applied, at every position t, to the sequence the model has seen up to t (the two agree at
+  the last position). `tests/test_causal_lm.py` checks that no output at position t depends on inputs
+  after t, for all three variants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+VARIANTS = ("post-norm", "pre-norm", "de-escalated")
+
+
+@dataclass(frozen=True)
+class LMConfig:
+    """Architecture. Defaults: a narrow, deep stack a CPU can train (Figure 7 used depth 60, width 410,
+    FFN 820, 10 heads, 201M parameters with its 267k-word vocabulary)."""
+
+    variant: str = "post-norm"
+    vocab: int = 30522
+    depth: int = 48
+    d_model: int = 128
+    n_heads: int = 4
+    d_ff: int = 256
+    seq_len: int = 64
+    tau: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant {self.variant!r}: use one of {VARIANTS}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model {self.d_model} must be divisible by n_heads {self.n_heads}")
+        if not 0 < self.tau <= 1:
+            raise ValueError(f"tau must lie in (0, 1] (eq. 21), got {self.tau}")
+
+
+def prefix_deescalate(x: Tensor, tau: float = 1.0) -> Tensor:
+    """Causal eq. (21): y_t = x_t − τ · mean(x_1..x_t) along the token axis (−2). (…, n, d) -> (…, n, d)."""
+    n = x.shape[-2]
+    count = torch.arange(1, n + 1, device=x.device, dtype=x.dtype).unsqueeze(-1)        # (n, 1)
+    return x - tau * x.cumsum(-2) / count
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.h = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, n, d = x.shape
+        q, k, v = self.qkv(x).view(B, n, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)   # 3 × (B, h, n, dh)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)                      # (B, h, n, dh)
+        return self.out(y.transpose(1, 2).reshape(B, n, d))
+
+
+class Block(nn.Module):
+    """post-norm: x ← LN(x + SA(x)); [de-escalation]; x ← LN(x + FFN(x)).
+    pre-norm (eq. 19 with per-channel LN): x ← x + SA(LN(x)); x ← x + FFN(LN(x)).
+    de-escalated: post-norm with `prefix_deescalate` applied to the FFN's input (after the first LN),
+    as Yu & Zhang's Transformer-XL run ("to the input of each FFN block")."""
+
+    def __init__(self, cfg: LMConfig) -> None:
+        super().__init__()
+        self.variant, self.tau = cfg.variant, cfg.tau
+        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads)
+        self.ffn = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.ReLU(), nn.Linear(cfg.d_ff, cfg.d_model))
+        self.ln1, self.ln2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.variant == "pre-norm":
+            x = x + self.attn(self.ln1(x))
+            return x + self.ffn(self.ln2(x))
+        x = self.ln1(x + self.attn(x))
+        if self.variant == "de-escalated":
+            x = prefix_deescalate(x, self.tau)
+        return self.ln2(x + self.ffn(x))
+
+
+class CausalLM(nn.Module):
+    """Token + learned position embeddings, `depth` blocks, a final LayerNorm for pre-norm (which needs
+    one; post-norm stacks end in LN already), and an output layer tied to the token embedding."""
+
+    def __init__(self, cfg: LMConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok = nn.Embedding(cfg.vocab, cfg.d_model)
+        self.pos = nn.Embedding(cfg.seq_len, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.depth))
+        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.variant == "pre-norm" else nn.Identity()
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(m: nn.Module) -> None:
+        """GPT-2's initialisation: N(0, 0.02) for linear and embedding weights, zero biases."""
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def hidden(self, ids: Tensor, return_states: bool = False):
+        """(B, n) token ids -> final hidden states (B, n, d) [and every block's output]."""
+        n = ids.shape[1]
+        if n > self.cfg.seq_len:
+            raise ValueError(f"sequence of {n} tokens, the model has {self.cfg.seq_len} positions")
+        x = self.tok(ids) + self.pos(torch.arange(n, device=ids.device))
+        states = [x]
+        for blk in self.blocks:
+            x = blk(x)
+            if return_states:
+                states.append(x)
+        x = self.final_norm(x)
+        return (x, states) if return_states else x
+
+    def forward(self, ids: Tensor) -> Tensor:
+        """Logits (B, n, vocab): position t predicts token t+1."""
+        return self.hidden(ids) @ self.tok.weight.T
+
+    def loss(self, ids: Tensor) -> Tensor:
+        """Next-token cross-entropy (nats) over positions 1..n−1 of (B, n) ids."""
+        logits = self(ids[:, :-1])
+        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+__all__ = ["VARIANTS", "LMConfig", "prefix_deescalate", "CausalSelfAttention", "Block", "CausalLM",
+           "parameter_count"]

@@ -1,0 +1,139 @@
+"""Causal language-model training (Yu & Zhang §3.4, Figure 7) through the training core.
+
+Text: WikiText-103 article text from the mirror, tokenised with BERT's uncased WordPiece tokenizer
+(the one the MLM chapter uses), concatenated and cut into sequences of `seq_len + 1` tokens (the
+model reads `seq_len` and predicts the next token at each). Training draws sequences from the
+validation split; the held-out loss is measured on fixed sequences of the test split.
+
+Optimiser as Transformer-XL's base WikiText-103 recipe, which Yu & Zhang kept "intact": Adam(W) with
+learning rate 2.5e-4, cosine decay to zero over the run, no warm-up, and — as their run — no dropout
+and no gradient clipping.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from ..book.runtime import seed_everything, stream_seed
+from ..core import measures as M
+from ..core.causal_lm import CausalLM, LMConfig
+from .loop import Task, adamw, decay_groups, fit
+
+
+@dataclass(frozen=True)
+class LMTrainConfig:
+    steps: int = 1000
+    batch: int = 16
+    lr: float = 2.5e-4
+    warmup: int = 0                  # Transformer-XL base: no warm-up
+    weight_decay: float = 0.0        # Transformer-XL uses plain Adam
+    eval_every: int = 50
+    seed: int = 0
+    resume_every: int = 100
+
+
+def token_stream(tok, split: str) -> Tensor:
+    """The split's article text (headings and blank lines dropped) as one stream of token ids."""
+    from ..data import load_wikitext103
+
+    paras = [ln.strip() for ln in load_wikitext103(split).splitlines()
+             if ln.strip() and not ln.strip().startswith("=")]
+    ids = [i for p in tok(paras, add_special_tokens=False, verbose=False)["input_ids"] for i in p]
+    return torch.tensor(ids)
+
+
+def sequences(stream: Tensor, length: int) -> Tensor:
+    """Cut a token stream into (n, length) non-overlapping sequences."""
+    n = len(stream) // length
+    if n < 1:
+        raise ValueError(f"a stream of {len(stream)} tokens holds no sequence of {length}")
+    return stream[: n * length].view(n, length)
+
+
+class LMTask(Task):
+    """Next-token training as a `fit` task. Batch t = `batch` sequences drawn with a generator seeded
+    by (seed, t); every `eval_every` steps the held-out loss and, on the first held-out batch, the
+    average cosine similarity of the tokens after every block (t_sim, Yu & Zhang eq. 4)."""
+
+    def __init__(self, cfg: LMConfig, tc: LMTrainConfig, train_seqs: Tensor, eval_seqs: Tensor) -> None:
+        self.cfg, self.tc, self.train_seqs, self.eval_seqs = cfg, tc, train_seqs, eval_seqs
+        self.name = f"causal LM {cfg.variant} depth {cfg.depth} seed {tc.seed}"
+        self.steps_per_epoch, self.epochs, self.save_every = tc.steps, 1, tc.resume_every
+
+    def settings(self) -> dict:
+        return {"model": asdict(self.cfg), "train": asdict(self.tc), "train_sequences": len(self.train_seqs)}
+
+    def build(self, device: torch.device):
+        seed_everything(self.tc.seed)
+        model = CausalLM(self.cfg).to(device)
+        opt = adamw(decay_groups(model, self.tc.weight_decay), lr=self.tc.lr, betas=(0.9, 0.999))
+        total, warm = self.tc.steps, self.tc.warmup
+
+        def f(step: int) -> float:
+            if step < warm:
+                return (step + 1) / warm
+            return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
+        return model, opt, torch.optim.lr_scheduler.LambdaLR(opt, f)
+
+    def batch(self, epoch: int, index: int, device: torch.device) -> Tensor:
+        g = torch.Generator().manual_seed(stream_seed(self.tc.seed, "lm-batch", index))
+        idx = torch.randint(len(self.train_seqs), (self.tc.batch,), generator=g)
+        return self.train_seqs[idx].to(device)                                        # (B, seq_len + 1)
+
+    def loss(self, model: nn.Module, batch: Tensor):
+        loss = model.loss(batch)
+        return loss, {"loss": float(loss.detach())}, len(batch)
+
+    def new_history(self) -> dict:
+        return {"loss": [], "eval_step": [], "eval_loss": [], "t_sim": []}
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, history: dict, step: int) -> None:
+        was = model.training
+        model.eval()
+        dev = next(model.parameters()).device
+        tot = 0.0
+        for i in range(0, len(self.eval_seqs), self.tc.batch):
+            chunk = self.eval_seqs[i:i + self.tc.batch]
+            tot += float(model.loss(chunk.to(dev))) * len(chunk)
+        _, states = model.hidden(self.eval_seqs[: self.tc.batch, :-1].to(dev), return_states=True)
+        history["eval_step"].append(step)
+        history["eval_loss"].append(tot / len(self.eval_seqs))
+        history["t_sim"].append([float(M.t_sim(s.float()).mean()) for s in states])
+        model.train(was)
+
+    def before_training(self, model: nn.Module, history: dict) -> None:
+        self.evaluate(model, history, 0)
+
+    def after_step(self, model: nn.Module, step: int, stats: dict[str, float], history: dict) -> None:
+        self.history = history
+        history["loss"].append(stats["loss"])
+        if step % self.tc.eval_every == 0 or step == self.tc.steps:
+            self.evaluate(model, history, step)
+
+
+def train_lm(cfg: LMConfig, tc: LMTrainConfig, train_seqs: Tensor, eval_seqs: Tensor,
+             checkpoint: str | Path | None = None, device: str | torch.device = "cpu", precision: str = "fp32",
+             stop_after: int | None = None) -> dict:
+    """Train one variant to `tc.steps` (resuming from `checkpoint` when present). A loss that turns
+    non-finite ends the run early: the history then has `diverged_at` (the failure of a deep
+    post-norm stack is a result, not an error)."""
+    task = LMTask(cfg, tc, train_seqs, eval_seqs)
+    try:
+        _, history = fit(task, checkpoint=checkpoint, device=device, precision=precision,
+                         stop_after_steps=stop_after)
+    except FloatingPointError as e:
+        history = {**getattr(task, "history", task.new_history()), "diverged": str(e), "done": True}
+        # the loss of the failed step, as the history's last value
+        history["loss"] = [*history["loss"], float("nan")]
+    history["settings"] = task.settings()
+    history.setdefault("diverged", None)
+    return history
+
+
+__all__ = ["LMTrainConfig", "LMTask", "token_stream", "sequences", "train_lm"]
