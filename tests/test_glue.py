@@ -3,6 +3,7 @@ architecture, its placement, padding independence, finite gradients at degenerat
 ExpDecay, metrics, the chapter's tables (resume after a kill: tests/test_train.py)."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -287,3 +288,38 @@ def test_tables_survive_the_json_round_trip():
     assert np.isnan(back.loc[0, "baseline sd"]) and back.loc[0, "softdecay (-0.5)"] == 55.0
     shown = glue_fig.format_pm(back)
     assert shown.loc[0, "baseline"] == "50.00" and shown.loc[0, "softdecay (-0.5) Δ%"] == "+10.00"
+
+
+def test_paper_preset_tables_keep_models_apart():
+    """At `paper` scale the grid holds several models: each model's rows carry that model's paper
+    numbers (ALBERT beside ALBERT, not BERT), the spectrum table keeps model and α₀ apart, and the CDF
+    figure draws a row per (model, task)."""
+    import matplotlib.pyplot as plt
+
+    grid = {}
+    for m in ("bert-base-uncased", "albert-base-v1", "all-MiniLM-L6-v2"):
+        for seed in (0, 1):
+            grid[(m, "RTE", "baseline", None, seed)] = _fake_run(50.0 + seed, 0.1)
+            for a0 in (-0.2, -0.5):
+                grid[(m, "RTE", "softdecay", a0, seed)] = _fake_run(55.0, 0.3, (0.01, 0.2))
+    table = glue.summary_table(grid).set_index("model")
+    assert table.loc["albert-base-v1", "paper model"] == "albert-base-v1"
+    assert table.loc["albert-base-v1", "paper baseline"] != table.loc["bert-base-uncased", "paper baseline"]
+    assert table.loc["all-MiniLM-L6-v2", "paper model"] == "bert-base-uncased"
+    shown = glue_fig.format_pm(table.reset_index()).set_index("model")
+    assert shown.loc["albert-base-v1", "paper model"] == "albert-base-v1"
+    spec = glue.spectrum_summary(grid, seed=0)
+    assert len(spec) == 3 * 3 and spec.groupby(["model", "variant", "initial α"], dropna=False).size().max() == 1
+    for r in grid.values():
+        for part in [k for k in ("layers", "softdecay") if k in r["spectra"]]:
+            r["spectra"][part] = [{"label": f"{part} {i}", "quantiles": [0.1, 0.5, 1.0], **x}
+                                  for i, x in enumerate(r["spectra"][part])]
+        r.update({"history": {"spectra": r["spectra"]}})
+    res = SimpleNamespace(models=["bert-base-uncased", "albert-base-v1", "all-MiniLM-L6-v2"], tasks=["RTE"],
+                          seeds=[0], runs=[{"model": m, "task": t, "variant": v, "seed": s, "history": h["history"]}
+                                           for (m, t, v, _a, s), h in grid.items()])
+    res.run_for = lambda task, variant, seed, model=None: glue.Result.run_for(res, task, variant, seed, model)
+    fig = glue_fig.cdf_figure(res)
+    assert len(fig.axes) == 3 * 3
+    assert any("albert-base-v1" in ax.get_title() for ax in fig.axes)
+    plt.close(fig)

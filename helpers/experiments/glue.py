@@ -26,7 +26,7 @@ Variant = Literal["baseline", "softdecay", "expdecay"]
 
 @dataclass(frozen=True)
 class Params(ChapterParams):
-    """Yan et al. §5.2, App. B, App. D: SoftDecay fine-tuning on GLUE (Table 2, Table 6, Figs. 5, 8-13)."""
+    """Yan et al. §5.2, App. B, App. D: SoftDecay fine-tuning on GLUE (Table 2, Table 6, Figs. 5, 9-13)."""
 
     models: tuple[str, ...] = ("all-MiniLM-L6-v2",)
     tasks: tuple[Task, ...] = ("RTE", "MRPC", "CoLA")
@@ -175,11 +175,19 @@ def majority_baseline(task: str, source: str = "auto") -> dict[str, float]:
     return glue_metrics(task, np.full_like(labels, major), labels)
 
 
-def summary_table(grid: dict[tuple, dict], paper_model: str = "bert-base-uncased") -> pd.DataFrame:
+def paper_model_for(model: str, reported: set[str], fallback: str = "bert-base-uncased") -> str:
+    """The paper's model whose numbers sit beside `model`'s rows: the same model where Table 2 reports
+    it (bert-base-uncased, albert-base-v1, distilbert-base-uncased), BERT-base otherwise (RoBERTa is not
+    in Table 2; MiniLM is not in the paper); the table names which in its `paper model` column."""
+    return model if model in reported else fallback
+
+
+def summary_table(grid: dict[tuple, dict]) -> pd.DataFrame:
     """Table 2 / Table 6 counterpart: for each (model, task, metric) our final validation score per
     variant as mean ± std over seeds, the relative change Δ% against our baseline (as the paper's
-    Δ%), and the paper's numbers for `paper_model` beside them."""
+    Δ%), and the paper's numbers for that model (`paper_model_for`) beside them."""
     paper = paper_tables()
+    reported = set(paper.model)
     rows = []
     combos = sorted({(m, t) for (m, t, *_rest) in grid}, key=lambda x: (x[0], list(TASK_METRICS).index(x[1])))
     for model, task in combos:
@@ -202,6 +210,8 @@ def summary_table(grid: dict[tuple, dict], paper_model: str = "bert-base-uncased
                 if base:
                     row[f"{col} Δ%"] = 100.0 * (row[col] - base) / abs(base)
             row["majority class"] = majority_baseline(task)[metric]
+            paper_model = paper_model_for(model, reported)
+            row["paper model"] = paper_model
             for variant in ("baseline", "softdecay", "expdecay"):
                 hit = paper[(paper.task == task) & (paper.metric == metric) & (paper.model == paper_model)
                             & (paper.variant == variant)]
@@ -235,14 +245,16 @@ def paper_gains(model: str = "bert-base-uncased") -> pd.DataFrame:
 
 
 def spectrum_summary(grid: dict[tuple, dict], seed: int) -> pd.DataFrame:
-    """Per (task, variant) of one seed: median, skewness and TokenUni of the last layer's normalised
-    singular values, and for SoftDecay runs the same before and after the transform (Figure 5)."""
+    """Per (model, task, variant, initial α) of one seed: median, skewness and TokenUni of the last
+    layer's normalised singular values, and for SoftDecay runs the same before and after the transform
+    (Figure 5). Rows keep the model and α₀ apart (a pivot over them would mix models)."""
     rows = []
-    for (_m, task, variant, _a0, s), h in grid.items():
+    for (model, task, variant, a0, s), h in grid.items():
         if s != seed:
             continue
         last = h["spectra"]["layers"][-1]
-        row = {"task": task, "variant": variant, "last layer median": last["median"],
+        row = {"model": model, "task": task, "variant": variant, "initial α": a0,
+               "last layer median": last["median"],
                "last layer skewness": last["skewness"], "last layer TokenUni": last["token_uni"]}
         if "softdecay" in h["spectra"]:
             before, after = h["spectra"]["softdecay"]

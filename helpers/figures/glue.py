@@ -32,7 +32,9 @@ def format_pm(table: pd.DataFrame) -> pd.DataFrame:
                   for m, s in zip(table[v], table[f"{v} sd"].astype(float), strict=True)]
         if f"{v} Δ%" in table.columns:
             out[f"{v} Δ%"] = table[f"{v} Δ%"].map(lambda x: f"{x:+.2f}")
-    for c in [c for c in table.columns if c.startswith("paper ") or c == "majority class"]:
+    if "paper model" in table.columns:
+        out["paper model"] = table["paper model"]
+    for c in [c for c in table.columns if (c.startswith("paper ") and c != "paper model") or c == "majority class"]:
         out[c] = table[c].map(lambda x: "" if pd.isna(x) else f"{x:.2f}")
     return out
 
@@ -92,23 +94,25 @@ def training_curves(res: Result) -> plt.Figure:
 
 
 def cdf_figure(res: Result) -> plt.Figure:
-    """Figures 5 and 9: per task (rows) the per-layer CDFs of normalised singular values of the
-    fine-tuned baseline, of the model fine-tuned with SoftDecay, and of the last layer just before
-    and after the SoftDecay transform inside that model (base seed)."""
+    """Figures 5 and 9–13: per model and task (rows) the per-layer CDFs of normalised singular values
+    of the fine-tuned baseline, of the model fine-tuned with SoftDecay, and of the last layer just
+    before and after the SoftDecay transform inside that model (base seed). Every model of the grid
+    gets its rows (at `paper` scale: BERT = Fig. 9, ALBERT = Figs. 10–11, DistilBERT = Figs. 12–13)."""
     seed = res.seeds[0]
-    fig, axes = plt.subplots(len(res.tasks), 3, figsize=(14, 3.6 * len(res.tasks)), squeeze=False)
-    for row, task in zip(axes, res.tasks, strict=True):
-        base, sd = res.run_for(task, "baseline", seed), res.run_for(task, "softdecay", seed)
+    rows = [(m, t) for m in res.models for t in res.tasks]
+    fig, axes = plt.subplots(len(rows), 3, figsize=(14, 3.6 * len(rows)), squeeze=False)
+    for row, (model, task) in zip(axes, rows, strict=True):
+        base, sd = res.run_for(task, "baseline", seed, model), res.run_for(task, "softdecay", seed, model)
+        label = task if len(res.models) == 1 else f"{model} {task}"
         panels = [(base, "layers", "baseline"), (sd, "layers", "with SoftDecay"),
                   (sd, "softdecay", "last layer, inside the SoftDecay model")]
         for ax, (r, part, title) in zip(row, panels, strict=True):
             if r is None or part not in r["history"]["spectra"]:
                 ax.set_axis_off()
                 continue
-            rows = r["history"]["spectra"][part]
-            common.spectrum_cdfs(ax, [(x["label"], np.asarray(x["quantiles"])) for x in rows],
-                                 title=f"{task}: {title}")
-    fig.suptitle(f"Singular-value CDFs per layer after fine-tuning, {res.models[0]}, seed {seed}")
+            common.spectrum_cdfs(ax, [(x["label"], np.asarray(x["quantiles"])) for x in r["history"]["spectra"][part]],
+                                 title=f"{label}: {title}")
+    fig.suptitle(f"Singular-value CDFs per layer after fine-tuning, {', '.join(res.models)}, seed {seed}")
     return fig
 
 
