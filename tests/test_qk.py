@@ -224,3 +224,18 @@ def test_compare_runs_reads_planted_trajectories():
     # a layer with only opposite heads is named as such
     flipped = {s: dict(r, cos=-np.abs(np.asarray(r["cos"]))) for s, r in runs.items()}
     assert experiment.compare_runs(flipped, steps)["opposite_layers"] == [0]
+
+
+def test_pretraining_settings_reach_the_model():
+    """dropout and the centring ablation of the Params reach the pretraining config and the model."""
+    from helpers.experiments import qk as X
+    from helpers.train import mlm as M
+
+    p = X.Params.resolve("ci", dropout=0.0, centre=True, corpus="mixed")
+    pc = X.pretrain_config(p, 3)
+    assert (pc.dropout, pc.centre, pc.seed) == (0.0, True, 3)
+    model = M.new_mlm(pc, 100)
+    assert model.config.hidden_dropout_prob == 0.0 and model.config.attention_probs_dropout_prob == 0.0
+    assert len(model.bert.encoder.layer[0]._forward_hooks) == 1
+    with pytest.raises(Exception, match="dropout"):
+        X.Params.resolve("ci", dropout=1.5)

@@ -58,6 +58,14 @@ class Params(ChapterParams):
     weight_decay: float = 0.01
     mask_prob: float = 0.15
     train_split: Literal["validation", "test"] = "validation"
+    #: "validation": WikiText-103 validation only (the committed book runs); "mixed": validation + test
+    #: minus the analysis and held-out paragraphs + the mirror's GLUE/STS sentences (`mlm.corpus`, ~2.5M
+    #: tokens), with the unigram baseline recorded beside the held-out loss
+    corpus: Literal["validation", "mixed"] = "validation"
+    dropout: float = 0.1              # BERT's; 0 learns faster on a small budget
+    #: the causal test of issue 16: subtract every block output's token mean during pretraining (and
+    #: analysis), so the hidden states cannot drift along a common direction (Q̄ = b_Q, K̄ = b_K)
+    centre: bool = False
     resume_every: int = 100
     #: bf16 autocast for pretraining (≥ 2× faster here; tests/test_train.py checks it follows fp32);
     #: the committed book trajectories are fp32
@@ -84,6 +92,7 @@ class Params(ChapterParams):
         seq_len=(lambda v: 8 <= v <= 512, "must lie in [8, 512]"), batch_size=positive, lr=positive,
         warmup=(lambda v: 0 <= v < 1, "must lie in [0, 1)"), weight_decay=nonneg,
         mask_prob=(lambda v: 0 < v < 1, "must lie in (0, 1)"), resume_every=positive,
+        dropout=(lambda v: 0 <= v < 1, "must lie in [0, 1)"),
     )
 
     def __post_init__(self) -> None:
@@ -218,7 +227,8 @@ def pretrain_config(p: Params, seed: int) -> mlm.PretrainConfig:
     """The MLM pretraining of run seed `seed` of `p`."""
     return mlm.PretrainConfig(layers=p.layers, hidden=p.d_model, heads=p.n_heads, intermediate=p.d_ff,
                               seq_len=p.seq_len, batch=p.batch_size, steps=max(p.steps), lr=p.lr, warmup=p.warmup,
-                              weight_decay=p.weight_decay, mask_prob=p.mask_prob, seed=seed,
+                              weight_decay=p.weight_decay, mask_prob=p.mask_prob, dropout=p.dropout,
+                              centre=p.centre, seed=seed,
                               checkpoint_steps=tuple(p.steps), resume_every=p.resume_every)
 
 
@@ -251,15 +261,23 @@ def trajectory(p: Params, seed: int, device: Any = "cpu") -> dict:
         folder = results.checkpoint_dir("qk", {**asdict(pc), "precision": p.precision})
         if p.scale == "ci":
             shutil.rmtree(folder)
-        chunks = mlm.training_chunks(tok, p.seq_len, p.train_split)
-        held_out = mlm.training_chunks(tok, p.seq_len, "test")[:64]
+        if p.corpus == "mixed":
+            c = mlm.corpus(tok, p.seq_len, p.n_samples, analysis_seed=p.seed)
+            chunks, held_out = c["train"], c["held_out"]
+            history_extra = {"unigram_nats": c["unigram_nats"], "corpus_sources": c["sources"]}
+        else:
+            chunks = mlm.training_chunks(tok, p.seq_len, p.train_split)
+            held_out = mlm.training_chunks(tok, p.seq_len, "test")[:64]
+            history_extra = {}
         history = mlm.pretrain(pc, chunks, folder, tok=tok, eval_chunks=held_out, device=device,
                                precision=p.precision)
 
         def model_at(step: int):
             return mlm.load_step(pc, folder, step, len(tok), device=device)
         what = (f"our {p.layers}-layer, {p.d_model}-wide MLM BERT (seed {seed}, {max(p.steps)} steps of batch "
-                f"{p.batch_size}x{p.seq_len} on WikiText-103 {p.train_split})")
+                f"{p.batch_size}x{p.seq_len} on " + ("the mixed corpus" if p.corpus == "mixed" else
+                                                      f"WikiText-103 {p.train_split}") +
+                (", block outputs centred" if p.centre else "") + ")")
     samples = mlm.analysis_samples(tok, p.n_samples, p.max_length, seed=p.seed)
     t1 = time.perf_counter()
     stats = [step_statistics(model_at(s), samples["input_ids"], samples["attention_mask"], p.svd_fraction,
@@ -274,6 +292,8 @@ def trajectory(p: Params, seed: int, device: Any = "cpu") -> dict:
     out["train_loss"] = [round(x, 4) for x in history.get("loss", [])]
     out["eval_loss"] = history.get("eval_loss", {})
     out["pretrain_wall_time_s"] = history.get("wall_time_s")
+    if p.source == "pretrain":
+        out.update(history_extra)
     out["train_tokens_available"] = int(chunks.numel()) if chunks is not None else None
     out["analysis_wall_time_s"] = time.perf_counter() - t1
     out["wall_time_s"] = time.perf_counter() - t0
