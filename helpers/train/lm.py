@@ -1,8 +1,9 @@
 """Causal language-model training (Yu & Zhang §3.4, Figure 7) through the training core.
 
-Text: WikiText-103 article text from the mirror, tokenised with BERT's uncased WordPiece tokenizer
-(the one the MLM chapter uses), concatenated and cut into sequences of `seq_len + 1` tokens (the
-model reads `seq_len` and predicts the next token at each). Training draws sequences from the
+Text: WikiText-103 article text from the mirror, as UTF-8 bytes (a 256-symbol vocabulary: the output
+layer costs nothing, so a CPU's time goes into the deep stack) or as BERT's uncased WordPiece tokens,
+concatenated and cut into sequences of `seq_len + 1` tokens (the model reads `seq_len` and predicts
+the next token at each). Training draws sequences from the
 validation split; the held-out loss is measured on fixed sequences of the test split.
 
 Optimiser as Transformer-XL's base WikiText-103 recipe, which Yu & Zhang kept "intact": Adam(W) with
@@ -37,13 +38,31 @@ class LMTrainConfig:
     resume_every: int = 100
 
 
-def token_stream(tok, split: str) -> Tensor:
-    """The split's article text (headings and blank lines dropped) as one stream of token ids."""
+TOKENS = ("bytes", "wordpiece")
+
+
+def vocabulary_size(tokens: str) -> int:
+    if tokens == "bytes":
+        return 256
+    from .mlm import tokenizer
+
+    return len(tokenizer())
+
+
+def token_stream(split: str, tokens: str = "bytes") -> Tensor:
+    """The split's article text (headings and blank lines dropped, paragraphs joined by newlines) as
+    one stream of token ids: UTF-8 bytes, or BERT's uncased WordPiece ids."""
     from ..data import load_wikitext103
 
+    if tokens not in TOKENS:
+        raise ValueError(f"tokens {tokens!r}: use one of {TOKENS}")
     paras = [ln.strip() for ln in load_wikitext103(split).splitlines()
              if ln.strip() and not ln.strip().startswith("=")]
-    ids = [i for p in tok(paras, add_special_tokens=False, verbose=False)["input_ids"] for i in p]
+    if tokens == "bytes":
+        return torch.frombuffer(bytearray("\n".join(paras).encode("utf-8")), dtype=torch.uint8).long()
+    from .mlm import tokenizer
+
+    ids = [i for p in tokenizer()(paras, add_special_tokens=False, verbose=False)["input_ids"] for i in p]
     return torch.tensor(ids)
 
 
@@ -136,4 +155,4 @@ def train_lm(cfg: LMConfig, tc: LMTrainConfig, train_seqs: Tensor, eval_seqs: Te
     return history
 
 
-__all__ = ["LMTrainConfig", "LMTask", "token_stream", "sequences", "train_lm"]
+__all__ = ["TOKENS", "LMTrainConfig", "LMTask", "vocabulary_size", "token_stream", "sequences", "train_lm"]

@@ -1,0 +1,180 @@
+"""The deep causal language model chapter (Yu & Zhang §3.4, Figure 7): post-norm vs pre-norm vs
+de-escalated post-norm (the de-escalation step at every FFN's input) in a deep, narrow causal
+Transformer LM trained on WikiText-103 text.
+
+`run(params)` trains every variant for every seed through `helpers.train.lm` (the book's one loop;
+checkpoints under `_build/checkpoints/deeplm/`, resumed after a kill), each run read back from the
+committed results when its settings match, and summarises the histories: the last steps' training
+loss, the held-out loss, t_sim per block, and the paired (same seed) differences between variants.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from ..book import results, runtime
+from ..book.params import ChapterParams, ParameterError, nonneg, positive, rules
+from ..core.causal_lm import VARIANTS, LMConfig
+from ..train import lm
+
+Variant = Literal["post-norm", "pre-norm", "de-escalated"]
+
+
+@dataclass(frozen=True)
+class Params(ChapterParams):
+    """Yu & Zhang §3.4 (Figure 7): three variants of a deep causal Transformer LM on WikiText-103.
+
+    Defaults follow their run where a CPU allows: Transformer-XL's optimiser (Adam, lr 2.5e-4, cosine
+    decay, no warm-up), no dropout and no gradient clipping, FFN width twice the model width (their
+    820 for 410), τ = 1. `tokens="bytes"` models UTF-8 bytes (256 symbols), `"wordpiece"` BERT's
+    uncased WordPiece vocabulary (30,522; Transformer-XL used WikiText-103's 267k-word vocabulary)."""
+
+    variants: tuple[Variant, ...] = VARIANTS
+    depth: int = 48
+    d_model: int = 64
+    n_heads: int = 4
+    d_ff: int = 128
+    seq_len: int = 64
+    tokens: Literal["bytes", "wordpiece"] = "bytes"
+    batch_size: int = 16
+    steps: int = 1000
+    lr: float = 2.5e-4
+    warmup: int = 0
+    tau: float = 1.0
+    seeds: int = 3
+    eval_sequences: int = 64          # held-out sequences from WikiText-103 test
+    eval_every: int = 50
+    resume_every: int = 100
+    #: fp32 by default: at width 64 bf16 autocast is 2-3x *slower* on this CPU (casts dominate the small
+    #: matrix products: 0.55 vs 1.54 s per step measured); on a GPU at paper width choose bf16
+    precision: Literal["fp32", "bf16"] = "fp32"
+
+    CHAPTER: ClassVar[str] = "deeplm"
+    CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("resume_every",)
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "ci": dict(depth=6, d_model=32, n_heads=2, d_ff=64, seq_len=32, batch_size=8, steps=40, lr=1e-3,
+                   seeds=1, eval_sequences=16, eval_every=10),
+        "book": dict(),
+        "paper": dict(depth=60, d_model=410, n_heads=10, d_ff=820, seq_len=150, tokens="wordpiece", batch_size=40,
+                      steps=50000, seeds=3, eval_every=1000, resume_every=1000, precision="bf16"),
+    }
+    RULES: ClassVar = rules(
+        variants=(lambda v: len(v) > 0 and len(set(v)) == len(v), "needs distinct variants"),
+        depth=positive, d_model=positive, n_heads=positive, d_ff=positive,
+        seq_len=(lambda v: v >= 4, "must be >= 4"), batch_size=positive, steps=positive, lr=positive,
+        warmup=nonneg, tau=(lambda v: 0 < v <= 1, "must lie in (0, 1] (eq. 21)"), seeds=positive,
+        eval_sequences=positive, eval_every=positive, resume_every=positive,
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.d_model % self.n_heads:
+            raise ParameterError(f"parameter 'd_model' = {self.d_model} must be divisible by n_heads = {self.n_heads}")
+
+
+@dataclass
+class Result(results.Result):
+    """`histories[variant][i]`: run seed `seeds[i]`'s history — `loss` per step, `eval_step`,
+    `eval_loss`, `t_sim` (per evaluation, per block; block 0 = the embeddings), `diverged` (None or
+    the error), `wall_time_s`. `uniform_nats`: log |V|, the loss of a model that has learned nothing;
+    `unigram_nats`: the held-out cross-entropy of the training text's symbol frequencies."""
+
+    variants: list[str]
+    seeds: list[int]
+    depth: int
+    steps: int
+    tokens: str
+    parameters: int
+    uniform_nats: float
+    unigram_nats: float
+    scale: str
+    histories: dict[str, list[dict]] = field(default_factory=dict)
+    from_cache: bool = False
+
+    def final_train(self, window: float = 0.05) -> dict[str, np.ndarray]:
+        """Per variant, each seed's mean training loss over the last `window` of the steps (NaN if diverged)."""
+        out = {}
+        for v in self.variants:
+            vals = []
+            for h in self.histories[v]:
+                loss = np.asarray(h["loss"], dtype=float)
+                k = max(1, int(window * self.steps))
+                vals.append(float(loss[-k:].mean()) if len(loss) == self.steps and not h.get("diverged") else np.nan)
+            out[v] = np.array(vals)
+        return out
+
+    def final_eval(self) -> dict[str, np.ndarray]:
+        """Per variant, each seed's last held-out loss."""
+        return {v: np.array([h["eval_loss"][-1] if not h.get("diverged") else np.nan for h in self.histories[v]])
+                for v in self.variants}
+
+    def paired(self, a: str, b: str, which: str = "train") -> dict[str, float]:
+        """Same-seed differences a − b of the final loss: mean, the min and max over seeds."""
+        fa, fb = (self.final_train() if which == "train" else self.final_eval())[a], \
+            (self.final_train() if which == "train" else self.final_eval())[b]
+        d = fa - fb
+        return {"mean": float(np.mean(d)), "min": float(np.min(d)), "max": float(np.max(d)), "n": int(len(d))}
+
+    def last_t_sim(self) -> dict[str, float]:
+        """t_sim of the last block's output at the end of training, mean over seeds."""
+        return {v: float(np.mean([h["t_sim"][-1][-1] for h in self.histories[v]])) for v in self.variants}
+
+
+def _unigram(train: np.ndarray, held: np.ndarray, vocab: int) -> float:
+    counts = np.bincount(train.ravel(), minlength=vocab).astype(float) + 1.0
+    logp = np.log(counts / counts.sum())
+    return float(-logp[held.ravel()].mean())
+
+
+def run(p: Params) -> Result:
+    """Train (or read back) every variant for every seed of `p`."""
+    dev = runtime.choose_device(p.device)
+    data: dict[str, Any] = {}
+
+    def sequences():
+        if not data:
+            data["train"] = lm.sequences(lm.token_stream("validation", p.tokens), p.seq_len + 1)
+            data["eval"] = lm.sequences(lm.token_stream("test", p.tokens), p.seq_len + 1)[: p.eval_sequences]
+        return data["train"], data["eval"]
+
+    vocab = lm.vocabulary_size(p.tokens)
+    histories: dict[str, list[dict]] = {}
+    hits = []
+    for variant in p.variants:
+        histories[variant] = []
+        for s in runtime.run_seeds(p.seed, p.seeds):
+            extra = dict(variant=variant, run_seed=s)
+            key = p.cache_key(drop=("variants", "seeds"), **extra)
+            ckpt = None if p.scale == "ci" else results.checkpoint_dir("deeplm", key) / f"{variant}.pt"
+
+            def compute(variant=variant, s=s, ckpt=ckpt):
+                cfg = LMConfig(variant=variant, vocab=vocab, depth=p.depth, d_model=p.d_model, n_heads=p.n_heads,
+                               d_ff=p.d_ff, seq_len=p.seq_len, tau=p.tau)
+                tc = lm.LMTrainConfig(steps=p.steps, batch=p.batch_size, lr=p.lr, warmup=p.warmup,
+                                      eval_every=p.eval_every, seed=s, resume_every=p.resume_every)
+                train, held = sequences()
+                h = lm.train_lm(cfg, tc, train, held, checkpoint=ckpt, device=dev, precision=p.precision)
+                h["loss"] = [round(x, 5) if math.isfinite(x) else None for x in h["loss"]]
+                h.pop("_epoch_sums", None)
+                return h
+
+            hist, hit = results.cached(p, f"{variant}-seed{s}", compute, drop=("variants", "seeds"), **extra)
+            hist["loss"] = [np.nan if x is None else x for x in hist["loss"]]
+            histories[variant].append(hist)
+            hits.append(hit)
+    train, held = sequences()
+    from ..core.causal_lm import CausalLM, parameter_count
+
+    n_params = parameter_count(CausalLM(LMConfig(vocab=vocab, depth=p.depth, d_model=p.d_model, n_heads=p.n_heads,
+                                                 d_ff=p.d_ff, seq_len=p.seq_len)))
+    return Result(variants=list(p.variants), seeds=runtime.run_seeds(p.seed, p.seeds), depth=p.depth, steps=p.steps,
+                  tokens=p.tokens, parameters=n_params, uniform_nats=math.log(vocab),
+                  unigram_nats=_unigram(train[:, 1:].numpy(), held[:, 1:].numpy(), vocab), scale=p.scale,
+                  histories=histories, from_cache=all(hits))
+
+
+__all__ = ["Params", "Result", "run"]

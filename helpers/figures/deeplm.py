@@ -1,0 +1,100 @@
+"""Figures, table and glued numbers of the deep causal LM chapter (Yu & Zhang §3.4, Figure 7)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ..core.causal_lm import VARIANTS
+from ..experiments.deeplm import Result
+from . import common
+
+COLOURS = {"post-norm": "C3", "pre-norm": "C0", "de-escalated": "C2"}
+
+
+def _smooth(x: np.ndarray, k: int) -> np.ndarray:
+    """Moving average over `k` steps (valid part), NaN-aware enough for a diverged tail."""
+    if k <= 1 or len(x) < k:
+        return x
+    c = np.convolve(np.nan_to_num(x, nan=np.nan), np.ones(k) / k, mode="valid")
+    return c
+
+
+def fig7(res: Result) -> plt.Figure:
+    """Figure 7: training loss per step (moving average; one line per seed) and held-out loss per
+    evaluation (mean ± min/max over seeds), with the uniform and unigram baselines."""
+    common.set_theme()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    k = max(1, res.steps // 50)
+    for v in res.variants:
+        for i, h in enumerate(res.histories[v]):
+            y = _smooth(np.asarray(h["loss"], dtype=float), k)
+            axes[0].plot(np.arange(len(y)) + k, y, color=COLOURS.get(v), lw=1.2, alpha=0.8,
+                         label=v if i == 0 else None)
+        ev = np.array([h["eval_loss"] for h in res.histories[v] if not h.get("diverged")], dtype=float)
+        if len(ev):
+            steps = res.histories[v][0]["eval_step"]
+            axes[1].plot(steps, ev.mean(0), color=COLOURS.get(v), marker="o", ms=3, label=v)
+            axes[1].fill_between(steps, ev.min(0), ev.max(0), color=COLOURS.get(v), alpha=0.2)
+    for ax, title in zip(axes, ("training loss (moving average, each seed)", "held-out loss (range over seeds)"),
+                         strict=True):
+        ax.axhline(res.uniform_nats, color="grey", ls=":", lw=1, label="uniform")
+        ax.axhline(res.unigram_nats, color="grey", ls="--", lw=1, label="unigram")
+        ax.set_xlabel("optimiser step")
+        ax.set_ylabel("cross-entropy (nats per token)")
+        ax.set_title(title)
+    axes[1].legend(fontsize=8)
+    fig.suptitle(f"Figure 7 counterpart — causal LM, depth {res.depth}, {res.tokens}, {res.steps} steps, "
+                 f"{len(res.seeds)} seed(s) ({res.scale} scale)")
+    return common.figure("deeplm-fig7", fig)
+
+
+def tsim(res: Result) -> plt.Figure:
+    """t_sim of every block's output on a held-out batch, at initialisation and after training."""
+    common.set_theme()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    for ax, idx, title in zip(axes, (0, -1), ("at initialisation", "after training"), strict=True):
+        curves = {v: np.array([h["t_sim"][idx] for h in res.histories[v]], dtype=float) for v in res.variants}
+        common.layer_curves(ax, curves, ylabel="t_sim", title=title, markers=False, xlabel="block")
+    fig.suptitle("Token similarity t_sim per block (block 0 = embeddings), mean over seeds")
+    return common.figure("deeplm-tsim", fig)
+
+
+def final_table(res: Result):
+    """Per variant: final training loss (last 5 % of steps) and held-out loss, mean and range over seeds,
+    t_sim of the last block, seconds per step."""
+    tr, ev, ts = res.final_train(), res.final_eval(), res.last_t_sim()
+    rows = []
+    for v in res.variants:
+        secs = [h.get("wall_time_s", np.nan) / max(1, len([x for x in h["loss"] if x == x])) for h in res.histories[v]]
+        rows.append({"variant": v, "final train loss": np.nanmean(tr[v]),
+                     "range over seeds": f"{np.nanmin(tr[v]):.3f}–{np.nanmax(tr[v]):.3f}",
+                     "held-out loss": np.nanmean(ev[v]), "last-block t_sim": ts[v],
+                     "diverged runs": sum(bool(h.get("diverged")) for h in res.histories[v]),
+                     "s per step": float(np.nanmean(secs))})
+    return common.table(pd.DataFrame(rows), digits=3)
+
+
+def publish(res: Result) -> None:
+    """Draw and glue the figures, and glue every number the prose quotes."""
+    fig7(res)
+    tsim(res)
+    tr, ev, ts = res.final_train(), res.final_eval(), res.last_t_sim()
+    values: dict[str, object] = {"depth": res.depth, "steps": res.steps, "seeds": len(res.seeds),
+                                 "params": f"{res.parameters:,}", "tokens": res.tokens,
+                                 "uniform": res.uniform_nats, "unigram": res.unigram_nats}
+    for v in VARIANTS:
+        values[f"train-{v}"] = float(np.nanmean(tr[v])) if v in tr else np.nan
+        values[f"eval-{v}"] = float(np.nanmean(ev[v])) if v in ev else np.nan
+        values[f"tsim-{v}"] = ts.get(v, np.nan)
+    for a, b in (("post-norm", "pre-norm"), ("de-escalated", "pre-norm"), ("post-norm", "de-escalated")):
+        if a in res.variants and b in res.variants:
+            d = res.paired(a, b)
+            values[f"diff-{a}-{b}"] = d["mean"]
+            values[f"diff-{a}-{b}-min"] = d["min"]
+            values[f"diff-{a}-{b}-max"] = d["max"]
+    common.publish("deeplm", values)
+
+
+__all__ = ["fig7", "tsim", "final_table", "publish"]
