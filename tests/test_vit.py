@@ -92,3 +92,35 @@ def test_result_round_trips_through_json():
     back = Result.from_json(r.to_json())
     assert back.final("test_acc") == {"pre-norm": 0.3} and back.last_t_sim() == {"pre-norm": 0.7}
     assert back.table()["s per epoch"].tolist() == [2.0]
+
+
+@pytest.mark.parametrize("block", ["algorithm1", "standard"])
+@pytest.mark.parametrize("place", ["ffn_input", "output"])
+def test_similarity_before_deescalation(block, place):
+    """Before the de-escalation step t_sim is that of the block's own state; after it (τ = 1, step at
+    the output) the tokens have zero mean, so t_sim = 0 there by construction."""
+    from helpers.core.vit import ViT, ViTConfig
+
+    torch.manual_seed(0)
+    cfg = ViTConfig(variant="de-escalated", depth=3, hidden=32, ffn=64, heads=4, block=block, deesc_place=place)
+    m = ViT(cfg).eval()
+    x = torch.randn(4, 3, 32, 32)
+    before = m.similarity_before_deescalation(x)
+    after = m.block_similarity(x)[1:]
+    assert before.shape == (3,) and np.all(before > 0.01)
+    if place == "output":
+        assert np.all(after < 1e-6)
+    assert ViT(ViTConfig(variant="post-norm", depth=2, hidden=32, ffn=64, heads=4, block=block)) \
+        .similarity_before_deescalation(x) is None
+
+
+def test_standard_block_has_the_vit_pytorch_parts():
+    """The 'standard' block: per-channel LayerNorm with bias, Q/K/V and output projections with biases."""
+    from helpers.core.vit import ViT, ViTConfig
+
+    m = ViT(ViTConfig(variant="post-norm", depth=2, hidden=32, ffn=64, heads=4, block="standard"))
+    names = dict(m.named_parameters())
+    assert names["blocks.0.ln1.weight"].shape == (32,) and names["blocks.0.ln1.bias"].shape == (32,)
+    assert "blocks.0.attn.out.weight" in names and "blocks.0.attn.out.bias" in names
+    with pytest.raises(ValueError, match="block"):
+        ViTConfig(block="resnet")

@@ -58,41 +58,73 @@ def prefix_deescalate(x: Tensor, tau: float = 1.0) -> Tensor:
     return x - tau * x.cumsum(-2) / count
 
 
-class CausalSelfAttention(nn.Module):
-    def __init__(self, d: int, heads: int) -> None:
+class SelfAttention(nn.Module):
+    """Multi-head softmax attention with Q/K/V and output projections (biases included); `causal`
+    masks the scores so position t attends to positions ≤ t only."""
+
+    def __init__(self, d: int, heads: int, causal: bool = True) -> None:
         super().__init__()
-        self.h = heads
+        self.h, self.causal = heads, causal
         self.qkv = nn.Linear(d, 3 * d)
         self.out = nn.Linear(d, d)
 
     def forward(self, x: Tensor) -> Tensor:
         B, n, d = x.shape
         q, k, v = self.qkv(x).view(B, n, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)   # 3 × (B, h, n, dh)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)                      # (B, h, n, dh)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)               # (B, h, n, dh)
         return self.out(y.transpose(1, 2).reshape(B, n, d))
 
 
+#: kept for readers of the first version of this module
+CausalSelfAttention = SelfAttention
+
+DEESC_PLACES = ("ffn_input", "output")
+
+
 class Block(nn.Module):
-    """post-norm: x ← LN(x + SA(x)); [de-escalation]; x ← LN(x + FFN(x)).
+    """A standard Transformer block (per-channel LayerNorm with bias, projections with biases, a
+    two-layer FFN) in one of Yu & Zhang's three variants:
+
+    post-norm: x ← LN(x + SA(x)); x ← LN(x + FFN(x)).
     pre-norm (eq. 19 with per-channel LN): x ← x + SA(LN(x)); x ← x + FFN(LN(x)).
-    de-escalated: post-norm with `prefix_deescalate` applied to the FFN's input (after the first LN),
-    as Yu & Zhang's Transformer-XL run ("to the input of each FFN block")."""
+    de-escalated: post-norm with eq. (21) at `deesc_place` — "ffn_input" (after the first LN: their
+    Transformer-XL run) or "output" (after the second LN: their ViT run). With `causal` the
+    de-escalation uses the prefix mean (`prefix_deescalate`), otherwise the whole-sequence mean.
 
-    def __init__(self, cfg: LMConfig) -> None:
+    `forward` returns the block's output; `trace` also returns the state just before the
+    de-escalation step (None for the other variants), so t_sim can be read on both sides of it."""
+
+    def __init__(self, d: int, heads: int, d_ff: int, variant: str = "post-norm", tau: float = 1.0,
+                 causal: bool = True, deesc_place: str = "ffn_input", activation: str = "relu") -> None:
         super().__init__()
-        self.variant, self.tau = cfg.variant, cfg.tau
-        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads)
-        self.ffn = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.ReLU(), nn.Linear(cfg.d_ff, cfg.d_model))
-        self.ln1, self.ln2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+        if variant not in VARIANTS:
+            raise ValueError(f"variant {variant!r}: use one of {VARIANTS}")
+        if deesc_place not in DEESC_PLACES:
+            raise ValueError(f"deesc_place {deesc_place!r}: use one of {DEESC_PLACES}")
+        self.variant, self.tau, self.causal, self.deesc_place = variant, tau, causal, deesc_place
+        self.attn = SelfAttention(d, heads, causal)
+        act = {"relu": nn.ReLU(), "gelu": nn.GELU()}[activation]
+        self.ffn = nn.Sequential(nn.Linear(d, d_ff), act, nn.Linear(d_ff, d))
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def _deesc(self, x: Tensor) -> Tensor:
+        return prefix_deescalate(x, self.tau) if self.causal else x - self.tau * x.mean(-2, keepdim=True)
+
+    def trace(self, x: Tensor) -> tuple[Tensor, Tensor | None]:
         if self.variant == "pre-norm":
             x = x + self.attn(self.ln1(x))
-            return x + self.ffn(self.ln2(x))
+            return x + self.ffn(self.ln2(x)), None
         x = self.ln1(x + self.attn(x))
-        if self.variant == "de-escalated":
-            x = prefix_deescalate(x, self.tau)
-        return self.ln2(x + self.ffn(x))
+        before = None
+        if self.variant == "de-escalated" and self.deesc_place == "ffn_input":
+            before, x = x, self._deesc(x)
+        x = self.ln2(x + self.ffn(x))
+        if self.variant == "de-escalated" and self.deesc_place == "output":
+            before, x = x, self._deesc(x)
+        return x, before
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.trace(x)[0]
 
 
 class CausalLM(nn.Module):
@@ -104,7 +136,8 @@ class CausalLM(nn.Module):
         self.cfg = cfg
         self.tok = nn.Embedding(cfg.vocab, cfg.d_model)
         self.pos = nn.Embedding(cfg.seq_len, cfg.d_model)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.depth))
+        self.blocks = nn.ModuleList(Block(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.variant, cfg.tau, causal=True,
+                                          deesc_place="ffn_input") for _ in range(cfg.depth))
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.variant == "pre-norm" else nn.Identity()
         self.apply(self._init)
 
@@ -144,5 +177,6 @@ def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-__all__ = ["VARIANTS", "LMConfig", "prefix_deescalate", "CausalSelfAttention", "Block", "CausalLM",
+__all__ = ["VARIANTS", "DEESC_PLACES", "LMConfig", "prefix_deescalate", "SelfAttention", "CausalSelfAttention",
+           "Block", "CausalLM",
            "parameter_count"]

@@ -11,8 +11,13 @@ from torch import Tensor, nn
 
 from . import measures as M
 from .blocks import PostNormBlock, PreNormBlock
+from .causal_lm import Block as StandardBlock
 
 VARIANTS = ("post-norm", "pre-norm", "de-escalated")
+#: "algorithm1": Yu & Zhang's blocks as written (scalar-γ LN, per-head value maps, no output projection, no
+#: biases); "standard": the vit-pytorch-style block the paper trained (per-channel LN with bias, Q/K/V and output
+#: projections with biases, GELU FFN with biases), in the same three variants
+BLOCKS = ("algorithm1", "standard")
 
 
 @dataclass
@@ -30,8 +35,13 @@ class ViTConfig:
     tau: float = 1.0
     deesc_place: str = "output"
     learnable_tau: bool = False
+    block: str = "algorithm1"
 
     def __post_init__(self) -> None:
+        if self.block not in BLOCKS:
+            raise ValueError(f"block {self.block!r}: use one of {BLOCKS}")
+        if self.block == "standard" and self.deesc_place not in ("ffn_input", "output"):
+            raise ValueError(f"the standard block de-escalates at 'ffn_input' or 'output', not {self.deesc_place!r}")
         if self.variant not in VARIANTS:
             raise ValueError(f"variant {self.variant!r}: use one of {VARIANTS}")
         if self.image % self.patch:
@@ -52,9 +62,14 @@ class ViT(nn.Module):
         self.embed = nn.Linear(3 * cfg.patch * cfg.patch, cfg.hidden)
         self.cls = nn.Parameter(torch.zeros(1, 1, cfg.hidden))
         self.pos = nn.Parameter(torch.randn(1, n + 1, cfg.hidden) * 0.02)
-        if cfg.variant == "pre-norm":
+        if cfg.block == "standard":
+            self.blocks = nn.ModuleList(
+                StandardBlock(cfg.hidden, cfg.heads, cfg.ffn, cfg.variant, cfg.tau, causal=False,
+                              deesc_place=cfg.deesc_place, activation="gelu") for _ in range(cfg.depth))
+            self.final_norm: nn.Module = nn.LayerNorm(cfg.hidden) if cfg.variant == "pre-norm" else nn.Identity()
+        elif cfg.variant == "pre-norm":
             self.blocks = nn.ModuleList(PreNormBlock(cfg.hidden, cfg.heads, cfg.ffn) for _ in range(cfg.depth))
-            self.final_norm: nn.Module = nn.LayerNorm(cfg.hidden)
+            self.final_norm = nn.LayerNorm(cfg.hidden)
         else:
             tau = cfg.tau if cfg.variant == "de-escalated" else None
             self.blocks = nn.ModuleList(
@@ -86,3 +101,25 @@ class ViT(nn.Module):
         """t_sim of the input to every block and of the output (Yu & Zhang Def. 1.1), batch mean."""
         _, states = self.forward(x, return_states=True)
         return np.array([float(M.t_sim(s).mean()) for s in states])
+
+    @torch.no_grad()
+    def similarity_before_deescalation(self, x: Tensor) -> np.ndarray | None:
+        """For the de-escalated variant: t_sim of every block's state just *before* its de-escalation
+        step (after it, eq. 21 with τ = 1 makes the token mean zero, so t_sim there is 0 by
+        construction and says nothing about escalation). None for the other variants."""
+        if self.cfg.variant != "de-escalated":
+            return None
+        h = self.embed(self.patches(x))
+        h = torch.cat([self.cls.expand(h.shape[0], -1, -1), h], dim=1) + self.pos
+        out = []
+        for blk in self.blocks:
+            if isinstance(blk, StandardBlock):
+                h, before = blk.trace(h)
+            else:
+                tr = blk.trace(h)
+                place = blk.deesc_place
+                before = {"input": h, "after_attention": blk.alpha * blk.attn(tr.X)[0] + tr.X,
+                          "ffn_input": blk.ln1(tr.Y1), "output": blk.ln2(tr.Y3)}[place]
+                h = tr.Y4
+            out.append(float(M.t_sim(before).mean()))
+        return np.array(out)

@@ -37,6 +37,9 @@ class Params(ChapterParams):
     tau: float = 1.0
     deesc_place: Literal["input", "after_attention", "ffn_input", "output"] = "output"
     augment: bool = True
+    #: "algorithm1": Yu & Zhang's blocks as written (the committed runs); "standard": the vit-pytorch-style
+    #: block (per-channel LN with bias, output projection, biases, GELU) in the same three variants
+    block: Literal["algorithm1", "standard"] = "algorithm1"
     seeds: int = 3
     sim_every: int = 1
     #: bf16 autocast (fp32 weights and optimiser) is the default: ≥ 2× faster on this CPU and on GPUs,
@@ -134,7 +137,7 @@ def run(p: Params) -> Result:
                 train_set, test_set = datasets()
                 return vit_train.run_variant(variant, p.depth, p.d_model, p.d_ff, p.n_heads, p.patch, p.tau,
                                              p.deesc_place, tc, train_set, test_set, checkpoint=ckpt, device=dev,
-                                             precision=p.precision)
+                                             precision=p.precision, block=p.block)
 
             hist, hit = results.cached(p, f"{variant}-seed{s}", compute, drop=("variants", "seeds"), **extra)
             histories[variant].append(hist)

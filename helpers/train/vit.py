@@ -88,6 +88,9 @@ class ViTTask(Task):
             model.eval()
             probe = self.test_x[: min(64, len(self.test_x))].to(dev)
             history["t_sim"][str(epoch)] = model.block_similarity(probe).tolist()
+            before = model.similarity_before_deescalation(probe)
+            if before is not None:
+                history.setdefault("t_sim_before_deescalation", {})[str(epoch)] = before.tolist()
 
 
 def train(model: ViT, train_set: tuple[list, list], test_set: tuple[list, list], tc: TrainConfig,
@@ -115,13 +118,13 @@ def evaluate_images(model: ViT, x: Tensor, y: Tensor, batch: int = 256) -> tuple
 
 def run_variant(variant: str, depth: int, hidden: int, ffn: int, heads: int, patch: int, tau: float,
                 deesc_place: str, tc: TrainConfig, train_set, test_set, checkpoint: str | Path | None = None,
-                device: str | torch.device = "cpu", precision: str = "fp32") -> dict:
+                device: str | torch.device = "cpu", precision: str = "fp32", block: str = "algorithm1") -> dict:
     """Build one variant (seeded by `tc.seed`), train it, and return its history with the wall time."""
     import time
 
     torch.manual_seed(tc.seed)
     model = ViT(ViTConfig(variant=variant, depth=depth, hidden=hidden, ffn=ffn, heads=heads, patch=patch, tau=tau,
-                          deesc_place=deesc_place))
+                          deesc_place=deesc_place, block=block))
     t = time.perf_counter()
     hist = train(model, train_set, test_set, tc, checkpoint=checkpoint, device=device, precision=precision)
     hist["wall_time_s"] = time.perf_counter() - t
