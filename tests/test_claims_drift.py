@@ -73,3 +73,37 @@ def test_the_output_drifts_as_the_bias_grows(res):
     m = res.stat("out_mean_norm").mean(0)                     # (norms,)
     assert m[0] < 0.5 * np.sqrt(res.hidden) and m[-1] > 0.9 * np.sqrt(res.hidden)
     assert np.all(np.diff(m) > -1e-3 * np.sqrt(res.hidden))
+
+
+def test_embedding_layer_makes_q_and_k_anisotropic_without_bias(res):
+    """Issue 15: through BERT's embedding layer (shared token-type vector) the inputs have cosine ≈ 1/3
+    and Q, K inherit it at N = 0 — the paper's observation; rows of E give isotropic Q, K."""
+    emb = "embedding-layer"
+    assert res.stat("in_cos", emb)[:, 0].mean() == pytest.approx(1 / 3, abs=0.05)
+    for name in ("q_cos", "k_cos"):
+        assert res.stat(name, emb)[:, 0].mean() > 0.25
+        assert abs(res.stat(name)[:, 0].mean()) < 0.01
+
+
+def test_most_of_the_score_spread_is_row_constant(res):
+    """The pooled sd of the scores (Fig. 7) grows far faster than the within-row sd the softmax sees."""
+    big = np.asarray(res.norms) >= 100
+    frac = res.stat("score_rowconst_frac").mean(0)
+    assert np.all(frac[big] > 0.99)
+    assert np.all(res.stat("score_row_sd").mean(0)[big] < 0.01 * res.stat("score_std").mean(0)[big])
+
+
+def test_attention_departs_from_uniform_only_near_full_alignment(res):
+    """Rows of E: uniform (row max < 1.05/L) at every N whose input cosine is below 0.99; for both
+    inputs the row maximum first doubles only where the input cosine exceeds 0.9 — far above the
+    reference model's layer-wise average cosines."""
+    in_cos, row_max = res.stat("in_cos").mean(0), res.stat("row_max").mean(0)
+    assert np.all(row_max[in_cos < 0.99] < res.uniform_tol / res.seq_len)
+    assert res.last_uniform() >= 0 and in_cos[res.last_uniform()] > 0.99
+    for v in ("table", "embedding-layer"):
+        rm, cos = res.stat("row_max", v).mean(0), res.stat("in_cos", v).mean(0)
+        onset = np.nonzero(rm > 2 * rm[0])[0]
+        assert onset.size and cos[onset[0]] > 0.9, v
+        assert max(res.reference["layer_cos"]) < cos[onset[0]] - 0.3, v
+        ent = res.stat("entropy_norm", v).mean(0)
+        assert ent[-1] < ent[0]                                           # sharper at the largest bias

@@ -65,3 +65,65 @@ def test_figure5_tau_one_keeps_full_diversity_and_small_tau_collapses(res):
     assert np.allclose(levels[1.0][:, 1:], 1.0, atol=1e-6)   # t_sim does not rise with τ = 1
     assert levels[0.1][:, -1].mean() < 0.15                   # τ = 0.1 still collapses (paper: ~0)
     assert levels[0.5][:, -1].mean() > 0.5                    # τ > 1 − 1/√2: the common part dies out
+
+
+def _first(v, res):
+    """A first-block index, `never` counting as one past the last block."""
+    return res.settings["depth"] + 1 if v is None else v
+
+
+def test_xi2_is_never_infinite_in_the_figure2_tables(res):
+    """Issue 15: ξ₂ overflowed to inf under σ² = h/d; now it is finite or undefined (NaN), never inf."""
+    for fig in (res.figure2, res.figure2_other, res.figure2_init):
+        assert not np.isinf(fig["xi_ratio"]).any()
+    assert np.isfinite(res.summary["other_steps_ratio_other"])
+
+
+def test_paper_ffn_initialisation_escalates_slower_than_xavier(res):
+    """§2.4's code default for the FFN (nn.Linear) against Xavier: a smaller FFN ratio at block 0 and a
+    later first pass of 0.99; the attention step is the same draw either way."""
+    s = res.summary
+    assert res.settings["ffn_init"] == "torch"
+    assert s["step3_ratio_first_init"] > s["step3_ratio_first"] + 0.5 > 1.5
+    assert _first(s["first_block_above_099"], res) > _first(s["first_block_above_099_init"], res)
+
+
+def test_the_ffn_supplies_a_real_share_of_the_log_odds_growth(res):
+    s = res.summary
+    assert s["attn_share"] + s["ffn_share"] + s["ln_share"] == pytest.approx(1.0)
+    assert s["ffn_share"] > 0.15 and s["ffn_share_init"] > 0.35      # not negligible: about half with Xavier
+    assert s["ffn_share_init"] > s["ffn_share"]
+    assert abs(s["ln_share"]) < 0.05
+
+
+def test_ffn_ablations_slow_the_escalation(res):
+    s = res.summary
+    assert s["step3_ratio_first_centred"] == pytest.approx(1.0, abs=0.05)   # zero-mean activation: ratio ≈ 1
+    abl = res.figure2_ablation
+    for kind in ("none", "centred-relu"):
+        assert _first(s[f"first_block_above_099_{'none' if kind == 'none' else 'centred'}"], res) > \
+            _first(s["first_block_above_099"], res)
+        assert abl[kind]["t_sim"].mean(0)[-1] < res.figure2["t_sim"].mean(0)[-1]
+        assert np.all(np.diff(abl[kind]["t_sim"].mean(0)) > 0)                # attention alone still escalates
+
+
+def test_tau_one_half_collapses_under_the_other_reading(res):
+    """Neither reading gives the paper's 0.5 at τ = 0.5: σ² = 1/d keeps nearly full diversity, h/d ≈ 0."""
+    s = res.summary
+    assert s["tdiv_last_tau_0.5"] > 0.5 and s["tdiv_last_other_tau_0.5"] < 0.05
+
+
+def test_bounds_11_hold_on_generic_p(res):
+    assert res.summary["bound_min_slack_mu1"] >= -1e-12 and res.summary["bound_min_slack_mu2"] >= -1e-12
+    assert len(res.bounds11) >= 5
+
+
+def test_figure8_eta_concentrates_with_d(res):
+    sd = np.asarray(res.figure8["precise"]["sd"]).mean(1)                   # (dims,)
+    assert np.all(np.diff(sd) < 0)
+    assert res.summary["eta_precise_absmax_last_d"] < 0.1
+
+
+def test_figure1_runs_on_a_real_batch(res):
+    s = res.summary
+    assert s["hf_sentences"] >= 8 and s["hf_real_tokens"] > 5 * s["hf_sentences"]

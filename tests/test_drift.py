@@ -8,6 +8,7 @@ import torch
 
 from helpers.book.params import ParameterError
 from helpers.core import anisotropy as A
+from helpers.core.measures import pairwise_cosine_mean
 from helpers.experiments import drift as D
 from helpers.hf.drift import bert_block, block_with_qk
 
@@ -92,3 +93,51 @@ def test_params_grid_and_rules():
         D.Params.resolve("ci", norm_min=10.0, norm_max=1.0)
     with pytest.raises(ParameterError, match="divisible"):
         D.Params.resolve("ci", d_model=100, n_heads=12)
+
+
+# ------------------------------------------------------------------ issue 15: embedding layer, what the softmax sees
+
+
+def test_a_row_constant_cancels_in_the_softmax_and_in_the_decomposition():
+    from helpers.core.drift import attention_entropy_normalised, score_decomposition
+
+    g = torch.Generator().manual_seed(0)
+    S = torch.randn(2, 3, 16, 16, generator=g)
+    shifted = S + 50 * torch.randn(2, 3, 16, 1, generator=g)           # a different constant per row
+    assert torch.allclose(torch.softmax(S, -1), torch.softmax(shifted, -1), atol=1e-5)
+    a, b = score_decomposition(S), score_decomposition(shifted)
+    assert b["within_var"].item() == pytest.approx(a["within_var"].item(), rel=1e-4)
+    assert b["total_var"] > 100 * a["total_var"] and b["rowconst_frac"] > 0.99
+    assert abs(a["rowconst_frac"].item()) < 0.2                          # i.i.d. scores: little is row-constant
+    rows_only = torch.randn(1, 1, 8, 1, generator=g).expand(1, 1, 8, 8)
+    assert score_decomposition(rows_only)["rowconst_frac"].item() == pytest.approx(1.0)
+    cols_only = torch.randn(1, 1, 1, 8, generator=g).expand(1, 1, 8, 8)  # key-dependent: all of it counts
+    assert score_decomposition(cols_only)["rowconst_frac"].item() == pytest.approx(0.0, abs=1e-6)
+    assert attention_entropy_normalised(torch.full((4, 8), 1 / 8)).item() == pytest.approx(1.0)
+    assert attention_entropy_normalised(torch.eye(8)).item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_embedding_layer_inputs_share_the_token_type_vector():
+    from helpers.hf.drift import bert_embeddings_and_block, embed
+
+    d = 256
+    emb, layer = bert_embeddings_and_block(0, hidden=d, heads=4, intermediate=128)
+    E, _ = bert_block(0, hidden=d, heads=4, intermediate=128)
+    assert torch.equal(emb.word_embeddings.weight, E)                   # same draw as the paper's table
+    ids = torch.randint(0, E.shape[0], (2, 32), generator=torch.Generator().manual_seed(1))
+    x = embed(emb, ids)
+    assert torch.allclose(x.norm(dim=-1), torch.full((2, 32), math.sqrt(d)), rtol=1e-3)   # LN output
+    # word + position + type, equal scales, type shared: average cosine about 1/3
+    assert pairwise_cosine_mean(x.reshape(-1, d)).item() == pytest.approx(1 / 3, abs=0.08)
+    tab = D.drift_sweep(E, layer, [0.0], 2, 32, seed=1)
+    lay = D.drift_sweep(E, layer, [0.0], 2, 32, seed=1, emb=emb)
+    assert abs(tab["q_cos"][0]) < 0.05 and lay["q_cos"][0] > 0.2 and lay["k_cos"][0] > 0.2
+
+
+def test_last_uniform_on_a_planted_result():
+    res = D.Result(norms=[0.0, 1.0, 10.0, 100.0], seeds=[0], stats={"row_max": [[0.1, 0.102, 0.2, 0.5]]},
+                   hist_norms=[], hists=[], fixed_point_per_seed=[], fixed_point_refined=None, n_seq=1, seq_len=10,
+                   hidden=4, norm_min=1.0)
+    assert res.last_uniform() == 1
+    res.stats["row_max"] = [[0.1, 0.1, 0.1, 0.1]]
+    assert res.last_uniform() == 3

@@ -102,3 +102,98 @@ def test_paper_figure2_values_come_from_the_claims_csv():
     claims = tse.paper_claims("Figure 2")
     assert claims["mean xi1/xi2 of step 1 at the first block"] == 2.0
     assert claims["first block where t_sim > 0.99"] == 15.0 and len(claims) == 3
+
+
+# ------------------------------------------------------------------ issue 15: FFN, shares, Figure 8, bounds (11)
+
+
+def test_ffn_initialisations_and_ablations():
+    from helpers.core.blocks import FFN
+
+    d, q = 64, 256
+    torch.manual_seed(0)
+    default, xavier = FFN(d, q, init="torch"), FFN(d, q, init="xavier")
+    # nn.Linear's default is U(±1/sqrt(fan_in)); Xavier-uniform is U(±sqrt(6/(fan_in + fan_out)))
+    assert default.w1.weight.abs().max() <= 1 / math.sqrt(d) and default.w1.weight.abs().max() > 0.9 / math.sqrt(d)
+    assert default.w2.weight.abs().max() <= 1 / math.sqrt(q)
+    bound = math.sqrt(6 / (d + q))
+    assert xavier.w1.weight.abs().max() <= bound and xavier.w1.weight.abs().max() > 0.9 * bound
+    x = torch.randn(4000, d, generator=torch.Generator().manual_seed(1))   # isotropic, unit-variance rows
+    assert torch.equal(FFN(d, q, kind="none")(x), torch.zeros_like(x))
+    centred = FFN(d, q, kind="centred-relu")
+    centred.load_state_dict(default.state_dict())
+    h_relu = torch.relu(default.w1(x))
+    h_centred = h_relu - default.w1.weight.norm(dim=1) / math.sqrt(2 * math.pi)
+    assert torch.allclose(centred(x), default.w2(h_centred), atol=1e-6)
+    assert h_relu.mean().item() > 0.2 * (1 / math.sqrt(3))               # ReLU: a positive mean
+    assert abs(h_centred.mean().item()) < 0.01                            # centred: zero mean
+    with pytest.raises(ValueError):
+        FFN(d, q, init="kaiming")
+    with pytest.raises(ValueError):
+        FFN(d, q, kind="gelu")
+
+
+def test_step_shares_on_planted_ratios_and_identity_attention():
+    planted = np.array([[1.0, 1.0, 4.0, 1.0], [1.0, 1.0, 2.0, 1.0]])   # only the FFN step raises the odds
+    assert np.allclose(E.step_shares(planted), [0, 0, 1, 0])
+    both = np.array([[2.0, 1.0, 2.0, 1.0]])                             # equal factors: equal shares
+    assert np.allclose(E.step_shares(both), [0.5, 0, 0.5, 0])
+    trials = np.stack([np.array([[4.0, 1.0, 2.0, 1.0]]), np.array([[4.0, 1.0, np.nan, 1.0]])])
+    assert np.allclose(E.step_shares(trials), [2 / 3, 0, 1 / 3, 0])     # NaN (unresolved) ignored
+    # identity attention (alpha = 0: Y1 = X): step 1 leaves the odds unchanged, its share is 0
+    out = E.postnorm_trajectory(16, 32, 2, 3, seed=0, alpha=0.0)
+    assert np.allclose(out["xi_ratio"][:, 0], 1.0)
+    assert E.step_shares(out["xi_ratio"][None])[0] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_log_odds_increments_add_up_to_the_blocks_log_odds_growth():
+    """Prop. 2.3 per step: the odds of each step's output are its input's times ξ₁/ξ₂, so the four
+    increments of a block sum to logit(t_sim(out)) − logit(t_sim(in))."""
+    out = E.postnorm_trajectory(16, 64, 4, 3, seed=2, ffn_init="torch")
+    growth = np.diff(E.log_odds(out["t_sim"]))
+    assert np.allclose(E.log_odds_increments(out["xi_ratio"]).sum(-1), growth, rtol=1e-3, atol=1e-4)
+
+
+def test_ffn_initialisation_changes_the_ffn_step_but_not_the_attention_step():
+    a = E.postnorm_trajectory(32, 128, 4, 1, seed=5, ffn_init="torch")
+    b = E.postnorm_trajectory(32, 128, 4, 1, seed=5, ffn_init="xavier")
+    assert a["xi_ratio"][0, 0] == pytest.approx(b["xi_ratio"][0, 0])   # same attention draw
+    assert b["xi_ratio"][0, 2] > a["xi_ratio"][0, 2] > 1                # Xavier's larger FFN raises the odds more
+    c = E.postnorm_trajectory(32, 128, 4, 1, seed=5, ffn_kind="none")
+    assert c["xi_ratio"][0, 2] == pytest.approx(1.0)
+
+
+def test_eta_has_zero_mean_when_the_diverse_part_is_untouched():
+    """Uniform P: Π₂PX = 0, so ξ₂ = E[ξ₂] = 1 and η = E[ξ₁] − ξ₁, whose mean over draws is 0 when
+    Lemma 2.4's E[ξ₁] is right (and is not for a wrong variance)."""
+    n, d = 50, 20
+    X = E.rank_one_plus_noise(n, d, 0.5, torch.randn(d, dtype=torch.float64), torch.randn(n, d, dtype=torch.float64))
+    P = torch.full((n, n), 1 / n, dtype=torch.float64)
+    eta = E.eta_samples(X, P, 4000, torch.Generator().manual_seed(0))
+    assert abs(eta.mean().item()) < 4 * eta.std().item() / math.sqrt(4000)
+    # the same statistic against the E[ξ₁] of a wrong variance (W drawn with c = 2, formula for c = 1)
+    W = torch.randn(4000, d, d, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * math.sqrt(2 / d)
+    x1, _ = M.xi(X, X + (P @ X) @ W)
+    f1, _ = M.expected_xi(X, P, 1.0, 1.0)
+    wrong = f1 - x1
+    assert abs(wrong.mean().item()) > 10 * wrong.std().item() / math.sqrt(4000)
+
+
+def test_eta_concentrates_as_d_grows():
+    out = E.eta_concentration(60, (8, 32, 128), (0.2, 0.6, 1.0), draws=300, seed=0)
+    sd = out["sd"].mean(1)
+    assert sd[0] > sd[1] > sd[2]
+    assert sd[0] / sd[2] == pytest.approx(4.0, rel=0.5)                   # about 1/sqrt(d)
+    assert np.allclose(out["se"], out["sd"] / math.sqrt(300))
+
+
+def test_bounds_11_hold_on_generic_stochastic_p_and_fail_without_stochasticity():
+    res = E.bounds11_check(12, 6, samples=10, seed=0)
+    for fam, v in res.items():
+        assert v["min_slack_mu1"] >= -1e-12 and v["min_slack_mu2"] >= -1e-12, fam
+    assert abs(res["doubly stochastic (Sinkhorn)"]["min_slack_mu1"]) < 1e-10   # Cor. 2.7: equality
+    g = torch.Generator().manual_seed(3)
+    for fam in E.STOCHASTIC_FAMILIES:
+        assert torch.allclose(E.random_stochastic(fam, 9, g).sum(-1), torch.ones(9, dtype=torch.float64))
+    X = E.rank_one_plus_noise(12, 6, 0.5, torch.randn(6, dtype=torch.float64), torch.randn(12, 6, dtype=torch.float64))
+    assert E.bound11_margins(X, 0.5 * torch.eye(12, dtype=torch.float64))[0] < -0.5   # rows sum to 1/2: violated

@@ -7,7 +7,12 @@
 * `deescalate`: eq. (21): Y = (I − τΠ₁)X, insertable at any step of Algorithm 1.
 
 Initialisation (§2.1, §2.4): W_q, W_k uniform in (−1, 1)/√d; value maps W_k ~ N(0, c/d) with
-c = `value_scale` (the tse chapter discusses its two readings); FFN maps Xavier; LN γ = 1, λ = 0.
+c = `value_scale` (the tse chapter discusses its two readings); LN γ = 1, λ = 0. FFN maps: Xavier
+(`ffn_init="xavier"`, the default here, §2.1's "mostly under Xavier") or PyTorch's `nn.Linear`
+default U(−1/√fan_in, 1/√fan_in) (`ffn_init="torch"`, what §2.4's "default method in the code"
+gives). `ffn_kind` ablates the FFN of Algorithm 1 step 3: "relu" (the paper), "centred-relu"
+(ReLU minus its expectation for isotropic unit-variance inputs, so a zero-mean activation) or
+"none" (Y₃ = Y₂).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import torch
 from torch import Tensor, nn
 
 DEESCALATION_PLACES = ("input", "after_attention", "ffn_input", "output")
+FFN_INITS = ("xavier", "torch")
+FFN_KINDS = ("relu", "centred-relu", "none")
 
 
 def deescalate(X: Tensor, tau: float | Tensor = 1.0) -> Tensor:
@@ -91,17 +98,33 @@ class SoftmaxAttention(nn.Module):
 
 
 class FFN(nn.Module):
-    """φ(XW₁)W₂ with ReLU and Xavier-initialised, bias-free W₁ ∈ ℝ^{d×q}, W₂ ∈ ℝ^{q×d} (Alg. 1 step 3)."""
+    """φ(XW₁)W₂ with bias-free W₁ ∈ ℝ^{d×q}, W₂ ∈ ℝ^{q×d} (Alg. 1 step 3).
 
-    def __init__(self, d: int, q: int) -> None:
+    `init`: "xavier" (Xavier-uniform) or "torch" (`nn.Linear`'s default, U(±1/√fan_in)).
+    `kind`: "relu" (φ = ReLU), "centred-relu" (φ_j(z) = ReLU(z) − ‖w₁ⱼ‖/√(2π), the ReLU minus its mean
+    when the input row has i.i.d. unit-variance entries, as after LN: zero-mean hidden units for
+    isotropic tokens) or "none" (the FFN outputs zero, so step 3 is the identity)."""
+
+    def __init__(self, d: int, q: int, init: str = "xavier", kind: str = "relu") -> None:
         super().__init__()
-        self.w1 = nn.Linear(d, q, bias=False)
+        if init not in FFN_INITS:
+            raise ValueError(f"ffn init {init!r}: choose from {FFN_INITS}")
+        if kind not in FFN_KINDS:
+            raise ValueError(f"ffn kind {kind!r}: choose from {FFN_KINDS}")
+        self.kind = kind
+        self.w1 = nn.Linear(d, q, bias=False)       # nn.Linear's own reset: the "torch" initialisation
         self.w2 = nn.Linear(q, d, bias=False)
-        nn.init.xavier_uniform_(self.w1.weight)
-        nn.init.xavier_uniform_(self.w2.weight)
+        if init == "xavier":
+            nn.init.xavier_uniform_(self.w1.weight)
+            nn.init.xavier_uniform_(self.w2.weight)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w2(torch.relu(self.w1(x)))
+        if self.kind == "none":
+            return torch.zeros_like(x)
+        h = torch.relu(self.w1(x))
+        if self.kind == "centred-relu":
+            h = h - self.w1.weight.norm(dim=1) / math.sqrt(2 * math.pi)
+        return self.w2(h)
 
 
 @dataclass
@@ -122,6 +145,7 @@ class PostNormBlock(nn.Module):
     `deesc_place` is one of `input` (before step 0), `after_attention` (after step 1),
     `ffn_input` (after step 2, as their Transformer-XL run), `output` (after step 4, as Fig. 5
     and the ViT run). `learnable_tau` makes τ a parameter (kept in (0, 1] by a sigmoid).
+    `ffn_init`, `ffn_kind`: see `FFN`.
     """
 
     def __init__(
@@ -134,6 +158,8 @@ class PostNormBlock(nn.Module):
         tau: float | None = None,
         deesc_place: str = "output",
         learnable_tau: bool = False,
+        ffn_init: str = "xavier",
+        ffn_kind: str = "relu",
     ) -> None:
         super().__init__()
         if deesc_place not in DEESCALATION_PLACES:
@@ -142,7 +168,7 @@ class PostNormBlock(nn.Module):
             raise ValueError(f"tau must lie in (0, 1] (eq. 21), got {tau}")
         self.attn = SoftmaxAttention(d, heads, value_scale)
         self.ln1, self.ln2 = ScalarLayerNorm(), ScalarLayerNorm()
-        self.ffn = FFN(d, ffn_dim)
+        self.ffn = FFN(d, ffn_dim, ffn_init, ffn_kind)
         self.alpha = alpha
         self.deesc_place = deesc_place
         if tau is None:
@@ -193,11 +219,12 @@ class PreNormTrace:
 class PreNormBlock(nn.Module):
     """Z = PreLN(X), Yu & Zhang eq. (19); `alpha` scales the SA branch (1 in the paper)."""
 
-    def __init__(self, d: int, heads: int, ffn_dim: int, alpha: float = 1.0, value_scale: float = 1.0) -> None:
+    def __init__(self, d: int, heads: int, ffn_dim: int, alpha: float = 1.0, value_scale: float = 1.0,
+                 ffn_init: str = "xavier") -> None:
         super().__init__()
         self.attn = SoftmaxAttention(d, heads, value_scale)
         self.ln1, self.ln2 = ScalarLayerNorm(), ScalarLayerNorm()
-        self.ffn = FFN(d, ffn_dim)
+        self.ffn = FFN(d, ffn_dim, ffn_init)
         self.alpha = alpha
 
     def trace(self, X: Tensor) -> PreNormTrace:

@@ -5,6 +5,9 @@
 * `postnorm_trajectory`: one Algorithm-1 stack (Figure 2; with de-escalation eq. 21, Figure 5).
 * `w_resampling`: one post-norm trajectory with the step-1 value maps redrawn (Figure 3, eqs. 16-17).
 * `prenorm_trajectory`: one eq.-(19) stack (Figure 4).
+* `step_shares`: each step's share of the log-odds growth of t_sim (Prop. 2.3 applied per step).
+* `eta_concentration`: Figure 8, η = E[ξ₁]/E[ξ₂] − ξ₁/ξ₂ (eq. 14) over samples of W.
+* `bounds11_check`: Lemma 2.4's bounds (11), μ₁² ≥ (1 − ω)² and μ₂² ≤ δ², on generic row-stochastic P.
 
 Every stack starts from X with i.i.d. N(0, 1) entries (§2.4). A trajectory with seed `s` seeds torch's
 global generator with `s` (the blocks' weights) and draws X from a generator seeded with `s + 7`.
@@ -78,11 +81,11 @@ def lemma24_monte_carlo(X: Tensor, P: Tensor, alpha: float, value_scale: float, 
 
 
 def lemma24_at_init(n: int, d: int, heads: int, alpha: float, value_scale: float, draws: int, seed: int,
-                    ffn_mult: int = 4) -> Lemma24Check:
+                    ffn_mult: int = 4, ffn_init: str = "xavier") -> Lemma24Check:
     """Lemma 2.4 checked on X ~ N(0, 1) and the attention P(X) of one freshly initialised post-norm
     block, both from `seed`."""
     torch.manual_seed(seed)
-    blk = PostNormBlock(d, heads, ffn_mult * d, value_scale=value_scale)
+    blk = PostNormBlock(d, heads, ffn_mult * d, value_scale=value_scale, ffn_init=ffn_init)
     X = random_input(n, d, seed)
     with torch.no_grad():
         P = blk.attn.attention(X)
@@ -92,7 +95,8 @@ def lemma24_at_init(n: int, d: int, heads: int, alpha: float, value_scale: float
 @torch.no_grad()
 def postnorm_trajectory(n: int, d: int, heads: int, depth: int, seed: int, alpha: float = 1.0,
                         value_scale: float = 1.0, ffn_mult: int = 4, tau: float | None = None,
-                        deesc_place: str = "output") -> dict[str, np.ndarray]:
+                        deesc_place: str = "output", ffn_init: str = "xavier",
+                        ffn_kind: str = "relu") -> dict[str, np.ndarray]:
     """One Algorithm-1 stack of `depth` fresh blocks on X ~ N(0, 1); per block:
 
     * `t_sim`, `t_cos` (depth+1,): of the block inputs and the final output,
@@ -100,7 +104,8 @@ def postnorm_trajectory(n: int, d: int, heads: int, depth: int, seed: int, alpha
       below float32 round-off),
     * `delta`, `omega` (depth,): averaged over heads (eq. 12).
 
-    `tau` inserts the de-escalation of eq. (21) at `deesc_place` of every block."""
+    `tau` inserts the de-escalation of eq. (21) at `deesc_place` of every block; `ffn_init`,
+    `ffn_kind` choose the FFN's initialisation and ablations (`core.blocks.FFN`)."""
     ts, tc = np.zeros(depth + 1), np.zeros(depth + 1)
     xr = np.zeros((depth, 4))
     de, om = np.zeros(depth), np.zeros(depth)
@@ -108,7 +113,7 @@ def postnorm_trajectory(n: int, d: int, heads: int, depth: int, seed: int, alpha
     X = random_input(n, d, seed + 7)
     for layer in range(depth):
         blk = PostNormBlock(d, heads, ffn_mult * d, alpha=alpha, value_scale=value_scale,
-                            tau=tau, deesc_place=deesc_place)
+                            tau=tau, deesc_place=deesc_place, ffn_init=ffn_init, ffn_kind=ffn_kind)
         tr = blk.trace(X)
         ts[layer], tc[layer] = float(M.t_sim(tr.X)), float(M.t_cos(tr.X))
         pairs = ((tr.X, tr.Y1), (tr.Y1, tr.Y2), (tr.Y2, tr.Y3), (tr.Y3, tr.Y4))
@@ -127,7 +132,7 @@ def postnorm_trajectory(n: int, d: int, heads: int, depth: int, seed: int, alpha
 @torch.no_grad()
 def w_resampling(n: int, d: int, heads: int, depth: int, draws: int, alpha: float = 1.0,
                  value_scale: float = 1.0, ffn_mult: int = 4, seed: int = 0,
-                 chunk: int = 100) -> dict[str, np.ndarray]:
+                 chunk: int = 100, ffn_init: str = "xavier") -> dict[str, np.ndarray]:
     """Figure 3: one post-norm trajectory X₀ → X₁ → …; at every block ℓ keep X_ℓ and P(X_ℓ) fixed
     and redraw only the step-1 value maps W `draws` times. Returns per block: `t_sim` of X_ℓ, the
     sample means of ξ₁/ξ₂ − 1 and of r(X_ℓ, Y₁), Estimates 1 and 2 (eqs. 16, 17) with the
@@ -139,7 +144,7 @@ def w_resampling(n: int, d: int, heads: int, depth: int, draws: int, alpha: floa
     X = random_input(n, d, seed + 7)
     g = _gen(seed + 11)
     for layer in range(depth):
-        blk = PostNormBlock(d, heads, ffn_mult * d, alpha=alpha, value_scale=value_scale)
+        blk = PostNormBlock(d, heads, ffn_mult * d, alpha=alpha, value_scale=value_scale, ffn_init=ffn_init)
         P = blk.attn.attention(X)                        # (h, n, n), fixed
         PX = P @ X                                       # (h, n, d)
         ratios, rates, x1s, x2s = [], [], [], []
@@ -171,19 +176,151 @@ def w_resampling(n: int, d: int, heads: int, depth: int, draws: int, alpha: floa
 
 @torch.no_grad()
 def prenorm_trajectory(n: int, d: int, heads: int, depth: int, seed: int, alpha: float = 1.0,
-                       value_scale: float = 1.0, ffn_mult: int = 4) -> dict[str, np.ndarray]:
+                       value_scale: float = 1.0, ffn_mult: int = 4, ffn_init: str = "xavier") -> dict[str, np.ndarray]:
     """Figure 4: one eq.-(19) stack; per block the t_sim of its input and the Frobenius norms of X,
     X̂ = LN(X) and P(X̂)X̂W, each (depth,)."""
     out = {k: np.zeros(depth) for k in ("t_sim", "norm_X", "norm_Xhat", "norm_attn")}
     torch.manual_seed(seed)
     X = random_input(n, d, seed + 7)
     for layer in range(depth):
-        tr = PreNormBlock(d, heads, ffn_mult * d, alpha=alpha, value_scale=value_scale).trace(X)
+        tr = PreNormBlock(d, heads, ffn_mult * d, alpha=alpha, value_scale=value_scale, ffn_init=ffn_init).trace(X)
         out["t_sim"][layer] = float(M.t_sim(X))
         out["norm_X"][layer] = float(X.norm())
         out["norm_Xhat"][layer] = float(tr.Xhat.norm())
         out["norm_attn"][layer] = float(tr.attn_out.norm())
         X = tr.Z
+    return out
+
+
+def log_odds_increments(xi_ratio: np.ndarray) -> np.ndarray:
+    """log(ξ₁/ξ₂) of each step: by Prop. 2.3 the odds t_sim/(1 − t_sim) of a step's output are those
+    of its input times ξ₁/ξ₂ (‖Π₁Y‖²/‖Π₂Y‖² = ξ₁/ξ₂ · ‖Π₁X‖²/‖Π₂X‖²), at any similarity level; so
+    the log-odds growth of a block is the sum of these increments over its four steps."""
+    return np.log(np.asarray(xi_ratio, dtype=float))
+
+
+def log_odds(t_sim: np.ndarray | float) -> np.ndarray:
+    """log(t_sim/(1 − t_sim)), the quantity whose growth `log_odds_increments` splits by step."""
+    t = np.asarray(t_sim, dtype=float)
+    return np.log(t) - np.log1p(-t)
+
+
+def step_shares(xi_ratio: np.ndarray, blocks: slice = slice(None)) -> np.ndarray:
+    """Each step's share of the log-odds growth over `blocks`: Σ_ℓ log(ξ₁/ξ₂)_{ℓ,s} / Σ_{ℓ,s'} log(ξ₁/ξ₂)_{ℓ,s'}.
+    `xi_ratio` is (…, depth, 4) (trials first when present: the increments are averaged over trials,
+    NaN — unresolved diversity — ignored); returns (4,) summing to one. With identity attention
+    (α = 0: Y₁ = X, ξ₁/ξ₂ = 1) step 1's share is 0."""
+    inc = log_odds_increments(xi_ratio)
+    inc = inc.reshape(-1, *inc.shape[-2:])[:, blocks]                # (trials, blocks, 4)
+    per_step = np.nansum(np.nanmean(inc, axis=0), axis=0)            # (4,)
+    return per_step / per_step.sum()
+
+
+def rank_one_plus_noise(n: int, d: int, t: float, v: Tensor, Q: Tensor) -> Tensor:
+    """Figure 8's X = e vᵀ + tQ (e = 1/√n): a rank-one matrix perturbed by t·Q."""
+    e = torch.full((n, 1), 1 / math.sqrt(n), dtype=v.dtype)
+    return e @ v.unsqueeze(0) + t * Q
+
+
+@torch.no_grad()
+def eta_samples(X: Tensor, P: Tensor, draws: int, gen: torch.Generator, alpha: float = 1.0,
+                value_scale: float = 1.0) -> Tensor:
+    """η = E[ξ₁]/E[ξ₂] − ξ₁/ξ₂ (eq. 14) for `draws` samples of W ~ N(0, c/d) (d × d, one head), with
+    Y = X + αPXW and E[ξ_i] from Lemma 2.4 (eq. 9). Returns (draws,)."""
+    d = X.shape[-1]
+    W = torch.randn(draws, d, d, generator=gen, dtype=X.dtype) * math.sqrt(value_scale / d)
+    x1, x2 = M.xi(X, X + alpha * (P @ X) @ W)
+    f1, f2 = M.expected_xi(X, P, alpha, value_scale)
+    return f1 / f2 - x1 / x2
+
+
+@torch.no_grad()
+def softmax_attention_matrix(X: Tensor, gen: torch.Generator) -> Tensor:
+    """P(X) of eq. (2): softmax rows of XW_q(XW_k)ᵀ/√d, W_q, W_k uniform in (−1, 1)/√d, one head."""
+    d = X.shape[-1]
+    Wq = (torch.rand(d, d, generator=gen, dtype=X.dtype) * 2 - 1) / math.sqrt(d)
+    Wk = (torch.rand(d, d, generator=gen, dtype=X.dtype) * 2 - 1) / math.sqrt(d)
+    return torch.softmax((X @ Wq) @ (X @ Wk).T / math.sqrt(d), dim=-1)
+
+
+@torch.no_grad()
+def eta_concentration(n: int, dims: tuple[int, ...], ts: tuple[float, ...], draws: int, seed: int,
+                      alpha: float = 1.0) -> dict[str, np.ndarray]:
+    """Figure 8 (Appendix A): for each d, fixed random v ∈ ℝ^d and Q ∈ ℝ^{n×d}, X = e vᵀ + tQ for every t,
+    P = P(X) from eq. (2), and `draws` samples of W ~ N(0, I/d). Returns `mean` (the sample mean of η,
+    what Figure 8 plots), `sd` (its spread over the draws) and `se` (standard error of the mean), each
+    (len(dims), len(ts)), computed in float64."""
+    out = {k: np.zeros((len(dims), len(ts))) for k in ("mean", "sd", "se")}
+    for i, d in enumerate(dims):
+        g = _gen(seed * 1009 + d)
+        v = torch.randn(d, generator=g, dtype=torch.float64)
+        Q = torch.randn(n, d, generator=g, dtype=torch.float64)
+        Wg = _gen(seed * 1009 + d + 1)
+        for j, t in enumerate(ts):
+            X = rank_one_plus_noise(n, d, t, v, Q)
+            P = softmax_attention_matrix(X, _gen(seed * 1009 + d + 2))
+            eta = eta_samples(X, P, draws, Wg, alpha)
+            out["mean"][i, j] = float(eta.mean())
+            out["sd"][i, j] = float(eta.std())
+            out["se"][i, j] = float(eta.std() / math.sqrt(draws))
+    return out
+
+
+#: families of generic row-stochastic P for the check of the bounds (11)
+STOCHASTIC_FAMILIES = ("softmax, scale 0.1", "softmax, scale 1", "softmax, scale 10", "Dirichlet(0.1) rows",
+                       "Dirichlet(1) rows", "sparse rows (3 nonzeros)", "doubly stochastic (Sinkhorn)")
+
+
+def random_stochastic(family: str, n: int, gen: torch.Generator) -> Tensor:
+    """One random row-stochastic n × n matrix (float64) of a `STOCHASTIC_FAMILIES` family."""
+    if family.startswith("softmax"):
+        scale = float(family.rsplit(" ", 1)[1])
+        return torch.softmax(scale * torch.randn(n, n, generator=gen, dtype=torch.float64), -1)
+    if family.startswith("Dirichlet"):
+        conc = float(family[family.index("(") + 1:family.index(")")])
+        gam = torch._standard_gamma(torch.full((n, n), conc, dtype=torch.float64), generator=gen)
+        return gam / gam.sum(-1, keepdim=True)
+    if family.startswith("sparse"):
+        P = torch.zeros(n, n, dtype=torch.float64)
+        for i in range(n):
+            cols = torch.randperm(n, generator=gen)[:3]
+            w = torch.rand(3, generator=gen, dtype=torch.float64)
+            P[i, cols] = w / w.sum()
+        return P
+    if family.startswith("doubly"):
+        P = torch.rand(n, n, generator=gen, dtype=torch.float64) + 0.01
+        for _ in range(500):
+            P = P / P.sum(-1, keepdim=True)
+            P = P / P.sum(-2, keepdim=True)
+        return P / P.sum(-1, keepdim=True)
+    raise ValueError(f"family {family!r}: choose from {STOCHASTIC_FAMILIES}")
+
+
+def bound11_margins(X: Tensor, P: Tensor) -> tuple[float, float]:
+    """The slack of Lemma 2.4's bounds (11): (μ₁² − (1 − ω)², δ² − μ₂²). Both are ≥ 0 for row-stochastic P."""
+    m1, m2 = M.mu_sq(X, P)
+    return float(m1 - (1 - M.omega(X, P)) ** 2), float(M.delta(P) ** 2 - m2)
+
+
+def bounds11_check(n: int, d: int, samples: int, seed: int,
+                   families: tuple[str, ...] = STOCHASTIC_FAMILIES) -> dict[str, dict[str, float]]:
+    """Lemma 2.4's bounds (11) on generic P: for every family, `samples` pairs (random row-stochastic P,
+    X = e vᵀ + tQ with t uniform in (0, 1]), float64; returns per family the smallest slack of each
+    bound (≥ 0 when the bound holds), the mean slack and the mean ω and δ."""
+    g = _gen(seed)
+    out = {}
+    for fam in families:
+        rows = []
+        for _ in range(samples):
+            v = torch.randn(d, generator=g, dtype=torch.float64)
+            Q = torch.randn(n, d, generator=g, dtype=torch.float64)
+            X = rank_one_plus_noise(n, d, float(torch.rand((), generator=g)) + 1e-3, v, Q)
+            P = random_stochastic(fam, n, g)
+            rows.append((*bound11_margins(X, P), float(M.omega(X, P)), float(M.delta(P))))
+        a = np.asarray(rows)
+        out[fam] = {"min_slack_mu1": float(a[:, 0].min()), "min_slack_mu2": float(a[:, 1].min()),
+                    "mean_slack_mu1": float(a[:, 0].mean()), "mean_slack_mu2": float(a[:, 1].mean()),
+                    "omega": float(a[:, 2].mean()), "delta": float(a[:, 3].mean())}
     return out
 
 
@@ -194,4 +331,6 @@ def first_block_above(t_sim: np.ndarray, level: float = 0.99) -> int | None:
 
 
 __all__ = ["STEPS", "random_input", "prop23_error", "Lemma24Check", "lemma24_monte_carlo", "lemma24_at_init",
-           "postnorm_trajectory", "w_resampling", "prenorm_trajectory", "first_block_above"]
+           "postnorm_trajectory", "w_resampling", "prenorm_trajectory", "log_odds_increments", "log_odds",
+           "step_shares", "rank_one_plus_noise", "eta_samples", "softmax_attention_matrix", "eta_concentration",
+           "STOCHASTIC_FAMILIES", "random_stochastic", "bound11_margins", "bounds11_check", "first_block_above"]

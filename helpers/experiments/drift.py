@@ -1,6 +1,9 @@
 """The drift chapter (Godey et al. §4): an untrained BERT block fed inputs sharing a common bias of
-growing norm N, over several seeds; the norm fixed point N*; and, beside it, the hidden-state norms
-of a real pretrained model."""
+growing norm N, over several seeds — rows of the embedding table as the paper describes, and (a
+variant) the output of BERT's whole embedding layer; the norm fixed point N*; what of the score
+spread the softmax sees; and, beside it, the hidden-state norms and average cosines of a real
+pretrained model. At `book` scale the sweeps go through the committed-results cache
+(`results/drift/book/`)."""
 
 from __future__ import annotations
 
@@ -15,9 +18,17 @@ from ..book import results
 from ..book.params import ChapterParams, ParameterError, positive, rules
 from ..book.runtime import choose_device, progress, run_seeds, seed_everything, stream_seed
 from ..core.anisotropy import BLOCK_STATS, block_statistics, drift_bias, find_fixed_point
+from ..core.drift import DRIFT_STATS, drift_statistics
+from ..core.measures import pairwise_cosine_mean
 from ..data import load_glue
 from ..hf import models
-from ..hf.drift import bert_block, block_with_qk
+from ..hf.drift import bert_embeddings_and_block, block_with_qk, embed
+
+#: what a sweep records per bias norm
+STATS = BLOCK_STATS + DRIFT_STATS
+#: the inputs: rows of the embedding table E (the paper's description), or the output of BERT's whole
+#: embedding layer, LN(word + position + token type) — which the paper's "initialized as in BERT" may mean
+VARIANTS = ("table", "embedding-layer")
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,10 @@ class Params(ChapterParams):
     d_ff: int = 3072
     reference_model: str = "all-MiniLM-L6-v2"
     reference_sentences: int = 256
+    variants: tuple[str, ...] = VARIANTS
+    variant_seeds: int = 1        # seeds of the variants other than "table" (the first ones of `seeds`)
+    #: attention counts as uniform while the mean row maximum is below this many times 1/L
+    uniform_tol: float = 1.05
 
     CHAPTER: ClassVar[str] = "drift"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -51,6 +66,9 @@ class Params(ChapterParams):
         hist_samples=(lambda v: v >= 100, "needs >= 100 score samples"),
         seeds=positive, d_model=positive, n_heads=positive, d_ff=positive,
         reference_sentences=(lambda v: v >= 2, "needs >= 2 sentences"),
+        variants=(lambda v: len(v) > 0 and v[0] == "table" and all(x in VARIANTS for x in v),
+                  f"variants must start with 'table' and come from {VARIANTS}"),
+        uniform_tol=(lambda v: v > 1, "must exceed 1"), variant_seeds=positive,
     )
 
     def __post_init__(self) -> None:
@@ -68,9 +86,11 @@ class Params(ChapterParams):
 
 @dataclass
 class Result(results.Result):
-    """Everything the drift chapter shows. `stats[name]` is (seeds, norms) for every name of
-    `core.anisotropy.BLOCK_STATS`; `hists[s][j]` the histogram (bin edges, densities) of the
-    pre-softmax scores of seed s at `hist_norms[j]`."""
+    """Everything the drift chapter shows. `stats[name]` is (seeds, norms) for every name of `STATS`
+    (inputs: rows of E); `variant_stats[variant][name]` the same for the other input variants (their
+    first `variant_seeds` seeds);
+    `hists[s][j]` the histogram (bin edges, densities) of the pre-softmax scores of seed s at
+    `hist_norms[j]`."""
 
     norms: list[float]
     seeds: list[int]
@@ -84,31 +104,43 @@ class Result(results.Result):
     hidden: int
     norm_min: float
     reference: dict[str, Any] = field(default_factory=dict)
+    variant_stats: dict[str, dict[str, list[list[float]]]] = field(default_factory=dict)
+    uniform_tol: float = 1.05
 
-    def stat(self, name: str) -> np.ndarray:
-        """One statistic as a (seeds, norms) array."""
-        return np.asarray(self.stats[name], dtype=float)
+    def stat(self, name: str, variant: str = "table") -> np.ndarray:
+        """One statistic as a (seeds, norms) array, for the inputs of `variant`."""
+        src = self.stats if variant == "table" else self.variant_stats[variant]
+        return np.asarray(src[name], dtype=float)
+
+    def last_uniform(self, variant: str = "table") -> int:
+        """Index of the largest bias norm up to which the mean row maximum (over seeds) stays below
+        `uniform_tol`/L at every norm: the attention is uniform there."""
+        ok = self.stat("row_max", variant).mean(0) < self.uniform_tol / self.seq_len
+        return int(np.argmin(ok)) - 1 if not ok.all() else len(ok) - 1
 
 
 @torch.no_grad()
 def drift_sweep(E: torch.Tensor, layer, norms: list[float], n_seq: int, seq_len: int, seed: int,
                 hist_norms: tuple[float, ...] = (), hist_samples: int = 20_000, hist_bins: int = 80,
-                desc: str = "bias norms") -> dict[str, Any]:
+                desc: str = "bias norms", emb=None) -> dict[str, Any]:
     """Godey et al. §4: `n_seq` sequences of length `seq_len` drawn uniformly from E, a common bias
     of norm N added (direction b_u from `seed`), one block applied; for every N the statistics of
-    `core.anisotropy.block_statistics`, and at `hist_norms` a histogram of `hist_samples` pre-softmax
-    scores (Figure 7). Returns {stat: array over norms, "hists": [(edges, density) per hist norm]}."""
+    `core.anisotropy.block_statistics` and `core.drift.drift_statistics`, and at `hist_norms` a
+    histogram of `hist_samples` pre-softmax scores (Figure 7). With `emb` (BERT's embedding layer)
+    the same token ids go through it — LN(word + position + token type) — instead of being looked
+    up in E. Returns {stat: array over norms, "hists": [(edges, density) per hist norm]}."""
     g = torch.Generator().manual_seed(stream_seed(seed, "tokens"))
     ids = torch.randint(0, E.shape[0], (n_seq, seq_len), generator=g)
-    x = E[ids.to(E.device)]                                        # (B, L, d)
+    x = E[ids.to(E.device)] if emb is None else embed(emb, ids.to(E.device))   # (B, L, d)
     bias_dir = drift_bias(x.shape[-1], 1.0, stream_seed(seed, "bias")).to(x.device)
     gh = torch.Generator().manual_seed(stream_seed(seed, "scores"))
-    out: dict[str, Any] = {k: np.zeros(len(norms)) for k in BLOCK_STATS}
+    out: dict[str, Any] = {k: np.zeros(len(norms)) for k in STATS}
     hists = {}
     for i, N in enumerate(progress(norms, desc=desc, total=len(norms))):
         xb = x + N * bias_dir
         r = block_with_qk(layer, xb)
-        for name, v in block_statistics(xb, r["out"], r["q"], r["k"], r["scores"]).items():
+        vals = block_statistics(xb, r["out"], r["q"], r["k"], r["scores"]) | drift_statistics(r["scores"], r["P"])
+        for name, v in vals.items():
             out[name][i] = v
         for hn in hist_norms:
             if math.isclose(N, hn, rel_tol=1e-9, abs_tol=1e-12):
@@ -121,40 +153,61 @@ def drift_sweep(E: torch.Tensor, layer, norms: list[float], n_seq: int, seq_len:
 
 
 def reference_norms(p: Params, device: torch.device) -> dict[str, Any]:
-    """Mean hidden-state norm of real tokens per layer of the reference model on MRPC sentences."""
+    """Mean hidden-state norm and average cosine of real tokens per layer of the reference model on
+    MRPC sentences."""
     ref = models.load(p.reference_model, device=device)
     texts = load_glue("MRPC", "validation").texts()[: p.reference_sentences]
     layers, mask = models.hidden_states(ref, texts, 128, 32, desc=p.reference_model)
     return {"model": p.reference_model, "description": ref.description, "sentences": len(texts),
-            "layer_norms": [float(h[mask].norm(dim=-1).mean()) for h in layers], "d": int(layers[0].shape[-1])}
+            "layer_norms": [float(h[mask].norm(dim=-1).mean()) for h in layers],
+            "layer_cos": [float(pairwise_cosine_mean(h[mask].double())) for h in layers],
+            "d": int(layers[0].shape[-1])}
+
+
+def _sweeps(p: Params, variant: str, device: torch.device) -> list[dict[str, Any]]:
+    """The sweep over bias norms of every seed, for one input variant (JSON-able)."""
+    out = []
+    for s in run_seeds(p.seed, p.seeds if variant == "table" else min(p.seeds, p.variant_seeds)):
+        emb, layer = bert_embeddings_and_block(s, p.d_model, p.n_heads, p.d_ff)
+        emb, layer = emb.to(device), layer.to(device)
+        sw = drift_sweep(emb.word_embeddings.weight.detach(), layer, p.grid(), p.n_seq, p.seq_len, s, p.hist_norms,
+                         p.hist_samples, desc=f"{variant}, seed {s}", emb=emb if variant == "embedding-layer" else None)
+        out.append({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in sw.items()})
+    return out
 
 
 def run(p: Params) -> Result:
-    """The sweep over bias norms for every seed (each seed draws a new layer, table, token sample
-    and bias direction), the fixed point per seed (interpolated) and for the first seed (refined by
-    Brent's method on exact evaluations), and the reference model's layer norms."""
+    """The sweep over bias norms for every seed and input variant (each seed draws a new layer,
+    table, token sample and bias direction), the fixed point per seed (interpolated) and for the
+    first seed (refined by Brent's method on exact evaluations), and the reference model's layer
+    norms and cosines. At `book` scale each piece is read back from `results/drift/book/` when its
+    parameters match."""
     seed_everything(p.seed)
     device = choose_device(p.device)
     grid = p.grid()
     seeds = run_seeds(p.seed, p.seeds)
-    sweeps, blocks = [], []
-    for s in seeds:
-        E, layer = bert_block(s, p.d_model, p.n_heads, p.d_ff)
-        E, layer = E.to(device), layer.to(device)
-        blocks.append((E, layer))
-        sweeps.append(drift_sweep(E, layer, grid, p.n_seq, p.seq_len, s, p.hist_norms, p.hist_samples,
-                                  desc=f"seed {s}"))
-    stats = {k: [sw[k].tolist() for sw in sweeps] for k in BLOCK_STATS}
-
-    def gap(n: float) -> float:   # E‖T(x + b)‖ − E‖x + b‖ of the first seed, evaluated exactly at n
-        sw = drift_sweep(*blocks[0], [float(n)], p.n_seq, p.seq_len, seeds[0], desc="refine")
-        return float(sw["out_norm"][0] - sw["in_norm"][0])
-
+    by_variant = {v: results.cached(p, f"sweeps-{v}", lambda v=v: _sweeps(p, v, device))[0] for v in p.variants}
+    sweeps = by_variant["table"]
     gaps = [np.asarray(sw["out_norm"]) - np.asarray(sw["in_norm"]) for sw in sweeps]
+
+    def refined() -> float | None:
+        E, layer = bert_embeddings_and_block(seeds[0], p.d_model, p.n_heads, p.d_ff)
+        E, layer = E.word_embeddings.weight.detach().to(device), layer.to(device)
+
+        def gap(n: float) -> float:   # E‖T(x + b)‖ − E‖x + b‖ of the first seed, evaluated exactly at n
+            sw = drift_sweep(E, layer, [float(n)], p.n_seq, p.seq_len, seeds[0], desc="refine")
+            return float(sw["out_norm"][0] - sw["in_norm"][0])
+        return find_fixed_point(grid, gaps[0], refine=gap)
+
+    n_star, _ = results.cached(p, "fixed-point", lambda: {"refined": refined()})
+    reference, _ = results.cached(p, "reference", lambda: reference_norms(p, device))
+    stat_table = lambda sws: {k: [list(map(float, sw[k])) for sw in sws] for k in STATS}  # noqa: E731
     return Result(
-        norms=grid, seeds=seeds, stats=stats, hist_norms=list(p.hist_norms), hists=[sw["hists"] for sw in sweeps],
+        norms=grid, seeds=seeds, stats=stat_table(sweeps), hist_norms=list(p.hist_norms),
+        hists=[sw["hists"] for sw in sweeps],
         fixed_point_per_seed=[find_fixed_point(grid, g) for g in gaps],
-        fixed_point_refined=find_fixed_point(grid, gaps[0], refine=gap),
-        n_seq=p.n_seq, seq_len=p.seq_len, hidden=p.d_model, norm_min=p.norm_min,
-        reference=reference_norms(p, device),
+        fixed_point_refined=n_star["refined"],
+        n_seq=p.n_seq, seq_len=p.seq_len, hidden=p.d_model, norm_min=p.norm_min, reference=reference,
+        variant_stats={v: stat_table(sws) for v, sws in by_variant.items() if v != "table"},
+        uniform_tol=p.uniform_tol,
     )

@@ -1,7 +1,11 @@
-"""The tse chapter (Yu & Zhang §1-3.2): token similarity escalation in random-init BERT/ALBERT
-(Figure 1) and in the synthetic post-norm, pre-norm and de-escalated stacks of §2.4 (Figures 2-5).
+"""The tse chapter (Yu & Zhang §1-3.2, Appendix A): token similarity escalation in random-init
+BERT/ALBERT (Figure 1), in the synthetic post-norm, pre-norm and de-escalated stacks of §2.4
+(Figures 2-5, with the FFN's share of the escalation and its ablations), the concentration of η
+(Figure 8) and the bounds (11) on generic attention matrices.
 
 Everything runs on CPU (small random stacks; CPU reruns are bit-identical), so `device` is not used.
+At `book` scale Figure 1 and the synthetic stacks go through the committed-results cache
+(`results/tse/book/`), so the book build reads them back.
 The mathematics of one trajectory is in `helpers.core.escalation`; the transformers models in
 `helpers.hf.escalation`; here are the loops over trials and τ and the numbers the chapter quotes.
 """
@@ -12,7 +16,7 @@ import csv
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -46,25 +50,40 @@ class Params(ChapterParams):
     #: variance of the per-head value maps W_k is value_scale / d; 1 = Lemma 2.4 / Thm 2.6 reading
     #: (sigma = 1/sqrt(d)), n_heads = the literal "N(0, (h/d) I)" of §2.4
     value_scale: float = 1.0
+    #: FFN weights: "torch" = nn.Linear's default, what §2.4's "default method in the code" gives
+    #: (the paper's setting); "xavier" is run beside it as a variant
+    ffn_init: Literal["torch", "xavier"] = "torch"
+    share_blocks: int = 3         # the first blocks over which the FFN's share of log-odds growth is quoted
     w_trials: int = 1000          # Figure 3: draws of W in step 1
     lemma_trials: int = 2000      # Lemma 2.4 Monte Carlo
     prenorm_depth: int = 50       # Figure 4
     deesc_depth: int = 50         # Figure 5
     deesc_runs: int = 20
     taus: tuple[float, ...] = (0.1, 0.5, 1.0)
+    # Figure 8 (Appendix A): eta over draws of W for X = e v^T + tQ, n = 100, d = 10, 20, 40
+    eta_n: int = 100
+    eta_dims: tuple[int, ...] = (10, 20, 40, 80)
+    eta_ts: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(1, 21))
+    eta_draws: int = 50           # the paper's sample size
+    eta_draws_precise: int = 2000  # enough draws to see E[eta] itself
+    # bounds (11) on generic row-stochastic P
+    bound_n: int = 32
+    bound_d: int = 16
+    bound_samples: int = 200
     # Figure 1: transformers BERT / ALBERT, random init
     hf_depth: int = 100
     hf_hidden: int = 768
     hf_heads: int = 12
     hf_intermediate: int = 3072
-    hf_batch: int = 4
-    hf_seq_len: int = 128
+    hf_batch: int = 32           # CoLA validation sentences (every 8th)
+    hf_seq_len: int = 128         # truncation length; the batch is padded to its longest sentence
 
     CHAPTER: ClassVar[str] = "tse"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(trials=6, depth=12, w_trials=200, lemma_trials=400, prenorm_depth=16, deesc_depth=16,
-                   deesc_runs=4, hf_depth=12, hf_batch=2, hf_seq_len=32, d_model=256),
-        "book": dict(hf_batch=2, hf_seq_len=64),
+                   deesc_runs=4, hf_depth=12, hf_batch=8, hf_seq_len=32, d_model=256, eta_draws_precise=400,
+                   bound_samples=40),
+        "book": dict(),
         "paper": dict(),
     }
     RULES: ClassVar = rules(
@@ -76,6 +95,11 @@ class Params(ChapterParams):
         taus=(lambda v: len(v) > 0 and all(0 < t <= 1 for t in v), "every tau must lie in (0, 1] (eq. 21)"),
         hf_depth=positive, hf_hidden=positive, hf_heads=positive, hf_intermediate=positive,
         hf_batch=positive, hf_seq_len=(lambda v: 2 <= v <= 512, "must lie in [2, 512]"),
+        share_blocks=positive, eta_n=(lambda v: v >= 2, "needs at least 2 tokens"),
+        eta_dims=(lambda v: len(v) > 0 and all(x >= 2 for x in v), "every d must be >= 2"),
+        eta_ts=(lambda v: len(v) > 0 and all(0 < t <= 1 for t in v), "every t must lie in (0, 1] (Figure 8)"),
+        eta_draws=(lambda v: v >= 2, "needs >= 2 draws"), eta_draws_precise=(lambda v: v >= 2, "needs >= 2 draws"),
+        bound_n=(lambda v: v >= 3, "needs n >= 3"), bound_d=positive, bound_samples=positive,
     )
 
     def __post_init__(self) -> None:
@@ -89,6 +113,11 @@ class Params(ChapterParams):
     def other_value_scale(self) -> float:
         """The other reading of §2.4's value-map variance: h/d when the run uses 1/d, else 1/d."""
         return float(self.n_heads) if self.value_scale == 1.0 else 1.0
+
+    @property
+    def other_ffn_init(self) -> str:
+        """The FFN initialisation run as the variant: Xavier when the run uses PyTorch's default, and back."""
+        return "xavier" if self.ffn_init == "torch" else "torch"
 
     @property
     def prenorm_trials(self) -> int:
@@ -122,16 +151,22 @@ class Result(results.Result):
     figure2: dict[str, Any]
     figure2_other: dict[str, Any]            # the other reading of the value-map variance
     other_value_scale: float
+    figure2_init: dict[str, Any]             # the other FFN initialisation (Params.other_ffn_init)
+    figure2_ablation: dict[str, Any]         # "none" / "centred-relu" -> t_sim, xi_ratio with that FFN
     figure3: dict[str, Any]
     figure4: dict[str, Any]
     figure5: dict[str, Any]
+    figure5_other: dict[str, Any]            # Figure 5 under the other reading of the value-map variance
+    figure8: dict[str, Any]                  # "paper" (eta_draws) / "precise": mean, sd, se (dims, ts)
+    bounds11: dict[str, dict[str, float]]    # per family of P: the smallest slack of each bound (11)
     paper_fig5: dict[str, float]             # the paper's t_div level by str(tau) (data/yu_zhang_2024_claims.csv)
     summary: dict[str, float | None]         # the derived numbers the tables and prose quote
     #: the paper's Figure 2 statements by quantity (data/yu_zhang_2024_claims.csv)
     paper_fig2: dict[str, float] = field(default_factory=lambda: paper_claims("Figure 2"))
 
     def __post_init__(self) -> None:
-        for name in ("figure1", "figure2", "figure2_other", "figure3", "figure4", "figure5", "summary"):
+        for name in ("figure1", "figure2", "figure2_other", "figure2_init", "figure2_ablation", "figure3", "figure4",
+                     "figure5", "figure5_other", "figure8", "summary"):
             setattr(self, name, _arrays(getattr(self, name)))
 
 
@@ -140,45 +175,51 @@ class Result(results.Result):
 
 def postnorm_trials(n: int, d: int, heads: int, depth: int, trials: int, alpha: float = 1.0,
                     value_scale: float = 1.0, ffn_mult: int = 4, seed: int = 0, tau: float | None = None,
-                    deesc_place: str = "output", desc: str = "post-norm trials") -> dict[str, np.ndarray]:
+                    deesc_place: str = "output", desc: str = "post-norm trials", ffn_init: str = "xavier",
+                    ffn_kind: str = "relu") -> dict[str, np.ndarray]:
     """`trials` independent Algorithm-1 stacks (`core.escalation.postnorm_trajectory`, trial t with
     seed seed·100003 + t), stacked: t_sim, t_cos (trials, depth+1), xi_ratio (trials, depth, 4),
     delta, omega (trials, depth)."""
     runs = [E.postnorm_trajectory(n, d, heads, depth, seed * 100_003 + t, alpha, value_scale, ffn_mult, tau,
-                                  deesc_place) for t in progress(range(trials), desc=desc, total=trials)]
+                                  deesc_place, ffn_init, ffn_kind)
+            for t in progress(range(trials), desc=desc, total=trials)]
     return {k: np.stack([r[k] for r in runs]) for k in runs[0]}
 
 
 def prenorm_trials(n: int, d: int, heads: int, depth: int, trials: int, alpha: float = 1.0,
-                   value_scale: float = 1.0, ffn_mult: int = 4, seed: int = 0) -> dict[str, np.ndarray]:
+                   value_scale: float = 1.0, ffn_mult: int = 4, seed: int = 0,
+                   ffn_init: str = "xavier") -> dict[str, np.ndarray]:
     """Figure 4: `trials` eq.-(19) stacks (`core.escalation.prenorm_trajectory`), each key (trials, depth)."""
-    runs = [E.prenorm_trajectory(n, d, heads, depth, seed * 100_003 + t, alpha, value_scale, ffn_mult)
+    runs = [E.prenorm_trajectory(n, d, heads, depth, seed * 100_003 + t, alpha, value_scale, ffn_mult, ffn_init)
             for t in progress(range(trials), desc="pre-norm trials", total=trials)]
     return {k: np.stack([r[k] for r in runs]) for k in runs[0]}
 
 
 def deescalated_diversity(n: int, d: int, heads: int, depth: int, runs: int, taus: tuple[float, ...],
                           alpha: float = 1.0, value_scale: float = 1.0, ffn_mult: int = 4,
-                          seed: int = 0) -> dict[float, np.ndarray]:
+                          seed: int = 0, ffn_init: str = "xavier") -> dict[float, np.ndarray]:
     """Figure 5: token diversity t_div of each block output with de-escalation (eq. 21) after each
     block, for every τ; returns {τ: (runs, depth+1)} (column 0 is the input)."""
     return {tau: 1 - postnorm_trials(n, d, heads, depth, runs, alpha, value_scale, ffn_mult, seed, tau=tau,
-                                     deesc_place="output", desc=f"tau={tau}")["t_sim"] for tau in taus}
+                                     deesc_place="output", desc=f"tau={tau}", ffn_init=ffn_init)["t_sim"]
+            for tau in taus}
 
 
 def figure1(p: Params) -> dict[str, dict[str, np.ndarray]]:
-    """Random-init BERT and ALBERT of depth `hf_depth` on `hf_batch` CoLA validation sentences (every
-    8th), padded to `hf_seq_len` with BERT's uncased tokenizer; gradient norms for BERT only."""
+    """Random-init BERT and ALBERT of depth `hf_depth` on a batch of `hf_batch` CoLA validation
+    sentences (every 8th) tokenised with BERT's uncased tokenizer, truncated at `hf_seq_len` and padded
+    to the longest (padding masked); gradient norms for BERT only."""
     with quiet_loading():
         tokenizer = models.load(TOKENIZER_MODEL).tokenizer
     sentences = load_glue("CoLA", "validation").sentence1[: p.hf_batch * 8][::8][: p.hf_batch]
-    enc = tokenizer(sentences, padding="max_length", truncation=True, max_length=p.hf_seq_len, return_tensors="pt")
+    enc = tokenizer(sentences, padding="longest", truncation=True, max_length=p.hf_seq_len, return_tensors="pt")
     out = {}
     for kind in ("bert", "albert"):
         model = random_encoder(kind, p.hf_depth, p.hf_hidden, p.hf_heads, p.hf_intermediate, p.seed)
         ids = enc["input_ids"].clamp(max=model.config.vocab_size - 1)
         out[kind] = escalation_profile(model, ids, enc["attention_mask"], grad=(kind == "bert"))
         out[kind]["real_tokens"] = int(enc["attention_mask"].sum())
+        out[kind]["sentences"] = len(sentences)
         del model
     return out
 
@@ -197,24 +238,47 @@ def paper_levels() -> dict[str, float]:
     return {str(float(r["quantity"].rsplit("=", 1)[1])): float(r["value"]) for r in rows}
 
 
-def summarise(fig1: dict, fig2: dict, fig2_other: dict, fig3: dict, fig4: dict, fig5: dict) -> dict[str, float | None]:
-    """The derived numbers of the chapter's tables and prose."""
+def _shares(xi_ratio: np.ndarray, blocks: int) -> np.ndarray:
+    with warnings.catch_warnings():     # blocks where every trial is NaN (diversity below round-off)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return E.step_shares(xi_ratio, slice(0, blocks))
+
+
+def summarise(r: dict[str, Any], share_blocks: int = 3) -> dict[str, float | None]:
+    """The derived numbers of the chapter's tables and prose, from the pieces `run` computes (keys
+    `figure1`, `figure2`, `figure2_other`, `figure2_init`, `figure2_ablation`, `figure3`, `figure4`,
+    `figure5`, `figure5_other`, `figure8`, `bounds11`)."""
+    fig1, fig2, fig2_other, fig3, fig4 = r["figure1"], r["figure2"], r["figure2_other"], r["figure3"], r["figure4"]
+    fig2_init, abl = r["figure2_init"], r["figure2_ablation"]
     gn = np.asarray(fig1["bert"]["grad_norm"])
     with warnings.catch_warnings():     # blocks where every trial is NaN (diversity below round-off)
         warnings.simplefilter("ignore", RuntimeWarning)
         xr, xa = np.nanmean(fig2["xi_ratio"], 0), np.nanmean(fig2_other["xi_ratio"], 0)
+        xi_init = np.nanmean(fig2_init["xi_ratio"], 0)
+        xc = np.nanmean(abl["centred-relu"]["xi_ratio"], 0)
     late = fig3["t_sim"] > 0.9
+    sh, sh_init = _shares(fig2["xi_ratio"], share_blocks), _shares(fig2_init["xi_ratio"], share_blocks)
     s: dict[str, float | None] = {
         "bert_tsim_last": float(fig1["bert"]["t_sim"][-1]), "bert_tcos_last": float(fig1["bert"]["t_cos"][-1]),
         "albert_tsim_last": float(fig1["albert"]["t_sim"][-1]),
         "albert_tcos_last": float(fig1["albert"]["t_cos"][-1]),
+        "hf_sentences": float(fig1["bert"].get("sentences", math.nan)),
+        "hf_real_tokens": float(fig1["bert"]["real_tokens"]),
         "grad_min": float(gn.min()), "grad_max": float(gn.max()), "grad_layers": len(gn),
         "grad_factor": float((gn.max() / gn.min()) ** (1 / max(1, len(gn) - 1))),
         "step1_ratio_first": float(xr[0, 0]), "step1_ratio_first_other": float(xa[0, 0]),
         "other_steps_ratio": float(np.nanmean(xr[:, 1:])), "other_steps_ratio_other": float(np.nanmean(xa[:, 1:])),
         "step3_ratio_first": float(xr[0, 2]), "step3_ratio_first_other": float(xa[0, 2]),
+        "step3_ratio_first_init": float(xi_init[0, 2]), "step3_ratio_first_centred": float(xc[0, 2]),
         "first_block_above_099": first_block_above(fig2["t_sim"]),
         "first_block_above_099_other": first_block_above(fig2_other["t_sim"]),
+        "first_block_above_099_init": first_block_above(fig2_init["t_sim"]),
+        "first_block_above_099_none": first_block_above(abl["none"]["t_sim"]),
+        "first_block_above_099_centred": first_block_above(abl["centred-relu"]["t_sim"]),
+        "attn_share": float(sh[0]), "ffn_share": float(sh[2]), "ln_share": float(sh[1] + sh[3]),
+        "attn_share_init": float(sh_init[0]), "ffn_share_init": float(sh_init[2]),
+        "ln_share_init": float(sh_init[1] + sh_init[3]), "share_blocks": share_blocks,
+        "share_last_block": share_blocks - 1,
         "postnorm_tsim_last": float(fig2["t_sim"][:, -1].mean()),
         "err_est1": float(np.abs(fig3["est1"] - fig3["xi_minus_1"]).mean()),
         "err_est2": float(np.abs(fig3["est2"] - fig3["xi_minus_1"]).mean()),
@@ -226,32 +290,81 @@ def summarise(fig1: dict, fig2: dict, fig2_other: dict, fig3: dict, fig4: dict, 
         "prenorm_normXhat": float(fig4["norm_Xhat"].mean()),
         "prenorm_normattn": float(fig4["norm_attn"].mean()),
     }
-    for tau, tdiv in fig5.items():
+    for tau, tdiv in r["figure5"].items():
         s[f"tdiv_last_tau_{tau}"] = float(tdiv[:, -1].mean())
         s[f"tdiv_last_sd_tau_{tau}"] = float(tdiv[:, -1].std())
+    for tau, tdiv in r["figure5_other"].items():
+        s[f"tdiv_last_other_tau_{tau}"] = float(tdiv[:, -1].mean())
+    f8 = r["figure8"]
+    sd = np.asarray(f8["precise"]["sd"])                                  # (dims, ts)
+    s["eta_sd_first_d"], s["eta_sd_last_d"] = float(sd[0].mean()), float(sd[-1].mean())
+    s["eta_paper_absmax_first_d"] = float(np.abs(f8["paper"]["mean"][0]).max())
+    s["eta_paper_absmax_last_d"] = float(np.abs(f8["paper"]["mean"][-1]).max())
+    s["eta_precise_absmax_last_d"] = float(np.abs(f8["precise"]["mean"][-1]).max())
+    b = r["bounds11"]
+    s["bound_min_slack_mu1"] = min(v["min_slack_mu1"] for v in b.values())
+    s["bound_min_slack_mu2"] = min(v["min_slack_mu2"] for v in b.values())
     return s
 
 
-def run(p: Params) -> Result:
-    """Every computation of the chapter, in the order of its sections (about 200 s at `book` scale)."""
-    seed_everything(p.seed)
+def _figure8(p: Params) -> dict[str, Any]:
+    """Figure 8 with the paper's 50 draws of W and with `eta_draws_precise` draws (same X and P)."""
+    return {name: E.eta_concentration(p.eta_n, p.eta_dims, p.eta_ts, draws, p.seed, p.alpha)
+            for name, draws in (("paper", p.eta_draws), ("precise", p.eta_draws_precise))}
+
+
+def _synthetic(p: Params) -> dict[str, Any]:
+    """Figures 2-5 and the FFN variants: every synthetic stack of §2.4-3.2."""
     synth = dict(n=p.n_tokens, d=p.d_model, heads=p.n_heads, alpha=p.alpha, ffn_mult=p.ffn_mult, seed=p.seed)
-    lemma = E.lemma24_at_init(p.n_tokens, p.d_model, p.n_heads, p.alpha, p.value_scale, p.lemma_trials, p.seed,
-                              p.ffn_mult)
-    fig1 = figure1(p)
-    fig2 = postnorm_trials(depth=p.depth, trials=p.trials, value_scale=p.value_scale, **synth)
-    fig2_other = postnorm_trials(depth=p.depth, trials=p.trials, value_scale=p.other_value_scale,
-                                 desc="other reading", **synth)
-    fig3 = E.w_resampling(depth=p.depth, draws=p.w_trials, value_scale=p.value_scale, **synth)
-    fig4 = prenorm_trials(depth=p.prenorm_depth, trials=p.prenorm_trials, value_scale=p.value_scale, **synth)
-    fig5 = {str(t): v for t, v in deescalated_diversity(depth=p.deesc_depth, runs=p.deesc_runs, taus=p.taus,
-                                                         value_scale=p.value_scale, **synth).items()}
+    post = dict(depth=p.depth, trials=p.trials, **synth)
+    out: dict[str, Any] = {
+        "figure2": postnorm_trials(value_scale=p.value_scale, ffn_init=p.ffn_init, **post),
+        "figure2_other": postnorm_trials(value_scale=p.other_value_scale, ffn_init=p.ffn_init,
+                                         desc="other reading", **post),
+        "figure2_init": postnorm_trials(value_scale=p.value_scale, ffn_init=p.other_ffn_init,
+                                        desc=f"{p.other_ffn_init} FFN", **post),
+    }
+    out["figure2_ablation"] = {
+        kind: {k: v for k, v in postnorm_trials(value_scale=p.value_scale, ffn_init=p.ffn_init, ffn_kind=kind,
+                                                desc=f"FFN {kind}", **post).items() if k in ("t_sim", "xi_ratio")}
+        for kind in ("none", "centred-relu")}
+    out["figure3"] = E.w_resampling(depth=p.depth, draws=p.w_trials, value_scale=p.value_scale,
+                                    ffn_init=p.ffn_init, **synth)
+    out["figure4"] = prenorm_trials(depth=p.prenorm_depth, trials=p.prenorm_trials, value_scale=p.value_scale,
+                                    ffn_init=p.ffn_init, **synth)
+    for key, vs in (("figure5", p.value_scale), ("figure5_other", p.other_value_scale)):
+        out[key] = {str(t): v for t, v in deescalated_diversity(depth=p.deesc_depth, runs=p.deesc_runs, taus=p.taus,
+                                                                value_scale=vs, ffn_init=p.ffn_init,
+                                                                **synth).items()}
+    return out
+
+
+def run(p: Params) -> Result:
+    """Every computation of the chapter, in the order of its sections. At `book` scale every piece —
+    the identities, Figure 1, the synthetic stacks, Figure 8 and the bounds (11) — is read back from
+    `results/tse/book/` when its parameters match (computing them took 28 minutes on two busy CPU
+    cores; reading them, seconds)."""
+    seed_everything(p.seed)
+
+    def identities() -> dict[str, Any]:
+        lemma = E.lemma24_at_init(p.n_tokens, p.d_model, p.n_heads, p.alpha, p.value_scale, p.lemma_trials,
+                                  p.seed, p.ffn_mult, p.ffn_init)
+        return {"lemma24": dict(lemma.__dict__), "prop23": E.prop23_error(p.n_tokens, p.d_model, p.seed)}
+
+    ident, _ = results.cached(p, "identities", identities)
+    fig1, _ = results.cached(p, "figure1", lambda: figure1(p))
+    pieces, _ = results.cached(p, "synthetic", lambda: _synthetic(p))
+    appendix, _ = results.cached(p, "appendix", lambda: {
+        "figure8": _figure8(p), "bounds11": E.bounds11_check(p.bound_n, p.bound_d, p.bound_samples, p.seed)})
+    pieces = _arrays(pieces)
+    pieces["figure1"] = _arrays(fig1)
+    pieces["figure8"] = _arrays(appendix["figure8"])
+    pieces["bounds11"] = appendix["bounds11"]
     return Result(
-        settings=p.cache_key(), prop23_max_abs_error=E.prop23_error(p.n_tokens, p.d_model, p.seed),
-        lemma24=dict(lemma.__dict__), figure1=fig1, figure2=fig2, figure2_other=fig2_other,
-        other_value_scale=p.other_value_scale, figure3=fig3, figure4=fig4, figure5=fig5, paper_fig5=paper_levels(),
-        summary=summarise(fig1, fig2, fig2_other, fig3, fig4, fig5))
+        settings=p.cache_key(), prop23_max_abs_error=ident["prop23"], lemma24=ident["lemma24"],
+        other_value_scale=p.other_value_scale, paper_fig5=paper_levels(),
+        summary=summarise(pieces, p.share_blocks), **pieces)
 
 
 __all__ = ["Params", "Result", "run", "postnorm_trials", "prenorm_trials", "deescalated_diversity", "figure1",
-           "summarise"]
+           "summarise", "paper_claims", "paper_levels"]

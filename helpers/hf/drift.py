@@ -13,6 +13,13 @@ def bert_block(seed: int, hidden: int = 768, heads: int = 12, intermediate: int 
     """A BERT embedding table E (vocab × d) and one BERT layer T, both with BERT's default
     initialisation (normal, std 0.02; LayerNorm γ = 1, β = 0), drawn from `seed`; eval mode, eager
     attention."""
+    emb, layer = bert_embeddings_and_block(seed, hidden, heads, intermediate)
+    return emb.word_embeddings.weight.detach(), layer
+
+
+def bert_embeddings_and_block(seed: int, hidden: int = 768, heads: int = 12, intermediate: int = 3072):
+    """BERT's whole embedding layer (word + position + token-type embeddings, then LayerNorm) and one
+    BERT layer, initialised as in `bert_block` from the same draw (its E is this layer's word table)."""
     from transformers import BertConfig
     from transformers.models.bert.modeling_bert import BertEmbeddings, BertLayer
 
@@ -30,7 +37,13 @@ def bert_block(seed: int, hidden: int = 768, heads: int = 12, intermediate: int 
             elif isinstance(m, torch.nn.LayerNorm):
                 torch.nn.init.ones_(m.weight)
                 torch.nn.init.zeros_(m.bias)
-    return emb.word_embeddings.weight.detach(), layer.eval()
+    return emb.eval(), layer.eval()
+
+
+@torch.no_grad()
+def embed(emb, ids: Tensor) -> Tensor:
+    """BERT's embedding layer on token ids (B, L): LN(word + position + token type 0), eval mode."""
+    return emb(input_ids=ids)
 
 
 @torch.no_grad()
