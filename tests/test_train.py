@@ -156,7 +156,7 @@ def test_centring_ablation_zeroes_every_block_mean(tok):
         model = mlm.new_mlm(mlm.PretrainConfig(centre=centre, **base), len(tok)).eval()
         outs = []
         for layer in transformer_layers(model):
-            layer.register_forward_hook(lambda m, i, o: outs.append(o[0] if isinstance(o, tuple) else o))
+            layer.register_forward_hook(lambda m, i, o, outs=outs: outs.append(o[0] if isinstance(o, tuple) else o))
         with torch.no_grad():
             model(input_ids=ids, attention_mask=mask)
         w = mask.unsqueeze(-1).float()
