@@ -22,6 +22,9 @@ def test_theorem_holds_and_is_nearly_attained_on_random_matrices(res):
     assert all(r["worst_slack_rel"] <= 1e-10 for r in res.random)
     assert all(r["max_ratio"] <= 1 + 1e-10 for r in res.random)
     assert max(r["max_ratio"] for r in res.random) > 0.85          # the constant can hardly be improved
+    by_m = {m: max(r["max_ratio"] for r in res.random if r["m"] == m) for m in {r["m"] for r in res.random}}
+    ms = sorted(by_m)
+    assert all(by_m[a] > by_m[b] for a, b in zip(ms, ms[1:], strict=False))   # the prose: fewer tokens, closer to one
     assert all(r["median_ratio"] < r["max_ratio"] for r in res.random)
 
 
@@ -55,3 +58,15 @@ def test_training_lowers_the_median_singular_value_and_raises_uniformity(res):
     assert abs(twin[-1]["median"] - twin[0]["median"]) < abs(pre[-1]["median"] - pre[0]["median"])
     second = res.second_task_stats
     assert second[-1]["median"] < second[0]["median"] and second[-1]["token_uni"] > second[0]["token_uni"]
+
+
+def test_eq8_fails_at_a_quarter_of_n_and_the_gamma_step_is_off_by_four(res):
+    summ = res.appendix_a_summary
+    assert summ["quarter_violations"] > 0 and summ["l2_violations_x4"] > 0
+    assert all(abs(r["ratio"] - 4) < 1e-9 for r in res.gamma_steps)
+    rows = {(r["n"], r["k"], r["d"]): r["exact_l2"] for r in res.appendix_a}
+    assert rows[(384, 16, 0.5)] > 0.999 and 0.4 < rows[(384, 96, 0.5)] < 0.6 and rows[(384, 192, 0.5)] < 1e-10
+
+
+def test_figure_2_layers_are_kept(res):
+    assert len(res.second_task_values) == 3 and all(len(v) > 100 for v in res.second_task_values.values())

@@ -82,7 +82,7 @@ def test_subsample_is_seeded_and_keeps_pairs_together():
 
 
 def test_averages_skip_methods_not_run():
-    run = {"table1": {"A": {"vanilla": 70.0, "whitening": 60.0}, "B": {"vanilla": 80.0}}}
+    run = {"scores": {"subset-mean": {"A": {"vanilla": 70.0, "whitening": 60.0}, "B": {"vanilla": 80.0}}}}
     avg = sts.averages(run, ["A", "B"])
     assert avg["vanilla"] == 75.0 and avg["whitening"] == 60.0 and np.isnan(avg["SoftDecay (token)"])
 
@@ -96,6 +96,9 @@ def test_params():
         sts.Params.resolve("ci", datasets=("STS17",))
     with pytest.raises(ParameterError, match="alpha"):
         sts.Params.resolve("ci", alpha=0.0)
+    with pytest.raises(ParameterError, match="bootstrap"):
+        sts.Params.resolve("ci", bootstrap=5)
+    assert sts.Params.resolve("ci").extra_models == ()            # ci stays light: no 135M decoder
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +124,7 @@ def test_token_mode_encoder_is_batch_independent(minilm):
 
 def test_result_round_trips_through_json():
     res = sts.Result(models=["m"], datasets=["STS-B"], pooling="first_last", alpha=-0.6, scale="ci",
-                     runs={"m": {"table1": {"STS-B": {"vanilla": 1.0}}, "lsds": {}, "pairs": {"STS-B": 3}}},
-                     from_cache={"m": False}, averages={"m": {"vanilla": float("nan")}}, lsds_wins={"m": 0})
+                     runs={"m": {"scores": {"pooled": {"STS-B": {"vanilla": 1.0}}}, "lsds": {}, "pairs": {"STS-B": 3}}},
+                     from_cache={"m": False}, averages={"m": {"pooled": {"vanilla": float("nan")}}}, lsds_wins={"m": 0})
     back = sts.Result.from_json(res.to_json())
-    assert back.runs == res.runs and back.averages["m"]["vanilla"] is None
+    assert back.runs == res.runs and back.averages["m"]["pooled"]["vanilla"] is None

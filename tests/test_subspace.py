@@ -96,3 +96,28 @@ def test_tightness_by_cut_leaves_out_cuts_beyond_a_matrix_rank():
     np.testing.assert_allclose(both[2:], first[2:], rtol=1e-12)
     np.testing.assert_allclose(both[:2], (first[:2] + second[:2]) / 2, rtol=1e-12)
     assert np.isnan(second[2:]).all() and np.isfinite(first).all()
+
+
+@pytest.mark.parametrize(("n", "k"), [(16, 1), (16, 7), (64, 16), (384, 96), (768, 384)])
+def test_gamma_step_of_appendix_a_is_off_by_four(n, k):
+    """The line before eq. (8) equals 8/(k(n−k)B(k/2,(n−k)/2)) (Γ(x+1) = xΓ(x)); eq. (8)'s constant
+    2/(k(n−k)B) is a quarter of it, so the printed "≤" is false."""
+    g = S.gamma_step(n, k)
+    assert g["log_printed_line"] == pytest.approx(g["log_corrected"], abs=1e-9)
+    assert g["ratio"] == pytest.approx(4.0, rel=1e-9)
+    eq8_constant = S.eq8_bound(n, k, 0.5) / (0.5 ** (2 * k) * (1 - 0.5 ** (n - k)))
+    assert math.exp(g["log_printed_next"]) == pytest.approx(eq8_constant, rel=1e-9)
+    if n <= 64:                                             # direct evaluation with math.gamma
+        pi, gm = math.pi, math.gamma
+        direct = (gm(n / 2) / (2 * pi ** (n / 2)) * 2 * pi ** ((n - k) / 2) / gm((n - k) / 2 + 1)
+                  * 2 * pi ** (k / 2) / gm(k / 2 + 1))
+        assert direct == pytest.approx(math.exp(g["log_printed_line"]), rel=1e-9)
+
+
+def test_exact_probability_is_a_cliff_at_k_equal_d2n():
+    """Σ_{j≤k} u_j² ~ Beta(k/2, (n−k)/2) has mean k/n: P(‖u_{1..k}‖ ≤ d) ≈ 1 well below k = d²n and ≈ 0
+    well above it, ≈ 1/2 at it."""
+    n, d = 768, 0.5
+    assert S.exact_l2_probability(n, 96, d) > 0.999
+    assert S.exact_l2_probability(n, 192, d) == pytest.approx(0.5, abs=0.05)
+    assert S.exact_l2_probability(n, 288, d) < 1e-6

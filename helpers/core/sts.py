@@ -16,7 +16,11 @@ from .blocks import deescalate
 from .softdecay import softdecay_transform, whitening_apply, whitening_fit
 
 POOLINGS = ("first_last", "first_last_l1", "last", "cls")
-METHODS = ("vanilla", "whitening", "whitening-256", "de-escalation", "SoftDecay (sentence)", "SoftDecay (token)")
+METHODS = ("vanilla", "whitening", "whitening-256", "de-escalation", "SoftDecay (sentence)", "SoftDecay (token)",
+           "SoftDecay (σ/√N)", "SoftDecay (σ/σ_max)")
+#: the two ways of scoring a year's file: the paper's (transform fitted on the whole file, Spearman per
+#: subset, mean over subsets, as `SequentialEvaluator(..., np.mean)` does) and one pooled Spearman
+PROTOCOLS = ("subset-mean", "pooled")
 
 
 @dataclass
@@ -57,11 +61,31 @@ def spearman100(e1: Tensor, e2: Tensor, gold: list[float]) -> float:
     return float(stats.spearmanr(cos, np.asarray(gold)).statistic * 100)
 
 
+def softdecay_scaled(X: Tensor, alpha: float, by: str) -> Tensor:
+    """Our normalised SoftDecay (not in the paper): Algorithm 1 applied to X/c and scaled back, so f
+    sees σ/c — c = √N (`"sqrt_n"`: the spectrum of the second-moment matrix, the same for a set and
+    for that set repeated, so independent of how many sentences are scored together) or c = σ_max
+    (`"max"`: invariant to the scale of X). Eq. (2) crosses zero at λ = |α|, so every σ/c below |α|
+    changes sign; `sign_flips` counts them."""
+    c = X.shape[0] ** 0.5 if by == "sqrt_n" else float(torch.linalg.matrix_norm(X.double(), ord=2))
+    return softdecay_transform(X / c, alpha) * c
+
+
+def sign_flips(sv: Tensor | np.ndarray, alpha: float, scale: float = 1.0, floor: float = 1e-10) -> int:
+    """How many live singular values σ (σ > floor·σ_max) have σ/scale < |α|, where eq. (2) is negative,
+    so that Algorithm 1 (K > 0) flips the sign of their direction (property 1 broken)."""
+    s = np.asarray(sv, dtype=float)
+    live = s[s > floor * s.max()]
+    return int((live / scale < -alpha).sum())
+
+
 def apply_method(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6, tau: float = 1.0) -> tuple[Tensor, Tensor]:
     """The post-processing of one row of Table 1 applied to the two sentence-embedding matrices:
-    whitening (and -256) fitted on their concatenation (WhiteningBERT); de-escalation (Yu & Zhang
-    eq. 21, τ of the mean of the concatenation removed); SoftDecay on each N × d matrix separately,
-    as the authors' code does. `SoftDecay (token)` is applied at encoding time: here the identity."""
+    whitening (and -256) fitted on their concatenation — the test pairs themselves, as WhiteBERT
+    (Huang et al.) does, not on NLI as the paper's "BERT-whitening (NLI)" rows; de-escalation (Yu &
+    Zhang eq. 21, τ of the mean of the concatenation removed); SoftDecay on each N × d matrix
+    separately, as the authors' code does, and our scale-normalised variants (`softdecay_scaled`).
+    `SoftDecay (token)` is applied at encoding time: here the identity."""
     n = e1.shape[0]
     both = torch.cat([e1, e2])
     if method in ("vanilla", "SoftDecay (token)"):
@@ -76,7 +100,88 @@ def apply_method(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6, tau: 
         return out[:n], out[n:]
     if method == "SoftDecay (sentence)":
         return softdecay_transform(e1, alpha), softdecay_transform(e2, alpha)
+    if method in ("SoftDecay (σ/√N)", "SoftDecay (σ/σ_max)"):
+        by = "sqrt_n" if "√N" in method else "max"
+        return softdecay_scaled(e1, alpha, by), softdecay_scaled(e2, alpha, by)
     raise ValueError(f"unknown method {method!r}; known: {METHODS}")
+
+
+def cosines(e1: Tensor, e2: Tensor) -> np.ndarray:
+    """Cosine similarity of each pair (float64)."""
+    return torch.nn.functional.cosine_similarity(e1.double(), e2.double(), dim=-1).numpy()
+
+
+def _rank_rows(x: np.ndarray) -> np.ndarray:
+    return stats.rankdata(x, axis=-1)
+
+
+def _spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Spearman ×100 of each row pair of (B, n) arrays (average ranks for ties, as scipy)."""
+    ra, rb = _rank_rows(a), _rank_rows(b)
+    ra = ra - ra.mean(-1, keepdims=True)
+    rb = rb - rb.mean(-1, keepdims=True)
+    den = np.sqrt((ra * ra).sum(-1) * (rb * rb).sum(-1))
+    return 100 * (ra * rb).sum(-1) / np.where(den > 0, den, np.nan)
+
+
+def score(cos: np.ndarray, gold, subsets, protocol: str = "subset-mean") -> float:
+    """Spearman ×100 of cosines against gold: `pooled` over all pairs, or `subset-mean` — per subset,
+    then the mean over subsets (the evaluation scripts the paper used)."""
+    return float(score_draws(cos[None], np.asarray(gold, float)[None], subsets, protocol)[0])
+
+
+def score_draws(cos: np.ndarray, gold: np.ndarray, subsets, protocol: str) -> np.ndarray:
+    """`score` of each row of (B, n) cosines and gold scores whose columns keep the subset labels."""
+    if protocol == "pooled":
+        return _spearman_rows(cos, gold)
+    if protocol != "subset-mean":
+        raise ValueError(f"protocol {protocol!r}: use one of {PROTOCOLS}")
+    sub = np.asarray(subsets)
+    return np.mean([_spearman_rows(cos[:, sub == s], gold[:, sub == s]) for s in dict.fromkeys(sub.tolist())], 0)
+
+
+def bootstrap_indices(subsets, draws: int, seed: int) -> np.ndarray:
+    """(draws, n) resampled pair indices, stratified by subset (each subset keeps its size), so the
+    subset-mean protocol stays defined; the same indices serve every method (a paired bootstrap)."""
+    sub = np.asarray(subsets)
+    rng = np.random.default_rng(seed)
+    out = np.empty((draws, len(sub)), dtype=np.int64)
+    for s in dict.fromkeys(sub.tolist()):
+        where = np.flatnonzero(sub == s)
+        out[:, where] = where[rng.integers(0, len(where), (draws, len(where)))]
+    return out
+
+
+def paired_bootstrap(cos_a: np.ndarray, cos_b: np.ndarray, gold, subsets, protocol: str = "subset-mean",
+                     draws: int = 1000, seed: int = 0, idx: np.ndarray | None = None) -> np.ndarray:
+    """Bootstrap draws of score(b) − score(a): sentence pairs resampled with replacement within each
+    subset, the same resample for both methods (the transforms stay as fitted on the full set)."""
+    idx = bootstrap_indices(subsets, draws, seed) if idx is None else idx
+    g = np.asarray(gold, float)[idx]
+    sub = np.asarray(subsets)[idx[0]]           # stratified: every row keeps the column's subset
+    return score_draws(cos_b[idx], g, sub, protocol) - score_draws(cos_a[idx], g, sub, protocol)
+
+
+def interval(draws: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of bootstrap draws."""
+    lo, hi = np.nanpercentile(draws, [50 * (1 - level), 50 * (1 + level)])
+    return float(lo), float(hi)
+
+
+def plant(E: Tensor, kind: str, size: float, seed: int = 0) -> Tensor:
+    """Planted anisotropy on sentence embeddings (N, d): a common vector of norm size·r added to every
+    row (`mean`), or a common direction with a per-row N(0, 1) coefficient (`spike`, a dominant
+    variance direction), r the RMS row norm of E; the direction is a fixed random unit vector."""
+    g = torch.Generator().manual_seed(seed)
+    u = torch.randn(E.shape[1], generator=g, dtype=torch.float64)
+    u = u / u.norm()
+    r = E.double().norm(dim=-1).square().mean().sqrt()
+    if kind == "mean":
+        return (E.double() + size * r * u).to(E.dtype)
+    if kind == "spike":
+        z = torch.randn(E.shape[0], 1, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
+        return (E.double() + size * r * z * u).to(E.dtype)
+    raise ValueError(f"kind {kind!r}: use 'mean' or 'spike'")
 
 
 def uniformity_metrics(E: Tensor) -> dict[str, float]:
@@ -90,15 +195,19 @@ def _unit(x: Tensor) -> Tensor:
     return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
-def lsds_score(E: Tensor, F: Tensor, k: int = 12, max_points: int = 3000, seed: int = 0) -> float:
-    """LSDS (eq. 6) with k = 12 neighbours (App. B), on unit-normalised embeddings, t = 0.5, and
-    neighbour weights normalised to sum to one (our reading of "a linear combination weighted by
-    the distance"); at most `max_points` points (a fixed random subset)."""
+def lsds_score(E: Tensor, F: Tensor, k: int = 12, max_points: int = 3000, seed: int = 0,
+               normalise: bool = True) -> float:
+    """LSDS (eq. 6) with k = 12 neighbours (App. B), on unit-normalised embeddings, t = 0.5; with
+    `normalise` the neighbour weights sum to one (our reading of "a linear combination weighted by
+    the distance"), without it they are eq. (6)'s raw RBF weights; at most `max_points` points (a
+    fixed random subset)."""
     if E.shape[0] > max_points:
         idx = torch.randperm(E.shape[0], generator=torch.Generator().manual_seed(seed))[:max_points]
         E, F = E[idx], F[idx]
-    return float(M.lsds(_unit(E.double()), _unit(F.double()), k=k, t=0.5, normalise_weights=True))
+    return float(M.lsds(_unit(E.double()), _unit(F.double()), k=k, t=0.5, normalise_weights=normalise))
 
 
-__all__ = ["POOLINGS", "METHODS", "TokenStates", "pool", "spearman100", "apply_method", "uniformity_metrics",
+__all__ = ["POOLINGS", "METHODS", "PROTOCOLS", "softdecay_scaled", "sign_flips", "cosines", "score", "score_draws",
+           "bootstrap_indices", "paired_bootstrap", "interval", "plant",
+           "TokenStates", "pool", "spearman100", "apply_method", "uniformity_metrics",
            "lsds_score"]

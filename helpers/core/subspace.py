@@ -77,6 +77,24 @@ def eq8_bound(n: int, k: int, d: float) -> float:
     return math.exp(logc + 2 * k * math.log(d)) * (1 - d ** (n - k))
 
 
+def gamma_step(n: int, k: int) -> dict[str, float]:
+    """The Γ-step of Appendix A's derivation, as printed: the line before eq. (8) has the constant
+    Γ(n/2)/(2π^{n/2}) · 2π^{(n−k)/2}/Γ((n−k)/2+1) · 2π^{k/2}/Γ(k/2+1) (`printed_line`), which the next
+    line replaces by "≤ 2/(k(n−k)) · Γ(n/2)/(Γ((n−k)/2)Γ(k/2))" (`printed_next`, eq. 8's constant).
+    With Γ(x+1) = xΓ(x) the first equals 8/(k(n−k) B(k/2, (n−k)/2)) (`corrected`): four times the
+    second, so the "≤" is false by a factor 4. Returns the three constants as natural logarithms
+    (`log_*`) and `ratio` = printed_line / printed_next, all computed in log space."""
+    if not 0 < k < n:
+        raise ValueError(f"need 0 < k < n, got k={k}, n={n}")
+    lg = math.lgamma
+    log_line = (lg(n / 2) - math.log(2) - (n / 2) * math.log(math.pi) + math.log(2) + ((n - k) / 2) * math.log(math.pi)
+                - lg((n - k) / 2 + 1) + math.log(2) + (k / 2) * math.log(math.pi) - lg(k / 2 + 1))
+    log_next = math.log(2) - math.log(k) - math.log(n - k) + lg(n / 2) - lg((n - k) / 2) - lg(k / 2)
+    log_corr = math.log(8) - math.log(k) - math.log(n - k) - special.betaln(k / 2, (n - k) / 2)
+    return {"n": n, "k": k, "log_printed_line": log_line, "log_printed_next": log_next, "log_corrected": log_corr,
+            "ratio": math.exp(log_line - log_next)}
+
+
 def exact_l2_probability(n: int, k: int, d: float) -> float:
     """P(√(Σ_{j≤k} u_j²) ≤ d) for u uniform on S^{n−1}: Σ u_j² ~ Beta(k/2, (n−k)/2), so this is
     the regularised incomplete beta I_{d²}(k/2, (n−k)/2) (exact)."""

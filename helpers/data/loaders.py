@@ -63,13 +63,14 @@ def load_glue(task: str, split: str = "validation", source: str = "auto") -> Sen
     if task not in _GLUE:
         raise ValueError(f"unknown GLUE task {task!r}; known: {sorted(_GLUE)}")
     folder, files, (c1, c2, cl), header, hub_name = _GLUE[task]
-    if split not in files and source != "hub":
+    if split not in files and source == "mirror":
         raise DataUnavailable(
             f"{task} split {split!r} is not in the offline mirror (it has {sorted(files)}); "
-            f"it needs the hub: datasets.load_dataset('glue', '{hub_name}', split='{split}')"
+            f"it needs the hub: datasets.load_dataset('{GLUE_HUB_ID}', '{hub_name}', split='{split}')"
         )
     root = data_root()
-    if source in ("auto", "mirror") and root is not None and (root / "glue" / folder / files[split]).is_file():
+    if (source in ("auto", "mirror") and root is not None and split in files
+            and (root / "glue" / folder / files[split]).is_file()):
         path = root / "glue" / folder / files[split]
         with open(path, encoding="utf-8-sig", newline="") as fh:
             rows = list(csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
@@ -85,15 +86,35 @@ def load_glue(task: str, split: str = "validation", source: str = "auto") -> Sen
     try:
         import datasets
 
-        ds = datasets.load_dataset("glue", hub_name, split=split)
+        ds = datasets.load_dataset(GLUE_HUB_ID, hub_name, split=split)
     except Exception as err:  # noqa: BLE001 - we re-raise with the full story
         raise DataUnavailable(
             f"GLUE {task}/{split}: no offline mirror (set TOKUNI_DATA or place it at ../shared/data) and the "
             f"hub is unreachable ({type(err).__name__}: {str(err)[:200]})"
         ) from None
-    keys = [k for k in ("sentence", "sentence1", "question") if k in ds.column_names]
-    k2 = [k for k in ("sentence2", "sentence") if k in ds.column_names and k not in keys[:1]]
-    return SentenceSet(task, split, list(ds[keys[0]]), list(ds[k2[0]]) if k2 else None, list(ds["label"]))
+    return _glue_from_hub(task, split, ds)
+
+
+# --- hub GLUE (issue 13): the canonical repo id, and each task's columns by name (QNLI's first
+# sentence is `question`); a missing column raises instead of silently dropping a sentence.
+GLUE_HUB_ID = "nyu-mll/glue"
+#: task -> (first sentence column, second sentence column or None) in nyu-mll/glue
+GLUE_HUB_COLUMNS = {"CoLA": ("sentence", None), "SST-2": ("sentence", None), "MRPC": ("sentence1", "sentence2"),
+                    "RTE": ("sentence1", "sentence2"), "QNLI": ("question", "sentence")}
+
+
+def _glue_from_hub(task: str, split: str, ds) -> SentenceSet:
+    """A `SentenceSet` from a hub GLUE split; RTE/QNLI labels as the mirror's strings (ClassLabel names)."""
+    k1, k2 = GLUE_HUB_COLUMNS[task]
+    missing = [k for k in (k1, k2, "label") if k is not None and k not in ds.column_names]
+    if missing:
+        raise DataUnavailable(f"GLUE {task}/{split} on the hub has columns {ds.column_names}; expected "
+                              f"{[k for k in (k1, k2, 'label') if k]} (missing {missing})")
+    labels = list(ds["label"])
+    if task in ("RTE", "QNLI"):
+        names = ds.features["label"].names
+        labels = [names[i] if i >= 0 else i for i in labels]
+    return SentenceSet(task, split, list(ds[k1]), list(ds[k2]) if k2 else None, labels)
 
 
 def load_wikitext103(split: str = "validation", raw: bool = True, source: str = "auto") -> str:
@@ -102,7 +123,8 @@ def load_wikitext103(split: str = "validation", raw: bool = True, source: str = 
     short = {"validation": "valid", "valid": "valid", "test": "test"}.get(split)
     if short is None:
         raise DataUnavailable(f"WikiText-103 split {split!r}: the mirror has validation and test only; "
-                              "the training split needs the hub (datasets 'wikitext', 'wikitext-103-raw-v1')")
+                              "the training split needs the hub "
+                              "(datasets 'Salesforce/wikitext', 'wikitext-103-raw-v1')")
     root = data_root()
     path = (root / "wikitext" / ("raw" if raw else "wikitext-103") / f"wiki.{short}.{'raw' if raw else 'tokens'}"
             if root else None)
@@ -113,7 +135,7 @@ def load_wikitext103(split: str = "validation", raw: bool = True, source: str = 
     try:
         import datasets
 
-        ds = datasets.load_dataset("wikitext", "wikitext-103-raw-v1" if raw else "wikitext-103-v1",
+        ds = datasets.load_dataset("Salesforce/wikitext", "wikitext-103-raw-v1" if raw else "wikitext-103-v1",
                                    split="validation" if short == "valid" else "test")
     except Exception as err:  # noqa: BLE001
         raise DataUnavailable(f"WikiText-103 {split}: no offline mirror and the hub is unreachable "
@@ -150,6 +172,9 @@ def load_cifar10(split: str = "test", n: int | None = None, seed: int = 0, sourc
         return images, labels
     if source == "mirror":
         raise DataUnavailable(f"CIFAR-10: offline mirror not found (looked for {zpath})")
+    hub = _cifar10_hub(split, n, seed)            # issue 13: the hub's parquet copy first
+    if hub is not None:
+        return hub
     try:
         import torchvision  # noqa: F401  (not a dependency: only the online path uses it)
         from torchvision.datasets import CIFAR10
@@ -165,22 +190,92 @@ def load_cifar10(split: str = "test", n: int | None = None, seed: int = 0, sourc
     return [ds[i][0] for i in idx], [ds[i][1] for i in idx]
 
 
-def load_common_voice(n: int, language: str = "en", seed: int = 0) -> tuple[list, int]:
-    """`n` Common Voice 11.0 validation utterances (waveforms at 16 kHz) through `datasets` — hub
-    only: Common Voice is not in the offline mirror (and needs accepting its terms on the hub)."""
+#: CIFAR-10 on the hub (parquet): repo id, column of the images, column of the labels
+CIFAR10_HUB = ("uoft-cs/cifar10", "img", "label")
+
+
+def _cifar10_hub(split: str, n: int | None, seed: int):
+    """CIFAR-10 (PIL images, labels) from the hub's parquet repo, or None when the hub cannot give it."""
+    import random
+
+    repo, img, lab = CIFAR10_HUB
     try:
         import datasets
 
-        ds = datasets.load_dataset("mozilla-foundation/common_voice_11_0", language, split="validation",
-                                   streaming=True)
-        ds = ds.cast_column("audio", datasets.Audio(sampling_rate=16_000)).shuffle(seed=seed)
-        waves = [ex["audio"]["array"] for _, ex in zip(range(n), ds, strict=False)]
+        ds = datasets.load_dataset(repo, split=split)
+    except Exception:  # noqa: BLE001 - the caller tries torchvision next
+        return None
+    idx = list(range(len(ds)))
+    if n is not None:
+        idx = random.Random(seed).sample(idx, min(n, len(idx)))
+    sub = ds.select(idx)
+    return [im.convert("RGB") for im in sub[img]], list(sub[lab])
+
+
+def load_common_voice(n: int, language: str = "en", seed: int = 0) -> tuple[list, int]:
+    """Kept for its callers: Common Voice 11.0 on the hub is a loading script that current `datasets`
+    refuses (and Mozilla has since withdrawn it from the hub), so this now returns `n` LibriSpeech
+    utterances (`load_librispeech`). `language` must be "en"."""
+    if language != "en":
+        raise DataUnavailable(f"speech in {language!r}: only English (LibriSpeech) is available through the hub")
+    return load_librispeech(n, seed=seed)
+
+
+#: a parquet speech dataset on the hub (issue 13): repo id, config, split
+LIBRISPEECH_HUB = ("openslr/librispeech_asr", "clean", "validation")
+
+
+def _decode_audio(data: bytes, rate: int = 16_000):
+    """Waveform (float32 numpy) at `rate` from encoded audio bytes: soundfile (FLAC, WAV) when
+    installed, else the standard library's WAV reader; resampled with scipy when the rate differs."""
+    import io
+
+    import numpy as np
+
+    try:
+        import soundfile
+
+        x, sr = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
+        x = x.mean(axis=1)
+    except ImportError:
+        import wave
+
+        try:
+            with wave.open(io.BytesIO(data)) as w:
+                sr, ch, width = w.getframerate(), w.getnchannels(), w.getsampwidth()
+                raw = w.readframes(w.getnframes())
+        except wave.Error as err:
+            raise DataUnavailable("decoding FLAC audio needs the `soundfile` package: pip install soundfile") from err
+        x = np.frombuffer(raw, dtype={1: "u1", 2: "<i2", 4: "<i4"}[width]).astype("float32")
+        x = (x - 128) / 128 if width == 1 else x / float(2 ** (8 * width - 1))
+        x = x.reshape(-1, ch).mean(axis=1)
+    if sr != rate:
+        from math import gcd
+
+        from scipy.signal import resample_poly
+
+        g = gcd(int(sr), rate)
+        x = resample_poly(x, rate // g, int(sr) // g).astype("float32")
+    return x
+
+
+def load_librispeech(n: int, seed: int = 0) -> tuple[list, int]:
+    """`n` LibriSpeech clean validation utterances (waveforms at 16 kHz) through `datasets`, streamed
+    from the parquet repo `openslr/librispeech_asr` — hub only (not in the offline mirror). The audio
+    column is read undecoded and decoded here, so `torchcodec` is not needed."""
+    repo, config, split = LIBRISPEECH_HUB
+    try:
+        import datasets
+
+        ds = datasets.load_dataset(repo, config, split=split, streaming=True)
+        ds = ds.cast_column("audio", datasets.Audio(decode=False)).shuffle(seed=seed)
+        raw = [ex["audio"]["bytes"] for _, ex in zip(range(n), ds, strict=False)]
     except Exception as err:  # noqa: BLE001
         raise DataUnavailable(
-            "Common Voice 11.0 is not in the offline mirror and the hub is unreachable "
-            f"({type(err).__name__}); the audio models of the paper preset need hub access"
+            f"LibriSpeech ({repo}, {config}/{split}) is not in the offline mirror and the hub is unreachable "
+            f"({type(err).__name__}: {str(err)[:200]}); the audio models of the paper preset need hub access"
         ) from None
-    return waves, 16_000
+    return [_decode_audio(b) for b in raw], 16_000
 
 
 #: the seven STS test sets of Yan et al. Table 1: name -> (WhiteningBERT file, official folder)
@@ -189,6 +284,33 @@ STS_SETS = {
     "STS14": ("sts14-test.csv", "STS14"), "STS15": ("sts15-test.csv", "STS15"), "STS16": ("sts16-test.csv", "STS16"),
     "SICK-R": ("sickr-test.csv", "SICK"),
 }
+
+
+#: the WhiteningBERT files keep each year's subsets as contiguous blocks, in this order and with these
+#: sizes (checked against the official per-subset gold files in `../shared/data/sts/STS1x/` by
+#: `tests/test_sts_protocol.py`). STS-B and SICK-R are scored whole, as the evaluation scripts do.
+STS_SUBSET_BLOCKS = {
+    "STS12": (("MSRpar", 750), ("MSRvid", 750), ("SMTeuroparl", 459), ("surprise.OnWN", 750),
+              ("surprise.SMTnews", 399)),
+    "STS13": (("FNWN", 189), ("headlines", 750), ("OnWN", 561)),
+    "STS14": (("deft-forum", 450), ("deft-news", 300), ("headlines", 750), ("images", 750), ("OnWN", 750),
+              ("tweet-news", 750)),
+    "STS15": (("answers-forums", 375), ("answers-students", 750), ("belief", 375), ("headlines", 750),
+              ("images", 750)),
+    "STS16": (("answer-answer", 254), ("headlines", 249), ("plagiarism", 230), ("postediting", 244),
+              ("question-question", 209)),
+}
+
+
+def sts_subset_labels(name: str, n: int) -> list[str]:
+    """The subset of each row of a WhiteningBERT file (`STS_SUBSET_BLOCKS`); the set's own name for
+    STS-B and SICK-R, which the paper's protocol scores whole."""
+    blocks = STS_SUBSET_BLOCKS.get(name)
+    if blocks is None:
+        return [name] * n
+    if sum(k for _, k in blocks) != n:
+        raise ValueError(f"{name}: {n} rows, but the subset blocks add up to {sum(k for _, k in blocks)}")
+    return [s for s, k in blocks for _ in range(k)]
 
 
 @dataclass
@@ -207,7 +329,8 @@ def load_sts(name: str, source: str = "whiteningbert") -> STSSet:
     """An STS test set with gold scores. `source`:
 
     * `whiteningbert` — the processed files the SoftDecay paper evaluated on (all subsets of a year in
-      one file, lower-cased and tokenised; score in column 5, sentences in 6 and 7);
+      one file, lower-cased and tokenised; score in column 5, sentences in 6 and 7); `subsets` from
+      the contiguous blocks of `STS_SUBSET_BLOCKS`;
     * `official` — the official SemEval/STS-B/SICK files, untokenised, with the subset of each pair
       (blank gold lines skipped, as SentEval does);
     * `hub` — `datasets` (mteb/sts12-sts … mteb/sickr-sts), when online.
@@ -226,7 +349,7 @@ def load_sts(name: str, source: str = "whiteningbert") -> STSSet:
         rows = [r.split("\t") for r in text.splitlines()]
         rows = [r for r in rows if len(r) >= 7]
         return STSSet(name, [r[5] for r in rows], [r[6] for r in rows], [float(r[4]) for r in rows],
-                      [r[1] if r[1] != "PAD" else name for r in rows])
+                      sts_subset_labels(name, len(rows)))
     if source != "official":
         raise ValueError(f"source {source!r}: use whiteningbert, official or hub")
     base = root / "sts" / folder
@@ -276,8 +399,15 @@ __all__ = [
     "load_wikitext103",
     "load_cifar10",
     "load_common_voice",
+    "load_librispeech",
+    "CIFAR10_HUB",
+    "LIBRISPEECH_HUB",
+    "GLUE_HUB_ID",
+    "GLUE_HUB_COLUMNS",
     "STSSet",
     "load_sts",
     "CIFAR10_CLASSES",
     "STS_SETS",
+    "STS_SUBSET_BLOCKS",
+    "sts_subset_labels",
 ]

@@ -9,7 +9,7 @@ the numbers the chapter quotes.
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -88,10 +88,13 @@ class Result(results.Result):
     cdf_stats: list[dict[str, Any]]          # model, layer, median, skewness, token_uni, cls_uni, ev1
     second_task_stats: list[dict[str, Any]]  # the pretrained model on `second_task`, per layer
     paper_medians: list[float]               # BERT-base on MRPC, first and last layer (data/yan_2022_sv_median.csv)
+    second_task_values: dict[str, Any] = field(default_factory=dict)   # "layer i" -> pooled values (Fig. 2)
+    gamma_steps: list[dict[str, Any]] = field(default_factory=list)    # Appendix A's Γ-step per (n, k)
 
     def __post_init__(self) -> None:
         self.tightness = {k: np.asarray(v, dtype=float) for k, v in self.tightness.items()}
         self.cdf_values = _arrays(self.cdf_values)
+        self.second_task_values = {k: np.asarray(v, dtype=float) for k, v in self.second_task_values.items()}
 
     def medians(self, model: str = "pretrained") -> list[float]:
         return [r["median"] for r in self.cdf_stats if r["model"] == model]
@@ -137,6 +140,7 @@ def case_study(p: Params) -> list[dict[str, Any]]:
                 rows.append({"n": n, "k": k, "d": d, "bound": bound, "exact_l2": exact,
                              "mc_l2": float(mc["l2"][i, j]), "mc_l1": float(mc["l1"][i, j]),
                              "l2_violates": bool(exact > bound * (1 + 1e-9) + 1e-15),
+                             "l2_violates_x4": bool(exact > 4 * bound * (1 + 1e-9) + 1e-15),
                              "l1_violates": bool(mc["l1"][i, j] > bound + 4 * se)})
     return rows
 
@@ -148,6 +152,9 @@ def case_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     held = [r for r in rows if not r["l2_violates"] and r["exact_l2"] > 0]
     worst = max(bad, key=lambda r: r["exact_l2"] - r["bound"]) if bad else None
     return {"cases": len(rows), "l2_violations": len(bad), "l1_violations": sum(r["l1_violates"] for r in rows),
+            "l2_violations_x4": sum(r.get("l2_violates_x4", False) for r in rows),
+            "quarter_cases": sum(r["k"] == r["n"] // 4 for r in rows),
+            "quarter_violations": sum(r["l2_violates"] and r["k"] == r["n"] // 4 for r in rows),
             "median_looseness": float(np.median([r["bound"] / r["exact_l2"] for r in held])) if held else float("nan"),
             "worst": None if worst is None else {k: worst[k] for k in ("n", "k", "d", "bound", "exact_l2")}}
 
@@ -183,14 +190,18 @@ def run(p: Params) -> Result:
         twin_stats, cdf_values["untrained twin"] = _stats(twin_layers, mask, "untrained twin")
         stats += twin_stats
     second = load_glue(p.second_task, "validation").texts()[: p.n_sentences]
-    second_stats, _ = _stats(*models.hidden_states(loaded, second, p.max_length, p.batch_size, desc=p.second_task),
-                             "pretrained")
+    second_stats, second_values = _stats(
+        *models.hidden_states(loaded, second, p.max_length, p.batch_size, desc=p.second_task), "pretrained")
+    last = len(second_values) - 1
+    fig2 = {f"layer {i}": second_values[i] for i in sorted({0, last // 2 + last % 2, last})}
     cases = case_study(p)
+    steps = [S.gamma_step(n, k) for n in p.sphere_dims for k in sorted({1, 4, n // 4, n // 2}) if 0 < k < n]
     return Result(
         settings=p.cache_key(), random=random_rows, tightness=curves, tightness_m=max(p.random_shapes),
         model_description=loaded.description, n_sentences=len(sentences), n_real_tokens=int(mask.sum()),
         n_hidden_states=len(per_layer), real_model=real_rows, appendix_a=cases, appendix_a_summary=case_summary(cases),
-        cdf_values=cdf_values, cdf_stats=stats, second_task_stats=second_stats, paper_medians=paper_medians())
+        cdf_values=cdf_values, cdf_stats=stats, second_task_stats=second_stats, paper_medians=paper_medians(),
+        second_task_values=fig2, gamma_steps=steps)
 
 
 __all__ = ["Params", "Result", "run", "random_matrices", "random_study", "case_study", "case_summary"]

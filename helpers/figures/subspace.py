@@ -67,6 +67,49 @@ def cdfs(res: Result) -> plt.Figure:
     return fig
 
 
+def fig2_histograms(res: Result) -> plt.Figure:
+    """Figure 2: histograms of the normalised singular values of the first, a middle and the last
+    hidden state on the second task, with median and skewness."""
+    common.set_theme()
+    vals = res.second_task_values
+    fig, axes = plt.subplots(len(vals), 1, figsize=(8, 2.2 * max(len(vals), 1)), sharex=True, squeeze=False)
+    for ax, (label, v) in zip(axes[:, 0], vals.items(), strict=True):
+        v = np.asarray(v)
+        ax.hist(v, bins=60, range=(0, 1), color="tab:blue", alpha=0.8)
+        med, sk = float(np.median(v)), float(pd.Series(v).skew())
+        ax.axvline(med, color="k", ls="--", lw=0.8)
+        ax.set_ylabel("count")
+        ax.set_title(f"{label}: median {med:.3f}, skewness {sk:.2f}", fontsize=10)
+    axes[-1, 0].set_xlabel("normalised singular value")
+    fig.suptitle(f"Figure 2 — {res.settings['model']}, {res.settings['second_task']} validation")
+    return fig
+
+
+def gamma_table(res: Result):
+    """Appendix A's Γ-step: the constant of the line before eq. (8), eq. (8)'s constant, their ratio."""
+    df = pd.DataFrame([{"n": r["n"], "k": r["k"], "line before (8)": math.exp(r["log_printed_line"]),
+                        "eq. (8)'s 2/(k(n−k)B)": math.exp(r["log_printed_next"]),
+                        "8/(k(n−k)B)": math.exp(r["log_corrected"]), "ratio": r["ratio"]}
+                       for r in res.gamma_steps])
+    return common.table(df, digits=4)
+
+
+def max_ratio_by_m(res: Result) -> dict[int, float]:
+    """The largest ‖x_i − x_i′‖/λ_{k+1} over kinds of random matrix, per number of tokens m."""
+    out: dict[int, float] = {}
+    for r in res.random:
+        out[r["m"]] = max(out.get(r["m"], 0.0), r["max_ratio"])
+    return out
+
+
+def cliff(res: Result, n: int = 384) -> dict[str, float]:
+    """Exact P(‖u_{1..k}‖ ≤ d) at the middle radius for n: at k = 16, n/4 and n/2."""
+    case = pd.DataFrame(res.appendix_a)
+    d = _radius(res)
+    sub = case[(case.n == n) & (case.d == d)].set_index("k")["exact_l2"]
+    return {"n": n, "d": d, **{f"k{k}": float(sub.get(k, math.nan)) for k in (16, n // 4, n // 2)}}
+
+
 def random_table(res: Result):
     """The theorem check on random matrices."""
     df = pd.DataFrame(res.random).rename(columns={"m": "m tokens", **CHECK_COLUMNS})
@@ -118,7 +161,7 @@ def comparison_table(res: Result):
 def publish(res: Result) -> None:
     """Glue the figures (`subspace-tightness`, `subspace-case-study`, `subspace-cdfs`) and every number
     the prose quotes."""
-    for name, draw in (("tightness", tightness), ("case-study", case_study), ("cdfs", cdfs)):
+    for name, draw in (("tightness", tightness), ("case-study", case_study), ("cdfs", cdfs), ("fig2", fig2_histograms)):
         common.figure(f"subspace-{name}", draw(res))
     summ, worst = res.appendix_a_summary, res.appendix_a_summary["worst"] or {}
     med, twin = res.medians("pretrained"), res.medians("untrained twin") or [math.nan, math.nan]
@@ -135,8 +178,16 @@ def publish(res: Result) -> None:
         **{f"worst-{k.replace('_', '-')}": float(worst.get(k, math.nan)) for k in ("n", "k", "d", "bound", "exact_l2")},
         "median-first": med[0], "median-last": med[-1], "last-layer": len(med) - 1,
         "twin-median-first": twin[0], "twin-median-last": twin[-1],
+        "l2-violations-x4": summ.get("l2_violations_x4", 0), "quarter-cases": summ.get("quarter_cases", 0),
+        "quarter-violations": summ.get("quarter_violations", 0),
+        "gamma-ratio-min": min((r["ratio"] for r in res.gamma_steps), default=math.nan),
+        "gamma-ratio-max": max((r["ratio"] for r in res.gamma_steps), default=math.nan),
+        **{f"random-max-ratio-m{m}": v for m, v in max_ratio_by_m(res).items()},
+        "random-max-ratio-min": min(max_ratio_by_m(res).values()),
+        **{f"cliff-{k}": v for k, v in cliff(res).items()},
     })
 
 
-__all__ = ["tightness", "case_study", "cdfs", "random_table", "real_table", "case_summary_table", "case_table",
-           "cdf_table", "comparison_table", "publish"]
+__all__ = ["tightness", "case_study", "cdfs", "fig2_histograms", "gamma_table", "max_ratio_by_m", "cliff",
+           "random_table", "real_table", "case_summary_table", "case_table", "cdf_table", "comparison_table",
+           "publish"]
