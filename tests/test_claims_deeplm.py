@@ -52,3 +52,21 @@ def test_book_histories_when_committed():
         h = json.loads(f.read_text())["results"]
         assert len(h["loss"]) == p.steps or h.get("diverged")
         assert np.isfinite(h["eval_loss"][0])
+
+
+def test_book_verdict_on_the_committed_runs():
+    """The chapter's verdict, on the committed book runs (read from the cache, seconds): the post-norm
+    stack trains (well below the unigram predictor), pre-norm is ahead of post-norm on every seed, and
+    de-escalation leaves post-norm where it is (|same-seed difference| < 0.05 nats on average)."""
+    from helpers.book.runtime import REPO_ROOT
+
+    p = deeplm.Params.resolve("book")
+    if len(list((REPO_ROOT / "results" / "deeplm" / "book").glob("*.json"))) < len(p.variants) * p.seeds:
+        pytest.skip("book runs not all committed")
+    r = deeplm.run(p)
+    assert r.from_cache
+    tr = r.final_train()
+    assert np.all(tr["post-norm"] < r.unigram_nats - 0.3)
+    d = r.paired("post-norm", "pre-norm")
+    assert d["min"] > 0.05
+    assert abs(r.paired("de-escalated", "post-norm")["mean"]) < 0.05

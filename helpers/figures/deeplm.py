@@ -88,7 +88,9 @@ def publish(res: Result) -> None:
         values[f"train-{v}"] = float(np.nanmean(tr[v])) if v in tr else np.nan
         values[f"eval-{v}"] = float(np.nanmean(ev[v])) if v in ev else np.nan
         values[f"tsim-{v}"] = ts.get(v, np.nan)
-    for a, b in (("post-norm", "pre-norm"), ("de-escalated", "pre-norm"), ("post-norm", "de-escalated")):
+        values[f"tsim0-{v}"] = (float(np.mean([h["t_sim"][0][-1] for h in res.histories[v]]))
+                                if v in res.histories else np.nan)
+    for a, b in (("post-norm", "pre-norm"), ("de-escalated", "pre-norm"), ("de-escalated", "post-norm")):
         if a in res.variants and b in res.variants:
             d = res.paired(a, b)
             values[f"diff-{a}-{b}"] = d["mean"]
