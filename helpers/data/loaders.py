@@ -16,9 +16,12 @@ class DataUnavailable(RuntimeError):
 
 
 def data_root() -> Path | None:
-    """The offline mirror: $TOKUNI_DATA if set, else `../shared/data` beside the repository."""
+    """The offline mirror: $TOKUNI_DATA if set (a path that is not a folder switches the mirror off),
+    else `../shared/data` beside the repository."""
     env = os.environ.get("TOKUNI_DATA")
-    candidates = [Path(env)] if env else []
+    if env:
+        return Path(env) if Path(env).is_dir() else None
+    candidates = []
     candidates += [REPO_ROOT.parent / "shared" / "data", REPO_ROOT / "shared" / "data"]
     for c in candidates:
         if c.is_dir():

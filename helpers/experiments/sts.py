@@ -64,7 +64,7 @@ class Params(ChapterParams):
                    extra_models=(), plant_sizes=(0.0, 1.0, 4.0), cdf_pairs=100),
         "book": dict(),
         "paper": dict(models=("bert-base-cased", "distilbert-base-uncased", "albert-base-v2", "roberta-base"),
-                      extra_models=()),
+                      extra_models=(), source="hub"),
     }
     RULES: ClassVar = rules(
         models=(lambda v: len(v) > 0, "needs at least one model"),

@@ -57,8 +57,22 @@ def sequence_anisotropy(model, sequences: list[list[int]], pre: list[int], post:
         attn = torch.tensor([[1] * len(e) + [0] * (L - len(e)) for e in enc], device=dev)
         keep = torch.tensor([s + [0] * (L - len(s)) for s in special], dtype=torch.bool)   # real, non-special
         out = model(input_ids=input_ids, attention_mask=attn, output_hidden_states=True)
-        acc.add([h.float().cpu()[keep] for h in out.hidden_states])
+        acc.add([_to_characters(h, L, model).float().cpu()[keep] for h in out.hidden_states])
     return acc.result()
+
+
+def _to_characters(h: Tensor, L: int, model) -> Tensor:
+    """A hidden state (B, L', d) on the character grid (B, L, d). CANINE's middle layers run on the
+    downsampled sequence ([CLS] + one "molecule" per `downsampling_rate` characters): each character
+    gets the vector of the molecule that covers it, as CANINE's own upsampling (`_repeat_molecules`)
+    does — so those layers' vectors repeat `downsampling_rate` times among the sampled pairs."""
+    if h.shape[1] == L:
+        return h
+    rate = getattr(model.config, "downsampling_rate", None)
+    if rate is None:
+        raise ValueError(f"hidden state of length {h.shape[1]} for {L} tokens, and no downsampling rate")
+    idx = (1 + torch.arange(L, device=h.device) // rate).clamp(max=h.shape[1] - 1)
+    return h[:, idx]
 
 
 def text_anisotropy(model, tokenizer, text: str, max_tokens: int, chunk_len: int = 256, batch_size: int = 8,
