@@ -119,6 +119,19 @@ class Result(results.Result):
         d = fa - fb
         return {"mean": float(np.mean(d)), "min": float(np.min(d)), "max": float(np.max(d)), "n": int(len(d))}
 
+    def steps_to(self, level: float, window: int = 20) -> dict[str, list[int | None]]:
+        """Per variant and seed, the first step at which the training loss's moving average over `window`
+        steps falls below `level` (None if it never does): how long a variant sits on a plateau."""
+        out = {}
+        for v in self.variants:
+            out[v] = []
+            for h in self.histories[v]:
+                loss = np.asarray(h["loss"], dtype=float)
+                ma = np.convolve(loss, np.ones(window) / window, mode="valid")
+                hit = np.nonzero(ma < level)[0]
+                out[v].append(int(hit[0]) + window if len(hit) else None)
+        return out
+
     def last_t_sim(self) -> dict[str, float]:
         """t_sim of the last block's output at the end of training, mean over seeds."""
         return {v: float(np.mean([h["t_sim"][-1][-1] for h in self.histories[v]])) for v in self.variants}

@@ -10,7 +10,8 @@ from ..core.causal_lm import VARIANTS
 from ..experiments.deeplm import Result
 from . import common
 
-COLOURS = {"post-norm": "C3", "pre-norm": "C0", "de-escalated": "C2"}
+#: the order of `common.layer_curves` (seaborn palette), so both figures colour the variants alike
+COLOURS = {"post-norm": "C0", "pre-norm": "C1", "de-escalated": "C2"}
 
 
 def _smooth(x: np.ndarray, k: int) -> np.ndarray:
@@ -96,6 +97,10 @@ def publish(res: Result) -> None:
             values[f"diff-{a}-{b}"] = d["mean"]
             values[f"diff-{a}-{b}-min"] = d["min"]
             values[f"diff-{a}-{b}-max"] = d["max"]
+    to3 = res.steps_to(3.0)
+    for v in VARIANTS:
+        steps = [s for s in to3.get(v, []) if s is not None]
+        values[f"steps-to-3-{v}"] = f"{min(steps)}–{max(steps)}" if steps else "never"
     common.publish("deeplm", values)
 
 
