@@ -138,10 +138,13 @@ def fig_gaussian(res: Result) -> plt.Figure:
 
 
 def models_table(res: Result):
-    """What was measured: model, modality, data, vectors, layers and what the model really is."""
-    df = pd.DataFrame([{"model": m["label"], "modality": MODALITY_NAMES.get(m["modality"], m["modality"]),
-                        "measured on": m["data"], "layers": len(m["cos_exact"]) - 1, "what it is": m["description"]}
-                       for m in res.models])
+    """What was measured, one row per model (its untrained twin, same configuration and data, is
+    measured beside it where the last column says so): modality, data, layers, what the model is."""
+    names = {m["name"] for m in res.models if not m["trained"]}
+    df = pd.DataFrame([{"model": m["name"], "modality": MODALITY_NAMES.get(m["modality"], m["modality"]),
+                        "measured on": m["data"], "layers": len(m["cos_exact"]) - 1, "what it is": m["description"],
+                        "untrained twin": "yes" if m["name"] in names else "no"}
+                       for m in res.models if m["trained"]])
     return common.table(df).set_caption("Models measured")
 
 
