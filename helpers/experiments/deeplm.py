@@ -155,30 +155,20 @@ def run(p: Params) -> Result:
         return data["train"], data["eval"]
 
     vocab = lm.vocabulary_size(p.tokens)
-    histories: dict[str, list[dict]] = {}
-    hits = []
-    for variant in p.variants:
-        histories[variant] = []
-        for s in runtime.run_seeds(p.seed, p.seeds):
-            extra = dict(variant=variant, run_seed=s)
-            key = p.cache_key(drop=("variants", "seeds"), **extra)
-            ckpt = None if p.scale == "ci" else results.checkpoint_dir("deeplm", key) / f"{variant}.pt"
+    def train(variant: str, s: int, ckpt):
+        cfg = LMConfig(variant=variant, vocab=vocab, depth=p.depth, d_model=p.d_model, n_heads=p.n_heads,
+                       d_ff=p.d_ff, seq_len=p.seq_len, tau=p.tau)
+        tc = lm.LMTrainConfig(steps=p.steps, batch=p.batch_size, lr=p.lr, warmup=p.warmup,
+                              eval_every=p.eval_every, seed=s, resume_every=p.resume_every)
+        h = lm.train_lm(cfg, tc, *sequences(), checkpoint=ckpt, device=dev, precision=p.precision)
+        h["loss"] = [round(x, 5) if math.isfinite(x) else None for x in h["loss"]]
+        h.pop("_epoch_sums", None)
+        return h
 
-            def compute(variant=variant, s=s, ckpt=ckpt):
-                cfg = LMConfig(variant=variant, vocab=vocab, depth=p.depth, d_model=p.d_model, n_heads=p.n_heads,
-                               d_ff=p.d_ff, seq_len=p.seq_len, tau=p.tau)
-                tc = lm.LMTrainConfig(steps=p.steps, batch=p.batch_size, lr=p.lr, warmup=p.warmup,
-                                      eval_every=p.eval_every, seed=s, resume_every=p.resume_every)
-                train, held = sequences()
-                h = lm.train_lm(cfg, tc, train, held, checkpoint=ckpt, device=dev, precision=p.precision)
-                h["loss"] = [round(x, 5) if math.isfinite(x) else None for x in h["loss"]]
-                h.pop("_epoch_sums", None)
-                return h
-
-            hist, hit = results.cached(p, f"{variant}-seed{s}", compute, drop=("variants", "seeds"), **extra)
+    histories, hits = results.variant_runs(p, p.variants, runtime.run_seeds(p.seed, p.seeds), train)
+    for runs in histories.values():
+        for hist in runs:
             hist["loss"] = [np.nan if x is None else x for x in hist["loss"]]
-            histories[variant].append(hist)
-            hits.append(hit)
     train, held = sequences()
     from ..core.causal_lm import CausalLM, parameter_count
 

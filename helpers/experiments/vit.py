@@ -121,27 +121,15 @@ def run(p: Params) -> Result:
             data["test"] = load_cifar10("test", p.test_images or None, p.seed + 1)
         return data["train"], data["test"]
 
-    histories: dict[str, list[dict]] = {}
-    hits = []
-    for variant in p.variants:
-        histories[variant] = []
-        for s in runtime.run_seeds(p.seed, p.seeds):
-            extra = dict(variant=variant, run_seed=s)
-            key = p.cache_key(drop=("variants", "seeds"), **extra)
-            # checkpoints (resume after a kill) live outside results/, named by every setting; ci starts afresh
-            ckpt = None if p.scale == "ci" else results.checkpoint_dir("vit", key) / f"{variant}.pt"
+    def train(variant: str, s: int, ckpt):
+        tc = vit_train.TrainConfig(epochs=p.epochs, batch=p.batch_size, lr=p.lr, augment=p.augment, seed=s,
+                                   sim_every=p.sim_every)
+        train_set, test_set = datasets()
+        return vit_train.run_variant(variant, p.depth, p.d_model, p.d_ff, p.n_heads, p.patch, p.tau,
+                                     p.deesc_place, tc, train_set, test_set, checkpoint=ckpt, device=dev,
+                                     precision=p.precision, block=p.block)
 
-            def compute(variant=variant, s=s, ckpt=ckpt):
-                tc = vit_train.TrainConfig(epochs=p.epochs, batch=p.batch_size, lr=p.lr, augment=p.augment, seed=s,
-                                           sim_every=p.sim_every)
-                train_set, test_set = datasets()
-                return vit_train.run_variant(variant, p.depth, p.d_model, p.d_ff, p.n_heads, p.patch, p.tau,
-                                             p.deesc_place, tc, train_set, test_set, checkpoint=ckpt, device=dev,
-                                             precision=p.precision, block=p.block)
-
-            hist, hit = results.cached(p, f"{variant}-seed{s}", compute, drop=("variants", "seeds"), **extra)
-            histories[variant].append(hist)
-            hits.append(hit)
+    histories, hits = results.variant_runs(p, p.variants, runtime.run_seeds(p.seed, p.seeds), train)
     return Result(variants=list(p.variants), seeds=runtime.run_seeds(p.seed, p.seeds), depth=p.depth, epochs=p.epochs,
                   train_images=p.train_images or 50_000, scale=p.scale, histories=histories, from_cache=all(hits))
 
