@@ -303,6 +303,9 @@ def test_anisotropy_paper_preset(hub, tmp_path):
     want = [e.split(":", 1)[1] for e in anisotropy.PAPER_ANISOTROPY_MODELS if e.split(":", 1)[1] not in ANISOTROPY_SKIP]
     assert [m[0] for m in out["measured"]] == [n for n in want for _ in (0, 1)]
     assert all(m[2] >= 3 for m in out["measured"])                 # embeddings + 2 small layers at least
+    # T5 and ByT5: the encoder's 3 states (embeddings + 2 layers) followed by the decoder's 3, as the paper
+    assert {m[0]: m[2] for m in out["measured"]}["t5-base"] == 6
+    assert {m[0]: m[2] for m in out["measured"]}["google/byt5-small"] == 6
     assert "CIFAR-10" in out["data"]["vision"] and "WikiText-103" in out["data"]["text"]
 
 

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from ..book.runtime import progress
 from ..core.anisotropy import LayerAccumulator, sample_pairs
-from .walk import encoder_of  # encoder-decoder models (T5, ByT5, Whisper) are measured on their encoder
+from .walk import encoder_of  # Whisper (audio) is measured on its encoder; T5/ByT5 text on encoder + decoder
 
 
 def specials(tokenizer) -> tuple[list[int], list[int]]:
@@ -46,7 +46,10 @@ def sequence_anisotropy(model, sequences: list[list[int]], pre: list[int], post:
     if sum(len(c) for c in sequences) < 2:
         raise ValueError("the sequences hold fewer than two tokens")
     acc = LayerAccumulator(sample_pairs(sum(len(c) for c in sequences), n_pairs, seed))
-    model = encoder_of(model)
+    seq2seq = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False)) and \
+        hasattr(model, "get_decoder")
+    if not seq2seq:
+        model = encoder_of(model)
     dev = next(model.parameters()).device
     batches = [sequences[i:i + batch_size] for i in range(0, len(sequences), batch_size)]
     for batch in progress(batches, desc=desc, total=len(batches)):
@@ -56,8 +59,18 @@ def sequence_anisotropy(model, sequences: list[list[int]], pre: list[int], post:
         input_ids = torch.tensor([e + [pad] * (L - len(e)) for e in enc], device=dev)
         attn = torch.tensor([[1] * len(e) + [0] * (L - len(e)) for e in enc], device=dev)
         keep = torch.tensor([s + [0] * (L - len(s)) for s in special], dtype=torch.bool)   # real, non-special
-        out = model(input_ids=input_ids, attention_mask=attn, output_hidden_states=True)
-        acc.add([_to_characters(h, L, model).float().cpu()[keep] for h in out.hidden_states])
+        if seq2seq:
+            # Godey et al. concatenate encoder and decoder layers: the decoder reads the same text shifted
+            # right by one (teacher forcing), so decoder position t holds token t's prediction state
+            start = model.config.decoder_start_token_id
+            dec = torch.cat([torch.full_like(input_ids[:, :1], start), input_ids[:, :-1]], dim=1)
+            out = model(input_ids=input_ids, attention_mask=attn, decoder_input_ids=dec,
+                        decoder_attention_mask=attn, output_hidden_states=True)
+            states = [*out.encoder_hidden_states, *out.decoder_hidden_states]
+        else:
+            out = model(input_ids=input_ids, attention_mask=attn, output_hidden_states=True)
+            states = out.hidden_states
+        acc.add([_to_characters(h, L, model).float().cpu()[keep] for h in states])
     return acc.result()
 
 
