@@ -152,7 +152,7 @@ def corpus(tok, seq_len: int, n_analysis: int, analysis_seed: int = 0, held_out_
     for task in CORPUS_GLUE:
         for split in ("train", "validation"):
             try:
-                s = load_glue(task, split)
+                s = load_glue(task, split, source="mirror")
             except DataUnavailable:
                 continue
             sents += list(s.sentence1) + list(s.sentence2 or [])
