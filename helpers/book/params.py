@@ -160,6 +160,13 @@ def for_chapter(chapter: str) -> type[ChapterParams]:
         raise ParameterError(f"unknown chapter {chapter!r}; chapters: {sorted(CHAPTERS)}") from None
 
 
+def check_heads(params: Any) -> None:
+    """The width must split into heads: `d_model` divisible by `n_heads` (ParameterError naming both)."""
+    if params.d_model % params.n_heads:
+        raise ParameterError(f"parameter 'd_model' = {params.d_model} must be divisible by "
+                             f"n_heads = {params.n_heads}")
+
+
 positive = (lambda v: v > 0, "must be > 0")
 nonneg = (lambda v: v >= 0, "must be >= 0")
 
@@ -169,5 +176,6 @@ def rules(**spec: tuple[Any, str]) -> tuple[tuple[str, Any, str], ...]:
     return tuple((name, pred, msg) for name, (pred, msg) in spec.items())
 
 
-__all__ = ["SCALES", "NOT_RESULTS", "CHAPTERS", "ParameterError", "ChapterParams", "for_chapter", "positive",
+__all__ = ["SCALES", "NOT_RESULTS", "CHAPTERS", "ParameterError", "ChapterParams", "for_chapter", "check_heads",
+           "positive",
            "nonneg", "rules", "field", "dataclass", "ClassVar", "Any", "Literal"]

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..book import results
-from ..book.params import ChapterParams, ParameterError, positive, rules
+from ..book.params import ChapterParams, ParameterError, check_heads, positive, rules
 from ..book.runtime import choose_device, progress, run_seeds, seed_everything, stream_seed
 from ..core.anisotropy import BLOCK_STATS, block_statistics, drift_bias, find_fixed_point
 from ..core.drift import DRIFT_STATS, drift_statistics
@@ -75,8 +75,7 @@ class Params(ChapterParams):
         super().__post_init__()
         if self.norm_max <= self.norm_min:
             raise ParameterError(f"parameter 'norm_max' = {self.norm_max} must exceed norm_min = {self.norm_min}")
-        if self.d_model % self.n_heads:
-            raise ParameterError(f"parameter 'd_model' = {self.d_model} must be divisible by n_heads = {self.n_heads}")
+        check_heads(self)
 
     def grid(self) -> list[float]:
         """The bias norms swept: `n_norms` log-spaced from norm_min to norm_max, plus `hist_norms`."""

@@ -20,7 +20,7 @@ import numpy as np
 from torch import Tensor
 
 from ..book import results, runtime
-from ..book.params import ChapterParams, ParameterError, nonneg, positive, rules
+from ..book.params import ChapterParams, ParameterError, check_heads, nonneg, positive, rules
 from ..core.qk import alignment_summary, analyse, pick_steps
 from ..hf import models
 from ..hf.qk import MULTIBERT_STEPS, multibert_id, step_statistics
@@ -105,8 +105,8 @@ class Params(ChapterParams):
             if self.seed + self.seeds > 5:
                 raise ParameterError("parameter 'seeds': MultiBERT intermediate checkpoints exist for seeds 0-4 only "
                                      f"(asked for seeds {runtime.run_seeds(self.seed, self.seeds)})")
-        elif self.d_model % self.n_heads:
-            raise ParameterError(f"parameter 'd_model' = {self.d_model} must be divisible by n_heads = {self.n_heads}")
+        else:
+            check_heads(self)
 
     @property
     def d_k(self) -> int:

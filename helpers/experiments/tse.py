@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ..book import results
-from ..book.params import ChapterParams, ParameterError, positive, rules
+from ..book.params import ChapterParams, ParameterError, check_heads, positive, rules
 from ..book.runtime import REPO_ROOT, progress, seed_everything
 from ..core import escalation as E
 from ..core.escalation import first_block_above
@@ -104,8 +104,7 @@ class Params(ChapterParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.d_model % self.n_heads:
-            raise ParameterError(f"parameter 'd_model' = {self.d_model} must be divisible by n_heads = {self.n_heads}")
+        check_heads(self)
         if self.hf_hidden % self.hf_heads:
             raise ParameterError(f"parameter 'hf_hidden' = {self.hf_hidden} must be divisible by hf_heads")
 

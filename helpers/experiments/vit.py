@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ..book import results, runtime
-from ..book.params import ChapterParams, ParameterError, nonneg, positive, rules
+from ..book.params import ChapterParams, check_heads, nonneg, positive, rules
 from ..core.vit import VARIANTS
 from ..data import load_cifar10
 from ..train import vit as vit_train
@@ -62,8 +62,7 @@ class Params(ChapterParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.d_model % self.n_heads:
-            raise ParameterError(f"parameter 'd_model' = {self.d_model} must be divisible by n_heads = {self.n_heads}")
+        check_heads(self)
 
 
 @dataclass
