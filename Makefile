@@ -42,7 +42,13 @@ book: export TQDM_DISABLE = 1
 book: export TRANSFORMERS_VERBOSITY = error
 book: export PYTHONWARNINGS = ignore
 book: $(STAMP) _mathjax/mathjax/tex-chtml.js
+	@# jupyter-cache keys on a chapter's code cells only: when the helpers, committed results or paper data
+	@# changed since the last build, every chapter is executed again
+	@if [ -f _build/.book-stamp ] && [ -n "$$(find helpers results data -type f -newer _build/.book-stamp | head -1)" ]; then \
+	    echo "helpers/, results/ or data/ changed since the last build: re-executing every chapter"; \
+	    rm -rf _build/.jupyter_cache _build/.doctrees; fi
 	$(BIN)/jupyter-book build . --builder html
+	@touch _build/.book-stamp
 	@echo "HTML: _build/html/index.html"
 
 test: $(STAMP)
