@@ -63,7 +63,7 @@ rerun: $(STAMP)
 	@test -n "$(CHAPTER)" || (echo "usage: make rerun CHAPTER=<name> SCALE=<ci|book|paper> [PARAMS='-p key value ...']"; exit 2)
 	$(BIN)/python scripts/rerun.py $(CHAPTER) --scale $(SCALE) $(PARAMS)
 
-# the Colab/Binder notebooks (book/<chapter>.ipynb), generated from the chapters; never edit them by hand
+# the Colab notebooks (notebooks/<chapter>.ipynb), generated from the chapters; never edit them by hand
 notebooks: $(STAMP)
 	$(BIN)/python scripts/make_notebooks.py
 

@@ -1,4 +1,5 @@
-"""Generate book/<chapter>.ipynb from book/<chapter>.md: the notebooks the Colab and Binder buttons open.
+"""Generate notebooks/<chapter>.ipynb from book/<chapter>.md (the notebooks each chapter's Colab link opens)
+and point those links at the repository named in _config.yml.
 
     python scripts/make_notebooks.py          # rewrite every chapter's notebook
     python scripts/make_notebooks.py --check  # exit 1 if any is out of step (tests/test_notebooks.py does this)
@@ -13,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from helpers.book.notebooks import colab_notebook, write_colab_notebook  # noqa: E402
+from helpers.book.notebooks import colab_notebook, notebook_path, update_colab_link, write_colab_notebook  # noqa: E402
 
 
 def chapters() -> list[Path]:
@@ -29,10 +30,11 @@ def main() -> int:
     stale = []
     for md in chapters():
         if args.check:
-            nb = md.with_suffix(".ipynb")
+            nb = notebook_path(md)
             if not nb.is_file() or nb.read_text(encoding="utf-8") != nbformat.writes(colab_notebook(md)) + "\n":
                 stale.append(nb.name)
         else:
+            update_colab_link(md)
             print(write_colab_notebook(md).relative_to(ROOT))
     if stale:
         print("out of step (run `make notebooks`):", ", ".join(stale))

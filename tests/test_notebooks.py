@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import make_notebooks  # noqa: E402
 
-from helpers.book.notebooks import SETUP_TAG, colab_notebook, repository  # noqa: E402
+from helpers.book.notebooks import SETUP_TAG, colab_notebook, colab_url, notebook_path, repository  # noqa: E402
 
 CHAPTERS = make_notebooks.chapters()
 
@@ -25,11 +25,11 @@ def test_there_are_chapters():
 
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
 def test_notebook_exists_and_is_in_step(md):
-    """What the Colab button opens (sphinx-book-theme links book/<name>.ipynb when it exists next
-    to the .md) is exactly the generated notebook: `make notebooks` after editing a chapter."""
+    """What the chapter's Colab link opens (notebooks/<name>.ipynb) is exactly the generated notebook:
+    `make notebooks` after editing a chapter."""
     import nbformat
 
-    nb = md.with_suffix(".ipynb")
+    nb = notebook_path(md)
     assert nb.is_file(), f"{nb.name} missing: run `make notebooks`"
     assert nb.read_text(encoding="utf-8") == nbformat.writes(colab_notebook(md)) + "\n", \
         f"{nb.name} is out of step with {md.name}: run `make notebooks`"
@@ -42,10 +42,24 @@ def test_generated_notebook_has_setup_first_and_no_outputs():
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
 
 
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_colab_link_points_at_the_generated_notebook(md):
+    """Each chapter's "Open on Colab" link names the repository and branch of _config.yml and the
+    chapter's own generated notebook, which exists at that path in the repository."""
+    url = colab_url(md)
+    repo, branch = repository()
+    assert f"[Open this chapter on Colab]({url})" in md.read_text(encoding="utf-8")
+    assert repo.split("github.com/")[-1] in url and f"/blob/{branch}/notebooks/{md.stem}.ipynb" in url
+    assert (ROOT / "notebooks" / f"{md.stem}.ipynb").is_file()
+
+
 def test_book_build_ignores_the_notebooks():
+    """The notebooks stay out of the book (book/ holds only jupytext sources); the theme's own Colab
+    button is off (it would open the .md, which Colab cannot read)."""
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
-    assert "book/*.ipynb" in cfg["exclude_patterns"]
-    assert cfg["launch_buttons"]["colab_url"].startswith("https://colab.research.google.com")
+    assert "notebooks" in cfg["exclude_patterns"]
+    assert "colab_url" not in cfg["launch_buttons"]
+    assert not list((ROOT / "book").glob("*.ipynb"))
 
 
 def _run_setup(tmp_path, helpers_importable: bool):

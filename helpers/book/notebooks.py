@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +87,36 @@ def colab_notebook(path: str | Path) -> nbformat.NotebookNode:
     return nb
 
 
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+COLAB_LINK = re.compile(r"https://colab\.research\.google\.com/github/[^)\s]+")
+
+
+def notebook_path(chapter: str | Path) -> Path:
+    """Where a chapter's generated notebook lives: `notebooks/<name>.ipynb` (generated files stay out of
+    `book/`, which holds only the chapters' jupytext sources)."""
+    return NOTEBOOKS / (Path(chapter).stem + ".ipynb")
+
+
+def colab_url(chapter: str | Path) -> str:
+    """The Colab address of a chapter's notebook in the repository named by `_config.yml`."""
+    url, branch = repository()
+    gh = url.split("github.com/", 1)[-1]
+    return f"https://colab.research.google.com/github/{gh}/blob/{branch}/notebooks/{Path(chapter).stem}.ipynb"
+
+
+def update_colab_link(path: str | Path) -> bool:
+    """Point the chapter's "Open on Colab" link at `colab_url(path)`; True if the file changed."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    new = COLAB_LINK.sub(colab_url(path), text)
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
 def write_colab_notebook(path: str | Path) -> Path:
-    """Write `colab_notebook(path)` next to the chapter (`book/<name>.ipynb`); returns its path."""
-    out = Path(path).with_suffix(".ipynb")
+    """Write `colab_notebook(path)` to `notebook_path(path)`; returns its path."""
+    out = notebook_path(path)
+    out.parent.mkdir(exist_ok=True)
     out.write_text(nbformat.writes(colab_notebook(path)) + "\n", encoding="utf-8")
     return out
