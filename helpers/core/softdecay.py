@@ -249,10 +249,12 @@ def whitening_apply(X: Tensor, mu: Tensor, W: Tensor) -> Tensor:
 
 
 def expdecay_penalty(H: Tensor, mask: Tensor | None = None, c1: float = 1.0, c2: float = 1.0, gamma: float = 2.0,
-                     gamma_e: float = 1e-4, squared: bool = False) -> Tensor:
-    """ExpDecay regulariser (Yan et al. App. D.1, after Wang et al. 2020): γ_e Σ_k (λ_k − c1 e^{−c2 k^γ})
+                     gamma_e: float = 1e-4, squared: bool = False, top_k: int | None = None) -> Tensor:
+    """ExpDecay regulariser (Yan et al. App. D.1, after Wang et al. 2020): γ_e Σ_{k≤K} (λ_k − c1 e^{−c2 k^γ})
     over the singular values λ_1 ≥ λ_2 ≥ … of each example's output matrix H (B, L, d) (real rows
-    only), averaged over the batch. `squared=True`: γ_e Σ_k (λ_k − c1 e^{−c2 k^γ})²."""
+    only), averaged over the batch. The paper never defines K: `top_k=None` sums over every value a
+    sentence can have (the formula as printed), `top_k=5` keeps the 5 largest (the authors' commented-out
+    code). `squared=True`: γ_e Σ_k (λ_k − c1 e^{−c2 k^γ})² (Wang et al.'s form)."""
     Hm = H if mask is None else H * mask.unsqueeze(-1).to(H.dtype)
     lam = torch.linalg.svdvals(Hm.float())                             # (B, min(L, d)), descending
     k = torch.arange(1, lam.shape[-1] + 1, dtype=lam.dtype, device=lam.device)
@@ -261,6 +263,8 @@ def expdecay_penalty(H: Tensor, mask: Tensor | None = None, c1: float = 1.0, c2:
     if mask is not None:                                               # only the rank a sentence can have
         live = k.unsqueeze(0) <= mask.sum(-1, keepdim=True).to(lam.dtype)
         diff = diff * live
+    if top_k is not None:
+        diff = diff[..., :top_k]
     per = diff.square().sum(-1) if squared else diff.sum(-1)
     return gamma_e * per.mean()
 
