@@ -39,15 +39,38 @@ def test_alpha_is_learned_and_stays_in_its_domain(res):
             assert alphas[-1] != pytest.approx(r["alpha"], abs=1e-5)
 
 
-def test_every_run_and_comparison_is_there(res):
-    """Seeds × tasks × variants runs, each with a final score per metric; one verdict per modified
-    variant and metric; the baseline spread estimated from every seed."""
+def test_selection_then_fresh_comparison_seeds(res):
+    """The learning rate is the baseline's best on the selection seed, α₀ SoftDecay's best at that rate;
+    every comparison run of the task uses them, on seeds other than the selection seed."""
     p = experiments.glue.Params.resolve("ci")
-    assert len(res.runs) == len(p.tasks) * p.seeds * (len(p.variants) - 1 + len(p.alphas))
+    for task in p.tasks:
+        sel = [r for r in res.selection if r["task"] == task]
+        lrs = {r["value"]: r["score"] for r in sel if r["choice"].startswith("learning rate")}
+        alphas = {r["value"]: r["score"] for r in sel if r["choice"].startswith("initial")}
+        assert set(lrs) == set(p.lrs) and set(alphas) == set(p.alphas)
+        lr = next(r["value"] for r in sel if r["chosen"] and r["choice"].startswith("learning rate"))
+        a0 = next(r["value"] for r in sel if r["chosen"] and r["choice"].startswith("initial"))
+        assert lrs[lr] == max(lrs.values()) and alphas[a0] == max(alphas.values())
+        comp = [r for r in res.runs if r["task"] == task and r["stage"] == "comparison"]
+        assert {r["lr"] for r in comp} == {lr} and {r["alpha"] for r in comp if r["variant"] == "softdecay"} == {a0}
+        assert p.seed not in {r["seed"] for r in comp}
+        for r in [r for r in res.runs if r["task"] == task and r["stage"] == "selection"]:
+            assert r["seed"] == p.seed
+
+
+def test_every_run_and_comparison_is_there(res):
+    """Selection runs, then seeds × (baseline, SoftDecay) and each ExpDecay reading on its seeds, each
+    with a final score per metric; one paired comparison per modified variant and metric."""
+    p = experiments.glue.Params.resolve("ci")
+    n_select = len(p.lrs) + len(p.alphas)
+    n_compare = 2 * p.seeds + len(p.expdecay_readings) * p.expdecay_seeds
+    assert len(res.runs) == len(p.tasks) * (n_select + n_compare)
     for r in res.runs:
         assert len(r["history"]["epoch"]) == p.epochs
         assert all(0.0 <= v <= 100.0 for k, v in r["history"]["final"].items() if k != "loss")
-    assert len(res.verdicts) == sum(len(experiments.glue.TASK_METRICS[t]) for t in p.tasks) * 2
+    n_metrics = sum(len(experiments.glue.TASK_METRICS[t]) for t in p.tasks)
+    assert len(res.paired) == n_metrics * (1 + len(p.expdecay_readings))
+    assert {r["variant"] for r in res.paired} == {"softdecay", "expdecay (top-5)", "expdecay (all)"}
     assert all(row["baseline n"] == p.seeds and np.isfinite(row["baseline sd"]) for row in res.summary)
 
 

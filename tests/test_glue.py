@@ -169,6 +169,9 @@ def test_expdecay_penalty_by_hand():
     # without the mask the two zero singular values of the padded matrix enter the printed sum as −e^{−k²}
     unmasked = 1e-4 * ((s - prior).sum() - math.exp(-16) - math.exp(-25))
     torch.testing.assert_close(expdecay_penalty(X), unmasked)
+    # K = 2 (the authors' code keeps the top 5): only the two largest values enter
+    torch.testing.assert_close(expdecay_penalty(X, mask, top_k=2), 1e-4 * (s - prior)[:2].sum())
+    torch.testing.assert_close(expdecay_penalty(X, mask, top_k=5), expected)   # K beyond the rank: all
     X.requires_grad_(True)
     expdecay_penalty(X, mask).backward()
     assert torch.isfinite(X.grad).all()
@@ -223,34 +226,49 @@ def test_majority_baseline_is_the_constant_classifier():
     assert p > 0.5 and m["f1"] == pytest.approx(100 * 2 * p / (1 + p))
 
 
-def _fake_run(score: float, median: float, before_after: tuple[float, float] | None = None) -> dict:
+def _fake_run(score: float, median: float, before_after: tuple[float, float] | None = None,
+              alpha: float | None = None, lr: float = 2e-5) -> dict:
+    """A run record as `experiments.glue.run` keeps it (the grid maps (model, task, variant, seed) to it)."""
     spec = {"layers": [{"median": 0.0, "skewness": 0.0, "token_uni": 0.0},
                        {"median": median, "skewness": 1.0, "token_uni": 0.5}]}
     if before_after is not None:
         spec["softdecay"] = [{"median": before_after[0], "skewness": 3.0}, {"median": before_after[1], "skewness": 1.0}]
-    return {"final": {"acc": score}, "spectra": spec}
+    return {"alpha": alpha, "lr": lr, "history": {"final": {"acc": score}, "spectra": spec}}
 
 
-def test_summary_table_and_seed_verdicts_on_planted_scores():
-    """Mean ± sd over seeds, Δ% against the baseline, and 'beyond the spread' only where it is."""
+def test_summary_table_and_paired_differences_on_planted_scores():
+    """Mean ± sd over seeds, Δ% against the baseline, the lr and α₀ used; the paired interval excludes 0
+    for a planted consistent gain and covers 0 for noise around the baseline."""
     m = "tiny"
-    results = {(m, "RTE", "baseline", None, 0): _fake_run(50.0, 0.1),
-               (m, "RTE", "baseline", None, 1): _fake_run(52.0, 0.1),
-               (m, "RTE", "softdecay", -0.5, 0): _fake_run(60.0, 0.3, (0.01, 0.2)),
-               (m, "RTE", "softdecay", -0.5, 1): _fake_run(62.0, 0.3, (0.01, 0.2)),
-               (m, "RTE", "expdecay", None, 0): _fake_run(50.5, 0.05),
-               (m, "RTE", "expdecay", None, 1): _fake_run(51.5, 0.05)}
-    table = glue.summary_table(results)
+    base = [50.0, 52.0, 49.0, 51.0, 53.0]
+    grid = {}
+    for s, b in enumerate(base):
+        grid[(m, "RTE", "baseline", s)] = _fake_run(b, 0.1)
+        grid[(m, "RTE", "softdecay", s)] = _fake_run(b + 10.0 + (0.5 if s % 2 else -0.5), 0.3, (0.01, 0.2), alpha=-0.5)
+        grid[(m, "RTE", "expdecay (all)", s)] = _fake_run(b + (1.0 if s % 2 else -1.0), 0.05)
+    table = glue.summary_table(grid)
     row = table.iloc[0]
-    assert row["baseline"] == pytest.approx(51.0) and row["baseline sd"] == pytest.approx(math.sqrt(2))
-    assert row["softdecay (-0.5) Δ%"] == pytest.approx(100 * 10 / 51)
-    assert row["paper softdecay"] == pytest.approx(68.23)
-    v = glue.seed_verdicts(table).set_index("variant")
-    assert v.loc["softdecay (-0.5)", "diff"] == pytest.approx(10.0) and v.loc["softdecay (-0.5)", "beyond"]
-    assert v.loc["expdecay", "diff"] == pytest.approx(0.0) and not v.loc["expdecay", "beyond"]
-    spec = glue.spectrum_summary(results, seed=1).set_index("variant")
+    assert row["baseline"] == pytest.approx(51.0) and row["baseline sd"] == pytest.approx(np.std(base, ddof=1))
+    assert row["softdecay Δ%"] == pytest.approx(100 * 9.9 / 51)
+    assert row["α₀"] == -0.5 and row["lr"] == 2e-5 and row["paper softdecay"] == pytest.approx(68.23)
+    v = glue.paired_differences(grid).set_index("variant")
+    assert v.loc["softdecay", "mean difference"] == pytest.approx(9.9) and v.loc["softdecay", "verdict"] == "higher"
+    assert v.loc["softdecay", "95% low"] < 9.9 < v.loc["softdecay", "95% high"]
+    assert v.loc["expdecay (all)", "verdict"] == "no difference detected" and v.loc["expdecay (all)", "wins"] == 2
+    spec = glue.spectrum_summary(grid, seed=1).set_index("variant")
     assert spec.loc["softdecay", "last layer median"] == 0.3 and spec.loc["softdecay", "median after SD"] == 0.2
     assert np.isnan(spec.loc["baseline", "median after SD"]) and len(spec) == 3
+
+
+def test_paired_interval_covers_a_planted_difference():
+    """Seeds drawn as baseline + δ + noise: the 95 % t interval covers δ in about 95 % of 400 repetitions."""
+    rng = np.random.default_rng(0)
+    delta, hits = 1.5, 0
+    for _ in range(400):
+        _m, lo, hi = glue.paired_interval(delta + rng.normal(0, 2.0, size=5))
+        hits += lo <= delta <= hi
+    assert 0.91 <= hits / 400 <= 0.99
+    assert np.isnan(glue.paired_interval([1.0])[1])
 
 
 def test_paper_gains_match_table_2():
@@ -270,9 +288,9 @@ def test_alpha_table_means_and_spreads_over_seeds():
     def run(alphas):
         return {"epoch": [1, 2], "alpha": alphas}
 
-    grid = {("m", "RTE", "softdecay", -0.5, 0): run([-0.4, -0.3]),
-            ("m", "RTE", "softdecay", -0.5, 1): run([-0.6, -0.5]),
-            ("m", "RTE", "baseline", None, 0): run([None, None])}
+    grid = {("m", "RTE", "softdecay", 0): {"alpha": -0.5, "history": run([-0.4, -0.3])},
+            ("m", "RTE", "softdecay", 1): {"alpha": -0.5, "history": run([-0.6, -0.5])},
+            ("m", "RTE", "baseline", 0): {"alpha": None, "history": run([None, None])}}
     t = glue.alpha_table(grid).iloc[0]
     assert t["α after epoch 1 mean"] == pytest.approx(-0.5) and t["α after epoch 2 mean"] == pytest.approx(-0.4)
     assert t["α after epoch 2 sd"] == pytest.approx(math.sqrt(0.02))
@@ -282,12 +300,12 @@ def test_tables_survive_the_json_round_trip():
     """NaN (a single seed's sd, a missing paper cell) is stored as null and read back as NaN."""
     from helpers.book.results import _jsonable
 
-    table = glue.summary_table({("tiny", "RTE", "baseline", None, 0): _fake_run(50.0, 0.1),
-                                ("tiny", "RTE", "softdecay", -0.5, 0): _fake_run(55.0, 0.2, (0.01, 0.2))})
+    table = glue.summary_table({("tiny", "RTE", "baseline", 0): _fake_run(50.0, 0.1),
+                                ("tiny", "RTE", "softdecay", 0): _fake_run(55.0, 0.2, (0.01, 0.2), alpha=-0.5)})
     back = glue_fig.frame(_jsonable(table.to_dict("records")))
-    assert np.isnan(back.loc[0, "baseline sd"]) and back.loc[0, "softdecay (-0.5)"] == 55.0
+    assert np.isnan(back.loc[0, "baseline sd"]) and back.loc[0, "softdecay"] == 55.0
     shown = glue_fig.format_pm(back)
-    assert shown.loc[0, "baseline"] == "50.00" and shown.loc[0, "softdecay (-0.5) Δ%"] == "+10.00"
+    assert shown.loc[0, "baseline"] == "50.00" and shown.loc[0, "softdecay Δ%"] == "+10.00"
 
 
 def test_paper_preset_tables_keep_models_apart():
@@ -299,9 +317,9 @@ def test_paper_preset_tables_keep_models_apart():
     grid = {}
     for m in ("bert-base-uncased", "albert-base-v1", "all-MiniLM-L6-v2"):
         for seed in (0, 1):
-            grid[(m, "RTE", "baseline", None, seed)] = _fake_run(50.0 + seed, 0.1)
-            for a0 in (-0.2, -0.5):
-                grid[(m, "RTE", "softdecay", a0, seed)] = _fake_run(55.0, 0.3, (0.01, 0.2))
+            grid[(m, "RTE", "baseline", seed)] = _fake_run(50.0 + seed, 0.1)
+            grid[(m, "RTE", "softdecay", seed)] = _fake_run(55.0, 0.3, (0.01, 0.2), alpha=-0.5)
+            grid[(m, "RTE", "expdecay (top-5)", seed)] = _fake_run(50.0, 0.3)
     table = glue.summary_table(grid).set_index("model")
     assert table.loc["albert-base-v1", "paper model"] == "albert-base-v1"
     assert table.loc["albert-base-v1", "paper baseline"] != table.loc["bert-base-uncased", "paper baseline"]
@@ -311,13 +329,12 @@ def test_paper_preset_tables_keep_models_apart():
     spec = glue.spectrum_summary(grid, seed=0)
     assert len(spec) == 3 * 3 and spec.groupby(["model", "variant", "initial α"], dropna=False).size().max() == 1
     for r in grid.values():
-        for part in [k for k in ("layers", "softdecay") if k in r["spectra"]]:
-            r["spectra"][part] = [{"label": f"{part} {i}", "quantiles": [0.1, 0.5, 1.0], **x}
-                                  for i, x in enumerate(r["spectra"][part])]
-        r.update({"history": {"spectra": r["spectra"]}})
+        sp = r["history"]["spectra"]
+        for part in [k for k in ("layers", "softdecay") if k in sp]:
+            sp[part] = [{"label": f"{part} {i}", "quantiles": [0.1, 0.5, 1.0], **x} for i, x in enumerate(sp[part])]
     res = SimpleNamespace(models=["bert-base-uncased", "albert-base-v1", "all-MiniLM-L6-v2"], tasks=["RTE"],
-                          seeds=[0], runs=[{"model": m, "task": t, "variant": v, "seed": s, "history": h["history"]}
-                                           for (m, t, v, _a, s), h in grid.items()])
+                          seeds=[0], runs=[{"model": m, "task": t, "variant": v, "seed": s, "stage": "comparison",
+                                            "history": r["history"]} for (m, t, v, s), r in grid.items()])
     res.run_for = lambda task, variant, seed, model=None: glue.Result.run_for(res, task, variant, seed, model)
     fig = glue_fig.cdf_figure(res)
     assert len(fig.axes) == 3 * 3

@@ -262,14 +262,15 @@ def summary_table(grid: dict[tuple, dict]) -> pd.DataFrame:
     rows = []
     combos = sorted({(m, t) for (m, t, _v, _s) in grid}, key=lambda x: (x[0], list(TASK_METRICS).index(x[1])))
     for model, task in combos:
-        runs = [r for (m, t, _v, _s), r in grid.items() if (m, t) == (model, task)]
-        alphas = {r["alpha"] for r in runs if r["alpha"] is not None}
+        runs = {(v, seed): r for (m, t, v, seed), r in grid.items() if (m, t) == (model, task)}
+        alphas = {r["alpha"] for r in runs.values() if r["alpha"] is not None}
         for metric in TASK_METRICS[task]:
             row: dict[str, Any] = {"model": model, "task": task, "metric": metric,
-                                   "lr": runs[0]["lr"], "α₀": alphas.pop() if len(alphas) == 1 else None}
+                                   "lr": next(iter(runs.values()))["lr"],
+                                   "α₀": next(iter(alphas)) if len(alphas) == 1 else None}
             scores: dict[str, list[float]] = {}
-            for r in runs:
-                scores.setdefault(r["variant"], []).append(r["history"]["final"][metric])
+            for (variant, _seed), r in runs.items():
+                scores.setdefault(variant, []).append(r["history"]["final"][metric])
             for col, vals in scores.items():
                 v = np.asarray(vals)
                 row[col] = float(v.mean())

@@ -45,11 +45,40 @@ def summary_table(res: Result):
     return common.table(format_pm(frame(res.summary)))
 
 
-def verdicts_table(res: Result):
-    """Each modified variant's difference to our baseline (points) against the larger seed spread."""
-    df = frame(res.verdicts).rename(columns={"diff": "difference (points)", "spread": "seed spread (sd)",
-                                             "beyond": "beyond the spread"})
+def selection_table(res: Result):
+    """Every candidate learning rate (baseline) and initial α (SoftDecay) with its validation score on
+    the selection seed, and the one chosen."""
+    df = frame(res.selection)
+    if df.empty:
+        return common.table(pd.DataFrame({"selection": ["none: a single learning rate and α₀"]}))
+    df["value"] = [f"{v:g}" for v in df["value"]]
     return common.table(df, digits=2)
+
+
+def paired_table(res: Result):
+    """Each modified variant minus the baseline, seed by seed (same seed: same head initialisation and
+    batch order): mean difference in points with its 95 % t interval, wins out of seeds, verdict."""
+    return common.table(frame(res.paired), digits=2)
+
+
+def paired_figure(res: Result) -> plt.Figure:
+    """The paired differences to the baseline with their 95 % intervals, one panel per task (primary metric)."""
+    df = frame(res.paired)
+    tasks = [t for t in res.tasks if t in set(df.task)]
+    fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.2 * max(1, len(tasks)), 3.6), squeeze=False)
+    for ax, task in zip(axes[0], tasks, strict=False):
+        rows = df[(df.task == task) & (df.metric == df[df.task == task].metric.iloc[0])]
+        y = np.arange(len(rows))
+        lo = (rows["mean difference"] - rows["95% low"]).fillna(0).to_numpy()
+        hi = (rows["95% high"] - rows["mean difference"]).fillna(0).to_numpy()
+        ax.errorbar(rows["mean difference"], y, xerr=[lo, hi], fmt="o", capsize=4)
+        ax.axvline(0, color="0.5", lw=1, ls="--")
+        ax.set_yticks(y, rows["variant"])
+        ax.set_xlabel(f"{rows.metric.iloc[0]} − baseline (points)")
+        ax.set_title(task)
+    fig.suptitle(f"Paired difference to the baseline, mean and 95 % interval over seeds ({res.scale} scale)")
+    fig.tight_layout()
+    return fig
 
 
 def paper_gains_table(res: Result):
@@ -61,7 +90,7 @@ def alpha_figure(res: Result) -> plt.Figure:
     """The learned α per epoch of every SoftDecay run."""
     fig, ax = plt.subplots(figsize=(10, 4))
     for r in res.runs:
-        if r["variant"] != "softdecay":
+        if r["variant"] != "softdecay" or r.get("stage") != "comparison":
             continue
         h = r["history"]
         ax.plot([0, *h["epoch"]], [r["alpha"], *h["alpha"]], marker="o",
@@ -84,9 +113,8 @@ def training_curves(res: Result) -> plt.Figure:
     for ax, task in zip(axes[0], res.tasks, strict=True):
         curves: dict[str, list] = {}
         for r in res.runs:
-            if r["task"] == task:
-                name = r["variant"] if r["alpha"] is None else f"{r['variant']} ({r['alpha']:+.1f})"
-                curves.setdefault(name, []).append(r["history"]["train_loss"])
+            if r["task"] == task and r.get("stage") == "comparison":
+                curves.setdefault(r["variant"], []).append(r["history"]["train_loss"])
         common.layer_curves(ax, {k: np.array(v) for k, v in curves.items()}, x0=1, xlabel="epoch",
                             ylabel="training loss", title=task)
     fig.suptitle(f"Training loss, mean and spread over {len(res.seeds)} seeds ({res.scale} scale)")
@@ -141,10 +169,14 @@ def publish(res: Result) -> None:
 
     common.set_theme()
     gains = frame(res.paper_gains)
-    verdicts = frame(res.verdicts)
+    paired = frame(res.paired)
+    summary = frame(res.summary)
+    first = summary.drop_duplicates(["model", "task"])              # each task's primary metric
+    clears = first["baseline"] - first["majority class"]
     spec = frame(res.spectrum)
     sd_rows = spec.dropna(subset=["median after SD"]) if "median after SD" in spec else spec.iloc[0:0]
-    last = {v: spec.loc[spec.variant == v, "last layer median"] for v in ("baseline", "softdecay", "expdecay")}
+    last = {v: spec.loc[spec.variant.str.startswith(v), "last layer median"]
+            for v in ("baseline", "softdecay", "expdecay")}
     common.publish(CHAPTER, {
         "runs": len(res.runs), "from-cache": sum(bool(r["from_cache"]) for r in res.runs),
         "seeds": len(res.seeds), "epochs": res.epochs,
@@ -152,13 +184,18 @@ def publish(res: Result) -> None:
         "models": Markdown(", ".join(res.models)),
         "gain-min": float(gains["gain %"].min()), "gain-max": float(gains["gain %"].max()),
         "gain-max-task": Markdown(str(gains.loc[gains["gain %"].idxmax(), "task"])),
-        "beyond": int(verdicts["beyond"].sum()), "comparisons": len(verdicts),
+        "comparisons": len(paired), "higher": int((paired.verdict == "higher").sum()),
+        "lower": int((paired.verdict == "lower").sum()),
+        "clear-min": float(clears.min()), "clear-min-task": Markdown(str(first.task.iloc[int(np.argmin(clears))])),
+        "selected": Markdown("; ".join(f"{r.task}: lr {r.lr:g}" + ("" if pd.isna(r["α₀"]) else f", α₀ {r['α₀']:+.1f}")
+                                       for _, r in first.iterrows())),
         "sd-median-before": Markdown(_range(sd_rows.get("median before SD", []))),
         "sd-median-after": Markdown(_range(sd_rows.get("median after SD", []))),
         "sd-skew-before": Markdown(_range(sd_rows.get("skew before SD", []))),
         "sd-skew-after": Markdown(_range(sd_rows.get("skew after SD", []))),
         **{f"median-{v}": Markdown(_range(s)) for v, s in last.items()},
     })
+    common.figure("glue-paired", paired_figure(res))
     common.figure("glue-alpha", alpha_figure(res))
     common.figure("glue-training", training_curves(res))
     common.figure("glue-cdfs", cdf_figure(res))
