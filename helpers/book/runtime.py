@@ -25,7 +25,10 @@ def seed_everything(seed: int) -> torch.Generator:
     """Seed python, numpy and torch (CPU and CUDA) and return a torch Generator seeded alike.
 
     CPU reruns with the same seed are bit-identical: we also ask torch for deterministic kernels
-    where it has them (warn-only, so ops without a deterministic variant still run).
+    where it has them (warn-only, so ops without a deterministic variant still run). On CUDA those
+    include cuBLAS GEMMs only with a fixed workspace: `CUBLAS_WORKSPACE_CONFIG=:4096:8` is set here
+    (unless the user set it), which works only before the process's first cuBLAS call — so the chapters
+    call this first thing in `run`. (Set on every machine: harmless without CUDA.)
     """
     if not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
@@ -104,10 +107,17 @@ def _git_commit() -> str:
 
 
 def device_description(device: torch.device | str | None = None) -> str:
+    """The device a run with `device` (a Params value: "auto", "cpu", "cuda[:i]") actually computes on,
+    resolved as the chapters resolve it (`choose_device`), for provenance: "cuda:0 NVIDIA H100 80GB HBM3"
+    (index and name of the card; a bare "cuda" is torch's current card), "cpu:x86_64 x2" (processor and
+    logical cores), "meta" (the placeholder device of tests/test_device.py)."""
     dev = choose_device(device if device is not None else "auto")
     if dev.type == "cuda":
-        return f"cuda:{torch.cuda.get_device_name(dev)}"
-    return f"cpu:{platform.processor() or platform.machine()} x{os.cpu_count()}"
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        return f"cuda:{index} {torch.cuda.get_device_name(index)}"
+    if dev.type == "cpu":
+        return f"cpu:{platform.processor() or platform.machine()} x{os.cpu_count()}"
+    return str(dev)
 
 
 @contextmanager

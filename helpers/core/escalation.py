@@ -33,17 +33,29 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+def _randn(*size: int, generator: torch.Generator, dtype: torch.dtype | None = None) -> Tensor:
+    """`torch.randn` drawn from a CPU `generator` and moved to torch's default device (the one a
+    caller's `with torch.device(...)` sets; CPU otherwise): the same numbers on every device, so a
+    stack run on a GPU starts from the X of its CPU run, and CPU reruns stay bit-identical."""
+    return torch.randn(*size, generator=generator, dtype=dtype, device="cpu").to(torch.get_default_device())
+
+
+def _rand(*size: int, generator: torch.Generator, dtype: torch.dtype | None = None) -> Tensor:
+    """`torch.rand` from a CPU `generator`, moved to the default device (as `_randn`)."""
+    return torch.rand(*size, generator=generator, dtype=dtype, device="cpu").to(torch.get_default_device())
+
+
 def random_input(n: int, d: int, seed: int, batch: tuple[int, ...] = ()) -> Tensor:
     """X with i.i.d. N(0, 1) entries, as in §2.4."""
-    return torch.randn(*batch, n, d, generator=_gen(seed))
+    return _randn(*batch, n, d, generator=_gen(seed))
 
 
 def prop23_error(n: int, d: int, seed: int, pairs: int = 8) -> float:
     """max |r(X, Y) − (1 + (ξ₁/ξ₂ − 1) t_sim(X))| over `pairs` random float64 pairs (X with a common
     offset 0.3, Y = X + noise): Prop. 2.3 is an identity, so this is round-off."""
     g = _gen(seed)
-    X = torch.randn(pairs, n, d, generator=g, dtype=torch.float64) + 0.3
-    Y = X + torch.randn(pairs, n, d, generator=g, dtype=torch.float64)
+    X = _randn(pairs, n, d, generator=g, dtype=torch.float64) + 0.3
+    Y = X + _randn(pairs, n, d, generator=g, dtype=torch.float64)
     return float((M.escalation_rate(X, Y) - M.prop23_rhs(X, Y)).abs().max())
 
 
@@ -68,7 +80,7 @@ def lemma24_monte_carlo(X: Tensor, P: Tensor, alpha: float, value_scale: float, 
     x1s, x2s = [], []
     for start in range(0, draws, chunk):
         b = min(chunk, draws - start)
-        W = torch.randn(b, h, d, d // h, generator=g, dtype=X.dtype) * math.sqrt(value_scale / d)
+        W = _randn(b, h, d, d // h, generator=g, dtype=X.dtype) * math.sqrt(value_scale / d)
         SA = (PX.unsqueeze(0) @ W).transpose(1, 2).flatten(-2)   # (b, n, d)
         x1, x2 = M.xi(X, X + alpha * SA)
         x1s.append(x1)
@@ -150,7 +162,7 @@ def w_resampling(n: int, d: int, heads: int, depth: int, draws: int, alpha: floa
         ratios, rates, x1s, x2s = [], [], [], []
         for start in range(0, draws, chunk):
             b = min(chunk, draws - start)
-            W = torch.randn(b, heads, d, d // heads, generator=g) * math.sqrt(value_scale / d)
+            W = _randn(b, heads, d, d // heads, generator=g) * math.sqrt(value_scale / d)
             Y1 = X + alpha * (PX.unsqueeze(0) @ W).transpose(1, 2).flatten(-2)   # (b, n, d)
             x1, x2 = M.xi(X, Y1)
             ratios.append(x1 / x2)
@@ -228,7 +240,7 @@ def eta_samples(X: Tensor, P: Tensor, draws: int, gen: torch.Generator, alpha: f
     """η = E[ξ₁]/E[ξ₂] − ξ₁/ξ₂ (eq. 14) for `draws` samples of W ~ N(0, c/d) (d × d, one head), with
     Y = X + αPXW and E[ξ_i] from Lemma 2.4 (eq. 9). Returns (draws,)."""
     d = X.shape[-1]
-    W = torch.randn(draws, d, d, generator=gen, dtype=X.dtype) * math.sqrt(value_scale / d)
+    W = _randn(draws, d, d, generator=gen, dtype=X.dtype) * math.sqrt(value_scale / d)
     x1, x2 = M.xi(X, X + alpha * (P @ X) @ W)
     f1, f2 = M.expected_xi(X, P, alpha, value_scale)
     return f1 / f2 - x1 / x2
@@ -238,8 +250,8 @@ def eta_samples(X: Tensor, P: Tensor, draws: int, gen: torch.Generator, alpha: f
 def softmax_attention_matrix(X: Tensor, gen: torch.Generator) -> Tensor:
     """P(X) of eq. (2): softmax rows of XW_q(XW_k)ᵀ/√d, W_q, W_k uniform in (−1, 1)/√d, one head."""
     d = X.shape[-1]
-    Wq = (torch.rand(d, d, generator=gen, dtype=X.dtype) * 2 - 1) / math.sqrt(d)
-    Wk = (torch.rand(d, d, generator=gen, dtype=X.dtype) * 2 - 1) / math.sqrt(d)
+    Wq = (_rand(d, d, generator=gen, dtype=X.dtype) * 2 - 1) / math.sqrt(d)
+    Wk = (_rand(d, d, generator=gen, dtype=X.dtype) * 2 - 1) / math.sqrt(d)
     return torch.softmax((X @ Wq) @ (X @ Wk).T / math.sqrt(d), dim=-1)
 
 
@@ -253,8 +265,8 @@ def eta_concentration(n: int, dims: tuple[int, ...], ts: tuple[float, ...], draw
     out = {k: np.zeros((len(dims), len(ts))) for k in ("mean", "sd", "se")}
     for i, d in enumerate(dims):
         g = _gen(seed * 1009 + d)
-        v = torch.randn(d, generator=g, dtype=torch.float64)
-        Q = torch.randn(n, d, generator=g, dtype=torch.float64)
+        v = _randn(d, generator=g, dtype=torch.float64)
+        Q = _randn(n, d, generator=g, dtype=torch.float64)
         Wg = _gen(seed * 1009 + d + 1)
         for j, t in enumerate(ts):
             X = rank_one_plus_noise(n, d, t, v, Q)
@@ -275,7 +287,7 @@ def random_stochastic(family: str, n: int, gen: torch.Generator) -> Tensor:
     """One random row-stochastic n × n matrix (float64) of a `STOCHASTIC_FAMILIES` family."""
     if family.startswith("softmax"):
         scale = float(family.rsplit(" ", 1)[1])
-        return torch.softmax(scale * torch.randn(n, n, generator=gen, dtype=torch.float64), -1)
+        return torch.softmax(scale * _randn(n, n, generator=gen, dtype=torch.float64), -1)
     if family.startswith("Dirichlet"):
         conc = float(family[family.index("(") + 1:family.index(")")])
         gam = torch._standard_gamma(torch.full((n, n), conc, dtype=torch.float64), generator=gen)
@@ -283,12 +295,12 @@ def random_stochastic(family: str, n: int, gen: torch.Generator) -> Tensor:
     if family.startswith("sparse"):
         P = torch.zeros(n, n, dtype=torch.float64)
         for i in range(n):
-            cols = torch.randperm(n, generator=gen)[:3]
-            w = torch.rand(3, generator=gen, dtype=torch.float64)
+            cols = torch.randperm(n, generator=gen, device="cpu")[:3]
+            w = _rand(3, generator=gen, dtype=torch.float64)
             P[i, cols] = w / w.sum()
         return P
     if family.startswith("doubly"):
-        P = torch.rand(n, n, generator=gen, dtype=torch.float64) + 0.01
+        P = _rand(n, n, generator=gen, dtype=torch.float64) + 0.01
         for _ in range(500):
             P = P / P.sum(-1, keepdim=True)
             P = P / P.sum(-2, keepdim=True)
@@ -312,9 +324,9 @@ def bounds11_check(n: int, d: int, samples: int, seed: int,
     for fam in families:
         rows = []
         for _ in range(samples):
-            v = torch.randn(d, generator=g, dtype=torch.float64)
-            Q = torch.randn(n, d, generator=g, dtype=torch.float64)
-            X = rank_one_plus_noise(n, d, float(torch.rand((), generator=g)) + 1e-3, v, Q)
+            v = _randn(d, generator=g, dtype=torch.float64)
+            Q = _randn(n, d, generator=g, dtype=torch.float64)
+            X = rank_one_plus_noise(n, d, float(torch.rand((), generator=g, device="cpu")) + 1e-3, v, Q)
             P = random_stochastic(fam, n, g)
             rows.append((*bound11_margins(X, P), float(M.omega(X, P)), float(M.delta(P))))
         a = np.asarray(rows)

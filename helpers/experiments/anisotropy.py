@@ -138,7 +138,7 @@ def _load(modality: str, name: str, untrained: bool, device):
             torch.manual_seed(0)
             model = new_mlm(BYTE_MLM, bytelevel.VOCAB_SIZE, attn_implementation="eager").eval()
         else:
-            byte_mlm()                                  # trains (about 20 min, one thread) unless done
+            byte_mlm(device=device)                     # trains (about 20 min, one thread) unless done
             model = load_step(BYTE_MLM, folder, BYTE_MLM.steps, bytelevel.VOCAB_SIZE, device)
         kind = "randomly initialised (untrained) twin" if untrained else "trained here"
         return model.to(device), bytelevel.ByteTokenizer(), BYTE_MLM_DESCRIPTION + f" [{kind}]"
@@ -261,8 +261,8 @@ def run(p: Params) -> Result:
     measured = measure_models(p)
     byte_rec = None
     if any(e.split(":", 1)[1] == BYTE_MLM_NAME for e in p.models):
-        byte_rec, _ = results.cached(p, "byte-mlm-training", byte_mlm, drop=_MODEL_KEY_DROP,
-                                     config=asdict(BYTE_MLM))
+        byte_rec, _ = results.cached(p, "byte-mlm-training", lambda: byte_mlm(device=choose_device(p.device)),
+                                     drop=_MODEL_KEY_DROP, config=asdict(BYTE_MLM))
     return Result(models=measured, gaussian=[gaussian_baseline(d, p) for d in p.gaussian_dims], byte_mlm=byte_rec)
 
 
@@ -293,14 +293,14 @@ def unigram_cross_entropy(train: Tensor, held_out: Tensor) -> float:
     return float(-logp[held_out[held_out < 256].flatten()].mean())
 
 
-def byte_mlm(cfg: PretrainConfig = BYTE_MLM, eval_sequences: int = 64) -> dict[str, Any]:
-    """Train (or resume, or find finished) the byte-level MLM; returns its training record: held-out
+def byte_mlm(cfg: PretrainConfig = BYTE_MLM, eval_sequences: int = 64, device: Any = "cpu") -> dict[str, Any]:
+    """Train (or resume, or find finished) the byte-level MLM on `device`; returns its training record: held-out
     MLM loss per checkpoint step (masked bytes of WikiText-103 test text, nats), the unigram-byte
     baseline on the same text, steps and wall time."""
     tok = bytelevel.ByteTokenizer()
     train = training_chunks(tok, cfg.seq_len, "validation")
     held = training_chunks(tok, cfg.seq_len, "test")[:eval_sequences]
-    hist = pretrain(cfg, train, byte_mlm_folder(cfg), tok=tok, eval_chunks=held, precision="bf16")
+    hist = pretrain(cfg, train, byte_mlm_folder(cfg), tok=tok, eval_chunks=held, precision="bf16", device=device)
     return {"eval_loss": {int(k): float(v) for k, v in hist["eval_loss"].items()},
             "unigram_loss": unigram_cross_entropy(train, held), "steps": cfg.steps,
             "train_sequences": int(len(train)), "wall_time_s": float(hist.get("wall_time_s", 0.0)),

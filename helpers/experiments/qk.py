@@ -303,6 +303,7 @@ def trajectory(p: Params, seed: int, device: Any = "cpu") -> dict:
 def run(p: Params) -> Result:
     """Every seed's trajectory (read back from the committed results when the settings match) and
     the chapter's reading of them."""
+    runtime.seed_everything(p.seed)           # before any GEMM on the device (CUBLAS_WORKSPACE_CONFIG)
     dev = runtime.choose_device(p.device)
     seeds = runtime.run_seeds(p.seed, p.seeds)
     runs, hits = {}, []

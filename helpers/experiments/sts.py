@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..book import results
 from ..book.params import ChapterParams, nonneg, positive, rules
-from ..book.runtime import REPO_ROOT, seed_everything
+from ..book.runtime import REPO_ROOT, choose_device, seed_everything
 from ..core import sts as C
 from ..core.softdecay import softdecay_transform
 from ..core.sts import METHODS, PROTOCOLS, apply_method, lsds_score, pool, uniformity_metrics
@@ -306,10 +306,11 @@ def run(p: Params) -> Result:
     replaced by the run's `model`), the anisotropic `extra_models` (fewer pairs, `extra_pooling`),
     then the paper's tables, Fig. 8's spectra and the encoder demo."""
     seed_everything(p.seed)
+    device = choose_device(p.device)
     runs, from_cache, loaded, extras = {}, {}, {}, {}
 
     def compute(name: str, q: Params, light: bool):
-        loaded[name] = hm.load(name)
+        loaded[name] = hm.load(name, device=device)
         return run_model(loaded[name], q, light=light)
 
     with quiet_loading():
@@ -323,7 +324,7 @@ def run(p: Params) -> Result:
                 q, f"sts-extra-{name.replace('/', '_')}", lambda n=name: compute(n, q, True),
                 drop=("models", "extra_models", "cdf_pairs", "lsds_points", "tsne_pairs", "plant_sizes"), model=name)
         first = p.models[0]
-        model = loaded.get(first) or hm.load(first)
+        model = loaded.get(first) or hm.load(first, device=device)
         glue, _ = results.cached(p, "sts-glue-cdf", lambda: glue_cdf(model, p),
                                  drop=tuple(f for f in p.cache_key() if f not in ("seed", "cdf_pairs", "max_length")),
                                  model=first)

@@ -3,7 +3,12 @@ BERT/ALBERT (Figure 1), in the synthetic post-norm, pre-norm and de-escalated st
 (Figures 2-5, with the FFN's share of the escalation and its ablations), the concentration of η
 (Figure 8) and the bounds (11) on generic attention matrices.
 
-Everything runs on CPU (small random stacks; CPU reruns are bit-identical), so `device` is not used.
+Device: Figure 1's transformers models and the synthetic stacks of Figures 2-5 run on
+`book.runtime.choose_device(p.device)` — the stacks inside `with torch.device(...)`, so
+`core.escalation` builds its blocks there and moves its CPU-generator draws there: the same X on every
+device, while the blocks' weights come from that device's RNG (seeded alike, so a GPU run draws other
+weights than a CPU run; CPU reruns stay bit-identical). The float64 identity checks, Figure 8 and the
+bounds (11) are small and stay on CPU.
 At `book` scale Figure 1 and the synthetic stacks go through the committed-results cache
 (`results/tse/book/`), so the book build reads them back.
 The mathematics of one trajectory is in `helpers.core.escalation`; the transformers models in
@@ -19,10 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+import torch
 
 from ..book import results
 from ..book.params import ChapterParams, ParameterError, check_heads, positive, rules
-from ..book.runtime import REPO_ROOT, progress, seed_everything
+from ..book.runtime import REPO_ROOT, choose_device, progress, seed_everything
 from ..core import escalation as E
 from ..core.escalation import first_block_above
 from ..data import load_glue
@@ -204,19 +210,20 @@ def deescalated_diversity(n: int, d: int, heads: int, depth: int, runs: int, tau
             for tau in taus}
 
 
-def figure1(p: Params) -> dict[str, dict[str, np.ndarray]]:
+def figure1(p: Params, device: torch.device | str = "cpu") -> dict[str, dict[str, np.ndarray]]:
     """Random-init BERT and ALBERT of depth `hf_depth` on a batch of `hf_batch` CoLA validation
     sentences (every 8th) tokenised with BERT's uncased tokenizer, truncated at `hf_seq_len` and padded
-    to the longest (padding masked); gradient norms for BERT only."""
+    to the longest (padding masked); gradient norms for BERT only. The weights are drawn on CPU
+    (the same model on every device) and moved to `device` with the batch."""
     with quiet_loading():
         tokenizer = models.load(TOKENIZER_MODEL).tokenizer
     sentences = load_glue("CoLA", "validation").sentence1[: p.hf_batch * 8][::8][: p.hf_batch]
     enc = tokenizer(sentences, padding="longest", truncation=True, max_length=p.hf_seq_len, return_tensors="pt")
     out = {}
     for kind in ("bert", "albert"):
-        model = random_encoder(kind, p.hf_depth, p.hf_hidden, p.hf_heads, p.hf_intermediate, p.seed)
-        ids = enc["input_ids"].clamp(max=model.config.vocab_size - 1)
-        out[kind] = escalation_profile(model, ids, enc["attention_mask"], grad=(kind == "bert"))
+        model = random_encoder(kind, p.hf_depth, p.hf_hidden, p.hf_heads, p.hf_intermediate, p.seed).to(device)
+        ids = enc["input_ids"].clamp(max=model.config.vocab_size - 1).to(device)
+        out[kind] = escalation_profile(model, ids, enc["attention_mask"].to(device), grad=(kind == "bert"))
         out[kind]["real_tokens"] = int(enc["attention_mask"].sum())
         out[kind]["sentences"] = len(sentences)
         del model
@@ -312,8 +319,13 @@ def _figure8(p: Params) -> dict[str, Any]:
             for name, draws in (("paper", p.eta_draws), ("precise", p.eta_draws_precise))}
 
 
-def _synthetic(p: Params) -> dict[str, Any]:
-    """Figures 2-5 and the FFN variants: every synthetic stack of §2.4-3.2."""
+def _synthetic(p: Params, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Figures 2-5 and the FFN variants: every synthetic stack of §2.4-3.2, built and run on `device`."""
+    with torch.device(device):
+        return _synthetic_here(p)
+
+
+def _synthetic_here(p: Params) -> dict[str, Any]:
     synth = dict(n=p.n_tokens, d=p.d_model, heads=p.n_heads, alpha=p.alpha, ffn_mult=p.ffn_mult, seed=p.seed)
     post = dict(depth=p.depth, trials=p.trials, **synth)
     out: dict[str, Any] = {
@@ -344,6 +356,7 @@ def run(p: Params) -> Result:
     `results/tse/book/` when its parameters match (computing them took 28 minutes on two busy CPU
     cores; reading them, seconds)."""
     seed_everything(p.seed)
+    device = choose_device(p.device)
 
     def identities() -> dict[str, Any]:
         lemma = E.lemma24_at_init(p.n_tokens, p.d_model, p.n_heads, p.alpha, p.value_scale, p.lemma_trials,
@@ -351,8 +364,8 @@ def run(p: Params) -> Result:
         return {"lemma24": dict(lemma.__dict__), "prop23": E.prop23_error(p.n_tokens, p.d_model, p.seed)}
 
     ident, _ = results.cached(p, "identities", identities)
-    fig1, _ = results.cached(p, "figure1", lambda: figure1(p))
-    pieces, _ = results.cached(p, "synthetic", lambda: _synthetic(p))
+    fig1, _ = results.cached(p, "figure1", lambda: figure1(p, device))
+    pieces, _ = results.cached(p, "synthetic", lambda: _synthetic(p, device))
     appendix, _ = results.cached(p, "appendix", lambda: {
         "figure8": _figure8(p), "bounds11": E.bounds11_check(p.bound_n, p.bound_d, p.bound_samples, p.seed)})
     pieces = _arrays(pieces)

@@ -13,6 +13,11 @@ What `fit` guarantees, for every task:
   `task.save_every` steps. Resuming with other settings raises.
 * **Precision.** `precision="bf16"` runs forward and loss under `torch.autocast` (CPU or CUDA) with
   fp32 weights and optimiser; `"fp32"` (default) runs plain.
+* **One device.** `task.build` puts the model on `device` and `task.batch` its batches; the tasks draw
+  batches and masks from CPU generators and move the result, so a GPU run sees the batches a CPU run
+  sees (only initialisation and dropout use the device's own RNG). There is no multi-GPU path (no
+  accelerate / DDP). `tests/test_device.py` runs every task's steps, checkpoint and resume on a
+  placeholder device (what that does and does not verify is said there).
 """
 
 from __future__ import annotations

@@ -178,18 +178,25 @@ def mask_tokens(ids: Tensor, tok, mask_prob: float = 0.15, generator: torch.Gene
                 ) -> tuple[Tensor, Tensor]:
     """BERT's masking: each non-special token is selected with probability `mask_prob`; a selected
     token becomes [MASK] with probability 0.8, a uniformly random token with 0.1, stays with 0.1.
-    Returns (inputs, labels) with labels = −100 where not selected."""
+    Returns (inputs, labels) with labels = −100 where not selected, on the device of `ids`.
+
+    The draws come from `generator` on *its* device (a CPU generator by default, as every caller
+    passes) and are moved to `ids.device`: the same seed gives the same masks on CPU and on a GPU,
+    and a CPU generator never meets CUDA tensors (the crash of issue 13 at step 0)."""
+    dev = ids.device
+    gdev = generator.device if generator is not None else torch.device("cpu")
+    draw = lambda f, *a: f(*a, ids.shape, generator=generator, device=gdev).to(dev)   # noqa: E731
     special = torch.zeros_like(ids, dtype=torch.bool)
     for sid in tok.all_special_ids:
         special |= ids == sid
-    u = torch.rand(ids.shape, generator=generator)
+    u = draw(torch.rand)
     selected = (u < mask_prob) & ~special                                             # (B, L)
     labels = torch.where(selected, ids, torch.full_like(ids, -100))
-    v = torch.rand(ids.shape, generator=generator)
+    v = draw(torch.rand)
     inputs = ids.clone()
     inputs[selected & (v < 0.8)] = tok.mask_token_id
     rnd = selected & (v >= 0.8) & (v < 0.9)
-    inputs[rnd] = torch.randint(len(tok), ids.shape, generator=generator)[rnd]
+    inputs[rnd] = draw(torch.randint, len(tok)).to(ids.dtype)[rnd]
     return inputs, labels
 
 
