@@ -82,6 +82,21 @@ def test_baseline_is_the_unmodified_model():
     assert {n for n, _ in m.named_modules()} == names_before and softdecay_layer.find_softdecay(m) is None
 
 
+def test_softdecay_runs_in_float32_under_bf16_autocast():
+    """Under bf16 autocast (the book's GLUE training) the layer still computes Algorithm 1 in float32:
+    its bf16 output is exactly the fp32 transform rounded once (a bf16 Gram matrix X Xᵀ is not)."""
+    sd = softdecay_layer.SoftDecayBeforeLayerNorm(torch.nn.LayerNorm(16), alpha=-0.5, trainable=False)
+    sd.capture = True
+    x = seeded_randn(2, 9, 16, seed=3).bfloat16()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        sd(x)
+        in_bf16 = softdecay_transform(x, torch.tensor(-0.5), None)          # what autocast alone would do
+    y = sd.captured[1]
+    expected = softdecay_transform(x.float(), -0.5, None).bfloat16()
+    assert y.dtype == torch.bfloat16 and torch.equal(y, expected)
+    assert not torch.equal(in_bf16.bfloat16(), expected)
+
+
 def test_padding_independence():
     """The same sentences padded to different lengths give the same logits with SoftDecay inside."""
     model = tiny("bert").eval()

@@ -40,7 +40,10 @@ class SoftDecayBeforeLayerNorm(nn.Module):
         if mask is not None and mask.shape != x.shape[:2]:
             raise RuntimeError(f"attention mask {tuple(mask.shape)} does not match hidden states {tuple(x.shape)}")
         alpha = self.softdecay.alpha.clamp(*ALPHA_BOUNDS)
-        y = softdecay_transform(x, alpha, mask)                      # (B, L, d), padded rows unchanged
+        # Algorithm 1 in float32 even under bf16 autocast (its eigendecomposition is float64 inside):
+        # a bf16 Gram matrix X Xᵀ and reconstruction would perturb the spectrum SoftDecay reshapes
+        with torch.autocast(x.device.type, enabled=False):
+            y = softdecay_transform(x.float(), alpha.float(), mask).to(x.dtype)   # (B, L, d), padded rows unchanged
         if self.capture:
             self.captured = (x.detach(), y.detach())
         return self.layer_norm(y)
