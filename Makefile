@@ -10,6 +10,8 @@ SCALE  ?= book
 CHAPTER ?=
 PARAMS ?=
 PYTEST_ARGS ?=
+# the fresh-venv notebook tests `make test` runs (one chapter's notebook; `make test-fresh` runs all nine)
+FRESH_K ?= vit or not runs_in_a_fresh_venv
 
 # offline by default; `make ... HF_HUB_OFFLINE=0` on a machine with hub access turns all three off
 export HF_HUB_OFFLINE ?= 1
@@ -18,7 +20,7 @@ export HF_DATASETS_OFFLINE ?= $(HF_HUB_OFFLINE)
 export TOKENIZERS_PARALLELISM = false
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
-.PHONY: book test unit rerun lint clean venv notebooks
+.PHONY: book test test-fresh unit rerun lint clean venv notebooks
 
 venv: $(STAMP)
 
@@ -53,7 +55,12 @@ book: $(STAMP) _mathjax/mathjax/tex-chtml.js
 
 test: $(STAMP)
 	$(BIN)/ruff check helpers tests scripts conftest.py
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not fresh" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m fresh -k "$(FRESH_K)" tests/test_fresh_notebooks.py
+
+# every generated notebook in a fresh venv with no ../shared, against the hub stand-in (≈ 7-9 min)
+test-fresh: $(STAMP)
+	$(BIN)/python -m pytest -q -m fresh tests/test_fresh_notebooks.py
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests $(PYTEST_ARGS)

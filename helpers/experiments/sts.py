@@ -41,7 +41,7 @@ class Params(ChapterParams):
 
     models: tuple[str, ...] = ("all-MiniLM-L6-v2",)
     datasets: tuple[Literal["STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R"], ...] = STS_DATASETS
-    source: Literal["whiteningbert", "official", "hub"] = "whiteningbert"
+    source: Literal["whiteningbert", "official", "hub", "auto"] = "whiteningbert"
     pooling: Literal["first_last", "first_last_l1", "last", "cls"] = "first_last"
     alpha: float = -0.6
     alphas: tuple[float, ...] = (-0.2, -0.4, -0.6, -0.8, -1.0)
@@ -61,7 +61,7 @@ class Params(ChapterParams):
     CHAPTER: ClassVar[str] = "sts"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(max_pairs=150, lsds_points=300, tsne_pairs=40, alphas=(-0.2, -0.6, -1.0), bootstrap=200,
-                   extra_models=(), plant_sizes=(0.0, 1.0, 4.0), cdf_pairs=100),
+                   extra_models=(), plant_sizes=(0.0, 1.0, 4.0), cdf_pairs=100, source="auto"),
         "book": dict(),
         "paper": dict(models=("bert-base-cased", "distilbert-base-uncased", "albert-base-v2", "roberta-base"),
                       extra_models=(), source="hub"),
@@ -268,7 +268,8 @@ def averages(run: dict, datasets: list[str], protocol: str = "subset-mean") -> d
     """Table 1's `Avg` column: the mean over the sets of each method's score (methods not run: NaN)."""
     out = {}
     for method in METHODS:
-        vals = [run["scores"][protocol][d].get(method, np.nan) for d in datasets]
+        got = [run["scores"][protocol][d].get(method) for d in datasets]     # None: not run, or undefined
+        vals = np.array([np.nan if v is None else v for v in got], dtype=float)
         out[method] = float(np.nanmean(vals)) if np.isfinite(vals).any() else float("nan")
     return out
 

@@ -18,20 +18,36 @@ def set_theme() -> None:
                          "figure.figsize": (10, 4)})
 
 
-def publish(prefix: str, values: Mapping[str, object]) -> None:
-    """Glue every value under `<prefix>-<key>` for the chapter's `{glue:text}` roles (not displayed)."""
-    from myst_nb import glue
+def _glue():
+    """myst-nb's `glue` (the book build); None where myst-nb is not installed: a chapter's notebook on
+    Colab or in a fresh venv (issue 13), where the `{glue:...}` roles are not rendered anyway."""
+    try:
+        from myst_nb import glue
+    except ImportError:
+        return None
+    return glue
 
+
+def publish(prefix: str, values: Mapping[str, object]) -> None:
+    """Glue every value under `<prefix>-<key>` for the chapter's `{glue:text}` roles (not displayed;
+    without myst-nb, nothing to do)."""
+    glue = _glue()
+    if glue is None:
+        return
     for key, value in values.items():
         glue(f"{prefix}-{key}", value, display=False)
 
 
 def figure(name: str, fig: plt.Figure) -> plt.Figure:
     """Glue `fig` as `name` for a numbered, captioned `{glue:figure}` directive, and close it (so it is
-    not drawn twice). Returns the figure."""
-    from myst_nb import glue
+    not drawn twice). Without myst-nb (a notebook on Colab) the figure is shown in place. Returns the figure."""
+    glue = _glue()
+    if glue is not None:
+        glue(name, fig, display=False)
+    else:
+        from IPython.display import display
 
-    glue(name, fig, display=False)
+        display(fig)
     plt.close(fig)
     return fig
 

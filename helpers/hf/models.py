@@ -94,8 +94,11 @@ def offline_path(name: str) -> Path | None:
     return Path(list(spec.submodule_search_locations)[0]) / sub
 
 
-#: hub ids of the offline packages' models, used when the package is not installed (issue 13)
-HUB_IDS = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
+#: hub ids of the offline models, used when the package (or ../shared/models) is not there (issue 13)
+HUB_IDS = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2", "DINOv2-S/14": "facebook/dinov2-small"}
+#: what a model loaded by its hub id (`HUB_IDS`) really is, where it differs from the offline copy
+HUB_DESCRIPTIONS = {"facebook/dinov2-small": "DINOv2-S/14 (facebook/dinov2-small: 12 layers, 384 wide, patch 14, "
+                                             "self-supervised), Meta's release from the hub"}
 
 
 def _hub_offline() -> bool:
@@ -132,7 +135,8 @@ class Loaded:
     @property
     def description(self) -> str:
         kind = "pretrained" if self.trained else "randomly initialised (untrained) twin"
-        return DESCRIPTIONS.get(self.name, self.name) + f" [{kind}]"
+        what = HUB_DESCRIPTIONS.get(self.source) or DESCRIPTIONS.get(self.name, self.name)
+        return what + f" [{kind}]"
 
 
 def load(name: str, untrained: bool = False, device: str | torch.device = "cpu", modality: str | None = None) -> Loaded:

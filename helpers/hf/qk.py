@@ -12,7 +12,11 @@ from ..book.runtime import progress
 from ..core.qk import StepStats, token_selections
 from .walk import attention_modules, num_heads
 
-#: MultiBERT's released intermediate checkpoints (Sellam et al. 2021): every 20k steps to 200k, then every 100k to 2M
+#: MultiBERT's released intermediate checkpoints (Sellam et al. 2021) of seeds 0-4 on the hub,
+#: `google/multiberts-seed_<s>-step_<k>k`: 0k (the initialisation), every 20k up to 200k, then every 100k
+#: up to 2000k = 29 ids per seed. The model cards say "28 checkpoints for the first 5 runs" (140 in all),
+#: which matches these steps without step 0; the step_0k repositories do exist (seen for seeds 0, 1, 2
+#: and 4; issue 13), so they stay.
 MULTIBERT_STEPS = tuple(range(0, 200_000, 20_000)) + tuple(range(200_000, 2_000_001, 100_000))
 
 

@@ -29,6 +29,10 @@ from .server import Repo
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+#: rows per GLUE split and lines per WikiText split: enough for every chapter's `ci` preset (subspace
+#: reads 48 CoLA sentences, glue 48 training examples, qk's corpus a held-out block of WikiText test)
+GLUE_ROWS = 120
+WIKITEXT_LINES = 400
 
 
 # ----------------------------------------------------------------------------------------------- text
@@ -211,6 +215,13 @@ def _model_specs() -> dict[str, tuple[str, dict, Callable]]:
         "microsoft/cvt-13": ("CvtForImageClassification", dict(embed_dim=[8, 16, 32], num_heads=[1, 1, 2],
                                                                depth=[1, 2, 3]),  # transformers indexes by stage
                              _image_processor("ConvNextImageProcessor", size={"shortest_edge": 224})),
+        # the real one: Dinov2Model, 12 layers, 384 wide, 6 heads, patch 14, image_size 518, BitImageProcessor
+        "facebook/dinov2-small": ("Dinov2Model", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                                      mlp_ratio=2, patch_size=14, image_size=518),
+                                  _image_processor("BitImageProcessor", size={"shortest_edge": 256},
+                                                   crop_size={"height": 224, "width": 224}, do_center_crop=True,
+                                                   do_convert_rgb=True, image_mean=[0.485, 0.456, 0.406],
+                                                   image_std=[0.229, 0.224, 0.225])),
         "facebook/convnext-tiny-224": ("ConvNextForImageClassification", dict(hidden_sizes=[8, 16, 16, 32],
                                                                               depths=[1, 1, 1, 1]),
                                        _image_processor("ConvNextImageProcessor", size={"shortest_edge": 224})),
@@ -300,7 +311,7 @@ def _glue_repo(faults: dict) -> Repo:
 
     files, configs = {}, {}
     for task, names in GLUE_LABELS.items():
-        rows = _glue_rows(task, 40)
+        rows = _glue_rows(task, GLUE_ROWS)
         for old, new in faults.get("rename", {}).get(task, {}).items():
             rows[new] = rows.pop(old)
         feats = datasets.Features({k: datasets.Value("string") for k in rows if k not in ("label", "idx")}
@@ -321,12 +332,13 @@ def _glue_repo(faults: dict) -> Repo:
 def _wikitext_repo(faults: dict) -> Repo:
     import datasets
 
-    lines = [f" {x} \n" for x in _mirror_lines(120)]
+    lines = [f" {x} \n" for x in _mirror_lines(3 * WIKITEXT_LINES)]
+    n = len(lines) // 3
     feats = datasets.Features({"text": datasets.Value("string")})
     files, configs = {}, {}
     for cfg in ("wikitext-103-raw-v1", "wikitext-103-v1", "wikitext-2-raw-v1", "wikitext-2-v1"):
         configs[cfg] = {}
-        for split, rows in (("test", lines[:40]), ("train", lines[40:80]), ("validation", lines[80:])):
+        for split, rows in (("test", lines[:n]), ("train", lines[n:2 * n]), ("validation", lines[2 * n:])):
             files[f"{cfg}/{split}-00000-of-00001.parquet"] = _parquet({"text": rows}, feats)
             configs[cfg][split] = f"{cfg}/{split}-*"
     files["README.md"] = _readme(configs)
@@ -340,20 +352,26 @@ STS_HUB = {"STS-B": "mteb/stsbenchmark-sts", "SICK-R": "mteb/sickr-sts", "STS12"
 def _sts_repo(repo_id: str, faults: dict) -> Repo:
     """An mteb STS repo as on the hub's main branch: gzipped JSON lines at the top (`test.jsonl.gz`;
     STS-B also `train`/`validation`), columns sentence1, sentence2, score (float); no `configs:` in
-    the card, so `datasets` infers the splits from the file names."""
+    the card, so `datasets` infers the splits from the file names. STS12–16 have their real row counts
+    (the per-subset protocol cuts them into the official subsets by count); STS-B and SICK-R 40 rows."""
     import gzip
+
+    from helpers.data.loaders import STS_SUBSET_BLOCKS
 
     lines = _mirror_lines(120)
     rng = random.Random(repo_id)
-    n = 40
-    rows = [{"sentence1": lines[i], "sentence2": lines[n + i], "score": round(rng.uniform(0, 5), 2)}
+    name = next(k for k, v in STS_HUB.items() if v == repo_id)
+    n = sum(k for _, k in STS_SUBSET_BLOCKS.get(name, ())) or 40
+    n += faults.get("extra_rows", {}).get(repo_id, 0)
+    rows = [{"sentence1": lines[i % 60], "sentence2": lines[60 + i % 60], "score": round(rng.uniform(0, 5), 2)}
             for i in range(n)]
     renamed = faults.get("rename", {}).get(repo_id, {})
     rows = [{renamed.get(k, k): v for k, v in r.items()} for r in rows]
     body = gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode(), mtime=0)
     splits = ("train", "validation", "test") if repo_id == "mteb/stsbenchmark-sts" else ("test",)
     files = {f"{s}.jsonl.gz": body for s in splits}
-    files["README.md"] = b"---\nlanguage:\n- en\n---\n\nhub stand-in: real file layout and columns, 40 rows.\n"
+    card = f"---\nlanguage:\n- en\n---\n\nhub stand-in: real file layout and columns, {n} rows.\n"
+    files["README.md"] = card.encode()
     return Repo(repo_id, "dataset", files)
 
 
@@ -422,10 +440,33 @@ def _cifar10_repo(faults: dict) -> Repo:
     return Repo("uoft-cs/cifar10", "dataset", files)
 
 
+def _uspto50k_repo(faults: dict) -> Repo:
+    """bisectgroup/USPTO_50K: config `default`, splits train/val/test (`data/<split>-*.parquet`), columns
+    id, class (strings), reactants, product (SMILES); 60 rows cycling six small esterifications/amidations."""
+    import datasets
+
+    reactions = [("CC(=O)O.OCC", "CCOC(C)=O"), ("OC(=O)c1ccccc1.CO", "COC(=O)c1ccccc1"),
+                 ("CC(=O)Cl.NCC", "CCNC(C)=O"), ("CCC(=O)O.OC", "CCC(=O)OC"),
+                 ("O=C(Cl)c1ccccc1.NC", "CNC(=O)c1ccccc1"), ("CC(C)C(=O)O.OCC", "CCOC(=O)C(C)C")]
+    rows = {"id": [], "class": [], "reactants": [], "product": []}
+    for i in range(60):
+        rows["id"].append(f"US{7000000 + i}")
+        rows["class"].append(str(1 + i % 10))
+        rows["reactants"].append(reactions[i % len(reactions)][0])
+        rows["product"].append(reactions[i % len(reactions)][1])
+    for old, new in faults.get("rename", {}).get("bisectgroup/USPTO_50K", {}).items():
+        rows[new] = rows.pop(old)
+    feats = datasets.Features({k: datasets.Value("string") for k in rows})
+    files = {f"data/{s}-00000-of-00001.parquet": _parquet(rows, feats) for s in ("train", "val", "test")}
+    files["README.md"] = _readme({"default": {s: f"data/{s}-*" for s in ("train", "val", "test")}},
+                                 default="default")
+    return Repo("bisectgroup/USPTO_50K", "dataset", files)
+
+
 def dataset_repos(faults: dict | None = None) -> list[Repo]:
     faults = faults or {}
     return [_glue_repo(faults), _wikitext_repo(faults), _librispeech_repo(faults), _cifar10_repo(faults),
-            *[_sts_repo(r, faults) for r in STS_HUB.values()]]
+            _uspto50k_repo(faults), *[_sts_repo(r, faults) for r in STS_HUB.values()]]
 
 
 def model_repos(ids: list[str] | None = None) -> list[Repo]:
