@@ -10,8 +10,9 @@ from the current working tree (tracked files and untracked, not-ignored ones, so
 what is tested). Each notebook runs in an empty folder (no `../shared`, no `../helpers`; TOKUNI_DATA
 names a path that is not a folder, so the offline mirror is off), with `HF_ENDPOINT` at the hub
 stand-in (`tests/hubstandin`), a fresh HF_HOME, and no `*_OFFLINE` variable: the setup cell sets
-HF_HUB_OFFLINE=0 itself. Parameters are injected as papermill does (`scale = "ci"`, plus the
-per-chapter `OVERRIDES` below).
+HF_HUB_OFFLINE=0 itself. Parameters are injected as papermill does (`scale = "ci"`, no overrides): the
+one gap, the antibody chains of AntiBERTy (no public hub copy), the anisotropy chapter reports as a
+skipped model (`SKIPPED`), which the test asserts.
 
 One venv serves every notebook (session fixture). Before each notebook the book's own package is
 uninstalled from it (its dependencies stay), so every notebook takes the setup cell's clone-and-install
@@ -43,11 +44,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 #: what a Colab runtime already has, besides Python (torch: the Makefile's pin, a local wheel here)
 COLAB_HAS = ["ipykernel", "nbclient", "nbconvert", os.environ.get("TORCH", "torch==2.13.0")]
-#: parameter overrides a chapter needs without the offline mirror (each one a gap this test found,
-#: asserted in `test_the_gaps_are_still_gaps`): the anisotropy `ci` preset measures AntiBERTy on
-#: the antibody chains of Jain et al. (2017), which have no public hub copy we could verify
-ANISOTROPY_CI_MODELS = ("text:all-MiniLM-L6-v2", "chem:rxnmapper-ALBERT", "vision:EfficientNet-Lite0")
-OVERRIDES: dict[str, dict] = {"anisotropy": {"models": list(ANISOTROPY_CI_MODELS)}}
+#: models a chapter must report as skipped without the offline mirror (a gap this test found, asserted in
+#: `test_the_gaps_are_still_gaps`): AntiBERTy's antibody chains of Jain et al. (2017) have no public hub
+#: copy we could verify
+SKIPPED: dict[str, list[str]] = {"anisotropy": ["protein:AntiBERTy"]}
 #: the hub datasets each chapter's `ci` path must fetch from the stand-in (so a loader that quietly
 #: takes another path fails the test)
 HUB_DATASETS = {"anisotropy": ("Salesforce/wikitext", "bisectgroup/USPTO_50K", "uoft-cs/cifar10"),
@@ -175,7 +175,7 @@ def test_notebook_runs_in_a_fresh_venv(chapter, fresh_venv, book_repo, hub, tmp_
     nb.metadata.setdefault("papermill", {})            # what papermill's parameterize reads
     for cell in nb.cells:
         cell.metadata.setdefault("tags", [])
-    nb = with_parameters(nb, {"scale": "ci", "overrides": OVERRIDES.get(chapter, {})})
+    nb = with_parameters(nb, {"scale": "ci", "overrides": {}})
     nbformat.write(nb, work / f"{chapter}.ipynb")
     env = _environment(hub, tmp_path, book_repo)
     first_request = len(hub.requests)
@@ -194,7 +194,10 @@ def test_notebook_runs_in_a_fresh_venv(chapter, fresh_venv, book_repo, hub, tmp_
     assert loc.stdout.strip().startswith(os.path.realpath(clone)), loc.stdout
     # the chapter saved its ci Result inside the clone (`res.save(p)`: _build/results/<chapter>/ci), and
     # no request went to an unserved route
-    assert list((clone / "_build" / "results" / chapter / "ci").glob("*.json")), f"{chapter}: no ci result saved"
+    saved = list((clone / "_build" / "results" / chapter / "ci").glob("*.json"))
+    assert saved, f"{chapter}: no ci result saved"
+    skipped = [s["model"] for f in saved for s in json.loads(f.read_text())["results"].get("skipped", [])]
+    assert skipped == SKIPPED.get(chapter, []), skipped
     assert not hub.unknown, hub.unknown
     requests = hub.requests[first_request:]
     for repo in HUB_DATASETS[chapter]:
@@ -202,14 +205,13 @@ def test_notebook_runs_in_a_fresh_venv(chapter, fresh_venv, book_repo, hub, tmp_
 
 
 def test_the_gaps_are_still_gaps(tmp_path):
-    """What `OVERRIDES` works around, checked without the mirror (fast, no venv): the anisotropy `ci`
-    preset still lists AntiBERTy, whose antibody chains have no hub path (when that changes, drop the
-    override); the WhiteningBERT STS copies are mirror-only, which the STS `ci` preset's `auto` source
-    handles by going to the hub."""
+    """What `SKIPPED` records, checked without the mirror (fast, no venv): the anisotropy `ci` preset
+    still lists AntiBERTy, whose antibody chains have no hub path (when that changes, empty `SKIPPED`);
+    the WhiteningBERT STS copies are mirror-only, which the STS `ci` preset's `auto` source handles by
+    going to the hub."""
     from helpers.experiments import anisotropy, sts
 
     assert "protein:AntiBERTy" in anisotropy.Params.resolve("ci").models
-    assert set(ANISOTROPY_CI_MODELS) < set(anisotropy.Params.resolve("ci").models)
     assert sts.Params.resolve("ci").source == "auto"                    # the hub where there is no mirror
     code = ("import sys\nfrom helpers.data import DataUnavailable, load_sts\n"
             "from helpers.data.sequences import load_antibody_chains\n"

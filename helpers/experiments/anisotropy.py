@@ -7,7 +7,7 @@ correlation tests and the isotropic-Gaussian baseline."""
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -19,7 +19,7 @@ from ..book import results
 from ..book.params import ChapterParams, positive, rules
 from ..book.runtime import choose_device, seed_everything, stream_seed
 from ..core import anisotropy as A
-from ..data import load_cifar10, load_common_voice, load_wikitext103
+from ..data import DataUnavailable, load_cifar10, load_common_voice, load_wikitext103
 from ..data.sequences import load_antibody_chains, load_uspto50k_reactions
 from ..data.speech import digit_sequences
 from ..hf import anisotropy as H
@@ -100,11 +100,13 @@ class Result(results.Result):
     avg cos ≈ (‖x̄‖₂ / E‖x‖)² holds). A CNN entry also holds `map_cos_exact`, the cosine of whole
     flattened maps. `gaussian`: per dimension d, the Monte Carlo mean and 95th percentile of the
     cosine of isotropic Gaussians, the exact percentile, 1.645/√d, and a histogram. `byte_mlm`: the
-    byte-level MLM's training record (held-out loss per step, unigram baseline), when measured."""
+    byte-level MLM's training record (held-out loss per step, unigram baseline), when measured.
+    `skipped`: models left out because their data is neither in the mirror nor on the hub (model, reason)."""
 
     models: list[dict[str, Any]]
     gaussian: list[dict[str, Any]]
     byte_mlm: dict[str, Any] | None = None
+    skipped: list[dict[str, str]] = field(default_factory=list)
 
     def above_isotropic(self) -> dict[str, tuple[int, int]]:
         """Per model: (layers whose average cosine exceeds the isotropic 95th percentile of their
@@ -236,9 +238,11 @@ def gaussian_baseline(d: int, p: Params, bins: int = 120) -> dict[str, Any]:
 _MODEL_KEY_DROP = ("models", "untrained_twins", "gaussian_dims", "gaussian_samples")
 
 
-def measure_models(p: Params) -> list[dict[str, Any]]:
+def measure_models(p: Params, skipped: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
     """Every model of `p.models` (and its untrained twin when `p.untrained_twins`, for Transformers),
-    each through the heavy-run cache (`results/anisotropy/book/model-*.json` at book scale)."""
+    each through the heavy-run cache (`results/anisotropy/book/model-*.json` at book scale). A model
+    whose data neither the mirror nor the hub provides (`DataUnavailable`) is left out and listed in
+    `skipped` with the reason (on Colab: the antibody chains have no hub copy)."""
     seed_everything(p.seed)
     device = choose_device(p.device)
     data: dict[str, Any] = {}
@@ -248,8 +252,15 @@ def measure_models(p: Params) -> list[dict[str, Any]]:
         twins = (False, True) if p.untrained_twins and name not in NO_TWIN else (False,)
         for untrained in twins:
             slug = re.sub(r"[^A-Za-z0-9.-]+", "-", f"{entry}-{'untrained' if untrained else 'pretrained'}")
-            rec, _ = results.cached(p, f"model-{slug}", lambda e=entry, u=untrained: measure(e, u, p, device, data),
-                                    drop=_MODEL_KEY_DROP, model=entry, untrained=untrained)
+            try:
+                rec, _ = results.cached(p, f"model-{slug}",
+                                        lambda e=entry, u=untrained: measure(e, u, p, device, data),
+                                        drop=_MODEL_KEY_DROP, model=entry, untrained=untrained)
+            except DataUnavailable as err:
+                if skipped is None:
+                    raise
+                skipped.append({"model": entry, "reason": str(err).splitlines()[0]})
+                break
             rec["label"] = _label(name, untrained)            # labels are not part of the measurement
             measured.append(rec)
     return measured
@@ -258,12 +269,14 @@ def measure_models(p: Params) -> list[dict[str, Any]]:
 def run(p: Params) -> Result:
     """`measure_models(p)`, the byte-level MLM's training record when it is among the models, then the
     isotropic-Gaussian baseline for every d of `p.gaussian_dims`."""
-    measured = measure_models(p)
+    skipped: list[dict[str, str]] = []
+    measured = measure_models(p, skipped)
     byte_rec = None
     if any(e.split(":", 1)[1] == BYTE_MLM_NAME for e in p.models):
         byte_rec, _ = results.cached(p, "byte-mlm-training", lambda: byte_mlm(device=choose_device(p.device)),
                                      drop=_MODEL_KEY_DROP, config=asdict(BYTE_MLM))
-    return Result(models=measured, gaussian=[gaussian_baseline(d, p) for d in p.gaussian_dims], byte_mlm=byte_rec)
+    return Result(models=measured, gaussian=[gaussian_baseline(d, p) for d in p.gaussian_dims], byte_mlm=byte_rec,
+                  skipped=skipped)
 
 
 # ------------------------------------------------------------------ the byte-level MLM trained here (Fig. 2 row)
