@@ -67,7 +67,7 @@ class Params(ChapterParams):
                    epochs=2, seeds=2, spectra_examples=24, lrs=(2e-5, 1e-4), alphas=(-0.2, -0.5),
                    expdecay_readings=("top5", "all"), expdecay_seeds=1),
         "book": dict(lrs=(2e-5, 5e-5, 1e-4), alphas=(-0.2, -0.5, -0.8), seeds=5,
-                     expdecay_readings=("top5", "all", "squared"), expdecay_seeds=3),
+                     expdecay_readings=("top5", "all", "squared"), expdecay_seeds=1),
         "paper": dict(models=("bert-base-uncased", "albert-base-v1", "distilbert-base-uncased", "roberta-base"),
                       tasks=("CoLA", "SST-2", "MRPC", "QNLI", "RTE"), alphas=(-0.2, -0.5, -0.8), seeds=3,
                       expdecay_readings=("top5", "all", "squared"), spectra_examples=1000),

@@ -163,6 +163,19 @@ def _range(values) -> str:
     return f"{lo:.3f}" if abs(hi - lo) < 5e-4 else f"{lo:.3f}–{hi:.3f}"
 
 
+def _verdicts(paired: pd.DataFrame, first: pd.DataFrame, prefix: str) -> str:
+    """One clause per (task, variant starting with `prefix`) on the task's first metric: mean paired
+    difference, its 95 % interval and the verdict."""
+    out = []
+    for _, f in first.iterrows():
+        rows = paired[(paired.task == f.task) & (paired.metric == f.metric) & paired.variant.str.startswith(prefix)]
+        for _, r in rows.iterrows():
+            ci = "" if pd.isna(r["95% low"]) else f" [{r['95% low']:+.1f}, {r['95% high']:+.1f}]"
+            who = "" if r.variant == prefix else f"{r.variant.removeprefix(prefix).strip()} "
+            out.append(f"{f.task} {who}{r['mean difference']:+.1f}{ci} ({r.verdict})")
+    return "; ".join(out) or "not run"
+
+
 def publish(res: Result) -> None:
     """Glue the figures and every number the prose quotes (`glue-*`)."""
     from IPython.display import Markdown
@@ -184,6 +197,8 @@ def publish(res: Result) -> None:
         "models": Markdown(", ".join(res.models)),
         "gain-min": float(gains["gain %"].min()), "gain-max": float(gains["gain %"].max()),
         "gain-max-task": Markdown(str(gains.loc[gains["gain %"].idxmax(), "task"])),
+        "softdecay-verdicts": Markdown(_verdicts(paired, first, "softdecay")),
+        "expdecay-verdicts": Markdown(_verdicts(paired, first, "expdecay")),
         "comparisons": len(paired), "higher": int((paired.verdict == "higher").sum()),
         "lower": int((paired.verdict == "lower").sum()),
         "clear-min": float(clears.min()), "clear-min-task": Markdown(str(first.task.iloc[int(np.argmin(clears))])),
