@@ -269,6 +269,9 @@ def numbers(res: Result) -> dict[str, object]:
     out["byte-loss-init"] = float(b["eval_loss"][steps[0]]) if b else nan
     out["byte-unigram"] = float(b["unigram_loss"]) if b else nan
     out["byte-wall-min"] = float(b["wall_time_s"]) / 60 if b else nan
+    skipped = getattr(res, "skipped", None) or []
+    out["skipped"] = ("none" if not skipped else
+                      "; ".join(f"{s['model'].split(':', 1)[1]} ({s['reason']})" for s in skipped))
     return out
 
 
