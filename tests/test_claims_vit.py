@@ -13,7 +13,7 @@ def res():
 
 
 def test_every_variant_trains_one_history_per_epoch(res):
-    assert res.variants == ["post-norm", "pre-norm", "de-escalated"] and res.seeds == [0]
+    assert res.variants == ["post-norm", "post-norm-full-lr", "pre-norm", "de-escalated"] and res.seeds == [0]
     for v in res.variants:
         (h,) = res.histories[v]
         assert h["epoch"] == list(range(1, res.epochs + 1))
@@ -22,9 +22,23 @@ def test_every_variant_trains_one_history_per_epoch(res):
 
 
 def test_learning_rates_follow_the_paper(res):
-    """§3.3: 5e-5 for plain post-norm, 1e-4 for pre-norm and de-escalated."""
-    assert res.table().set_index("variant")["lr"].to_dict() == {"post-norm": 5e-5, "pre-norm": 1e-4,
-                                                                 "de-escalated": 1e-4}
+    """§3.3: 5e-5 for plain post-norm, 1e-4 for pre-norm and de-escalated; our extra post-norm run at 1e-4."""
+    assert res.table().set_index("variant")["lr"].to_dict() == {"post-norm": 5e-5, "post-norm-full-lr": 1e-4,
+                                                                 "pre-norm": 1e-4, "de-escalated": 1e-4}
+
+
+def test_the_sweep_trains_every_depth_variant_and_seed_at_the_same_budget(res):
+    assert res.depths == [2, 4] and set(res.sweep) == {"2", "4"}
+    assert res.sweep["4"] == res.histories                       # Figure 6 shows the main depth
+    for d in res.depths:
+        for v in res.variants:
+            (h,) = res.sweep[str(d)][v]
+            assert len(res.t_sim(v)[res.epochs]) == res.depth + 1
+            assert len(h["t_sim"][str(res.epochs)]) == d + 1 and np.isfinite(h["train_loss"][-1])
+    fin = res.sweep_final("train_loss")
+    assert all(a.shape == (2, 1) for a in fin.values())
+    # the two post-norm runs share model, seed and data: only the learning rate differs
+    assert res.sweep["2"]["post-norm"][0]["lr"] == 5e-5 and res.sweep["2"]["post-norm-full-lr"][0]["lr"] == 1e-4
 
 
 def test_post_norm_tokens_grow_alike_with_depth(res):

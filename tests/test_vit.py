@@ -65,7 +65,11 @@ def test_params_literal_choices_and_divisibility():
         Params.resolve("ci", deesc_place="everywhere")
     with pytest.raises(ParameterError, match="n_heads"):
         Params.resolve("ci", d_model=100, n_heads=8)
-    assert Params.resolve("book").seeds == 1 and Params.resolve("paper").seeds == 3
+    assert Params.resolve("book").seeds == 3 and Params.resolve("paper").seeds == 3
+    with pytest.raises(ParameterError, match="depths"):
+        Params.resolve("ci", depths=(2, 2))
+    with pytest.raises(ParameterError, match="depths"):
+        Params.resolve("ci", depths=(0,))
 
 
 def test_cache_key_is_derived_per_run_and_checkpoints_live_outside_results():
@@ -75,7 +79,7 @@ def test_cache_key_is_derived_per_run_and_checkpoints_live_outside_results():
     p = Params.resolve("book")
     key = p.cache_key(drop=("variants", "seeds"), variant="pre-norm", run_seed=0)
     assert "variants" not in key and "seeds" not in key and "device" not in key
-    assert key["variant"] == "pre-norm" and key["run_seed"] == 0 and key["d_model"] == 192
+    assert key["variant"] == "pre-norm" and key["run_seed"] == 0 and key["d_model"] == 96
     deeper = p.with_(depth=25).cache_key(drop=("variants", "seeds"), variant="pre-norm", run_seed=0)
     assert deeper != key and results.settings_hash(deeper) != results.settings_hash(key)
     folder = results.checkpoint_dir("vit", key)
@@ -124,3 +128,47 @@ def test_standard_block_has_the_vit_pytorch_parts():
     assert "blocks.0.attn.out.weight" in names and "blocks.0.attn.out.bias" in names
     with pytest.raises(ValueError, match="block"):
         ViTConfig(block="resnet")
+
+
+def test_sweep_runs_are_keyed_by_their_own_depth_and_named_apart(tmp_path, monkeypatch):
+    """A sweep depth's run is cached as `d<depth>-<variant>-seed<s>` under the key of `p` at that depth
+    without the sweep, so it does not depend on which other depths were swept; `run_one` refuses a run
+    outside the grid; post-norm-full-lr is the post-norm model at the others' learning rate."""
+    from helpers.book import results
+    from helpers.experiments import vit
+
+    seen = []
+    monkeypatch.setattr(results, "cached", lambda params, name, compute, drop=(), **extra:
+                        (seen.append((name, params.depth, params.depths)) or {"lr": 0}, True))
+    p = vit.Params.resolve("ci", depths=(2, 3), variants=("post-norm", "post-norm-full-lr"))
+    res = vit.run(p)
+    assert sorted(seen) == sorted([(f"{pre}{v}-seed0", d, ()) for d, pre in ((4, ""), (2, "d2-"), (3, "d3-"))
+                                   for v in ("post-norm", "post-norm-full-lr")])
+    assert res.depths == [2, 3, 4] and res.from_cache
+    with pytest.raises(ValueError, match="not in this grid"):
+        vit.run_one(p, 5, "post-norm", 0)
+    with pytest.raises(ValueError, match="not in this grid"):
+        vit.run_one(p, 2, "pre-norm", 0)
+    assert vit.model_variant("post-norm-full-lr") == "post-norm" and vit.variant_lr("post-norm-full-lr", None) == 1e-4
+    assert vit.variant_lr("post-norm", None) is None and vit.variant_lr("post-norm-full-lr", 3e-4) == 3e-4
+
+
+def test_sweep_difference_interval_covers_a_planted_shift():
+    """sweep_difference: per-seed a − b with a t-interval; a planted constant shift plus noise is covered."""
+    from helpers.experiments.vit import Result
+    from helpers.figures.vit import sweep_difference
+
+    rng = np.random.default_rng(0)
+
+    def hist(loss):
+        return {"epoch": [1], "train_loss": [loss], "train_acc": [0.1], "test_loss": [2.0], "test_acc": [0.1],
+                "t_sim": {"1": [0.1]}, "lr": 1e-4, "wall_time_s": 1.0}
+    base = rng.normal(2.0, 0.1, 8)
+    noise = [0.01, -0.01, 0.02, -0.02, 0.005, -0.005, 0.0, 0.0]          # mean zero: the shift is exactly -0.3
+    sweep = {"6": {"a": [hist(x - 0.3 + e) for x, e in zip(base, noise, strict=True)], "b": [hist(x) for x in base]}}
+    r = Result(variants=["a", "b"], seeds=list(range(8)), depth=6, epochs=1, train_images=10, scale="ci",
+               histories=sweep["6"], sweep=sweep)
+    d = sweep_difference(r, "a", "b", 6)
+    assert d["n"] == 8 and d["lo"] < -0.3 < d["hi"] and d["hi"] - d["lo"] < 0.05
+    back = Result.from_json(r.to_json())
+    assert back.depths == [6] and back.sweep_table().shape == (1, 2)

@@ -148,10 +148,11 @@ R = TypeVar("R", bound="Result")
 
 
 def variant_runs(params: Any, variants: Sequence[str], seeds: Sequence[int],
-                 train: Callable[[str, int, Path | None], dict[str, Any]]) -> tuple[dict[str, list[dict]], list[bool]]:
+                 train: Callable[[str, int, Path | None], dict[str, Any]], prefix: str = ""
+                 ) -> tuple[dict[str, list[dict]], list[bool]]:
     """The training chapters' grid: for every variant and run seed, `train(variant, seed, checkpoint)`
-    through the committed-results cache (`cached`, named `<variant>-seed<seed>`, keyed by the Params
-    minus `variants` and `seeds` plus this run's variant and seed). `checkpoint` is a file under
+    through the committed-results cache (`cached`, named `<prefix><variant>-seed<seed>`, keyed by the
+    Params minus `variants` and `seeds` plus this run's variant and seed). `checkpoint` is a file under
     `checkpoint_dir(<chapter>, key)` where a killed run resumes (None at `ci` scale: ci starts afresh).
     Returns ({variant: [history per seed]}, [cache hit per run])."""
     histories: dict[str, list[dict]] = {}
@@ -162,7 +163,7 @@ def variant_runs(params: Any, variants: Sequence[str], seeds: Sequence[int],
             extra = dict(variant=variant, run_seed=s)
             key = params.cache_key(drop=("variants", "seeds"), **extra)
             ckpt = None if params.scale == "ci" else checkpoint_dir(params.CHAPTER, key) / f"{variant}.pt"
-            hist, hit = cached(params, f"{variant}-seed{s}", lambda v=variant, s=s, c=ckpt: train(v, s, c),
+            hist, hit = cached(params, f"{prefix}{variant}-seed{s}", lambda v=variant, s=s, c=ckpt: train(v, s, c),
                                drop=("variants", "seeds"), **extra)
             histories[variant].append(hist)
             hits.append(hit)

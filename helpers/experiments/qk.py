@@ -300,6 +300,18 @@ def trajectory(p: Params, seed: int, device: Any = "cpu") -> dict:
     return out
 
 
+def run_name(p: Params, seed: int) -> str:
+    """The committed file of run seed `seed`: `seed<seed>`, `centred-seed<seed>` for the centring ablation."""
+    return f"{'centred-' if p.centre else ''}seed{seed}"
+
+
+def run_seed(p: Params, seed: int, device: Any = "cpu") -> tuple[dict, bool]:
+    """One seed's trajectory through the committed-results cache: (trajectory, cache hit). Separate
+    processes may run different seeds of the same Params (one single-threaded process per core)."""
+    extra = dict(run_seed=seed, analysis_version=ANALYSIS_VERSION)
+    return results.cached(p, run_name(p, seed), lambda: trajectory(p, seed, device=device), drop=("seeds",), **extra)
+
+
 def run(p: Params) -> Result:
     """Every seed's trajectory (read back from the committed results when the settings match) and
     the chapter's reading of them."""
@@ -308,9 +320,7 @@ def run(p: Params) -> Result:
     seeds = runtime.run_seeds(p.seed, p.seeds)
     runs, hits = {}, []
     for s in seeds:
-        extra = dict(run_seed=s, analysis_version=ANALYSIS_VERSION)
-        runs[str(s)], hit = results.cached(p, f"seed{s}", lambda s=s: trajectory(p, s, device=dev),
-                                           drop=("seeds",), **extra)
+        runs[str(s)], hit = run_seed(p, s, device=dev)
         hits.append(hit)
     steps = list(p.steps)
     comparison = {**compare_runs(runs, steps, p.threshold), **union_reading(runs[str(seeds[0])])}
@@ -321,5 +331,6 @@ def run(p: Params) -> Result:
                   threshold=p.threshold, runs=runs, comparison=comparison, from_cache=all(hits))
 
 
-__all__ = ["Params", "Result", "run", "trajectory", "compare_runs", "union_reading", "pretrain_config",
+__all__ = ["Params", "Result", "run", "run_seed", "run_name", "trajectory", "compare_runs", "union_reading",
+           "pretrain_config",
            "ANALYSIS_VERSION", "MULTIBERT_STEPS"]

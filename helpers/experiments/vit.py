@@ -1,7 +1,9 @@
 """The ViT chapter (Yu & Zhang §3.3, Figure 6): post-norm vs pre-norm vs de-escalated deep ViTs on CIFAR-10.
 
-`run(params)` trains every variant for every seed (through `helpers.train.vit`), each run read back
-from the committed results when its settings match, and returns the training histories."""
+`run(params)` trains every variant for every seed (through `helpers.train.vit`) at `depth` and at every
+depth of the sweep `depths`, each run read back from the committed results when its settings match,
+and returns the training histories. `run_one` trains (or reads back) one depth × variant × seed, so
+that separate single-threaded processes can share a grid."""
 
 from __future__ import annotations
 
@@ -12,11 +14,26 @@ import numpy as np
 
 from ..book import results, runtime
 from ..book.params import ChapterParams, check_heads, nonneg, positive, rules
-from ..core.vit import VARIANTS
+from ..core.vit import VARIANTS as MODEL_VARIANTS
 from ..data import load_cifar10
 from ..train import vit as vit_train
 
-Variant = Literal["post-norm", "pre-norm", "de-escalated"]
+Variant = Literal["post-norm", "post-norm-full-lr", "pre-norm", "de-escalated"]
+#: the chapter's variants: the model's three, plus post-norm trained at the others' learning rate
+#: (the paper halves it for post-norm; at a short budget that alone can separate the curves)
+VARIANTS = ("post-norm", "post-norm-full-lr", "pre-norm", "de-escalated")
+FULL_LR = 1e-4
+
+
+def model_variant(variant: str) -> str:
+    """The model behind a chapter variant (`post-norm-full-lr` is the post-norm model)."""
+    return "post-norm" if variant == "post-norm-full-lr" else variant
+
+
+def variant_lr(variant: str, lr: float | None) -> float | None:
+    """The learning rate a variant trains at: `lr` when given; otherwise None (the paper's rule in
+    `helpers.train.vit`: 5e-5 post-norm, 1e-4 otherwise), except 1e-4 for `post-norm-full-lr`."""
+    return lr if lr is not None else (FULL_LR if variant == "post-norm-full-lr" else None)
 
 
 @dataclass(frozen=True)
@@ -25,6 +42,9 @@ class Params(ChapterParams):
 
     variants: tuple[Variant, ...] = ("post-norm", "pre-norm", "de-escalated")
     depth: int = 80
+    #: the depth sweep (issue 16): these depths train every variant and seed too, at the same settings
+    #: (the same budget of optimiser steps); `depth` is the one Figure 6 and the t_sim figure show
+    depths: tuple[int, ...] = ()
     d_model: int = 192
     d_ff: int = 384
     n_heads: int = 8
@@ -48,13 +68,19 @@ class Params(ChapterParams):
 
     CHAPTER: ClassVar[str] = "vit"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "ci": dict(depth=4, epochs=1, train_images=256, test_images=128, batch_size=64, seeds=1),
-        "book": dict(depth=24, epochs=4, train_images=2048, test_images=1000, seeds=1, precision="fp32"),
+        "ci": dict(depth=4, depths=(2,), epochs=1, train_images=256, test_images=128, batch_size=64, seeds=1,
+                   variants=VARIANTS),
+        # the depth sweep a 2-core CPU runs: width 96 (4 heads of 24, as the paper's heads), 8x8 patches,
+        # 1,000 optimiser steps of batch 64 per run (16,000 images, 4 epochs), 3 seeds
+        "book": dict(depth=80, depths=(6, 24), d_model=96, d_ff=192, n_heads=4, patch=8, epochs=4,
+                     train_images=16000, test_images=1000, batch_size=64, seeds=3,
+                     variants=("post-norm", "post-norm-full-lr", "pre-norm", "de-escalated")),
         "paper": dict(),
     }
     RULES: ClassVar = rules(
         variants=(lambda v: len(v) > 0 and len(set(v)) == len(v), "needs distinct variants"),
-        depth=positive, d_model=positive, d_ff=positive, n_heads=positive,
+        depth=positive, depths=(lambda v: all(d > 0 for d in v) and len(set(v)) == len(v), "needs distinct depths > 0"),
+        d_model=positive, d_ff=positive, n_heads=positive,
         patch=(lambda v: v > 0 and 32 % v == 0, "must divide 32"), epochs=positive, train_images=nonneg,
         test_images=nonneg, batch_size=positive, lr=(lambda v: v is None or v > 0, "must be > 0"),
         tau=(lambda v: 0 < v <= 1, "must lie in (0, 1] (eq. 21)"), seeds=positive, sim_every=positive,
@@ -79,6 +105,33 @@ class Result(results.Result):
     scale: str
     histories: dict[str, list[dict]] = field(default_factory=dict)
     from_cache: bool = False
+    #: the depth sweep: {str(depth): {variant: [history per seed]}} for every depth run (`depth` included)
+    sweep: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
+    batch_size: int = 128
+
+    @property
+    def steps(self) -> int:
+        """Optimiser steps per run."""
+        return self.epochs * -(-self.train_images // self.batch_size)
+
+    @property
+    def depths(self) -> list[int]:
+        return sorted(int(d) for d in self.sweep) or [self.depth]
+
+    def sweep_final(self, key: str = "train_loss") -> dict[str, np.ndarray]:
+        """Per variant, (depths, seeds) of the last epoch's `key` over the depth sweep."""
+        return {v: np.array([[h[key][-1] for h in self.sweep[str(d)][v]] for d in self.depths], dtype=float)
+                for v in self.variants}
+
+    def sweep_table(self, key: str = "train_loss"):
+        """Final `key` per depth (rows) and variant (columns): mean ± sd over seeds, as text."""
+        import pandas as pd
+
+        fin = self.sweep_final(key)
+        return pd.DataFrame({v: [f"{m:.3f} ± {sd:.3f}" if len(row) > 1 else f"{m:.3f}"
+                                 for row, m, sd in zip(a, a.mean(1), a.std(1, ddof=1) if a.shape[1] > 1 else a[:, 0],
+                                                       strict=True)]
+                             for v, a in fin.items()}, index=pd.Index(self.depths, name="depth"))
 
     def curves(self, key: str) -> dict[str, np.ndarray]:
         """Per variant, (seeds, epochs) of one per-epoch history entry (`train_loss`, `test_acc`, …)."""
@@ -120,17 +173,50 @@ def run(p: Params) -> Result:
             data["test"] = load_cifar10("test", p.test_images or None, p.seed + 1)
         return data["train"], data["test"]
 
+    seeds = runtime.run_seeds(p.seed, p.seeds)
+    sweep, hits = {}, []
+    for d in sorted({p.depth, *p.depths}):
+        sweep[str(d)], h = _grid(p, d, p.variants, seeds, dev, datasets)
+        hits += h
+    return Result(variants=list(p.variants), seeds=seeds, depth=p.depth, epochs=p.epochs,
+                  train_images=p.train_images or 50_000, scale=p.scale, histories=sweep[str(p.depth)],
+                  from_cache=all(hits), sweep=sweep if p.depths else {}, batch_size=p.batch_size)
+
+
+def _grid(p: Params, depth: int, variants, seeds, dev, datasets):
+    """Every variant × seed at one depth, through the cache: the runs at `p.depth` are named
+    `<variant>-seed<s>`, those at another depth `d<depth>-<variant>-seed<s>`; the key is `p` at that
+    depth without the sweep (so a run does not depend on which other depths were swept)."""
+    q = p.with_(depth=depth, depths=())
+
     def train(variant: str, s: int, ckpt):
-        tc = vit_train.TrainConfig(epochs=p.epochs, batch=p.batch_size, lr=p.lr, augment=p.augment, seed=s,
-                                   sim_every=p.sim_every)
+        tc = vit_train.TrainConfig(epochs=p.epochs, batch=p.batch_size, lr=variant_lr(variant, p.lr),
+                                   augment=p.augment, seed=s, sim_every=p.sim_every)
         train_set, test_set = datasets()
-        return vit_train.run_variant(variant, p.depth, p.d_model, p.d_ff, p.n_heads, p.patch, p.tau,
+        return vit_train.run_variant(model_variant(variant), depth, p.d_model, p.d_ff, p.n_heads, p.patch, p.tau,
                                      p.deesc_place, tc, train_set, test_set, checkpoint=ckpt, device=dev,
                                      precision=p.precision, block=p.block)
 
-    histories, hits = results.variant_runs(p, p.variants, runtime.run_seeds(p.seed, p.seeds), train)
-    return Result(variants=list(p.variants), seeds=runtime.run_seeds(p.seed, p.seeds), depth=p.depth, epochs=p.epochs,
-                  train_images=p.train_images or 50_000, scale=p.scale, histories=histories, from_cache=all(hits))
+    return results.variant_runs(q, variants, seeds, train, prefix="" if depth == p.depth else f"d{depth}-")
 
 
-__all__ = ["Params", "Result", "run", "VARIANTS"]
+def run_one(p: Params, depth: int, variant: str, seed: int) -> tuple[dict, bool]:
+    """One run of the grid of `p` (a depth of `p.depth`/`p.depths`, a variant, a run seed), through
+    the same cache as `run`: (history, cache hit)."""
+    if depth not in {p.depth, *p.depths} or variant not in p.variants:
+        raise ValueError(f"depth {depth} / variant {variant!r} is not in this grid")
+    runtime.seed_everything(p.seed)
+    dev = runtime.choose_device(p.device)
+    data: dict[str, Any] = {}
+
+    def datasets():
+        if not data:
+            data["train"] = load_cifar10("train", p.train_images or None, p.seed)
+            data["test"] = load_cifar10("test", p.test_images or None, p.seed + 1)
+        return data["train"], data["test"]
+
+    hist, hits = _grid(p, depth, [variant], [seed], dev, datasets)
+    return hist[variant][0], hits[0]
+
+
+__all__ = ["Params", "Result", "run", "run_one", "VARIANTS", "MODEL_VARIANTS", "model_variant", "variant_lr"]

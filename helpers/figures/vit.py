@@ -24,15 +24,61 @@ def fig6(res: Result) -> plt.Figure:
 
 
 def tsim(res: Result) -> plt.Figure:
-    """t_sim of every block's input on a fixed test batch after each epoch, one panel per variant."""
+    """t_sim of every block's input on a fixed test batch after each epoch, one panel per variant; for
+    the de-escalated model also t_sim just before each de-escalation step (dashed, last epoch)."""
     common.set_theme()
     n = len(res.variants)
     fig, axes = plt.subplots(1, n, figsize=(max(10, 3.4 * n), 3.8), sharey=True, squeeze=False)
     for ax, v in zip(axes[0], res.variants, strict=True):
         common.layer_curves(ax, {f"epoch {e}": s for e, s in res.t_sim(v).items()}, ylabel="t_sim", title=v,
                             markers=False)
+        before = res.histories[v][0].get("t_sim_before_deescalation")
+        if before:
+            last = max(before, key=int)
+            ax.plot(np.arange(1, len(before[last]) + 1), before[last], ls="--", color="k", lw=1,
+                    label=f"before de-escalation, epoch {last}")
+            ax.legend(fontsize=7)
     fig.suptitle("t_sim per block (block 0 = patch embeddings + positions) along training")
     return common.figure("vit-tsim", fig)
+
+
+def sweep_figure(res: Result) -> plt.Figure:
+    """The depth sweep: final training loss and test accuracy against depth, per variant (mean ± 1 sd
+    over seeds, each seed a dot), at a fixed budget of optimiser steps."""
+    common.set_theme()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    pal = common.sns.color_palette()
+    for ax, key, label in zip(axes, ("train_loss", "test_acc"), ("final training loss", "final test accuracy"),
+                              strict=True):
+        for i, (v, a) in enumerate(res.sweep_final(key).items()):
+            d = np.asarray(res.depths, dtype=float) * (1 + 0.04 * (i - 1.5))          # dodge
+            ax.errorbar(d, a.mean(1), yerr=a.std(1, ddof=1) if a.shape[1] > 1 else None, color=pal[i], marker="o",
+                        ms=4, capsize=3, label=v)
+            ax.scatter(np.repeat(d, a.shape[1]), a.ravel(), color=pal[i], s=8, alpha=0.5)
+        ax.set_xscale("log")
+        ax.set_xticks(res.depths, [str(d) for d in res.depths])
+        ax.set_xlabel("depth (blocks)")
+        ax.set_ylabel(label)
+        ax.set_title(label)
+    axes[1].axhline(0.1, color="grey", lw=0.8, ls=":", label="chance")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Depth sweep — {res.steps:,} optimiser steps of batch {res.batch_size} per run, "
+                 f"{len(res.seeds)} seed(s) ({res.scale} scale)")
+    return common.figure("vit-sweep", fig)
+
+
+def sweep_difference(res: Result, a: str, b: str, depth: int, key: str = "train_loss") -> dict[str, float]:
+    """Final `key` of variant `a` minus variant `b` at `depth`, per run seed (the two runs of a seed share
+    the data order and augmentation), with the mean and a 95 % t-interval over seeds (NaN with one seed)."""
+    from scipy import stats
+
+    fin = res.sweep_final(key)
+    i = res.depths.index(depth)
+    diff = fin[a][i] - fin[b][i]
+    n = len(diff)
+    half = float(stats.t.ppf(0.975, n - 1) * diff.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+    m = float(diff.mean())
+    return {"mean": m, "lo": m - half, "hi": m + half, "n": n}
 
 
 def final_table(res: Result):
@@ -44,6 +90,8 @@ def publish(res: Result) -> None:
     """Draw and glue the figures, and glue every number the prose quotes (variants not run: NaN)."""
     fig6(res)
     tsim(res)
+    if res.sweep:
+        sweep_figure(res)
     train, test_acc, last = res.final("train_loss"), res.final("test_acc"), res.last_t_sim()
     values: dict[str, object] = {
         "epochs": res.epochs, "train-images": f"{res.train_images:,}", "seeds": len(res.seeds), "depth": res.depth,
@@ -53,7 +101,22 @@ def publish(res: Result) -> None:
         values[f"final-train-{v}"] = train.get(v, np.nan)
         values[f"final-acc-{v}"] = test_acc.get(v, np.nan)
         values[f"last-tsim-{v}"] = last.get(v, np.nan)
+    values["steps"] = f"{res.steps:,}"
+    values["depths"] = ", ".join(str(d) for d in res.depths)
+    if res.sweep:
+        for key, tag in (("train_loss", "train"), ("test_acc", "acc")):
+            fin = res.sweep_final(key)
+            for v in VARIANTS:
+                for i, d in enumerate(res.depths):
+                    values[f"sweep-{tag}-{v}-d{d}"] = float(fin[v][i].mean()) if v in fin else np.nan
+        deep = max(res.depths)
+        for a, b in (("de-escalated", "post-norm-full-lr"), ("de-escalated", "pre-norm"),
+                     ("post-norm-full-lr", "post-norm"), ("post-norm-full-lr", "pre-norm")):
+            if a in res.variants and b in res.variants:
+                dd = sweep_difference(res, a, b, deep)
+                values[f"diff-{a}-{b}"] = (f"{dd['mean']:+.3f} [{dd['lo']:+.3f}, {dd['hi']:+.3f}]"
+                                           if dd["n"] > 1 else f"{dd['mean']:+.3f}")
     common.publish("vit", values)
 
 
-__all__ = ["fig6", "tsim", "final_table", "publish"]
+__all__ = ["fig6", "tsim", "sweep_figure", "sweep_difference", "final_table", "publish"]
