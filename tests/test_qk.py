@@ -249,3 +249,36 @@ def test_multibert_ids_are_the_hubs():
     want = [f"google/multiberts-seed_0-step_{k}k" for k in [*range(0, 201, 20), *range(300, 2001, 100)]]
     assert ids == want and len(set(ids)) == 29
     assert "google/multiberts-seed_0-step_220k" not in ids and "google/multiberts-seed_0-step_250k" not in ids
+
+
+def test_export_book_model_loads_through_models_load(tmp_path, monkeypatch):
+    """The book's own MLM BERT, exported from the pretraining's best checkpoint, loads by name through
+    `models.load` (as the STS chapter's encoders do) and gives the same MLM logits as the checkpoint;
+    without an export, `models.load` says how to make one."""
+    import dataclasses
+    import json
+
+    from helpers.book import results
+    from helpers.experiments import qk
+    from helpers.hf import models
+    from helpers.train import mlm
+
+    monkeypatch.setattr(models, "book_model_dir", lambda name: tmp_path / name)
+    with pytest.raises(models.ModelUnavailable, match="export_book_model"):
+        models.load("book-mlm-bert")
+    p = qk.Params.resolve("ci")
+    out = qk.export_model(p)
+    info = json.loads((out / "BOOK_MODEL.json").read_text())
+    traj, _ = qk.run_seed(p, p.seed)
+    evals = {int(k): v for k, v in traj["eval_loss"].items()}
+    assert info["step"] == min(evals, key=evals.get) and info["held_out_mlm_nats"] == pytest.approx(evals[info["step"]])
+    loaded = models.load("book-mlm-bert")
+    assert loaded.trained and "not a released checkpoint" in loaded.description
+    pc = qk.pretrain_config(p, p.seed)
+    ckpt = results.checkpoint_dir("qk", {**dataclasses.asdict(pc), "precision": p.precision})
+    ref = mlm.load_step(pc, ckpt, info["step"], len(mlm.tokenizer()))
+    ids = loaded.tokenizer(["the cat sat on the mat ."], return_tensors="pt")
+    with torch.no_grad():
+        h = loaded.model(**ids).last_hidden_state
+        h_ref = ref.bert(**ids).last_hidden_state
+    assert torch.allclose(h, h_ref, atol=1e-5)

