@@ -59,3 +59,18 @@ def test_attention_sharpens(res):
 def test_result_round_trips_through_json(res):
     back = qk.Result.from_json(res.to_json())
     assert back.comparison == res.to_json()["comparison"] and back.stacked("cos").shape == res.stacked("cos").shape
+
+
+def test_the_centring_ablation_pretrains_a_centred_twin_of_every_seed(res):
+    """The causal test: every seed also pretrained with centred blocks, on the same steps; the twin is
+    its own run (other losses), and its summary sets plain beside centred."""
+    assert sorted(res.ablation) == sorted(res.runs)
+    for s in res.runs:
+        twin, plain = res.ablation[s], res.runs[s]
+        assert "block outputs centred" in twin["model"] and "centred" not in plain["model"]
+        assert list(twin["eval_loss"]) == list(plain["eval_loss"]) and twin["eval_loss"] != plain["eval_loss"]
+    a = res.ablation_summary
+    assert len(a["diff_eval_final"]) == len(res.seeds)
+    for name in ("plain", "centred"):
+        assert np.asarray(a[name]["eval"]).shape == (len(res.seeds), len(res.steps))
+        assert a[name]["eval_best"] <= a[name]["eval_final"]

@@ -282,3 +282,28 @@ def test_export_book_model_loads_through_models_load(tmp_path, monkeypatch):
         h = loaded.model(**ids).last_hidden_state
         h_ref = ref.bert(**ids).last_hidden_state
     assert torch.allclose(h, h_ref, atol=1e-5)
+
+
+def test_centred_model_mean_query_and_key_are_the_projection_biases():
+    """The ablation's premise: with every block output centred per sequence, the hidden states entering
+    layers 1, 2, … have zero mean over the real tokens, so the analysis's Q̄ and K̄ there are exactly
+    b_Q and b_K (layer 0 reads the uncentred embeddings); without centring they are not."""
+    from helpers.train import mlm
+
+    tok = mlm.tokenizer()
+    base = dict(layers=3, hidden=32, heads=2, intermediate=64, seq_len=16, batch=4, steps=1, checkpoint_steps=(0,))
+    ids = torch.randint(1000, 2000, (4, 12))
+    mask = torch.ones(4, 12, dtype=torch.long)
+    mask[1, 7:] = 0
+    for centre in (True, False):
+        torch.manual_seed(0)
+        model = mlm.new_mlm(mlm.PretrainConfig(centre=centre, **base), len(tok), attn_implementation="eager").eval()
+        for prm in model.parameters():                       # non-zero biases, so the property is not trivial
+            prm.data.add_(0.05 * torch.randn_like(prm))
+        st = hooks.step_statistics(model, ids, mask, svd_fraction=0.5, n_display=4)
+        for li, layer in enumerate(model.bert.encoder.layer):
+            bq = layer.attention.self.query.bias.detach().double().view(2, 16)
+            bk = layer.attention.self.key.bias.detach().double().view(2, 16)
+            close = (torch.allclose(st.q_mean[li], bq, atol=1e-5)
+                     and torch.allclose(st.k_sum[li] / st.count, bk, atol=1e-5))
+            assert close == (centre and li > 0), (centre, li)

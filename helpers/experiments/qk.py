@@ -67,6 +67,9 @@ class Params(ChapterParams):
     #: the causal test of issue 16: subtract every block output's token mean during pretraining (and
     #: analysis), so the hidden states cannot drift along a common direction (Q̄ = b_Q, K̄ = b_K)
     centre: bool = False
+    #: the centring ablation beside the plain runs: every seed is also pretrained with `centre=True`
+    #: (same data, steps and initialisation seed), and the chapter compares loss, entropy and alignment
+    ablation: bool = False
     resume_every: int = 100
     #: bf16 autocast for pretraining (≥ 2× faster here; tests/test_train.py checks it follows fp32);
     #: the committed book trajectories are fp32
@@ -77,7 +80,8 @@ class Params(ChapterParams):
     CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("resume_every", "threshold")
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(layers=2, d_model=128, n_heads=2, d_ff=512, seq_len=64, batch_size=8, lr=1e-3,
-                   steps=(0, 5, 15, 30, 60), n_samples=32, max_length=64, n_display=100, resume_every=30),
+                   steps=(0, 5, 15, 30, 60), n_samples=32, max_length=64, n_display=100, resume_every=30,
+                   ablation=True),
         "book": dict(precision="fp32"),
         "paper": dict(source="multiberts", seeds=5, steps=MULTIBERT_STEPS, n_samples=128),
     }
@@ -137,6 +141,9 @@ class Result(results.Result):
     runs: dict[str, dict] = field(default_factory=dict)
     comparison: dict = field(default_factory=dict)
     from_cache: bool = False
+    #: the centring ablation: the centred twin of every seed (same keys as `runs`) and `ablation_summary`
+    ablation: dict[str, dict] = field(default_factory=dict)
+    ablation_summary: dict = field(default_factory=dict)
 
     @property
     def first(self) -> dict:
@@ -222,6 +229,32 @@ def union_reading(run: dict) -> dict:
     return {"union_share_mean": float(share.mean()), "union_share_min": float(share.min()),
             "union_share_max": float(share.max()), "union_grow": int(grow.sum()), "union_heads": int(grow.size),
             "union_same_sign": int(same.sum()), "union_opposite_sign": int((~same).sum())}
+
+
+def ablation_summary(plain: dict, centred: dict, steps: Iterable[int]) -> dict:
+    """Plain against centred pretraining (seed by seed, both over all seeds): held-out MLM loss at the
+    last step, mean attention entropy over layers and heads (first, lowest, last step), the mean
+    |cos(Q̄, K̄)| at the last step, and per-seed differences centred − plain."""
+    steps = list(steps)
+    out: dict = {"steps": steps, "seeds": sorted(plain, key=int)}
+    for name, runs in (("plain", plain), ("centred", centred)):
+        ev = np.array([[float(r["eval_loss"][str(s)]) for s in steps] for r in runs.values()])       # (seeds, S)
+        ent = np.stack([np.asarray(r["entropy_layer"], dtype=float).mean(1) for r in runs.values()])  # (seeds, S)
+        cos = np.stack([np.abs(np.asarray(r["cos"], dtype=float)).mean((1, 2)) for r in runs.values()])
+        out[name] = {"eval": ev.tolist(), "entropy": ent.tolist(), "abs_cos": cos.tolist(),
+                     "eval_final": float(ev[:, -1].mean()), "eval_best": float(ev.min(1).mean()),
+                     "entropy_first": float(ent[:, 0].mean()), "entropy_lowest": float(ent.min(1).mean()),
+                     "entropy_final": float(ent[:, -1].mean()),
+                     "entropy_drop": float((ent[:, 0] - ent[:, -1]).mean()),
+                     "abs_cos_final": float(cos[:, -1].mean()),
+                     "entropy_final_layer": np.stack([np.asarray(r["entropy_layer"], dtype=float)[-1]
+                                                      for r in runs.values()]).mean(0).tolist()}
+    common = [k for k in plain if k in centred]
+    last = str(steps[-1])
+    out["diff_eval_final"] = [float(centred[k]["eval_loss"][last]) - float(plain[k]["eval_loss"][last])
+                              for k in common]
+    out["unigram_nats"] = next(iter(plain.values())).get("unigram_nats")
+    return out
 
 
 def pretrain_config(p: Params, seed: int) -> mlm.PretrainConfig:
@@ -310,7 +343,8 @@ def run_seed(p: Params, seed: int, device: Any = "cpu") -> tuple[dict, bool]:
     """One seed's trajectory through the committed-results cache: (trajectory, cache hit). Separate
     processes may run different seeds of the same Params (one single-threaded process per core)."""
     extra = dict(run_seed=seed, analysis_version=ANALYSIS_VERSION)
-    return results.cached(p, run_name(p, seed), lambda: trajectory(p, seed, device=device), drop=("seeds",), **extra)
+    return results.cached(p, run_name(p, seed), lambda: trajectory(p, seed, device=device),
+                          drop=("seeds", "ablation"), **extra)
 
 
 def export_model(p: Params, seed: int | None = None, step: int | None = None,
@@ -360,15 +394,22 @@ def run(p: Params) -> Result:
         runs[str(s)], hit = run_seed(p, s, device=dev)
         hits.append(hit)
     steps = list(p.steps)
+    centred: dict[str, dict] = {}
+    if p.ablation and p.source == "pretrain" and not p.centre:
+        q = p.with_(centre=True, ablation=False)
+        for s in seeds:
+            centred[str(s)], hit = run_seed(q, s, device=dev)
+            hits.append(hit)
     comparison = {**compare_runs(runs, steps, p.threshold), **union_reading(runs[str(seeds[0])])}
     what = ("MultiBERT (BERT-base)" if p.source == "multiberts" else
             f"our {p.layers}-layer {p.d_model}-wide MLM BERT ({max(steps)} steps)")
     return Result(source=p.source, what=what, steps=steps, seeds=seeds, shown=pick_steps(steps),
                   n_samples=p.n_samples, batch_size=p.batch_size, seq_len=p.seq_len, d_k=p.d_k,
-                  threshold=p.threshold, runs=runs, comparison=comparison, from_cache=all(hits))
+                  threshold=p.threshold, runs=runs, comparison=comparison, from_cache=all(hits), ablation=centred,
+                  ablation_summary=ablation_summary(runs, centred, steps) if centred else {})
 
 
 __all__ = ["Params", "Result", "run", "run_seed", "run_name", "export_model", "trajectory", "compare_runs",
            "union_reading",
-           "pretrain_config",
+           "ablation_summary", "pretrain_config",
            "ANALYSIS_VERSION", "MULTIBERT_STEPS"]

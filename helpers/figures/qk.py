@@ -76,6 +76,11 @@ def pretraining(res: Result) -> plt.Figure:
             ax.scatter(list(ev), list(ev.values()), s=14, marker="s", label=f"seed {s} (held-out, test split)")
     if res.source != "pretrain":
         ax.text(0.5, 0.5, "MultiBERT checkpoints: no pretraining run here", ha="center", transform=ax.transAxes)
+    uni = res.first.get("unigram_nats")
+    if uni:
+        ax.axhline(uni, color="grey", ls="--", lw=1, label=f"unigram predictor ({uni:.2f})")
+        ax.axhline(uni - TARGET_BELOW_UNIGRAM, color="grey", ls=":", lw=1,
+                   label=f"unigram − {TARGET_BELOW_UNIGRAM} nats")
     ax.set_xscale("symlog", linthresh=_symlog(res))
     ax.set_xlabel("step")
     ax.set_ylabel("MLM loss (nats)")
@@ -83,6 +88,51 @@ def pretraining(res: Result) -> plt.Figure:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
     return common.figure("qk-pretraining", fig)
+
+
+#: how far below the unigram predictor the held-out loss must go for "a model that has learned" (issue 16)
+TARGET_BELOW_UNIGRAM = 1.5
+
+
+def ablation_figure(res: Result) -> plt.Figure:
+    """The centring ablation: held-out MLM loss, mean attention entropy (over layers and heads) and mean
+    |cos(Q̄, K̄)| along pretraining, plain against centred blocks (mean over seeds, thin lines per seed)."""
+    common.set_theme()
+    a = res.ablation_summary
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.9))
+    pal = common.sns.color_palette()
+    labels = ("held-out MLM loss (nats)", "attention entropy (nats)", "mean |cos(Q̄, K̄)|")
+    for ax, key, label in zip(axes, ("eval", "entropy", "abs_cos"), labels, strict=True):
+        for i, name in enumerate(("plain", "centred")):
+            arr = np.asarray(a[name][key], dtype=float)
+            for row in arr:
+                ax.plot(res.steps, row, color=pal[i], lw=0.6, alpha=0.5)
+            ax.plot(res.steps, arr.mean(0), color=pal[i], marker="o", ms=3,
+                    label=f"{name} blocks" + (" (token mean removed)" if name == "centred" else ""))
+        ax.set_xscale("symlog", linthresh=_symlog(res))
+        ax.set_xlabel("step")
+        ax.set_title(label)
+    if a.get("unigram_nats"):
+        axes[0].axhline(a["unigram_nats"], color="grey", ls="--", lw=1, label="unigram predictor")
+    axes[1].axhline(np.log(tokens_per_sample(res)), color="grey", ls=":", lw=1, label="log(mean length)")
+    for ax in axes[:2]:
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Centring ablation — {len(a['seeds'])} seed(s), every block output's token mean removed during "
+                 "pretraining and analysis")
+    return common.figure("qk-ablation", fig)
+
+
+def ablation_numbers(res: Result) -> dict[str, object]:
+    """The ablation's glued numbers (NaN / 'not run' where the run has no ablation)."""
+    a = res.ablation_summary
+    out: dict[str, object] = {"abl-seeds": len(a.get("seeds", [])) or "no"}
+    for name in ("plain", "centred"):
+        for k in ("eval_final", "eval_best", "entropy_first", "entropy_lowest", "entropy_final", "entropy_drop",
+                  "abs_cos_final"):
+            out[f"abl-{name}-{k.replace('_', '-')}"] = float(a[name][k]) if a else np.nan
+    d = a.get("diff_eval_final", [])
+    out["abl-diff-eval"] = ", ".join(f"{x:+.2f}" for x in d) if d else "not run"
+    return out
 
 
 def fig11(res: Result) -> plt.Figure:
@@ -338,9 +388,13 @@ def publish(res: Result) -> None:
     """Draw and glue every figure and glue every number the prose quotes (`qk-<key>`)."""
     for draw in (pretraining, fig11, fig12, fig13, fig14, fig15, fig19_20, fig21_22, fig23):
         draw(res)
-    common.publish("qk", {k: (float(v) if isinstance(v, np.floating) else v) for k, v in numbers(res).items()})
+    if res.ablation_summary:
+        ablation_figure(res)
+    values = {**numbers(res), **ablation_numbers(res)}
+    common.publish("qk", {k: (float(v) if isinstance(v, np.floating) else v) for k, v in values.items()})
 
 
-__all__ = ["pretraining", "fig11", "fig12", "fig13", "fig14", "fig15", "fig19_20", "fig21_22", "fig23",
+__all__ = ["pretraining", "ablation_figure", "ablation_numbers",
+           "fig11", "fig12", "fig13", "fig14", "fig15", "fig19_20", "fig21_22", "fig23",
            "pretraining_table", "alignment_table", "entropy_table", "numbers", "publish", "scatter_panels",
            "mean_arrows"]
