@@ -108,6 +108,10 @@ class Result(results.Result):
     #: the depth sweep: {str(depth): {variant: [history per seed]}} for every depth run (`depth` included)
     sweep: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
     batch_size: int = 128
+    d_model: int = 192
+    n_heads: int = 8
+    d_ff: int = 384
+    test_images: int = 10_000        # effective number
 
     @property
     def steps(self) -> int:
@@ -122,6 +126,16 @@ class Result(results.Result):
         """Per variant, (depths, seeds) of the last epoch's `key` over the depth sweep."""
         return {v: np.array([[h[key][-1] for h in self.sweep[str(d)][v]] for d in self.depths], dtype=float)
                 for v in self.variants}
+
+    def before_t_sim(self) -> dict[str, float]:
+        """t_sim of the last block just before its de-escalation step, after training (first seed;
+        variants without de-escalation are left out)."""
+        out = {}
+        for v in self.variants:
+            b = self.histories[v][0].get("t_sim_before_deescalation")
+            if b:
+                out[v] = float(b[max(b, key=int)][-1])
+        return out
 
     def sweep_table(self, key: str = "train_loss"):
         """Final `key` per depth (rows) and variant (columns): mean ± sd over seeds, as text."""
@@ -180,7 +194,8 @@ def run(p: Params) -> Result:
         hits += h
     return Result(variants=list(p.variants), seeds=seeds, depth=p.depth, epochs=p.epochs,
                   train_images=p.train_images or 50_000, scale=p.scale, histories=sweep[str(p.depth)],
-                  from_cache=all(hits), sweep=sweep if p.depths else {}, batch_size=p.batch_size)
+                  from_cache=all(hits), sweep=sweep if p.depths else {}, batch_size=p.batch_size,
+                  d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, test_images=p.test_images or 10_000)
 
 
 def _grid(p: Params, depth: int, variants, seeds, dev, datasets):

@@ -81,6 +81,28 @@ def sweep_difference(res: Result, a: str, b: str, depth: int, key: str = "train_
     return {"mean": m, "lo": m - half, "hi": m + half, "n": n}
 
 
+def sweep_table(res: Result):
+    """The depth sweep as a table: per depth and variant, the final training loss and test accuracy
+    (mean ± sd over seeds) and the last block's output t_sim after training (first seed)."""
+    import pandas as pd
+
+    if not res.sweep:
+        return common.table(pd.DataFrame({"depth sweep": ["not run (set `depths`)"]}))
+    loss, acc = res.sweep_final("train_loss"), res.sweep_final("test_acc")
+    rows = []
+    for i, d in enumerate(res.depths):
+        for v in res.variants:
+            last = res.sweep[str(d)][v][0]["t_sim"]
+            rows.append({"depth": d, "variant": v, "lr": res.sweep[str(d)][v][0]["lr"],
+                         "final train loss": _pm(loss[v][i]), "final test acc": _pm(acc[v][i]),
+                         "last-block t_sim": last[max(last, key=int)][-1]})
+    return common.table(pd.DataFrame(rows), digits=3)
+
+
+def _pm(a: np.ndarray) -> str:
+    return f"{a.mean():.3f} ± {a.std(ddof=1):.3f}" if len(a) > 1 else f"{a.mean():.3f}"
+
+
 def final_table(res: Result):
     """The final numbers per variant (mean over seeds), formatted for reading (lr as 5.00e-05)."""
     return common.table(res.table(), digits=3)
@@ -102,6 +124,9 @@ def publish(res: Result) -> None:
         values[f"final-acc-{v}"] = test_acc.get(v, np.nan)
         values[f"last-tsim-{v}"] = last.get(v, np.nan)
     values["steps"] = f"{res.steps:,}"
+    values.update({"batch": res.batch_size, "width": res.d_model, "heads": res.n_heads, "ffn": res.d_ff,
+                   "test-images": f"{res.test_images:,}",
+                   "before-tsim-de-escalated": res.before_t_sim().get("de-escalated", np.nan)})
     values["depths"] = ", ".join(str(d) for d in res.depths)
     if res.sweep:
         for key, tag in (("train_loss", "train"), ("test_acc", "acc")):
@@ -119,4 +144,4 @@ def publish(res: Result) -> None:
     common.publish("vit", values)
 
 
-__all__ = ["fig6", "tsim", "sweep_figure", "sweep_difference", "final_table", "publish"]
+__all__ = ["fig6", "tsim", "sweep_figure", "sweep_table", "sweep_difference", "final_table", "publish"]
