@@ -172,3 +172,24 @@ def test_sweep_difference_interval_covers_a_planted_shift():
     assert d["n"] == 8 and d["lo"] < -0.3 < d["hi"] and d["hi"] - d["lo"] < 0.05
     back = Result.from_json(r.to_json())
     assert back.depths == [6] and back.sweep_table().shape == (1, 2)
+
+
+def test_compare_text_reads_the_interval():
+    """The chapter's verdict sentences follow the seed-paired interval: lower / higher when it excludes
+    0, 'no difference detected' when it covers 0."""
+    from helpers.experiments.vit import Result
+    from helpers.figures.vit import compare_text, sweep_verdicts
+
+    def hist(loss):
+        return {"epoch": [1], "train_loss": [loss], "train_acc": [0.1], "test_loss": [2.0], "test_acc": [0.1],
+                "t_sim": {"1": [0.1]}, "lr": 1e-4, "wall_time_s": 1.0}
+    b = [2.0, 2.1, 1.9, 2.05]
+    small, large = (0.01, -0.01, 0.02, -0.02), (0.3, -0.3, 0.2, -0.2)
+    sweep = {"80": {"a": [hist(x - 0.5 + e) for x, e in zip(b, small, strict=True)], "b": [hist(x) for x in b],
+                    "c": [hist(x + e) for x, e in zip(b, large, strict=True)]}}
+    r = Result(variants=["a", "b", "c"], seeds=[0, 1, 2, 3], depth=80, epochs=1, train_images=10, scale="ci",
+               histories=sweep["80"], sweep=sweep)
+    assert "a ends **lower** than b" in compare_text(r, "a", "b", 80)
+    assert "b ends **higher** than a" in compare_text(r, "b", "a", 80)
+    assert compare_text(r, "c", "b", 80).startswith("no difference detected")
+    assert len(sweep_verdicts(r)) == 3                                     # one depth line per variant

@@ -36,8 +36,8 @@ class Params(ChapterParams):
     """Yan et al. §5.1, App. B-C: SoftDecay on unsupervised STS (Table 1, Table 4, Figures 3, 4, 6-8).
 
     `extra_models` are run on `extra_max_pairs` pairs per set with `extra_pooling`: the anisotropic
-    encoders of the mechanism test (SmolLM2-135M-Instruct; the hook for the book's own MLM BERT is to
-    add its `helpers.hf.models.load` name here)."""
+    encoders of the mechanism test (SmolLM2-135M-Instruct; the `book` preset adds `book-mlm-bert`, the
+    book's own MLM BERT, which loads once `scripts/export_book_model.py` has exported it)."""
 
     models: tuple[str, ...] = ("all-MiniLM-L6-v2",)
     datasets: tuple[Literal["STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R"], ...] = STS_DATASETS
@@ -62,7 +62,8 @@ class Params(ChapterParams):
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(max_pairs=150, lsds_points=300, tsne_pairs=40, alphas=(-0.2, -0.6, -1.0), bootstrap=200,
                    extra_models=(), plant_sizes=(0.0, 1.0, 4.0), cdf_pairs=100, source="auto"),
-        "book": dict(),
+        # the book's own MLM BERT (the queries-and-keys chapter's pretraining, scripts/export_book_model.py)
+        "book": dict(extra_models=("SmolLM2-135M-Instruct", "book-mlm-bert")),
         "paper": dict(models=("bert-base-cased", "distilbert-base-uncased", "albert-base-v2", "roberta-base"),
                       extra_models=(), source="hub"),
     }

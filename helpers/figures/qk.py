@@ -354,6 +354,12 @@ def numbers(res: Result) -> dict[str, object]:
         "pretrain-seconds": ", ".join(f"{w:.0f} s" for w in walls if w is not None) or "none (no pretraining)",
         "eval-first": float(pre.iloc[:, 3].mean()), "eval-final": float(pre.iloc[:, 4].mean()),
         "uniform-loss": UNIFORM_MLM_LOSS,
+        "unigram": float(R.get("unigram_nats") or np.nan),
+        "below-unigram": float(R.get("unigram_nats") or np.nan) - float(pre.iloc[:, 4].mean()),
+        "target-below": TARGET_BELOW_UNIGRAM,
+        "corpus": ("the mixed corpus (WikiText-103 validation and test text minus the analysis and held-out "
+                   "paragraphs, plus the mirror's GLUE and STS sentences)" if R.get("unigram_nats") else
+                   "the WikiText-103 validation split"),
         "share-mean": c["union_share_mean"], "share-min": c["union_share_min"], "share-max": c["union_share_max"],
         "grow": c["union_grow"], "heads-per-seed": c["union_heads"], "same-sign": c["union_same_sign"],
         "opposite-sign": c["union_opposite_sign"],

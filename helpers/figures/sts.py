@@ -269,11 +269,11 @@ def extras_table(res: Result):
     return common.table(pd.DataFrame(rows), digits=3)
 
 
-def extras_intervals(res: Result):
-    """Per set, the first anisotropic encoder's differences from its raw model (paper protocol)."""
-    if not res.extras:
-        return Markdown("*No anisotropic encoder was run at this scale.*")
-    return intervals_table(res, "subset-mean", next(iter(res.extras)))
+def extras_intervals(res: Result, model: str | None = None):
+    """Per set, an anisotropic encoder's differences from its raw model (paper protocol); default the first."""
+    if not res.extras or (model is not None and model not in res.extras):
+        return Markdown(f"*{model or 'No anisotropic encoder'} was not run at this scale.*")
+    return intervals_table(res, "subset-mean", model or next(iter(res.extras)))
 
 
 def _tsne_axes(axes, panels: dict, with_titles: bool = True) -> None:
@@ -348,26 +348,36 @@ def encoder_table(res: Result):
     return common.table(pd.DataFrame(d["cosine"], index=d["labels"], columns=d["labels"]), index=True)
 
 
+#: the book's own MLM BERT among the anisotropic encoders (glued as `bert-*` when it was run)
+BOOK_BERT = "book-mlm-bert"
+
+
 def _extra_values(res: Result) -> dict[str, object]:
-    """`smol-*`: the first anisotropic encoder's numbers (NaN when none was run, so every role resolves)."""
-    e = next(iter(res.extras), None)
+    """`smol-*`: the first anisotropic encoder's numbers; `bert-*`: the book's own MLM BERT's (NaN when
+    one was not run, so every role resolves)."""
+    first = next((e for e in res.extras if e != BOOK_BERT), None)
+    return {**_encoder_values(res, first, "smol"),
+            **_encoder_values(res, BOOK_BERT if BOOK_BERT in res.extras else None, "bert")}
+
+
+def _encoder_values(res: Result, e: str | None, tag: str) -> dict[str, object]:
     run = res.extras.get(e, {}) if e else {}
     nan = float("nan")
-    out: dict[str, object] = {"smol-name": Markdown(f"**{e}**" if e else "*(not run at this scale)*")}
+    out: dict[str, object] = {f"{tag}-name": Markdown(f"**{e}**" if e else "*(not run at this scale)*")}
     for prot in PROTOCOLS:
         avg = res.averages.get(e, {}).get(prot, {}) if e else {}
-        out.update({f"smol-avg-{_PROT[prot]}-{_KEYS[k]}": avg.get(k, nan) for k in METHODS})
+        out.update({f"{tag}-avg-{_PROT[prot]}-{_KEYS[k]}": avg.get(k, nan) for k in METHODS})
     ci = run.get("avg_ci", {}).get("subset-mean", {})
     for k in METHODS[1:]:
         d, lo, hi = ci.get(k, (nan, nan, nan))
-        out.update({f"smol-d-{_KEYS[k]}": d, f"smol-lo-{_KEYS[k]}": lo, f"smol-hi-{_KEYS[k]}": hi})
+        out.update({f"{tag}-d-{_KEYS[k]}": d, f"{tag}-lo-{_KEYS[k]}": lo, f"{tag}-hi-{_KEYS[k]}": hi})
     t4 = run.get("table4", {})
-    out["smol-ev1"] = float(np.mean([t["vanilla"]["EV1"] for t in t4.values()])) if t4 else nan
-    out["smol-ev1-sd"] = float(np.mean([t["SoftDecay"]["EV1"] for t in t4.values()])) if t4 else nan
-    out["smol-pairs"] = int(sum(run.get("pairs", {}).values()))
+    out[f"{tag}-ev1"] = float(np.mean([t["vanilla"]["EV1"] for t in t4.values()])) if t4 else nan
+    out[f"{tag}-ev1-sd"] = float(np.mean([t["SoftDecay"]["EV1"] for t in t4.values()])) if t4 else nan
+    out[f"{tag}-pairs"] = int(sum(run.get("pairs", {}).values()))
     flips = (run.get("cdf") or {}).get("flips", [])
-    out["smol-flips-first"] = flips[0] if flips else nan
-    out["smol-flips-last"] = flips[-1] if flips else nan
+    out[f"{tag}-flips-first"] = flips[0] if flips else nan
+    out[f"{tag}-flips-last"] = flips[-1] if flips else nan
     return out
 
 

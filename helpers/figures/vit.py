@@ -103,6 +103,43 @@ def _pm(a: np.ndarray) -> str:
     return f"{a.mean():.3f} ± {a.std(ddof=1):.3f}" if len(a) > 1 else f"{a.mean():.3f}"
 
 
+def compare_text(res: Result, a: str, b: str, depth: int, key: str = "train_loss") -> str:
+    """One comparison read off the seeds: 'a ends lower/higher than b (Δ, 95 % interval)' when the
+    t-interval excludes 0, 'no difference detected' when it does not, the bare difference with one seed."""
+    d = sweep_difference(res, a, b, depth, key)
+    what = "training loss" if key == "train_loss" else key.replace("_", " ")
+    if d["n"] < 2:
+        return f"{a} − {b}: {d['mean']:+.3f} in final {what} at depth {depth} (one seed: no interval)"
+    iv = f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
+    if d["hi"] < 0:
+        return f"{a} ends **lower** than {b} in {what} at depth {depth} ({iv})"
+    if d["lo"] > 0:
+        return f"{a} ends **higher** than {b} in {what} at depth {depth} ({iv})"
+    return f"no difference detected between {a} and {b} in {what} at depth {depth} ({iv} includes 0)"
+
+
+def depth_text(res: Result, variant: str, key: str = "train_loss") -> str:
+    """How a variant's final training loss moves from the shallowest to the deepest depth of the sweep."""
+    fin = res.sweep_final(key)[variant]
+    lo, hi = fin[0], fin[-1]
+    return (f"{variant}: {lo.mean():.3f} at depth {res.depths[0]} → {hi.mean():.3f} at depth {res.depths[-1]} "
+            f"({'worse' if hi.mean() > lo.mean() else 'better'} with depth)")
+
+
+def sweep_verdicts(res: Result) -> list[str]:
+    """The sweep's readings, each computed from the runs: the de-escalated model against both post-norm
+    runs and pre-norm at the deepest depth, the learning-rate effect on post-norm, and each variant's
+    final training loss from the shallowest to the deepest depth."""
+    if not res.sweep:
+        return []
+    deep = max(res.depths)
+    pairs = [("de-escalated", "post-norm"), ("de-escalated", "post-norm-full-lr"), ("de-escalated", "pre-norm"),
+             ("post-norm-full-lr", "post-norm"), ("pre-norm", "post-norm-full-lr")]
+    out = [compare_text(res, a, b, deep) for a, b in pairs if a in res.variants and b in res.variants]
+    out += [depth_text(res, v) for v in res.variants]
+    return out
+
+
 def final_table(res: Result):
     """The final numbers per variant (mean over seeds), formatted for reading (lr as 5.00e-05)."""
     return common.table(res.table(), digits=3)
@@ -134,6 +171,9 @@ def publish(res: Result) -> None:
             for v in VARIANTS:
                 for i, d in enumerate(res.depths):
                     values[f"sweep-{tag}-{v}-d{d}"] = float(fin[v][i].mean()) if v in fin else np.nan
+        from IPython.display import Markdown
+
+        values["verdicts"] = Markdown("; ".join(sweep_verdicts(res)) + ".")
         deep = max(res.depths)
         for a, b in (("de-escalated", "post-norm-full-lr"), ("de-escalated", "pre-norm"),
                      ("post-norm-full-lr", "post-norm"), ("post-norm-full-lr", "pre-norm")):
@@ -144,4 +184,5 @@ def publish(res: Result) -> None:
     common.publish("vit", values)
 
 
-__all__ = ["fig6", "tsim", "sweep_figure", "sweep_table", "sweep_difference", "final_table", "publish"]
+__all__ = ["fig6", "tsim", "sweep_figure", "sweep_table", "sweep_difference", "sweep_verdicts", "compare_text",
+           "final_table", "publish"]
