@@ -132,6 +132,11 @@ def ablation_numbers(res: Result) -> dict[str, object]:
             out[f"abl-{name}-{k.replace('_', '-')}"] = float(a[name][k]) if a else np.nan
     d = a.get("diff_eval_final", [])
     out["abl-diff-eval"] = ", ".join(f"{x:+.2f}" for x in d) if d else "not run"
+    out["abl-entropy-layers"] = "; ".join(
+        f"layer {li}: {p:.2f} plain, {c:.2f} centred" for li, (p, c) in enumerate(zip(
+            a["plain"]["entropy_final_layer"], a["centred"]["entropy_final_layer"], strict=True))) if a else "not run"
+    out["abl-below-unigram"] = (float(a["unigram_nats"]) - float(a["centred"]["eval_final"])
+                                if a and a.get("unigram_nats") else np.nan)
     return out
 
 
@@ -353,6 +358,11 @@ def numbers(res: Result) -> dict[str, object]:
         "available-mtokens": available / 1e6,
         "pretrain-seconds": ", ".join(f"{w:.0f} s" for w in walls if w is not None) or "none (no pretraining)",
         "eval-first": float(pre.iloc[:, 3].mean()), "eval-final": float(pre.iloc[:, 4].mean()),
+        "train-final": float(pre.iloc[:, 2].mean()),
+        "seed-spread": (f"The spread across seeds at the last step is {c['concat_spread']:.2f} on average (sd over "
+                        f"seeds); the sign is the same for every seed in {c['concat_same_sign_layers']} of "
+                        f"{res.n_layers} layers." if len(res.seeds) > 1 else
+                        "With one seed so far there is no spread across seeds to measure."),
         "uniform-loss": UNIFORM_MLM_LOSS,
         "unigram": float(R.get("unigram_nats") or np.nan),
         "below-unigram": float(R.get("unigram_nats") or np.nan) - float(pre.iloc[:, 4].mean()),
