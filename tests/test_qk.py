@@ -198,7 +198,8 @@ def test_cache_key_separates_run_seeds_and_ignores_resume_points():
     assert p.with_(n_samples=64).cache_key(drop=("seeds",), run_seed=0,
                                            analysis_version=experiment.ANALYSIS_VERSION) != k0
     pc = experiment.pretrain_config(p, 1)
-    assert pc.seed == 1 and pc.hidden == p.d_model and pc.checkpoint_steps == p.steps and pc.steps == max(p.steps) == 15000
+    assert pc.seed == 1 and pc.hidden == p.d_model and pc.checkpoint_steps == p.steps
+    assert pc.steps == max(p.steps) == 15000
 
 
 def test_compare_runs_reads_planted_trajectories():
