@@ -51,3 +51,24 @@ def test_de_escalation_keeps_t_sim_at_zero(res):
     """Eq. (21) with tau = 1 removes the column mean after every block: t_sim = 0 by construction."""
     s = res.t_sim("de-escalated")[res.epochs]
     assert np.all(s[1:] < 1e-6) and res.last_t_sim()["de-escalated"] < 1e-6 < res.last_t_sim()["post-norm"]
+
+
+def test_book_sweep_prose_on_the_committed_runs():
+    """What the chapter says of the committed book sweep (read from the cache, seconds): at depth 80 the
+    pre-norm model ends clearly below both post-norm runs and the de-escalated one (every seed), while at
+    the shallowest depth every variant trains (final training loss well below chance, ln 10 = 2.30)."""
+    from helpers.book.runtime import REPO_ROOT
+
+    p = vit.Params.resolve("book")
+    folder = REPO_ROOT / "results" / "vit" / "book"
+    n = len(list(folder.glob("*.json")))
+    if n < len(p.variants) * p.seeds * (1 + len(p.depths)):
+        pytest.skip("book sweep not all committed")
+    r = vit.run(p)
+    assert r.from_cache and r.depths == [*sorted(p.depths), p.depth]
+    fin = r.sweep_final("train_loss")
+    deep, shallow = r.depths.index(80), 0
+    for v in ("post-norm", "post-norm-full-lr", "de-escalated"):
+        assert np.all(fin["pre-norm"][deep] < fin[v][deep] - 0.1), v
+    for v in r.variants:
+        assert fin[v][shallow].mean() < np.log(10) - 0.2, v

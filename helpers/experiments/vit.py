@@ -180,13 +180,7 @@ def run(p: Params) -> Result:
     """Train (or read back) every variant for every seed of `p`."""
     runtime.seed_everything(p.seed)
     dev = runtime.choose_device(p.device)
-    data: dict[str, Any] = {}
-
-    def datasets():
-        if not data:
-            data["train"] = load_cifar10("train", p.train_images or None, p.seed)
-            data["test"] = load_cifar10("test", p.test_images or None, p.seed + 1)
-        return data["train"], data["test"]
+    datasets = _lazy_datasets(p)
 
     seeds = runtime.run_seeds(p.seed, p.seeds)
     sweep, hits = {}, []
@@ -197,6 +191,19 @@ def run(p: Params) -> Result:
                   train_images=p.train_images or 50_000, scale=p.scale, histories=sweep[str(p.depth)],
                   from_cache=all(hits), sweep=sweep if p.depths else {}, batch_size=p.batch_size,
                   d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, test_images=p.test_images or 10_000)
+
+
+def _lazy_datasets(p: Params):
+    """A function returning (train, test) CIFAR-10 of `p`, read from the mirror on the first call only
+    (a grid whose runs are all cached never reads the images)."""
+    data: dict[str, Any] = {}
+
+    def datasets():
+        if not data:
+            data["train"] = load_cifar10("train", p.train_images or None, p.seed)
+            data["test"] = load_cifar10("test", p.test_images or None, p.seed + 1)
+        return data["train"], data["test"]
+    return datasets
 
 
 def _grid(p: Params, depth: int, variants, seeds, dev, datasets):
@@ -223,13 +230,7 @@ def run_one(p: Params, depth: int, variant: str, seed: int) -> tuple[dict, bool]
         raise ValueError(f"depth {depth} / variant {variant!r} is not in this grid")
     runtime.seed_everything(p.seed)
     dev = runtime.choose_device(p.device)
-    data: dict[str, Any] = {}
-
-    def datasets():
-        if not data:
-            data["train"] = load_cifar10("train", p.train_images or None, p.seed)
-            data["test"] = load_cifar10("test", p.test_images or None, p.seed + 1)
-        return data["train"], data["test"]
+    datasets = _lazy_datasets(p)
 
     hist, hits = _grid(p, depth, [variant], [seed], dev, datasets)
     return hist[variant][0], hits[0]
