@@ -135,8 +135,9 @@ def ablation_numbers(res: Result) -> dict[str, object]:
     out["abl-entropy-layers"] = "; ".join(
         f"layer {li}: {p:.2f} plain, {c:.2f} centred" for li, (p, c) in enumerate(zip(
             a["plain"]["entropy_final_layer"], a["centred"]["entropy_final_layer"], strict=True))) if a else "not run"
-    out["abl-below-unigram"] = (float(a["unigram_nats"]) - float(a["centred"]["eval_final"])
-                                if a and a.get("unigram_nats") else np.nan)
+    gap = float(a["unigram_nats"]) - float(a["centred"]["eval_final"]) if a and a.get("unigram_nats") else np.nan
+    out["abl-vs-unigram"] = (f"{abs(gap):.2f} nats {'below' if gap > 0 else 'above'}" if np.isfinite(gap)
+                             else "(no unigram baseline)")
     return out
 
 

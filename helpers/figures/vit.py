@@ -56,6 +56,7 @@ def sweep_figure(res: Result) -> plt.Figure:
                         ms=4, capsize=3, label=v)
             ax.scatter(np.repeat(d, a.shape[1]), a.ravel(), color=pal[i], s=8, alpha=0.5)
         ax.set_xscale("log")
+        ax.minorticks_off()
         ax.set_xticks(res.depths, [str(d) for d in res.depths])
         ax.set_xlabel("depth (blocks)")
         ax.set_ylabel(label)
