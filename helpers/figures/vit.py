@@ -172,6 +172,10 @@ def publish(res: Result) -> None:
             for v in VARIANTS:
                 for i, d in enumerate(res.depths):
                     values[f"sweep-{tag}-{v}-d{d}"] = float(fin[v][i].mean()) if v in fin else np.nan
+                # the shallowest and the deepest depth, whatever they are (the prose reads these)
+                values[f"sweep-{tag}-{v}-shallow"] = float(fin[v][0].mean()) if v in fin else np.nan
+                values[f"sweep-{tag}-{v}-deep"] = float(fin[v][-1].mean()) if v in fin else np.nan
+        values["shallow"] = res.depths[0]
         from IPython.display import Markdown
 
         values["verdicts"] = Markdown("; ".join(sweep_verdicts(res)) + ".")
