@@ -171,7 +171,7 @@ def test_sweep_difference_interval_covers_a_planted_shift():
     d = sweep_difference(r, "a", "b", 6)
     assert d["n"] == 8 and d["lo"] < -0.3 < d["hi"] and d["hi"] - d["lo"] < 0.05
     back = Result.from_json(r.to_json())
-    assert back.depths == [6] and back.sweep_table().shape == (1, 2)
+    assert back.depths == [6] and {k: v.shape for k, v in back.sweep_final().items()} == {"a": (1, 8), "b": (1, 8)}
 
 
 def test_compare_text_reads_the_interval():

@@ -138,16 +138,6 @@ class Result(results.Result):
                 out[v] = float(b[max(b, key=int)][-1])
         return out
 
-    def sweep_table(self, key: str = "train_loss"):
-        """Final `key` per depth (rows) and variant (columns): mean ± sd over seeds, as text."""
-        import pandas as pd
-
-        fin = self.sweep_final(key)
-        return pd.DataFrame({v: [f"{m:.3f} ± {sd:.3f}" if len(row) > 1 else f"{m:.3f}"
-                                 for row, m, sd in zip(a, a.mean(1), a.std(1, ddof=1) if a.shape[1] > 1 else a[:, 0],
-                                                       strict=True)]
-                             for v, a in fin.items()}, index=pd.Index(self.depths, name="depth"))
-
     def curves(self, key: str) -> dict[str, np.ndarray]:
         """Per variant, (seeds, epochs) of one per-epoch history entry (`train_loss`, `test_acc`, …)."""
         return {v: np.array([h[key] for h in self.histories[v]], dtype=float) for v in self.variants}
