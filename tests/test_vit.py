@@ -193,3 +193,24 @@ def test_compare_text_reads_the_interval():
     assert "b ends **higher** than a" in compare_text(r, "b", "a", 80)
     assert compare_text(r, "c", "b", 80).startswith("no difference detected")
     assert len(sweep_verdicts(r)) == 3                                     # one depth line per variant
+
+
+def test_fails_from_is_the_shallowest_depth_of_an_unbroken_run_of_clear_gaps():
+    """fails_from: the shallowest depth from which the variant ends clearly worse (interval above 0) at
+    every deeper depth; a clear gap at a shallow depth followed by none does not count."""
+    from helpers.experiments.vit import Result
+    from helpers.figures.vit import fails_from, gap_text
+
+    def hist(loss):
+        return {"epoch": [1], "train_loss": [loss], "train_acc": [0.1], "test_loss": [2.0], "test_acc": [0.1],
+                "t_sim": {"1": [0.1]}, "lr": 1e-4, "wall_time_s": 1.0}
+    b = [2.0, 2.1, 1.9]
+    jitter = (0.01, -0.01, 0.0)
+    gaps = {6: 0.3, 12: 0.0, 24: 0.2, 48: 0.3, 80: 0.4}            # clear at 6, none at 12, clear from 24 on
+    sweep = {str(d): {"x": [hist(x + g + e) for x, e in zip(b, jitter, strict=True)], "pre-norm": [hist(x) for x in b]}
+             for d, g in gaps.items()}
+    r = Result(variants=["x", "pre-norm"], seeds=[0, 1, 2], depth=80, epochs=1, train_images=10, scale="ci",
+               histories=sweep["80"], sweep=sweep)
+    assert fails_from(r, "x") == 24
+    assert fails_from(r, "pre-norm", "x") is None
+    assert gap_text(r, "x").startswith("6: +0.300 [")

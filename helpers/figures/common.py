@@ -65,6 +65,11 @@ def fmt_number(v: object, digits: int = 3) -> str:
     return f"{v:.{digits}f}"
 
 
+def mean_sd(mean: float, sd: float, digits: int = 3) -> str:
+    """`mean ± sd` as the book's tables print it; the mean alone when sd is not finite (one seed)."""
+    return f"{mean:.{digits}f} ± {sd:.{digits}f}" if np.isfinite(sd) else f"{mean:.{digits}f}"
+
+
 def table(df: pd.DataFrame, digits: int = 3, index: bool = False):
     """A DataFrame styled for reading (`fmt_number` on every cell), without its index unless asked."""
     sty = df.style.format(lambda v: fmt_number(v, digits))

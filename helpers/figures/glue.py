@@ -28,8 +28,7 @@ def format_pm(table: pd.DataFrame) -> pd.DataFrame:
     out = table[["model", "task", "metric"]].copy()
     variants = [c for c in table.columns if f"{c} sd" in table.columns]
     for v in variants:
-        out[v] = [f"{m:.2f} ± {s:.2f}" if np.isfinite(s) else f"{m:.2f}"
-                  for m, s in zip(table[v], table[f"{v} sd"].astype(float), strict=True)]
+        out[v] = [common.mean_sd(m, s, 2) for m, s in zip(table[v], table[f"{v} sd"].astype(float), strict=True)]
         if f"{v} Δ%" in table.columns:
             out[f"{v} Δ%"] = table[f"{v} Δ%"].map(lambda x: f"{x:+.2f}")
     if "paper model" in table.columns:
@@ -176,6 +175,11 @@ def _verdicts(paired: pd.DataFrame, first: pd.DataFrame, prefix: str) -> str:
     return "; ".join(out) or "not run"
 
 
+def _first_seeds(seeds: pd.Series) -> str:
+    n = int(seeds.max()) if len(seeds) else 0
+    return "no seed (not run)" if n == 0 else "the first comparison seed" if n == 1 else f"the first {n} comparison seeds"
+
+
 def publish(res: Result) -> None:
     """Glue the figures and every number the prose quotes (`glue-*`)."""
     from IPython.display import Markdown
@@ -199,6 +203,7 @@ def publish(res: Result) -> None:
         "gain-max-task": Markdown(str(gains.loc[gains["gain %"].idxmax(), "task"])),
         "softdecay-verdicts": Markdown(_verdicts(paired, first, "softdecay")),
         "expdecay-verdicts": Markdown(_verdicts(paired, first, "expdecay")),
+        "expdecay-seeds": Markdown(_first_seeds(paired.loc[paired.variant.str.startswith("expdecay"), "seeds"])),
         "comparisons": len(paired), "higher": int((paired.verdict == "higher").sum()),
         "lower": int((paired.verdict == "lower").sum()),
         "clear-min": float(clears.min()), "clear-min-task": Markdown(str(first.task.iloc[int(np.argmin(clears))])),

@@ -101,7 +101,7 @@ def sweep_table(res: Result):
 
 
 def _pm(a: np.ndarray) -> str:
-    return f"{a.mean():.3f} ± {a.std(ddof=1):.3f}" if len(a) > 1 else f"{a.mean():.3f}"
+    return common.mean_sd(a.mean(), a.std(ddof=1) if len(a) > 1 else float("nan"))
 
 
 def compare_text(res: Result, a: str, b: str, depth: int, key: str = "train_loss") -> str:
@@ -125,6 +125,29 @@ def depth_text(res: Result, variant: str, key: str = "train_loss") -> str:
     lo, hi = fin[0], fin[-1]
     return (f"{variant}: {lo.mean():.3f} at depth {res.depths[0]} → {hi.mean():.3f} at depth {res.depths[-1]} "
             f"({'worse' if hi.mean() > lo.mean() else 'better'} with depth)")
+
+
+def gap_by_depth(res: Result, variant: str, ref: str = "pre-norm", key: str = "train_loss") -> list[dict]:
+    """`variant` − `ref` in final `key` at every depth of the sweep (seed-paired mean, 95 % t-interval)."""
+    return [{"depth": d, **sweep_difference(res, variant, ref, d, key)} for d in res.depths]
+
+
+def fails_from(res: Result, variant: str, ref: str = "pre-norm", key: str = "train_loss") -> int | None:
+    """The shallowest depth from which `variant` ends worse than `ref` (interval above 0) at that depth
+    and at every deeper depth of the sweep; None if it does not at the deepest."""
+    worse = [g["n"] > 1 and g["lo"] > 0 for g in gap_by_depth(res, variant, ref, key)]
+    if not worse or not worse[-1]:
+        return None
+    i = len(worse) - 1
+    while i > 0 and worse[i - 1]:
+        i -= 1
+    return res.depths[i]
+
+
+def gap_text(res: Result, variant: str, ref: str = "pre-norm") -> str:
+    """'6: +0.056 [+0.03, +0.08], 12: …' — the per-depth gap in final training loss to `ref`."""
+    return ", ".join(f"{g['depth']}: {g['mean']:+.3f}" + (f" [{g['lo']:+.3f}, {g['hi']:+.3f}]" if g["n"] > 1 else "")
+                     for g in gap_by_depth(res, variant, ref))
 
 
 def sweep_verdicts(res: Result) -> list[str]:
@@ -179,6 +202,11 @@ def publish(res: Result) -> None:
         from IPython.display import Markdown
 
         values["verdicts"] = Markdown("; ".join(sweep_verdicts(res)) + ".")
+        for v in ("post-norm", "post-norm-full-lr", "de-escalated"):
+            if v in res.variants and "pre-norm" in res.variants:
+                values[f"gap-{v}"] = Markdown(gap_text(res, v))
+                first = fails_from(res, v)
+                values[f"fails-from-{v}"] = Markdown(f"depth {first}" if first else "no depth of the sweep")
         deep = max(res.depths)
         for a, b in (("de-escalated", "post-norm-full-lr"), ("de-escalated", "pre-norm"),
                      ("post-norm-full-lr", "post-norm"), ("post-norm-full-lr", "pre-norm")):
@@ -190,4 +218,5 @@ def publish(res: Result) -> None:
 
 
 __all__ = ["fig6", "tsim", "sweep_figure", "sweep_table", "sweep_difference", "sweep_verdicts", "compare_text",
+           "gap_by_depth", "fails_from", "gap_text",
            "final_table", "publish"]
