@@ -78,3 +78,26 @@ def test_the_paper_gains_are_largest_on_rte(res):
     """The prose: the paper's SoftDecay gains over BERT-base are small, largest on RTE."""
     gains = {(g["task"], g["metric"]): g["gain %"] for g in res.paper_gains}
     assert max(gains, key=gains.get) == ("RTE", "acc") and max(gains.values()) < 6.0
+
+
+def test_book_prose_on_the_committed_grid():
+    """What the chapter's verdict says of the committed book grid (every run read from the cache): each
+    tuned baseline clears the majority class, and no paired comparison — SoftDecay on five seeds, each
+    ExpDecay reading on three — detects a difference from the baseline on any task."""
+    from helpers.book.runtime import REPO_ROOT
+
+    p = experiments.glue.Params.resolve("book")
+    folder = REPO_ROOT / "results" / "glue" / "book"
+    n_runs = len(p.tasks) * (len(p.lrs) + len(p.alphas) + 2 * p.seeds + len(p.expdecay_readings) * p.expdecay_seeds)
+    if len(list(folder.glob("*.json"))) < n_runs:
+        pytest.skip("book grid not all committed")
+    r = experiments.glue.run(p)
+    assert all(run["from_cache"] for run in r.runs) and len(r.runs) == n_runs
+    first = {}
+    for row in r.summary:
+        first.setdefault(row["task"], row)
+    assert all(row["baseline"] > row["majority class"] for row in first.values())
+    assert {row["variant"] for row in r.paired} == {"softdecay", "expdecay (top-5)", "expdecay (all)",
+                                                     "expdecay (squared)"}
+    assert {row["verdict"] for row in r.paired} == {"no difference detected"}
+    assert all(row["seeds"] == (5 if row["variant"] == "softdecay" else 3) for row in r.paired)
