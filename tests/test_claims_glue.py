@@ -101,3 +101,19 @@ def test_book_prose_on_the_committed_grid():
                                                      "expdecay (squared)"}
     assert {row["verdict"] for row in r.paired} == {"no difference detected"}
     assert all(row["seeds"] == (5 if row["variant"] == "softdecay" else 3) for row in r.paired)
+
+
+def test_rte_epoch_probe_supports_the_prose():
+    """The chapter's RTE paragraph, on the committed 10-epoch probe: the training loss falls below 0.1
+    while validation accuracy peaks early (epoch ≤ 3) below 60 % and ends lower; validation loss rises."""
+    import json
+
+    from helpers.book.runtime import REPO_ROOT
+
+    probe = json.loads((REPO_ROOT / "results" / "glue" / "probe" / "rte-epochs.json").read_text())
+    for run in probe["runs"]:
+        acc, loss = run["val_acc"], run["val_loss"]
+        peak = int(np.argmax(acc))
+        assert run["train_loss"][-1] < 0.1 and peak < 3 and acc[peak] < 60 and acc[-1] < acc[peak]
+        assert loss[-1] > loss[1] + 0.5
+    assert {round(r["lr"], 6) for r in probe["runs"]} == {5e-5, 1e-4}
