@@ -72,3 +72,18 @@ def test_book_sweep_prose_on_the_committed_runs():
         assert np.all(fin["pre-norm"][deep] < fin[v][deep] - 0.1), v
     for v in r.variants:
         assert fin[v][shallow].mean() < np.log(10) - 0.2, v
+    # "Across depth": post-norm at the half rate is behind pre-norm at every depth; at the same rate plain
+    # post-norm falls behind at a shallower depth than the de-escalated model, which at some depth still
+    # matches pre-norm where plain post-norm does not; at the two deepest depths de-escalated and plain
+    # post-norm (same rate) are not told apart.
+    from helpers.figures.vit import fails_from, gap_by_depth, sweep_difference
+
+    assert fails_from(r, "post-norm") == r.depths[0]
+    plain, deesc = fails_from(r, "post-norm-full-lr"), fails_from(r, "de-escalated")
+    assert plain is not None and deesc is not None and plain < deesc
+    gp, gd = gap_by_depth(r, "post-norm-full-lr"), gap_by_depth(r, "de-escalated")
+    assert any(a["lo"] > 0 and b["lo"] <= 0 for a, b in zip(gp, gd, strict=True))
+    assert gd[0]["hi"] < 0                                   # de-escalated ends below pre-norm at the shallowest depth
+    for d in r.depths[-2:]:
+        diff = sweep_difference(r, "de-escalated", "post-norm-full-lr", d)
+        assert diff["lo"] < 0 < diff["hi"], d

@@ -71,9 +71,9 @@ class Params(ChapterParams):
         "ci": dict(depth=4, depths=(2,), epochs=1, train_images=256, test_images=128, batch_size=64, seeds=1,
                    variants=VARIANTS),
         # the depth sweep a 2-core CPU runs: width 96 (4 heads of 24, as the paper's heads), 8x8 patches,
-        # 1,000 optimiser steps of batch 64 per run (16,000 images, 4 epochs), 3 seeds; depths 12, 24 and 48
-        # are the next runs to add (each run is cached on its own, so adding a depth reruns nothing)
-        "book": dict(depth=80, depths=(6,), d_model=96, d_ff=192, n_heads=4, patch=8, epochs=4,
+        # 1,000 optimiser steps of batch 64 per run (16,000 images, 4 epochs), 3 seeds, depths 6 to 80
+        # (each run is cached on its own, so adding a depth reruns nothing)
+        "book": dict(depth=80, depths=(6, 12, 24, 48), d_model=96, d_ff=192, n_heads=4, patch=8, epochs=4,
                      train_images=16000, test_images=1000, batch_size=64, seeds=3,
                      variants=("post-norm", "post-norm-full-lr", "pre-norm", "de-escalated")),
         "paper": dict(),
