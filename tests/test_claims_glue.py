@@ -101,6 +101,8 @@ def test_book_prose_on_the_committed_grid():
                                                      "expdecay (squared)"}
     assert {row["verdict"] for row in r.paired} == {"no difference detected"}
     assert all(row["seeds"] == (5 if row["variant"] == "softdecay" else 3) for row in r.paired)
+    rte = first["RTE"]
+    assert max(rte["expdecay (all)"], rte["expdecay (squared)"]) < rte["majority class"] < rte["baseline"]
 
 
 def test_rte_epoch_probe_supports_the_prose():

@@ -199,7 +199,7 @@ def test_fails_from_is_the_shallowest_depth_of_an_unbroken_run_of_clear_gaps():
     """fails_from: the shallowest depth from which the variant ends clearly worse (interval above 0) at
     every deeper depth; a clear gap at a shallow depth followed by none does not count."""
     from helpers.experiments.vit import Result
-    from helpers.figures.vit import fails_from, gap_text
+    from helpers.figures.vit import fails_from, gap_table
 
     def hist(loss):
         return {"epoch": [1], "train_loss": [loss], "train_acc": [0.1], "test_loss": [2.0], "test_acc": [0.1],
@@ -213,4 +213,5 @@ def test_fails_from_is_the_shallowest_depth_of_an_unbroken_run_of_clear_gaps():
                histories=sweep["80"], sweep=sweep)
     assert fails_from(r, "x") == 24
     assert fails_from(r, "pre-norm", "x") is None
-    assert gap_text(r, "x").startswith("6: +0.300 [")
+    cells = gap_table(r).data["x − pre-norm"].tolist()
+    assert cells[0].startswith("+0.300 [") and cells[0].endswith("↑") and not cells[1].endswith(("↑", "↓"))

@@ -177,7 +177,9 @@ def _verdicts(paired: pd.DataFrame, first: pd.DataFrame, prefix: str) -> str:
 
 def _first_seeds(seeds: pd.Series) -> str:
     n = int(seeds.max()) if len(seeds) else 0
-    return "no seed (not run)" if n == 0 else "the first comparison seed" if n == 1 else f"the first {n} comparison seeds"
+    if n == 0:
+        return "no seed (not run)"
+    return "the first comparison seed" if n == 1 else f"the first {n} comparison seeds"
 
 
 def publish(res: Result) -> None:

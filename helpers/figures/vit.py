@@ -144,10 +144,23 @@ def fails_from(res: Result, variant: str, ref: str = "pre-norm", key: str = "tra
     return res.depths[i]
 
 
-def gap_text(res: Result, variant: str, ref: str = "pre-norm") -> str:
-    """'6: +0.056 [+0.03, +0.08], 12: …' — the per-depth gap in final training loss to `ref`."""
-    return ", ".join(f"{g['depth']}: {g['mean']:+.3f}" + (f" [{g['lo']:+.3f}, {g['hi']:+.3f}]" if g["n"] > 1 else "")
-                     for g in gap_by_depth(res, variant, ref))
+def gap_table(res: Result, ref: str = "pre-norm"):
+    """Per depth, each variant's final training loss minus `ref`'s: seed-paired mean [95 % t-interval],
+    marked ↑ where the interval lies above 0 (behind `ref`) and ↓ where it lies below (ahead)."""
+    import pandas as pd
+
+    if not res.sweep or ref not in res.variants:
+        return common.table(pd.DataFrame({"gap": ["no sweep (set `depths`)"]}))
+    rows = []
+    for d in res.depths:
+        row: dict[str, object] = {"depth": d}
+        for v in (v for v in res.variants if v != ref):
+            g = sweep_difference(res, v, ref, d)
+            mark = " ↑" if g["lo"] > 0 else " ↓" if g["hi"] < 0 else ""
+            row[f"{v} − {ref}"] = (f"{g['mean']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}]{mark}" if g["n"] > 1
+                                   else f"{g['mean']:+.3f}")
+        rows.append(row)
+    return common.table(pd.DataFrame(rows))
 
 
 def sweep_verdicts(res: Result) -> list[str]:
@@ -204,7 +217,6 @@ def publish(res: Result) -> None:
         values["verdicts"] = Markdown("; ".join(sweep_verdicts(res)) + ".")
         for v in ("post-norm", "post-norm-full-lr", "de-escalated"):
             if v in res.variants and "pre-norm" in res.variants:
-                values[f"gap-{v}"] = Markdown(gap_text(res, v))
                 first = fails_from(res, v)
                 values[f"fails-from-{v}"] = Markdown(f"depth {first}" if first else "no depth of the sweep")
         deep = max(res.depths)
@@ -218,5 +230,5 @@ def publish(res: Result) -> None:
 
 
 __all__ = ["fig6", "tsim", "sweep_figure", "sweep_table", "sweep_difference", "sweep_verdicts", "compare_text",
-           "gap_by_depth", "fails_from", "gap_text",
+           "gap_by_depth", "fails_from", "gap_table",
            "final_table", "publish"]
