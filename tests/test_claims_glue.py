@@ -119,3 +119,12 @@ def test_rte_epoch_probe_supports_the_prose():
         assert run["train_loss"][-1] < 0.1 and peak < 3 and acc[peak] < 60 and acc[-1] < acc[peak]
         assert loss[-1] > loss[1] + 0.5
     assert {round(r["lr"], 6) for r in probe["runs"]} == {5e-5, 1e-4}
+
+
+def test_side_numbers_are_read_from_the_committed_files():
+    """The RTE probe and SST-2 numbers the prose quotes are glued from their result files, not typed in."""
+    from helpers.figures.glue import side_numbers
+
+    v = side_numbers()
+    assert v["probe-5e-05-peak"] > v["probe-5e-05-last"] and v["probe-5e-05-train-last"] < 0.1
+    assert v["probe-0.0001-peak-epoch"] <= 3 and v["sst2-steps"] == 100 and 10 < v["sst2-run-minutes"] < 120

@@ -229,6 +229,17 @@ def run(p: Params) -> Result:
                   timing=timing)
 
 
+def side_measurements() -> dict[str, Any]:
+    """The committed measurements the chapter's text quotes beside the grid: the RTE 10-epoch probe
+    (`results/glue/probe/rte-epochs.json`) and the SST-2 step time (`results/bench/glue-sst2-cpu.json`);
+    an entry is None when its file is missing."""
+    import json
+
+    paths = {"rte_probe": REPO_ROOT / "results" / "glue" / "probe" / "rte-epochs.json",
+             "sst2_time": REPO_ROOT / "results" / "bench" / "glue-sst2-cpu.json"}
+    return {k: json.loads(p.read_text()) if p.is_file() else None for k, p in paths.items()}
+
+
 def paper_tables() -> pd.DataFrame:
     """Yan et al. Table 2 and Table 6 (data/yan_2022_table{2,6}.csv) in long form:
     task, metric, model, variant, value, significance."""

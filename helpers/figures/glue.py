@@ -182,6 +182,27 @@ def _first_seeds(seeds: pd.Series) -> str:
     return "the first comparison seed" if n == 1 else f"the first {n} comparison seeds"
 
 
+def side_numbers() -> dict[str, object]:
+    """Glue values of the RTE epoch probe and the SST-2 timing (`experiments.glue.side_measurements`)."""
+    from ..experiments.glue import side_measurements
+
+    m, out = side_measurements(), {}
+    for run in (m["rte_probe"] or {}).get("runs", []):
+        tag, acc = f"{run['lr']:g}", run["val_acc"]
+        peak = int(np.argmax(acc))
+        out.update({f"probe-{tag}-train-first": run["train_loss"][0], f"probe-{tag}-train-last": run["train_loss"][-1],
+                    f"probe-{tag}-peak": acc[peak], f"probe-{tag}-peak-epoch": peak + 1,
+                    f"probe-{tag}-last": acc[-1]})
+    t = m["sst2_time"]
+    if t:
+        out.update({"sst2-steps": t["steps"], "sst2-sample": f"{t['train_examples']:,}",
+                    "sst2-train": f"{t['full_train_examples']:,}", "sst2-seconds": t["epoch_seconds"],
+                    "sst2-steps-per-epoch": f"{t['steps_per_full_epoch']:,}",
+                    "sst2-run-minutes": t["estimated_seconds_per_3_epoch_run"] / 60,
+                    "sst2-grid-hours": t["estimated_cpu_hours_per_task_grid"]})
+    return out
+
+
 def publish(res: Result) -> None:
     """Glue the figures and every number the prose quotes (`glue-*`)."""
     from IPython.display import Markdown
@@ -216,6 +237,7 @@ def publish(res: Result) -> None:
         "sd-skew-before": Markdown(_range(sd_rows.get("skew before SD", []))),
         "sd-skew-after": Markdown(_range(sd_rows.get("skew after SD", []))),
         **{f"median-{v}": Markdown(_range(s)) for v, s in last.items()},
+        **side_numbers(),
     })
     common.figure("glue-paired", paired_figure(res))
     common.figure("glue-alpha", alpha_figure(res))

@@ -82,6 +82,11 @@ def sweep_difference(res: Result, a: str, b: str, depth: int, key: str = "train_
     return {"mean": m, "lo": m - half, "hi": m + half, "n": n}
 
 
+def interval_text(d: dict[str, float]) -> str:
+    """'+0.055 [+0.041, +0.070]' for a `sweep_difference`; the bare mean with one seed."""
+    return f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]" if d["n"] > 1 else f"{d['mean']:+.3f}"
+
+
 def sweep_table(res: Result):
     """The depth sweep as a table: per depth and variant, the final training loss and test accuracy
     (mean ± sd over seeds) and the last block's output t_sim after training (first seed)."""
@@ -111,7 +116,7 @@ def compare_text(res: Result, a: str, b: str, depth: int, key: str = "train_loss
     what = "training loss" if key == "train_loss" else key.replace("_", " ")
     if d["n"] < 2:
         return f"{a} − {b}: {d['mean']:+.3f} in final {what} at depth {depth} (one seed: no interval)"
-    iv = f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
+    iv = interval_text(d)
     if d["hi"] < 0:
         return f"{a} ends **lower** than {b} in {what} at depth {depth} ({iv})"
     if d["lo"] > 0:
@@ -151,15 +156,11 @@ def gap_table(res: Result, ref: str = "pre-norm"):
 
     if not res.sweep or ref not in res.variants:
         return common.table(pd.DataFrame({"gap": ["no sweep (set `depths`)"]}))
-    rows = []
-    for d in res.depths:
-        row: dict[str, object] = {"depth": d}
-        for v in (v for v in res.variants if v != ref):
-            g = sweep_difference(res, v, ref, d)
-            mark = " ↑" if g["lo"] > 0 else " ↓" if g["hi"] < 0 else ""
-            row[f"{v} − {ref}"] = (f"{g['mean']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}]{mark}" if g["n"] > 1
-                                   else f"{g['mean']:+.3f}")
-        rows.append(row)
+    rows: list[dict[str, object]] = [{"depth": d} for d in res.depths]
+    for v in (v for v in res.variants if v != ref):
+        for row, g in zip(rows, gap_by_depth(res, v, ref), strict=True):
+            mark = " ↑" if g["n"] > 1 and g["lo"] > 0 else " ↓" if g["n"] > 1 and g["hi"] < 0 else ""
+            row[f"{v} − {ref}"] = interval_text(g) + mark
     return common.table(pd.DataFrame(rows))
 
 
@@ -224,8 +225,7 @@ def publish(res: Result) -> None:
                      ("post-norm-full-lr", "post-norm"), ("post-norm-full-lr", "pre-norm")):
             if a in res.variants and b in res.variants:
                 dd = sweep_difference(res, a, b, deep)
-                values[f"diff-{a}-{b}"] = (f"{dd['mean']:+.3f} [{dd['lo']:+.3f}, {dd['hi']:+.3f}]"
-                                           if dd["n"] > 1 else f"{dd['mean']:+.3f}")
+                values[f"diff-{a}-{b}"] = interval_text(dd)
     common.publish("vit", values)
 
 
