@@ -275,15 +275,21 @@ def test_summary_table_and_paired_differences_on_planted_scores():
     assert np.isnan(spec.loc["baseline", "median after SD"]) and len(spec) == 3
 
 
-def test_paired_interval_covers_a_planted_difference():
+def test_t_interval_covers_a_planted_difference():
     """Seeds drawn as baseline + δ + noise: the 95 % t interval covers δ in about 95 % of 400 repetitions."""
+    from helpers.core.stats import interval_text, t_interval
+
     rng = np.random.default_rng(0)
     delta, hits = 1.5, 0
     for _ in range(400):
-        _m, lo, hi = glue.paired_interval(delta + rng.normal(0, 2.0, size=5))
-        hits += lo <= delta <= hi
+        d = t_interval(delta + rng.normal(0, 2.0, size=5))
+        hits += d["lo"] <= delta <= d["hi"]
     assert 0.91 <= hits / 400 <= 0.99
-    assert np.isnan(glue.paired_interval([1.0])[1])
+    one = t_interval([1.0])
+    assert np.isnan(one["lo"]) and one["n"] == 1 and interval_text(one) == "+1.000"
+    assert interval_text(t_interval([1.0, 3.0]), 1).startswith("+2.0 [")
+    with pytest.raises(ValueError):
+        t_interval([])
 
 
 def test_paper_gains_match_table_2():

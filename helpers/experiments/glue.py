@@ -15,6 +15,7 @@ from .. import data as D
 from ..book import results
 from ..book.params import ChapterParams, nonneg, positive, rules
 from ..book.runtime import REPO_ROOT, run_seeds, seed_everything
+from ..core.stats import t_interval
 from ..data.glue import TASK_METRICS, _int_label, encode_task, glue_metrics
 from ..hf.glue import architecture_check, layer_spectra
 from ..hf.models import quiet_loading
@@ -304,19 +305,6 @@ def summary_table(grid: dict[tuple, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def paired_interval(diffs, level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of per-seed paired differences and its Student-t interval (n − 1 degrees of freedom);
-    (mean, nan, nan) for a single seed."""
-    from scipy import stats
-
-    d = np.asarray(diffs, dtype=float)
-    m = float(d.mean())
-    if d.size < 2:
-        return m, float("nan"), float("nan")
-    half = float(stats.t.ppf(0.5 + level / 2, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size))
-    return m, m - half, m + half
-
-
 def paired_differences(grid: dict[tuple, dict]) -> pd.DataFrame:
     """For each (model, task, metric) and each modified variant: the per-seed difference variant −
     baseline (same seed: same head initialisation and batch order), its mean with a 95 % t interval
@@ -333,7 +321,8 @@ def paired_differences(grid: dict[tuple, dict]) -> pd.DataFrame:
                      - grid[(model, task, "baseline", s)]["history"]["final"][metric] for s in seeds]
                 if not d:
                     continue
-                mean, lo, hi = paired_interval(d)
+                ti = t_interval(d)
+                mean, lo, hi = ti["mean"], ti["lo"], ti["hi"]
                 verdict = ("one seed" if len(d) < 2 else "higher" if lo > 0 else "lower" if hi < 0
                            else "no difference detected")
                 rows.append({"model": model, "task": task, "metric": metric, "variant": v, "seeds": len(d),

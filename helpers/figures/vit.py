@@ -6,6 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
+from ..core.stats import interval_text, t_interval
 from ..experiments.vit import VARIANTS, Result
 from . import common
 
@@ -71,20 +72,9 @@ def sweep_figure(res: Result) -> plt.Figure:
 def sweep_difference(res: Result, a: str, b: str, depth: int, key: str = "train_loss") -> dict[str, float]:
     """Final `key` of variant `a` minus variant `b` at `depth`, per run seed (the two runs of a seed share
     the data order and augmentation), with the mean and a 95 % t-interval over seeds (NaN with one seed)."""
-    from scipy import stats
-
     fin = res.sweep_final(key)
     i = res.depths.index(depth)
-    diff = fin[a][i] - fin[b][i]
-    n = len(diff)
-    half = float(stats.t.ppf(0.975, n - 1) * diff.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
-    m = float(diff.mean())
-    return {"mean": m, "lo": m - half, "hi": m + half, "n": n}
-
-
-def interval_text(d: dict[str, float]) -> str:
-    """'+0.055 [+0.041, +0.070]' for a `sweep_difference`; the bare mean with one seed."""
-    return f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]" if d["n"] > 1 else f"{d['mean']:+.3f}"
+    return t_interval(fin[a][i] - fin[b][i])
 
 
 def sweep_table(res: Result):
