@@ -99,3 +99,33 @@ def test_book_prose_on_the_committed_runs():
     assert a["centred"]["abs_cos_final"] > 0.3
     assert min(a["diff_eval_final"]) > 0.3
     assert a["centred"]["eval_final"] > a["unigram_nats"]          # the prose: centred ends above the unigram predictor
+
+
+def test_per_seed_timing_claims_add_up_to_the_pooled_ones(res):
+    """`per_seed` restates the pooled counts seed by seed (they sum to the pooled counts), the entropy dip
+    is no higher than either end, and the chapter's spread sentence names every seed's numbers."""
+    from helpers.figures.qk import seed_frame, seed_spread_text
+
+    c = res.comparison
+    ps = c["per_seed"]
+    assert [r["seed"] for r in ps] == res.seeds
+    assert sum(r["n_common"] for r in ps) == c["n_common"] and sum(r["n_opposite"] for r in ps) == c["n_opposite"]
+    for r in ps:
+        assert r["entropy_lowest"] <= min(r["entropy_first"], r["entropy_final"]) + 1e-12
+        assert r["entropy_lowest_step"] in res.steps
+        assert r["eval_final"] == pytest.approx(res.runs[str(r["seed"])]["eval_loss"][str(res.steps[-1])])
+    text = seed_spread_text(res)
+    assert ", ".join(str(r["n_opposite"]) for r in ps) in text
+    assert len(seed_frame(res)) == len(res.seeds)
+
+
+def test_ablation_intervals_are_over_the_seed_differences(res):
+    """The centred − plain intervals are t-intervals of the per-seed differences (mean = their mean)."""
+    a = res.ablation_summary
+    for key in ("diff_eval_final", "diff_entropy_drop", "diff_abs_cos_final"):
+        iv = a["intervals"][key]
+        assert iv["n"] == len(res.seeds) and iv["mean"] == pytest.approx(np.mean(a[key]))
+        assert iv["lo"] <= iv["mean"] <= iv["hi"]
+    drop = [(np.asarray(c)[0] - np.asarray(c)[-1]) - (np.asarray(p)[0] - np.asarray(p)[-1])
+            for c, p in zip(a["centred"]["entropy"], a["plain"]["entropy"], strict=True)]
+    assert a["diff_entropy_drop"] == pytest.approx(drop)

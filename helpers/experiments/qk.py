@@ -23,6 +23,7 @@ from torch import Tensor
 from ..book import results, runtime
 from ..book.params import ChapterParams, ParameterError, check_heads, nonneg, positive, rules
 from ..core.qk import alignment_summary, analyse, pick_steps
+from ..core.stats import t_interval
 from ..hf import models
 from ..hf.qk import MULTIBERT_STEPS, multibert_id, step_statistics
 from ..train import mlm
@@ -172,8 +173,10 @@ def compare_runs(runs: dict, steps: Iterable[int], threshold: float = 0.5, rebou
     common (≥ threshold) or opposite (≤ −threshold) as in `alignment_summary`; per layer the counts
     over all seeds; onsets grouped by the final sign; |Q̄·K̄| growth (Fig. 14); per-layer entropy at
     the first and last step, its lowest point and the layers that rebound by more than
-    `rebound_nats` (Fig. 15); the concatenated-head cosine per seed (Fig. 23); and, for the first
-    seed, how far the *other* mean moves along the first direction of the K-only / Q-only SVD (App. C)."""
+    `rebound_nats` (Fig. 15); the concatenated-head cosine per seed (Fig. 23); for the first
+    seed, how far the *other* mean moves along the first direction of the K-only / Q-only SVD (App. C);
+    and `per_seed`, the timing claims seed by seed (head counts, median onsets, the entropy dip averaged
+    over layers and its step, the final held-out loss), so that the chapter states their spread."""
     steps = list(steps)
     cos = np.stack([np.asarray(r["cos"], dtype=float) for r in runs.values()])          # (seeds, S, L, H)
     first, final = cos[:, 0], cos[:, -1]
@@ -196,6 +199,25 @@ def compare_runs(runs: dict, steps: Iterable[int], threshold: float = 0.5, rebou
         other[basis] = {"moved": int((np.abs(m[-1]) > np.abs(m[0])).sum()), "heads": int(m[-1].size),
                         "first": float(np.abs(m[0]).mean()), "final": float(np.abs(m[-1]).mean())}
     lowest = ent.min(0)
+    per_seed = []
+    for i, (name, r) in enumerate(runs.items()):
+        e = np.asarray(r["entropy_layer"], dtype=float)                                   # (S, L)
+        em = e.mean(1)
+        on = {"common": [], "opposite": []}
+        for li, row in enumerate(alignment_summary(cos[i], steps, threshold)["onset"]):
+            for hi, o in enumerate(row):
+                if o is not None:
+                    on["common" if final[i, li, hi] > 0 else "opposite"].append(o)
+        ev = r.get("eval_loss") or {}
+        per_seed.append({
+            "seed": int(r.get("seed", name)), "n_common": int((final[i] >= threshold).sum()),
+            "n_opposite": int((final[i] <= -threshold).sum()),
+            "median_onset": {k: (int(np.median(v)) if v else None) for k, v in on.items()},
+            "abs_cos_final": float(np.abs(final[i]).mean()),
+            "entropy_first": float(em[0]), "entropy_final": float(em[-1]), "entropy_lowest": float(em.min()),
+            "entropy_lowest_step": steps[int(em.argmin())],
+            "entropy_rebound_layers": [li for li in range(e.shape[1]) if e[-1, li] - e[:, li].min() > rebound_nats],
+            "eval_final": float(ev[str(steps[-1])]) if str(steps[-1]) in ev else None})
     return {
         "threshold": threshold, "n_heads": int(final.size), "heads_per_layer": int(final.shape[0] * final.shape[2]),
         "abs_cos_first": float(np.abs(first).mean()), "abs_cos_final": float(np.abs(final).mean()),
@@ -214,7 +236,7 @@ def compare_runs(runs: dict, steps: Iterable[int], threshold: float = 0.5, rebou
         "entropy_rebound_layers": [li for li in range(ent.shape[1]) if ent[-1, li] - lowest[li] > rebound_nats],
         "concat_final": cc.tolist(), "concat_spread": float(cc.std(0).mean()) if cc.shape[0] > 1 else 0.0,
         "concat_same_sign_layers": int((np.abs(np.sign(cc).sum(0)) == cc.shape[0]).sum()),
-        "other_mean": other,
+        "other_mean": other, "per_seed": per_seed,
     }
 
 
@@ -237,7 +259,8 @@ def union_reading(run: dict) -> dict:
 def ablation_summary(plain: dict, centred: dict, steps: Iterable[int]) -> dict:
     """Plain against centred pretraining (seed by seed, both over all seeds): held-out MLM loss at the
     last step, mean attention entropy over layers and heads (first, lowest, last step), the mean
-    |cos(Q̄, K̄)| at the last step, and per-seed differences centred − plain."""
+    |cos(Q̄, K̄)| at the last step, and per-seed differences centred − plain (held-out loss, entropy drop
+    from the first to the last step, final mean |cos|) with their 95 % t-intervals over seeds (`intervals`)."""
     steps = list(steps)
     out: dict = {"steps": steps, "seeds": sorted(plain, key=int)}
     for name, runs in (("plain", plain), ("centred", centred)):
@@ -256,6 +279,14 @@ def ablation_summary(plain: dict, centred: dict, steps: Iterable[int]) -> dict:
     last = str(steps[-1])
     out["diff_eval_final"] = [float(centred[k]["eval_loss"][last]) - float(plain[k]["eval_loss"][last])
                               for k in common]
+    idx = {name: {k: i for i, k in enumerate(runs)} for name, runs in (("plain", plain), ("centred", centred))}
+
+    def diff(key: str, f) -> list[float]:
+        return [f(np.asarray(out["centred"][key][idx["centred"][k]]))
+                - f(np.asarray(out["plain"][key][idx["plain"][k]])) for k in common]
+    out["diff_entropy_drop"] = diff("entropy", lambda e: float(e[0] - e[-1]))
+    out["diff_abs_cos_final"] = diff("abs_cos", lambda c: float(c[-1]))
+    out["intervals"] = {k: t_interval(out[k]) for k in ("diff_eval_final", "diff_entropy_drop", "diff_abs_cos_final")}
     out["unigram_nats"] = next(iter(plain.values())).get("unigram_nats")
     return out
 

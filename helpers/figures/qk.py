@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from ..core.stats import interval_text
 from ..experiments.qk import Result
 from . import common
 
@@ -132,6 +133,11 @@ def ablation_numbers(res: Result) -> dict[str, object]:
             out[f"abl-{name}-{k.replace('_', '-')}"] = float(a[name][k]) if a else np.nan
     d = a.get("diff_eval_final", [])
     out["abl-diff-eval"] = ", ".join(f"{x:+.2f}" for x in d) if d else "not run"
+    for key, name in (("diff_eval_final", "eval"), ("diff_entropy_drop", "entropy-drop"),
+                      ("diff_abs_cos_final", "abs-cos")):
+        iv = a.get("intervals", {}).get(key)
+        out[f"abl-diff-{name}-ci"] = (interval_text(iv, 2) + (f" over {iv['n']} seeds (95 % t-interval)" if iv["n"] > 1
+                                                              else " (one seed: no interval)")) if iv else "not run"
     out["abl-entropy-layers"] = "; ".join(
         f"layer {li}: {p:.2f} plain, {c:.2f} centred" for li, (p, c) in enumerate(zip(
             a["plain"]["entropy_final_layer"], a["centred"]["entropy_final_layer"], strict=True))) if a else "not run"
@@ -308,6 +314,56 @@ def alignment_table(res: Result):
     return common.table(df)
 
 
+def seed_frame(res: Result) -> pd.DataFrame:
+    """The timing claims seed by seed (`compare_runs`' `per_seed`): held-out loss, aligned head counts,
+    median onsets, mean |cos(Q̄, K̄)|, and the attention entropy (mean over layers) at step 0, at its
+    lowest point (and when) and at the end."""
+    rows = []
+    for r in res.comparison["per_seed"]:
+        on = r["median_onset"]
+        rows.append({"seed": r["seed"], "held-out MLM loss": r["eval_final"],
+                     f"common heads (cos ≥ {res.threshold})": r["n_common"],
+                     f"opposite heads (cos ≤ −{res.threshold})": r["n_opposite"],
+                     "median onset, common": on["common"], "median onset, opposite": on["opposite"],
+                     "mean |cos| at the end": r["abs_cos_final"], "entropy at step 0": r["entropy_first"],
+                     "lowest entropy": r["entropy_lowest"], "lowest at step": r["entropy_lowest_step"],
+                     "entropy at the end": r["entropy_final"],
+                     "layers that flatten again": _layers_text(r["entropy_rebound_layers"])})
+    return pd.DataFrame(rows)
+
+
+def seed_table(res: Result):
+    """`seed_frame` as the chapter's table."""
+    return common.table(seed_frame(res).astype({"median onset, common": "Int64", "median onset, opposite": "Int64"}))
+
+
+def _spread(values, fmt: str = "{}") -> str:
+    """'a, b, c' over seeds, '–' for a missing value."""
+    return ", ".join("–" if v is None else fmt.format(v) for v in values)
+
+
+def seed_spread_text(res: Result) -> str:
+    """The timing claims with their spread across seeds, as one sentence per claim (glued `qk-seed-timing`)."""
+    ps = res.comparison["per_seed"]
+    if len(ps) < 2:
+        return "With one seed so far there is no spread across seeds to state."
+    h = res.n_layers * res.n_heads
+    last = res.steps[-1]
+
+    def onsets(kind: str) -> str:
+        v = [r["median_onset"][kind] for r in ps]
+        got = [x for x in v if x is not None]
+        rng = (f" ({min(got) / last:.0%}–{max(got) / last:.0%} of training)" if len(got) > 1 else "")
+        return _spread(v) + rng
+    return (f"Seed by seed ({_spread([r['seed'] for r in ps])}): opposite-direction heads "
+            f"{_spread([r['n_opposite'] for r in ps])} and common-direction heads "
+            f"{_spread([r['n_common'] for r in ps])} of {h}; the median onset of the opposite-direction heads is at "
+            f"step {onsets('opposite')}, of the common-direction heads at step {onsets('common')}; the mean "
+            f"attention entropy over layers is lowest at step {_spread([r['entropy_lowest_step'] for r in ps])} "
+            f"({_spread([r['entropy_lowest'] for r in ps], '{:.2f}')} nats, against "
+            f"{_spread([r['entropy_final'] for r in ps], '{:.2f}')} at step {last}).")
+
+
 def entropy_table(res: Result):
     """Per layer: entropy at the first and last step (mean over seeds), change, lowest value and when."""
     c = res.comparison
@@ -398,6 +454,7 @@ def numbers(res: Result) -> dict[str, object]:
         "concat-final": "; ".join(f"layer {li}: " + ", ".join(f"{x:+.2f}" for x in cc[:, li])
                                   for li in range(cc.shape[1])),
         "concat-spread": c["concat_spread"], "concat-same-sign": c["concat_same_sign_layers"],
+        "seed-timing": seed_spread_text(res),
     }
 
 
@@ -413,5 +470,6 @@ def publish(res: Result) -> None:
 
 __all__ = ["pretraining", "ablation_figure", "ablation_numbers",
            "fig11", "fig12", "fig13", "fig14", "fig15", "fig19_20", "fig21_22", "fig23",
-           "pretraining_table", "alignment_table", "entropy_table", "numbers", "publish", "scatter_panels",
+           "pretraining_table", "alignment_table", "entropy_table", "seed_frame", "seed_table", "seed_spread_text",
+           "numbers", "publish", "scatter_panels",
            "mean_arrows"]
