@@ -1,6 +1,8 @@
 """Throughput of the book's three training loops, fp32 against bf16 autocast, on one thread.
 
     python scripts/bench_training.py [--steps 8] [--threads 1] [--compile] [--out results/bench/training-cpu.json]
+    python scripts/bench_training.py --loops "ViT depth 80, Algorithm 1 blocks (vit book sweep)" \
+        "ViT depth 80, standard blocks (vit book sweep)" --runs bf16 --out results/bench/vit-blocks-cpu.json
 
 For each loop — MLM pretraining (the qk book model: 4 × 256 BERT, batch 8 × 128 tokens), ViT training
 (the vit book model: depth 24, width 192, 4 × 4 patches, batch 128) and GLUE fine-tuning (all-MiniLM-L6-v2,
@@ -10,13 +12,15 @@ median step time, examples (or tokens) per second, and the achieved FLOP/s (FLOP
 by torch's FlopCounterMode) against this machine's measured matmul peak in the same precision. The
 ratios are measured in the same run: bf16 against fp32, and the loop as it runs now (bf16, fused AdamW)
 against the loop before the training core (fp32, foreach AdamW). One thread by default: the book runs
-one single-threaded process per seed on its 2 cores.
+one single-threaded process per seed on its 2 cores. The second command times the vit chapter's two
+block types at the sweep's deepest setting (bf16, as the book runs them), for the chapter's cost ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -55,7 +59,8 @@ def mlm_task():
     return mlm.MLMTask(cfg, chunks, Path("/nonexistent"), tok, None), cfg.batch * cfg.seq_len, "tokens"
 
 
-def vit_task():
+def vit_task(depth: int = 24, hidden: int = 192, ffn: int = 384, heads: int = 8, patch: int = 4, batch: int = 128,
+             block: str = "algorithm1"):
     from PIL import Image
 
     from helpers.core.vit import ViT, ViTConfig
@@ -63,9 +68,16 @@ def vit_task():
 
     rng = np.random.default_rng(0)
     imgs = [Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)) for _ in range(256)]
-    model = ViT(ViTConfig(variant="post-norm", depth=24, hidden=192, ffn=384, heads=8, patch=4))
-    tc = TrainConfig(epochs=4, batch=128)
+    model = ViT(ViTConfig(variant="post-norm", depth=depth, hidden=hidden, ffn=ffn, heads=heads, patch=patch,
+                          block=block))
+    tc = TrainConfig(epochs=4, batch=batch)
     return ViTTask(model, (imgs, [i % 10 for i in range(256)]), (imgs[:8], [0] * 8), tc), tc.batch, "images"
+
+
+def vit_sweep_task(block: str):
+    """The vit book sweep's deepest model (depth 80, width 96, FFN 192, 4 heads, 8 × 8 patches, batch 64)
+    with Algorithm 1 blocks or the standard (vit-pytorch-like) blocks."""
+    return lambda: vit_task(depth=80, hidden=96, ffn=192, heads=4, patch=8, batch=64, block=block)
 
 
 def glue_task():
@@ -82,7 +94,12 @@ def glue_task():
 
 
 LOOPS = {"MLM pretraining (qk book)": mlm_task, "ViT training (vit book)": vit_task,
-         "GLUE fine-tuning (glue book)": glue_task}
+         "GLUE fine-tuning (glue book)": glue_task,
+         "ViT depth 80, Algorithm 1 blocks (vit book sweep)": vit_sweep_task("algorithm1"),
+         "ViT depth 80, standard blocks (vit book sweep)": vit_sweep_task("standard")}
+#: the loops of the default run (the training core's speed-up); the two sweep loops compare the ViT blocks
+DEFAULT_LOOPS = list(LOOPS)[:3]
+RUNS = {"before": ("fp32", False, True), "fp32": ("fp32", False, False), "bf16": ("bf16", False, False)}
 
 
 def time_steps(task, precision: str, steps: int, compile_: bool = False, before: bool = False
@@ -123,10 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--compile", action="store_true", help="also time torch.compile (bf16)")
-    ap.add_argument("--loops", nargs="*", default=list(LOOPS), choices=list(LOOPS))
+    ap.add_argument("--loops", nargs="*", default=DEFAULT_LOOPS, choices=list(LOOPS))
+    ap.add_argument("--runs", nargs="*", default=list(RUNS), choices=list(RUNS),
+                    help="which settings to time (the ratios need before, fp32 and bf16)")
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "training-cpu.json"))
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    load = os.getloadavg()[0]                  # other processes on the machine slow every loop alike
     runtime.seed_everything(0)
     peak = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
     print(f"matmul peak on {args.threads} thread(s): fp32 {peak['fp32'] / 1e9:.1f} GFLOP/s, "
@@ -134,8 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in args.loops:
         task, per_step, unit = LOOPS[name]()
-        runs = [("fp32", False, True), ("fp32", False, False), ("bf16", False, False)] + (
-            [("bf16", True, False)] if args.compile else [])
+        runs = [RUNS[r] for r in args.runs] + ([("bf16", True, False)] if args.compile else [])
         out = {}
         for precision, comp, before in runs:
             label = "before (fp32, foreach AdamW)" if before else precision + (" + compile" if comp else "")
@@ -145,13 +164,16 @@ def main(argv: list[str] | None = None) -> int:
                           "fraction_of_matmul_peak": flops / sec / peak[precision]}
             print(f"{name:30s} {label:28s} {sec:7.3f} s/step  {per_step / sec:9.1f} {unit}/s  "
                   f"{flops / sec / 1e9:6.1f} GFLOP/s ({100 * flops / sec / peak[precision]:.0f} % of peak)")
-        out["speedup_bf16_over_fp32"] = out["fp32"]["seconds_per_step"] / out["bf16"]["seconds_per_step"]
-        before_s = out["before (fp32, foreach AdamW)"]["seconds_per_step"]
-        out["speedup_over_before"] = before_s / out["bf16"]["seconds_per_step"]
-        print(f"{name:30s} bf16 over fp32 ×{out['speedup_bf16_over_fp32']:.2f}; the loop now (bf16, fused AdamW) over "
-              f"before ×{out['speedup_over_before']:.2f}")
+        if {"fp32", "bf16", "before"} <= set(args.runs):
+            out["speedup_bf16_over_fp32"] = out["fp32"]["seconds_per_step"] / out["bf16"]["seconds_per_step"]
+            before_s = out["before (fp32, foreach AdamW)"]["seconds_per_step"]
+            out["speedup_over_before"] = before_s / out["bf16"]["seconds_per_step"]
+            print(f"{name:30s} bf16 over fp32 ×{out['speedup_bf16_over_fp32']:.2f}; the loop now (bf16, fused AdamW) "
+                  f"over before ×{out['speedup_over_before']:.2f}")
         rows.append({"loop": name, **out})
+        del task
     record = {"device": runtime.device_description("cpu"), "threads": args.threads, "steps": args.steps,
+              "load_average_at_start": load,
               "versions": runtime.package_versions(), "matmul_peak_gflops": {k: v / 1e9 for k, v in peak.items()},
               "loops": rows, "command": "python scripts/bench_training.py " + " ".join(argv or sys.argv[1:])}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

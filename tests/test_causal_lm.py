@@ -62,3 +62,28 @@ def test_training_adapter_learns_and_resumes(tmp_path):
     resumed = train_lm(cfg, tc, seqs, seqs[:4], checkpoint=tmp_path / "b.pt")
     assert resumed["loss"] == pytest.approx(whole["loss"], rel=1e-6)
     assert len(whole["t_sim"][0]) == cfg.depth + 1
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_in_bf16_on_cpu_is_softmax_qk_v(causal):
+    """The bf16 CPU path (the math kernel, `attention_kernel`) computes softmax(QKᵀ/√d_h)V with the causal
+    mask where asked: it matches an fp32 reference written out by hand, to bf16 rounding; fp32 keeps
+    PyTorch's own kernel choice."""
+    import contextlib
+
+    from helpers.core.causal_lm import SelfAttention, attention_kernel
+
+    torch.manual_seed(0)
+    att = SelfAttention(32, 4, causal=causal)
+    x = seeded_randn(2, 9, 32, seed=3)
+    B, n, d = x.shape
+    q, k, v = att.qkv(x).view(B, n, 3, 4, 8).permute(2, 0, 3, 1, 4)
+    s = q @ k.transpose(-1, -2) / 8 ** 0.5
+    if causal:
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    ref = att.out((s.softmax(-1) @ v).transpose(1, 2).reshape(B, n, d))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = att(x)
+    assert got.dtype == torch.bfloat16 and torch.allclose(got.float(), ref, atol=3e-2, rtol=3e-2)
+    assert isinstance(attention_kernel(q), contextlib.nullcontext)
+    assert not isinstance(attention_kernel(q.bfloat16()), contextlib.nullcontext)

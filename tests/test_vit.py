@@ -215,3 +215,24 @@ def test_fails_from_is_the_shallowest_depth_of_an_unbroken_run_of_clear_gaps():
     assert fails_from(r, "pre-norm", "x") is None
     cells = gap_table(r).data["x − pre-norm"].tolist()
     assert cells[0].startswith("+0.300 [") and cells[0].endswith("↑") and not cells[1].endswith(("↑", "↓"))
+
+
+def test_block_cost_reads_the_bench_of_both_block_types():
+    """The chapter's block-cost numbers come from the committed bench file, whose loop names are those
+    of scripts/bench_training.py; the ratio is standard over Algorithm 1."""
+    import importlib.util
+
+    from helpers.book.runtime import REPO_ROOT
+    from helpers.experiments.vit import BLOCK_BENCH, block_cost
+
+    spec = importlib.util.spec_from_file_location("bench_training", REPO_ROOT / "scripts" / "bench_training.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert set(BLOCK_BENCH) <= set(bench.LOOPS) and not set(BLOCK_BENCH) & set(bench.DEFAULT_LOOPS)
+    c = block_cost()
+    if c is None:
+        pytest.skip("results/bench/vit-blocks-cpu.json not committed")
+    assert c["algorithm1_s"] > 0 and c["standard_s"] > 0
+    assert c["ratio"] == pytest.approx(c["standard_s"] / c["algorithm1_s"])
+    assert c["threads"] == 1 and "--runs bf16" in c["command"]
+    assert c["ratio"] < 1.0        # the chapter: a standard-block sweep takes no more than the Algorithm-1 one

@@ -49,8 +49,10 @@ class Params(ChapterParams):
     eval_sequences: int = 64          # held-out sequences from WikiText-103 test
     eval_every: int = 50
     resume_every: int = 100
-    #: fp32 by default: at width 64 bf16 autocast is 2-3x *slower* on this CPU (casts dominate the small
-    #: matrix products: 0.55 vs 1.54 s per step measured); on a GPU at paper width choose bf16
+    #: fp32 by default: at width 64 bf16 autocast is *slower* on this CPU. It was 2-3x slower (0.55 vs 1.54 s
+    #: per step) while attention ran PyTorch's CPU flash kernel in bf16; with the math kernel
+    #: (`core.causal_lm.attention_kernel`) it is still ~1.15x slower (casts dominate the small matrix
+    #: products: 0.27 vs 0.31 s per step at depth 48, one thread); on a GPU at paper width choose bf16
     precision: Literal["fp32", "bf16"] = "fp32"
 
     CHAPTER: ClassVar[str] = "deeplm"

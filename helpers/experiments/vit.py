@@ -226,4 +226,25 @@ def run_one(p: Params, depth: int, variant: str, seed: int) -> tuple[dict, bool]
     return hist[variant][0], hits[0]
 
 
-__all__ = ["Params", "Result", "run", "run_one", "VARIANTS", "MODEL_VARIANTS", "model_variant", "variant_lr"]
+BLOCK_BENCH = ("ViT depth 80, Algorithm 1 blocks (vit book sweep)", "ViT depth 80, standard blocks (vit book sweep)")
+
+
+def block_cost() -> dict[str, Any] | None:
+    """The committed step times of the two block types at the sweep's deepest setting
+    (`results/bench/vit-blocks-cpu.json`, written by `scripts/bench_training.py`; bf16, one thread):
+    seconds per step of each, their ratio, the load average when measured and the command. None when
+    the file is missing."""
+    import json
+
+    path = runtime.REPO_ROOT / "results" / "bench" / "vit-blocks-cpu.json"
+    if not path.is_file():
+        return None
+    rec = json.loads(path.read_text())
+    loops = {r["loop"]: r for r in rec["loops"]}
+    alg1, std = (loops[name]["bf16"]["seconds_per_step"] for name in BLOCK_BENCH)
+    return {"algorithm1_s": alg1, "standard_s": std, "ratio": std / alg1, "threads": rec["threads"],
+            "load": rec.get("load_average_at_start"), "command": rec["command"]}
+
+
+__all__ = ["Params", "Result", "run", "run_one", "block_cost", "BLOCK_BENCH",
+           "VARIANTS", "MODEL_VARIANTS", "model_variant", "variant_lr"]

@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from ..core.stats import interval_text, t_interval
-from ..experiments.vit import VARIANTS, Result
+from ..experiments.vit import VARIANTS, Result, block_cost
 from . import common
 
 
@@ -193,6 +193,10 @@ def publish(res: Result) -> None:
                    "test-images": f"{res.test_images:,}",
                    "before-tsim-de-escalated": res.before_t_sim().get("de-escalated", np.nan)})
     values["depths"] = ", ".join(str(d) for d in res.depths)
+    cost = block_cost()
+    values.update({"block-alg1-s": cost["algorithm1_s"], "block-standard-s": cost["standard_s"],
+                   "block-ratio": cost["ratio"]} if cost else
+                  {"block-alg1-s": np.nan, "block-standard-s": np.nan, "block-ratio": np.nan})
     if res.sweep:
         for key, tag in (("train_loss", "train"), ("test_acc", "acc")):
             fin = res.sweep_final(key)
