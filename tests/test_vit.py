@@ -131,8 +131,8 @@ def test_standard_block_has_the_vit_pytorch_parts():
 
 
 def test_sweep_runs_are_keyed_by_their_own_depth_and_named_apart(tmp_path, monkeypatch):
-    """A sweep depth's run is cached as `d<depth>-<variant>-seed<s>` under the key of `p` at that depth
-    without the sweep, so it does not depend on which other depths were swept; `run_one` refuses a run
+    """A sweep depth's run is cached as `d<depth>-<variant>-seed<s>` (with a `standard-` prefix for standard
+    blocks) under the key of `p` at that depth without the sweep, so it does not depend on which other depths were swept; `run_one` refuses a run
     outside the grid; post-norm-full-lr is the post-norm model at the others' learning rate."""
     from helpers.book import results
     from helpers.experiments import vit
@@ -145,6 +145,10 @@ def test_sweep_runs_are_keyed_by_their_own_depth_and_named_apart(tmp_path, monke
     assert sorted(seen) == sorted([(f"{pre}{v}-seed0", d, ()) for d, pre in ((4, ""), (2, "d2-"), (3, "d3-"))
                                    for v in ("post-norm", "post-norm-full-lr")])
     assert res.depths == [2, 3, 4] and res.from_cache
+    seen.clear()
+    vit.run(p.with_(block="standard"))         # standard blocks sit beside the Algorithm-1 runs
+    assert sorted(n for n, _d, _ds in seen) == sorted(f"standard-{pre}{v}-seed0" for pre in ("", "d2-", "d3-")
+                                                      for v in ("post-norm", "post-norm-full-lr"))
     with pytest.raises(ValueError, match="not in this grid"):
         vit.run_one(p, 5, "post-norm", 0)
     with pytest.raises(ValueError, match="not in this grid"):

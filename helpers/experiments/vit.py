@@ -198,8 +198,9 @@ def _lazy_datasets(p: Params):
 
 def _grid(p: Params, depth: int, variants, seeds, dev, datasets):
     """Every variant × seed at one depth, through the cache: the runs at `p.depth` are named
-    `<variant>-seed<s>`, those at another depth `d<depth>-<variant>-seed<s>`; the key is `p` at that
-    depth without the sweep (so a run does not depend on which other depths were swept)."""
+    `<variant>-seed<s>`, those at another depth `d<depth>-<variant>-seed<s>`, both with a `standard-`
+    prefix for standard blocks (so they sit beside the Algorithm-1 runs instead of replacing them); the
+    key is `p` at that depth without the sweep (so a run does not depend on which other depths were swept)."""
     q = p.with_(depth=depth, depths=())
 
     def train(variant: str, s: int, ckpt):
@@ -210,7 +211,8 @@ def _grid(p: Params, depth: int, variants, seeds, dev, datasets):
                                      p.deesc_place, tc, train_set, test_set, checkpoint=ckpt, device=dev,
                                      precision=p.precision, block=p.block)
 
-    return results.variant_runs(q, variants, seeds, train, prefix="" if depth == p.depth else f"d{depth}-")
+    prefix = ("" if p.block == "algorithm1" else f"{p.block}-") + ("" if depth == p.depth else f"d{depth}-")
+    return results.variant_runs(q, variants, seeds, train, prefix=prefix)
 
 
 def run_one(p: Params, depth: int, variant: str, seed: int) -> tuple[dict, bool]:
