@@ -87,3 +87,15 @@ def test_book_sweep_prose_on_the_committed_runs():
     for d in r.depths[-2:]:
         diff = sweep_difference(r, "de-escalated", "post-norm-full-lr", d)
         assert diff["lo"] < 0 < diff["hi"], d
+    # "compared directly with plain post-norm at the same rate, the de-escalated model ends lower" at the
+    # shallowest depths, and "from depth 24 on the de-escalated model's test accuracy is behind pre-norm's"
+    from helpers.figures.vit import ahead_depths
+
+    ahead = ahead_depths(r, "de-escalated", "post-norm-full-lr")
+    assert r.depths[0] in ahead and max(r.depths) not in ahead
+    acc = r.sweep_final("test_acc")
+    for i, d in enumerate(r.depths):
+        if d >= 24:
+            gap = sweep_difference(r, "de-escalated", "pre-norm", d, key="test_acc")
+            assert gap["hi"] < 0, d
+            assert acc["de-escalated"][i].mean() < acc["pre-norm"][i].mean()

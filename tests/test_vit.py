@@ -131,9 +131,10 @@ def test_standard_block_has_the_vit_pytorch_parts():
 
 
 def test_sweep_runs_are_keyed_by_their_own_depth_and_named_apart(tmp_path, monkeypatch):
-    """A sweep depth's run is cached as `d<depth>-<variant>-seed<s>` (with a `standard-` prefix for standard
-    blocks) under the key of `p` at that depth without the sweep, so it does not depend on which other depths were swept; `run_one` refuses a run
-    outside the grid; post-norm-full-lr is the post-norm model at the others' learning rate."""
+    """A sweep depth's run is cached as `d<depth>-<variant>-seed<s>` (with a `standard-` prefix for
+    standard blocks) under the key of `p` at that depth without the sweep, so it does not depend on which
+    other depths were swept; `run_one` refuses a run outside the grid; post-norm-full-lr is the post-norm
+    model at the others' learning rate."""
     from helpers.book import results
     from helpers.experiments import vit
 
@@ -219,6 +220,21 @@ def test_fails_from_is_the_shallowest_depth_of_an_unbroken_run_of_clear_gaps():
     assert fails_from(r, "pre-norm", "x") is None
     cells = gap_table(r).data["x − pre-norm"].tolist()
     assert cells[0].startswith("+0.300 [") and cells[0].endswith("↑") and not cells[1].endswith(("↑", "↓"))
+    # the extra same-rate column, and where one variant is ahead of another
+    from helpers.figures.vit import ahead_depths, depth_text
+
+    both = gap_table(r, extra=(("pre-norm", "x"),)).data
+    assert both["pre-norm − x"].tolist()[0].startswith("-0.300 [") and both["pre-norm − x"].tolist()[0].endswith("↓")
+    assert ahead_depths(r, "pre-norm", "x") == [6, 24, 48, 80] and ahead_depths(r, "x", "pre-norm") == []
+    assert depth_text(r, "x").endswith("worse with depth)")
+    assert "no change detected" in depth_text(r, "pre-norm")
+
+
+def test_sweep_table_shows_tsim_before_deescalation_and_zero_for_round_off():
+    from helpers.figures.vit import _last_tsim
+
+    assert _last_tsim({"1": [0.5], "4": [0.2, 1.2e-15]}) == 0.0
+    assert _last_tsim({"1": [0.5], "4": [0.2, 0.093]}) == 0.093
 
 
 def test_block_cost_reads_the_bench_of_both_block_types():

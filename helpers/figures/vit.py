@@ -79,7 +79,8 @@ def sweep_difference(res: Result, a: str, b: str, depth: int, key: str = "train_
 
 def sweep_table(res: Result):
     """The depth sweep as a table: per depth and variant, the final training loss and test accuracy
-    (mean ± sd over seeds) and the last block's output t_sim after training (first seed)."""
+    (mean ± sd over seeds) and the last block's t_sim after training (first seed; for the de-escalated
+    model the state just before its de-escalation step — after it, t_sim is 0 by construction)."""
     import pandas as pd
 
     if not res.sweep:
@@ -88,11 +89,18 @@ def sweep_table(res: Result):
     rows = []
     for i, d in enumerate(res.depths):
         for v in res.variants:
-            last = res.sweep[str(d)][v][0]["t_sim"]
-            rows.append({"depth": d, "variant": v, "lr": res.sweep[str(d)][v][0]["lr"],
+            h = res.sweep[str(d)][v][0]
+            rows.append({"depth": d, "variant": v, "lr": h["lr"],
                          "final train loss": _pm(loss[v][i]), "final test acc": _pm(acc[v][i]),
-                         "last-block t_sim": last[max(last, key=int)][-1]})
+                         "last-block t_sim": _last_tsim(h.get("t_sim_before_deescalation") or h["t_sim"])})
     return common.table(pd.DataFrame(rows), digits=3)
+
+
+def _last_tsim(t_sim: dict) -> float:
+    """The last block's t_sim at the last measured epoch; float round-off (|t_sim| < 1e-9, what a
+    centred state gives) is shown as 0."""
+    v = float(t_sim[max(t_sim, key=int)][-1])
+    return 0.0 if abs(v) < 1e-9 else v
 
 
 def _pm(a: np.ndarray) -> str:
@@ -115,11 +123,16 @@ def compare_text(res: Result, a: str, b: str, depth: int, key: str = "train_loss
 
 
 def depth_text(res: Result, variant: str, key: str = "train_loss") -> str:
-    """How a variant's final training loss moves from the shallowest to the deepest depth of the sweep."""
+    """How a variant's final training loss moves from the shallowest to the deepest depth of the sweep:
+    the means, and the seed-by-seed change with its 95 % t-interval ('worse'/'better with depth' only
+    when the interval excludes 0)."""
     fin = res.sweep_final(key)[variant]
     lo, hi = fin[0], fin[-1]
+    d = t_interval(hi - lo)
+    verdict = ("one seed" if d["n"] < 2 else "worse with depth" if d["lo"] > 0 else "better with depth"
+               if d["hi"] < 0 else "no change detected")
     return (f"{variant}: {lo.mean():.3f} at depth {res.depths[0]} → {hi.mean():.3f} at depth {res.depths[-1]} "
-            f"({'worse' if hi.mean() > lo.mean() else 'better'} with depth)")
+            f"(change {interval_text(d)}: {verdict})")
 
 
 def gap_by_depth(res: Result, variant: str, ref: str = "pre-norm", key: str = "train_loss") -> list[dict]:
@@ -139,19 +152,28 @@ def fails_from(res: Result, variant: str, ref: str = "pre-norm", key: str = "tra
     return res.depths[i]
 
 
-def gap_table(res: Result, ref: str = "pre-norm"):
-    """Per depth, each variant's final training loss minus `ref`'s: seed-paired mean [95 % t-interval],
-    marked ↑ where the interval lies above 0 (behind `ref`) and ↓ where it lies below (ahead)."""
+def gap_table(res: Result, ref: str = "pre-norm",
+              extra: tuple[tuple[str, str], ...] = (("de-escalated", "post-norm-full-lr"),)):
+    """Per depth, each variant's final training loss minus `ref`'s, and each `extra` pair a − b (by
+    default de-escalated against plain post-norm at the same learning rate): seed-paired mean [95 %
+    t-interval], marked ↑ where the interval lies above 0 and ↓ where it lies below."""
     import pandas as pd
 
     if not res.sweep or ref not in res.variants:
         return common.table(pd.DataFrame({"gap": ["no sweep (set `depths`)"]}))
     rows: list[dict[str, object]] = [{"depth": d} for d in res.depths]
-    for v in (v for v in res.variants if v != ref):
-        for row, g in zip(rows, gap_by_depth(res, v, ref), strict=True):
+    pairs = [(v, ref) for v in res.variants if v != ref]
+    pairs += [(a, b) for a, b in extra if a in res.variants and b in res.variants]
+    for a, b in pairs:
+        for row, g in zip(rows, gap_by_depth(res, a, b), strict=True):
             mark = " ↑" if g["n"] > 1 and g["lo"] > 0 else " ↓" if g["n"] > 1 and g["hi"] < 0 else ""
-            row[f"{v} − {ref}"] = interval_text(g) + mark
+            row[f"{a} − {b}"] = interval_text(g) + mark
     return common.table(pd.DataFrame(rows))
+
+
+def ahead_depths(res: Result, a: str, b: str, key: str = "train_loss") -> list[int]:
+    """The depths at which `a` ends below `b` in final `key` (seed-paired interval below 0)."""
+    return [g["depth"] for g in gap_by_depth(res, a, b, key) if g["n"] > 1 and g["hi"] < 0]
 
 
 def sweep_verdicts(res: Result) -> list[str]:
@@ -214,6 +236,9 @@ def publish(res: Result) -> None:
             if v in res.variants and "pre-norm" in res.variants:
                 first = fails_from(res, v)
                 values[f"fails-from-{v}"] = Markdown(f"depth {first}" if first else "no depth of the sweep")
+        if "de-escalated" in res.variants and "post-norm-full-lr" in res.variants:
+            ahead = ahead_depths(res, "de-escalated", "post-norm-full-lr")
+            values["deesc-ahead-depths"] = Markdown(", ".join(str(d) for d in ahead) if ahead else "no depth")
         deep = max(res.depths)
         for a, b in (("de-escalated", "post-norm-full-lr"), ("de-escalated", "pre-norm"),
                      ("post-norm-full-lr", "post-norm"), ("post-norm-full-lr", "pre-norm")):
@@ -224,5 +249,5 @@ def publish(res: Result) -> None:
 
 
 __all__ = ["fig6", "tsim", "sweep_figure", "sweep_table", "sweep_difference", "sweep_verdicts", "compare_text",
-           "gap_by_depth", "fails_from", "gap_table",
+           "gap_by_depth", "fails_from", "gap_table", "ahead_depths",
            "final_table", "publish"]
