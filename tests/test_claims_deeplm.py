@@ -82,3 +82,17 @@ def test_book_plateau_is_shorter_with_deescalation():
         pytest.skip("book runs not all committed")
     s = deeplm.run(p).steps_to(3.0)
     assert max(s["pre-norm"]) < min(s["de-escalated"]) and max(s["de-escalated"]) < min(s["post-norm"])
+
+
+def test_book_initial_similarity_is_higher_in_pre_norm():
+    """The chapter's reading of the t_sim figure: at initialisation the last block's t_sim is higher for
+    pre-norm than for post-norm on every seed (the reverse of the paper's Figure 4 order)."""
+    from helpers.book.runtime import REPO_ROOT
+
+    p = deeplm.Params.resolve("book")
+    if len(list((REPO_ROOT / "results" / "deeplm" / "book").glob("*.json"))) < len(p.variants) * p.seeds:
+        pytest.skip("book runs not all committed")
+    r = deeplm.run(p)
+    pre = [h["t_sim"][0][-1] for h in r.histories["pre-norm"]]
+    post = [h["t_sim"][0][-1] for h in r.histories["post-norm"]]
+    assert min(pre) > max(post)
