@@ -103,6 +103,39 @@ def test_book_prose_on_the_committed_grid():
     assert all(row["seeds"] == (5 if row["variant"] == "softdecay" else 3) for row in r.paired)
     rte = first["RTE"]
     assert max(rte["expdecay (all)"], rte["expdecay (squared)"]) < rte["majority class"] < rte["baseline"]
+    # "the gains the paper reports for BERT-base, in points, all lie inside our intervals"
+    t2 = experiments.glue.paper_tables()
+    bert = t2[(t2.model == "bert-base-uncased")].pivot_table(index=["task", "metric"], columns="variant",
+                                                             values="value")
+    for row in r.paired:
+        if row["variant"] == "softdecay" and (row["task"], row["metric"]) in bert.index:
+            gain = bert.loc[(row["task"], row["metric"]), "softdecay"] - bert.loc[(row["task"], row["metric"]),
+                                                                                 "baseline"]
+            assert row["95% low"] < gain < row["95% high"], (row["task"], row["metric"])
+    # the spectra: SoftDecay's output is flatter than right after the transform and than the baseline's
+    spec = {(x["task"], x["variant"]): x for x in r.spectrum}
+    for task in p.tasks:
+        sd, base = spec[(task, "softdecay")], spec[(task, "baseline")]
+        assert sd["last layer median"] > sd["median after SD"] > sd["median before SD"]
+        assert sd["last layer median"] > base["last layer median"]
+    # "α hardly moves"
+    from helpers.figures.glue import alpha_max_move
+
+    assert alpha_max_move(r) < 0.1
+
+
+def test_table_2_as_the_chapter_summarises_it():
+    """The chapter's one-line summary of the paper's Table 2: the largest relative SoftDecay gain is on
+    RTE for BERT and DistilBERT and on CoLA for ALBERT; the drops are ALBERT's SST-2 and MRPC and
+    DistilBERT's MRPC."""
+    t2 = experiments.glue.paper_tables()
+    t2 = t2[t2.task.isin(["CoLA", "SST-2", "MRPC", "QNLI", "RTE"])]
+    wide = t2.pivot_table(index=["model", "task", "metric"], columns="variant", values="value")
+    gain = (wide["softdecay"] / wide["baseline"] - 1).reset_index(name="gain")
+    best = gain.loc[gain.groupby("model")["gain"].idxmax()].set_index("model")["task"].to_dict()
+    assert best == {"bert-base-uncased": "RTE", "distilbert-base-uncased": "RTE", "albert-base-v1": "CoLA"}
+    drops = {(m, t) for m, t, g in zip(gain.model, gain.task, gain.gain, strict=True) if g < 0}
+    assert drops == {("albert-base-v1", "SST-2"), ("albert-base-v1", "MRPC"), ("distilbert-base-uncased", "MRPC")}
 
 
 def test_rte_epoch_probe_supports_the_prose():

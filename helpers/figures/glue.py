@@ -102,6 +102,17 @@ def alpha_figure(res: Result) -> plt.Figure:
     return fig
 
 
+def alpha_max_move(res: Result) -> float:
+    """The largest |α after the last epoch − initial α| over tasks (means over seeds); NaN without
+    SoftDecay runs."""
+    al = frame(res.alphas)
+    cols = [c for c in al.columns if c.startswith("α after epoch") and c.endswith("mean")]
+    if al.empty or not cols:
+        return float("nan")
+    last = max(cols, key=lambda c: int(c.split()[3]))
+    return float((al[last] - al["initial α"]).abs().max())
+
+
 def alpha_table(res: Result):
     return common.table(frame(res.alphas), digits=4)
 
@@ -237,6 +248,7 @@ def publish(res: Result) -> None:
         "sd-skew-before": Markdown(_range(sd_rows.get("skew before SD", []))),
         "sd-skew-after": Markdown(_range(sd_rows.get("skew after SD", []))),
         **{f"median-{v}": Markdown(_range(s)) for v, s in last.items()},
+        "alpha-max-move": alpha_max_move(res),
         **side_numbers(),
     })
     common.figure("glue-paired", paired_figure(res))
