@@ -353,12 +353,13 @@ def seed_spread_text(res: Result) -> str:
     def onsets(kind: str) -> str:
         v = [r["median_onset"][kind] for r in ps]
         got = [x for x in v if x is not None]
+        if not got:
+            return f"no {kind}-direction head settles in any seed"
         rng = (f" ({min(got) / last:.0%}–{max(got) / last:.0%} of training)" if len(got) > 1 else "")
-        return _spread(v) + rng
+        return f"the median onset of the {kind}-direction heads is at step {_spread(v)}{rng}"
     return (f"Seed by seed ({_spread([r['seed'] for r in ps])}): opposite-direction heads "
             f"{_spread([r['n_opposite'] for r in ps])} and common-direction heads "
-            f"{_spread([r['n_common'] for r in ps])} of {h}; the median onset of the opposite-direction heads is at "
-            f"step {onsets('opposite')}, of the common-direction heads at step {onsets('common')}; the mean "
+            f"{_spread([r['n_common'] for r in ps])} of {h}; {onsets('opposite')}; {onsets('common')}; the mean "
             f"attention entropy over layers is lowest at step {_spread([r['entropy_lowest_step'] for r in ps])} "
             f"({_spread([r['entropy_lowest'] for r in ps], '{:.2f}')} nats, against "
             f"{_spread([r['entropy_final'] for r in ps], '{:.2f}')} at step {last}).")
