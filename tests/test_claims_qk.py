@@ -77,10 +77,12 @@ def test_the_centring_ablation_pretrains_a_centred_twin_of_every_seed(res):
 
 
 def test_book_prose_on_the_committed_runs():
-    """What the chapter's text says of the committed book runs (read from the cache, seconds): the model
-    is below the unigram predictor but not by the 1.5 nats of 'a model that has learned'; with centred
-    blocks attention still sharpens by more than a nat and the mean query and key still align, while the
-    held-out loss is worse on every seed, above the unigram predictor."""
+    """What the chapter's text says of the committed book runs (read from the cache, seconds): three
+    seeds; the model is below the unigram predictor but not by the 1.5 nats of 'a model that has
+    learned'; with centred blocks attention still sharpens by more than a nat on every seed, the sharpening
+    moves between the later layers (some sharper, some flatter than plain), the mean key of layers 1-3 is
+    gone (its bias gets no gradient) while a mean query an order of magnitude shorter is left, and the held-out loss is detectably worse
+    (by more than 0.3 nats), above the unigram predictor."""
     from helpers.book.runtime import REPO_ROOT
 
     p = qk.Params.resolve("book")
@@ -90,14 +92,23 @@ def test_book_prose_on_the_committed_runs():
     if not all((folder / f"{n}.json").is_file() for n in names):
         pytest.skip("book runs not all committed")
     r = qk.run(p)
-    assert r.from_cache
+    assert r.from_cache and len(r.seeds) == 3
     a = r.ablation_summary
     below = a["unigram_nats"] - a["plain"]["eval_final"]
     assert 0.3 < below < 1.5
-    assert a["centred"]["entropy_first"] - a["centred"]["entropy_final"] > 1.0
-    assert a["centred"]["entropy_drop"] < a["plain"]["entropy_drop"]
-    assert a["centred"]["abs_cos_final"] > 0.3
-    assert min(a["diff_eval_final"]) > 0.3
+    ent_c = np.asarray(a["centred"]["entropy"])
+    assert np.all(ent_c[:, 0] - ent_c[:, -1] > 1.0)
+    pl, ce = np.asarray(a["plain"]["entropy_final_layer"]), np.asarray(a["centred"]["entropy_final_layer"])
+    assert np.any(ce[1:] < pl[1:] - 0.3) and np.any(ce[1:] > pl[1:] + 0.3)
+    # "the mean key is gone": in the centred layers 1-3, ‖K̄‖ and |Q̄·K̄| are small next to the plain model's,
+    # while a mean query (b_Q) is left
+    kc, kp = np.asarray(a["centred"]["k_norm_final_layer"]), np.asarray(a["plain"]["k_norm_final_layer"])
+    dc, dp = np.asarray(a["centred"]["abs_dot_final_layer"]), np.asarray(a["plain"]["abs_dot_final_layer"])
+    assert kc[1:].mean() < 0.2 and kc[1:].mean() < kp[1:].mean() / 10
+    assert dc[1:].mean() < dp[1:].mean() / 10
+    qc, qp = np.asarray(a["centred"]["q_norm_final_layer"]), np.asarray(a["plain"]["q_norm_final_layer"])
+    assert qc[1:].mean() > 2 * kc[1:].mean() and qc[1:].mean() < qp[1:].mean() / 5
+    assert a["intervals"]["diff_eval_final"]["lo"] > 0.3
     assert a["centred"]["eval_final"] > a["unigram_nats"]          # the prose: centred ends above the unigram predictor
 
 

@@ -308,3 +308,37 @@ def test_centred_model_mean_query_and_key_are_the_projection_biases():
             close = (torch.allclose(st.q_mean[li], bq, atol=1e-5)
                      and torch.allclose(st.k_sum[li] / st.count, bk, atol=1e-5))
             assert close == (centre and li > 0), (centre, li)
+
+
+def test_mean_abs_cos_of_random_directions():
+    """The chance level the chapter quotes: E|cos| of two random directions in ℝ^d, checked by Monte
+    Carlo and against √(2/(πd)); d = 2 gives 2/π exactly."""
+    from helpers.figures.qk import mean_abs_cos_random
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 20000, 64))
+    mc = np.abs((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)).mean()
+    assert abs(mean_abs_cos_random(64) - mc) < 0.003
+    assert abs(mean_abs_cos_random(64) - np.sqrt(2 / (np.pi * 64))) < 0.002
+    assert abs(mean_abs_cos_random(2) - 2 / np.pi) < 1e-12
+
+
+def test_key_bias_gets_no_gradient():
+    """Why the centred model has no mean key: adding b_K to every key adds q_i·b_K to every score of row
+    i, which the softmax ignores, so the MLM loss's gradient with respect to b_K is zero (to fp32
+    round-off) while b_Q's is not."""
+    from helpers.train import mlm
+
+    tok = mlm.tokenizer()
+    torch.manual_seed(0)
+    cfg = mlm.PretrainConfig(layers=2, hidden=32, heads=2, intermediate=64, seq_len=16, batch=4, steps=1,
+                             checkpoint_steps=(0,))
+    model = mlm.new_mlm(cfg, len(tok), attn_implementation="eager")
+    ids = torch.randint(1000, 2000, (4, 12))
+    labels = ids.clone()
+    labels[:, ::2] = -100
+    model(input_ids=ids, labels=labels).loss.backward()
+    for layer in model.bert.encoder.layer:
+        gq = layer.attention.self.query.bias.grad.norm()
+        gk = layer.attention.self.key.bias.grad.norm()
+        assert gq > 0 and gk < 1e-3 * gq

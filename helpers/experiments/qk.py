@@ -259,7 +259,8 @@ def union_reading(run: dict) -> dict:
 def ablation_summary(plain: dict, centred: dict, steps: Iterable[int]) -> dict:
     """Plain against centred pretraining (seed by seed, both over all seeds): held-out MLM loss at the
     last step, mean attention entropy over layers and heads (first, lowest, last step), the mean
-    |cos(Q̄, K̄)| at the last step, and per-seed differences centred − plain (held-out loss, entropy drop
+    |cos(Q̄, K̄)| at the last step; per layer at the last step (mean over seeds and heads) the entropy,
+    |cos(Q̄, K̄)|, |Q̄·K̄|, ‖Q̄‖ and ‖K̄‖; and per-seed differences centred − plain (held-out loss, entropy drop
     from the first to the last step, final mean |cos|) with their 95 % t-intervals over seeds (`intervals`)."""
     steps = list(steps)
     out: dict = {"steps": steps, "seeds": sorted(plain, key=int)}
@@ -274,7 +275,11 @@ def ablation_summary(plain: dict, centred: dict, steps: Iterable[int]) -> dict:
                      "entropy_drop": float((ent[:, 0] - ent[:, -1]).mean()),
                      "abs_cos_final": float(cos[:, -1].mean()),
                      "entropy_final_layer": np.stack([np.asarray(r["entropy_layer"], dtype=float)[-1]
-                                                      for r in runs.values()]).mean(0).tolist()}
+                                                      for r in runs.values()]).mean(0).tolist(),
+                     **{f"{k}_final_layer": np.stack([np.abs(np.asarray(r[src], dtype=float))[-1].mean(-1)
+                                                      for r in runs.values()]).mean(0).tolist()
+                        for k, src in (("abs_cos", "cos"), ("abs_dot", "dot"), ("q_norm", "q_norm"),
+                                       ("k_norm", "k_norm"))}}
     common = [k for k in plain if k in centred]
     last = str(steps[-1])
     out["diff_eval_final"] = [float(centred[k]["eval_loss"][last]) - float(plain[k]["eval_loss"][last])

@@ -138,9 +138,15 @@ def ablation_numbers(res: Result) -> dict[str, object]:
         iv = a.get("intervals", {}).get(key)
         out[f"abl-diff-{name}-ci"] = (interval_text(iv, 2) + (f" over {iv['n']} seeds (95 % t-interval)" if iv["n"] > 1
                                                               else " (one seed: no interval)")) if iv else "not run"
+        out[f"abl-diff-{name}-verdict"] = _verdict(iv)
     out["abl-entropy-layers"] = "; ".join(
         f"layer {li}: {p:.2f} plain, {c:.2f} centred" for li, (p, c) in enumerate(zip(
             a["plain"]["entropy_final_layer"], a["centred"]["entropy_final_layer"], strict=True))) if a else "not run"
+    for name in ("plain", "centred"):                 # layer 0 (reads the embeddings) apart from the later layers
+        for k in ("abs_cos", "abs_dot", "q_norm", "k_norm"):
+            v = np.asarray(a[name][f"{k}_final_layer"]) if a else np.full(2, np.nan)
+            out[f"abl-{name}-{k.replace('_', '-')}-layer0"] = float(v[0])
+            out[f"abl-{name}-{k.replace('_', '-')}-later"] = float(v[1:].mean())
     gap = float(a["unigram_nats"]) - float(a["centred"]["eval_final"]) if a and a.get("unigram_nats") else np.nan
     out["abl-vs-unigram"] = (f"{abs(gap):.2f} nats {'below' if gap > 0 else 'above'}" if np.isfinite(gap)
                              else "(no unigram baseline)")
@@ -314,6 +320,25 @@ def alignment_table(res: Result):
     return common.table(df)
 
 
+def mean_abs_cos_random(d: int) -> float:
+    """E|cos| of two independent uniformly random directions in ℝ^d: Γ(d/2) / (√π Γ((d+1)/2))
+    (≈ √(2/(πd)); 1/√d is the root mean square, not the mean)."""
+    from scipy.special import gammaln
+
+    return float(np.exp(gammaln(d / 2) - gammaln((d + 1) / 2)) / np.sqrt(np.pi))
+
+
+def _verdict(iv: dict | None) -> str:
+    """'smaller with centred blocks' / 'larger with centred blocks' when the centred − plain interval
+    excludes 0, 'no difference detected' when it covers 0."""
+    if not iv:
+        return "not run"
+    if iv["n"] < 2:
+        return "one seed: not tested"
+    return ("smaller with centred blocks" if iv["hi"] < 0 else "larger with centred blocks" if iv["lo"] > 0
+            else "no difference detected")
+
+
 def seed_frame(res: Result) -> pd.DataFrame:
     """The timing claims seed by seed (`compare_runs`' `per_seed`): held-out loss, aligned head counts,
     median onsets, mean |cos(Q̄, K̄)|, and the attention entropy (mean over layers) at step 0, at its
@@ -434,7 +459,7 @@ def numbers(res: Result) -> dict[str, object]:
         **{f"{k}-{f}": ex[k][g] for k in ("similar", "opposite")
            for f, g in (("layer", "layer"), ("head", "head"), ("cos", "cos_final"))},
         "abs-cos-first": c["abs_cos_first"], "abs-cos-final": c["abs_cos_final"], "n-heads": c["n_heads"],
-        "d-k": res.d_k, "chance": 1 / np.sqrt(res.d_k), "threshold": res.threshold, "n-common": c["n_common"],
+        "d-k": res.d_k, "chance": mean_abs_cos_random(res.d_k), "threshold": res.threshold, "n-common": c["n_common"],
         "n-opposite": c["n_opposite"], "n-between": c["n_heads"] - c["n_common"] - c["n_opposite"],
         "n-aligned": c["n_common"] + c["n_opposite"], "heads-per-layer": c["heads_per_layer"],
         "per-layer": "; ".join(f"layer {li}: {a} / {b}, {m:+.2f}" for li, (a, b, m) in enumerate(zip(
@@ -472,5 +497,5 @@ def publish(res: Result) -> None:
 __all__ = ["pretraining", "ablation_figure", "ablation_numbers",
            "fig11", "fig12", "fig13", "fig14", "fig15", "fig19_20", "fig21_22", "fig23",
            "pretraining_table", "alignment_table", "entropy_table", "seed_frame", "seed_table", "seed_spread_text",
-           "numbers", "publish", "scatter_panels",
+           "numbers", "publish", "scatter_panels", "mean_abs_cos_random",
            "mean_arrows"]
