@@ -79,10 +79,10 @@ def test_the_centring_ablation_pretrains_a_centred_twin_of_every_seed(res):
 def test_book_prose_on_the_committed_runs():
     """What the chapter's text says of the committed book runs (read from the cache, seconds): three
     seeds; the model is below the unigram predictor but not by the 1.5 nats of 'a model that has
-    learned'; with centred blocks attention still sharpens by more than a nat on every seed, the sharpening
-    moves between the later layers (some sharper, some flatter than plain), the mean key of layers 1-3 is
-    gone (its bias gets no gradient) while a mean query an order of magnitude shorter is left, and the held-out loss is detectably worse
-    (by more than 0.3 nats), above the unigram predictor."""
+    learned'; with centred blocks attention still sharpens by more than a nat on every seed, the
+    sharpening moves between the later layers (some sharper, some flatter than plain), the mean key of
+    layers 1-3 is gone (its bias gets no gradient) while a mean query an order of magnitude shorter is
+    left, and the held-out loss is detectably worse (by more than 0.3 nats), above the unigram predictor."""
     from helpers.book.runtime import REPO_ROOT
 
     p = qk.Params.resolve("book")
