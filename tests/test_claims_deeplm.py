@@ -96,3 +96,19 @@ def test_book_initial_similarity_is_higher_in_pre_norm():
     pre = [h["t_sim"][0][-1] for h in r.histories["pre-norm"]]
     post = [h["t_sim"][0][-1] for h in r.histories["post-norm"]]
     assert min(pre) > max(post)
+
+
+def test_book_deescalated_profile_jumps_only_at_the_top():
+    """The chapter's reading of the trained t_sim profile: the de-escalated model stays near zero below
+    the last three blocks (mean over seeds < 0.1 there) and its last block reaches the level of the
+    others (within 0.15 of post-norm's)."""
+    from helpers.book.runtime import REPO_ROOT
+
+    p = deeplm.Params.resolve("book")
+    if len(list((REPO_ROOT / "results" / "deeplm" / "book").glob("*.json"))) < len(p.variants) * p.seeds:
+        pytest.skip("book runs not all committed")
+    r = deeplm.run(p)
+    prof = {v: np.mean([h["t_sim"][-1] for h in r.histories[v]], axis=0) for v in r.variants}
+    d = prof["de-escalated"]
+    assert d[1:-3].max() < 0.1 and abs(d[-1] - prof["post-norm"][-1]) < 0.15
+    assert all(prof[v][-1] > prof[v][len(prof[v]) // 2] for v in r.variants)   # all three rise towards the top
