@@ -101,6 +101,7 @@ def test_book_prose_on_the_committed_runs():
     pl, ce = np.asarray(a["plain"]["entropy_final_layer"]), np.asarray(a["centred"]["entropy_final_layer"])
     assert pl.argmin() == 0 and ce.argmin() == 0                 # layer 0 the sharpest of both models
     assert abs(ce[1] - pl[1]) < 0.5 and ce[2] > pl[2] + 1.0         # layer 1 about as sharp; layer 2 stays flat
+    assert abs(ce[2] - ce[3]) < 0.2                                  # "almost as flat as layer 3"
     assert np.argsort(pl)[1] == 2
     assert a["intervals"]["diff_entropy_drop"]["lo"] < 0 < a["intervals"]["diff_entropy_drop"]["hi"]
     # "the mean key is gone": in the centred layers 1-3, ‖K̄‖ and |Q̄·K̄| are small next to the plain model's,

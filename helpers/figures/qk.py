@@ -414,7 +414,8 @@ def _onset_text(res: Result, kind: str) -> str:
 
 def _when(res: Result, kind: str) -> str:
     m = res.comparison["median_onset"][kind]
-    return f"step {m} ({m / res.steps[-1]:.0%} of training)" if m is not None else "never"
+    return (f"at a median step {m} ({m / res.steps[-1]:.0%} of training)" if m is not None
+            else "never (no head does)")
 
 
 def numbers(res: Result) -> dict[str, object]:
