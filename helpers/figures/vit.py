@@ -238,7 +238,9 @@ def publish(res: Result) -> None:
                 values[f"fails-from-{v}"] = Markdown(f"depth {first}" if first else "no depth of the sweep")
         if "de-escalated" in res.variants and "post-norm-full-lr" in res.variants:
             ahead = ahead_depths(res, "de-escalated", "post-norm-full-lr")
-            values["deesc-ahead-depths"] = Markdown(", ".join(str(d) for d in ahead) if ahead else "no depth")
+            values["deesc-ahead-depths"] = Markdown(
+                "no depth" if not ahead else f"depth {ahead[0]}" if len(ahead) == 1 else
+                "depths " + ", ".join(str(d) for d in ahead[:-1]) + f" and {ahead[-1]}")
         deep = max(res.depths)
         for a, b in (("de-escalated", "post-norm-full-lr"), ("de-escalated", "pre-norm"),
                      ("post-norm-full-lr", "post-norm"), ("post-norm-full-lr", "pre-norm")):
