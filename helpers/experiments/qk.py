@@ -259,7 +259,8 @@ def union_reading(run: dict) -> dict:
 def ablation_summary(plain: dict, centred: dict, steps: Iterable[int]) -> dict:
     """Plain against centred pretraining (seed by seed, both over all seeds): held-out MLM loss at the
     last step, mean attention entropy over layers and heads (first, lowest, last step), the mean
-    |cos(Q̄, K̄)| at the last step; per layer at the last step (mean over seeds and heads) the entropy,
+    |cos(Q̄, K̄)| at the last step; ‖K̄‖ of layers 1.. (mean over them and their heads) at every step
+    (`k_norm_later`); per layer at the last step (mean over seeds and heads) the entropy,
     |cos(Q̄, K̄)|, |Q̄·K̄|, ‖Q̄‖ and ‖K̄‖; and per-seed differences centred − plain (held-out loss, entropy drop
     from the first to the last step, final mean |cos|) with their 95 % t-intervals over seeds (`intervals`)."""
     steps = list(steps)
@@ -268,7 +269,9 @@ def ablation_summary(plain: dict, centred: dict, steps: Iterable[int]) -> dict:
         ev = np.array([[float(r["eval_loss"][str(s)]) for s in steps] for r in runs.values()])       # (seeds, S)
         ent = np.stack([np.asarray(r["entropy_layer"], dtype=float).mean(1) for r in runs.values()])  # (seeds, S)
         cos = np.stack([np.abs(np.asarray(r["cos"], dtype=float)).mean((1, 2)) for r in runs.values()])
+        knorm = np.stack([np.asarray(r["k_norm"], dtype=float)[:, 1:].mean((1, 2)) for r in runs.values()])
         out[name] = {"eval": ev.tolist(), "entropy": ent.tolist(), "abs_cos": cos.tolist(),
+                     "k_norm_later": knorm.tolist(),
                      "eval_final": float(ev[:, -1].mean()), "eval_best": float(ev.min(1).mean()),
                      "entropy_first": float(ent[:, 0].mean()), "entropy_lowest": float(ent.min(1).mean()),
                      "entropy_final": float(ent[:, -1].mean()),

@@ -96,14 +96,15 @@ TARGET_BELOW_UNIGRAM = 1.5
 
 
 def ablation_figure(res: Result) -> plt.Figure:
-    """The centring ablation: held-out MLM loss, mean attention entropy (over layers and heads) and mean
-    |cos(Q̄, K̄)| along pretraining, plain against centred blocks (mean over seeds, thin lines per seed)."""
+    """The centring ablation: held-out MLM loss, mean attention entropy (over layers and heads) and the
+    mean key's norm ‖K̄‖ in layers 1 and up (where centring makes K̄ = b_K) along pretraining, plain
+    against centred blocks (mean over seeds, thin lines per seed)."""
     common.set_theme()
     a = res.ablation_summary
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.9))
     pal = common.sns.color_palette()
-    labels = ("held-out MLM loss (nats)", "attention entropy (nats)", "mean |cos(Q̄, K̄)|")
-    for ax, key, label in zip(axes, ("eval", "entropy", "abs_cos"), labels, strict=True):
+    labels = ("held-out MLM loss (nats)", "attention entropy (nats)", "mean ‖K̄‖, layers 1 and up")
+    for ax, key, label in zip(axes, ("eval", "entropy", "k_norm_later"), labels, strict=True):
         for i, name in enumerate(("plain", "centred")):
             arr = np.asarray(a[name][key], dtype=float)
             for row in arr:
@@ -113,12 +114,14 @@ def ablation_figure(res: Result) -> plt.Figure:
         ax.set_xscale("symlog", linthresh=_symlog(res))
         ax.set_xlabel("step")
         ax.set_title(label)
+    axes[2].set_yscale("symlog", linthresh=0.01)
     if a.get("unigram_nats"):
         axes[0].axhline(a["unigram_nats"], color="grey", ls="--", lw=1, label="unigram predictor")
     axes[1].axhline(np.log(tokens_per_sample(res)), color="grey", ls=":", lw=1, label="log(mean length)")
     for ax in axes[:2]:
         ax.legend(fontsize=7)
-    fig.suptitle(f"Centring ablation — {len(a['seeds'])} seed(s), every block output's token mean removed during "
+    n = len(a["seeds"])
+    fig.suptitle(f"Centring ablation — {n} seed{'' if n == 1 else 's'}, every block output's token mean removed during "
                  "pretraining and analysis")
     return common.figure("qk-ablation", fig)
 
@@ -136,8 +139,8 @@ def ablation_numbers(res: Result) -> dict[str, object]:
     for key, name in (("diff_eval_final", "eval"), ("diff_entropy_drop", "entropy-drop"),
                       ("diff_abs_cos_final", "abs-cos")):
         iv = a.get("intervals", {}).get(key)
-        out[f"abl-diff-{name}-ci"] = (interval_text(iv, 2) + (f" over {iv['n']} seeds (95 % t-interval)" if iv["n"] > 1
-                                                              else " (one seed: no interval)")) if iv else "not run"
+        out[f"abl-diff-{name}-ci"] = (interval_text(iv, 2) + ("" if iv["n"] > 1 else " (one seed: no interval)")
+                                      if iv else "not run")
         out[f"abl-diff-{name}-verdict"] = _verdict(iv)
     out["abl-entropy-layers"] = "; ".join(
         f"layer {li}: {p:.2f} plain, {c:.2f} centred" for li, (p, c) in enumerate(zip(
