@@ -292,6 +292,17 @@ def test_t_interval_covers_a_planted_difference():
         t_interval([])
 
 
+def test_verdict_reads_the_side_of_zero():
+    """One wording for every chapter: above / below 0 only when the whole interval is; one seed is no test."""
+    from helpers.core.stats import t_interval, verdict
+
+    assert verdict(t_interval([1.0, 1.1, 0.9])) == "higher"
+    assert verdict(t_interval([-1.0, -1.1, -0.9])) == "lower"
+    assert verdict(t_interval([-1.0, 1.1, 0.2])) == "no difference detected"
+    assert verdict(t_interval([5.0])) == "one seed"
+    assert verdict(t_interval([1.0, 1.2, 1.1]), above="worse", below="better") == "worse"
+
+
 def test_paper_gains_match_table_2():
     g = glue.paper_gains().set_index(["task", "metric"])["gain %"]
     assert g[("RTE", "acc")] == pytest.approx(100 * (68.23 - 64.98) / 64.98)

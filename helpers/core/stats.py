@@ -33,4 +33,14 @@ def interval_text(d: dict[str, float], digits: int = 3) -> str:
     return f.format(d["mean"])
 
 
-__all__ = ["t_interval", "interval_text"]
+def verdict(d: dict[str, float], above: str = "higher", below: str = "lower",
+            none: str = "no difference detected", one: str = "one seed") -> str:
+    """The reading of a `t_interval` of paired differences a − b: `above` when the interval lies above 0,
+    `below` when it lies below, `none` when it covers 0, `one` with a single seed (nothing to test). The
+    chapters' "higher / lower / no difference detected" wording, in one place."""
+    if d["n"] < 2:
+        return one
+    return above if d["lo"] > 0 else below if d["hi"] < 0 else none
+
+
+__all__ = ["t_interval", "interval_text", "verdict"]

@@ -15,7 +15,7 @@ from .. import data as D
 from ..book import results
 from ..book.params import ChapterParams, nonneg, positive, rules
 from ..book.runtime import REPO_ROOT, run_seeds, seed_everything
-from ..core.stats import t_interval
+from ..core.stats import t_interval, verdict
 from ..data.glue import TASK_METRICS, _int_label, encode_task, glue_metrics
 from ..hf.glue import architecture_check, layer_spectra
 from ..hf.models import quiet_loading
@@ -323,11 +323,9 @@ def paired_differences(grid: dict[tuple, dict]) -> pd.DataFrame:
                     continue
                 ti = t_interval(d)
                 mean, lo, hi = ti["mean"], ti["lo"], ti["hi"]
-                verdict = ("one seed" if len(d) < 2 else "higher" if lo > 0 else "lower" if hi < 0
-                           else "no difference detected")
                 rows.append({"model": model, "task": task, "metric": metric, "variant": v, "seeds": len(d),
                              "mean difference": mean, "95% low": lo, "95% high": hi,
-                             "wins": int(np.sum(np.asarray(d) > 0)), "verdict": verdict})
+                             "wins": int(np.sum(np.asarray(d) > 0)), "verdict": verdict(ti)})
     return pd.DataFrame(rows, columns=["model", "task", "metric", "variant", "seeds", "mean difference", "95% low",
                                        "95% high", "wins", "verdict"])
 

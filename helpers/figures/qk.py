@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from ..core.stats import interval_text
+from ..core.stats import interval_text, verdict
 from ..experiments.qk import Result
 from . import common
 
@@ -336,10 +336,8 @@ def _verdict(iv: dict | None) -> str:
     excludes 0, 'no difference detected' when it covers 0."""
     if not iv:
         return "not run"
-    if iv["n"] < 2:
-        return "one seed: not tested"
-    return ("smaller with centred blocks" if iv["hi"] < 0 else "larger with centred blocks" if iv["lo"] > 0
-            else "no difference detected")
+    return verdict(iv, above="larger with centred blocks", below="smaller with centred blocks",
+                   one="one seed: not tested")
 
 
 def seed_frame(res: Result) -> pd.DataFrame:
