@@ -172,3 +172,30 @@ def test_rerun_end_to_end_writes_notebook_and_results(tmp_path):
     assert rec["provenance"]["versions"]["torch"].startswith("2.")
     assert "n_sentences 20" in rec["provenance"]["command"]
     assert rec["results"]["appendix_a_summary"]["cases"] > 0
+
+
+def test_book_cache_never_overwrites_a_committed_run(tmp_path, monkeypatch):
+    """A book-scale run with settings other than the committed run's is written beside it
+    (`<name>@<hash>.json`) and read back from there; the committed file is left as it was."""
+    from helpers.book import results
+
+    monkeypatch.setattr(results, "REPO_ROOT", tmp_path)
+    calls = []
+
+    def compute(v):
+        return lambda: calls.append(v) or {"value": v}
+
+    res, hit = results.cached_run("demo", "run-seed0", {}, {"lr": 1}, compute(1), "book")
+    assert (res, hit, calls) == ({"value": 1}, False, [1])
+    committed = tmp_path / "results" / "demo" / "book" / "run-seed0.json"
+    before = committed.read_text()
+    res, hit = results.cached_run("demo", "run-seed0", {}, {"lr": 2}, compute(2), "book")
+    assert (res, hit) == ({"value": 2}, False) and committed.read_text() == before
+    beside = committed.with_name(f"run-seed0@{results.settings_hash({'lr': 2})}.json")
+    assert beside.is_file()
+    assert results.cached_run("demo", "run-seed0", {}, {"lr": 2}, compute(3), "book") == ({"value": 2}, True)
+    assert results.cached_run("demo", "run-seed0", {}, {"lr": 1}, compute(4), "book") == ({"value": 1}, True)
+    assert calls == [1, 2]
+    res, hit = results.cached_run("demo", "run-seed0", {}, {"lr": 1}, compute(5), "ci")
+    assert (res, hit, calls[-1]) == ({"value": 5}, False, 5)                 # ci always recomputes, writes nothing
+    assert sorted(f.name for f in committed.parent.iterdir()) == sorted([committed.name, beside.name])

@@ -104,23 +104,30 @@ def cached_run(chapter: str, name: str, params: Any, key: dict[str, Any], comput
     parameters match and recomputes otherwise; at ci scale it always recomputes").
 
     `key` holds every setting the result depends on. At `book` scale, a committed file whose
-    recorded key equals `key` is read back; otherwise `compute()` runs and, at `book` scale, its
-    result is written there with provenance (commit it). Returns (results, came_from_cache).
-    """
+    recorded key equals `key` is read back — `<name>.json`, or `<name>@<hash of key>.json` for a run
+    with other settings than the committed one; otherwise `compute()` runs and, at `book` scale, its
+    result is written with provenance: to `<name>.json` when no run of that name is committed, else to
+    `<name>@<hash>.json`, so that a book-scale run with overridden settings never overwrites the
+    committed run the chapter reads (to replace that one, delete its file). Returns (results,
+    came_from_cache)."""
     path = committed_results_path(chapter, name, scale)
     key_j = _jsonable(key)
-    if scale == "book" and path.is_file():
-        rec = load_results(path)
-        if rec.get("key") == key_j:
-            return rec["results"], True
+    variant = path.with_name(f"{name}@{settings_hash(key)}.json")
+    if scale == "book":
+        for candidate in (path, variant):
+            if candidate.is_file():
+                rec = load_results(candidate)
+                if rec.get("key") == key_j:
+                    return rec["results"], True
     with timer() as t:
         res = compute()
     if scale == "book":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_results(name, res, params, path.parent, wall_time_s=t["seconds"], command=command)
-        rec = load_results(path)
+        target = variant if path.is_file() else path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        written = save_results(target.stem, res, params, target.parent, wall_time_s=t["seconds"], command=command)
+        rec = load_results(written)
         rec["key"] = key_j
-        path.write_text(json.dumps(rec, indent=1))
+        written.write_text(json.dumps(rec, indent=1))
         return rec["results"], False
     return _jsonable(res), False
 
