@@ -141,15 +141,28 @@ def test_sweep_runs_are_keyed_by_their_own_depth_and_named_apart(tmp_path, monke
     seen = []
     monkeypatch.setattr(results, "cached", lambda params, name, compute, drop=(), **extra:
                         (seen.append((name, params.depth, params.depths)) or {"lr": 0}, True))
-    p = vit.Params.resolve("ci", depths=(2, 3), variants=("post-norm", "post-norm-full-lr"))
+    p = vit.Params.resolve("ci", depths=(2, 3), variants=("post-norm", "post-norm-full-lr"), standard_depths=())
     res = vit.run(p)
     assert sorted(seen) == sorted([(f"{pre}{v}-seed0", d, ()) for d, pre in ((4, ""), (2, "d2-"), (3, "d3-"))
                                    for v in ("post-norm", "post-norm-full-lr")])
-    assert res.depths == [2, 3, 4] and res.from_cache
+    assert res.depths == [2, 3, 4] and res.from_cache and res.standard == {} and res.standard_result() is None
     seen.clear()
     vit.run(p.with_(block="standard"))         # standard blocks sit beside the Algorithm-1 runs
-    assert sorted(n for n, _d, _ds in seen) == sorted(f"standard-{pre}{v}-seed0" for pre in ("", "d2-", "d3-")
-                                                      for v in ("post-norm", "post-norm-full-lr"))
+    standard_names = sorted(f"standard-{pre}{v}-seed0" for pre in ("", "d2-", "d3-")
+                            for v in ("post-norm", "post-norm-full-lr"))
+    assert sorted(n for n, _d, _ds in seen) == standard_names
+    # the block comparison: `standard_depths` adds the standard-block runs at those depths, under the same
+    # names and keys as a standard-block grid would give them (so either way of running them is cached once)
+    seen.clear()
+    res = vit.run(p.with_(standard_depths=(2, 3, 4)))
+    assert sorted(n for n, _d, _ds in seen if n.startswith("standard-")) == standard_names
+    assert sorted(n for n, _d, _ds in seen if not n.startswith("standard-")) == sorted(
+        f"{pre}{v}-seed0" for pre in ("", "d2-", "d3-") for v in ("post-norm", "post-norm-full-lr"))
+    std = res.standard_result()
+    assert sorted(res.standard) == ["2", "3", "4"] and std.depths == [2, 3, 4] and std.depth == 4
+    assert std.histories is std.sweep["4"] and std.standard_result() is None
+    key = vit.Params.resolve("book").with_(block="standard").cache_key()
+    assert key == vit.Params.resolve("book", block="standard", standard_depths=()).cache_key()
     with pytest.raises(ValueError, match="not in this grid"):
         vit.run_one(p, 5, "post-norm", 0)
     with pytest.raises(ValueError, match="not in this grid"):

@@ -7,6 +7,7 @@ that separate single-threaded processes can share a grid."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -60,6 +61,9 @@ class Params(ChapterParams):
     #: "algorithm1": Yu & Zhang's blocks as written (the committed runs); "standard": the vit-pytorch-style
     #: block (per-channel LN with bias, output projection, biases, GELU) in the same three variants
     block: Literal["algorithm1", "standard"] = "algorithm1"
+    #: the block comparison: these depths also train every variant and seed with standard blocks (beside
+    #: the `block` grid, same settings); each run is cached on its own under a `standard-` name
+    standard_depths: tuple[int, ...] = ()
     seeds: int = 3
     sim_every: int = 1
     #: bf16 autocast (fp32 weights and optimiser) is the default: ≥ 2× faster on this CPU and on GPUs,
@@ -67,20 +71,24 @@ class Params(ChapterParams):
     precision: Literal["fp32", "bf16"] = "bf16"
 
     CHAPTER: ClassVar[str] = "vit"
+    #: which depths are swept does not change any one run's result (each run's key has its own depth)
+    CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("standard_depths",)
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(depth=4, depths=(2,), epochs=1, train_images=256, test_images=128, batch_size=64, seeds=1,
-                   variants=VARIANTS),
+                   variants=VARIANTS, standard_depths=(2,)),
         # the depth sweep a 2-core CPU runs: width 96 (4 heads of 24, as the paper's heads), 8x8 patches,
         # 1,000 optimiser steps of batch 64 per run (16,000 images, 4 epochs), 3 seeds, depths 6 to 80
         # (each run is cached on its own, so adding a depth reruns nothing)
         "book": dict(depth=80, depths=(6, 12, 24, 48), d_model=96, d_ff=192, n_heads=4, patch=8, epochs=4,
                      train_images=16000, test_images=1000, batch_size=64, seeds=3,
-                     variants=("post-norm", "post-norm-full-lr", "pre-norm", "de-escalated")),
+                     variants=("post-norm", "post-norm-full-lr", "pre-norm", "de-escalated"),
+                     standard_depths=(6, 12, 24, 48, 80)),
         "paper": dict(),
     }
     RULES: ClassVar = rules(
         variants=(lambda v: len(v) > 0 and len(set(v)) == len(v), "needs distinct variants"),
         depth=positive, depths=(lambda v: all(d > 0 for d in v) and len(set(v)) == len(v), "needs distinct depths > 0"),
+        standard_depths=(lambda v: all(d > 0 for d in v) and len(set(v)) == len(v), "needs distinct depths > 0"),
         d_model=positive, d_ff=positive, n_heads=positive,
         patch=(lambda v: v > 0 and 32 % v == 0, "must divide 32"), epochs=positive, train_images=nonneg,
         test_images=nonneg, batch_size=positive, lr=(lambda v: v is None or v > 0, "must be > 0"),
@@ -113,6 +121,9 @@ class Result(results.Result):
     n_heads: int = 8
     d_ff: int = 384
     test_images: int = 10_000        # effective number
+    #: the block comparison: {str(depth): {variant: [history per seed]}} of the standard-block runs at
+    #: `standard_depths` (empty when none were run)
+    standard: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
 
     @property
     def steps(self) -> int:
@@ -137,6 +148,15 @@ class Result(results.Result):
             if b:
                 out[v] = float(b[max(b, key=int)][-1])
         return out
+
+    def standard_result(self) -> Result | None:
+        """The standard-block runs as a Result of their own (their sweep, `depth` = the deepest of them),
+        so that every sweep reading applies to them; None when no standard-block run was made."""
+        if not self.standard:
+            return None
+        deep = max(self.standard, key=int)
+        return dataclasses.replace(self, depth=int(deep), histories=self.standard[deep], sweep=self.standard,
+                                   standard={})
 
     def curves(self, key: str) -> dict[str, np.ndarray]:
         """Per variant, (seeds, epochs) of one per-epoch history entry (`train_loss`, `test_acc`, …)."""
@@ -177,10 +197,17 @@ def run(p: Params) -> Result:
     for d in sorted({p.depth, *p.depths}):
         sweep[str(d)], h = _grid(p, d, p.variants, seeds, dev, datasets)
         hits += h
+    standard = {}
+    if p.block != "standard":
+        q = p.with_(block="standard", standard_depths=())
+        for d in sorted(p.standard_depths):
+            standard[str(d)], h = _grid(q, d, p.variants, seeds, dev, datasets)
+            hits += h
     return Result(variants=list(p.variants), seeds=seeds, depth=p.depth, epochs=p.epochs,
                   train_images=p.train_images or 50_000, scale=p.scale, histories=sweep[str(p.depth)],
                   from_cache=all(hits), sweep=sweep if p.depths else {}, batch_size=p.batch_size,
-                  d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, test_images=p.test_images or 10_000)
+                  d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, test_images=p.test_images or 10_000,
+                  standard=standard)
 
 
 def _lazy_datasets(p: Params):

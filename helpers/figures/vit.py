@@ -6,22 +6,23 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from ..core.stats import interval_text, t_interval
+from ..core.stats import interval_text, t_interval, verdict
 from ..experiments.vit import VARIANTS, Result, block_cost
 from . import common
 
 
-def fig6(res: Result) -> plt.Figure:
-    """Figure 6: training and test loss of the variants per epoch (mean ± 1 sd over seeds)."""
+def fig6(res: Result, name: str = "vit-fig6", blocks: str = "") -> plt.Figure:
+    """Figure 6: training and test loss of the variants per epoch (mean ± 1 sd over seeds); `blocks`
+    names the block type in the title, `name` is the glue name."""
     common.set_theme()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, key in zip(axes, ("train_loss", "test_loss"), strict=True):
         common.layer_curves(ax, res.curves(key), x0=1, xlabel="epoch", ylabel=key.replace("_", " "),
                             title=key.replace("_", " "))
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.suptitle(f"Figure 6 — ViT depth {res.depth}, {res.train_images:,} training images, {res.epochs} epochs, "
-                 f"{len(res.seeds)} seed(s) ({res.scale} scale)")
-    return common.figure("vit-fig6", fig)
+    fig.suptitle(f"Figure 6 — ViT depth {res.depth}{blocks}, {res.train_images:,} training images, {res.epochs} "
+                 f"epochs, {len(res.seeds)} seed(s) ({res.scale} scale)")
+    return common.figure(name, fig)
 
 
 def tsim(res: Result) -> plt.Figure:
@@ -69,6 +70,41 @@ def sweep_figure(res: Result) -> plt.Figure:
     return common.figure("vit-sweep", fig)
 
 
+def block_figure(res: Result) -> plt.Figure | None:
+    """The block comparison: final training loss against depth per variant, Algorithm 1's blocks (left)
+    and standard blocks (right) at the depths both were run, on one y axis (mean ± 1 sd over seeds,
+    each seed a dot). None when no standard-block run was made."""
+    std = res.standard_result()
+    if std is None:
+        return None
+    common.set_theme()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    pal = common.sns.color_palette()
+    panels = (("Algorithm 1 blocks (scalar-γ LN, no biases)", res),
+              ("standard blocks (per-channel LN, biases, output projection)", std))
+    for ax, (title, r) in zip(axes, panels, strict=True):
+        depths = [d for d in std.depths if str(d) in r.sweep or (not r.sweep and d == r.depth)]
+        runs = r.sweep or {str(r.depth): r.histories}
+        for i, v in enumerate(r.variants):
+            a = np.array([[h["train_loss"][-1] for h in runs[str(d)][v]] for d in depths], dtype=float)
+            x = np.asarray(depths, dtype=float) * (1 + 0.04 * (i - 1.5))               # dodge
+            ax.errorbar(x, a.mean(1), yerr=a.std(1, ddof=1) if a.shape[1] > 1 else None, color=pal[i], marker="o",
+                        ms=4, capsize=3, label=v)
+            ax.scatter(np.repeat(x, a.shape[1]), a.ravel(), color=pal[i], s=8, alpha=0.5)
+        ax.set_xscale("log")
+        ax.minorticks_off()
+        ax.set_xticks(depths, [str(d) for d in depths])
+        ax.set_xlabel("depth (blocks)")
+        ax.set_title(title, fontsize=10)
+    axes[0].set_ylabel("final training loss")
+    axes[0].axhline(np.log(10), color="grey", lw=0.8, ls=":", label="chance (ln 10)")
+    axes[1].axhline(np.log(10), color="grey", lw=0.8, ls=":")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Algorithm 1 vs standard blocks — {res.steps:,} optimiser steps of batch {res.batch_size} per run, "
+                 f"{len(res.seeds)} seed(s) ({res.scale} scale)")
+    return common.figure("vit-blocks", fig)
+
+
 def sweep_difference(res: Result, a: str, b: str, depth: int, key: str = "train_loss") -> dict[str, float]:
     """Final `key` of variant `a` minus variant `b` at `depth`, per run seed (the two runs of a seed share
     the data order and augmentation), with the mean and a 95 % t-interval over seeds (NaN with one seed)."""
@@ -96,6 +132,42 @@ def sweep_table(res: Result):
     return common.table(pd.DataFrame(rows), digits=3)
 
 
+def block_table(res: Result):
+    """The block comparison as a table: per depth (those with standard-block runs) and variant, the final
+    training loss, test accuracy and last-block t_sim (first seed; for the de-escalated model just before
+    its de-escalation step) with Algorithm 1's blocks and with standard blocks side by side."""
+    import pandas as pd
+
+    std = res.standard_result()
+    if std is None:
+        return common.table(pd.DataFrame({"block comparison": ["not run (set `standard_depths`)"]}))
+    runs = res.sweep or {str(res.depth): res.histories}
+    rows = []
+    for d in std.depths:
+        for v in res.variants:
+            row: dict[str, object] = {"depth": d, "variant": v}
+            for tag, r in (("Alg. 1", runs.get(str(d))), ("standard", std.sweep[str(d)])):
+                if r is None:
+                    row.update({f"train loss ({tag})": "—", f"test acc ({tag})": "—", f"t_sim ({tag})": np.nan})
+                    continue
+                hs = r[v]
+                row[f"train loss ({tag})"] = _pm(np.array([h["train_loss"][-1] for h in hs]))
+                row[f"test acc ({tag})"] = _pm(np.array([h["test_acc"][-1] for h in hs]))
+                row[f"t_sim ({tag})"] = _last_tsim(hs[0].get("t_sim_before_deescalation") or hs[0]["t_sim"])
+            rows.append(row)
+    return common.table(pd.DataFrame(rows), digits=3)
+
+
+def standard_gap_table(res: Result):
+    """`gap_table` of the standard-block runs (a 'not run' table when there are none)."""
+    import pandas as pd
+
+    std = res.standard_result()
+    if std is None:
+        return common.table(pd.DataFrame({"gap": ["no standard-block runs (set `standard_depths`)"]}))
+    return gap_table(std)
+
+
 def _last_tsim(t_sim: dict) -> float:
     """The last block's t_sim at the last measured epoch; float round-off (|t_sim| < 1e-9, what a
     centred state gives) is shown as 0."""
@@ -115,10 +187,9 @@ def compare_text(res: Result, a: str, b: str, depth: int, key: str = "train_loss
     if d["n"] < 2:
         return f"{a} − {b}: {d['mean']:+.3f} in final {what} at depth {depth} (one seed: no interval)"
     iv = interval_text(d)
-    if d["hi"] < 0:
-        return f"{a} ends **lower** than {b} in {what} at depth {depth} ({iv})"
-    if d["lo"] > 0:
-        return f"{a} ends **higher** than {b} in {what} at depth {depth} ({iv})"
+    v = verdict(d, above="higher", below="lower", none="")
+    if v:
+        return f"{a} ends **{v}** than {b} in {what} at depth {depth} ({iv})"
     return f"no difference detected between {a} and {b} in {what} at depth {depth} ({iv} includes 0)"
 
 
@@ -129,10 +200,9 @@ def depth_text(res: Result, variant: str, key: str = "train_loss") -> str:
     fin = res.sweep_final(key)[variant]
     lo, hi = fin[0], fin[-1]
     d = t_interval(hi - lo)
-    verdict = ("one seed" if d["n"] < 2 else "worse with depth" if d["lo"] > 0 else "better with depth"
-               if d["hi"] < 0 else "no change detected")
+    reading = verdict(d, above="worse with depth", below="better with depth", none="no change detected")
     return (f"{variant}: {lo.mean():.3f} at depth {res.depths[0]} → {hi.mean():.3f} at depth {res.depths[-1]} "
-            f"(change {interval_text(d)}: {verdict})")
+            f"(change {interval_text(d)}: {reading})")
 
 
 def gap_by_depth(res: Result, variant: str, ref: str = "pre-norm", key: str = "train_loss") -> list[dict]:
@@ -195,6 +265,62 @@ def final_table(res: Result):
     return common.table(res.table(), digits=3)
 
 
+def _depth_list(depths: list[int]) -> str:
+    return ("no depth" if not depths else f"depth {depths[0]}" if len(depths) == 1 else
+            "depths " + ", ".join(str(d) for d in depths[:-1]) + f" and {depths[-1]}")
+
+
+def _sweep_values(res: Result, prefix: str = "") -> dict[str, object]:
+    """The glued readings of one sweep (Algorithm 1's blocks, or with `prefix` "std-" the standard
+    blocks'): final loss and accuracy per variant and depth, the verdict sentences, from which depth each
+    post-norm variant is behind pre-norm, where the de-escalated model is ahead of plain post-norm at the
+    same rate and of pre-norm, and the deepest depth's seed-paired differences."""
+    from IPython.display import Markdown
+
+    values: dict[str, object] = {}
+    fin_train = res.sweep_final("train_loss")
+    for key, tag in (("train_loss", "train"), ("test_acc", "acc")):
+        fin = res.sweep_final(key)
+        for v in VARIANTS:
+            for i, d in enumerate(res.depths):
+                values[f"{prefix}sweep-{tag}-{v}-d{d}"] = float(fin[v][i].mean()) if v in fin else np.nan
+            # the shallowest and the deepest depth, whatever they are (the prose reads these)
+            values[f"{prefix}sweep-{tag}-{v}-shallow"] = float(fin[v][0].mean()) if v in fin else np.nan
+            values[f"{prefix}sweep-{tag}-{v}-deep"] = float(fin[v][-1].mean()) if v in fin else np.nan
+    for v in VARIANTS:             # the last block's t_sim (first seed; de-escalated: before its last step)
+        for d in res.depths:
+            hist = res.sweep[str(d)].get(v) if v in res.variants else None
+            values[f"{prefix}tsim-{v}-d{d}"] = (_last_tsim(hist[0].get("t_sim_before_deescalation")
+                                                           or hist[0]["t_sim"]) if hist else np.nan)
+        values[f"{prefix}tsim-{v}-deep"] = values[f"{prefix}tsim-{v}-d{max(res.depths)}"]
+    for v in VARIANTS:             # the seeds' spread at the deepest depth, "1.88–1.91"
+        values[f"{prefix}range-{v}-deep"] = (f"{fin_train[v][-1].min():.2f}–{fin_train[v][-1].max():.2f}"
+                                             if v in fin_train else "(not run)")
+    values[f"{prefix}verdicts"] = Markdown("; ".join(sweep_verdicts(res)) + ".")
+    for v in ("post-norm", "post-norm-full-lr", "de-escalated"):
+        if v in res.variants and "pre-norm" in res.variants:
+            first = fails_from(res, v)
+            values[f"{prefix}fails-from-{v}"] = Markdown(f"depth {first}" if first else "no depth of the sweep")
+    if "de-escalated" in res.variants and "post-norm-full-lr" in res.variants:
+        values[f"{prefix}deesc-ahead-depths"] = Markdown(_depth_list(ahead_depths(res, "de-escalated",
+                                                                                   "post-norm-full-lr")))
+    if "de-escalated" in res.variants and "pre-norm" in res.variants:
+        values[f"{prefix}deesc-ahead-pre-depths"] = Markdown(_depth_list(ahead_depths(res, "de-escalated",
+                                                                                       "pre-norm")))
+        values[f"{prefix}deesc-behind-pre-depths"] = Markdown(_depth_list(ahead_depths(res, "pre-norm",
+                                                                                        "de-escalated")))
+    for v in ("post-norm", "post-norm-full-lr"):    # where plain post-norm is level with pre-norm (interval covers 0)
+        if v in res.variants and "pre-norm" in res.variants:
+            level = [g["depth"] for g in gap_by_depth(res, v) if g["n"] > 1 and g["lo"] <= 0 <= g["hi"]]
+            values[f"{prefix}level-{v}-depths"] = Markdown(_depth_list(level))
+    deep = max(res.depths)
+    for a, b in (("de-escalated", "post-norm-full-lr"), ("de-escalated", "pre-norm"),
+                 ("post-norm-full-lr", "post-norm"), ("post-norm-full-lr", "pre-norm")):
+        if a in res.variants and b in res.variants:
+            values[f"{prefix}diff-{a}-{b}"] = interval_text(sweep_difference(res, a, b, deep))
+    return values
+
+
 def publish(res: Result) -> None:
     """Draw and glue the figures, and glue every number the prose quotes (variants not run: NaN)."""
     fig6(res)
@@ -220,36 +346,26 @@ def publish(res: Result) -> None:
                    "block-ratio": cost["ratio"]} if cost else
                   {"block-alg1-s": np.nan, "block-standard-s": np.nan, "block-ratio": np.nan})
     if res.sweep:
-        for key, tag in (("train_loss", "train"), ("test_acc", "acc")):
-            fin = res.sweep_final(key)
-            for v in VARIANTS:
-                for i, d in enumerate(res.depths):
-                    values[f"sweep-{tag}-{v}-d{d}"] = float(fin[v][i].mean()) if v in fin else np.nan
-                # the shallowest and the deepest depth, whatever they are (the prose reads these)
-                values[f"sweep-{tag}-{v}-shallow"] = float(fin[v][0].mean()) if v in fin else np.nan
-                values[f"sweep-{tag}-{v}-deep"] = float(fin[v][-1].mean()) if v in fin else np.nan
+        values.update(_sweep_values(res))
         values["shallow"] = res.depths[0]
+    std = res.standard_result()
+    block_figure(res)
+    if std is not None:
+        fig6(std, name="vit-fig6-standard", blocks=", standard blocks")
+        values.update(_sweep_values(std, "std-"))
+        std_train = std.final("train_loss")
+        values["std-order"] = " < ".join(sorted(std_train, key=std_train.get))
+        values["std-depths"] = ", ".join(str(d) for d in std.depths)
+        values["std-deep"] = max(std.depths)
+    elif res.sweep:                   # no standard-block run (`standard_depths=()`): the prose reads "not run"
         from IPython.display import Markdown
 
-        values["verdicts"] = Markdown("; ".join(sweep_verdicts(res)) + ".")
-        for v in ("post-norm", "post-norm-full-lr", "de-escalated"):
-            if v in res.variants and "pre-norm" in res.variants:
-                first = fails_from(res, v)
-                values[f"fails-from-{v}"] = Markdown(f"depth {first}" if first else "no depth of the sweep")
-        if "de-escalated" in res.variants and "post-norm-full-lr" in res.variants:
-            ahead = ahead_depths(res, "de-escalated", "post-norm-full-lr")
-            values["deesc-ahead-depths"] = Markdown(
-                "no depth" if not ahead else f"depth {ahead[0]}" if len(ahead) == 1 else
-                "depths " + ", ".join(str(d) for d in ahead[:-1]) + f" and {ahead[-1]}")
-        deep = max(res.depths)
-        for a, b in (("de-escalated", "post-norm-full-lr"), ("de-escalated", "pre-norm"),
-                     ("post-norm-full-lr", "post-norm"), ("post-norm-full-lr", "pre-norm")):
-            if a in res.variants and b in res.variants:
-                dd = sweep_difference(res, a, b, deep)
-                values[f"diff-{a}-{b}"] = interval_text(dd)
+        values.update({f"std-{k}": (np.nan if isinstance(v, float | int) else Markdown("(not run)"))
+                       for k, v in _sweep_values(res).items()})
+        values.update({"std-depths": "(none: not run)", "std-deep": "(not run)", "std-order": "(not run)"})
     common.publish("vit", values)
 
 
-__all__ = ["fig6", "tsim", "sweep_figure", "sweep_table", "sweep_difference", "sweep_verdicts", "compare_text",
-           "gap_by_depth", "fails_from", "gap_table", "ahead_depths",
-           "final_table", "publish"]
+__all__ = ["fig6", "tsim", "sweep_figure", "block_figure", "block_table", "standard_gap_table", "sweep_table",
+           "sweep_difference", "sweep_verdicts", "compare_text", "gap_by_depth", "fails_from", "gap_table",
+           "ahead_depths", "final_table", "publish"]
