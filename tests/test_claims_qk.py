@@ -147,3 +147,23 @@ def test_ablation_intervals_are_over_the_seed_differences(res):
     drop = [(np.asarray(c)[0] - np.asarray(c)[-1]) - (np.asarray(p)[0] - np.asarray(p)[-1])
             for c, p in zip(a["centred"]["entropy"], a["plain"]["entropy"], strict=True)]
     assert a["diff_entropy_drop"] == pytest.approx(drop)
+
+
+def test_recipe_probes_on_the_committed_runs():
+    """What the chapter says of the recipe probes: three recipes (lr 1e-3 / 3e-4, batch 8 / 32) at the same
+    5.12M tokens end within 0.05 nats; the corpus re-weighting changes the held-out loss at step 3000 by less
+    than 0.05; the book runs (3x the tokens) end lower than the probes, but by less than 0.3 nats."""
+    from helpers.figures.qk import probe_frame
+
+    probes = qk.recipe_probes()
+    if len(probes) < 4:
+        pytest.skip("recipe probes not committed")
+    f = probe_frame(probes).set_index("probe")
+    same = f.loc[["base", "lr3e-4", "b32"]]
+    assert np.allclose(same["tokens seen (M)"], 5.12) and np.ptp(same["held-out MLM loss"]) < 0.05
+    assert (same["below unigram"] < 1.5).all()
+    wd1 = next(r for r in probes if r["name"] == "wd1")
+    book0 = qk.run(qk.Params.resolve("book")).runs["0"]["eval_loss"]
+    assert abs(wd1["eval_loss"]["3000"] - book0["3000"]) < 0.05
+    book_final = np.mean([r["eval_loss"]["15000"] for r in qk.run(qk.Params.resolve("book")).runs.values()])
+    assert 0 < same["held-out MLM loss"].mean() - book_final < 0.3

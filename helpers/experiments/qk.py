@@ -425,6 +425,22 @@ def export_model(p: Params, seed: int | None = None, step: int | None = None,
     return out
 
 
+def recipe_probes() -> list[dict]:
+    """The committed recipe probes of the book model (`results/qk/probes/*.json`, written by
+    `scripts/qk_recipe_probe.py`): one seed each under another learning rate, batch or corpus weighting,
+    with the held-out MLM loss at its checkpoints. Each: the settings, `tokens_seen`, `eval_loss`
+    ({step: nats}), `unigram_nats`, the command and wall time. Empty when none are committed."""
+    import json
+
+    folder = runtime.REPO_ROOT / "results" / "qk" / "probes"
+    out = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        rec = json.loads(path.read_text())
+        out.append({**rec["results"], "command": rec["provenance"]["command"],
+                    "wall_time_s": rec["provenance"]["wall_time_s"]})
+    return out
+
+
 def run(p: Params) -> Result:
     """Every seed's trajectory (read back from the committed results when the settings match) and
     the chapter's reading of them."""
@@ -452,6 +468,6 @@ def run(p: Params) -> Result:
 
 
 __all__ = ["Params", "Result", "run", "run_seed", "run_name", "export_model", "trajectory", "compare_runs",
-           "union_reading",
+           "union_reading", "recipe_probes",
            "ablation_summary", "pretrain_config",
            "ANALYSIS_VERSION", "MULTIBERT_STEPS"]

@@ -486,6 +486,55 @@ def numbers(res: Result) -> dict[str, object]:
     }
 
 
+def probe_frame(probes: list[dict]) -> pd.DataFrame:
+    """The recipe probes as rows: recipe, tokens seen, held-out MLM loss at the last checkpoint and how far
+    below the unigram predictor that is."""
+    rows = []
+    for r in probes:
+        last = max(r["eval_loss"], key=int)
+        recipe = (f"lr {r['lr']:g}, batch {r['batch']}" + (", WikiText x3, no SST-2 phrases" if r["wiki_weighted"]
+                                                          else "") + (f", dropout {r['dropout']:g}" if r["dropout"]
+                                                                      else ""))
+        rows.append({"probe": r["name"], "recipe": recipe, "steps": int(last),
+                     "tokens seen (M)": int(last) * r["batch"] * 128 / 1e6,
+                     "held-out MLM loss": r["eval_loss"][last],
+                     "below unigram": r["unigram_nats"] - r["eval_loss"][last]})
+    return pd.DataFrame(rows)
+
+
+def probe_table(probes: list[dict]):
+    """`probe_frame` for reading (a 'none committed' table when there are no probes)."""
+    if not probes:
+        return common.table(pd.DataFrame({"recipe probes": ["none committed (scripts/qk_recipe_probe.py)"]}))
+    return common.table(probe_frame(probes), digits=3)
+
+
+def publish_probes(probes: list[dict], res: Result) -> None:
+    """Glue what the prose says of the probes: the spread of the final held-out loss of the probes that see
+    the same number of tokens (the most common budget), that budget, and the corpus-weighting probe's
+    held-out loss minus the first book run's (run seed 0, the probes' seed) at its last common step."""
+    values: dict[str, object] = {"probe-spread": np.nan, "probe-mtokens": np.nan, "probe-range": "(none)",
+                                 "probe-n": 0, "probe-book-gain": np.nan,
+                                 "probe-weighting-diff": np.nan, "probe-weighting-step": "(none)"}
+    if probes:
+        f = probe_frame(probes)
+        plain = f[~f["recipe"].str.contains("WikiText")]
+        budget = plain["tokens seen (M)"].mode().iloc[0]
+        same = plain[plain["tokens seen (M)"] == budget]["held-out MLM loss"]
+        values.update({"probe-spread": float(same.max() - same.min()), "probe-mtokens": float(budget),
+                       "probe-range": f"{same.min():.2f}–{same.max():.2f}", "probe-n": len(same)})
+        if res.source == "pretrain":      # the book runs' final held-out loss below the probes' mean
+            finals = [float(r["eval_loss"][max(r["eval_loss"], key=int)]) for r in res.runs.values()]
+            values["probe-book-gain"] = float(same.mean() - np.mean(finals))
+        weighted = [r for r in probes if r["wiki_weighted"]]
+        book = res.first.get("eval_loss", {}) if res.source == "pretrain" and res.seeds[0] == 0 else {}
+        if weighted and book:
+            w = weighted[0]["eval_loss"]
+            step = max((k for k in w if k in book), key=int)
+            values.update({"probe-weighting-diff": w[step] - book[step], "probe-weighting-step": f"{int(step):,}"})
+    common.publish("qk", values)
+
+
 def publish(res: Result) -> None:
     """Draw and glue every figure and glue every number the prose quotes (`qk-<key>`)."""
     for draw in (pretraining, fig11, fig12, fig13, fig14, fig15, fig19_20, fig21_22, fig23):
@@ -500,4 +549,4 @@ __all__ = ["pretraining", "ablation_figure", "ablation_numbers",
            "fig11", "fig12", "fig13", "fig14", "fig15", "fig19_20", "fig21_22", "fig23",
            "pretraining_table", "alignment_table", "entropy_table", "seed_frame", "seed_table", "seed_spread_text",
            "numbers", "publish", "scatter_panels", "mean_abs_cos_random",
-           "mean_arrows"]
+           "mean_arrows", "probe_frame", "probe_table", "publish_probes"]
