@@ -8,7 +8,7 @@ import pandas as pd
 import seaborn as sns
 
 from ..core.stats import interval_text, verdict
-from ..experiments.qk import Result
+from ..experiments.qk import Result, recipe_probes
 from . import common
 
 UNIFORM_MLM_LOSS = float(np.log(30522))          # nats: uniform over BERT's WordPiece vocabulary
@@ -539,6 +539,7 @@ def publish(res: Result) -> None:
     """Draw and glue every figure and glue every number the prose quotes (`qk-<key>`)."""
     for draw in (pretraining, fig11, fig12, fig13, fig14, fig15, fig19_20, fig21_22, fig23):
         draw(res)
+    publish_probes(recipe_probes(), res)
     if res.ablation_summary:
         ablation_figure(res)
     values = {**numbers(res), **ablation_numbers(res)}

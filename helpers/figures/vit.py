@@ -313,6 +313,11 @@ def _sweep_values(res: Result, prefix: str = "") -> dict[str, object]:
         if v in res.variants and "pre-norm" in res.variants:
             level = [g["depth"] for g in gap_by_depth(res, v) if g["n"] > 1 and g["lo"] <= 0 <= g["hi"]]
             values[f"{prefix}level-{v}-depths"] = Markdown(_depth_list(level))
+            if v == "post-norm-full-lr":   # the deepest such depth (else the deepest), and t_sim there
+                d = max(level) if level else max(res.depths)
+                values[f"{prefix}level-depth"] = d
+                for w in VARIANTS:
+                    values[f"{prefix}tsim-{w}-level"] = values[f"{prefix}tsim-{w}-d{d}"]
     deep = max(res.depths)
     for a, b in (("de-escalated", "post-norm-full-lr"), ("de-escalated", "pre-norm"),
                  ("post-norm-full-lr", "post-norm"), ("post-norm-full-lr", "pre-norm")):
