@@ -126,7 +126,7 @@ def test_standard_block_prose_on_the_committed_runs():
     nearly identical (t_sim > 0.99) while it trains level with pre-norm; the depth-80 order is Figure 6's;
     and Algorithm 1's de-escalated model does not get ahead of pre-norm at those depths."""
     from helpers.book.runtime import REPO_ROOT
-    from helpers.figures.vit import _last_tsim, ahead_depths, sweep_difference
+    from helpers.figures.vit import _last_tsim, ahead_depths, level_depths, sweep_difference
 
     p = vit.Params.resolve("book")
     folder = REPO_ROOT / "results" / "vit" / "book"
@@ -145,6 +145,7 @@ def test_standard_block_prose_on_the_committed_runs():
         g = sweep_difference(std, "post-norm-full-lr", "pre-norm", d)
         assert g["lo"] < 0 < g["hi"], d
         assert d in ahead_depths(std, "de-escalated", "pre-norm"), d
+    assert level_depths(std, "post-norm-full-lr") == [12, 24, 48]     # not 6 (behind), not 80 (seeds disagree)
     gaps = [sweep_difference(std, "de-escalated", "pre-norm", d)["mean"] for d in std.depths]
     assert np.all(np.diff(gaps) < 0)                                # "by more the deeper the model"
     fin = std.sweep_final("train_loss")

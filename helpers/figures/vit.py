@@ -210,6 +210,18 @@ def gap_by_depth(res: Result, variant: str, ref: str = "pre-norm", key: str = "t
     return [{"depth": d, **sweep_difference(res, variant, ref, d, key)} for d in res.depths]
 
 
+#: "level": the seed-paired interval covers 0 and is narrower than ±LEVEL_MARGIN nats (a wide interval
+#: that covers 0 only says the seeds disagree)
+LEVEL_MARGIN = 0.1
+
+
+def level_depths(res: Result, variant: str, ref: str = "pre-norm", key: str = "train_loss") -> list[int]:
+    """The depths at which `variant` ends level with `ref`: the interval covers 0 and its half-width is
+    below `LEVEL_MARGIN`."""
+    return [g["depth"] for g in gap_by_depth(res, variant, ref, key)
+            if g["n"] > 1 and g["lo"] <= 0 <= g["hi"] and (g["hi"] - g["lo"]) / 2 < LEVEL_MARGIN]
+
+
 def fails_from(res: Result, variant: str, ref: str = "pre-norm", key: str = "train_loss") -> int | None:
     """The shallowest depth from which `variant` ends worse than `ref` (interval above 0) at that depth
     and at every deeper depth of the sweep; None if it does not at the deepest."""
@@ -309,9 +321,9 @@ def _sweep_values(res: Result, prefix: str = "") -> dict[str, object]:
                                                                                        "pre-norm")))
         values[f"{prefix}deesc-behind-pre-depths"] = Markdown(_depth_list(ahead_depths(res, "pre-norm",
                                                                                         "de-escalated")))
-    for v in ("post-norm", "post-norm-full-lr"):    # where plain post-norm is level with pre-norm (interval covers 0)
+    for v in ("post-norm", "post-norm-full-lr"):    # where plain post-norm is level with pre-norm
         if v in res.variants and "pre-norm" in res.variants:
-            level = [g["depth"] for g in gap_by_depth(res, v) if g["n"] > 1 and g["lo"] <= 0 <= g["hi"]]
+            level = level_depths(res, v)
             values[f"{prefix}level-{v}-depths"] = Markdown(_depth_list(level))
             if v == "post-norm-full-lr":   # the deepest such depth (else the deepest), and t_sim there
                 d = max(level) if level else max(res.depths)
@@ -346,6 +358,7 @@ def publish(res: Result) -> None:
                    "test-images": f"{res.test_images:,}",
                    "before-tsim-de-escalated": res.before_t_sim().get("de-escalated", np.nan)})
     values["depths"] = ", ".join(str(d) for d in res.depths)
+    values["level-margin"] = LEVEL_MARGIN
     cost = block_cost()
     values.update({"block-alg1-s": cost["algorithm1_s"], "block-standard-s": cost["standard_s"],
                    "block-ratio": cost["ratio"]} if cost else
@@ -372,5 +385,6 @@ def publish(res: Result) -> None:
 
 
 __all__ = ["fig6", "tsim", "sweep_figure", "block_figure", "block_table", "standard_gap_table", "sweep_table",
-           "sweep_difference", "sweep_verdicts", "compare_text", "gap_by_depth", "fails_from", "gap_table",
+           "sweep_difference", "sweep_verdicts", "compare_text", "gap_by_depth", "fails_from", "level_depths",
+           "gap_table", "LEVEL_MARGIN",
            "ahead_depths", "final_table", "publish"]
