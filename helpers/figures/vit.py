@@ -134,8 +134,9 @@ def sweep_table(res: Result):
 
 def block_table(res: Result):
     """The block comparison as a table: per depth (those with standard-block runs) and variant, the final
-    training loss, test accuracy and last-block t_sim (first seed; for the de-escalated model just before
-    its de-escalation step) with Algorithm 1's blocks and with standard blocks side by side."""
+    training loss and test accuracy (means over seeds) and the last block's t_sim (first seed; for the
+    de-escalated model just before its de-escalation step), Algorithm 1's blocks (A1) and standard blocks
+    (std) side by side."""
     import pandas as pd
 
     std = res.standard_result()
@@ -146,14 +147,13 @@ def block_table(res: Result):
     for d in std.depths:
         for v in res.variants:
             row: dict[str, object] = {"depth": d, "variant": v}
-            for tag, r in (("Alg. 1", runs.get(str(d))), ("standard", std.sweep[str(d)])):
-                if r is None:
-                    row.update({f"train loss ({tag})": "—", f"test acc ({tag})": "—", f"t_sim ({tag})": np.nan})
-                    continue
-                hs = r[v]
-                row[f"train loss ({tag})"] = _pm(np.array([h["train_loss"][-1] for h in hs]))
-                row[f"test acc ({tag})"] = _pm(np.array([h["test_acc"][-1] for h in hs]))
-                row[f"t_sim ({tag})"] = _last_tsim(hs[0].get("t_sim_before_deescalation") or hs[0]["t_sim"])
+            for what in ("loss", "acc", "t_sim"):           # means over seeds (the spread is in the figure)
+                for tag, r in (("A1", runs.get(str(d))), ("std", std.sweep[str(d)])):
+                    hs = r[v] if r is not None else None
+                    row[f"{what} {tag}"] = (np.nan if hs is None else
+                                            float(np.mean([h["train_loss"][-1] for h in hs])) if what == "loss" else
+                                            float(np.mean([h["test_acc"][-1] for h in hs])) if what == "acc" else
+                                            _last_tsim(hs[0].get("t_sim_before_deescalation") or hs[0]["t_sim"]))
             rows.append(row)
     return common.table(pd.DataFrame(rows), digits=3)
 
