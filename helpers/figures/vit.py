@@ -44,23 +44,29 @@ def tsim(res: Result) -> plt.Figure:
     return common.figure("vit-tsim", fig)
 
 
+def _depth_panel(ax, depths: list[int], finals: dict[str, np.ndarray]) -> None:
+    """One panel of a value against depth: per variant (`finals[v]`: (depths, seeds)) the mean ± 1 sd over
+    seeds with each seed a dot, dodged sideways, on a log depth axis."""
+    pal = common.sns.color_palette()
+    for i, (v, a) in enumerate(finals.items()):
+        x = np.asarray(depths, dtype=float) * (1 + 0.04 * (i - 1.5))                   # dodge
+        ax.errorbar(x, a.mean(1), yerr=a.std(1, ddof=1) if a.shape[1] > 1 else None, color=pal[i], marker="o",
+                    ms=4, capsize=3, label=v)
+        ax.scatter(np.repeat(x, a.shape[1]), a.ravel(), color=pal[i], s=8, alpha=0.5)
+    ax.set_xscale("log")
+    ax.minorticks_off()
+    ax.set_xticks(depths, [str(d) for d in depths])
+    ax.set_xlabel("depth (blocks)")
+
+
 def sweep_figure(res: Result) -> plt.Figure:
     """The depth sweep: final training loss and test accuracy against depth, per variant (mean ± 1 sd
     over seeds, each seed a dot), at a fixed budget of optimiser steps."""
     common.set_theme()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    pal = common.sns.color_palette()
     for ax, key, label in zip(axes, ("train_loss", "test_acc"), ("final training loss", "final test accuracy"),
                               strict=True):
-        for i, (v, a) in enumerate(res.sweep_final(key).items()):
-            d = np.asarray(res.depths, dtype=float) * (1 + 0.04 * (i - 1.5))          # dodge
-            ax.errorbar(d, a.mean(1), yerr=a.std(1, ddof=1) if a.shape[1] > 1 else None, color=pal[i], marker="o",
-                        ms=4, capsize=3, label=v)
-            ax.scatter(np.repeat(d, a.shape[1]), a.ravel(), color=pal[i], s=8, alpha=0.5)
-        ax.set_xscale("log")
-        ax.minorticks_off()
-        ax.set_xticks(res.depths, [str(d) for d in res.depths])
-        ax.set_xlabel("depth (blocks)")
+        _depth_panel(ax, res.depths, res.sweep_final(key))
         ax.set_ylabel(label)
         ax.set_title(label)
     axes[1].axhline(0.1, color="grey", lw=0.8, ls=":", label="chance")
@@ -79,22 +85,13 @@ def block_figure(res: Result) -> plt.Figure | None:
         return None
     common.set_theme()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    pal = common.sns.color_palette()
     panels = (("Algorithm 1 blocks (scalar-γ LN, no biases)", res),
               ("standard blocks (per-channel LN, biases, output projection)", std))
     for ax, (title, r) in zip(axes, panels, strict=True):
         depths = [d for d in std.depths if str(d) in r.sweep or (not r.sweep and d == r.depth)]
         runs = r.sweep or {str(r.depth): r.histories}
-        for i, v in enumerate(r.variants):
-            a = np.array([[h["train_loss"][-1] for h in runs[str(d)][v]] for d in depths], dtype=float)
-            x = np.asarray(depths, dtype=float) * (1 + 0.04 * (i - 1.5))               # dodge
-            ax.errorbar(x, a.mean(1), yerr=a.std(1, ddof=1) if a.shape[1] > 1 else None, color=pal[i], marker="o",
-                        ms=4, capsize=3, label=v)
-            ax.scatter(np.repeat(x, a.shape[1]), a.ravel(), color=pal[i], s=8, alpha=0.5)
-        ax.set_xscale("log")
-        ax.minorticks_off()
-        ax.set_xticks(depths, [str(d) for d in depths])
-        ax.set_xlabel("depth (blocks)")
+        _depth_panel(ax, depths, {v: np.array([[h["train_loss"][-1] for h in runs[str(d)][v]] for d in depths],
+                                              dtype=float) for v in r.variants})
         ax.set_title(title, fontsize=10)
     axes[0].set_ylabel("final training loss")
     axes[0].axhline(np.log(10), color="grey", lw=0.8, ls=":", label="chance (ln 10)")
@@ -128,7 +125,7 @@ def sweep_table(res: Result):
             h = res.sweep[str(d)][v][0]
             rows.append({"depth": d, "variant": v, "lr": h["lr"],
                          "final train loss": _pm(loss[v][i]), "final test acc": _pm(acc[v][i]),
-                         "last-block t_sim": _last_tsim(h.get("t_sim_before_deescalation") or h["t_sim"])})
+                         "last-block t_sim": _run_tsim(h)})
     return common.table(pd.DataFrame(rows), digits=3)
 
 
@@ -153,7 +150,7 @@ def block_table(res: Result):
                     row[f"{what} {tag}"] = (np.nan if hs is None else
                                             float(np.mean([h["train_loss"][-1] for h in hs])) if what == "loss" else
                                             float(np.mean([h["test_acc"][-1] for h in hs])) if what == "acc" else
-                                            _last_tsim(hs[0].get("t_sim_before_deescalation") or hs[0]["t_sim"]))
+                                            _run_tsim(hs[0]))
             rows.append(row)
     return common.table(pd.DataFrame(rows), digits=3)
 
@@ -173,6 +170,12 @@ def _last_tsim(t_sim: dict) -> float:
     centred state gives) is shown as 0."""
     v = float(t_sim[max(t_sim, key=int)][-1])
     return 0.0 if abs(v) < 1e-9 else v
+
+
+def _run_tsim(hist: dict) -> float:
+    """A run's last-block t_sim after training: for a de-escalated run the state just before its last
+    de-escalation step (after it t_sim is 0 by construction), otherwise the block output's."""
+    return _last_tsim(hist.get("t_sim_before_deescalation") or hist["t_sim"])
 
 
 def _pm(a: np.ndarray) -> str:
@@ -302,8 +305,7 @@ def _sweep_values(res: Result, prefix: str = "") -> dict[str, object]:
     for v in VARIANTS:             # the last block's t_sim (first seed; de-escalated: before its last step)
         for d in res.depths:
             hist = res.sweep[str(d)].get(v) if v in res.variants else None
-            values[f"{prefix}tsim-{v}-d{d}"] = (_last_tsim(hist[0].get("t_sim_before_deescalation")
-                                                           or hist[0]["t_sim"]) if hist else np.nan)
+            values[f"{prefix}tsim-{v}-d{d}"] = _run_tsim(hist[0]) if hist else np.nan
         values[f"{prefix}tsim-{v}-deep"] = values[f"{prefix}tsim-{v}-d{max(res.depths)}"]
     for v in VARIANTS:             # the seeds' spread at the deepest depth, "1.88–1.91"
         values[f"{prefix}range-{v}-deep"] = (f"{fin_train[v][-1].min():.2f}–{fin_train[v][-1].max():.2f}"
