@@ -342,3 +342,57 @@ def test_key_bias_gets_no_gradient():
         gq = layer.attention.self.query.bias.grad.norm()
         gk = layer.attention.self.key.bias.grad.norm()
         assert gq > 0 and gk < 1e-3 * gq
+
+
+def test_long_pretraining_recipe_and_its_gpu_driver(tmp_path, capsys):
+    """`LONG_PRETRAINING` (the GPU recipe for the 1.5-nat bar) is a valid book-scale setting that sees far
+    more tokens than the book runs, with checkpoints from step 0; `scripts/qk_long.py` stops its runs at
+    the wall-clock budget (so a 10-minute device call can run part of it and the next resumes) and says so."""
+    import importlib.util
+
+    from helpers.experiments import qk
+
+    book = qk.Params.resolve("book")
+    long = qk.Params.resolve("book", **qk.LONG_PRETRAINING)
+    tokens = lambda p: max(p.steps) * p.batch_size * p.seq_len  # noqa: E731
+    assert tokens(long) >= 20 * tokens(book) and long.steps[0] == 0 and long.ablation and long.seeds >= 3
+    assert long.cache_key() != book.cache_key()            # written beside the committed runs, not over them
+    from helpers.book.runtime import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("qk_long", REPO_ROOT / "scripts" / "qk_long.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--device", "cpu", "--ci", "--budget-s", "1", "--seeds", "1"]) == 3
+    out = capsys.readouterr().out
+    assert out.count("stopped seed 0") == 2 and "0 finished, 2 stopped" in out
+
+
+def test_device_bundle_carries_what_pretraining_reads(tmp_path, monkeypatch):
+    """`scripts/qk_long.py --bundle` writes the mirror's WikiText, GLUE and STS parts and BERT's tokenizer:
+    pointed at the bundle ($TOKUNI_DATA, $TOKUNI_TOKENIZER), the loaders read the same text and the
+    tokenizer encodes alike (what a bare GPU machine needs to build the mixed corpus)."""
+    import importlib.util
+
+    from helpers.book.runtime import REPO_ROOT
+    from helpers.data import data_root, load_glue, load_sts, load_wikitext103
+    from helpers.train import mlm
+
+    if data_root() is None:
+        pytest.skip("no data mirror")
+    spec = importlib.util.spec_from_file_location("qk_long", REPO_ROOT / "scripts" / "qk_long.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--bundle", str(tmp_path)]) == 0
+    def texts():
+        return (load_wikitext103("validation"), list(load_sts("STS12").sentence1),
+                list(load_glue("RTE", "train").sentence1))
+
+    before = texts()
+    text = "Token similarity escalates in deep post-norm transformers."
+    ids = mlm.tokenizer()(text)["input_ids"]
+    monkeypatch.setenv("TOKUNI_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("TOKUNI_TOKENIZER", str(tmp_path / "tokenizer"))
+    assert data_root() == tmp_path / "data"
+    assert texts() == before
+    tok = mlm.tokenizer()
+    assert tok.name_or_path == str(tmp_path / "tokenizer") and tok(text)["input_ids"] == ids

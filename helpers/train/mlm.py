@@ -57,10 +57,14 @@ class PretrainConfig:
 
 
 def tokenizer():
-    """BERT's uncased WordPiece tokenizer, offline (from the all-MiniLM-L6-v2 package)."""
+    """BERT's uncased WordPiece tokenizer, offline (from the all-MiniLM-L6-v2 package), or from the folder
+    $TOKUNI_TOKENIZER names (a saved copy of it: what `scripts/qk_long.py --bundle` carries to a GPU machine
+    that has no such package)."""
+    import os
+
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(models.resolve_source(TOKENIZER_SOURCE))
+    return AutoTokenizer.from_pretrained(os.environ.get("TOKUNI_TOKENIZER") or models.resolve_source(TOKENIZER_SOURCE))
 
 
 def _paragraphs(text: str) -> list[str]:
