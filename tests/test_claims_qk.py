@@ -101,7 +101,6 @@ def test_book_prose_on_the_committed_runs():
     pl, ce = np.asarray(a["plain"]["entropy_final_layer"]), np.asarray(a["centred"]["entropy_final_layer"])
     assert pl.argmin() == 0 and ce.argmin() == 0                 # layer 0 the sharpest of both models
     assert abs(ce[1] - pl[1]) < 0.5 and ce[2] > pl[2] + 1.0         # layer 1 about as sharp; layer 2 stays flat
-    assert abs(ce[2] - ce[3]) < 0.2                                  # "almost as flat as layer 3"
     assert np.argsort(pl)[1] == 2
     assert a["intervals"]["diff_entropy_drop"]["lo"] < 0 < a["intervals"]["diff_entropy_drop"]["hi"]
     # "the mean key is gone": in the centred layers 1-3, ‖K̄‖ and |Q̄·K̄| are small next to the plain model's,
@@ -167,3 +166,75 @@ def test_recipe_probes_on_the_committed_runs():
     assert abs(wd1["eval_loss"]["3000"] - book0["3000"]) < 0.05
     book_final = np.mean([r["eval_loss"]["15000"] for r in qk.run(qk.Params.resolve("book")).runs.values()])
     assert 0 < same["held-out MLM loss"].mean() - book_final < 0.3
+
+
+def test_later_layer_entropy_is_the_seed_paired_reading_of_layers_1_on(res):
+    """`ablation_summary["later"]` leaves layer 0 out (centring does not touch it), pairs the seeds, and its
+    intervals are t-intervals of the per-seed values."""
+    later = res.ablation_summary["later"]
+    assert later["layers"] == list(range(1, res.n_layers)) and later["seeds"] == res.seeds
+    for name, runs in (("plain", res.runs), ("centred", res.ablation)):
+        e = np.stack([np.asarray(runs[str(s)]["entropy_layer"])[:, 1:].mean(1) for s in res.seeds])
+        assert later[name]["first"] == pytest.approx(e[:, 0]) and later[name]["final"] == pytest.approx(e[:, -1])
+        assert later[name]["drop_interval"]["mean"] == pytest.approx(np.mean(e[:, 0] - e[:, -1]))
+    assert later["diff_drop"] == pytest.approx(np.subtract(later["centred"]["drop"], later["plain"]["drop"]))
+    for key in ("diff_drop", "diff_final"):
+        iv = later["intervals"][key]
+        assert iv["n"] == len(res.seeds) and iv["mean"] == pytest.approx(np.mean(later[key]))
+        assert iv["lo"] <= iv["mean"] <= iv["hi"]
+    assert len(later["layer_intervals"]) == len(later["layers"])
+
+
+def test_book_reader_fixes_on_the_committed_runs():
+    """The readings the chapter glues for the committed book runs (issue: reader's pass). Layers 1-3, where
+    centring acts: mean final entropy 3.67 centred against 3.26 plain; attention sharpens there with centred
+    blocks (drop interval above 0); the seed-paired difference of the drops covers 0 and is wider than the
+    plain model's whole drop. Layer 2, plain's sharpest after layer 0, is the flattest centred layer (4.00,
+    next layer 3 at 3.94), its difference not detected. The most positive example head is below the
+    threshold (no common head), so it is labelled unaligned; the seed table shows '—' for the missing
+    common onset; the centred held-out loss still falls, slowly, and ends about 0.2 nats above unigram."""
+    from helpers.figures import qk as fq
+
+    r = _book_or_skip()
+    a = r.ablation_summary
+    later = a["later"]
+    assert later["layers"] == [1, 2, 3]
+    assert later["centred"]["final_mean"] == pytest.approx(3.67, abs=0.01)
+    assert later["plain"]["final_mean"] == pytest.approx(3.26, abs=0.01)
+    assert later["centred"]["drop_interval"]["lo"] > 0 and later["plain"]["drop_interval"]["lo"] > 0
+    iv = later["intervals"]["diff_drop"]
+    assert iv["lo"] < 0 < iv["hi"] and iv["hi"] - iv["lo"] > later["plain"]["drop_interval"]["mean"]
+    n = fq.ablation_numbers(r)
+    assert n["abl-centred-drop-later-verdict"] == "a fall detected"
+    assert n["abl-diff-drop-later-verdict"] == "no difference detected"
+    assert n["abl-diff-drop-later-ci"] == "-0.41 [-2.33, +1.50]"
+    assert n["abl-flat-layer"].startswith("Layer 2, the plain model's sharpest after layer 0 (2.41 nats), ends at "
+                                          "4.00 with centred blocks, the flattest of the centred model's layers "
+                                          "(next: layer 3, 3.94)")
+    assert n["abl-flat-layer"].endswith("no difference detected.")
+    assert n["abl-layer-diffs"].count("no difference detected") == 3
+    assert -0.02 < n["abl-centred-eval-tail"] < 0 and n["abl-tail-to"] == "15,000"
+    assert 0.1 < a["centred"]["eval_final"] - a["unigram_nats"] < 0.3
+    sim = r.first["display"]["similar"]["cos_final"]
+    assert 0 < sim < r.threshold and r.comparison["per_seed"][0]["n_common"] == 0
+    assert fq.example_label(r, "similar") == "most positive (unaligned)"
+    assert fq.example_label(r, "opposite") == "opposite"
+    assert "no head of this seed reaches it" in fq.example_heads_text(r)
+    table = fq.seed_table(r)
+    assert list(table.data["median onset, common"]) == [fq.MISSING] * 3
+    assert fq.MISSING in table.to_html() and "<NA>" not in table.to_html()
+
+
+def _book_or_skip():
+    """The committed book runs (a cache hit), or skip when they are not all committed."""
+    from helpers.book.runtime import REPO_ROOT
+
+    p = qk.Params.resolve("book")
+    folder = REPO_ROOT / "results" / "qk" / "book"
+    names = [qk.run_name(p, s) for s in range(p.seed, p.seed + p.seeds)]
+    names += [qk.run_name(p.with_(centre=True), s) for s in range(p.seed, p.seed + p.seeds)]
+    if not all((folder / f"{n}.json").is_file() for n in names):
+        pytest.skip("book runs not all committed")
+    r = qk.run(p)
+    assert r.from_cache
+    return r

@@ -396,3 +396,68 @@ def test_device_bundle_carries_what_pretraining_reads(tmp_path, monkeypatch):
     assert texts() == before
     tok = mlm.tokenizer()
     assert tok.name_or_path == str(tmp_path / "tokenizer") and tok(text)["input_ids"] == ids
+
+
+def test_later_layer_entropy_leaves_layer_0_out_and_pairs_seeds():
+    """Planted: layer 0 falls 4 nats in the centred runs only and must not count; in layers 1-2 the plain
+    drop is 1.0 + 0.1·seed and the centred one 0.5 + 0.1·seed, so every paired difference is -0.5 (a
+    zero-width interval), and the per-layer final differences are the planted ones."""
+    steps = [0, 10, 20]
+
+    def run(seed, centred):
+        e = np.full((3, 3), 4.0)
+        e[-1, 1:] = 4.0 - ((0.5 if centred else 1.0) + 0.1 * seed)
+        e[1, 1:] = 3.9
+        if centred:
+            e[-1, 0] = 0.0
+        return {"entropy_layer": e.tolist()}
+    plain = {str(s): run(s, False) for s in range(3)}
+    centred = {str(s): run(s, True) for s in reversed(range(3))}        # pairing by seed, not by order
+    out = experiment.later_layer_entropy(plain, centred, steps)
+    assert out["layers"] == [1, 2] and out["seeds"] == [0, 1, 2]
+    assert out["diff_drop"] == pytest.approx([-0.5] * 3)
+    iv = out["intervals"]["diff_drop"]
+    assert iv["mean"] == pytest.approx(-0.5) and iv["hi"] == pytest.approx(-0.5)
+    assert out["centred"]["drop_interval"]["lo"] > 0 and out["plain"]["final_mean"] == pytest.approx(2.9)
+    assert np.allclose(out["layer_diff_final"], 0.5)
+    with pytest.raises(ValueError, match="layers"):
+        experiment.later_layer_entropy(plain, centred, steps, first_layer=3)
+    with pytest.raises(ValueError, match="seed"):
+        experiment.later_layer_entropy(plain, {}, steps)
+
+
+def _fake_result(sim_cos, opp_cos, threshold=0.5, onsets=(None, 300)):
+    from types import SimpleNamespace
+
+    cos = np.array([[[opp_cos, sim_cos]]]).repeat(2, axis=0)                 # (S, layers, heads)
+    disp = {"similar": {"layer": 0, "head": 1, "cos_final": sim_cos},
+            "opposite": {"layer": 0, "head": 0, "cos_final": opp_cos}}
+    per_seed = [{"seed": 0, "eval_final": 7.0, "n_common": int(sim_cos >= threshold), "n_opposite": 1,
+                 "median_onset": {"common": onsets[0], "opposite": onsets[1]}, "abs_cos_final": 0.5,
+                 "entropy_first": 4.0, "entropy_lowest": 2.0, "entropy_lowest_step": 10, "entropy_final": 2.5,
+                 "entropy_rebound_layers": []}]
+    return SimpleNamespace(threshold=threshold, first={"display": disp, "cos": cos.tolist()},
+                           comparison={"per_seed": per_seed})
+
+
+def test_example_heads_are_named_by_the_threshold():
+    """The 'similar' example is called similar only when its cos reaches the threshold; below it the figures
+    say 'most positive (unaligned)' and the glued reading says the pair is not the paper's contrast."""
+    from helpers.figures import qk as fq
+
+    below = _fake_result(0.46, -0.94)
+    assert fq.example_label(below, "similar") == "most positive (unaligned)"
+    assert fq.example_label(below, "opposite") == "opposite"
+    assert "not the paper's contrast" in fq.example_heads_text(below)
+    assert "no head of this seed reaches it" in fq.example_heads_text(below)
+    above = _fake_result(0.7, -0.3)
+    assert fq.example_label(above, "similar") == "similar"
+    assert fq.example_label(above, "opposite") == "most negative (unaligned)"
+    assert "as in the paper's pair" in fq.example_heads_text(above)
+
+
+def test_seed_table_shows_a_dash_for_a_missing_onset():
+    from helpers.figures import qk as fq
+
+    html = fq.seed_table(_fake_result(0.46, -0.94, onsets=(None, 300))).to_html()
+    assert fq.MISSING in html and "<NA>" not in html and ">300<" in html

@@ -272,7 +272,8 @@ def ablation_summary(plain: dict, centred: dict, steps: Iterable[int]) -> dict:
     |cos(Q̄, K̄)| at the last step; ‖K̄‖ of layers 1.. (mean over them and their heads) at every step
     (`k_norm_later`); per layer at the last step (mean over seeds and heads) the entropy,
     |cos(Q̄, K̄)|, |Q̄·K̄|, ‖Q̄‖ and ‖K̄‖; and per-seed differences centred − plain (held-out loss, entropy drop
-    from the first to the last step, final mean |cos|) with their 95 % t-intervals over seeds (`intervals`)."""
+    from the first to the last step, final mean |cos|) with their 95 % t-intervals over seeds (`intervals`);
+    `later`: the same entropy comparison over layers 1.. only, where centring acts (`later_layer_entropy`)."""
     steps = list(steps)
     out: dict = {"steps": steps, "seeds": sorted(plain, key=int)}
     for name, runs in (("plain", plain), ("centred", centred)):
@@ -306,6 +307,44 @@ def ablation_summary(plain: dict, centred: dict, steps: Iterable[int]) -> dict:
     out["diff_abs_cos_final"] = diff("abs_cos", lambda c: float(c[-1]))
     out["intervals"] = {k: t_interval(out[k]) for k in ("diff_eval_final", "diff_entropy_drop", "diff_abs_cos_final")}
     out["unigram_nats"] = next(iter(plain.values())).get("unigram_nats")
+    out["later"] = later_layer_entropy(plain, centred, steps)
+    return out
+
+
+def later_layer_entropy(plain: dict, centred: dict, steps: Iterable[int], first_layer: int = 1) -> dict:
+    """The attention entropy of the layers centring acts on, seed-paired: layers `first_layer`.. only
+    (layer 0 reads the embeddings, which centring does not touch), mean over those layers and their heads.
+
+    Per variant: per seed the entropy at the first and last step and its drop, their means over seeds,
+    and the 95 % t-interval of the drop (`drop_interval`: does attention sharpen there at all?). Paired by
+    seed (same initialisation seed, same batches), centred − plain: the drop (`diff_drop`) and the final
+    entropy (`diff_final`) with their t-intervals (`intervals`), and per later layer the final entropy's
+    difference per seed (`layer_diff_final`, one list per layer) with its t-interval (`layer_intervals`)."""
+    steps = list(steps)
+    keys = [k for k in plain if k in centred]
+    if not keys:
+        raise ValueError("later_layer_entropy needs at least one seed run both plain and centred")
+
+    def ent(runs: dict) -> np.ndarray:                                             # (seeds, S, later layers)
+        e = np.stack([np.asarray(runs[k]["entropy_layer"], dtype=float) for k in keys])
+        if e.shape[1] != len(steps) or e.shape[2] <= first_layer:
+            raise ValueError(f"entropy_layer {e.shape[1:]} does not fit {len(steps)} steps and layers "
+                             f"from {first_layer}")
+        return e[:, :, first_layer:]
+    p, c = ent(plain), ent(centred)
+    out: dict = {"layers": list(range(first_layer, first_layer + p.shape[2])), "seeds": [int(k) for k in keys]}
+    for name, e in (("plain", p), ("centred", c)):
+        m = e.mean(2)                                                              # (seeds, S)
+        drop = m[:, 0] - m[:, -1]
+        out[name] = {"first": m[:, 0].tolist(), "final": m[:, -1].tolist(), "drop": drop.tolist(),
+                     "first_mean": float(m[:, 0].mean()), "final_mean": float(m[:, -1].mean()),
+                     "final_layer": e[:, -1].mean(0).tolist(), "drop_interval": t_interval(drop)}
+    out["diff_drop"] = [a - b for a, b in zip(out["centred"]["drop"], out["plain"]["drop"], strict=True)]
+    out["diff_final"] = [a - b for a, b in zip(out["centred"]["final"], out["plain"]["final"], strict=True)]
+    out["intervals"] = {k: t_interval(out[k]) for k in ("diff_drop", "diff_final")}
+    layer_diff = c[:, -1] - p[:, -1]                                               # (seeds, later layers)
+    out["layer_diff_final"] = layer_diff.T.tolist()
+    out["layer_intervals"] = [t_interval(d) for d in layer_diff.T]
     return out
 
 
@@ -479,5 +518,5 @@ def run(p: Params) -> Result:
 
 __all__ = ["Params", "Result", "run", "run_seed", "run_name", "export_model", "trajectory", "compare_runs",
            "union_reading", "recipe_probes",
-           "ablation_summary", "pretrain_config",
+           "ablation_summary", "later_layer_entropy", "pretrain_config",
            "ANALYSIS_VERSION", "MULTIBERT_STEPS", "LONG_PRETRAINING"]

@@ -153,7 +153,103 @@ def ablation_numbers(res: Result) -> dict[str, object]:
     gap = float(a["unigram_nats"]) - float(a["centred"]["eval_final"]) if a and a.get("unigram_nats") else np.nan
     out["abl-vs-unigram"] = (f"{abs(gap):.2f} nats {'below' if gap > 0 else 'above'}" if np.isfinite(gap)
                              else "(no unigram baseline)")
+    tail = late_loss_change(a) if a else {"from": "(none)", "to": "(none)", "plain": np.nan, "centred": np.nan}
+    out.update({"abl-tail-from": tail["from"], "abl-tail-to": tail["to"],
+                "abl-plain-eval-tail": tail["plain"], "abl-centred-eval-tail": tail["centred"]})
+    out.update(later_entropy_numbers(a))
     return out
+
+
+def late_loss_change(a: dict) -> dict:
+    """The held-out loss change over the last checkpoint interval (mean over seeds, last minus the one
+    before) of each variant: is either still learning at the end?"""
+    steps = a["steps"]
+    ev = {name: np.asarray(a[name]["eval"], dtype=float) for name in ("plain", "centred")}
+    return {"from": f"{steps[-2]:,}", "to": f"{steps[-1]:,}",
+            **{name: float(np.mean(e[:, -1] - e[:, -2])) for name, e in ev.items()}}
+
+
+def _drop_verdict(iv: dict) -> str:
+    """One variant's entropy drop (first − last step) over seeds: does attention sharpen?"""
+    return verdict(iv, above="a fall detected", below="a rise detected", none="no change detected",
+                   one="one seed: not tested")
+
+
+def flat_layer_text(a: dict, later: dict) -> str:
+    """Where centring takes sharpening away: the plain model's sharpest later layer (after layer 0), its
+    final entropy with centred blocks, how that ranks among the centred model's later layers, and the
+    seed-paired difference of that layer (centred − plain) with its interval and verdict."""
+    pl = np.asarray(a["plain"]["entropy_final_layer"], dtype=float)
+    ce = np.asarray(a["centred"]["entropy_final_layer"], dtype=float)
+    layers = later["layers"]
+    lp = layers[int(np.argmin(pl[layers]))]
+    by_flatness = sorted(layers, key=lambda li: -ce[li])
+    if by_flatness[0] == lp:
+        others = [li for li in by_flatness if li != lp]
+        rank = "the flattest of the centred model's layers" + (
+            f" (next: layer {others[0]}, {ce[others[0]]:.2f})" if others else "")
+    else:
+        rank = f"where the centred model's flattest layer is layer {by_flatness[0]} ({ce[by_flatness[0]]:.2f})"
+    iv = later["layer_intervals"][layers.index(lp)]
+    return (f"Layer {lp}, the plain model's sharpest after layer 0 ({pl[lp]:.2f} nats), ends at {ce[lp]:.2f} with "
+            f"centred blocks, {rank}; its final entropy, centred − plain seed by seed, is {interval_text(iv, 2)} "
+            f"nats: {_verdict(iv)}.")
+
+
+def later_entropy_numbers(a: dict) -> dict[str, object]:
+    """The glued reading of `ablation_summary["later"]` (attention entropy of layers 1.., where centring
+    acts): each variant's first and final mean, its drop with interval and verdict, the seed-paired
+    centred − plain drop (per seed, interval, verdict), the per-layer final differences, and
+    `flat_layer_text`."""
+    later = a.get("later") if a else None
+    if not later:
+        return {**{f"abl-{n}-{k}-later": np.nan for n in ("plain", "centred")
+                   for k in ("entropy-first", "entropy-final")},
+                **{f"abl-{n}-drop-later-{k}": "not run" for n in ("plain", "centred") for k in ("ci", "verdict")},
+                "abl-diff-drop-later": "not run", "abl-diff-drop-later-ci": "not run",
+                "abl-diff-drop-later-verdict": "not run", "abl-layer-diffs": "not run", "abl-flat-layer": ""}
+    out: dict[str, object] = {}
+    for name in ("plain", "centred"):
+        out[f"abl-{name}-entropy-first-later"] = later[name]["first_mean"]
+        out[f"abl-{name}-entropy-final-later"] = later[name]["final_mean"]
+        out[f"abl-{name}-drop-later-ci"] = interval_text(later[name]["drop_interval"], 2)
+        out[f"abl-{name}-drop-later-verdict"] = _drop_verdict(later[name]["drop_interval"])
+    iv = later["intervals"]["diff_drop"]
+    out["abl-diff-drop-later"] = ", ".join(f"{x:+.2f}" for x in later["diff_drop"])
+    out["abl-diff-drop-later-ci"] = interval_text(iv, 2) + ("" if iv["n"] > 1 else " (one seed: no interval)")
+    out["abl-diff-drop-later-verdict"] = _verdict(iv)
+    out["abl-layer-diffs"] = "; ".join(f"layer {li}: {interval_text(liv, 2)}, {_verdict(liv)}"
+                                       for li, liv in zip(later["layers"], later["layer_intervals"], strict=True))
+    out["abl-flat-layer"] = flat_layer_text(a, later)
+    return out
+
+
+def example_label(res: Result, key: str) -> str:
+    """How the figures name the example head `key` ("similar": the largest final cos(Q̄, K̄); "opposite":
+    the smallest): by the paper's name only when the head is aligned that way (|cos| ≥ `res.threshold`),
+    otherwise as what it is — the most positive / most negative head, unaligned."""
+    cos = res.first["display"][key]["cos_final"]
+    if key == "similar":
+        return "similar" if cos >= res.threshold else "most positive (unaligned)"
+    return "opposite" if cos <= -res.threshold else "most negative (unaligned)"
+
+
+def example_heads_text(res: Result) -> str:
+    """The reading of the two example heads against the threshold (glued `qk-examples`): which is aligned,
+    and, when the most positive head is not, that the figures set it beside the opposite one as an
+    unaligned head, not as a 'similar' one."""
+    t = res.threshold
+    sim, opp = (res.first["display"][k]["cos_final"] for k in ("similar", "opposite"))
+    n_common = int(np.sum(np.asarray(res.first["cos"], dtype=float)[-1] >= t))
+    first = (f"The most negative is an opposite-direction head (cos ≤ −{t})" if opp <= -t else
+             f"Even the most negative is not aligned (cos > −{t})")
+    if sim >= t:
+        return f"{first}, and the most positive a common-direction head (cos ≥ {t}), as in the paper's pair."
+    return (f"{first}; the most positive is below the {t} threshold of a common-direction head "
+            f"({'no head of this seed reaches it' if n_common == 0 else f'{n_common} heads of this seed do'}), so it "
+            "is the least opposite head, not an aligned one, and the figures label it 'most positive (unaligned)': "
+            "they set " + ("an opposite-direction" if opp <= -t else "an unaligned") + " head beside an unaligned "
+            "one, not the paper's contrast of two aligned heads.")
 
 
 def fig11(res: Result) -> plt.Figure:
@@ -161,21 +257,23 @@ def fig11(res: Result) -> plt.Figure:
     common.set_theme()
     R, shown = res.first, res.shown
     fig, axes = plt.subplots(2, len(shown), figsize=(2.6 * len(shown) + 0.6, 5.6), squeeze=False)
-    for row, label in zip(axes, ("similar", "opposite"), strict=True):
-        ex = R["display"][label]
+    for row, key in zip(axes, ("similar", "opposite"), strict=True):
+        ex = R["display"][key]
         scatter_panels(row, ex, "union", res.steps, shown)
-        row[0].set_ylabel(f"{label}: layer {ex['layer']} head {ex['head']}\nSVD dim 2")
+        row[0].set_ylabel(f"{example_label(res, key)}:\nlayer {ex['layer']} head {ex['head']} "
+                          f"(cos {ex['cos_final']:+.2f})\nSVD dim 2", fontsize=8)
     fig.suptitle(f"Figure 11 — Q_s and K_s, seed {res.seeds[0]}, on one SVD of Q∪K over all steps")
     return common.figure("qk-fig11", fig)
 
 
 def _arrows(res: Result, basis: str, axes, label_fmt: str) -> None:
     R = res.first
-    for ax, label in zip(axes, ("similar", "opposite"), strict=True):
-        e = R["display"][label]
+    for ax, key in zip(axes, ("similar", "opposite"), strict=True):
+        e = R["display"][key]
         m = R["means"][basis]
         mean_arrows(ax, np.asarray(m["q"])[:, e["layer"], e["head"]], np.asarray(m["k"])[:, e["layer"], e["head"]],
-                    title=label_fmt.format(label=label, layer=e["layer"], head=e["head"], cos=e["cos_final"]))
+                    title=label_fmt.format(label=example_label(res, key), layer=e["layer"], head=e["head"],
+                                           cos=e["cos_final"]))
 
 
 def fig12(res: Result) -> plt.Figure:
@@ -216,11 +314,12 @@ def fig14(res: Result) -> plt.Figure:
     common.set_theme()
     dot = np.asarray(res.first["dot"], dtype=float)
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
-    for ax, label in zip(axes[:2], ("similar", "opposite"), strict=True):
-        ex = res.first["display"][label]
-        common.layer_curves(ax, {f"layer {ex['layer']} head {ex['head']}": dot[:, ex["layer"], ex["head"]]},
+    for ax, key in zip(axes[:2], ("similar", "opposite"), strict=True):
+        ex = res.first["display"][key]
+        common.layer_curves(ax, {f"layer {ex['layer']} head {ex['head']} (cos {ex['cos_final']:+.2f})":
+                                 dot[:, ex["layer"], ex["head"]]},
                             x=np.array(res.steps), symlog_x=_symlog(res), xlabel="step", ylabel="Q̄_s · K̄_s",
-                            title=f"{label} example")
+                            title=example_label(res, key))
         ax.axhline(0, color="grey", lw=0.6)
     absdot = np.abs(res.stacked("dot"))                                               # (seeds, S, layers, heads)
     common.layer_curves(axes[2], {f"layer {li}": absdot[:, :, li].mean(-1) for li in range(res.n_layers)},
@@ -253,8 +352,8 @@ def fig19_20(res: Result) -> plt.Figure:
     for row, basis, fig_no in zip(axes, ("K", "Q"), (19, 20), strict=True):
         scatter_panels(row, ex, basis, res.steps, shown)
         row[0].set_ylabel(f"Fig. {fig_no}: SVD of {basis}_s\nSVD dim 2")
-    fig.suptitle(f"Figures 19–20 — layer {ex['layer']} head {ex['head']}, seed {res.seeds[0]}, on the SVD of the "
-                 "keys (top) or of the queries (bottom)")
+    fig.suptitle(f"Figures 19–20 — {example_label(res, 'opposite')} head: layer {ex['layer']} head {ex['head']}, "
+                 f"seed {res.seeds[0]}, on the SVD of the keys (top) or of the queries (bottom)")
     return common.figure("qk-fig19-20", fig)
 
 
@@ -359,8 +458,15 @@ def seed_frame(res: Result) -> pd.DataFrame:
 
 
 def seed_table(res: Result):
-    """`seed_frame` as the chapter's table."""
-    return common.table(seed_frame(res).astype({"median onset, common": "Int64", "median onset, opposite": "Int64"}))
+    """`seed_frame` as the chapter's table, "—" where a seed has no median onset (no head settles)."""
+    df = seed_frame(res)
+    for col in ("median onset, common", "median onset, opposite"):
+        df[col] = pd.Series([MISSING if v is None or pd.isna(v) else int(v) for v in df[col]], dtype=object)
+    return common.table(df)
+
+
+#: how the tables show a value that does not exist (a median onset when no head settles)
+MISSING = "—"
 
 
 def _spread(values, fmt: str = "{}") -> str:
@@ -460,6 +566,7 @@ def numbers(res: Result) -> dict[str, object]:
         "opposite-sign": c["union_opposite_sign"],
         **{f"{k}-{f}": ex[k][g] for k in ("similar", "opposite")
            for f, g in (("layer", "layer"), ("head", "head"), ("cos", "cos_final"))},
+        "examples": example_heads_text(res),
         "abs-cos-first": c["abs_cos_first"], "abs-cos-final": c["abs_cos_final"], "n-heads": c["n_heads"],
         "d-k": res.d_k, "chance": mean_abs_cos_random(res.d_k), "threshold": res.threshold, "n-common": c["n_common"],
         "n-opposite": c["n_opposite"], "n-between": c["n_heads"] - c["n_common"] - c["n_opposite"],
@@ -546,7 +653,8 @@ def publish(res: Result) -> None:
     common.publish("qk", {k: (float(v) if isinstance(v, np.floating) else v) for k, v in values.items()})
 
 
-__all__ = ["pretraining", "ablation_figure", "ablation_numbers",
+__all__ = ["pretraining", "ablation_figure", "ablation_numbers", "later_entropy_numbers", "flat_layer_text",
+           "late_loss_change", "example_label", "example_heads_text",
            "fig11", "fig12", "fig13", "fig14", "fig15", "fig19_20", "fig21_22", "fig23",
            "pretraining_table", "alignment_table", "entropy_table", "seed_frame", "seed_table", "seed_spread_text",
            "numbers", "publish", "scatter_panels", "mean_abs_cos_random",
