@@ -107,3 +107,14 @@ def test_attention_departs_from_uniform_only_near_full_alignment(res):
         assert max(res.reference["layer_cos"]) < cos[onset[0]] - 0.3, v
         ent = res.stat("entropy_norm", v).mean(0)
         assert ent[-1] < ent[0]                                           # sharper at the largest bias
+
+
+def test_seed_counts_are_said_as_they_are(res):
+    """The texts on how many seeds each input variant ran (ci: 2 seeds, the embedding layer on 1)."""
+    from helpers.figures import drift as F
+
+    n_emb = len(res.variant_stats["embedding-layer"]["row_max"])
+    assert n_emb == 1 < len(res.seeds)
+    n = len(res.seeds)
+    assert F.variant_seeds_clause(res) == f"(on the first of the {n} seeds only, to keep the cold run short)"
+    assert F.seed_note(res) == f"rows of E: mean over {len(res.seeds)} seeds; BERT embedding layer: one seed"

@@ -161,3 +161,10 @@ def test_side_numbers_are_read_from_the_committed_files():
     v = side_numbers()
     assert v["probe-5e-05-peak"] > v["probe-5e-05-last"] and v["probe-5e-05-train-last"] < 0.1
     assert v["probe-0.0001-peak-epoch"] <= 3 and v["sst2-steps"] == 100 and 10 < v["sst2-run-minutes"] < 120
+
+
+def test_median_note_mentions_missing_variants_only_when_one_is_missing():
+    from helpers.figures.glue import median_note
+
+    assert median_note({"baseline": [0.2, 0.3], "softdecay": [0.4]}) == "(ranges over the tasks)"
+    assert "not run" in median_note({"baseline": [0.2], "expdecay": []})

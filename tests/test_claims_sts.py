@@ -109,3 +109,58 @@ def test_book_mlm_bert_prose_on_the_committed_run():
     assert ev1 > 0.5
     assert ci["SoftDecay (sentence)"][1] > 0 and ci["whitening"][1] > ci["SoftDecay (sentence)"][2]
     assert ci["SoftDecay (token)"][2] < 0 and ci["de-escalation"][2] < 0
+
+
+def test_compare_intervals_reads_overlap():
+    from helpers.figures.sts import compare_intervals
+
+    assert compare_intervals((20.5, 17.3, 23.3), (12.9, 10.6, 14.9)) == "beats"
+    assert compare_intervals((15.1, 12.5, 17.5), (13.9, 11.5, 16.3)) == "matches"
+    assert compare_intervals((1.0, 0.5, 1.5), (3.0, 2.0, 4.0)) == "falls short of"
+    assert compare_intervals(None, (3.0, 2.0, 4.0)) == "–"
+
+
+def _committed_extras():
+    import json
+    from types import SimpleNamespace
+
+    from helpers.book.runtime import REPO_ROOT
+
+    d = REPO_ROOT / "results" / "sts" / "book"
+    files = {"SmolLM2-135M-Instruct": d / "sts-extra-SmolLM2-135M-Instruct.json",
+             "book-mlm-bert": d / "sts-extra-book-mlm-bert.json"}
+    if not all(f.is_file() for f in files.values()):
+        pytest.skip("the anisotropic encoders' runs are not committed")
+    return SimpleNamespace(extras={m: json.loads(f.read_text())["results"] for m, f in files.items()}, averages={})
+
+
+def test_verdict_whitening_matches_or_beats_softdecay_on_both_encoders():
+    """The Verdict on the committed runs: on the book's MLM BERT whitening's interval lies above
+    SoftDecay's; on SmolLM2 the 256-direction whitening's overlaps it; together "matches or beats"."""
+    from helpers.figures.sts import whitening_vs_softdecay
+
+    w = whitening_vs_softdecay(_committed_extras())
+    assert w["bert-white-vs-sd"] == "beats" and w["smol-white256-vs-sd"] == "matches"
+    assert w["summary"] == "matches or beats"
+
+
+def test_smollm2_flips_differ_between_the_stacked_and_the_split_matrices():
+    """The flips prose names two matrices: SmolLM2's stacked STS-B matrix (Figure 3's, both sentences)
+    and the two sentence matrices Algorithm 1 transforms; their last-layer counts differ, and a flips-table
+    rank is summed over the two sentence matrices (MiniLM: up to 2 × 384)."""
+    from helpers.figures.sts import _encoder_values
+
+    v = _encoder_values(_committed_extras(), "SmolLM2-135M-Instruct", "smol")
+    assert v["smol-sentences-stsb"] == 800 and v["smol-flips-stsb"] != v["smol-flips-last"]
+    assert v["smol-rank-stsb"] > 576                      # summed over two matrices, each at most 576 wide
+
+
+def test_paper_table4_sts14_ev1_is_the_transposed_cell(res):
+    """The note under Table 4: the paper's STS14 BERT+SoftDecay EV₁ is out of line with every other set
+    (0.6729 against ≈ 0.02), and the ALBERT cell beside it holds the ≈ 0.02 value."""
+    from helpers.figures.sts import paper_table4_value
+
+    odd = paper_table4_value(res, "STS14", "EV1", "BERT+SoftDecay")
+    others = [paper_table4_value(res, d, "EV1", "BERT+SoftDecay") for d in res.datasets if d != "STS14"]
+    assert odd > 0.5 and max(others) < 0.05
+    assert paper_table4_value(res, "STS14", "EV1", "ALBERT") < 0.05

@@ -70,3 +70,18 @@ def test_eq8_fails_at_a_quarter_of_n_and_the_gamma_step_is_off_by_four(res):
 
 def test_figure_2_layers_are_kept(res):
     assert len(res.second_task_values) == 3 and all(len(v) > 100 for v in res.second_task_values.values())
+
+
+def test_real_slack_is_strictly_negative_once_trivial_cuts_are_left_out(res):
+    """Cuts at or beyond a sentence's rank (zero residual against zero λ_{k+1}) are left out: the worst
+    slack is then strictly negative at every layer, not the exact 0 such a cut gives."""
+    assert all(r["worst_slack"] < 0 for r in res.real_model)
+
+
+def test_cls_uniformity_is_trivially_one_at_the_embeddings_and_falls_at_the_last_layer(res):
+    from helpers.figures.subspace import cls_uniformity
+
+    c = cls_uniformity(res)
+    assert c["cls-first"] == pytest.approx(1.0, abs=1e-5)
+    assert c["cls-last"] < c["cls-mid-min"] - 0.1
+    assert res.settings["second_task"] == "MRPC"

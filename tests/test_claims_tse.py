@@ -127,3 +127,31 @@ def test_figure8_eta_concentrates_with_d(res):
 def test_figure1_runs_on_a_real_batch(res):
     s = res.summary
     assert s["hf_sentences"] >= 8 and s["hf_real_tokens"] > 5 * s["hf_sentences"]
+
+
+def test_gradient_factor_is_an_average_and_the_step_max_a_maximum(res):
+    """Figure 1's prose: `grad_factor` is the geometric mean change per layer over the range (so
+    grad_factor^(layers−1) = max/min), `grad_step_max` the largest change between adjacent layers."""
+    gn = np.asarray(res.figure1["bert"]["grad_norm"], dtype=float)
+    s = res.summary
+    assert s["grad_factor"] ** (len(gn) - 1) == pytest.approx(gn.max() / gn.min(), rel=1e-9)
+    steps = np.maximum(gn[1:] / gn[:-1], gn[:-1] / gn[1:])
+    assert s["grad_step_max"] == pytest.approx(steps.max(), rel=1e-12)
+    assert s["grad_step_max"] >= s["grad_factor"]
+
+
+def test_book_gradient_changes_little_between_adjacent_layers():
+    """The committed book Figure 1: about 1.004 per layer on average and at most ~6 % between adjacent
+    layers ("roughly constant"), so "at most 1.004" would be wrong and the step maximum is what bounds it."""
+    import json
+
+    from helpers.book.runtime import REPO_ROOT
+
+    path = REPO_ROOT / "results" / "tse" / "book" / "figure1.json"
+    if not path.is_file():
+        pytest.skip("the book Figure 1 run is not committed")
+    gn = np.asarray(json.loads(path.read_text())["results"]["bert"]["grad_norm"], dtype=float)
+    steps = np.maximum(gn[1:] / gn[:-1], gn[:-1] / gn[1:])
+    mean_factor = (gn.max() / gn.min()) ** (1 / (len(gn) - 1))
+    assert mean_factor < 1.01 and steps.max() < 1.1
+    assert steps.max() > mean_factor + 0.01

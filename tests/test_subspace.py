@@ -121,3 +121,15 @@ def test_exact_probability_is_a_cliff_at_k_equal_d2n():
     assert S.exact_l2_probability(n, 96, d) > 0.999
     assert S.exact_l2_probability(n, 192, d) == pytest.approx(0.5, abs=0.05)
     assert S.exact_l2_probability(n, 288, d) < 1e-6
+
+
+def test_theorem_check_leaves_out_cuts_beyond_a_padded_sentences_rank():
+    """A batch with a short sentence (3 real rows of 6): its cuts k ≥ 3 compare a zero residual with
+    λ_{k+1} = 0; counted, they would make the worst slack exactly 0. Left out, it is negative."""
+    X = torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(3))
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[1, 3:] = False
+    out = S.theorem_check(X, mask)
+    assert out["worst_slack"] < -1e-6
+    res, lam = S.subspace_residuals(X * mask.unsqueeze(-1))
+    assert float((res - lam.unsqueeze(-2)).max()) == pytest.approx(0.0, abs=1e-12)   # what the trivial cuts give

@@ -30,8 +30,11 @@ def subspace_residuals(X: Tensor) -> tuple[Tensor, Tensor]:
 
 def theorem_check(X: Tensor, mask: Tensor | None = None) -> dict[str, float]:
     """Verify ‖x − x′‖ ≤ C for every row and every cut, with C = λ_{k+1}; report the worst slack
-    (should be ≤ 0 up to round-off) and the tightness ratios ‖x − x′‖/λ_{k+1} (max, median over
-    real rows and cuts with λ_{k+1} > 0). Padded rows (mask False) are zeroed and left out."""
+    (should be < 0, or ≤ 0 up to round-off) and the tightness ratios ‖x − x′‖/λ_{k+1} (max, median).
+    All four are taken over real rows and the cuts with λ_{k+1} > 0: a cut at or beyond a matrix's
+    rank (a sentence shorter than the padded length) compares a zero residual with a zero constant,
+    a slack of exactly 0 that says nothing about the theorem. Padded rows (mask False) are zeroed
+    and left out."""
     if mask is not None:
         X = X * mask.unsqueeze(-1).to(X.dtype)
     res, lam = subspace_residuals(X.to(torch.float64))
@@ -39,7 +42,7 @@ def theorem_check(X: Tensor, mask: Tensor | None = None) -> dict[str, float]:
     valid = (lam > 1e-12 * lam.amax(-1, keepdim=True)).unsqueeze(-2).expand_as(ratio)
     if mask is not None:
         valid = valid & mask.unsqueeze(-1).expand_as(ratio)
-    worst = float((res - lam.unsqueeze(-2)).max())
+    worst = float((res - lam.unsqueeze(-2))[valid].max())
     return {
         "worst_slack": worst,
         "worst_slack_rel": worst / float(lam.max()),

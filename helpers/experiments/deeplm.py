@@ -19,6 +19,7 @@ import numpy as np
 from ..book import results, runtime
 from ..book.params import ChapterParams, check_heads, nonneg, positive, rules
 from ..core.causal_lm import VARIANTS, LMConfig
+from ..core.stats import t_interval
 from ..train import lm
 
 Variant = Literal["post-norm", "pre-norm", "de-escalated"]
@@ -95,6 +96,8 @@ class Result(results.Result):
     scale: str
     histories: dict[str, list[dict]] = field(default_factory=dict)
     from_cache: bool = False
+    #: the training budget of this run and of the paper's (the `paper` preset): steps, batch_size, seq_len
+    budget: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def final_train(self, window: float = 0.05) -> dict[str, np.ndarray]:
         """Per variant, each seed's mean training loss over the last `window` of the steps (NaN if diverged)."""
@@ -114,11 +117,36 @@ class Result(results.Result):
                 for v in self.variants}
 
     def paired(self, a: str, b: str, which: str = "train") -> dict[str, float]:
-        """Same-seed differences a − b of the final loss: mean, the min and max over seeds."""
-        fa, fb = (self.final_train() if which == "train" else self.final_eval())[a], \
-            (self.final_train() if which == "train" else self.final_eval())[b]
-        d = fa - fb
-        return {"mean": float(np.mean(d)), "min": float(np.min(d)), "max": float(np.max(d)), "n": int(len(d))}
+        """Same-seed differences a − b of the final loss: mean with its 95 % Student-t interval over seeds
+        (`lo`, `hi`; NaN with one seed), `n`, and the min and max over seeds."""
+        final = self.final_train() if which == "train" else self.final_eval()
+        d = final[a] - final[b]
+        return {**t_interval(d), "min": float(np.min(d)), "max": float(np.max(d))}
+
+    def steps_near(self, level: float, tol: float = 0.05, window: int = 20) -> dict[str, list[int]]:
+        """Per variant and seed, how many steps the training loss's moving average over `window` steps
+        lies within ±`tol` of `level`: how long a variant dwells at that loss (a plateau) rather than
+        passing through it."""
+        out = {}
+        for v in self.variants:
+            out[v] = []
+            for h in self.histories[v]:
+                ma = np.convolve(np.asarray(h["loss"], dtype=float), np.ones(window) / window, mode="valid")
+                out[v].append(int((np.abs(ma - level) < tol).sum()))
+        return out
+
+    def token_ratio(self) -> dict[str, float]:
+        """This run's training budget against the paper's: `steps` (ratio of optimiser steps),
+        `tokens_per_step` (batch × sequence length, each in its own tokens), `tokens` (their product),
+        and the two budgets' token counts `ours`, `paper`."""
+        ours, paper = self.budget.get("ours"), self.budget.get("paper")
+        if not ours or not paper:
+            return {}
+        per = {k: b["batch_size"] * b["seq_len"] for k, b in (("ours", ours), ("paper", paper))}
+        return {"steps": paper["steps"] / ours["steps"], "tokens_per_step": per["paper"] / per["ours"],
+                "tokens": paper["steps"] * per["paper"] / (ours["steps"] * per["ours"]),
+                "ours": ours["steps"] * per["ours"], "paper": paper["steps"] * per["paper"],
+                "ours_per_step": per["ours"], "paper_per_step": per["paper"]}
 
     def steps_to(self, level: float, window: int = 20) -> dict[str, list[int | None]]:
         """Per variant and seed, the first step at which the training loss's moving average over `window`
@@ -173,12 +201,15 @@ def run(p: Params) -> Result:
     train, held = sequences()
     from ..core.causal_lm import CausalLM, parameter_count
 
+    paper = Params.resolve("paper")
+    budget = {k: {"steps": q.steps, "batch_size": q.batch_size, "seq_len": q.seq_len}
+              for k, q in (("ours", p), ("paper", paper))}
     n_params = parameter_count(CausalLM(LMConfig(vocab=vocab, depth=p.depth, d_model=p.d_model, n_heads=p.n_heads,
                                                  d_ff=p.d_ff, seq_len=p.seq_len)))
     return Result(variants=list(p.variants), seeds=runtime.run_seeds(p.seed, p.seeds), depth=p.depth, steps=p.steps,
                   tokens=p.tokens, parameters=n_params, uniform_nats=math.log(vocab),
                   unigram_nats=_unigram(train[:, 1:].numpy(), held[:, 1:].numpy(), vocab), scale=p.scale,
-                  histories=histories, from_cache=all(hits))
+                  histories=histories, from_cache=all(hits), budget=budget)
 
 
 __all__ = ["Params", "Result", "run"]

@@ -271,7 +271,10 @@ def summarise(r: dict[str, Any], share_blocks: int = 3) -> dict[str, float | Non
         "hf_sentences": float(fig1["bert"].get("sentences", math.nan)),
         "hf_real_tokens": float(fig1["bert"]["real_tokens"]),
         "grad_min": float(gn.min()), "grad_max": float(gn.max()), "grad_layers": len(gn),
+        # the geometric-mean change per layer over the range max/min, and the largest change between
+        # adjacent layers (either direction)
         "grad_factor": float((gn.max() / gn.min()) ** (1 / max(1, len(gn) - 1))),
+        "grad_step_max": float(np.max(np.maximum(gn[1:] / gn[:-1], gn[:-1] / gn[1:]))) if len(gn) > 1 else 1.0,
         "step1_ratio_first": float(xr[0, 0]), "step1_ratio_first_other": float(xa[0, 0]),
         "other_steps_ratio": float(np.nanmean(xr[:, 1:])), "other_steps_ratio_other": float(np.nanmean(xa[:, 1:])),
         "step3_ratio_first": float(xr[0, 2]), "step3_ratio_first_other": float(xa[0, 2]),

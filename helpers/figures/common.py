@@ -65,6 +65,19 @@ def fmt_number(v: object, digits: int = 3) -> str:
     return f"{v:.{digits}f}"
 
 
+def plural(n: int, noun: str, plural_form: str | None = None) -> str:
+    """'one seed', '3 seeds': a count with its noun, for figure titles and glued prose (never "seed(s)")."""
+    n = int(n)
+    if n == 1:
+        return f"one {noun}"
+    return f"{n:,} {plural_form or noun + 's'}"
+
+
+def seeds_text(n: int) -> str:
+    """'one seed' / '3 seeds'."""
+    return plural(n, "seed")
+
+
 def mean_sd(mean: float, sd: float, digits: int = 3) -> str:
     """`mean ± sd` as the book's tables print it; the mean alone when sd is not finite (one seed)."""
     return f"{mean:.{digits}f} ± {sd:.{digits}f}" if np.isfinite(sd) else f"{mean:.{digits}f}"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from IPython.display import Markdown
 
 from ..core.causal_lm import VARIANTS
+from ..core.stats import interval_text, verdict
 from ..experiments.deeplm import Result
 from . import common
 
@@ -47,7 +49,7 @@ def fig7(res: Result) -> plt.Figure:
         ax.set_title(title)
     axes[1].legend(fontsize=8)
     fig.suptitle(f"Figure 7 counterpart — causal LM, depth {res.depth}, {res.tokens}, {res.steps} steps, "
-                 f"{len(res.seeds)} seed(s) ({res.scale} scale)")
+                 f"{common.seeds_text(len(res.seeds))} ({res.scale} scale)")
     return common.figure("deeplm-fig7", fig)
 
 
@@ -91,17 +93,44 @@ def publish(res: Result) -> None:
         values[f"tsim-{v}"] = ts.get(v, np.nan)
         values[f"tsim0-{v}"] = (float(np.mean([h["t_sim"][0][-1] for h in res.histories[v]]))
                                 if v in res.histories else np.nan)
+    values["seeds-text"] = Markdown(common.seeds_text(len(res.seeds)))
+    values["over-seeds"] = Markdown("ranges over the " + common.seeds_text(len(res.seeds)) if len(res.seeds) > 1
+                                    else "one seed")
     for a, b in (("post-norm", "pre-norm"), ("de-escalated", "pre-norm"), ("de-escalated", "post-norm")):
         if a in res.variants and b in res.variants:
             d = res.paired(a, b)
             values[f"diff-{a}-{b}"] = d["mean"]
             values[f"diff-{a}-{b}-min"] = d["min"]
             values[f"diff-{a}-{b}-max"] = d["max"]
+            values[f"ci-{a}-{b}"] = Markdown(interval_text(d))
+            values[f"verdict-{a}-{b}"] = Markdown(verdict(d, above="higher loss", below="lower loss"))
     to3 = res.steps_to(3.0)
+    near = res.steps_near(res.unigram_nats, PLATEAU_TOL)
+    values["plateau-tol"] = PLATEAU_TOL
     for v in VARIANTS:
-        steps = [s for s in to3.get(v, []) if s is not None]
-        values[f"steps-to-3-{v}"] = f"{min(steps)}–{max(steps)}" if steps else "never"
+        values[f"steps-to-3-{v}"] = _span([s for s in to3.get(v, []) if s is not None], "never")
+        values[f"plateau-{v}"] = _span(near.get(v, []), "–")
+    ratio = res.token_ratio()
+    for who, tag in (("ours", ""), ("paper", "paper-")):
+        b = res.budget.get(who, {})
+        values[f"{tag}batch"], values[f"{tag}seq-len"] = b.get("batch_size", 0), b.get("seq_len", 0)
+    values.update({"step-ratio": ratio.get("steps", np.nan), "token-ratio": ratio.get("tokens", np.nan),
+                   "tokens-per-step": ratio.get("ours_per_step", 0),
+                   "paper-tokens-per-step": ratio.get("paper_per_step", 0),
+                   "mtokens": ratio.get("ours", np.nan) / 1e6, "paper-mtokens": ratio.get("paper", np.nan) / 1e6})
     common.publish("deeplm", values)
+
+
+#: how close (nats) the moving-average training loss must be to the unigram loss to count as dwelling there
+PLATEAU_TOL = 0.05
+
+
+def _span(values: list[int], empty: str) -> str:
+    """'156–190' over seeds ('156' when all agree); `empty` when there is nothing."""
+    if not values:
+        return empty
+    lo, hi = min(values), max(values)
+    return f"{lo}" if lo == hi else f"{lo}–{hi}"
 
 
 __all__ = ["fig7", "tsim", "final_table", "publish"]

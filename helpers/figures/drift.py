@@ -5,11 +5,43 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from IPython.display import Markdown
 
 from ..experiments.drift import Result
 from . import common
 
 VARIANT_LABELS = {"table": "rows of E", "embedding-layer": "BERT embedding layer"}
+
+
+def _seeds(res: Result, v: str = "table") -> int:
+    """How many seeds the inputs of variant `v` were run on."""
+    return len(res.seeds) if v == "table" else len(res.variant_stats[v]["row_max"])
+
+
+def _over(res: Result, v: str = "table") -> str:
+    """'mean over 3 seeds' / 'one seed'."""
+    n = _seeds(res, v)
+    return f"mean over {common.seeds_text(n)}" if n > 1 else "one seed"
+
+
+def seed_note(res: Result) -> str:
+    """What each input variant's numbers are taken over: 'rows of E: mean over 3 seeds; BERT embedding
+    layer: one seed' (one clause when every variant ran on the same seeds)."""
+    counts = {v: _seeds(res, v) for v in _variants(res)}
+    if len(set(counts.values())) == 1:
+        return _over(res)
+    return "; ".join(f"{VARIANT_LABELS[v]}: {_over(res, v)}" for v in counts)
+
+
+def variant_seeds_clause(res: Result) -> str:
+    """The chapter's parenthesis on the seeds of the embedding-layer inputs."""
+    n, total = min((_seeds(res, v) for v in res.variant_stats), default=0), len(res.seeds)
+    if not res.variant_stats:
+        return "(not run at this scale)"
+    if n >= total:
+        return f"(on the same {common.seeds_text(total)})"
+    first = "the first" if n == 1 else f"the first {n}"
+    return f"(on {first} of the {common.seeds_text(total)} only, to keep the cold run short)"
 
 
 def _versus_n(res: Result, ax, curves: dict[str, str | tuple[str, str]], ylabel: str, title: str,
@@ -32,8 +64,8 @@ def fig6(res: Result) -> plt.Figure:
     _versus_n(res, axes[1], {"input E‖x + b‖": "in_norm", "output E‖T(x + b)‖": "out_norm",
                              "input ‖E(x + b)‖": "in_mean_norm", "output ‖E T(x + b)‖": "out_mean_norm"},
               "norm", "(b) average norm and norm of the mean", logy=True)
-    fig.suptitle(f"Figure 6 — untrained BERT block, {res.n_seq}×{res.seq_len} tokens, {len(res.seeds)} seeds "
-                 "(band: min–max)")
+    fig.suptitle(f"Figure 6 — untrained BERT block, {res.n_seq}×{res.seq_len} tokens, "
+                 f"{common.seeds_text(len(res.seeds))}" + (" (band: min–max)" if len(res.seeds) > 1 else ""))
     return fig
 
 
@@ -57,10 +89,12 @@ def fig8(res: Result) -> plt.Figure:
     """Figure 8: cosine and norm of the queries and keys (heads concatenated) against N, for inputs
     drawn from E and (cosine) for inputs through BERT's embedding layer."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    curves: dict[str, str | tuple[str, str]] = {"Q (rows of E)": "q_cos", "K (rows of E)": "k_cos"}
+    n = common.seeds_text(_seeds(res))
+    curves: dict[str, str | tuple[str, str]] = {f"Q (rows of E, {n})": "q_cos", f"K (rows of E, {n})": "k_cos"}
     if "embedding-layer" in res.variant_stats:
-        curves |= {"Q (embedding layer)": ("q_cos", "embedding-layer"),
-                   "K (embedding layer)": ("k_cos", "embedding-layer")}
+        ne = common.seeds_text(_seeds(res, "embedding-layer"))
+        curves |= {f"Q (embedding layer, {ne})": ("q_cos", "embedding-layer"),
+                   f"K (embedding layer, {ne})": ("k_cos", "embedding-layer")}
     _versus_n(res, axes[0], curves, "average cosine", "(a) cosine similarity of Q and K")
     _versus_n(res, axes[1], {"Q": "q_norm", "K": "k_norm"}, "average norm", "(b) norm of Q and K", logy=True)
     fig.suptitle("Figure 8 — query and key distributions (heads concatenated)")
@@ -118,7 +152,7 @@ def sharpness(res: Result) -> plt.Figure:
         curves |= {f"all scores, {VARIANT_LABELS[v]}": ("score_std", v),
                    f"within rows, {VARIANT_LABELS[v]}": ("score_row_sd", v)}
     _versus_n(res, axes[2], curves, "sd of QKᵀ/√d_k", "(c) score spread: pooled vs within rows", logy=True)
-    fig.suptitle("Sharpness of the softmax and what of the score spread it sees (mean over seeds)")
+    fig.suptitle(f"Sharpness of the softmax and what of the score spread it sees ({seed_note(res)})")
     fig.tight_layout()
     return fig
 
@@ -136,7 +170,7 @@ def variants_table(res: Result):
     df = pd.DataFrame(rows)
     df["row max × L"] *= res.seq_len
     return common.table(df, digits=3).set_caption(
-        "Rows of E against BERT's embedding layer as inputs (mean over seeds)")
+        f"Rows of E against BERT's embedding layer as inputs ({seed_note(res)})")
 
 
 def reference_table(res: Result):
@@ -199,6 +233,7 @@ def _sharpness_numbers(res: Result) -> dict[str, object]:
     in_cos = res.stat("in_cos").mean(0)
     out["uniform-tol"] = res.uniform_tol
     out["variant-seeds"] = min((len(v["row_max"]) for v in res.variant_stats.values()), default=0)
+    out["variant-seeds-clause"] = Markdown(variant_seeds_clause(res))
     out["n-uniform"] = res.norms[u] if u >= 0 else float("nan")
     out["cos-uniform"] = float(in_cos[u]) if u >= 0 else float("nan")
     out["one-minus-cos-uniform"] = float(1 - in_cos[u]) if u >= 0 else float("nan")

@@ -127,7 +127,7 @@ def training_curves(res: Result) -> plt.Figure:
                 curves.setdefault(r["variant"], []).append(r["history"]["train_loss"])
         common.layer_curves(ax, {k: np.array(v) for k, v in curves.items()}, x0=1, xlabel="epoch",
                             ylabel="training loss", title=task)
-    fig.suptitle(f"Training loss, mean and spread over {len(res.seeds)} seeds ({res.scale} scale)")
+    fig.suptitle(f"Training loss, mean and spread over {common.seeds_text(len(res.seeds))} ({res.scale} scale)")
     return fig
 
 
@@ -171,6 +171,13 @@ def _range(values) -> str:
         return "–"
     lo, hi = min(v), max(v)
     return f"{lo:.3f}" if abs(hi - lo) < 5e-4 else f"{lo:.3f}–{hi:.3f}"
+
+
+def median_note(last: dict) -> str:
+    """The parenthesis after the last-layer medians: ranges over the tasks, and "–" explained only when
+    some variant has no value (was not run)."""
+    missing = [v for v, vals in last.items() if _range(vals) == "–"]
+    return "(ranges over the tasks" + ("; – where a variant was not run)" if missing else ")")
 
 
 def _verdicts(paired: pd.DataFrame, first: pd.DataFrame, prefix: str) -> str:
@@ -248,6 +255,7 @@ def publish(res: Result) -> None:
         "sd-skew-before": Markdown(_range(sd_rows.get("skew before SD", []))),
         "sd-skew-after": Markdown(_range(sd_rows.get("skew after SD", []))),
         **{f"median-{v}": Markdown(_range(s)) for v, s in last.items()},
+        "median-note": Markdown(median_note(last)),
         "alpha-max-move": alpha_max_move(res),
         **side_numbers(),
     })

@@ -134,20 +134,36 @@ def alpha_sweep_table(res: Result):
     return common.table(alpha_sweep_frame(res).reset_index(), digits=2)
 
 
+#: the flips table's columns: every count is summed over the two sentence matrices of a set (first and
+#: second sentences, N × d each, transformed separately as Algorithm 1 is applied), so a rank can reach 2d
+FLIP_COLUMNS = {"rank": "rank (sum of the two sentence matrices)", "sigma_min": "σ_min (both)",
+                "sigma_max": "σ_max (both)", "raw": "flipped: σ (sum of both)",
+                "sqrt_n": "flipped: σ/√N (sum of both)", "max": "flipped: σ/σ_max (sum of both)"}
+
+
+def flips_frame(res: Result) -> pd.DataFrame:
+    """How many directions SoftDecay flips (live singular values below |α| after the scaling), per set,
+    summed over the two sentence matrices, out of their summed rank."""
+    rows = [{"model": m, "set": d, **{label: f[k] for k, label in FLIP_COLUMNS.items()}}
+            for m, run in _all_runs(res).items() for d, f in run["flips"].items()]
+    return pd.DataFrame(rows)
+
+
 def flips_table(res: Result):
-    """How many directions SoftDecay flips (live singular values below |α| after the scaling), per set
-    for the two sentence matrices together, out of their rank."""
-    rows = []
-    for m, run in _all_runs(res).items():
-        for d, f in run["flips"].items():
-            rows.append({"model": m, "set": d, "rank": f["rank"], "σ_min": f["sigma_min"], "σ_max": f["sigma_max"],
-                         "flipped: σ": f["raw"], "flipped: σ/√N": f["sqrt_n"], "flipped: σ/σ_max": f["max"]})
-    return common.table(pd.DataFrame(rows), digits=3)
+    return common.table(flips_frame(res), digits=3)
 
 
 def layer_flips(res: Result) -> list[int]:
     cdf = _first(res).get("cdf") or {}
     return list(cdf.get("flips", []))
+
+
+def paper_table4_value(res: Result, dataset: str, metric: str, column: str) -> float:
+    """One cell of the paper's Table 4 as printed (data/yan_2022_table4.csv); NaN when absent."""
+    for r in res.paper_table4:
+        if r["dataset"] == dataset and r["metric"] == metric:
+            return float(r.get(column, np.nan))
+    return float("nan")
 
 
 def table4(res: Result):
@@ -352,6 +368,38 @@ def encoder_table(res: Result):
 BOOK_BERT = "book-mlm-bert"
 
 
+def compare_intervals(a, b) -> str:
+    """How difference `a` stands to difference `b`, each (mean, lo, hi) of a 95 % interval: "beats" when
+    a's interval lies wholly above b's, "falls short of" when wholly below, "matches" when they overlap
+    (the intervals cannot tell them apart); "–" when either is missing."""
+    if a is None or b is None or not np.all(np.isfinite([*a, *b])):
+        return "–"
+    return "beats" if a[1] > b[2] else "falls short of" if a[2] < b[1] else "matches"
+
+
+def whitening_vs_softdecay(res: Result) -> dict[str, str]:
+    """Per anisotropic encoder (`smol`, `bert`): how whitening (full and 256-direction) compares with
+    sentence-level SoftDecay, on their intervals against the raw model (paper protocol); and `summary`,
+    the best whitening's reading over both encoders ("matches or beats" when it never falls short)."""
+    first = next((e for e in res.extras if e != BOOK_BERT), None)
+    out: dict[str, str] = {}
+    best = []
+    for tag, e in (("smol", first), ("bert", BOOK_BERT if BOOK_BERT in res.extras else None)):
+        ci = res.extras[e]["avg_ci"]["subset-mean"] if e else {}
+        sd = ci.get("SoftDecay (sentence)")
+        words = {k: compare_intervals(ci.get(k), sd) for k in ("whitening", "whitening-256")}
+        out.update({f"{tag}-white-vs-sd": words["whitening"], f"{tag}-white256-vs-sd": words["whitening-256"]})
+        if e:
+            order = ["falls short of", "matches", "beats"]
+            ranked = [w for w in words.values() if w in order]
+            best.append(max(ranked, key=order.index) if ranked else "–")
+    kinds = set(best)
+    out["summary"] = ("–" if not kinds or "–" in kinds else "beats" if kinds == {"beats"} else
+                      "matches" if kinds == {"matches"} else "matches or beats" if "falls short of" not in kinds
+                      else "falls short of" if kinds == {"falls short of"} else "is not consistently level with")
+    return out
+
+
 def _extra_values(res: Result) -> dict[str, object]:
     """`smol-*`: the first anisotropic encoder's numbers; `bert-*`: the book's own MLM BERT's (NaN when
     one was not run, so every role resolves)."""
@@ -378,6 +426,11 @@ def _encoder_values(res: Result, e: str | None, tag: str) -> dict[str, object]:
     flips = (run.get("cdf") or {}).get("flips", [])
     out[f"{tag}-flips-first"] = flips[0] if flips else nan
     out[f"{tag}-flips-last"] = flips[-1] if flips else nan
+    split = run.get("flips", {}).get("STS-B")
+    out[f"{tag}-flips-stsb"] = split["raw"] if split else nan
+    out[f"{tag}-flips-stsb-text"] = Markdown(common.plural(split["raw"], "flipped direction") if split else "–")
+    out[f"{tag}-rank-stsb"] = split["rank"] if split else nan
+    out[f"{tag}-sentences-stsb"] = 2 * run.get("pairs", {}).get("STS-B", 0)
     return out
 
 
@@ -400,7 +453,9 @@ def publish(res: Result) -> None:
             values.update({f"d-{tag}-{_KEYS[k]}": d, f"lo-{tag}-{_KEYS[k]}": lo, f"hi-{tag}-{_KEYS[k]}": hi})
         sig = significant(res, prot)
         for k, c in sig.items():
-            values.update({f"up-{tag}-{_KEYS[k]}": c["up"], f"down-{tag}-{_KEYS[k]}": c["down"]})
+            values.update({f"up-{tag}-{_KEYS[k]}": c["up"], f"down-{tag}-{_KEYS[k]}": c["down"],
+                           f"sets-up-{tag}-{_KEYS[k]}": Markdown(common.plural(c["up"], "set")),
+                           f"sets-down-{tag}-{_KEYS[k]}": Markdown(common.plural(c["down"], "set"))})
     flips = layer_flips(res)
     values["layer-flips"] = Markdown(", ".join(str(f) for f in flips) or "—")
     fl = run["flips"]
@@ -421,6 +476,9 @@ def publish(res: Result) -> None:
             values.update({f"plant-{kind}-{_KEYS[k]}-recovered": float(df[k].iloc[-1] - df["vanilla"].iloc[-1]) / lost
                            if lost > 0 else float("nan") for k in df.columns})
     values.update(_extra_values(res))
+    values.update({k: Markdown(v) for k, v in whitening_vs_softdecay(res).items()})
+    values.update({"paper-sts14-ev1-bert-sd": paper_table4_value(res, "STS14", "EV1", "BERT+SoftDecay"),
+                   "paper-sts14-ev1-albert": paper_table4_value(res, "STS14", "EV1", "ALBERT")})
     values["minilm-ev1"] = float(np.mean([t["vanilla"]["EV1"] for t in run["table4"].values()]))
     for t, v in glue_cdf_medians(res).items():
         values[f"glue-median-{t}"] = v

@@ -185,9 +185,20 @@ def publish(res: Result) -> None:
         **{f"random-max-ratio-m{m}": v for m, v in max_ratio_by_m(res).items()},
         "random-max-ratio-min": min(max_ratio_by_m(res).values()),
         **{f"cliff-{k}": v for k, v in cliff(res).items()},
+        "second-task": res.settings["second_task"],
+        **cls_uniformity(res),
     })
 
 
+def cls_uniformity(res: Result) -> dict[str, float]:
+    """[CLS] uniformity of the pretrained model on the second task: at the embeddings (`cls-first`;
+    trivially 1 — the [CLS] input is the same vector for every sentence), its lowest value over the
+    layers between (`cls-mid-min`, NaN with no layer between) and at the last layer (`cls-last`)."""
+    cls = [r["cls_uni"] for r in res.second_task_stats]
+    return {"cls-first": cls[0], "cls-mid-min": min(cls[1:-1]) if len(cls) > 2 else math.nan,
+            "cls-last": cls[-1], "cls-last-mid": len(cls) - 2}
+
+
 __all__ = ["tightness", "case_study", "cdfs", "fig2_histograms", "gamma_table", "max_ratio_by_m", "cliff",
-           "random_table", "real_table", "case_summary_table", "case_table", "cdf_table", "comparison_table",
-           "publish"]
+           "cls_uniformity", "random_table", "real_table", "case_summary_table", "case_table", "cdf_table",
+           "comparison_table", "publish"]
