@@ -83,16 +83,8 @@ def test_book_prose_on_the_committed_runs():
     sharpest in both models, layer 1 about as sharp, layer 2 flat), the mean key of
     layers 1-3 is gone (its bias gets no gradient) while a mean query an order of magnitude shorter is
     left, and the held-out loss is detectably worse (by more than 0.3 nats), above the unigram predictor."""
-    from helpers.book.runtime import REPO_ROOT
-
-    p = qk.Params.resolve("book")
-    folder = REPO_ROOT / "results" / "qk" / "book"
-    names = [qk.run_name(p, s) for s in range(p.seed, p.seed + p.seeds)]
-    names += [qk.run_name(p.with_(centre=True), s) for s in range(p.seed, p.seed + p.seeds)]
-    if not all((folder / f"{n}.json").is_file() for n in names):
-        pytest.skip("book runs not all committed")
-    r = qk.run(p)
-    assert r.from_cache and len(r.seeds) == 3
+    r = _book_or_skip()
+    assert len(r.seeds) == 3
     a = r.ablation_summary
     below = a["unigram_nats"] - a["plain"]["eval_final"]
     assert 0.3 < below < 1.5
