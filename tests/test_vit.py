@@ -130,6 +130,78 @@ def test_standard_block_has_the_vit_pytorch_parts():
         ViTConfig(block="resnet")
 
 
+@pytest.mark.parametrize("block", ["standard-scalar-ln", "standard-no-bias", "standard-no-proj", "standard-relu",
+                                   "standard-all-four"])
+def test_block_ablation_puts_back_exactly_one_algorithm1_part(block):
+    """Each ablation block is the standard block with one part as Algorithm 1 has it, and only that part:
+    its parameters are the standard block's minus (or with scalar versions of) that part's."""
+    from helpers.core.vit import ViT, ViTConfig
+
+    cfg = dict(variant="de-escalated", depth=2, hidden=32, ffn=64, heads=4)
+    std = {n: p.shape for n, p in ViT(ViTConfig(block="standard", **cfg)).named_parameters()}
+    m = ViT(ViTConfig(block=block, **cfg))
+    abl = {n: p.shape for n, p in m.named_parameters()}
+    changed = {n for n in std if abl.get(n) != std[n]} | {n for n in abl if n not in std}
+    if block == "standard-scalar-ln":
+        assert changed == {f"blocks.{i}.{ln}.{w}" for i in range(2) for ln in ("ln1", "ln2")
+                           for w in ("weight", "bias", "gamma", "beta")}
+        assert abl["blocks.0.ln1.gamma"] == () and abl["blocks.0.ln1.beta"] == ()
+    elif block == "standard-no-bias":
+        assert changed == {f"blocks.{i}.{n}.bias" for i in range(2) for n in ("attn.qkv", "attn.out", "ffn.0", "ffn.2")}
+        assert all(n in abl for n in ("blocks.0.ln1.bias", "blocks.1.ln2.bias"))     # LayerNorm keeps its λ
+    elif block == "standard-no-proj":
+        assert changed == {f"blocks.{i}.attn.out.{w}" for i in range(2) for w in ("weight", "bias")}
+    elif block == "standard-relu":
+        assert changed == set() and isinstance(m.blocks[0].ffn[1], torch.nn.ReLU)
+    else:                                     # all four: Algorithm 1's parameters, in the standard block's code
+        size = lambda model: sum(p.numel() for n, p in model.named_parameters() if n.startswith("blocks."))  # noqa: E731
+        assert size(m) == size(ViT(ViTConfig(block="algorithm1", **cfg)))      # Q/K/V fused, the same numbers
+        assert not any(n.endswith(".bias") for n in abl if n.startswith("blocks.")) and isinstance(
+            m.blocks[0].ffn[1], torch.nn.ReLU) and "blocks.0.attn.out.weight" not in abl
+    assert block in ("standard-relu", "standard-all-four") or isinstance(m.blocks[0].ffn[1], torch.nn.GELU)
+    x = torch.randn(2, 3, 32, 32)
+    assert m(x).shape == (2, 10) and m.similarity_before_deescalation(x).shape == (2,)
+
+
+def test_block_ablation_runs_sit_beside_the_sweep(tmp_path, monkeypatch):
+    """The ablation trains pre-norm and de-escalated at `ablation_depth` for Algorithm 1's block, the
+    standard block and each reverted block, under the names and keys their own grids give them (so the
+    Algorithm-1 and standard runs are the sweep's, read back, not trained again); the ablation settings
+    are not part of any run's key."""
+    from helpers.book import results
+    from helpers.experiments import vit
+
+    seen = []
+    monkeypatch.setattr(results, "cached", lambda params, name, compute, drop=(), **extra:
+                        (seen.append((name, params.block, params.depth)) or {"lr": 0, "train_loss": [1.0]}, True))
+    p = vit.Params.resolve("ci", depths=(2,), variants=("pre-norm", "de-escalated"), standard_depths=(2,),
+                           ablations=("standard-no-bias", "standard-relu"), ablation_depth=2, confirm_depth=0)
+    res = vit.run(p)
+    abl = sorted(x for x in seen if x[1] in ("standard-no-bias", "standard-relu"))
+    assert abl == sorted((f"{b}-d2-{v}-seed0", b, 2) for b in ("standard-no-bias", "standard-relu")
+                         for v in ("pre-norm", "de-escalated"))
+    assert seen.count(("d2-de-escalated-seed0", "algorithm1", 2)) == 1               # the sweep's runs, not again
+    assert seen.count(("standard-d2-de-escalated-seed0", "standard", 2)) == 1
+    assert res.ablation["standard"]["de-escalated"] is res.standard["2"]["de-escalated"]
+    assert list(res.ablation) == ["algorithm1", "standard", "standard-no-bias", "standard-relu"]
+    assert res.ablation_depth == 2 and set(res.ablation["standard"]) == {"pre-norm", "de-escalated"}
+    seen.clear()                     # without the sweep at that depth, the ablation trains them (same names)
+    vit.run(p.with_(depths=(), standard_depths=()))
+    assert ("d2-pre-norm-seed0", "algorithm1", 2) in seen and ("standard-d2-pre-norm-seed0", "standard", 2) in seen
+    seen.clear()                     # the confirmation: its blocks at `confirm_depth`, the main depth's runs reused
+    res = vit.run(p.with_(ablation_depth=0, confirm_depth=4, confirm_blocks=("standard-relu",)))
+    assert sorted(x for x in seen if x[1] == "standard-relu") == [
+        ("standard-relu-de-escalated-seed0", "standard-relu", 4), ("standard-relu-pre-norm-seed0", "standard-relu", 4)]
+    assert seen.count(("pre-norm-seed0", "algorithm1", 4)) == 1 and res.confirm_depth == 4 and res.ablation == {}
+    assert list(res.confirm) == ["algorithm1", "standard", "standard-relu"]
+    book = vit.Params.resolve("book")
+    assert book.cache_key() == book.with_(ablations=(), ablation_depth=0, confirm_blocks=(), confirm_depth=0).cache_key()
+    assert vit.Params.resolve("book", block="standard-no-bias").with_(depth=24, depths=()).cache_key() != \
+        vit.Params.resolve("book", block="standard").with_(depth=24, depths=()).cache_key()
+    with pytest.raises(ValueError, match="ablations"):
+        vit.Params.resolve("ci", ablations=("standard-gelu",))
+
+
 def test_sweep_runs_are_keyed_by_their_own_depth_and_named_apart(tmp_path, monkeypatch):
     """A sweep depth's run is cached as `d<depth>-<variant>-seed<s>` (with a `standard-` prefix for
     standard blocks) under the key of `p` at that depth without the sweep, so it does not depend on which
@@ -141,7 +213,8 @@ def test_sweep_runs_are_keyed_by_their_own_depth_and_named_apart(tmp_path, monke
     seen = []
     monkeypatch.setattr(results, "cached", lambda params, name, compute, drop=(), **extra:
                         (seen.append((name, params.depth, params.depths)) or {"lr": 0}, True))
-    p = vit.Params.resolve("ci", depths=(2, 3), variants=("post-norm", "post-norm-full-lr"), standard_depths=())
+    p = vit.Params.resolve("ci", depths=(2, 3), variants=("post-norm", "post-norm-full-lr"), standard_depths=(),
+                           ablation_depth=0, confirm_depth=0)
     res = vit.run(p)
     assert sorted(seen) == sorted([(f"{pre}{v}-seed0", d, ()) for d, pre in ((4, ""), (2, "d2-"), (3, "d3-"))
                                    for v in ("post-norm", "post-norm-full-lr")])
@@ -269,3 +342,31 @@ def test_block_cost_reads_the_bench_of_both_block_types():
     assert c["ratio"] == pytest.approx(c["standard_s"] / c["algorithm1_s"])
     assert c["threads"] == 1 and "--runs bf16" in c["command"]
     assert c["ratio"] < 1.0        # the chapter: a standard-block sweep takes no more than the Algorithm-1 one
+
+
+def test_init_ablation_changes_only_that_part_of_algorithm1s_initialisation():
+    """'algorithm1-torch-v-init' draws the value maps with variance 1/(3d) (PyTorch's U(±1/√d)) instead of 1/d,
+    'algorithm1-torch-ffn-init' the FFN maps as nn.Linear does (U(±1/√fan_in)) instead of Xavier; everything
+    else, parameters and the rest of the initialisation, is Algorithm 1's."""
+    from helpers.core.vit import ViT, ViTConfig
+
+    cfg = dict(variant="de-escalated", depth=3, hidden=96, ffn=192, heads=4)
+    models = {}
+    for b in ("algorithm1", "algorithm1-torch-v-init", "algorithm1-torch-ffn-init"):
+        torch.manual_seed(0)
+        models[b] = dict(ViT(ViTConfig(block=b, **cfg)).named_parameters())
+    a1, v, f = models["algorithm1"], models["algorithm1-torch-v-init"], models["algorithm1-torch-ffn-init"]
+    assert a1.keys() == v.keys() == f.keys()
+    d, q = 96, 192
+    wv = torch.cat([a1[f"blocks.{i}.attn.w_v"].flatten() for i in range(3)])
+    assert wv.var().item() == pytest.approx(1 / d, rel=0.05)
+    wv = torch.cat([v[f"blocks.{i}.attn.w_v"].flatten() for i in range(3)])
+    assert wv.var().item() == pytest.approx(1 / (3 * d), rel=0.05)
+    w1 = torch.cat([a1[f"blocks.{i}.ffn.w1.weight"].flatten() for i in range(3)])
+    assert w1.abs().max().item() == pytest.approx((6 / (d + q)) ** 0.5, rel=0.01)          # Xavier-uniform
+    w1, w2 = f["blocks.0.ffn.w1.weight"], f["blocks.0.ffn.w2.weight"]
+    assert w1.abs().max().item() <= d ** -0.5 and w1.abs().max().item() > 0.99 * d ** -0.5
+    assert w2.abs().max().item() <= q ** -0.5 and w2.abs().max().item() > 0.99 * q ** -0.5
+    assert torch.equal(a1["blocks.0.attn.w_q"], f["blocks.0.attn.w_q"])                # same draws before the FFN
+    w1 = torch.cat([v[f"blocks.{i}.ffn.w1.weight"].flatten() for i in range(3)])          # v-init keeps Xavier
+    assert w1.abs().max().item() == pytest.approx((6 / (d + q)) ** 0.5, rel=0.01)

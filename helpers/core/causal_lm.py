@@ -25,7 +25,11 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from .blocks import ScalarLayerNorm
+
 VARIANTS = ("post-norm", "pre-norm", "de-escalated")
+ACTIVATIONS = ("relu", "gelu")
+NORMS = ("channel", "scalar")
 
 
 @dataclass(frozen=True)
@@ -60,13 +64,15 @@ def prefix_deescalate(x: Tensor, tau: float = 1.0) -> Tensor:
 
 class SelfAttention(nn.Module):
     """Multi-head softmax attention with Q/K/V and output projections (biases included); `causal`
-    masks the scores so position t attends to positions ≤ t only."""
+    masks the scores so position t attends to positions ≤ t only. `bias=False` drops the projections'
+    biases; `out_proj=False` drops the output projection (the heads' outputs are concatenated, as in
+    Yu & Zhang's Prop. 2.9 block) — the two parts the ViT chapter's block ablation reverts."""
 
-    def __init__(self, d: int, heads: int, causal: bool = True) -> None:
+    def __init__(self, d: int, heads: int, causal: bool = True, bias: bool = True, out_proj: bool = True) -> None:
         super().__init__()
         self.h, self.causal = heads, causal
-        self.qkv = nn.Linear(d, 3 * d)
-        self.out = nn.Linear(d, d)
+        self.qkv = nn.Linear(d, 3 * d, bias=bias)
+        self.out: nn.Module = nn.Linear(d, d, bias=bias) if out_proj else nn.Identity()
 
     def forward(self, x: Tensor) -> Tensor:
         B, n, d = x.shape
@@ -108,20 +114,33 @@ class Block(nn.Module):
     de-escalation uses the prefix mean (`prefix_deescalate`), otherwise the whole-sequence mean.
 
     `forward` returns the block's output; `trace` also returns the state just before the
-    de-escalation step (None for the other variants), so t_sim can be read on both sides of it."""
+    de-escalation step (None for the other variants), so t_sim can be read on both sides of it.
+
+    Parts that can be switched to Algorithm 1's (the ViT chapter's block ablation): `norm="scalar"`
+    (LayerNorm with one scalar γ and λ, `blocks.ScalarLayerNorm`), `bias=False` (no biases in the
+    projections and the FFN; LayerNorm keeps its own), `out_proj=False` (no attention output
+    projection), `activation="relu"`."""
 
     def __init__(self, d: int, heads: int, d_ff: int, variant: str = "post-norm", tau: float = 1.0,
-                 causal: bool = True, deesc_place: str = "ffn_input", activation: str = "relu") -> None:
+                 causal: bool = True, deesc_place: str = "ffn_input", activation: str = "relu",
+                 norm: str = "channel", bias: bool = True, out_proj: bool = True) -> None:
         super().__init__()
         if variant not in VARIANTS:
             raise ValueError(f"variant {variant!r}: use one of {VARIANTS}")
         if deesc_place not in DEESC_PLACES:
             raise ValueError(f"deesc_place {deesc_place!r}: use one of {DEESC_PLACES}")
         self.variant, self.tau, self.causal, self.deesc_place = variant, tau, causal, deesc_place
-        self.attn = SelfAttention(d, heads, causal)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation {activation!r}: use one of {ACTIVATIONS}")
+        if norm not in NORMS:
+            raise ValueError(f"norm {norm!r}: use one of {NORMS}")
+        self.attn = SelfAttention(d, heads, causal, bias=bias, out_proj=out_proj)
         act = {"relu": nn.ReLU(), "gelu": nn.GELU()}[activation]
-        self.ffn = nn.Sequential(nn.Linear(d, d_ff), act, nn.Linear(d_ff, d))
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.ffn = nn.Sequential(nn.Linear(d, d_ff, bias=bias), act, nn.Linear(d_ff, d, bias=bias))
+        if norm == "channel":
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        else:
+            self.ln1, self.ln2 = ScalarLayerNorm(), ScalarLayerNorm()
 
     def _deesc(self, x: Tensor) -> Tensor:
         return prefix_deescalate(x, self.tau) if self.causal else x - self.tau * x.mean(-2, keepdim=True)

@@ -17,7 +17,24 @@ VARIANTS = ("post-norm", "pre-norm", "de-escalated")
 #: "algorithm1": Yu & Zhang's blocks as written (scalar-γ LN, per-head value maps, no output projection, no
 #: biases); "standard": the vit-pytorch-style block the paper trained (per-channel LN with bias, Q/K/V and output
 #: projections with biases, GELU FFN with biases), in the same three variants
-BLOCKS = ("algorithm1", "standard")
+#: the block ablation: a standard block with one part put back to Algorithm 1's, or all four
+STANDARD_REVERTS: dict[str, dict] = {
+    "standard-scalar-ln": dict(norm="scalar"),     # LayerNorm with one scalar γ, λ
+    "standard-no-bias": dict(bias=False),          # no biases in the projections and the FFN
+    "standard-no-proj": dict(out_proj=False),      # no attention output projection (heads concatenated)
+    "standard-relu": dict(activation="relu"),      # ReLU FFN instead of GELU
+    # all four at once: Algorithm 1's block in the standard block's code, PyTorch's default initialisation
+    # (what is then left between it and "algorithm1" is §2.1's initialisation)
+    "standard-all-four": dict(norm="scalar", bias=False, out_proj=False, activation="relu"),
+}
+#: and Algorithm 1's block with one part of its initialisation (§2.1) replaced by PyTorch's default, the one
+#: a standard block has: the FFN maps (U(±1/√fan_in) instead of Xavier) or the value maps (variance 1/(3d)
+#: instead of 1/d, `value_scale` = 1/3); Q and K are U(±1/√d) in both
+ALGORITHM1_INITS: dict[str, dict] = {
+    "algorithm1-torch-ffn-init": dict(ffn_init="torch"),
+    "algorithm1-torch-v-init": dict(value_scale=1 / 3),
+}
+BLOCKS = ("algorithm1", "standard", *STANDARD_REVERTS, *ALGORITHM1_INITS)
 
 
 @dataclass
@@ -40,7 +57,7 @@ class ViTConfig:
     def __post_init__(self) -> None:
         if self.block not in BLOCKS:
             raise ValueError(f"block {self.block!r}: use one of {BLOCKS}")
-        if self.block == "standard" and self.deesc_place not in ("ffn_input", "output"):
+        if not self.block.startswith("algorithm1") and self.deesc_place not in ("ffn_input", "output"):
             raise ValueError(f"the standard block de-escalates at 'ffn_input' or 'output', not {self.deesc_place!r}")
         if self.variant not in VARIANTS:
             raise ValueError(f"variant {self.variant!r}: use one of {VARIANTS}")
@@ -62,19 +79,21 @@ class ViT(nn.Module):
         self.embed = nn.Linear(3 * cfg.patch * cfg.patch, cfg.hidden)
         self.cls = nn.Parameter(torch.zeros(1, 1, cfg.hidden))
         self.pos = nn.Parameter(torch.randn(1, n + 1, cfg.hidden) * 0.02)
-        if cfg.block == "standard":
+        init = ALGORITHM1_INITS.get(cfg.block, {})
+        if not cfg.block.startswith("algorithm1"):
+            parts = dict(activation="gelu") | STANDARD_REVERTS.get(cfg.block, {})
             self.blocks = nn.ModuleList(
                 StandardBlock(cfg.hidden, cfg.heads, cfg.ffn, cfg.variant, cfg.tau, causal=False,
-                              deesc_place=cfg.deesc_place, activation="gelu") for _ in range(cfg.depth))
+                              deesc_place=cfg.deesc_place, **parts) for _ in range(cfg.depth))
             self.final_norm: nn.Module = nn.LayerNorm(cfg.hidden) if cfg.variant == "pre-norm" else nn.Identity()
         elif cfg.variant == "pre-norm":
-            self.blocks = nn.ModuleList(PreNormBlock(cfg.hidden, cfg.heads, cfg.ffn) for _ in range(cfg.depth))
+            self.blocks = nn.ModuleList(PreNormBlock(cfg.hidden, cfg.heads, cfg.ffn, **init) for _ in range(cfg.depth))
             self.final_norm = nn.LayerNorm(cfg.hidden)
         else:
             tau = cfg.tau if cfg.variant == "de-escalated" else None
             self.blocks = nn.ModuleList(
                 PostNormBlock(cfg.hidden, cfg.heads, cfg.ffn, tau=tau, deesc_place=cfg.deesc_place,
-                              learnable_tau=cfg.learnable_tau) for _ in range(cfg.depth))
+                              learnable_tau=cfg.learnable_tau, **init) for _ in range(cfg.depth))
             self.final_norm = nn.Identity()
         self.head = nn.Linear(cfg.hidden, cfg.classes)
 

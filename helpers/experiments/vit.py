@@ -15,6 +15,7 @@ import numpy as np
 
 from ..book import results, runtime
 from ..book.params import ChapterParams, check_heads, nonneg, positive, rules
+from ..core.vit import ALGORITHM1_INITS, STANDARD_REVERTS
 from ..core.vit import VARIANTS as MODEL_VARIANTS
 from ..data import load_cifar10
 from ..train import vit as vit_train
@@ -24,6 +25,10 @@ Variant = Literal["post-norm", "post-norm-full-lr", "pre-norm", "de-escalated"]
 #: (the paper halves it for post-norm; at a short budget that alone can separate the curves)
 VARIANTS = ("post-norm", "post-norm-full-lr", "pre-norm", "de-escalated")
 FULL_LR = 1e-4
+#: the block ablation trains these two variants (its question: what puts de-escalation ahead of pre-norm)
+ABLATION_VARIANTS = ("pre-norm", "de-escalated")
+Block = Literal["algorithm1", "standard", "standard-scalar-ln", "standard-no-bias", "standard-no-proj",
+                "standard-relu", "standard-all-four", "algorithm1-torch-ffn-init", "algorithm1-torch-v-init"]
 
 
 def model_variant(variant: str) -> str:
@@ -60,10 +65,20 @@ class Params(ChapterParams):
     augment: bool = True
     #: "algorithm1": Yu & Zhang's blocks as written (the committed runs); "standard": the vit-pytorch-style
     #: block (per-channel LN with bias, output projection, biases, GELU) in the same three variants
-    block: Literal["algorithm1", "standard"] = "algorithm1"
+    #: or a standard block with one part put back to Algorithm 1's (`core.vit.STANDARD_REVERTS`)
+    block: Block = "algorithm1"
     #: the block comparison: these depths also train every variant and seed with standard blocks (beside
     #: the `block` grid, same settings); each run is cached on its own under a `standard-` name
     standard_depths: tuple[int, ...] = ()
+    #: the block ablation: at `ablation_depth` (0 = none), pre-norm and de-escalated post-norm are also
+    #: trained, every seed, with each of these blocks: a standard block with one part (or all four) reverted
+    #: to Algorithm 1's, or Algorithm 1's block with one part of its initialisation made PyTorch's
+    ablations: tuple[str, ...] = ()
+    ablation_depth: int = 0
+    #: the ablation's confirmation at a deeper depth: these blocks (beside Algorithm 1's and the standard
+    #: block, read from the sweeps) at `confirm_depth` (0 = none)
+    confirm_blocks: tuple[str, ...] = ()
+    confirm_depth: int = 0
     seeds: int = 3
     sim_every: int = 1
     #: bf16 autocast (fp32 weights and optimiser) is the default: ≥ 2× faster on this CPU and on GPUs,
@@ -72,23 +87,31 @@ class Params(ChapterParams):
 
     CHAPTER: ClassVar[str] = "vit"
     #: which depths are swept does not change any one run's result (each run's key has its own depth)
-    CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("standard_depths",)
+    CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("standard_depths", "ablations", "ablation_depth", "confirm_blocks",
+                                                 "confirm_depth")
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(depth=4, depths=(2,), epochs=1, train_images=256, test_images=128, batch_size=64, seeds=1,
-                   variants=VARIANTS, standard_depths=(2,)),
+                   variants=VARIANTS, standard_depths=(2,), ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS),
+                   ablation_depth=2, confirm_blocks=("algorithm1-torch-ffn-init",), confirm_depth=4),
         # the depth sweep a 2-core CPU runs: width 96 (4 heads of 24, as the paper's heads), 8x8 patches,
         # 1,000 optimiser steps of batch 64 per run (16,000 images, 4 epochs), 3 seeds, depths 6 to 80
         # (each run is cached on its own, so adding a depth reruns nothing)
         "book": dict(depth=80, depths=(6, 12, 24, 48), d_model=96, d_ff=192, n_heads=4, patch=8, epochs=4,
                      train_images=16000, test_images=1000, batch_size=64, seeds=3,
                      variants=("post-norm", "post-norm-full-lr", "pre-norm", "de-escalated"),
-                     standard_depths=(6, 12, 24, 48, 80)),
+                     standard_depths=(6, 12, 24, 48, 80), ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS),
+                     ablation_depth=24, confirm_blocks=("algorithm1-torch-ffn-init",), confirm_depth=48),
         "paper": dict(),
     }
     RULES: ClassVar = rules(
         variants=(lambda v: len(v) > 0 and len(set(v)) == len(v), "needs distinct variants"),
         depth=positive, depths=(lambda v: all(d > 0 for d in v) and len(set(v)) == len(v), "needs distinct depths > 0"),
         standard_depths=(lambda v: all(d > 0 for d in v) and len(set(v)) == len(v), "needs distinct depths > 0"),
+        ablations=(lambda v: len(set(v)) == len(v) and set(v) <= {*STANDARD_REVERTS, *ALGORITHM1_INITS},
+                   f"needs distinct blocks from {(*STANDARD_REVERTS, *ALGORITHM1_INITS)}"),
+        ablation_depth=nonneg, confirm_depth=nonneg,
+        confirm_blocks=(lambda v: len(set(v)) == len(v) and set(v) <= {*STANDARD_REVERTS, *ALGORITHM1_INITS},
+                        f"needs distinct blocks from {(*STANDARD_REVERTS, *ALGORITHM1_INITS)}"),
         d_model=positive, d_ff=positive, n_heads=positive,
         patch=(lambda v: v > 0 and 32 % v == 0, "must divide 32"), epochs=positive, train_images=nonneg,
         test_images=nonneg, batch_size=positive, lr=(lambda v: v is None or v > 0, "must be > 0"),
@@ -124,6 +147,13 @@ class Result(results.Result):
     #: the block comparison: {str(depth): {variant: [history per seed]}} of the standard-block runs at
     #: `standard_depths` (empty when none were run)
     standard: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
+    #: the block ablation at `ablation_depth`: {block: {variant: [history per seed]}} for Algorithm 1's
+    #: block, the standard block and each standard block with one part reverted (empty when not run)
+    ablation: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
+    ablation_depth: int = 0
+    #: the same at `confirm_depth` for Algorithm 1's block, the standard block and `confirm_blocks`
+    confirm: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
+    confirm_depth: int = 0
 
     @property
     def steps(self) -> int:
@@ -203,11 +233,33 @@ def run(p: Params) -> Result:
         for d in sorted(p.standard_depths):
             standard[str(d)], h = _grid(q, d, p.variants, seeds, dev, datasets)
             hits += h
+    ablation, confirm = {}, {}
+    for depth, blocks, out in ((p.ablation_depth, p.ablations, ablation), (p.confirm_depth, p.confirm_blocks, confirm)):
+        if depth:
+            h = _ablation_grid(p, depth, blocks, sweep, standard, seeds, dev, datasets, out)
+            hits += h
     return Result(variants=list(p.variants), seeds=seeds, depth=p.depth, epochs=p.epochs,
                   train_images=p.train_images or 50_000, scale=p.scale, histories=sweep[str(p.depth)],
                   from_cache=all(hits), sweep=sweep if p.depths else {}, batch_size=p.batch_size,
                   d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, test_images=p.test_images or 10_000,
-                  standard=standard)
+                  standard=standard, ablation=ablation, ablation_depth=p.ablation_depth, confirm=confirm,
+                  confirm_depth=p.confirm_depth)
+
+
+def _ablation_grid(p: Params, depth: int, blocks, sweep, standard, seeds, dev, datasets, out: dict) -> list[bool]:
+    """Pre-norm and de-escalated post-norm at `depth` for Algorithm 1's block, the standard block and
+    `blocks`, into `out` ({block: {variant: [history per seed]}}); runs the sweeps above already made are
+    taken from them, the others trained (or read back) under their own block's names and keys."""
+    d, hits = str(depth), []
+    done = {p.block: sweep.get(d, {}), **({"standard": standard[d]} if d in standard else {})}
+    for block in ("algorithm1", "standard", *blocks):
+        if all(v in done.get(block, {}) for v in ABLATION_VARIANTS):      # trained above: the same runs
+            out[block] = {v: done[block][v] for v in ABLATION_VARIANTS}
+            continue
+        q = p.with_(block=block, standard_depths=(), ablations=(), confirm_blocks=())
+        out[block], h = _grid(q, depth, ABLATION_VARIANTS, seeds, dev, datasets)
+        hits += h
+    return hits
 
 
 def _lazy_datasets(p: Params):
@@ -245,7 +297,7 @@ def _grid(p: Params, depth: int, variants, seeds, dev, datasets):
 def run_one(p: Params, depth: int, variant: str, seed: int) -> tuple[dict, bool]:
     """One run of the grid of `p` (a depth of `p.depth`/`p.depths`, a variant, a run seed), through
     the same cache as `run`: (history, cache hit)."""
-    if depth not in {p.depth, *p.depths} or variant not in p.variants:
+    if depth not in {p.depth, *p.depths, p.ablation_depth, p.confirm_depth} - {0} or variant not in p.variants:
         raise ValueError(f"depth {depth} / variant {variant!r} is not in this grid")
     runtime.seed_everything(p.seed)
     dev = runtime.choose_device(p.device)
@@ -275,5 +327,5 @@ def block_cost() -> dict[str, Any] | None:
             "load": rec.get("load_average_at_start"), "command": rec["command"]}
 
 
-__all__ = ["Params", "Result", "run", "run_one", "block_cost", "BLOCK_BENCH",
+__all__ = ["Params", "Result", "run", "run_one", "block_cost", "BLOCK_BENCH", "ABLATION_VARIANTS",
            "VARIANTS", "MODEL_VARIANTS", "model_variant", "variant_lr"]

@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from ..core.stats import interval_text, t_interval, verdict
-from ..experiments.vit import VARIANTS, Result, block_cost
+from ..experiments.vit import ABLATION_VARIANTS, VARIANTS, Result, block_cost
 from . import common
 
 
@@ -21,7 +21,7 @@ def fig6(res: Result, name: str = "vit-fig6", blocks: str = "") -> plt.Figure:
                             title=key.replace("_", " "))
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(f"Figure 6 — ViT depth {res.depth}{blocks}, {res.train_images:,} training images, {res.epochs} "
-                 f"epochs, {len(res.seeds)} seed(s) ({res.scale} scale)")
+                 f"epochs, {common.seeds_text(len(res.seeds))} ({res.scale} scale)")
     return common.figure(name, fig)
 
 
@@ -72,7 +72,7 @@ def sweep_figure(res: Result) -> plt.Figure:
     axes[1].axhline(0.1, color="grey", lw=0.8, ls=":", label="chance")
     axes[0].legend(fontsize=8)
     fig.suptitle(f"Depth sweep — {res.steps:,} optimiser steps of batch {res.batch_size} per run, "
-                 f"{len(res.seeds)} seed(s) ({res.scale} scale)")
+                 f"{common.seeds_text(len(res.seeds))} ({res.scale} scale)")
     return common.figure("vit-sweep", fig)
 
 
@@ -98,7 +98,7 @@ def block_figure(res: Result) -> plt.Figure | None:
     axes[1].axhline(np.log(10), color="grey", lw=0.8, ls=":")
     axes[0].legend(fontsize=8)
     fig.suptitle(f"Algorithm 1 vs standard blocks — {res.steps:,} optimiser steps of batch {res.batch_size} per run, "
-                 f"{len(res.seeds)} seed(s) ({res.scale} scale)")
+                 f"{common.seeds_text(len(res.seeds))} ({res.scale} scale)")
     return common.figure("vit-blocks", fig)
 
 
@@ -125,7 +125,7 @@ def sweep_table(res: Result):
             h = res.sweep[str(d)][v][0]
             rows.append({"depth": d, "variant": v, "lr": h["lr"],
                          "final train loss": _pm(loss[v][i]), "final test acc": _pm(acc[v][i]),
-                         "last-block t_sim": _run_tsim(h)})
+                         "last-block t_sim (seed 0)": _run_tsim(h)})
     return common.table(pd.DataFrame(rows), digits=3)
 
 
@@ -212,6 +212,10 @@ def gap_by_depth(res: Result, variant: str, ref: str = "pre-norm", key: str = "t
     """`variant` − `ref` in final `key` at every depth of the sweep (seed-paired mean, 95 % t-interval)."""
     return [{"depth": d, **sweep_difference(res, variant, ref, d, key)} for d in res.depths]
 
+
+#: a run "at chance": final training loss within this many nats of ln 10 (the loss of predicting the class
+#: frequencies of CIFAR-10, whatever the image)
+CHANCE_MARGIN = 0.01
 
 #: "level": the seed-paired interval covers 0 and is narrower than ±LEVEL_MARGIN nats (a wide interval
 #: that covers 0 only says the seeds disagree)
@@ -307,6 +311,9 @@ def _sweep_values(res: Result, prefix: str = "") -> dict[str, object]:
             hist = res.sweep[str(d)].get(v) if v in res.variants else None
             values[f"{prefix}tsim-{v}-d{d}"] = _run_tsim(hist[0]) if hist else np.nan
         values[f"{prefix}tsim-{v}-deep"] = values[f"{prefix}tsim-{v}-d{max(res.depths)}"]
+    for v in VARIANTS:             # how many seeds end at chance at the deepest depth (a constant prediction)
+        values[f"{prefix}chance-{v}-deep"] = (int(np.sum(np.abs(fin_train[v][-1] - np.log(10)) < CHANCE_MARGIN))
+                                              if v in fin_train else np.nan)
     for v in VARIANTS:             # the seeds' spread at the deepest depth, "1.88–1.91"
         values[f"{prefix}range-{v}-deep"] = (f"{fin_train[v][-1].min():.2f}–{fin_train[v][-1].max():.2f}"
                                              if v in fin_train else "(not run)")
@@ -337,6 +344,122 @@ def _sweep_values(res: Result, prefix: str = "") -> dict[str, object]:
                  ("post-norm-full-lr", "post-norm"), ("post-norm-full-lr", "pre-norm")):
         if a in res.variants and b in res.variants:
             values[f"{prefix}diff-{a}-{b}"] = interval_text(sweep_difference(res, a, b, deep))
+    return values
+
+
+#: the block ablation's rows: what each block is, against the standard block
+ABLATION_LABELS = {
+    "standard": "standard block",
+    "standard-scalar-ln": "standard, scalar-γ LN (Alg. 1's)",
+    "standard-no-bias": "standard, no biases",
+    "standard-no-proj": "standard, no output projection",
+    "standard-relu": "standard, ReLU FFN",
+    "standard-all-four": "standard, all four (PyTorch init)",
+    "algorithm1-torch-ffn-init": "Algorithm 1, PyTorch's FFN init",
+    "algorithm1-torch-v-init": "Algorithm 1, PyTorch's value-map init",
+    "algorithm1": "Algorithm 1 block (all four + its init)",
+}
+
+
+def _ablations(res: Result) -> list[tuple[int, dict[str, dict[str, list[dict]]]]]:
+    """The ablation's grids as (depth, {block: {variant: [history per seed]}}): the full one, then the
+    confirmation at a deeper depth (each only when run)."""
+    return [(d, runs) for d, runs in ((res.ablation_depth, res.ablation), (res.confirm_depth, res.confirm)) if runs]
+
+
+def ablation_gaps(runs: dict[str, dict[str, list[dict]]], a: str = "de-escalated",
+                  b: str = "pre-norm") -> dict[str, dict[str, float]]:
+    """Per block of an ablation grid (`res.ablation` or `res.confirm`), `a` − `b` in final training loss
+    (seed-paired mean and 95 % t-interval): how far de-escalated post-norm ends ahead of (< 0) or behind
+    (> 0) pre-norm."""
+    out = {}
+    for block, r in runs.items():
+        fa = np.array([h["train_loss"][-1] for h in r[a]])
+        fb = np.array([h["train_loss"][-1] for h in r[b]])
+        out[block] = t_interval(fa - fb)
+    return out
+
+
+def ablation_table(res: Result):
+    """The block ablation as a table: per depth and block, the final training loss of pre-norm and of
+    de-escalated post-norm (mean ± sd over seeds), the de-escalated test accuracy, and the seed-paired gap."""
+    import pandas as pd
+
+    if not res.ablation and not res.confirm:
+        return common.table(pd.DataFrame({"block ablation": ["not run (set `ablation_depth`)"]}))
+    rows = []
+    for depth, grid in _ablations(res):
+        gaps = ablation_gaps(grid)
+        for block, runs in grid.items():
+            loss = {v: np.array([h["train_loss"][-1] for h in runs[v]]) for v in ABLATION_VARIANTS}
+            acc = np.array([h["test_acc"][-1] for h in runs["de-escalated"]])
+            g = gaps[block]
+            mark = " ↑" if g["n"] > 1 and g["lo"] > 0 else " ↓" if g["n"] > 1 and g["hi"] < 0 else ""
+            rows.append({"depth": depth, "block": ABLATION_LABELS.get(block, block),
+                         "pre-norm loss": _pm(loss["pre-norm"]), "de-esc. loss": _pm(loss["de-escalated"]),
+                         "de-esc. test acc": _pm(acc), "de-esc. − pre-norm": interval_text(g) + mark})
+    return common.table(pd.DataFrame(rows))
+
+
+def ablation_figure(res: Result) -> plt.Figure | None:
+    """The block ablation: de-escalated − pre-norm final training loss per block (seed-paired mean,
+    95 % t-interval, each seed a tick), one panel per depth on one x axis; left of 0, de-escalation ends
+    ahead. None when not run."""
+    grids = _ablations(res)
+    if not grids:
+        return None
+    common.set_theme()
+    heights = [len(g) for _, g in grids]
+    fig, axes = plt.subplots(len(grids), 1, figsize=(8, 0.42 * sum(heights) + 1.6 * len(grids)), sharex=True,
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    for ax, (depth, grid) in zip(axes[:, 0], grids, strict=True):
+        gaps, blocks = ablation_gaps(grid), list(grid)
+        for i, block in enumerate(blocks):
+            runs, g = grid[block], gaps[block]
+            per_seed = [a["train_loss"][-1] - b["train_loss"][-1]
+                        for a, b in zip(runs["de-escalated"], runs["pre-norm"], strict=True)]
+            y = len(blocks) - 1 - i
+            if g["n"] > 1:
+                ax.plot([g["lo"], g["hi"]], [y, y], color="C0", lw=3, alpha=0.6)
+            ax.plot(g["mean"], y, "o", color="C0", ms=7)
+            ax.plot(per_seed, [y] * len(per_seed), "|", color="k", ms=10)
+        ax.axvline(0, color="grey", lw=0.8, ls=":")
+        ax.set_yticks(range(len(blocks)), [ABLATION_LABELS.get(b, b) for b in reversed(blocks)])
+        ax.set_title(f"depth {depth}", fontsize=10, loc="left")
+    axes[-1, 0].set_xlabel("de-escalated − pre-norm, final training loss (nats; < 0: de-escalation ahead)")
+    fig.suptitle(f"Which part of the block puts de-escalation ahead of pre-norm? {common.seeds_text(len(res.seeds))} "
+                 f"({res.scale} scale)", fontsize=11)
+    return common.figure("vit-ablation", fig)
+
+
+def _ablation_values(res: Result) -> dict[str, object]:
+    """The glued readings of the block ablation: the depths, each block's gap at each, the reverted parts
+    whose revert keeps de-escalation ahead of pre-norm and those whose revert does not, and the parts of
+    Algorithm 1's initialisation whose PyTorch version puts it ahead."""
+    from IPython.display import Markdown
+
+    values: dict[str, object] = {"abl-depth": res.ablation_depth or "(not run)",
+                                 "abl-confirm-depth": res.confirm_depth or "(not run)"}
+    gaps = ablation_gaps(res.ablation)
+    confirm = ablation_gaps(res.confirm)
+    for block in ABLATION_LABELS:
+        values[f"abl-gap-{block}"] = interval_text(gaps[block]) if block in gaps else "(not run)"
+        values[f"abl-confirm-gap-{block}"] = interval_text(confirm[block]) if block in confirm else "(not run)"
+
+    def names(blocks: list[str], ahead: bool) -> Markdown:
+        picked = [ABLATION_LABELS[b].split(", ", 1)[-1] for b in blocks if (gaps[b]["hi"] < 0) == ahead]
+        return Markdown(", ".join(picked) if picked else "none of them")
+
+    reverts = [b for b in gaps if b.startswith("standard-")]          # does the lead survive the revert?
+    inits = [b for b in gaps if b.startswith("algorithm1-")]          # does PyTorch's init part bring it?
+    values.update({"abl-keep": names(reverts, True), "abl-lose": names(reverts, False),
+                   "abl-init-ahead": names(inits, True), "abl-init-not-ahead": names(inits, False)})
+    for tag, grid in (("abl", res.ablation), ("abl-confirm", res.confirm)):    # mean final loss per block, variant
+        for block in ABLATION_LABELS:
+            for v in ABLATION_VARIANTS:
+                runs = grid.get(block, {}).get(v)
+                values[f"{tag}-loss-{v}-{block}"] = (float(np.mean([h["train_loss"][-1] for h in runs])) if runs
+                                                     else np.nan)
     return values
 
 
@@ -383,10 +506,12 @@ def publish(res: Result) -> None:
         values.update({f"std-{k}": (np.nan if isinstance(v, float | int) else Markdown("(not run)"))
                        for k, v in _sweep_values(res).items()})
         values.update({"std-depths": "(none: not run)", "std-deep": "(not run)", "std-order": "(not run)"})
+    ablation_figure(res)
+    values.update(_ablation_values(res))
     common.publish("vit", values)
 
 
 __all__ = ["fig6", "tsim", "sweep_figure", "block_figure", "block_table", "standard_gap_table", "sweep_table",
            "sweep_difference", "sweep_verdicts", "compare_text", "gap_by_depth", "fails_from", "level_depths",
-           "gap_table", "LEVEL_MARGIN",
+           "gap_table", "LEVEL_MARGIN", "ablation_gaps", "ablation_table", "ablation_figure", "ABLATION_LABELS",
            "ahead_depths", "final_table", "publish"]
