@@ -168,20 +168,20 @@ def test_block_ablation_at_ci_scale(res):
     from helpers.figures.vit import ablation_figure, ablation_gaps, ablation_table
 
     assert list(res.ablation) == ["algorithm1", "standard", *STANDARD_REVERTS, *ALGORITHM1_INITS]
-    assert res.ablation_depth == 2 and res.confirm_depth == 4
-    assert list(res.confirm) == ["algorithm1", "standard", "algorithm1-torch-ffn-init"]
+    assert res.ablation_depth == 2 and list(res.confirm) == ["4"]
+    assert list(res.confirm["4"]) == ["algorithm1", "standard", "algorithm1-torch-ffn-init"]
     assert res.ablation["algorithm1"]["pre-norm"] == res.sweep["2"]["pre-norm"]        # the same runs
     assert res.ablation["standard"]["de-escalated"] == res.standard["2"]["de-escalated"]
-    assert res.confirm["algorithm1"]["de-escalated"] == res.histories["de-escalated"]
-    for grid in (res.ablation, res.confirm):
+    assert res.confirm["4"]["algorithm1"]["de-escalated"] == res.histories["de-escalated"]
+    for grid in (res.ablation, res.confirm["4"]):
         gaps = ablation_gaps(grid)
         for block, runs in grid.items():
             (a,), (b,) = runs["de-escalated"], runs["pre-norm"]
             assert gaps[block]["n"] == 1
             assert gaps[block]["mean"] == pytest.approx(a["train_loss"][-1] - b["train_loss"][-1])
-    assert len(ablation_table(res).data) == len(res.ablation) + len(res.confirm)
+    assert len(ablation_table(res).data) == len(res.ablation) + len(res.confirm["4"])
     fig = ablation_figure(res)
-    assert [len(ax.get_yticklabels()) for ax in fig.axes] == [len(res.ablation), len(res.confirm)]
+    assert [len(ax.get_yticklabels()) for ax in fig.axes] == [len(res.ablation), len(res.confirm["4"])]
 
 
 def test_block_ablation_prose_on_the_committed_runs():
@@ -197,10 +197,12 @@ def test_block_ablation_prose_on_the_committed_runs():
 
     p = vit.Params.resolve("book")
     folder = REPO_ROOT / "results" / "vit" / "book"
-    n = len(vit.ABLATION_VARIANTS) * p.seeds
-    missing = [b for b in (*STANDARD_REVERTS, *ALGORITHM1_INITS)
-               if len(list(folder.glob(f"{b}-d{p.ablation_depth}-*.json"))) < n]
-    missing += [b for b in p.confirm_blocks if len(list(folder.glob(f"{b}-d{p.confirm_depth}-*.json"))) < n]
+    seeds = range(p.seed, p.seed + p.seeds)
+    names = [f"{b}-d{p.ablation_depth}-{v}-seed{s}" for b in (*STANDARD_REVERTS, *ALGORITHM1_INITS)
+             for v in vit.ABLATION_VARIANTS for s in seeds]
+    names += [f"{b}-{'' if d == p.depth else f'd{d}-'}{v}-seed{s}" for b in p.confirm_blocks for d in p.confirm_depths
+              for v in vit.ABLATION_VARIANTS for s in seeds]
+    missing = [m for m in names if not (folder / f"{m}.json").is_file()]
     if missing:
         pytest.skip("ablation not all committed")
     r = vit.run(p)
@@ -219,5 +221,7 @@ def test_block_ablation_prose_on_the_committed_runs():
     de = loss["algorithm1"]["de-escalated"] - loss["algorithm1-torch-ffn-init"]["de-escalated"]
     pre = loss["algorithm1"]["pre-norm"] - loss["algorithm1-torch-ffn-init"]["pre-norm"]
     assert de > 0.1 and abs(pre) < 0.05
-    c = ablation_gaps(r.confirm)
-    assert c["algorithm1-torch-ffn-init"]["hi"] < 0 < c["algorithm1"]["lo"] and c["standard"]["hi"] < 0
+    assert "48" in r.confirm
+    for d in r.confirm:                       # deeper: Xavier's behind pre-norm, PyTorch's FFN init ahead
+        c = ablation_gaps(r.confirm[d])
+        assert c["algorithm1-torch-ffn-init"]["hi"] < 0 < c["algorithm1"]["lo"] and c["standard"]["hi"] < 0, d

@@ -175,7 +175,7 @@ def test_block_ablation_runs_sit_beside_the_sweep(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "cached", lambda params, name, compute, drop=(), **extra:
                         (seen.append((name, params.block, params.depth)) or {"lr": 0, "train_loss": [1.0]}, True))
     p = vit.Params.resolve("ci", depths=(2,), variants=("pre-norm", "de-escalated"), standard_depths=(2,),
-                           ablations=("standard-no-bias", "standard-relu"), ablation_depth=2, confirm_depth=0)
+                           ablations=("standard-no-bias", "standard-relu"), ablation_depth=2, confirm_depths=())
     res = vit.run(p)
     abl = sorted(x for x in seen if x[1] in ("standard-no-bias", "standard-relu"))
     assert abl == sorted((f"{b}-d2-{v}-seed0", b, 2) for b in ("standard-no-bias", "standard-relu")
@@ -189,13 +189,13 @@ def test_block_ablation_runs_sit_beside_the_sweep(tmp_path, monkeypatch):
     vit.run(p.with_(depths=(), standard_depths=()))
     assert ("d2-pre-norm-seed0", "algorithm1", 2) in seen and ("standard-d2-pre-norm-seed0", "standard", 2) in seen
     seen.clear()                     # the confirmation: its blocks at `confirm_depth`, the main depth's runs reused
-    res = vit.run(p.with_(ablation_depth=0, confirm_depth=4, confirm_blocks=("standard-relu",)))
+    res = vit.run(p.with_(ablation_depth=0, confirm_depths=(4,), confirm_blocks=("standard-relu",)))
     assert sorted(x for x in seen if x[1] == "standard-relu") == [
         ("standard-relu-de-escalated-seed0", "standard-relu", 4), ("standard-relu-pre-norm-seed0", "standard-relu", 4)]
-    assert seen.count(("pre-norm-seed0", "algorithm1", 4)) == 1 and res.confirm_depth == 4 and res.ablation == {}
-    assert list(res.confirm) == ["algorithm1", "standard", "standard-relu"]
+    assert seen.count(("pre-norm-seed0", "algorithm1", 4)) == 1 and list(res.confirm) == ["4"] and res.ablation == {}
+    assert list(res.confirm["4"]) == ["algorithm1", "standard", "standard-relu"]
     book = vit.Params.resolve("book")
-    bare = book.with_(ablations=(), ablation_depth=0, confirm_blocks=(), confirm_depth=0)
+    bare = book.with_(ablations=(), ablation_depth=0, confirm_blocks=(), confirm_depths=())
     assert book.cache_key() == bare.cache_key()
     assert vit.Params.resolve("book", block="standard-no-bias").with_(depth=24, depths=()).cache_key() != \
         vit.Params.resolve("book", block="standard").with_(depth=24, depths=()).cache_key()
@@ -215,7 +215,7 @@ def test_sweep_runs_are_keyed_by_their_own_depth_and_named_apart(tmp_path, monke
     monkeypatch.setattr(results, "cached", lambda params, name, compute, drop=(), **extra:
                         (seen.append((name, params.depth, params.depths)) or {"lr": 0}, True))
     p = vit.Params.resolve("ci", depths=(2, 3), variants=("post-norm", "post-norm-full-lr"), standard_depths=(),
-                           ablation_depth=0, confirm_depth=0)
+                           ablation_depth=0, confirm_depths=())
     res = vit.run(p)
     assert sorted(seen) == sorted([(f"{pre}{v}-seed0", d, ()) for d, pre in ((4, ""), (2, "d2-"), (3, "d3-"))
                                    for v in ("post-norm", "post-norm-full-lr")])

@@ -75,10 +75,10 @@ class Params(ChapterParams):
     #: to Algorithm 1's, or Algorithm 1's block with one part of its initialisation made PyTorch's
     ablations: tuple[str, ...] = ()
     ablation_depth: int = 0
-    #: the ablation's confirmation at a deeper depth: these blocks (beside Algorithm 1's and the standard
-    #: block, read from the sweeps) at `confirm_depth` (0 = none)
+    #: the ablation's confirmation at deeper depths: these blocks (beside Algorithm 1's and the standard
+    #: block, read from the sweeps) at each of `confirm_depths`
     confirm_blocks: tuple[str, ...] = ()
-    confirm_depth: int = 0
+    confirm_depths: tuple[int, ...] = ()
     seeds: int = 3
     sim_every: int = 1
     #: bf16 autocast (fp32 weights and optimiser) is the default: ≥ 2× faster on this CPU and on GPUs,
@@ -88,11 +88,11 @@ class Params(ChapterParams):
     CHAPTER: ClassVar[str] = "vit"
     #: which depths are swept does not change any one run's result (each run's key has its own depth)
     CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("standard_depths", "ablations", "ablation_depth", "confirm_blocks",
-                                                 "confirm_depth")
+                                                 "confirm_depths")
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(depth=4, depths=(2,), epochs=1, train_images=256, test_images=128, batch_size=64, seeds=1,
                    variants=VARIANTS, standard_depths=(2,), ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS),
-                   ablation_depth=2, confirm_blocks=("algorithm1-torch-ffn-init",), confirm_depth=4),
+                   ablation_depth=2, confirm_blocks=("algorithm1-torch-ffn-init",), confirm_depths=(4,)),
         # the depth sweep a 2-core CPU runs: width 96 (4 heads of 24, as the paper's heads), 8x8 patches,
         # 1,000 optimiser steps of batch 64 per run (16,000 images, 4 epochs), 3 seeds, depths 6 to 80
         # (each run is cached on its own, so adding a depth reruns nothing)
@@ -100,7 +100,8 @@ class Params(ChapterParams):
                      train_images=16000, test_images=1000, batch_size=64, seeds=3,
                      variants=("post-norm", "post-norm-full-lr", "pre-norm", "de-escalated"),
                      standard_depths=(6, 12, 24, 48, 80), ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS),
-                     ablation_depth=24, confirm_blocks=("algorithm1-torch-ffn-init",), confirm_depth=48),
+                     ablation_depth=24, confirm_blocks=("algorithm1-torch-ffn-init",),
+                     confirm_depths=(48,)),
         "paper": dict(),
     }
     RULES: ClassVar = rules(
@@ -109,7 +110,8 @@ class Params(ChapterParams):
         standard_depths=(lambda v: all(d > 0 for d in v) and len(set(v)) == len(v), "needs distinct depths > 0"),
         ablations=(lambda v: len(set(v)) == len(v) and set(v) <= {*STANDARD_REVERTS, *ALGORITHM1_INITS},
                    f"needs distinct blocks from {(*STANDARD_REVERTS, *ALGORITHM1_INITS)}"),
-        ablation_depth=nonneg, confirm_depth=nonneg,
+        ablation_depth=nonneg,
+        confirm_depths=(lambda v: all(d > 0 for d in v) and len(set(v)) == len(v), "needs distinct depths > 0"),
         confirm_blocks=(lambda v: len(set(v)) == len(v) and set(v) <= {*STANDARD_REVERTS, *ALGORITHM1_INITS},
                         f"needs distinct blocks from {(*STANDARD_REVERTS, *ALGORITHM1_INITS)}"),
         d_model=positive, d_ff=positive, n_heads=positive,
@@ -151,9 +153,9 @@ class Result(results.Result):
     #: block, the standard block and each standard block with one part reverted (empty when not run)
     ablation: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
     ablation_depth: int = 0
-    #: the same at `confirm_depth` for Algorithm 1's block, the standard block and `confirm_blocks`
-    confirm: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
-    confirm_depth: int = 0
+    #: the same at each confirmation depth for Algorithm 1's block, the standard block and `confirm_blocks`:
+    #: {str(depth): {block: {variant: [history per seed]}}}
+    confirm: dict[str, dict[str, dict[str, list[dict]]]] = field(default_factory=dict)
 
     @property
     def steps(self) -> int:
@@ -233,17 +235,17 @@ def run(p: Params) -> Result:
         for d in sorted(p.standard_depths):
             standard[str(d)], h = _grid(q, d, p.variants, seeds, dev, datasets)
             hits += h
-    ablation, confirm = {}, {}
-    for depth, blocks, out in ((p.ablation_depth, p.ablations, ablation), (p.confirm_depth, p.confirm_blocks, confirm)):
-        if depth:
-            h = _ablation_grid(p, depth, blocks, sweep, standard, seeds, dev, datasets, out)
-            hits += h
+    ablation: dict = {}
+    confirm: dict = {str(d): {} for d in sorted(p.confirm_depths)}
+    grids = [(p.ablation_depth, p.ablations, ablation)] if p.ablation_depth else []
+    grids += [(d, p.confirm_blocks, confirm[str(d)]) for d in sorted(p.confirm_depths)]
+    for depth, blocks, out in grids:
+        hits += _ablation_grid(p, depth, blocks, sweep, standard, seeds, dev, datasets, out)
     return Result(variants=list(p.variants), seeds=seeds, depth=p.depth, epochs=p.epochs,
                   train_images=p.train_images or 50_000, scale=p.scale, histories=sweep[str(p.depth)],
                   from_cache=all(hits), sweep=sweep if p.depths else {}, batch_size=p.batch_size,
                   d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, test_images=p.test_images or 10_000,
-                  standard=standard, ablation=ablation, ablation_depth=p.ablation_depth, confirm=confirm,
-                  confirm_depth=p.confirm_depth)
+                  standard=standard, ablation=ablation, ablation_depth=p.ablation_depth, confirm=confirm)
 
 
 def _ablation_grid(p: Params, depth: int, blocks, sweep, standard, seeds, dev, datasets, out: dict) -> list[bool]:
@@ -297,7 +299,7 @@ def _grid(p: Params, depth: int, variants, seeds, dev, datasets):
 def run_one(p: Params, depth: int, variant: str, seed: int) -> tuple[dict, bool]:
     """One run of the grid of `p` (a depth of `p.depth`/`p.depths`, a variant, a run seed), through
     the same cache as `run`: (history, cache hit)."""
-    if depth not in {p.depth, *p.depths, p.ablation_depth, p.confirm_depth} - {0} or variant not in p.variants:
+    if depth not in {p.depth, *p.depths, p.ablation_depth, *p.confirm_depths} - {0} or variant not in p.variants:
         raise ValueError(f"depth {depth} / variant {variant!r} is not in this grid")
     runtime.seed_everything(p.seed)
     dev = runtime.choose_device(p.device)

@@ -363,13 +363,19 @@ ABLATION_LABELS = {
 
 def _ablations(res: Result) -> list[tuple[int, dict[str, dict[str, list[dict]]]]]:
     """The ablation's grids as (depth, {block: {variant: [history per seed]}}): the full one, then the
-    confirmation at a deeper depth (each only when run)."""
-    return [(d, runs) for d, runs in ((res.ablation_depth, res.ablation), (res.confirm_depth, res.confirm)) if runs]
+    confirmations at deeper depths (each only when run)."""
+    grids = [(res.ablation_depth, res.ablation)] if res.ablation else []
+    return grids + [(int(d), runs) for d, runs in sorted(res.confirm.items(), key=lambda kv: int(kv[0])) if runs]
+
+
+#: how the confirmation sentence names its blocks
+CONFIRM_NAMES = {"algorithm1": "Algorithm 1's block (Xavier FFN)", "standard": "standard blocks",
+                 "algorithm1-torch-ffn-init": "Algorithm 1's block with PyTorch's FFN initialisation"}
 
 
 def ablation_gaps(runs: dict[str, dict[str, list[dict]]], a: str = "de-escalated",
                   b: str = "pre-norm") -> dict[str, dict[str, float]]:
-    """Per block of an ablation grid (`res.ablation` or `res.confirm`), `a` − `b` in final training loss
+    """Per block of an ablation grid (`res.ablation` or one depth of `res.confirm`), `a` − `b` in final training loss
     (seed-paired mean and 95 % t-interval): how far de-escalated post-norm ends ahead of (< 0) or behind
     (> 0) pre-norm."""
     out = {}
@@ -385,7 +391,7 @@ def ablation_table(res: Result):
     de-escalated post-norm (mean ± sd over seeds), the de-escalated test accuracy, and the seed-paired gap."""
     import pandas as pd
 
-    if not res.ablation and not res.confirm:
+    if not _ablations(res):
         return common.table(pd.DataFrame({"block ablation": ["not run (set `ablation_depth`)"]}))
     rows = []
     for depth, grid in _ablations(res):
@@ -433,18 +439,18 @@ def ablation_figure(res: Result) -> plt.Figure | None:
 
 
 def _ablation_values(res: Result) -> dict[str, object]:
-    """The glued readings of the block ablation: the depths, each block's gap at each, the reverted parts
-    whose revert keeps de-escalation ahead of pre-norm and those whose revert does not, and the parts of
-    Algorithm 1's initialisation whose PyTorch version puts it ahead."""
+    """The glued readings of the block ablation: the depths, each block's gap, the reverted parts whose
+    revert keeps de-escalation ahead of pre-norm and those whose revert does not, the parts of Algorithm
+    1's initialisation whose PyTorch version puts it ahead, and a sentence per confirmation depth."""
     from IPython.display import Markdown
 
+    depths = sorted(int(d) for d in res.confirm)
     values: dict[str, object] = {"abl-depth": res.ablation_depth or "(not run)",
-                                 "abl-confirm-depth": res.confirm_depth or "(not run)"}
+                                 "abl-confirm-depths": Markdown(_depth_list(depths).removeprefix("depth ")
+                                                                .removeprefix("depths ") if depths else "(none)")}
     gaps = ablation_gaps(res.ablation)
-    confirm = ablation_gaps(res.confirm)
     for block in ABLATION_LABELS:
         values[f"abl-gap-{block}"] = interval_text(gaps[block]) if block in gaps else "(not run)"
-        values[f"abl-confirm-gap-{block}"] = interval_text(confirm[block]) if block in confirm else "(not run)"
 
     def names(blocks: list[str], ahead: bool) -> Markdown:
         picked = [ABLATION_LABELS[b].split(", ", 1)[-1] for b in blocks if (gaps[b]["hi"] < 0) == ahead]
@@ -454,12 +460,17 @@ def _ablation_values(res: Result) -> dict[str, object]:
     inits = [b for b in gaps if b.startswith("algorithm1-")]          # does PyTorch's init part bring it?
     values.update({"abl-keep": names(reverts, True), "abl-lose": names(reverts, False),
                    "abl-init-ahead": names(inits, True), "abl-init-not-ahead": names(inits, False)})
-    for tag, grid in (("abl", res.ablation), ("abl-confirm", res.confirm)):    # mean final loss per block, variant
-        for block in ABLATION_LABELS:
-            for v in ABLATION_VARIANTS:
-                runs = grid.get(block, {}).get(v)
-                values[f"{tag}-loss-{v}-{block}"] = (float(np.mean([h["train_loss"][-1] for h in runs])) if runs
-                                                     else np.nan)
+    for block in ABLATION_LABELS:              # mean final training loss per block and variant at the ablation depth
+        for v in ABLATION_VARIANTS:
+            runs = res.ablation.get(block, {}).get(v)
+            values[f"abl-loss-{v}-{block}"] = (float(np.mean([h["train_loss"][-1] for h in runs])) if runs
+                                               else np.nan)
+    parts = []                                 # "at depth 48 the gap is … with <block>, … with <block>"
+    for d in depths:
+        g = ablation_gaps(res.confirm[str(d)])
+        parts.append(f"at depth {d}, " + ", ".join(f"{interval_text(g[b])} with {CONFIRM_NAMES.get(b, b)}"
+                                                    for b in g))
+    values["abl-confirm-reading"] = Markdown("; ".join(parts) if parts else "(no confirmation run)")
     return values
 
 
