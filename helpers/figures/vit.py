@@ -446,8 +446,7 @@ def _ablation_values(res: Result) -> dict[str, object]:
 
     depths = sorted(int(d) for d in res.confirm)
     values: dict[str, object] = {"abl-depth": res.ablation_depth or "(not run)",
-                                 "abl-confirm-depths": Markdown(_depth_list(depths).removeprefix("depth ")
-                                                                .removeprefix("depths ") if depths else "(none)")}
+                                 "abl-confirm-depths": Markdown(_depth_list(depths) if depths else "no depth")}
     gaps = ablation_gaps(res.ablation)
     for block in ABLATION_LABELS:
         values[f"abl-gap-{block}"] = interval_text(gaps[block]) if block in gaps else "(not run)"
