@@ -78,6 +78,11 @@ class Params(ChapterParams):
         check_heads(self)
 
 
+def moving_average(x, window: int) -> np.ndarray:
+    """The mean over each `window` consecutive steps of a loss history (length len(x) − window + 1)."""
+    return np.convolve(np.asarray(x, dtype=float), np.ones(window) / window, mode="valid")
+
+
 @dataclass
 class Result(results.Result):
     """`histories[variant][i]`: run seed `seeds[i]`'s history — `loss` per step, `eval_step`,
@@ -131,8 +136,7 @@ class Result(results.Result):
         for v in self.variants:
             out[v] = []
             for h in self.histories[v]:
-                ma = np.convolve(np.asarray(h["loss"], dtype=float), np.ones(window) / window, mode="valid")
-                out[v].append(int((np.abs(ma - level) < tol).sum()))
+                out[v].append(int((np.abs(moving_average(h["loss"], window) - level) < tol).sum()))
         return out
 
     def token_ratio(self) -> dict[str, float]:
@@ -155,9 +159,7 @@ class Result(results.Result):
         for v in self.variants:
             out[v] = []
             for h in self.histories[v]:
-                loss = np.asarray(h["loss"], dtype=float)
-                ma = np.convolve(loss, np.ones(window) / window, mode="valid")
-                hit = np.nonzero(ma < level)[0]
+                hit = np.nonzero(moving_average(h["loss"], window) < level)[0]
                 out[v].append(int(hit[0]) + window if len(hit) else None)
         return out
 
