@@ -1,4 +1,5 @@
-"""Seed statistics shared by the chapters: the Student-t interval of per-seed paired differences.
+"""Seed statistics shared by the chapters: the Student-t interval of per-seed paired differences, and
+the moving average the training chapters read loss histories with.
 
 The training chapters (GLUE, ViT, Q/K) compare two variants run on the same seeds (same data order,
 same initialisation seed), so each seed gives one paired difference and the interval is over seeds."""
@@ -43,4 +44,14 @@ def verdict(d: dict[str, float], above: str = "higher", below: str = "lower",
     return above if d["lo"] > 0 else below if d["hi"] < 0 else none
 
 
-__all__ = ["t_interval", "interval_text", "verdict"]
+def moving_average(x, window: int) -> np.ndarray:
+    """The mean over each `window` consecutive entries of a loss history (length len(x) − window + 1;
+    `x` itself, as floats, when `window` ≤ 1 or longer than the history). A NaN (a diverged step) stays
+    NaN in every window that holds it."""
+    x = np.asarray(x, dtype=float)
+    if window <= 1 or len(x) < window:
+        return x
+    return np.convolve(x, np.ones(window) / window, mode="valid")
+
+
+__all__ = ["t_interval", "interval_text", "verdict", "moving_average"]

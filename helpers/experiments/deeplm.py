@@ -19,7 +19,7 @@ import numpy as np
 from ..book import results, runtime
 from ..book.params import ChapterParams, check_heads, nonneg, positive, rules
 from ..core.causal_lm import VARIANTS, LMConfig
-from ..core.stats import t_interval
+from ..core.stats import moving_average, t_interval
 from ..train import lm
 
 Variant = Literal["post-norm", "pre-norm", "de-escalated"]
@@ -76,11 +76,6 @@ class Params(ChapterParams):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_heads(self)
-
-
-def moving_average(x, window: int) -> np.ndarray:
-    """The mean over each `window` consecutive steps of a loss history (length len(x) − window + 1)."""
-    return np.convolve(np.asarray(x, dtype=float), np.ones(window) / window, mode="valid")
 
 
 @dataclass

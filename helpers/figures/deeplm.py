@@ -8,20 +8,12 @@ import pandas as pd
 from IPython.display import Markdown
 
 from ..core.causal_lm import VARIANTS
-from ..core.stats import interval_text, verdict
+from ..core.stats import interval_text, moving_average, verdict
 from ..experiments.deeplm import Result
 from . import common
 
 #: the order of `common.layer_curves` (seaborn palette), so both figures colour the variants alike
 COLOURS = {"post-norm": "C0", "pre-norm": "C1", "de-escalated": "C2"}
-
-
-def _smooth(x: np.ndarray, k: int) -> np.ndarray:
-    """Moving average over `k` steps (valid part), NaN-aware enough for a diverged tail."""
-    if k <= 1 or len(x) < k:
-        return x
-    c = np.convolve(np.nan_to_num(x, nan=np.nan), np.ones(k) / k, mode="valid")
-    return c
 
 
 def fig7(res: Result) -> plt.Figure:
@@ -32,7 +24,7 @@ def fig7(res: Result) -> plt.Figure:
     k = max(1, res.steps // 50)
     for v in res.variants:
         for i, h in enumerate(res.histories[v]):
-            y = _smooth(np.asarray(h["loss"], dtype=float), k)
+            y = moving_average(h["loss"], k)
             axes[0].plot(np.arange(len(y)) + k, y, color=COLOURS.get(v), lw=1.2, alpha=0.8,
                          label=v if i == 0 else None)
         ev = np.array([h["eval_loss"] for h in res.histories[v] if not h.get("diverged")], dtype=float)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from ..core.stats import interval_text, verdict
+from ..core.stats import interval_text, moving_average, verdict
 from ..experiments.qk import Result, recipe_probes
 from . import common
 
@@ -71,7 +71,7 @@ def pretraining(res: Result) -> plt.Figure:
         tl = np.asarray(r["train_loss"], dtype=float)
         if tl.size:
             w = max(1, len(tl) // 100)
-            ax.plot(np.arange(w, len(tl) + 1), np.convolve(tl, np.ones(w) / w, mode="valid"), label=f"seed {s} (train)")
+            ax.plot(np.arange(w, len(tl) + 1), moving_average(tl, w), label=f"seed {s} (train)")
         ev = {int(k): v for k, v in r["eval_loss"].items()}
         if ev:
             ax.scatter(list(ev), list(ev.values()), s=14, marker="s", label=f"seed {s} (held-out, test split)")
