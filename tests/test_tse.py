@@ -133,6 +133,24 @@ def test_ffn_initialisations_and_ablations():
         FFN(d, q, kind="gelu")
 
 
+def test_ffn_weight_variances_are_those_the_inits_draw():
+    """`ffn_weight_variances` (quoted by the ViT ablation's prose) against the variances of drawn weights."""
+    from helpers.core.blocks import FFN, ffn_weight_variances
+    from helpers.figures.vit import ffn_init_text
+
+    d, q = 96, 192
+    torch.manual_seed(0)
+    for init in ("xavier", "torch"):
+        f, (v1, v2) = FFN(d, q, init=init), ffn_weight_variances(d, q, init)
+        assert f.w1.weight.var().item() == pytest.approx(v1, rel=0.03)
+        assert f.w2.weight.var().item() == pytest.approx(v2, rel=0.03)
+    ratios, sentence = ffn_init_text(d, q)
+    assert ratios == "2× and 4×" and "1/(3\\cdot 96)" in sentence and "2/(96+192)" in sentence
+    assert ffn_init_text(48, 192)[0] == "1.20× and 4.80×"
+    with pytest.raises(ValueError):
+        ffn_weight_variances(d, q, "kaiming")
+
+
 def test_step_shares_on_planted_ratios_and_identity_attention():
     planted = np.array([[1.0, 1.0, 4.0, 1.0], [1.0, 1.0, 2.0, 1.0]])   # only the FFN step raises the odds
     assert np.allclose(E.step_shares(planted), [0, 0, 1, 0])

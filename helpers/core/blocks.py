@@ -97,6 +97,16 @@ class SoftmaxAttention(nn.Module):
         return self.mix(P, X), P
 
 
+def ffn_weight_variances(d: int, q: int, init: str) -> tuple[float, float]:
+    """The entry variances of W₁ (d → q) and W₂ (q → d) under `init`: Xavier-uniform 2/(d + q) for both;
+    `nn.Linear`'s default U(±1/√fan_in), 1/(3·fan_in): 1/(3d) and 1/(3q)."""
+    if init not in FFN_INITS:
+        raise ValueError(f"ffn init {init!r}: choose from {FFN_INITS}")
+    if init == "xavier":
+        return 2 / (d + q), 2 / (d + q)
+    return 1 / (3 * d), 1 / (3 * q)
+
+
 class FFN(nn.Module):
     """φ(XW₁)W₂ with bias-free W₁ ∈ ℝ^{d×q}, W₂ ∈ ℝ^{q×d} (Alg. 1 step 3).
 

@@ -6,6 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
+from ..core.blocks import ffn_weight_variances
 from ..core.stats import interval_text, t_interval, verdict
 from ..experiments.vit import ABLATION_VARIANTS, VARIANTS, Result, block_cost
 from . import common
@@ -438,6 +439,19 @@ def ablation_figure(res: Result) -> plt.Figure | None:
     return common.figure("vit-ablation", fig)
 
 
+def ffn_init_text(d: int, q: int) -> tuple[str, str]:
+    """How PyTorch's FFN initialisation compares with Xavier's at width `d`, FFN width `q`
+    (`core.blocks.ffn_weight_variances`): ('2× and 4×' — how many times smaller PyTorch's variance of W₁
+    and of W₂ is — and the sentence giving the variances as fractions, in LaTeX)."""
+    (x1, x2), (t1, t2) = ffn_weight_variances(d, q, "xavier"), ffn_weight_variances(d, q, "torch")
+
+    def times(r: float) -> str:
+        return f"{r:.0f}×" if abs(r - round(r)) < 1e-9 else f"{r:.2f}×"
+    ratios = f"{times(x1 / t1)} and {times(x2 / t2)}"
+    return ratios, (f"a variance of $1/(3\\cdot {d})$ for $W_1$ and $1/(3\\cdot {q})$ for $W_2$ at our width, "
+                    f"against Xavier's $2/({d}+{q})$ for both — {ratios} smaller")
+
+
 def _ablation_values(res: Result) -> dict[str, object]:
     """The glued readings of the block ablation: the depths, each block's gap, the reverted parts whose
     revert keeps de-escalation ahead of pre-norm and those whose revert does not, the parts of Algorithm
@@ -470,6 +484,8 @@ def _ablation_values(res: Result) -> dict[str, object]:
         parts.append(f"at depth {d}, " + ", ".join(f"{interval_text(g[b])} with {CONFIRM_NAMES.get(b, b)}"
                                                     for b in g))
     values["abl-confirm-reading"] = Markdown("; ".join(parts) if parts else "(no confirmation run)")
+    ratios, sentence = ffn_init_text(res.d_model, res.d_ff)
+    values.update({"abl-ffn-ratios": ratios, "abl-ffn-variances": Markdown(sentence)})
     return values
 
 
@@ -524,4 +540,4 @@ def publish(res: Result) -> None:
 __all__ = ["fig6", "tsim", "sweep_figure", "block_figure", "block_table", "standard_gap_table", "sweep_table",
            "sweep_difference", "sweep_verdicts", "compare_text", "gap_by_depth", "fails_from", "level_depths",
            "gap_table", "LEVEL_MARGIN", "ablation_gaps", "ablation_table", "ablation_figure", "ABLATION_LABELS",
-           "ahead_depths", "final_table", "publish"]
+           "ahead_depths", "final_table", "ffn_init_text", "publish"]
