@@ -128,10 +128,35 @@ def test_fit_rejects_an_unknown_precision():
         loop.autocast(torch.device("cpu"), "fp8")
 
 
+def test_auto_precision_is_bf16_only_where_the_device_computes_it_natively(monkeypatch, tmp_path, tok):
+    """`precision="auto"` resolves, in the chapter's parameters (so in its cache key), to bf16 on a device
+    with native bf16 and to fp32 elsewhere; asked-for precisions are kept; bf16 on an emulating CPU warns."""
+    from helpers.book import runtime
+    from helpers.experiments import vit
+
+    assert runtime.choose_precision("fp32") == "fp32" and runtime.choose_precision("bf16") == "bf16"
+    assert runtime.choose_precision("auto", "meta") == "fp32"                 # no native bf16 on a placeholder
+    with pytest.raises(ValueError, match="precision"):
+        runtime.choose_precision("fp16")
+    for native, expected in ((True, "bf16"), (False, "fp32")):
+        monkeypatch.setattr(runtime, "native_bf16", lambda device=None, native=native: native)
+        assert runtime.choose_precision("auto", "cpu") == expected
+        assert vit.Params.resolve("ci").precision == expected                  # resolved where the key is made
+        assert vit.Params.resolve("ci").cache_key()["precision"] == expected
+        assert vit.Params.resolve("book").precision == "bf16"                  # the committed runs' precision
+        assert vit.Params.resolve("ci", precision="fp32").precision == "fp32"
+    cfg = mlm.PretrainConfig(layers=1, hidden=16, heads=2, intermediate=32, seq_len=8, batch=2, steps=1,
+                             checkpoint_steps=(0,), resume_every=1, seed=0)
+    chunks = torch.randint(2000, 2100, (4, 8))
+    monkeypatch.setattr(loop, "native_bf16", lambda device=None: False)
+    with pytest.warns(RuntimeWarning, match="emulated"):
+        mlm.pretrain(cfg, chunks, tmp_path / "emulated", tok=tok, precision="bf16")
+
+
 def test_bf16_training_follows_the_fp32_loss_curve(tmp_path, tok):
-    """bf16 autocast is accurate enough to be the CPU default: over 40 MLM steps on a tiny model the
-    per-step losses of fp32 and bf16 runs from the same initialisation stay within 2 % of each other,
-    while both fall well below the starting loss (the run learns)."""
+    """bf16 autocast is accurate enough to be the default where the device computes it natively: over
+    40 MLM steps on a tiny model the per-step losses of fp32 and bf16 runs from the same initialisation
+    stay within 2 % of each other, while both fall well below the starting loss (the run learns)."""
     chunks = torch.randint(2000, 2100, (64, 16))                   # a 100-token vocabulary slice: learnable
     cfg = mlm.PretrainConfig(layers=1, hidden=64, heads=2, intermediate=128, seq_len=16, batch=16, steps=40,
                              lr=3e-3, checkpoint_steps=(0,), resume_every=40, seed=0)

@@ -114,6 +114,11 @@ class ChapterParams:
         for name, ok, message in self.RULES:
             if not ok(getattr(self, name)):
                 raise ParameterError(f"parameter {name!r} = {getattr(self, name)!r}: {message}")
+        if getattr(self, "precision", None) == "auto":
+            # resolved here, so that the cache key records the precision the runs are computed in
+            from .runtime import choose_precision
+
+            object.__setattr__(self, "precision", choose_precision("auto", self.device))
 
     @classmethod
     def names(cls) -> list[str]:

@@ -12,7 +12,9 @@ What `fit` guarantees, for every task:
   the task's settings and every RNG state, written atomically at the end of every epoch and every
   `task.save_every` steps. Resuming with other settings raises.
 * **Precision.** `precision="bf16"` runs forward and loss under `torch.autocast` (CPU or CUDA) with
-  fp32 weights and optimiser; `"fp32"` (default) runs plain.
+  fp32 weights and optimiser; `"fp32"` (default) runs plain. A chapter's `precision="auto"` resolves to
+  bf16 only where the device computes it natively (`book.runtime.native_bf16`); `fit` warns when asked
+  for bf16 on a CPU that would emulate it.
 * **One device.** `task.build` puts the model on `device` and `task.batch` its batches; the tasks draw
   batches and masks from CPU generators and move the result, so a GPU run sees the batches a CPU run
   sees (only initialisation and dropout use the device's own RNG). There is no multi-GPU path (no
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Iterable
 from contextlib import nullcontext
 from pathlib import Path
@@ -32,7 +35,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..book.runtime import progress
+from ..book.runtime import native_bf16, progress
 from .checkpoint import load_checkpoint, save_checkpoint
 
 PRECISIONS = ("fp32", "bf16")
@@ -99,6 +102,10 @@ def fit(task: Task, checkpoint: str | Path | None = None, device: str | torch.de
     that finds a finished run returns at once. History keys besides the task's own: `step`,
     `wall_time_s` (training time summed over resumed segments), `done`, `precision`."""
     dev = torch.device(device)
+    if precision == "bf16" and dev.type == "cpu" and not native_bf16(dev):
+        warnings.warn("bf16 autocast on a CPU without native bf16 (AVX-512-BF16 or AMX) is emulated, and its matmuls "
+                      "run one to two orders of magnitude slower than fp32: choose precision='fp32' (or 'auto')",
+                      RuntimeWarning, stacklevel=2)
     model, opt, sched = task.build(dev)
     history: dict[str, Any] = {**task.new_history(), "step": 0, "wall_time_s": 0.0, "done": False,
                                "precision": precision}
