@@ -149,8 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]                  # other processes on the machine slow every loop alike
     runtime.seed_everything(0)
     peak = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
+    native = runtime.native_bf16("cpu")
     print(f"matmul peak on {args.threads} thread(s): fp32 {peak['fp32'] / 1e9:.1f} GFLOP/s, "
-          f"bf16 {peak['bf16'] / 1e9:.1f} GFLOP/s")
+          f"bf16 {peak['bf16'] / 1e9:.1f} GFLOP/s (native bf16: {'yes' if native else 'no, emulated'})")
     rows = []
     for name in args.loops:
         task, per_step, unit = LOOPS[name]()
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"loop": name, **out})
         del task
     record = {"device": runtime.device_description("cpu"), "threads": args.threads, "steps": args.steps,
-              "load_average_at_start": load,
+              "load_average_at_start": load, "native_bf16": native,
               "versions": runtime.package_versions(), "matmul_peak_gflops": {k: v / 1e9 for k, v in peak.items()},
               "loops": rows, "command": "python scripts/bench_training.py " + " ".join(argv or sys.argv[1:])}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
