@@ -145,7 +145,7 @@ def test_ffn_weight_variances_are_those_the_inits_draw():
         assert f.w1.weight.var().item() == pytest.approx(v1, rel=0.03)
         assert f.w2.weight.var().item() == pytest.approx(v2, rel=0.03)
     ratios, sentence = ffn_init_text(d, q)
-    assert ratios == "2× and 4×" and "1/(3\\cdot 96)" in sentence and "2/(96+192)" in sentence
+    assert ratios == "2× and 4×" and "1/(3·96)" in sentence and "2/(96 + 192)" in sentence and "$" not in sentence
     assert ffn_init_text(48, 192)[0] == "1.20× and 4.80×"
     with pytest.raises(ValueError):
         ffn_weight_variances(d, q, "kaiming")

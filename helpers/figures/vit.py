@@ -442,14 +442,14 @@ def ablation_figure(res: Result) -> plt.Figure | None:
 def ffn_init_text(d: int, q: int) -> tuple[str, str]:
     """How PyTorch's FFN initialisation compares with Xavier's at width `d`, FFN width `q`
     (`core.blocks.ffn_weight_variances`): ('2× and 4×' — how many times smaller PyTorch's variance of W₁
-    and of W₂ is — and the sentence giving the variances as fractions, in LaTeX)."""
+    and of W₂ is — and the sentence giving the variances as fractions, in plain text: glued Markdown gets no math)."""
     (x1, x2), (t1, t2) = ffn_weight_variances(d, q, "xavier"), ffn_weight_variances(d, q, "torch")
 
     def times(r: float) -> str:
         return f"{r:.0f}×" if abs(r - round(r)) < 1e-9 else f"{r:.2f}×"
     ratios = f"{times(x1 / t1)} and {times(x2 / t2)}"
-    return ratios, (f"a variance of $1/(3\\cdot {d})$ for $W_1$ and $1/(3\\cdot {q})$ for $W_2$ at our width, "
-                    f"against Xavier's $2/({d}+{q})$ for both — {ratios} smaller")
+    return ratios, (f"a variance of 1/(3·{d}) for *W*₁ and 1/(3·{q}) for *W*₂ at our width, "
+                    f"against Xavier's 2/({d} + {q}) for both — {ratios} smaller")
 
 
 def _ablation_values(res: Result) -> dict[str, object]:
