@@ -139,6 +139,18 @@ def test_budget_against_the_paper():
     assert t["tokens"] == pytest.approx(50 * 6000 / 1024)
 
 
+def test_steps_to_and_steps_near_on_planted_histories():
+    """A loss of 5 for 30 steps, then 1: its 4-step moving average first falls below 3 in the window ending
+    at step 33 (steps 30-33, mean 2); it lies within ±0.05 of 5 for the 27 windows inside the plateau. A history shorter
+    than the window is read unsmoothed."""
+    r = deeplm.Result(variants=["pre-norm"], seeds=[0], depth=1, steps=40, tokens="bytes", parameters=0,
+                      uniform_nats=1.0, unigram_nats=1.0, scale="ci",
+                      histories={"pre-norm": [{"loss": [5.0] * 30 + [1.0] * 10}, {"loss": [5.0, 0.5]},
+                                              {"loss": [5.0] * 5}]})
+    assert r.steps_to(3.0, window=4)["pre-norm"] == [33, 2, None]
+    assert r.steps_near(5.0, tol=0.05, window=4)["pre-norm"][0] == 27
+
+
 def _book():
     from helpers.book.runtime import REPO_ROOT
 

@@ -148,14 +148,16 @@ class Result(results.Result):
                 "ours_per_step": per["ours"], "paper_per_step": per["paper"]}
 
     def steps_to(self, level: float, window: int = 20) -> dict[str, list[int | None]]:
-        """Per variant and seed, the first step at which the training loss's moving average over `window`
-        steps falls below `level` (None if it never does): how long a variant sits on a plateau."""
+        """Per variant and seed, the first step (1-based: the last step of the first window) at which the
+        training loss's moving average over `window` steps falls below `level` (None if it never does): how
+        long a variant sits on a plateau."""
         out = {}
         for v in self.variants:
             out[v] = []
             for h in self.histories[v]:
-                hit = np.nonzero(moving_average(h["loss"], window) < level)[0]
-                out[v].append(int(hit[0]) + window if len(hit) else None)
+                w = max(1, min(window, len(h["loss"])))          # a history shorter than the window: its mean
+                hit = np.nonzero(moving_average(h["loss"], w) < level)[0]
+                out[v].append(int(hit[0]) + w if len(hit) else None)
         return out
 
     def last_t_sim(self) -> dict[str, float]:
