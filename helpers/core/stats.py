@@ -6,32 +6,100 @@ same initialisation seed), so each seed gives one paired difference and the inte
 
 from __future__ import annotations
 
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any, ClassVar, Literal
+
 import numpy as np
 
+Method = Literal["t", "bootstrap", "exact", "normal", "range"]
 
-def t_interval(diffs, level: float = 0.95) -> dict[str, float]:
-    """Mean of the per-seed paired differences `diffs` and its Student-t interval (n − 1 degrees of
-    freedom): {"mean", "lo", "hi", "n"}; `lo` and `hi` are NaN with fewer than two seeds."""
+
+@dataclass(frozen=True)
+class Interval:
+    """An estimate with its interval: `estimate` in [`low`, `high`] at `level`, from `n` units (seeds,
+    bootstrap draws, layers) by `method` — "t" (Student-t over seeds), "bootstrap" (percentile),
+    "normal" (± z·SE), "range" (min–max), or "exact" (a computed value: low = high = estimate)."""
+
+    estimate: float
+    low: float
+    high: float
+    n: int = 1
+    method: Method = "exact"
+    level: float = 0.95
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "estimate", float(self.estimate))
+        object.__setattr__(self, "low", float(self.low))
+        object.__setattr__(self, "high", float(self.high))
+        if not (math.isnan(self.low) or math.isnan(self.high)) and self.low > self.high:
+            raise ValueError(f"interval low {self.low} > high {self.high}")
+
+    @classmethod
+    def exact(cls, value: float) -> Interval:
+        v = float(value)
+        return cls(v, v, v, 1, "exact")
+
+    @classmethod
+    def from_draws(cls, draws, estimate: float | None = None, level: float = 0.95) -> Interval:
+        """The percentile interval of bootstrap `draws` (the estimate: given, else their mean)."""
+        d = np.asarray(draws, dtype=float).ravel()
+        lo, hi = np.nanpercentile(d, [50 * (1 - level), 50 * (1 + level)])
+        est = float(np.nanmean(d)) if estimate is None else float(estimate)
+        return cls(est, float(lo), float(hi), int(np.isfinite(d).sum()), "bootstrap", level)
+
+    @property
+    def has_interval(self) -> bool:
+        """True when low and high are finite (not a single seed's bare estimate)."""
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+    def shift(self, by: float) -> Interval:
+        """The same interval measured from `by` (estimate − by, …)."""
+        return replace(self, estimate=self.estimate - by, low=self.low - by, high=self.high - by)
+
+    def covers(self, x: float) -> bool:
+        return self.has_interval and self.low <= x <= self.high
+
+    def text(self, digits: int = 3, signed: bool = True) -> str:
+        """'+0.055 [+0.041, +0.070]'; the bare estimate for an exact value or a single seed."""
+        f = f"{{:{'+' if signed else ''}.{digits}f}}"
+        if self.method == "exact" or not self.has_interval:
+            return f.format(self.estimate)
+        return f"{f.format(self.estimate)} [{f.format(self.low)}, {f.format(self.high)}]"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    # the older dict shape {"mean", "lo", "hi", "n"}, read by code not yet moved to the attributes
+    _LEGACY: ClassVar[dict[str, str]] = {"mean": "estimate", "lo": "low", "hi": "high", "n": "n"}
+
+    def __getitem__(self, key: str) -> float:
+        return getattr(self, self._LEGACY[key])
+
+    def keys(self):
+        return self._LEGACY.keys()
+
+
+def t_interval(values, level: float = 0.95) -> Interval:
+    """Mean of `values` (per-seed paired differences) with its Student-t interval (n − 1 degrees of
+    freedom); low and high NaN with a single value (a NaN value — a diverged seed — makes all NaN)."""
     from scipy import stats
 
-    d = np.asarray(diffs, dtype=float).ravel()
+    d = np.asarray(values, dtype=float).ravel()
     if d.size == 0:
-        raise ValueError("t_interval needs at least one difference")
+        raise ValueError("t_interval needs at least one value")
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
     m = float(d.mean())
     if d.size < 2:
-        return {"mean": m, "lo": float("nan"), "hi": float("nan"), "n": 1}
+        return Interval(m, math.nan, math.nan, 1, "t", level)
     half = float(stats.t.ppf(0.5 + level / 2, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size))
-    return {"mean": m, "lo": m - half, "hi": m + half, "n": int(d.size)}
+    return Interval(m, m - half, m + half, int(d.size), "t", level)
 
 
-def interval_text(d: dict[str, float], digits: int = 3) -> str:
-    """'+0.055 [+0.041, +0.070]' for a `t_interval`; the bare mean with one seed."""
-    f = f"{{:+.{digits}f}}"
-    if d["n"] > 1:
-        return f"{f.format(d['mean'])} [{f.format(d['lo'])}, {f.format(d['hi'])}]"
-    return f.format(d["mean"])
+def interval_text(d: Interval, digits: int = 3) -> str:
+    """'+0.055 [+0.041, +0.070]' (`Interval.text`; kept for callers not yet moved to it)."""
+    return d.text(digits)
 
 
 def verdict(d: dict[str, float], above: str = "higher", below: str = "lower",
@@ -54,4 +122,4 @@ def moving_average(x, window: int) -> np.ndarray:
     return np.convolve(x, np.ones(window) / window, mode="valid")
 
 
-__all__ = ["t_interval", "interval_text", "verdict", "moving_average"]
+__all__ = ["Interval", "t_interval", "interval_text", "verdict", "moving_average"]

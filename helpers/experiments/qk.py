@@ -306,7 +306,8 @@ def ablation_summary(plain: dict, centred: dict, steps: Iterable[int]) -> dict:
                 - f(np.asarray(out["plain"][key][idx["plain"][k]])) for k in common]
     out["diff_entropy_drop"] = diff("entropy", lambda e: float(e[0] - e[-1]))
     out["diff_abs_cos_final"] = diff("abs_cos", lambda c: float(c[-1]))
-    out["intervals"] = {k: t_interval(out[k]) for k in ("diff_eval_final", "diff_entropy_drop", "diff_abs_cos_final")}
+    out["intervals"] = {k: dict(t_interval(out[k]))
+                        for k in ("diff_eval_final", "diff_entropy_drop", "diff_abs_cos_final")}
     out["unigram_nats"] = next(iter(plain.values())).get("unigram_nats")
     out["later"] = later_layer_entropy(plain, centred, steps)
     return out
@@ -339,13 +340,13 @@ def later_layer_entropy(plain: dict, centred: dict, steps: Iterable[int], first_
         drop = m[:, 0] - m[:, -1]
         out[name] = {"first": m[:, 0].tolist(), "final": m[:, -1].tolist(), "drop": drop.tolist(),
                      "first_mean": float(m[:, 0].mean()), "final_mean": float(m[:, -1].mean()),
-                     "final_layer": e[:, -1].mean(0).tolist(), "drop_interval": t_interval(drop)}
+                     "final_layer": e[:, -1].mean(0).tolist(), "drop_interval": dict(t_interval(drop))}
     out["diff_drop"] = [a - b for a, b in zip(out["centred"]["drop"], out["plain"]["drop"], strict=True)]
     out["diff_final"] = [a - b for a, b in zip(out["centred"]["final"], out["plain"]["final"], strict=True)]
-    out["intervals"] = {k: t_interval(out[k]) for k in ("diff_drop", "diff_final")}
+    out["intervals"] = {k: dict(t_interval(out[k])) for k in ("diff_drop", "diff_final")}
     layer_diff = c[:, -1] - p[:, -1]                                               # (seeds, later layers)
     out["layer_diff_final"] = layer_diff.T.tolist()
-    out["layer_intervals"] = [t_interval(d) for d in layer_diff.T]
+    out["layer_intervals"] = [dict(t_interval(d)) for d in layer_diff.T]
     return out
 
 
