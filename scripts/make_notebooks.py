@@ -2,6 +2,7 @@
 and point those links at the repository named in _config.yml.
 
     python scripts/make_notebooks.py          # rewrite every chapter's notebook
+    python scripts/make_notebooks.py vit qk   # only these chapters
     python scripts/make_notebooks.py --check  # exit 1 if any is out of step (tests/test_notebooks.py does this)
 
 The notebooks are generated, never edited by hand: a setup cell, then the chapter's cells without outputs.
@@ -24,11 +25,14 @@ def chapters() -> list[Path]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="only check that the notebooks are in step")
+    ap.add_argument("only", nargs="*", help="chapter names (default: every chapter)")
     args = ap.parse_args()
     import nbformat
 
     stale = []
     for md in chapters():
+        if args.only and md.stem not in args.only:
+            continue
         if args.check:
             nb = notebook_path(md)
             if not nb.is_file() or nb.read_text(encoding="utf-8") != nbformat.writes(colab_notebook(md)) + "\n":

@@ -142,3 +142,58 @@ def spectrum_cdfs(ax: plt.Axes, values_by_layer: Sequence[tuple[str, np.ndarray]
         ax.set_title(title)
     ax.legend(fontsize=8)
     return ax
+
+
+# --- findings -------------------------------------------------------------------------------------
+
+#: how each verdict is shown (the rule itself is `helpers.core.findings.verdict`)
+VERDICT_COLOURS = {"reproduced": "#1b7837", "direction only": "#7fbc41", "not detected": "#8c8c8c",
+                   "inconclusive": "#bf812d", "contradicted": "#c51b7d", "not testable here": "#4393c3"}
+
+
+def _finding_line(f) -> str:
+    """One finding as a Markdown bullet: verdict, claim and where, then the effect against its reference."""
+    from ..core.findings import PAPERS
+
+    head = f"**{f.verdict[0].upper() + f.verdict[1:]}.** {f.claim} ({PAPERS[f.paper].split(' (')[0]}, {f.where})"
+    if f.effect is None:
+        return f"- {head} — needs {f.needs or 'more than this machine'}: `{f.command}`"
+    ref = f"reference {f.reference_label}"
+    if f.paper_value is not None:
+        ref += f", paper {f.paper_value:+.{f.digits}f}"
+    if f.margin is not None:
+        ref += f", margin ±{f.margin:.{f.digits}f}"
+    body = f"{f.quantity[:1].upper()}{f.quantity[1:]}: {f.effect_text()} ({ref}); {f.measured}"
+    if f.verdict in ("not detected", "inconclusive") and f.excludes():
+        body += f"; the interval {f.excludes()}"
+    link = f" [→](#{f.section})" if f.section else ""
+    return f"- {head}. {body}.{link}"
+
+
+def findings_list(findings):
+    """A chapter's findings as Markdown bullets (shown by the chapter's first output cell); the same
+    records the findings page collects."""
+    from IPython.display import Markdown
+
+    return Markdown("\n".join(_finding_line(f) for f in findings))
+
+
+def findings_frame(findings, link_prefix: str = "") -> pd.DataFrame:
+    """The findings as a table: paper, where, claim, chapter (a link to the section), the effect with its
+    interval, the verdict, what was measured at which scale."""
+    from ..core.findings import PAPERS
+
+    rows = []
+    for f in findings:
+        href = f"{link_prefix}{f.chapter}.html" + (f"#{f.section}" if f.section else "")
+        verdict = f'<span style="color:{VERDICT_COLOURS[f.verdict]};font-weight:600">{f.verdict}</span>'
+        effect = f.effect_text() if f.effect is not None else f"needs {f.needs}: <code>{f.command}</code>"
+        if f.excludes() and f.verdict in ("not detected", "inconclusive"):
+            effect += f"<br><small>{f.excludes()}</small>"
+        rows.append({"verdict": verdict, "paper": PAPERS[f.paper].split(" (")[0], "where": f.where,
+                     "claim": f.claim, "effect": f"{f.quantity}: {effect}",
+                     "reference": f.reference_label + ("" if f.paper_value is None
+                                                       else f"; paper {f.paper_value:+.{f.digits}f}"),
+                     "measured": f"{f.measured} ({f.scale})" if f.scale else f.measured,
+                     "chapter": f'<a href="{href}">{f.chapter}</a>'})
+    return pd.DataFrame(rows)
