@@ -1,5 +1,8 @@
-"""Every `{glue:...}` key a chapter's text uses is glued by its `figures.<chapter>.publish` on the
-chapter's `ci` Result (the book build only warns about a missing key and renders a blank)."""
+"""The keys between a chapter's text and its numbers, checked both ways on the chapter's `ci` Result:
+every `{glue:...}` key a chapter's text uses is published by its `figures.<chapter>.publish` (the book
+build only warns about a missing key and renders a blank), every key it publishes is used, and every
+key is written out whole, as a string literal, in `helpers/figures/` — so `grep` finds where a number
+on the page comes from."""
 
 import re
 from pathlib import Path
@@ -10,10 +13,13 @@ from testutil import ci_result
 from helpers import experiments, figures
 from helpers.figures import common
 
-BOOK = Path(__file__).resolve().parents[1] / "book"
-CHAPTERS = sorted(p.stem for p in BOOK.glob("*.md") if hasattr(experiments, p.stem))
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+CHAPTERS = sorted(p.stem for p in BOOK.glob("*.md") if hasattr(figures, p.stem) and hasattr(experiments, p.stem))
 ROLE = re.compile(r"\{glue:(?:text|any|md)\}`([^`:]+)(?::[^`]*)?`")
 DIRECTIVE = re.compile(r"^```\{glue:(?:figure|any|math)\}\s+(\S+)", re.M)
+#: chapters whose publish still assembles keys or glues sentences (issue 27: being moved to one literal dict)
+NOT_YET_LITERAL: set[str] = set()
 
 
 def used_keys(text: str) -> set[str]:
@@ -27,14 +33,41 @@ def test_used_keys_finds_roles_with_formats_and_figure_directives():
     assert used_keys(text) == {"vit-order", "vit-final-train-pre-norm", "vit-fig6"}
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
-def test_every_glue_key_the_chapter_uses_is_published(chapter, monkeypatch):
-    glued: set[str] = set()
+def published(chapter: str, monkeypatch) -> dict[str, object]:
+    glued: dict[str, object] = {}
 
     def recorder(name, value, display=True):
-        glued.add(name)
+        glued[name] = value
     monkeypatch.setattr(common, "_glue", lambda: recorder)
     res = ci_result(getattr(experiments, chapter))
     getattr(figures, chapter).publish(res)
-    missing = used_keys((BOOK / f"{chapter}.md").read_text()) - glued
-    assert not missing, f"{chapter}.md uses glue keys its publish does not glue at ci scale: {sorted(missing)}"
+    return glued
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_glue_keys_both_ways(chapter, monkeypatch):
+    glued = published(chapter, monkeypatch)
+    used = used_keys((BOOK / f"{chapter}.md").read_text())
+    missing = used - set(glued)
+    assert not missing, f"{chapter}.md uses keys its publish does not publish at ci scale: {sorted(missing)}"
+    if chapter in NOT_YET_LITERAL:
+        pytest.xfail(f"{chapter}: publish not yet one literal dict (issue 27)")
+    unused = set(glued) - used
+    assert not unused, f"figures.{chapter}.publish publishes keys {chapter}.md never uses: {sorted(unused)}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_glue_key_is_a_literal_and_no_sentence_is_glued(chapter, monkeypatch):
+    if chapter in NOT_YET_LITERAL:
+        pytest.xfail(f"{chapter}: publish not yet one literal dict (issue 27)")
+    source = "\n".join(p.read_text() for p in (ROOT / "helpers" / "figures").glob("*.py"))
+    used = used_keys((BOOK / f"{chapter}.md").read_text())
+    assembled = sorted(k for k in used if f'"{k}"' not in source)
+    assert not assembled, f"{chapter}: keys not written whole in helpers/figures/ (grep finds nothing): {assembled}"
+    from IPython.display import Markdown
+
+    glued = published(chapter, monkeypatch)
+    def prose(text: str) -> bool:        # a list of names ("STS12, STS13 and SICK-R") is not a sentence
+        return sum(w.isalpha() and w.islower() for w in re.split(r"[\s,;()]+", text)) > 3
+    sentences = sorted(k for k, v in glued.items() if isinstance(v, Markdown) and prose(str(v.data)))
+    assert not sentences, f"{chapter}: glued sentences (write them in the .md; glue numbers): {sentences}"

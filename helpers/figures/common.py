@@ -28,14 +28,20 @@ def _glue():
     return glue
 
 
-def publish(prefix: str, values: Mapping[str, object]) -> None:
-    """Glue every value under `<prefix>-<key>` for the chapter's `{glue:text}` roles (not displayed;
-    without myst-nb, nothing to do)."""
+def publish(prefix_or_values: str | Mapping[str, object], values: Mapping[str, object] | None = None) -> None:
+    """Hand every value to myst-nb under its key, for the chapter's `{glue:text}` roles (not displayed;
+    without myst-nb, nothing to do). The form a chapter should use: `publish({"vit-depth": …, …})`, one
+    literal dict whose keys are the full keys the `.md` uses, so `grep` finds where a number comes from
+    (`tests/test_glue_keys.py` checks it). The older form `publish("vit", {"depth": …})` prefixes the keys."""
+    if values is None:
+        values = dict(prefix_or_values)
+    else:
+        values = {f"{prefix_or_values}-{k}": v for k, v in values.items()}
     glue = _glue()
     if glue is None:
         return
     for key, value in values.items():
-        glue(f"{prefix}-{key}", value, display=False)
+        glue(key, value, display=False)
 
 
 def figure(name: str, fig: plt.Figure) -> plt.Figure:

@@ -1,0 +1,75 @@
+"""The shape STYLE.md gives a chapter (issue 27): it opens with its findings (computed, the same records
+the findings page collects), has one "How this differs from the paper" block, no changelog remarks and
+no visible bookkeeping cell; every finding links to a section of its chapter."""
+
+import re
+from pathlib import Path
+
+import pytest
+from testutil import ci_result
+
+from helpers import experiments
+from helpers.core.findings import Finding
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+CHAPTERS = sorted(p.stem for p in BOOK.glob("*.md") if hasattr(experiments, p.stem) and p.stem != "findings")
+#: a book states what is true now: remarks about earlier versions of a chapter belong in git
+CHANGELOG = re.compile(r"earlier version|previous version|as this chapter did|this chapter (?:used to|once)|"
+                       r"was wrong|no longer|used to (?:say|read|claim|show)|we (?:now|previously)|"
+                       r"(?:since|until) (?:the last|this) (?:session|commit|version)", re.I)
+
+
+def converted(chapter: str) -> bool:
+    return hasattr(getattr(experiments, chapter).Result, "findings")
+
+
+def cells(chapter: str) -> list[tuple[str, list[str], str]]:
+    """The chapter's cells as (kind, tags, source), kind 'code' or 'markdown'."""
+    from helpers.book.notebooks import read_chapter
+
+    return [(c.cell_type, list(c.metadata.get("tags", [])), c.source) for c in read_chapter(BOOK / f"{chapter}.md").cells]
+
+
+def test_the_changelog_pattern_catches_remarks_and_spares_prose():
+    assert CHANGELOG.search("as this chapter did before, we")
+    assert CHANGELOG.search("Earlier versions of this chapter said")
+    assert not CHANGELOG.search("the model no sooner learns than it forgets; previous layers")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_changelog_remarks(chapter):
+    if not converted(chapter):
+        pytest.xfail(f"{chapter}: not yet in the findings shape (issue 27)")
+    hits = [m.group(0) for m in CHANGELOG.finditer((BOOK / f"{chapter}.md").read_text())]
+    assert not hits, f"{chapter}.md: {hits}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_the_chapter_opens_with_its_findings(chapter):
+    if not converted(chapter):
+        pytest.xfail(f"{chapter}: not yet in the findings shape (issue 27)")
+    cs = cells(chapter)
+    first_heading = next(i for i, (k, _, src) in enumerate(cs) if k == "markdown" and re.search(r"^## ", src, re.M))
+    shown = [i for i, (k, tags, src) in enumerate(cs) if k == "code" and "findings_list(res.findings())" in src]
+    assert shown and shown[0] < first_heading, f"{chapter}: the findings cell must come before the first section"
+    assert "remove-input" in cs[shown[0]][1]
+    for k, tags, src in cs:
+        if k == "code" and "res.save(" in src:
+            assert "remove-cell" in tags, f"{chapter}: the save cell is bookkeeping: tag it remove-cell"
+    text = (BOOK / f"{chapter}.md").read_text()
+    assert len(re.findall(r"^## How this differs from the paper", text, re.M)) == 1, chapter
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_findings_are_records_that_link_to_their_sections(chapter):
+    if not converted(chapter):
+        pytest.xfail(f"{chapter}: not yet in the findings shape (issue 27)")
+    fs = ci_result(getattr(experiments, chapter)).findings()
+    assert 3 <= len(fs) <= 8, f"{chapter}: {len(fs)} findings (a chapter opens with 3-6)"
+    assert all(isinstance(f, Finding) for f in fs)
+    assert len({f.key for f in fs}) == len(fs) and all(f.key.startswith(f"{chapter}-") for f in fs)
+    assert all(f.chapter == chapter for f in fs)
+    labels = set(re.findall(r"^\(([\w-]+)\)=", (BOOK / f"{chapter}.md").read_text(), re.M))
+    missing = sorted(f.section for f in fs if f.section and f.section not in labels)
+    assert not missing, f"{chapter}: findings link to sections the chapter does not label: {missing}"
