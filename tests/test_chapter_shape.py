@@ -28,7 +28,8 @@ def cells(chapter: str) -> list[tuple[str, list[str], str]]:
     """The chapter's cells as (kind, tags, source), kind 'code' or 'markdown'."""
     from helpers.book.notebooks import read_chapter
 
-    return [(c.cell_type, list(c.metadata.get("tags", [])), c.source) for c in read_chapter(BOOK / f"{chapter}.md").cells]
+    nb = read_chapter(BOOK / f"{chapter}.md")
+    return [(c.cell_type, list(c.metadata.get("tags", [])), c.source) for c in nb.cells]
 
 
 def test_the_changelog_pattern_catches_remarks_and_spares_prose():
