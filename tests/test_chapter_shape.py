@@ -13,7 +13,7 @@ from helpers.core.findings import Finding
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
-CHAPTERS = sorted(p.stem for p in BOOK.glob("*.md") if hasattr(experiments, p.stem) and p.stem != "findings")
+CHAPTERS = sorted(p.stem for p in BOOK.glob("*.md") if hasattr(getattr(experiments, p.stem, None), "Params"))
 #: a book states what is true now: remarks about earlier versions of a chapter belong in git
 CHANGELOG = re.compile(r"earlier version|previous version|as this chapter did|this chapter (?:used to|once)|"
                        r"was wrong|no longer|used to (?:say|read|claim|show)|we (?:now|previously)|"

@@ -15,7 +15,8 @@ from helpers.figures import common
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
-CHAPTERS = sorted(p.stem for p in BOOK.glob("*.md") if hasattr(figures, p.stem) and hasattr(experiments, p.stem))
+CHAPTERS = sorted(p.stem for p in BOOK.glob("*.md")
+                  if hasattr(figures, p.stem) and hasattr(getattr(experiments, p.stem, None), "Params"))
 ROLE = re.compile(r"\{glue:(?:text|any|md)\}`([^`:]+)(?::[^`]*)?`")
 DIRECTIVE = re.compile(r"^```\{glue:(?:figure|any|math)\}\s+(\S+)", re.M)
 #: chapters not yet moved to the findings shape, whose publish may still assemble keys or glue sentences
