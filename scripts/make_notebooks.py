@@ -19,7 +19,13 @@ from helpers.book.notebooks import colab_notebook, notebook_path, update_colab_l
 
 
 def chapters() -> list[Path]:
-    return sorted(p for p in (ROOT / "book").glob("*.md") if "kernelspec:" in p.read_text(encoding="utf-8")[:600])
+    """The executable pages that are chapters: a page with a kernel whose name is an experiment module with
+    `Params` (the findings page, which collects the chapters, has no notebook of its own)."""
+    def is_chapter(p: Path) -> bool:
+        module = ROOT / "helpers" / "experiments" / f"{p.stem}.py"
+        return ("kernelspec:" in p.read_text(encoding="utf-8")[:600] and module.is_file()
+                and "class Params(" in module.read_text(encoding="utf-8"))
+    return sorted(p for p in (ROOT / "book").glob("*.md") if is_chapter(p))
 
 
 def main() -> int:

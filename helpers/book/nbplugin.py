@@ -12,6 +12,7 @@ are not compared). The kernel runs in the chapter's folder with the current envi
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -46,6 +47,19 @@ class ChapterNotebook(IPyNbFile):
         with mock.patch.object(nbval.plugin.nbformat, "read", lambda *a, **k: prepared):
             items = list(super().collect())
         yield from items
+
+
+def pytest_configure(config):
+    """Chapters save their Result (`res.save(p)`); the findings page reads back those this session wrote
+    (`helpers.experiments.findings`) instead of running every chapter a second time."""
+    os.environ.setdefault("TOKUNI_RESULTS_SINCE", str(time.time()))
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The findings page (`book/findings.md`) runs after every chapter, whose saved Results it reads."""
+    last = [i for i in items if Path(str(i.fspath)).name == "findings.md"]
+    if last:
+        items[:] = [i for i in items if i not in last] + last
 
 
 def pytest_collect_file(file_path: Path, parent):

@@ -1,6 +1,19 @@
 """One module per chapter: its `Params` (presets), `run(params) -> Result`, and the computations only
-that chapter needs. Chapters import this layer and `helpers.figures`, nothing else."""
+that chapter needs; `findings` collects every chapter's findings for the book's findings page. Chapters
+import this layer and `helpers.figures`, nothing else.
 
-from . import anisotropy, deeplm, drift, glue, qk, sts, subspace, tse, vit
+Every module of this package is imported here; a chapter is a module whose `Params` registers itself
+(`helpers.book.params.CHAPTERS`), so `CHAPTERS` lists them without a hand-kept list."""
 
-__all__ = ["anisotropy", "deeplm", "drift", "glue", "qk", "sts", "subspace", "tse", "vit"]
+import pkgutil
+from importlib import import_module
+
+from ..book.params import CHAPTERS as _REGISTRY
+
+for _m in pkgutil.iter_modules(__path__):
+    globals()[_m.name] = import_module(f"{__name__}.{_m.name}")
+
+#: the chapters with an experiment (name → module), from the Params registry
+CHAPTERS = {name: globals()[name] for name in sorted(_REGISTRY) if name in globals()}
+
+__all__ = sorted(CHAPTERS) + ["findings", "CHAPTERS"]
