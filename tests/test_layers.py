@@ -84,3 +84,27 @@ def test_chapters_import_only_experiments_and_figures(path):
                    <= {"experiments", "figures"})
            and not re.match(r"from helpers\.(experiments|figures)\b", m.group(1))]
     assert not bad, f"{path.name} imports {bad}"
+
+
+def _sibling_imports(path: Path) -> set[str]:
+    """The modules of its own layer that a module imports, at its top or inside a function."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
+    return found - {"__init__"}
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_no_import_circle_inside_a_layer(layer):
+    """Within a layer the modules import each other without a circle (issue 27: hf/models ↔ sequence_models
+    ↔ whisper was one)."""
+    graph = {p.stem: _sibling_imports(p) for p in (HELPERS / layer).glob("*.py") if p.stem != "__init__"}
+
+    def visit(node, stack):
+        if node in stack:
+            raise AssertionError(f"helpers/{layer}: import circle {' -> '.join([*stack[stack.index(node):], node])}")
+        for nxt in graph.get(node, ()):
+            visit(nxt, [*stack, node])
+    for start in graph:
+        visit(start, [])

@@ -4,8 +4,6 @@ capturing their hidden states with padding masks."""
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,11 +11,7 @@ import torch
 from torch import Tensor
 
 from ..book.runtime import progress
-
-
-class ModelUnavailable(RuntimeError):
-    """A model can be found neither offline nor on the hub."""
-
+from .loading import ModelUnavailable, quiet_loading
 
 #: real pretrained weights that load offline, by the names a user would type:
 #: name -> (python package, sub-folder, pip spec, gguf file or None)
@@ -62,31 +56,6 @@ def book_model_dir(name: str) -> Path:
     from ..book.runtime import REPO_ROOT
 
     return REPO_ROOT / "_build" / "models" / name
-
-
-@contextmanager
-def quiet_loading() -> Iterator[None]:
-    """Silence transformers' load reports, weight-loading bars and the GGUF de-quantisation bar (they
-    would end up in the rendered book) for the duration of the block."""
-    import functools
-    import importlib
-
-    from transformers.utils import logging as tlog
-
-    level = tlog.get_verbosity()
-    bars = tlog.is_progress_bar_enabled()
-    tlog.set_verbosity_error()
-    tlog.disable_progress_bar()
-    gguf = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
-    gguf_tqdm = gguf.tqdm
-    gguf.tqdm = functools.partial(gguf_tqdm, disable=True)
-    try:
-        yield
-    finally:
-        gguf.tqdm = gguf_tqdm
-        tlog.set_verbosity(level)
-        if bars:
-            tlog.enable_progress_bar()
 
 
 def offline_path(name: str) -> Path | None:

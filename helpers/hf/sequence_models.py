@@ -60,7 +60,7 @@ def residue_tokens(sequence: str) -> list[str]:
 
 
 def _seeded(build):
-    from .models import quiet_loading
+    from .loading import quiet_loading
 
     torch.manual_seed(0)
     with quiet_loading():

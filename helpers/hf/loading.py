@@ -1,0 +1,40 @@
+"""What every model loader shares: the error for a model that cannot be found, and silencing the
+libraries' load reports. Its own module so that `models` imports its loaders (`sequence_models`,
+`whisper`) and they import this, with no import circle."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class ModelUnavailable(RuntimeError):
+    """A model can be found neither offline nor on the hub."""
+
+
+@contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Silence transformers' load reports, weight-loading bars and the GGUF de-quantisation bar (they
+    would end up in the rendered book) for the duration of the block."""
+    import functools
+    import importlib
+
+    from transformers.utils import logging as tlog
+
+    level = tlog.get_verbosity()
+    bars = tlog.is_progress_bar_enabled()
+    tlog.set_verbosity_error()
+    tlog.disable_progress_bar()
+    gguf = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    gguf_tqdm = gguf.tqdm
+    gguf.tqdm = functools.partial(gguf_tqdm, disable=True)
+    try:
+        yield
+    finally:
+        gguf.tqdm = gguf_tqdm
+        tlog.set_verbosity(level)
+        if bars:
+            tlog.enable_progress_bar()
+
+
+__all__ = ["ModelUnavailable", "quiet_loading"]
