@@ -58,9 +58,11 @@ def save_results(
     folder: Path,
     wall_time_s: float | None = None,
     command: str | None = None,
+    key: dict[str, Any] | None = None,
 ) -> Path:
     """Write `results` as JSON with full provenance: parameters (seed and scale among them),
-    package versions, device, git commit, wall time and the command that reproduces it."""
+    package versions, device, git commit, wall time and the command that reproduces it (and the cache
+    `key`, for a heavy run), in one atomic write."""
     p = _jsonable(params)
     record = {
         "name": name,
@@ -77,13 +79,50 @@ def save_results(
         },
         "results": _jsonable(results),
     }
+    if key is not None:
+        record["key"] = _jsonable(key)
     path = Path(folder) / f"{name}.json"
-    path.write_text(json.dumps(record, indent=1))
+    write_atomic(path, json.dumps(record, indent=1))
     return path
 
 
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write `text` to `path` so that a reader sees the old file or the new one, never half of one: a
+    temporary file in the same folder, flushed to disk, then renamed over `path` (a kill mid-write leaves
+    the old file intact and a stray `.tmp` file)."""
+    import tempfile
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class CorruptResults(RuntimeError):
+    """A results file that cannot be read (truncated, not JSON, no `results`)."""
+
+
 def load_results(path: str | os.PathLike) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
+    """A results record, or one clear error naming the file and how to make it again."""
+    path = Path(path)
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(rec, dict) or "results" not in rec:
+            raise ValueError("no 'results' entry")
+    except (ValueError, UnicodeDecodeError) as err:
+        chapter = path.parent.parent.name if path.parent.parent.parent.name == "results" else "<chapter>"
+        raise CorruptResults(
+            f"{path} is not a readable results file ({type(err).__name__}: {err}). Restore the committed copy "
+            f"(`git checkout -- {path}`) or delete it and make it again: "
+            f"`make rerun CHAPTER={chapter} SCALE={path.parent.name}`") from err
+    return rec
 
 
 def settings_hash(key: dict[str, Any]) -> str:
@@ -124,11 +163,9 @@ def cached_run(chapter: str, name: str, params: Any, key: dict[str, Any], comput
     if scale == "book":
         target = variant if path.is_file() else path
         target.parent.mkdir(parents=True, exist_ok=True)
-        written = save_results(target.stem, res, params, target.parent, wall_time_s=t["seconds"], command=command)
-        rec = load_results(written)
-        rec["key"] = key_j
-        written.write_text(json.dumps(rec, indent=1))
-        return rec["results"], False
+        written = save_results(target.stem, res, params, target.parent, wall_time_s=t["seconds"], command=command,
+                               key=key_j)
+        return load_results(written)["results"], False
     return _jsonable(res), False
 
 

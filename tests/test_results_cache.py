@@ -1,0 +1,60 @@
+"""The results cache survives faults (issue 30): a results file is written atomically, so a writer killed
+mid-write leaves the old file intact; a truncated or corrupt file gives one clear error naming the file and
+the command that makes it again."""
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from helpers.book import results
+from helpers.book.runtime import REPO_ROOT
+
+
+def test_a_truncated_committed_result_names_the_file_and_the_command(tmp_path):
+    committed = next((REPO_ROOT / "results" / "drift" / "book").glob("*.json"))
+    folder = tmp_path / "results" / "drift" / "book"
+    folder.mkdir(parents=True)
+    broken = folder / committed.name
+    broken.write_bytes(committed.read_bytes()[: len(committed.read_bytes()) // 2])
+    with pytest.raises(results.CorruptResults) as err:
+        results.load_results(broken)
+    msg = str(err.value)
+    assert str(broken) in msg and "make rerun CHAPTER=drift SCALE=book" in msg and "JSONDecodeError" in msg
+    broken.write_text('{"name": "x"}')
+    with pytest.raises(results.CorruptResults, match="no 'results' entry"):
+        results.load_results(broken)
+    shutil.copy(committed, broken)
+    assert results.load_results(broken)["results"]
+
+
+def test_a_writer_killed_mid_write_leaves_the_old_file_intact(tmp_path):
+    target = tmp_path / "run.json"
+    target.write_text(json.dumps({"results": {"old": 1}}))
+    # the writer has written its temporary file and is stopped before the rename: killed there
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        sys.path.insert(0, {str(REPO_ROOT)!r})
+        from helpers.book import results
+        def stall(*a, **k):
+            print("written", flush=True)
+            time.sleep(60)
+        os.replace = stall
+        results.write_atomic({str(target)!r}, '{{"results": {{"new": ' + "1" * 1_000_000 + '}}}}')
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "written"
+    proc.kill()
+    proc.wait()
+    assert results.load_results(target)["results"] == {"old": 1}
+    results.write_atomic(target, json.dumps({"results": {"new": 2}}))
+    assert results.load_results(target)["results"] == {"new": 2}
+
+
+def test_save_results_writes_the_key_with_the_record(tmp_path):
+    path = results.save_results("r", {"a": 1}, {"seed": 0, "scale": "book"}, tmp_path, key={"k": 1})
+    rec = json.loads(path.read_text())
+    assert rec["key"] == {"k": 1} and rec["results"] == {"a": 1} and list(rec)[-1] == "key"
