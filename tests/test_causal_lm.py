@@ -33,6 +33,35 @@ def test_whole_sequence_mean_would_leak():
     assert torch.allclose(prefix_deescalate(x)[:, 0], prefix_deescalate(y)[:, 0])
 
 
+def test_the_sequence_mean_control_leaks_and_the_prefix_mean_does_not():
+    """The deeplm leakage control: the de-escalated model with the whole sequence's mean (`deesc_mean=
+    "sequence"`) lets position 0 depend on the last input; with the prefix mean it does not."""
+    outs = {}
+    for mean in ("prefix", "sequence"):
+        torch.manual_seed(0)
+        model = CausalLM(LMConfig(variant="de-escalated", vocab=50, depth=2, d_model=16, n_heads=2, d_ff=32,
+                                  seq_len=8, deesc_mean=mean)).eval()
+        ids = torch.randint(50, (1, 8), generator=torch.Generator().manual_seed(1))
+        changed = ids.clone()
+        changed[0, -1] = (ids[0, -1] + 1) % 50
+        with torch.no_grad():
+            outs[mean] = (model(ids)[0, :-1] - model(changed)[0, :-1]).abs().max().item()
+    assert outs["prefix"] < 1e-5 < 1e-3 < outs["sequence"]
+    with pytest.raises(ValueError, match="deesc_mean"):
+        LMConfig(deesc_mean="future")
+
+
+def test_deeplm_runs_the_leakage_control_and_tau_only_in_de_escalated_models(tmp_path):
+    """The chapter's switch: the variant `de-escalated-sequence-mean` trains a de-escalated model with the
+    whole-sequence mean; a τ other than 1 leaves the other variants' runs (and cache keys) at τ = 1."""
+    from helpers.experiments import deeplm
+
+    p = deeplm.Params.resolve("ci", variants=("post-norm", deeplm.LEAKY), steps=3, eval_every=3, tau=0.5)
+    r = deeplm.run(p)
+    assert r.variants == ["post-norm", deeplm.LEAKY] and r.tau == 0.5
+    assert all(len(h["loss"]) == 3 for v in r.variants for h in r.histories[v])
+
+
 def test_prefix_mean_is_eq21_on_each_prefix():
     x = seeded_randn(3, 10, 5, seed=3, dtype=torch.float64)
     y = prefix_deescalate(x, 0.7)

@@ -28,6 +28,8 @@ from torch.nn import functional as F
 from .blocks import ScalarLayerNorm
 
 VARIANTS = ("post-norm", "pre-norm", "de-escalated")
+#: the means a de-escalation step can subtract: the running prefix mean (causal) or the whole sequence's
+DEESC_MEANS = ("prefix", "sequence")
 ACTIVATIONS = ("relu", "gelu")
 NORMS = ("channel", "scalar")
 
@@ -45,8 +47,14 @@ class LMConfig:
     d_ff: int = 256
     seq_len: int = 64
     tau: float = 1.0
+    #: the mean the de-escalated variant subtracts: "prefix" (causal, `prefix_deescalate`) or "sequence"
+    #: (eq. 21 as written: the whole sequence's mean — it leaks later tokens into earlier positions; a
+    #: control, never the model)
+    deesc_mean: str = "prefix"
 
     def __post_init__(self) -> None:
+        if self.deesc_mean not in DEESC_MEANS:
+            raise ValueError(f"deesc_mean {self.deesc_mean!r}: use one of {DEESC_MEANS}")
         if self.variant not in VARIANTS:
             raise ValueError(f"variant {self.variant!r}: use one of {VARIANTS}")
         if self.d_model % self.n_heads:
@@ -113,6 +121,10 @@ class Block(nn.Module):
     Transformer-XL run) or "output" (after the second LN: their ViT run). With `causal` the
     de-escalation uses the prefix mean (`prefix_deescalate`), otherwise the whole-sequence mean.
 
+    `deesc_mean` overrides which mean the de-escalation subtracts ("prefix" or "sequence"; None: the
+    prefix mean when `causal`, else the sequence mean) — "sequence" in a causal block is the
+    leakage control of the deeplm chapter.
+
     `forward` returns the block's output; `trace` also returns the state just before the
     de-escalation step (None for the other variants), so t_sim can be read on both sides of it.
 
@@ -123,8 +135,12 @@ class Block(nn.Module):
 
     def __init__(self, d: int, heads: int, d_ff: int, variant: str = "post-norm", tau: float = 1.0,
                  causal: bool = True, deesc_place: str = "ffn_input", activation: str = "relu",
-                 norm: str = "channel", bias: bool = True, out_proj: bool = True) -> None:
+                 norm: str = "channel", bias: bool = True, out_proj: bool = True,
+                 deesc_mean: str | None = None) -> None:
         super().__init__()
+        if deesc_mean is not None and deesc_mean not in DEESC_MEANS:
+            raise ValueError(f"deesc_mean {deesc_mean!r}: use one of {DEESC_MEANS}")
+        self.deesc_mean = deesc_mean or ("prefix" if causal else "sequence")
         if variant not in VARIANTS:
             raise ValueError(f"variant {variant!r}: use one of {VARIANTS}")
         if deesc_place not in DEESC_PLACES:
@@ -143,7 +159,9 @@ class Block(nn.Module):
             self.ln1, self.ln2 = ScalarLayerNorm(), ScalarLayerNorm()
 
     def _deesc(self, x: Tensor) -> Tensor:
-        return prefix_deescalate(x, self.tau) if self.causal else x - self.tau * x.mean(-2, keepdim=True)
+        if self.deesc_mean == "prefix":
+            return prefix_deescalate(x, self.tau)
+        return x - self.tau * x.mean(-2, keepdim=True)
 
     def trace(self, x: Tensor) -> tuple[Tensor, Tensor | None]:
         if self.variant == "pre-norm":
@@ -172,7 +190,8 @@ class CausalLM(nn.Module):
         self.tok = nn.Embedding(cfg.vocab, cfg.d_model)
         self.pos = nn.Embedding(cfg.seq_len, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.variant, cfg.tau, causal=True,
-                                          deesc_place="ffn_input") for _ in range(cfg.depth))
+                                          deesc_place="ffn_input", deesc_mean=cfg.deesc_mean)
+                                    for _ in range(cfg.depth))
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.variant == "pre-norm" else nn.Identity()
         self.apply(self._init)
 
@@ -212,6 +231,5 @@ def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-__all__ = ["VARIANTS", "DEESC_PLACES", "LMConfig", "prefix_deescalate", "SelfAttention", "CausalSelfAttention",
-           "Block", "CausalLM",
-           "parameter_count"]
+__all__ = ["VARIANTS", "DEESC_MEANS", "DEESC_PLACES", "LMConfig", "prefix_deescalate", "SelfAttention",
+           "CausalSelfAttention", "Block", "CausalLM", "parameter_count"]

@@ -19,10 +19,19 @@ import numpy as np
 from ..book import results, runtime
 from ..book.params import ChapterParams, check_heads, nonneg, positive, rules
 from ..core.causal_lm import VARIANTS, LMConfig
-from ..core.stats import moving_average, t_interval
+from ..core.findings import Finding
+from ..core.stats import Interval, moving_average, t_interval
 from ..train import lm
 
-Variant = Literal["post-norm", "pre-norm", "de-escalated"]
+#: the leakage control (not in the default grid): de-escalation with the whole sequence's mean, as eq. (21)
+#: is written — position t then sees tokens after t through the mean (`core.causal_lm.DEESC_MEANS`)
+LEAKY = "de-escalated-sequence-mean"
+Variant = Literal["post-norm", "pre-norm", "de-escalated", "de-escalated-sequence-mean"]
+#: how close (nats) the moving-average training loss must be to the unigram loss to count as dwelling there
+PLATEAU_TOL = 0.05
+#: "performed similarly" (§3.4) read as: a final-loss gap smaller than this fraction of what pre-norm
+#: learned beyond the unigram predictor (unigram loss − pre-norm loss)
+SIMILAR_FRACTION = 0.1
 
 
 @dataclass(frozen=True)
@@ -96,8 +105,10 @@ class Result(results.Result):
     scale: str
     histories: dict[str, list[dict]] = field(default_factory=dict)
     from_cache: bool = False
-    #: the training budget of this run and of the paper's (the `paper` preset): steps, batch_size, seq_len
+    #: the training budget of this run and of the paper's (the `paper` preset): steps, batch_size, seq_len,
+    #: depth, d_model
     budget: dict[str, dict[str, int]] = field(default_factory=dict)
+    tau: float = 1.0
 
     def final_train(self, window: float = 0.05) -> dict[str, np.ndarray]:
         """Per variant, each seed's mean training loss over the last `window` of the steps (NaN if diverged)."""
@@ -116,12 +127,77 @@ class Result(results.Result):
         return {v: np.array([h["eval_loss"][-1] if not h.get("diverged") else np.nan for h in self.histories[v]])
                 for v in self.variants}
 
-    def paired(self, a: str, b: str, which: str = "train") -> dict[str, float]:
-        """Same-seed differences a − b of the final loss: mean with its 95 % Student-t interval over seeds
-        (`lo`, `hi`; NaN with one seed), `n`, and the min and max over seeds."""
+    def differences(self, a: str, b: str, which: str = "train") -> np.ndarray:
+        """Same-seed differences a − b of the final loss (training: last 5 % of steps; "eval": held-out)."""
         final = self.final_train() if which == "train" else self.final_eval()
-        d = final[a] - final[b]
-        return {**t_interval(d), "min": float(np.min(d)), "max": float(np.max(d))}
+        return final[a] - final[b]
+
+    def paired(self, a: str, b: str, which: str = "train") -> Interval:
+        """Same-seed differences a − b of the final loss: their mean with its 95 % Student-t interval over
+        seeds (no interval with one seed)."""
+        return t_interval(self.differences(a, b, which))
+
+    def against_unigram(self, variant: str) -> Interval:
+        """A variant's final training loss minus the unigram loss, with its t-interval over seeds: below
+        zero, the model has learned more than byte frequencies (it did not fail)."""
+        return t_interval(self.final_train()[variant] - self.unigram_nats)
+
+    def similar_margin(self) -> float:
+        """The margin of "performed similarly": `SIMILAR_FRACTION` of what pre-norm learned beyond the
+        unigram predictor (nats per token; at least 0.001, for a pre-norm model that learned nothing)."""
+        return max(1e-3, SIMILAR_FRACTION * float(self.unigram_nats - np.nanmean(self.final_train()["pre-norm"])))
+
+    def first_position_cost(self) -> float:
+        """With τ = 1 the prefix-mean de-escalation zeroes the first position's FFN input, so its
+        prediction ignores the input (a constant). Its cost on the average loss is at most what a model
+        gains over the unigram predictor at one position in seq_len: (unigram − de-escalated loss)/seq_len."""
+        n = self.budget.get("ours", {}).get("seq_len", 0)
+        if "de-escalated" not in self.variants or not n:
+            return math.nan
+        return float((self.unigram_nats - np.nanmean(self.final_train()["de-escalated"])) / n)
+
+    def seconds_per_step(self) -> dict[str, float]:
+        """Per variant, the mean wall-clock seconds per training step over seeds."""
+        return {v: float(np.nanmean([h.get("wall_time_s", np.nan) / max(1, sum(np.isfinite(h["loss"])))
+                                     for h in self.histories[v]])) for v in self.variants}
+
+    def findings(self) -> list[Finding]:
+        """The paper's Figure 7 claims, tested on this run (`book.findings`)."""
+        n, ours, paper = len(self.seeds), self.budget.get("ours", {}), self.budget.get("paper", {})
+        width = f", width {ours['d_model']}" if "d_model" in ours else ""
+        measured = (f"causal LM of depth {self.depth}{width} on WikiText-103 {self.tokens}, "
+                    f"{self.steps:,} steps, {n} seed{'s' if n != 1 else ''} per variant")
+        scale = (f"{self.scale}: {self.steps:,} of the paper's {paper['steps']:,} steps, depth {self.depth} "
+                 f"against {paper.get('depth', 60)}" if paper else self.scale)
+        common = dict(paper="yu2024", where="Fig. 7, §3.4", measured=measured, scale=scale, chapter="deeplm")
+        out = []
+        if "post-norm" in self.variants:
+            out.append(Finding(
+                key="deeplm-post-norm-fails", claim="The deep post-norm Transformer 'essentially failed' to train.",
+                quantity="post-norm final training loss − unigram loss, nats per token",
+                effect=self.against_unigram("post-norm"), direction="above", reference=0.0,
+                reference_label="the unigram predictor", section="deeplm-loss", **common))
+        if {"de-escalated", "post-norm"} <= set(self.variants):
+            out.append(Finding(
+                key="deeplm-deesc-rescues",
+                claim=("There is a huge performance gap between the post-norm model and the post-norm model "
+                       "with de-escalation at each FFN input."),
+                quantity="de-escalated − post-norm final training loss, nats per token",
+                effect=self.paired("de-escalated", "post-norm"), direction="below",
+                section="deeplm-loss", **common))
+        if {"de-escalated", "pre-norm"} <= set(self.variants):
+            out.append(Finding(
+                key="deeplm-deesc-like-pre-norm",
+                claim="The pre-norm and the de-escalated post-norm models 'performed similarly'.",
+                quantity="de-escalated − pre-norm final training loss, nats per token",
+                effect=self.paired("de-escalated", "pre-norm"), direction="equal",
+                margin=self.similar_margin(), section="deeplm-loss", **common))
+        out.append(Finding(
+            key="deeplm-paper-scale", claim="Fig. 7 at the paper's scale: depth 60, width 410, 50,000 iterations.",
+            quantity="the three findings above at the paper's scale", effect=None, needs="a GPU",
+            command="make rerun CHAPTER=deeplm SCALE=paper", section="deeplm-differences",
+            **{**common, "measured": "not run"}))
+        return out
 
     def steps_near(self, level: float, tol: float = 0.05, window: int = 20) -> dict[str, list[int]]:
         """Per variant and seed, how many steps the training loss's moving average over `window` steps
@@ -184,8 +260,10 @@ def run(p: Params) -> Result:
 
     vocab = lm.vocabulary_size(p.tokens)
     def train(variant: str, s: int, ckpt):
-        cfg = LMConfig(variant=variant, vocab=vocab, depth=p.depth, d_model=p.d_model, n_heads=p.n_heads,
-                       d_ff=p.d_ff, seq_len=p.seq_len, tau=p.tau)
+        leaky = variant == LEAKY
+        cfg = LMConfig(variant="de-escalated" if leaky else variant, vocab=vocab, depth=p.depth, d_model=p.d_model,
+                       n_heads=p.n_heads, d_ff=p.d_ff, seq_len=p.seq_len, tau=p.tau,
+                       deesc_mean="sequence" if leaky else "prefix")
         tc = lm.LMTrainConfig(steps=p.steps, batch=p.batch_size, lr=p.lr, warmup=p.warmup,
                               eval_every=p.eval_every, seed=s, resume_every=p.resume_every)
         h = lm.train_lm(cfg, tc, *sequences(), checkpoint=ckpt, device=dev, precision=p.precision)
@@ -193,7 +271,14 @@ def run(p: Params) -> Result:
         h.pop("_epoch_sums", None)
         return h
 
-    histories, hits = results.variant_runs(p, p.variants, runtime.run_seeds(p.seed, p.seeds), train)
+    # τ acts only in the de-escalated variants: the others run (and are cached) under τ = 1, so a run with
+    # another τ retrains only the de-escalated models
+    seeds = runtime.run_seeds(p.seed, p.seeds)
+    plain = [v for v in p.variants if not v.startswith("de-escalated")]
+    deesc = [v for v in p.variants if v.startswith("de-escalated")]
+    h_plain, hits_plain = results.variant_runs(p.with_(tau=1.0), plain, seeds, train) if plain else ({}, [])
+    h_deesc, hits_deesc = results.variant_runs(p, deesc, seeds, train) if deesc else ({}, [])
+    histories, hits = {v: {**h_plain, **h_deesc}[v] for v in p.variants}, hits_plain + hits_deesc
     for runs in histories.values():
         for hist in runs:
             hist["loss"] = [np.nan if x is None else x for x in hist["loss"]]
@@ -201,14 +286,14 @@ def run(p: Params) -> Result:
     from ..core.causal_lm import CausalLM, parameter_count
 
     paper = Params.resolve("paper")
-    budget = {k: {"steps": q.steps, "batch_size": q.batch_size, "seq_len": q.seq_len}
-              for k, q in (("ours", p), ("paper", paper))}
+    budget = {k: {"steps": q.steps, "batch_size": q.batch_size, "seq_len": q.seq_len, "depth": q.depth,
+                  "d_model": q.d_model} for k, q in (("ours", p), ("paper", paper))}
     n_params = parameter_count(CausalLM(LMConfig(vocab=vocab, depth=p.depth, d_model=p.d_model, n_heads=p.n_heads,
                                                  d_ff=p.d_ff, seq_len=p.seq_len)))
     return Result(variants=list(p.variants), seeds=runtime.run_seeds(p.seed, p.seeds), depth=p.depth, steps=p.steps,
                   tokens=p.tokens, parameters=n_params, uniform_nats=math.log(vocab),
                   unigram_nats=_unigram(train[:, 1:].numpy(), held[:, 1:].numpy(), vocab), scale=p.scale,
-                  histories=histories, from_cache=all(hits), budget=budget)
+                  histories=histories, from_cache=all(hits), budget=budget, tau=p.tau)
 
 
-__all__ = ["Params", "Result", "run"]
+__all__ = ["Params", "Result", "run", "LEAKY", "PLATEAU_TOL", "SIMILAR_FRACTION"]
