@@ -109,12 +109,69 @@ def test_attention_departs_from_uniform_only_near_full_alignment(res):
         assert ent[-1] < ent[0]                                           # sharper at the largest bias
 
 
-def test_seed_counts_are_said_as_they_are(res):
-    """The texts on how many seeds each input variant ran (ci: 2 seeds, the embedding layer on 1)."""
-    from helpers.figures import drift as F
+def test_seed_counts_are_counted_per_variant(res):
+    """ci: 2 seeds, the embedding layer on the first one only."""
+    assert res.seeds_of() == len(res.seeds) == 2 and res.seeds_of("embedding-layer") == 1
+    assert res.variants() == ["table", "embedding-layer"]
+    rows = res.softmax_rows()
+    assert [r["seeds"] for r in rows] == [2, 1]
 
-    n_emb = len(res.variant_stats["embedding-layer"]["row_max"])
-    assert n_emb == 1 < len(res.seeds)
-    n = len(res.seeds)
-    assert F.variant_seeds_clause(res) == f"(on the first of the {n} seeds only, to keep the cold run short)"
-    assert F.seed_note(res) == f"rows of E: mean over {len(res.seeds)} seeds; BERT embedding layer: one seed"
+
+# ------------------------------------------------------------------ findings (issue 27)
+
+def test_findings_on_the_ci_run(res):
+    fs = {f.key: f for f in res.findings()}
+    assert set(fs) == {"drift-output-cosine", "drift-fixed-point", "drift-score-spread", "drift-qk-without-bias",
+                       "drift-sharper-softmax", "drift-low-anisotropy"}
+    assert all(f.paper == "godey2024" and f.chapter == "drift" and f.section for f in fs.values())
+    assert all(f.effect.n == 2 for k, f in fs.items() if k != "drift-fixed-point")
+    for key in ("drift-score-spread", "drift-sharper-softmax", "drift-fixed-point"):
+        assert fs[key].verdict == "reproduced", key
+    # rows of E: Q at N = 0 is isotropic (zero-initialised biases); never "reproduced"
+    assert fs["drift-qk-without-bias"].verdict in ("not detected", "contradicted")
+    assert abs(fs["drift-qk-without-bias"].effect.estimate) < 0.01
+
+
+def _book_or_skip():
+    from helpers.book.runtime import REPO_ROOT
+
+    folder = REPO_ROOT / "results" / "drift" / "book"
+    names = ("sweeps-table", "sweeps-embedding-layer", "fixed-point", "reference")
+    if not all((folder / f"{n}.json").is_file() for n in names):
+        pytest.skip("drift book runs not committed")
+    return drift.run(drift.Params.resolve("book"))          # every piece read back from the cache
+
+
+def test_findings_on_the_committed_book_runs():
+    """Each book finding's verdict and effect, pinned (3 seeds; the embedding layer on one)."""
+    fs = {f.key: f for f in _book_or_skip().findings()}
+    expected = {"drift-output-cosine": ("reproduced", 6e-6, 2e-6), "drift-fixed-point": ("reproduced", 0.42, 0.01),
+                "drift-score-spread": ("reproduced", 6.48, 0.01), "drift-qk-without-bias": ("not detected", 3e-5, 1e-5),
+                "drift-sharper-softmax": ("reproduced", -0.036, 0.001),
+                "drift-low-anisotropy": ("reproduced", 0.0004, 0.0001)}
+    for key, (verdict, effect, tol) in expected.items():
+        assert fs[key].verdict == verdict, key
+        assert fs[key].effect.estimate == pytest.approx(effect, abs=tol), key
+    assert fs["drift-low-anisotropy"].effect.high < 0.05          # inside the margin: uniform attention
+
+
+def test_a_planted_effect_changes_the_verdicts(res):
+    """Plant effects in the sweeps: Q anisotropic at N = 0, the softmax flatter at the largest bias, the
+    attention sharp at the reference model's anisotropy — and see each verdict change."""
+    import copy
+
+    planted = copy.deepcopy(res)
+    q = np.asarray(planted.stats["q_cos"])
+    q[:, 0] = [0.30, 0.32]
+    planted.stats["q_cos"] = q.tolist()
+    e = np.asarray(planted.stats["entropy_norm"])
+    e[:, -1] = e[:, 0] + [0.050, 0.051]
+    planted.stats["entropy_norm"] = e.tolist()
+    rm = np.asarray(planted.stats["row_max"])
+    rm[:, planted.reference_level()] = [3 / res.seq_len, 3.2 / res.seq_len]
+    planted.stats["row_max"] = rm.tolist()
+    before = {f.key: f.verdict for f in res.findings()}
+    after = {f.key: f.verdict for f in planted.findings()}
+    assert before["drift-qk-without-bias"] != "reproduced" and after["drift-qk-without-bias"] == "reproduced"
+    assert before["drift-sharper-softmax"] == "reproduced" and after["drift-sharper-softmax"] == "contradicted"
+    assert before["drift-low-anisotropy"] != "contradicted" and after["drift-low-anisotropy"] == "contradicted"

@@ -19,7 +19,9 @@ from ..book.params import ChapterParams, ParameterError, check_heads, positive, 
 from ..book.runtime import choose_device, progress, run_seeds, seed_everything, stream_seed
 from ..core.anisotropy import BLOCK_STATS, block_statistics, drift_bias, find_fixed_point
 from ..core.drift import DRIFT_STATS, drift_statistics
+from ..core.findings import Finding
 from ..core.measures import pairwise_cosine_mean
+from ..core.stats import Interval, t_interval
 from ..data import load_glue
 from ..hf import models
 from ..hf.drift import bert_embeddings_and_block, block_with_qk, embed
@@ -116,6 +118,147 @@ class Result(results.Result):
         `uniform_tol`/L at every norm: the attention is uniform there."""
         ok = self.stat("row_max", variant).mean(0) < self.uniform_tol / self.seq_len
         return int(np.argmin(ok)) - 1 if not ok.all() else len(ok) - 1
+
+    # ------------------------------------------------------------------ what the chapter reads off the sweeps
+
+    def seeds_of(self, variant: str = "table") -> int:
+        """How many seeds the inputs of `variant` were run on."""
+        return len(self.stat("row_max", variant))
+
+    def variants(self) -> list[str]:
+        return ["table", *self.variant_stats]
+
+    def onset(self, variant: str = "table") -> int | None:
+        """Index of the first bias norm where the mean row maximum (over seeds) is twice its value
+        without bias; None when it never doubles."""
+        rm = self.stat("row_max", variant).mean(0)
+        idx = np.nonzero(rm > 2 * rm[0])[0]
+        return int(idx[0]) if idx.size else None
+
+    def index_of(self, norm: float) -> int:
+        """Index of the swept bias norm closest to `norm`."""
+        return int(np.argmin(np.abs(np.asarray(self.norms) - norm)))
+
+    def softmax_rows(self) -> list[dict[str, float]]:
+        """Per input variant, where the attention leaves uniform: the largest bias norm up to which it
+        is uniform (mean row maximum below `uniform_tol`/L) with the input cosine there, the bias norm
+        where the row maximum first doubles with the input cosine and 1 − cosine there, and the row
+        maximum × L and normalised entropy without bias and at the largest bias (means over seeds)."""
+        nan = float("nan")
+        rows = []
+        for v in self.variants():
+            cos, u, o = self.stat("in_cos", v).mean(0), self.last_uniform(v), self.onset(v)
+            rm, ent = self.stat("row_max", v).mean(0) * self.seq_len, self.stat("entropy_norm", v).mean(0)
+            rows.append({"variant": v, "seeds": self.seeds_of(v),
+                         "in_norm_0": float(self.stat("in_norm", v)[:, 0].mean()),
+                         "uniform_n": self.norms[u] if u >= 0 else nan, "uniform_cos": float(cos[u]) if u >= 0 else nan,
+                         "onset_n": self.norms[o] if o is not None else nan,
+                         "onset_cos": float(cos[o]) if o is not None else nan,
+                         "onset_1mcos": float(1 - cos[o]) if o is not None else nan,
+                         "row_max_l_0": float(rm[0]), "entropy_0": float(ent[0]),
+                         "row_max_l_last": float(rm[-1]), "entropy_last": float(ent[-1])})
+        return rows
+
+    def fixed_point_range(self) -> tuple[float, float]:
+        """The smallest and largest N* over seeds (interpolated on the grid); NaN when none crossed."""
+        per_seed = [v for v in self.fixed_point_per_seed if v is not None]
+        return (min(per_seed), max(per_seed)) if per_seed else (float("nan"), float("nan"))
+
+    #: below this distance of the input's average cosine from 1, float32 cannot resolve the output's
+    #: cosine from the input's (the differences there are rounding, ±6e-8)
+    RESOLVABLE: ClassVar[float] = 1e-4
+
+    def cosine_gain(self) -> Interval:
+        """Output − input average cosine at the bias norm where it is smallest, among the norms where
+        1 − input cosine exceeds `RESOLVABLE`: per seed, then a t-interval over seeds."""
+        gap = self.stat("out_cos") - self.stat("in_cos")
+        ok = (1 - self.stat("in_cos").mean(0)) > self.RESOLVABLE
+        return t_interval(gap[:, ok].min(1))
+
+    def fixed_point_ratio(self) -> Interval:
+        """log10 of N* over the reference model's mean hidden-state norm: the estimate from the refined
+        N* and the mean over layers; the range from the smallest per-seed N* over the largest layer norm
+        to the largest N* over the smallest norm."""
+        norms = np.asarray(self.reference["layer_norms"], float)
+        lo, hi = self.fixed_point_range()
+        est = self.fixed_point_refined if self.fixed_point_refined is not None else float("nan")
+        return Interval(np.log10(est / norms.mean()), np.log10(lo / norms.max()), np.log10(hi / norms.min()),
+                        len(norms), "range")
+
+    def score_growth(self) -> Interval:
+        """log10 of the pooled score sd at the largest histogram bias norm over its value without bias:
+        per seed, t-interval over seeds."""
+        sd = self.stat("score_std")
+        return t_interval(np.log10(sd[:, self.index_of(max(self.hist_norms))] / sd[:, 0]))
+
+    def entropy_drop(self) -> Interval:
+        """Normalised attention entropy at the largest bias norm minus without bias: per seed, t over seeds."""
+        e = self.stat("entropy_norm")
+        return t_interval(e[:, -1] - e[:, 0])
+
+    def qk_cos_at_zero(self) -> Interval:
+        """Average cosine of the queries at N = 0 (inputs: rows of E), t over seeds."""
+        return t_interval(self.stat("q_cos")[:, 0])
+
+    def reference_level(self) -> int:
+        """Index of the largest bias norm whose input average cosine (mean over seeds) does not exceed
+        the reference model's most anisotropic layer: the drift at real anisotropy levels."""
+        cos = self.stat("in_cos").mean(0)
+        return int(np.nonzero(cos <= max(self.reference["layer_cos"]))[0].max())
+
+    def sharpening_at_reference(self) -> Interval:
+        """Row maximum × L − 1 (0 = uniform attention) at `reference_level`: per seed, t over seeds."""
+        return t_interval(self.stat("row_max")[:, self.reference_level()] * self.seq_len - 1)
+
+    def findings(self) -> list[Finding]:
+        """The paper's §4 claims (Figs. 6-10) against the sweeps, with the inputs the paper describes (rows
+        of E)."""
+        n, dims = len(self.seeds), f"{self.n_seq} sequences of {self.seq_len} tokens"
+        what = f"an untrained BERT block ({self.hidden} wide), {dims} drawn from E, {n} seeds"
+        scale = f"the paper's set-up ({dims}, one BERT block), {n} seeds (the paper: one)"
+        ref = self.reference
+        k = self.reference_level()
+        common = dict(paper="godey2024", chapter="drift", scale=scale)
+        return [
+            Finding(key="drift-output-cosine", where="§4.2, Fig. 6", section="drift-input-output",
+                    claim="The block's output has an average cosine slightly higher than its input's, "
+                          "whatever the bias norm.",
+                    measured=f"{what}; {len(self.norms)} bias norms from 0 to {max(self.norms):g}",
+                    quantity="output − input average cosine at the bias norm where it is smallest "
+                             f"(norms with 1 − input cosine > {self.RESOLVABLE:g})",
+                    effect=self.cosine_gain(), direction="above", digits=6, **common),
+            Finding(key="drift-fixed-point", where="§4.2, Fig. 6", section="drift-input-output",
+                    claim="There is a bias norm N* where the block's output norm equals its input norm, of the "
+                          "order of the hidden-state norms of the trained model.",
+                    measured=f"{what}; N* against {ref['model']}'s layer norms on {ref['sentences']} MRPC "
+                             "sentences",
+                    quantity="log10(N* / mean hidden-state norm of the reference model), range over seeds and "
+                             "layers",
+                    effect=self.fixed_point_ratio(), direction="equal", margin=1.0,
+                    reference_label="0 (equal norms; the margin is one order of magnitude)", digits=2, **common),
+            Finding(key="drift-score-spread", where="§4.3, Fig. 7", section="drift-scores",
+                    claim="The pre-softmax attention scores move away from zero as the input bias norm grows.",
+                    measured=f"{what}; pooled scores QKᵀ/√d_k",
+                    quantity=f"log10 of the score sd at N = {max(self.hist_norms):g} over N = 0",
+                    effect=self.score_growth(), direction="above", digits=2, **common),
+            Finding(key="drift-qk-without-bias", where="§4.3, Fig. 8", section="drift-queries-keys",
+                    claim="The queries and keys are anisotropic even when no bias is added.",
+                    measured=f"{what}; N = 0",
+                    quantity="average cosine of the queries at N = 0",
+                    effect=self.qk_cos_at_zero(), direction="above", digits=5, **common),
+            Finding(key="drift-sharper-softmax", where="§4.4, Figs. 9-10", section="drift-softmax",
+                    claim="As the input bias norm grows, the self-attention softmax becomes less entropic.",
+                    measured=f"{what}; normalised row entropy",
+                    quantity=f"entropy / log L at N = {max(self.norms):g} minus at N = 0",
+                    effect=self.entropy_drop(), direction="below", digits=3, **common),
+            Finding(key="drift-low-anisotropy", where="§4.4", section="drift-sharpness",
+                    claim="At low anisotropy levels the sharpening is not very important.",
+                    measured=f"{what}; at N = {self.norms[k]:.3g}, the largest bias whose input cosine "
+                             f"stays at or below {ref['model']}'s most anisotropic layer",
+                    quantity="mean row maximum × L − 1 (0 = uniform attention)",
+                    effect=self.sharpening_at_reference(), direction="equal", margin=self.uniform_tol - 1,
+                    reference_label="0 (uniform attention)", digits=5, **common),
+        ]
 
 
 @torch.no_grad()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown
 
 from ..experiments.drift import Result
 from . import common
@@ -13,35 +12,10 @@ from . import common
 VARIANT_LABELS = {"table": "rows of E", "embedding-layer": "BERT embedding layer"}
 
 
-def _seeds(res: Result, v: str = "table") -> int:
-    """How many seeds the inputs of variant `v` were run on."""
-    return len(res.seeds) if v == "table" else len(res.variant_stats[v]["row_max"])
-
-
-def _over(res: Result, v: str = "table") -> str:
-    """'mean over 3 seeds' / 'one seed'."""
-    n = _seeds(res, v)
-    return f"mean over {common.seeds_text(n)}" if n > 1 else "one seed"
-
-
 def seed_note(res: Result) -> str:
-    """What each input variant's numbers are taken over: 'rows of E: mean over 3 seeds; BERT embedding
-    layer: one seed' (one clause when every variant ran on the same seeds)."""
-    counts = {v: _seeds(res, v) for v in _variants(res)}
-    if len(set(counts.values())) == 1:
-        return _over(res)
-    return "; ".join(f"{VARIANT_LABELS[v]}: {_over(res, v)}" for v in counts)
-
-
-def variant_seeds_clause(res: Result) -> str:
-    """The chapter's parenthesis on the seeds of the embedding-layer inputs."""
-    n, total = min((_seeds(res, v) for v in res.variant_stats), default=0), len(res.seeds)
-    if not res.variant_stats:
-        return "(not run at this scale)"
-    if n >= total:
-        return f"(on the same {common.seeds_text(total)})"
-    first = "the first" if n == 1 else f"the first {n}"
-    return f"(on {first} of the {common.seeds_text(total)} only, to keep the cold run short)"
+    """What each input variant's numbers are taken over: 'rows of E: 3 seeds; BERT embedding layer: one
+    seed' (a figure's or table's caption)."""
+    return "; ".join(f"{VARIANT_LABELS[v]}: {common.seeds_text(res.seeds_of(v))}" for v in res.variants())
 
 
 def _versus_n(res: Result, ax, curves: dict[str, str | tuple[str, str]], ylabel: str, title: str,
@@ -64,7 +38,7 @@ def fig6(res: Result) -> plt.Figure:
     _versus_n(res, axes[1], {"input E‖x + b‖": "in_norm", "output E‖T(x + b)‖": "out_norm",
                              "input ‖E(x + b)‖": "in_mean_norm", "output ‖E T(x + b)‖": "out_mean_norm"},
               "norm", "(b) average norm and norm of the mean", logy=True)
-    fig.suptitle(f"Figure 6 — untrained BERT block, {res.n_seq}×{res.seq_len} tokens, "
+    fig.suptitle(f"Untrained BERT block, {res.n_seq}×{res.seq_len} tokens, "
                  f"{common.seeds_text(len(res.seeds))}" + (" (band: min–max)" if len(res.seeds) > 1 else ""))
     return fig
 
@@ -78,10 +52,10 @@ def fig7(res: Result, max_seeds: int = 3) -> plt.Figure:
             h = res.hists[s][j]
             ax.stairs(h["density"], h["edges"], label=f"seed {seed}")
         ax.set_title(f"N = {hn:g}")
-        ax.set_xlabel("QKᵀ/√d_k")
+        ax.set_xlabel(r"$QK^\top/\sqrt{d_k}$")
     axes[0][0].set_ylabel("density")
     axes[0][0].legend(fontsize=8)
-    fig.suptitle("Figure 7 — pre-softmax attention scores as the input bias norm grows")
+    fig.suptitle("Pre-softmax attention scores as the input bias norm grows")
     return fig
 
 
@@ -89,15 +63,15 @@ def fig8(res: Result) -> plt.Figure:
     """Figure 8: cosine and norm of the queries and keys (heads concatenated) against N, for inputs
     drawn from E and (cosine) for inputs through BERT's embedding layer."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    n = common.seeds_text(_seeds(res))
+    n = common.seeds_text(res.seeds_of())
     curves: dict[str, str | tuple[str, str]] = {f"Q (rows of E, {n})": "q_cos", f"K (rows of E, {n})": "k_cos"}
     if "embedding-layer" in res.variant_stats:
-        ne = common.seeds_text(_seeds(res, "embedding-layer"))
+        ne = common.seeds_text(res.seeds_of("embedding-layer"))
         curves |= {f"Q (embedding layer, {ne})": ("q_cos", "embedding-layer"),
                    f"K (embedding layer, {ne})": ("k_cos", "embedding-layer")}
     _versus_n(res, axes[0], curves, "average cosine", "(a) cosine similarity of Q and K")
     _versus_n(res, axes[1], {"Q": "q_norm", "K": "k_norm"}, "average norm", "(b) norm of Q and K", logy=True)
-    fig.suptitle("Figure 8 — query and key distributions (heads concatenated)")
+    fig.suptitle("Queries and keys (heads concatenated)")
     return fig
 
 
@@ -106,19 +80,15 @@ def fig9_10(res: Result) -> plt.Figure:
     the dotted line is the uniform attention 1/L."""
     fig, axes = plt.subplots(1, 3, figsize=(12, 4))
     _versus_n(res, axes[0], {"row max": "row_max", "row median": "row_median", "row min": "row_min"},
-              "softmax value", "Figure 9 — per-row max / median / min", logy=True)
-    _versus_n(res, axes[1], {"sequence max": "seq_max"}, "softmax value", "Figure 10a — maximum over a sequence",
+              "softmax value", "(a) per-row max / median / min", logy=True)
+    _versus_n(res, axes[1], {"sequence max": "seq_max"}, "softmax value", "(b) maximum over a sequence",
               logy=True)
-    _versus_n(res, axes[2], {"sequence min": "seq_min"}, "softmax value", "Figure 10b — minimum over a sequence",
+    _versus_n(res, axes[2], {"sequence min": "seq_min"}, "softmax value", "(c) minimum over a sequence",
               logy=True)
     for ax in axes:
         ax.axhline(1 / res.seq_len, color="k", lw=0.7, ls=":")
-    fig.suptitle("Figures 9 and 10 — the softmax sharpens as the drift grows")
+    fig.suptitle("The softmax as the drift grows (dotted: uniform attention 1/L)")
     return fig
-
-
-def _variants(res: Result) -> list[str]:
-    return ["table", *res.variant_stats]
 
 
 def sharpness(res: Result) -> plt.Figure:
@@ -128,7 +98,7 @@ def sharpness(res: Result) -> plt.Figure:
     the softmax sees)."""
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
     cos_ref = res.reference.get("layer_cos", [])
-    for v in _variants(res):
+    for v in res.variants():
         x = 1 - res.stat("in_cos", v).mean(0)
         axes[0].plot(x, res.stat("row_max", v).mean(0) * res.seq_len, marker="o", ms=3, label=VARIANT_LABELS[v])
         axes[1].plot(x, res.stat("entropy_norm", v).mean(0), marker="o", ms=3, label=VARIANT_LABELS[v])
@@ -151,7 +121,7 @@ def sharpness(res: Result) -> plt.Figure:
     for v in res.variant_stats:
         curves |= {f"all scores, {VARIANT_LABELS[v]}": ("score_std", v),
                    f"within rows, {VARIANT_LABELS[v]}": ("score_row_sd", v)}
-    _versus_n(res, axes[2], curves, "sd of QKᵀ/√d_k", "(c) score spread: pooled vs within rows", logy=True)
+    _versus_n(res, axes[2], curves, r"sd of $QK^\top/\sqrt{d_k}$", "(c) score spread: pooled vs within rows", logy=True)
     fig.suptitle(f"Sharpness of the softmax and what of the score spread it sees ({seed_note(res)})")
     fig.tight_layout()
     return fig
@@ -160,7 +130,7 @@ def sharpness(res: Result) -> plt.Figure:
 def variants_table(res: Result):
     """The two input variants at N = 0 and at the largest N."""
     rows = []
-    for v in _variants(res):
+    for v in res.variants():
         for j in (0, len(res.norms) - 1):
             rows.append({"inputs": VARIANT_LABELS[v], "N": res.norms[j],
                          **{col: float(res.stat(name, v)[:, j].mean()) for col, name in (
@@ -174,10 +144,9 @@ def variants_table(res: Result):
 
 
 def reference_table(res: Result):
-    """Mean norm of the reference model's real-token hidden states per layer, beside √d."""
+    """Mean norm and average cosine of the reference model's real-token hidden states per layer."""
     ref = res.reference
-    df = pd.DataFrame({"layer": range(len(ref["layer_norms"])), "mean ‖h‖ of real tokens": ref["layer_norms"],
-                       "√d of that model": np.sqrt(ref["d"])})
+    df = pd.DataFrame({"layer": range(len(ref["layer_norms"])), "mean ‖h‖ of real tokens": ref["layer_norms"]})
     if "layer_cos" in ref:
         df["average cosine of real tokens"] = ref["layer_cos"]
     return common.table(df.set_index("layer").T, digits=2, index=True).set_caption(
@@ -195,79 +164,64 @@ def scores_table(res: Result, rows: int = 8):
         "Pre-softmax scores QKᵀ/√d_k against the bias norm N")
 
 
-def numbers(res: Result) -> dict[str, object]:
-    """Every number the chapter's prose quotes."""
-    per_seed = [v for v in res.fixed_point_per_seed if v is not None]
-    out_norm = res.stat("out_norm")
-    last = res.stat("score_mean")[:, -1]
-    row_max = res.stat("row_max")
+def fixed_point_table(res: Result):
+    """The norm fixed point N* beside the output norm, √d and the reference model's hidden-state norms."""
+    lo, hi = res.fixed_point_range()
     ref = res.reference
-    return {
-        "n-star": res.fixed_point_refined if res.fixed_point_refined is not None else float("nan"),
-        "n-star-min": min(per_seed) if per_seed else float("nan"),
-        "n-star-max": max(per_seed) if per_seed else float("nan"),
-        "out-norm": float(out_norm.mean()), "sqrt-d": float(np.sqrt(res.hidden)), "hidden": res.hidden,
-        "seeds": len(res.seeds), "n-seq": res.n_seq, "seq-len": res.seq_len,
-        "ref-model": ref["model"], "ref-description": ref["description"], "ref-sentences": ref["sentences"],
-        "ref-norm-min": min(ref["layer_norms"]), "ref-norm-max": max(ref["layer_norms"]), "ref-d": ref["d"],
-        "ref-sqrt-d": float(np.sqrt(ref["d"])),
-        "n-last": res.norms[-1], "pos-last": int((last > 0).sum()), "neg-last": int((last < 0).sum()),
-        "n-small": res.norms[0], "rowmax-small": float(row_max[:, 0].mean()), "inv-len": 1 / res.seq_len,
-        "n-big": res.norms[-1], "rowmax-big": float(row_max[:, -1].mean()),
-        "rowmax-big-min": float(row_max[:, -1].min()), "rowmax-big-max": float(row_max[:, -1].max()),
-        "seqmin-big": float(res.stat("seq_min")[:, -1].mean()),
-        **_sharpness_numbers(res),
-    }
+    rows = [("N* (first seed, refined by Brent's method)", res.fixed_point_refined),
+            (f"N* per seed, interpolated on the grid ({common.seeds_text(len(res.seeds))}): smallest", lo),
+            ("N* per seed: largest", hi),
+            ("output norm E‖T(x + b)‖, mean over every N and seed", float(res.stat("out_norm").mean())),
+            (f"√d of the untrained block (d = {res.hidden})", float(np.sqrt(res.hidden))),
+            (f"{ref['model']}: smallest mean ‖h‖ over layers", min(ref["layer_norms"])),
+            (f"{ref['model']}: largest mean ‖h‖ over layers", max(ref["layer_norms"])),
+            (f"{ref['model']}: √d (d = {ref['d']})", float(np.sqrt(ref["d"])))]
+    df = pd.DataFrame(rows, columns=["quantity", "value"])
+    return common.table(df, digits=2).set_caption("The norm fixed point and the norms it is compared with")
 
 
-def _onset(res: Result, v: str) -> int | None:
-    """First bias norm index where the mean row maximum is twice its value without bias."""
-    rm = res.stat("row_max", v).mean(0)
-    idx = np.nonzero(rm > 2 * rm[0])[0]
-    return int(idx[0]) if idx.size else None
-
-
-def _sharpness_numbers(res: Result) -> dict[str, object]:
-    out: dict[str, object] = {}
-    u = res.last_uniform()
-    in_cos = res.stat("in_cos").mean(0)
-    out["uniform-tol"] = res.uniform_tol
-    out["variant-seeds"] = min((len(v["row_max"]) for v in res.variant_stats.values()), default=0)
-    out["variant-seeds-clause"] = Markdown(variant_seeds_clause(res))
-    out["n-uniform"] = res.norms[u] if u >= 0 else float("nan")
-    out["cos-uniform"] = float(in_cos[u]) if u >= 0 else float("nan")
-    out["one-minus-cos-uniform"] = float(1 - in_cos[u]) if u >= 0 else float("nan")
-    j = len(res.norms) - 1
-    k = int(np.argmin(np.abs(np.asarray(res.norms) - 1000.0)))
-    out["n-k"] = res.norms[k]
-    out["rowconst-k"] = float(res.stat("score_rowconst_frac")[:, k].mean())
-    out["score-sd-k"] = float(res.stat("score_std")[:, k].mean())
-    out["score-row-sd-k"] = float(res.stat("score_row_sd")[:, k].mean())
-    out["entropy-big"] = float(res.stat("entropy_norm")[:, j].mean())
-    for v, tag in (("table", "tab"), ("embedding-layer", "emb")):
-        if v != "table" and v not in res.variant_stats:
-            continue
-        o = _onset(res, v)
-        cos = res.stat("in_cos", v).mean(0)
-        out[f"{tag}-onset-n"] = res.norms[o] if o is not None else float("nan")
-        out[f"{tag}-onset-cos"] = float(cos[o]) if o is not None else float("nan")
-        out[f"{tag}-onset-1mcos"] = float(1 - cos[o]) if o is not None else float("nan")
-        out[f"{tag}-cos0"] = float(cos[0])
-        out[f"{tag}-qcos0"] = float(res.stat("q_cos", v)[:, 0].mean())
-        out[f"{tag}-kcos0"] = float(res.stat("k_cos", v)[:, 0].mean())
-        out[f"{tag}-rowmax0-l"] = float(res.stat("row_max", v)[:, 0].mean() * res.seq_len)
-        out[f"{tag}-entropy0"] = float(res.stat("entropy_norm", v)[:, 0].mean())
-        out[f"{tag}-in-norm0"] = float(res.stat("in_norm", v)[:, 0].mean())
-    cos_ref = res.reference.get("layer_cos")
-    if cos_ref:
-        out["ref-cos-min"], out["ref-cos-max"] = float(min(cos_ref)), float(max(cos_ref))
-    return out
+def softmax_table(res: Result):
+    """Per input variant, where the attention leaves uniform (`Result.softmax_rows`)."""
+    cols = {"seeds": "seeds", "in_norm_0": "E‖x‖ at N = 0", "row_max_l_0": "row max × L at N = 0",
+            "uniform_n": "uniform up to N", "uniform_cos": "input cos there", "onset_n": "row max doubles at N",
+            "onset_1mcos": "1 − input cos there", "row_max_l_last": f"row max × L at N = {max(res.norms):g}",
+            "entropy_last": f"entropy / log L at N = {max(res.norms):g}"}
+    df = pd.DataFrame(res.softmax_rows())
+    df.insert(0, "inputs", df.pop("variant").map(VARIANT_LABELS))
+    df = df[["inputs", *cols]].rename(columns=cols)
+    return common.table(df, digits=3).set_caption(
+        f"Where the attention leaves uniform (mean over seeds; uniform: row max below {res.uniform_tol:g}/L)")
 
 
 def publish(res: Result) -> None:
-    """Glue the chapter's figures (`drift-fig6`, `-fig7`, `-fig8`, `-fig9-10`, `-sharpness`) and numbers."""
+    """Glue the chapter's figures and the numbers its prose quotes (one literal dict of full keys)."""
     common.set_theme()
-    for name, make in (("fig6", fig6), ("fig7", fig7), ("fig8", fig8), ("fig9-10", fig9_10),
-                       ("sharpness", sharpness)):
-        common.figure(f"drift-{name}", make(res))
-    common.publish("drift", numbers(res))
+    common.figure("drift-fig6", fig6(res))
+    common.figure("drift-fig7", fig7(res))
+    common.figure("drift-fig8", fig8(res))
+    common.figure("drift-fig9-10", fig9_10(res))
+    common.figure("drift-sharpness", sharpness(res))
+    table_row, *emb_rows = res.softmax_rows()
+    emb = emb_rows[0] if emb_rows else {k: float("nan") for k in table_row}
+    last = res.stat("score_mean")[:, -1]
+    k = res.index_of(1000.0)
+    cos_ref = res.reference.get("layer_cos") or [float("nan")]
+    common.publish({
+        "drift-n-star": res.fixed_point_refined if res.fixed_point_refined is not None else float("nan"),
+        "drift-sqrt-d": float(np.sqrt(res.hidden)),
+        "drift-seeds": len(res.seeds),
+        "drift-variant-seeds": min((res.seeds_of(v) for v in res.variant_stats), default=0),
+        "drift-ref-description": res.reference["description"],
+        "drift-n-last": res.norms[-1],
+        "drift-pos-last": int((last > 0).sum()),
+        "drift-neg-last": int((last < 0).sum()),
+        "drift-n-k": res.norms[k],
+        "drift-score-sd-k": float(res.stat("score_std")[:, k].mean()),
+        "drift-score-row-sd-k": float(res.stat("score_row_sd")[:, k].mean()),
+        "drift-rowconst-k": float(res.stat("score_rowconst_frac")[:, k].mean()),
+        "drift-emb-cos0": float(res.stat("in_cos", "embedding-layer")[:, 0].mean())
+        if "embedding-layer" in res.variant_stats else float("nan"),
+        "drift-tab-onset-1mcos": table_row["onset_1mcos"],
+        "drift-emb-onset-cos": emb["onset_cos"],
+        "drift-ref-cos-max": float(max(cos_ref)),
+    })
