@@ -8,12 +8,21 @@ child process whose environment points huggingface_hub / transformers / datasets
 offline mirror is not used): the libraries read their settings at import, so a child process is the
 one robust way to switch them online for a test inside a session that imported them offline.
 
+Also what the real hub does that a plain file server does not (issue 31): LFS files (weights, parquet,
+gzip) answer 302 to another origin (the "CDN") with their metadata in `X-Linked-Etag` / `X-Linked-Size`;
+legacy ids (`bert-base-uncased`) redirect to their organisation ids; MultiBERT and HuBERT ship
+`pytorch_model.bin` only, MultiBERT without `tokenizer.json`; LibriSpeech audio is FLAC; mteb/sickr-sts
+holds all of SICK; the mteb STS copies are checked by content.
+
 About 4.5 minutes on 2 shared cores: marked `hubstandin`, run on its own with
 `pytest -q tests/test_hub_standin.py` (or deselect it with `-m "not hubstandin"`).
 """
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import io
 import json
 import subprocess
 import sys
@@ -38,8 +47,19 @@ REPO = Path(__file__).resolve().parents[1]
 KNOWN_BROKEN: dict[str, str] = {}
 
 
+def canonical(repo_id: str) -> str:
+    """The id the hub keeps a model under (`bert-base-uncased` -> `google-bert/bert-base-uncased`)."""
+    return models.CANONICAL_IDS.get(repo_id, repo_id)
+
+
+def legacy_requests(hub) -> list[str]:
+    """Requests that named a model by its legacy id (the book asks for canonical ids)."""
+    return [r for r in hub.requests if any(r.split(" ", 1)[1].startswith((f"/{old}/", f"/api/models/{old}/"))
+                                           for old in models.CANONICAL_IDS)]
+
+
 def paper_model_ids() -> dict[str, str]:
-    """Every hub model id the `paper` presets and online paths load -> modality."""
+    """Every hub model id the `paper` presets and online paths load (canonical) -> modality."""
     ids = {e.split(":", 1)[1]: e.split(":", 1)[0] for e in anisotropy.Params.resolve("paper").models}
     for mod in (glue, sts):
         ids.update({m: "text" for m in mod.Params.resolve("paper").models})
@@ -50,7 +70,7 @@ def paper_model_ids() -> dict[str, str]:
     ids[WHISPER_ID] = "audio"
     ids["sentence-transformers/all-MiniLM-L6-v2"] = "text"
     ids.update({models.HUB_IDS[n]: models.MODALITY.get(n, "text") for n in models.HUB_IDS})   # DINOv2's hub id
-    return ids
+    return {canonical(i): m for i, m in ids.items()}
 
 
 #: the child's first lines: no offline mirror (switched off where the loaders look it up), and the
@@ -88,12 +108,15 @@ def hub():
 @pytest.fixture(scope="session")
 def broken_hub():
     """A stand-in whose datasets are wrong: QNLI's `question` column renamed, RTE without a validation
-    split, STS12's `score` and USPTO-50K's `product` columns renamed, STS13 with one row too many."""
+    split, STS12's `score` and USPTO-50K's `product` columns renamed, STS13 with one row too many, STS14
+    with its first two subset blocks swapped (right count, wrong order), SICK-R one test pair short."""
     h = hubstandin.start(models=[], faults={"rename": {"qnli": {"question": "query"},
                                                        "mteb/sts12-sts": {"score": "gold"},
                                                        "bisectgroup/USPTO_50K": {"product": "products"}},
                                             "drop_split": {"rte": ["validation"]},
-                                            "extra_rows": {"mteb/sts13-sts": 1}})
+                                            "extra_rows": {"mteb/sts13-sts": 1},
+                                            "reorder": {"mteb/sts14-sts": True},
+                                            "drop_test_pair": {"mteb/sickr-sts": True}})
     yield h
     h.stop()
 
@@ -112,13 +135,42 @@ def test_stand_in_answers_like_the_hub(hub):
         except urllib.error.HTTPError as e:
             return e.code, dict(e.headers)
 
-    repo = hub.get("model", "bert-base-uncased")
-    code, h = head("/bert-base-uncased/resolve/main/config.json")
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *a, **k):
+            return None
+
+    def head_here(path):                  # what huggingface_hub does for the metadata: no redirect off the hub
+        try:
+            with urllib.request.build_opener(NoRedirect).open(urllib.request.Request(hub.url + path,
+                                                                                     method="HEAD")) as r:
+                return r.status, dict(r.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers)
+
+    bert = "google-bert/bert-base-uncased"
+    repo = hub.get("model", bert)
+    code, h = head(f"/{bert}/resolve/main/config.json")
     assert code == 200 and h["X-Repo-Commit"] == repo.sha
     assert int(h["Content-Length"]) == len(repo.files["config.json"]) and h["ETag"].strip('"')
-    assert head("/bert-base-uncased/resolve/main/nope.bin")[1]["X-Error-Code"] == "EntryNotFound"
+    assert head(f"/{bert}/resolve/main/nope.bin")[1]["X-Error-Code"] == "EntryNotFound"
     assert head("/datasets/nyu-mll/glue/resolve/main/README.md")[0] == 200
     assert head("/no-such/model/resolve/main/config.json")[1]["X-Error-Code"] == "RepoNotFound"
+    # an LFS file: 302 to another origin, its size and sha256 on the redirect itself
+    weights = repo.files["model.safetensors"]
+    code, h = head_here(f"/{bert}/resolve/main/model.safetensors")
+    assert code == 302 and h["Location"].startswith(hub.cdn_url + "/lfs/") and hub.cdn_url != hub.url
+    assert h["X-Linked-Etag"].strip('"') == hashlib.sha256(weights).hexdigest() == h["Location"].split("/")[-1][:64]
+    assert int(h["X-Linked-Size"]) == len(weights) and h["X-Repo-Commit"] == repo.sha
+    with urllib.request.urlopen(hub.url + f"/{bert}/resolve/main/model.safetensors") as r:   # followed: the CDN
+        assert r.read() == weights
+    assert hub.cdn_requests[-1].startswith("GET /lfs/")
+    tree = {e["path"]: e for e in json.loads(urllib.request.urlopen(hub.url + f"/api/models/{bert}/tree/main").read())}
+    assert tree["model.safetensors"]["lfs"]["size"] == len(weights) and "lfs" not in tree["config.json"]
+    # a legacy id: 307 to the canonical id, as the hub answers
+    code, h = head_here("/bert-base-uncased/resolve/main/config.json")
+    assert code == 307 and h["Location"] == f"/{bert}/resolve/main/config.json"
+    assert head("/bert-base-uncased/resolve/main/config.json")[0] == 200
+    hub.requests.clear()                  # the preset tests assert that no legacy id was asked for
     n = len(hub.unknown)
     assert head("/api/spaces/x/y")[0] == 404 and len(hub.unknown) == n + 1
     hub.unknown.pop()                     # the other tests assert that no unknown request was made
@@ -160,6 +212,61 @@ def test_models_load_by_real_id(hub, tmp_path):
         assert out[name][4] == name or name in models.OFFLINE_PACKAGES     # an installed package wins
     # the package is installed here, so the offline package wins over the hub id
     assert out["__minilm_source"].endswith("model")
+    assert not legacy_requests(hub), legacy_requests(hub)
+
+
+def test_legacy_ids_load_by_their_canonical_id(hub, tmp_path):
+    """A legacy id (as the presets and a reader's overrides name models) is asked for by its canonical
+    id: `bert-base-uncased` loads from google-bert/bert-base-uncased, with no request for the old name."""
+    n = len(hub.requests)
+    out = child(hub, tmp_path, """
+        from helpers.hf import models
+        for name in ("bert-base-uncased", "roberta-base", "gpt2"):
+            l = models.load(name)
+            out[name] = [l.source, l.name, l.model.config.model_type]
+        """)
+    assert out == {"bert-base-uncased": ["google-bert/bert-base-uncased", "bert-base-uncased", "bert"],
+                   "roberta-base": ["FacebookAI/roberta-base", "roberta-base", "roberta"],
+                   "gpt2": ["openai-community/gpt2", "gpt2", "gpt2"]}
+    assert not legacy_requests(hub) and any("/google-bert/bert-base-uncased/" in r for r in hub.requests[n:])
+
+
+def test_bin_only_repos_load_without_the_conversion_bot(hub, tmp_path):
+    """MultiBERT and HuBERT ship `pytorch_model.bin` only (MultiBERT: `vocab.txt` and a minimal
+    `tokenizer_config.json`, no `tokenizer.json`): they load through the CDN redirect, and transformers'
+    background safetensors conversion (which asks the hub's commits and discussions API) stays off. Turned
+    back on, the same load reaches for that API — the stand-in logs it as an unknown request."""
+    mb, hubert = multibert_id(0, 20_000), "facebook/hubert-base-ls960"
+    for rid in (mb, hubert):
+        files = set(hub.get("model", rid).files)
+        assert "pytorch_model.bin" in files and not any(f.endswith(".safetensors") for f in files), files
+    assert {"vocab.txt", "tokenizer_config.json"} <= set(hub.get("model", mb).files)
+    assert "tokenizer.json" not in hub.get("model", mb).files
+    n_cdn = len(hub.cdn_requests)
+    out = child(hub, tmp_path, f"""
+        import os
+        from helpers.hf import models
+        l = models.load({mb!r})
+        enc = l.tokenizer(["the cat sat"], return_tensors="pt")
+        out["mb"] = [type(l.model).__name__, type(l.tokenizer).__name__, enc["input_ids"][0].tolist(),
+                     os.environ["DISABLE_SAFETENSORS_CONVERSION"]]
+        h = models.load({hubert!r}, modality="audio")
+        out["hubert"] = [type(h.model).__name__, type(h.tokenizer).__name__]
+        """)
+    assert out["mb"] == ["BertModel", "BertTokenizer", [101, 1996, 4937, 2938, 102], "1"]
+    assert out["hubert"] == ["HubertModel", "Wav2Vec2FeatureExtractor"]
+    assert not hub.unknown, hub.unknown
+    blob = hashlib.sha256(hub.get("model", mb).files["pytorch_model.bin"]).hexdigest()
+    assert any(r.startswith(f"GET /lfs/{blob}") for r in hub.cdn_requests[n_cdn:])
+    # the conversion thread, switched on: it asks for the repo's commits (then discussions) — not served
+    child(hub, tmp_path / "bot", f"""
+        import os
+        os.environ["DISABLE_SAFETENSORS_CONVERSION"] = "0"
+        from transformers import AutoModel
+        AutoModel.from_pretrained({mb!r})
+        """)
+    assert any("/commits/" in u or "/discussions" in u for u in hub.unknown), hub.unknown
+    hub.unknown.clear()
 
 
 def test_minilm_resolves_to_its_hub_id_without_the_package(hub, tmp_path):
@@ -246,11 +353,41 @@ def test_datasets_load_by_real_id(hub, tmp_path):
     glue_rows = hubstandin.content._glue_rows("qnli", 40)
     assert out["qnli_first"] == glue_rows["question"][0]          # QNLI keeps its question
     assert out["wikitext"] > 1000
-    assert out["STS-B"] == [40, True, ["STS-B"]] and out["SICK-R"] == [40, True, ["SICK-R"]]
+    # SICK-R: the 4,927 SemEval-2014 test pairs, found among the 9,927 rows of mteb/sickr-sts by content
+    assert out["STS-B"] == [40, True, ["STS-B"]] and out["SICK-R"] == [4927, True, ["SICK-R"]]
+    assert b'"score"' in gzip.decompress(hub.get("dataset", "mteb/sickr-sts").files["test.jsonl.gz"])[:200]
+    assert gzip.decompress(hub.get("dataset", "mteb/sickr-sts").files["test.jsonl.gz"]).count(b"\n") == 9927
     for name, blocks in D_BLOCKS.items():                # the per-subset protocol, from the hub copies too
         assert out[name] == [sum(k for _, k in blocks), True, sorted(s for s, _ in blocks)], name
-    assert out["speech"][:2] == [4, 16_000] and 0.1 < out["speech"][2] < 1.0
+    assert out["speech"][:2] == [4, 16_000] and 0.1 < out["speech"][2] < 1.0     # FLAC, decoded
+    import pyarrow.parquet as pq
+
+    audio = pq.read_table(io.BytesIO(hub.get("dataset", "openslr/librispeech_asr").files[
+        "clean/validation/0000.parquet"])).column("audio").to_pylist()
+    assert all(a["bytes"][:4] == b"fLaC" for a in audio)                      # served as the real files are
+    assert any("/datasets/openslr/librispeech_asr/resolve/" in r for r in hub.requests)
+    assert hub.cdn_requests                                                   # parquet and .gz through the CDN
     assert out["uspto"] == [10, True]                     # bisectgroup/USPTO_50K test: reactants>>product
+
+
+def test_sts_fingerprints_match_the_official_files():
+    """The fingerprints the hub path checks the mteb copies against (`helpers.data.sts_reference`) are the
+    official files' (recomputed from the mirror), and the WhiteningBERT files the mirror path scores pass
+    the same checks: each STS12-16 block, and SICK-R's 4,927 test pairs found among them by content."""
+    from helpers.data import loaders as L
+    from helpers.data import sts_reference as R
+
+    if L.data_root() is None:
+        pytest.skip("offline mirror not found")
+    blocks, keys = R.reference_from_mirror()
+    assert blocks == R.STS_GOLD_BLOCKS and keys == "".join(R.SICK_TEST_KEYS.split())
+    for name in L.STS_SETS:
+        L.check_sts_blocks(name, L.load_sts(name, "whiteningbert").scores)
+    w = L.load_sts("SICK-R", "whiteningbert")
+    assert L.sick_test_rows(w.sentence1, w.sentence2, w.scores) == list(range(4927))
+    s = L.load_sts("STS15", "whiteningbert").scores
+    with pytest.raises(L.DataUnavailable, match="answers-forums"):
+        L.check_sts_blocks("STS15", s[375:1125] + s[:375] + s[1125:])
 
 
 def test_wrong_id_column_or_split_fails(broken_hub, tmp_path):
@@ -268,6 +405,8 @@ def test_wrong_id_column_or_split_fails(broken_hub, tmp_path):
         out["rte_no_validation"] = err(D.load_glue, "RTE", "validation", source="hub")
         out["sts12_renamed"] = err(D.load_sts, "STS12", source="hub")
         out["sts13_extra_row"] = err(D.load_sts, "STS13", source="hub")
+        out["sts14_reordered"] = err(D.load_sts, "STS14", source="hub")
+        out["sick_short"] = err(D.load_sts, "SICK-R", source="hub")
         out["wrong_model_id"] = err(models.load, "bert-base-uncasedd")
         out["mrpc_ok"] = err(D.load_glue, "MRPC", "validation", source="hub")
         from helpers.data.sequences import load_uspto50k_reactions
@@ -279,6 +418,10 @@ def test_wrong_id_column_or_split_fails(broken_hub, tmp_path):
     assert out["rte_no_validation"].startswith("DataUnavailable") and 'split "validation"' in out["rte_no_validation"]
     assert out["sts12_renamed"] != "no error" and "score" in out["sts12_renamed"]
     assert out["sts13_extra_row"].startswith("DataUnavailable") and "subsets" in out["sts13_extra_row"]
+    # the right number of rows, blocks in the wrong order: caught by the gold scores of each block
+    assert out["sts14_reordered"].startswith("DataUnavailable") and "deft-forum" in out["sts14_reordered"]
+    assert "not in the order" in out["sts14_reordered"]
+    assert out["sick_short"].startswith("DataUnavailable") and "4,926 of the 4,927" in out["sick_short"]
     assert out["wrong_model_id"].startswith("ModelUnavailable") and "bert-base-uncasedd" in out["wrong_model_id"]
     assert out["wrong_dataset_id"].startswith("DatasetNotFoundError")
     assert out["uspto_renamed"].startswith("DataUnavailable") and "'product'" in out["uspto_renamed"]
@@ -297,6 +440,7 @@ def test_subspace_paper_preset(hub, tmp_path):
         out["keys"] = sorted(res.to_json())
         """)
     assert out["keys"]
+    assert not legacy_requests(hub), legacy_requests(hub)
 
 
 def test_sts_paper_preset(hub, tmp_path):
@@ -310,6 +454,7 @@ def test_sts_paper_preset(hub, tmp_path):
         out["keys"] = sorted(res.to_json())
         """)
     assert out["keys"]
+    assert not legacy_requests(hub), legacy_requests(hub)
 
 
 def test_drift_paper_preset(hub, tmp_path):
@@ -322,6 +467,7 @@ def test_drift_paper_preset(hub, tmp_path):
         out["keys"] = sorted(res.to_json())
         """)
     assert out["keys"]
+    assert not legacy_requests(hub), legacy_requests(hub)
 
 
 #: anisotropy paper models that cannot run (none now: VAN left the paper list, CANINE's downsampled layers
@@ -342,6 +488,7 @@ def test_anisotropy_paper_preset(hub, tmp_path):
         res = A.run(p)
         out["measured"] = [[m["name"], m["trained"], len(m["cos_exact"])] for m in res.models]
         out["data"] = {{m["modality"]: m["data"] for m in res.models}}
+        out["skipped"] = res.skipped
         """)
     assert not hub.unknown, hub.unknown
     want = [e.split(":", 1)[1] for e in anisotropy.PAPER_ANISOTROPY_MODELS if e.split(":", 1)[1] not in ANISOTROPY_SKIP]
@@ -351,6 +498,10 @@ def test_anisotropy_paper_preset(hub, tmp_path):
     assert {m[0]: m[2] for m in out["measured"]}["t5-base"] == 6
     assert {m[0]: m[2] for m in out["measured"]}["google/byt5-small"] == 6
     assert "CIFAR-10" in out["data"]["vision"] and "WikiText-103" in out["data"]["text"]
+    # the speech models are measured on LibriSpeech's FLAC (not skipped for want of a decoder)
+    assert out["skipped"] == []
+    assert "LibriSpeech" in out["data"]["audio"]
+    assert not legacy_requests(hub), legacy_requests(hub)
 
 
 def test_anisotropy_canine(hub, tmp_path):
@@ -390,7 +541,8 @@ def test_glue_paper_preset(hub, tmp_path):
         """)
     assert out["keys"]
     for m in glue.Params.resolve("paper").models:
-        assert any(f"/{m}/resolve/" in r for r in hub.requests), m
+        assert any(f"/{canonical(m)}/resolve/" in r for r in hub.requests), m
+    assert not legacy_requests(hub), legacy_requests(hub)
 
 
 def test_tse_paper_preset(hub, tmp_path):

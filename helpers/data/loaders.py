@@ -229,29 +229,19 @@ LIBRISPEECH_HUB = ("openslr/librispeech_asr", "clean", "validation")
 
 
 def _decode_audio(data: bytes, rate: int = 16_000):
-    """Waveform (float32 numpy) at `rate` from encoded audio bytes: soundfile (FLAC, WAV) when
-    installed, else the standard library's WAV reader; resampled with scipy when the rate differs."""
+    """Waveform (float32 numpy) at `rate` from encoded audio bytes (FLAC, as LibriSpeech ships, or WAV),
+    decoded with `soundfile` (a dependency); resampled with scipy when the rate differs. A file that
+    does not decode raises (never `DataUnavailable`, which would leave the audio models out silently)."""
     import io
 
-    import numpy as np
+    import soundfile
 
     try:
-        import soundfile
-
         x, sr = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
-        x = x.mean(axis=1)
-    except ImportError:
-        import wave
-
-        try:
-            with wave.open(io.BytesIO(data)) as w:
-                sr, ch, width = w.getframerate(), w.getnchannels(), w.getsampwidth()
-                raw = w.readframes(w.getnframes())
-        except wave.Error as err:
-            raise DataUnavailable("decoding FLAC audio needs the `soundfile` package: pip install soundfile") from err
-        x = np.frombuffer(raw, dtype={1: "u1", 2: "<i2", 4: "<i4"}[width]).astype("float32")
-        x = (x - 128) / 128 if width == 1 else x / float(2 ** (8 * width - 1))
-        x = x.reshape(-1, ch).mean(axis=1)
+    except Exception as err:  # noqa: BLE001 - re-raised with what was being read
+        raise RuntimeError(f"audio bytes ({data[:4]!r}…, {len(data):,} bytes) do not decode with soundfile "
+                           f"{soundfile.__version__} (libsndfile {soundfile.__libsndfile_version__}): {err}") from err
+    x = x.mean(axis=1)
     if sr != rate:
         from math import gcd
 
@@ -338,8 +328,9 @@ def load_sts(name: str, source: str = "whiteningbert") -> STSSet:
       (blank gold lines skipped, as SentEval does);
     * `hub` — `datasets` (mteb/sts12-sts … mteb/sickr-sts), when online, with the same per-subset
       protocol: the mteb copies carry no subset column, and `subsets` come from the same contiguous
-      blocks (`STS_SUBSET_BLOCKS`; a row count that does not add up raises). That the hub rows keep the
-      blocks' order is an assumption checked by count only (no hub access here);
+      blocks (`STS_SUBSET_BLOCKS`), each block checked by content against the official gold scores'
+      fingerprints (`check_sts_blocks`); SICK-R is cut to its 4,927 test pairs (`sick_test_rows`: the
+      hub copy holds all 9,927 pairs of SICK). A copy that does not match raises `DataUnavailable`;
     * `auto` — `whiteningbert` where the mirror is, `hub` otherwise (a Colab or fresh-venv run).
     """
     if name not in STS_SETS:
@@ -389,8 +380,20 @@ def load_sts(name: str, source: str = "whiteningbert") -> STSSet:
     return STSSet(name, s1, s2, sc, sub)
 
 
+#: the mteb copies of the STS test sets on the hub
+STS_HUB_IDS = {"STS-B": "mteb/stsbenchmark-sts", "SICK-R": "mteb/sickr-sts", "STS12": "mteb/sts12-sts",
+               "STS13": "mteb/sts13-sts", "STS14": "mteb/sts14-sts", "STS15": "mteb/sts15-sts",
+               "STS16": "mteb/sts16-sts"}
+#: tolerance on a block's mean and standard deviation of gold scores (the copies round differently)
+STS_BLOCK_TOLERANCE = 5e-4
+
+
 def _load_sts_hub(name: str) -> STSSet:
-    hub = {"STS-B": "mteb/stsbenchmark-sts", "SICK-R": "mteb/sickr-sts"}.get(name, f"mteb/{name.lower()}-sts")
+    """An mteb copy, checked by content against the official files' fingerprints (`sts_reference`):
+    STS12–16 block by block (pairs, mean and sd of the gold scores in the WhiteningBERT block order), and
+    SICK-R cut to its SemEval-2014 test pairs (mteb/sickr-sts holds all 9,927 pairs of SICK: train, trial
+    and test), found by content; anything that does not match raises `DataUnavailable` naming it."""
+    hub = STS_HUB_IDS[name]
     try:
         import datasets
 
@@ -400,11 +403,64 @@ def _load_sts_hub(name: str) -> STSSet:
     missing = {"sentence1", "sentence2", "score"} - set(ds.column_names)
     if missing:
         raise DataUnavailable(f"{name}: the hub copy {hub} has columns {ds.column_names}; missing {sorted(missing)}")
+    s1, s2, scores = list(ds["sentence1"]), list(ds["sentence2"]), [float(x) for x in ds["score"]]
+    if name == "SICK-R":
+        keep = sick_test_rows(s1, s2, scores, hub)
+        s1, s2, scores = [s1[i] for i in keep], [s2[i] for i in keep], [scores[i] for i in keep]
     try:
-        subsets = sts_subset_labels(name, len(ds))
+        subsets = sts_subset_labels(name, len(scores))
     except ValueError as err:
         raise DataUnavailable(f"{name}: the hub copy {hub} does not split into the official subsets ({err})") from None
-    return STSSet(name, list(ds["sentence1"]), list(ds["sentence2"]), [float(x) for x in ds["score"]], subsets)
+    check_sts_blocks(name, scores, hub)
+    return STSSet(name, s1, s2, scores, subsets)
+
+
+def sick_test_rows(s1: list[str], s2: list[str], scores: list[float], where: str = "the copy") -> list[int]:
+    """Indices of SICK's 4,927 SemEval-2014 test pairs among the rows of a copy of SICK, by content
+    (`sts_reference.pair_key`: sentences and gold score), in the copy's order; a pair that occurs again in
+    train or trial with the same score is taken once per occurrence in test. Raises `DataUnavailable`
+    unless every test pair is found."""
+    from .sts_reference import pair_key, sick_test_keys
+
+    want = sick_test_keys()
+    left = dict(want)
+    keep = []
+    for i, (a, b, sc) in enumerate(zip(s1, s2, scores, strict=True)):
+        k = pair_key(a, b, sc)
+        if left.get(k, 0) > 0:
+            left[k] -= 1
+            keep.append(i)
+    lost = sum(left.values())
+    if lost:
+        raise DataUnavailable(
+            f"SICK-R: {where} ({len(scores):,} rows) holds {len(keep):,} of the {sum(want.values()):,} SemEval-2014 "
+            f"test pairs of SICK ({lost:,} not found by sentences and gold score); the book scores that test "
+            "split, as Yan et al. did — not the whole SICK")
+    return keep
+
+
+def check_sts_blocks(name: str, scores: list[float], where: str = "the copy") -> None:
+    """The gold scores of each subset block of an STS12–16 copy against the official files' fingerprints
+    (`sts_reference.STS_GOLD_BLOCKS`: pairs, mean, sd); raises `DataUnavailable` naming each block that
+    differs (rows in another order than the WhiteningBERT blocks, other rows, other scores). STS-B and
+    SICK-R have one block and pass."""
+    from .sts_reference import STS_GOLD_BLOCKS, block_stats
+
+    ref = STS_GOLD_BLOCKS.get(name)
+    if ref is None:
+        return
+    start, bad = 0, []
+    for sub, n, mean, sd in ref:
+        got = block_stats(scores[start:start + n])
+        if got[0] != n or abs(got[1] - mean) > STS_BLOCK_TOLERANCE or abs(got[2] - sd) > STS_BLOCK_TOLERANCE:
+            bad.append(f"{sub} (rows {start}-{start + n - 1}: mean {got[1]:.4f}, sd {got[2]:.4f}; "
+                       f"official {mean:.4f}, {sd:.4f})")
+        start += n
+    if bad:
+        raise DataUnavailable(
+            f"{name}: the gold scores of {where} do not match the official subsets block by block — the rows are "
+            f"not in the order {[s for s, *_ in ref]} (or are other rows); per-subset scores would be wrong: "
+            + "; ".join(bad))
 
 
 __all__ = [
@@ -425,5 +481,8 @@ __all__ = [
     "CIFAR10_CLASSES",
     "STS_SETS",
     "STS_SUBSET_BLOCKS",
+    "STS_HUB_IDS",
     "sts_subset_labels",
+    "sick_test_rows",
+    "check_sts_blocks",
 ]

@@ -4,8 +4,15 @@ libraries' load reports. Its own module so that `models` imports its loaders (`s
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+#: transformers, loading a `.bin`-only hub repo (MultiBERT, HuBERT), starts a background thread that asks
+#: the hub's commits and discussions API for a safetensors conversion PR and may open one through the
+#: SFconvertbot Space — requests a reader did not ask for, to hosts a firewall may not allow. Off unless
+#: the reader turns it on (read at each load: `transformers.utils.is_env_variable_true`).
+os.environ.setdefault("DISABLE_SAFETENSORS_CONVERSION", "1")
 
 
 class ModelUnavailable(RuntimeError):

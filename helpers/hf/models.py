@@ -85,6 +85,19 @@ def offline_path(name: str) -> Path | None:
 
 #: hub ids of the offline models, used when the package (or ../shared/models) is not there (issue 13)
 HUB_IDS = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2", "DINOv2-S/14": "facebook/dinov2-small"}
+#: legacy (namespace-less) hub ids -> the organisation ids the hub now keeps them under; the hub redirects
+#: the old names, but a loader asks for the canonical one (`resolve_source`), so a firewall rule, a cache
+#: folder and a log name the real repository
+CANONICAL_IDS = {
+    "bert-base-uncased": "google-bert/bert-base-uncased", "bert-base-cased": "google-bert/bert-base-cased",
+    "bert-large-uncased": "google-bert/bert-large-uncased", "bert-large-cased": "google-bert/bert-large-cased",
+    "roberta-base": "FacebookAI/roberta-base", "roberta-large": "FacebookAI/roberta-large",
+    "distilbert-base-uncased": "distilbert/distilbert-base-uncased",
+    "distilbert-base-cased": "distilbert/distilbert-base-cased",
+    "albert-base-v1": "albert/albert-base-v1", "albert-base-v2": "albert/albert-base-v2",
+    "gpt2": "openai-community/gpt2", "gpt2-medium": "openai-community/gpt2-medium",
+    "t5-small": "google-t5/t5-small", "t5-base": "google-t5/t5-base", "t5-large": "google-t5/t5-large",
+}
 #: what a model loaded by its hub id (`HUB_IDS`) really is, where it differs from the offline copy
 HUB_DESCRIPTIONS = {"facebook/dinov2-small": "DINOv2-S/14 (facebook/dinov2-small: 12 layers, 384 wide, patch 14, "
                                              "self-supervised), Meta's release from the hub"}
@@ -97,8 +110,9 @@ def _hub_offline() -> bool:
 
 
 def resolve_source(name: str) -> str:
-    """Where `name` loads from: a package folder, a local folder, or the hub id itself (for a
-    package model whose package is missing, its hub id in `HUB_IDS` when the hub is not switched off)."""
+    """Where `name` loads from: a package folder, a local folder, or the hub id itself — canonical
+    (`CANONICAL_IDS`: `bert-base-uncased` -> `google-bert/bert-base-uncased`); for a package model whose
+    package is missing, its hub id in `HUB_IDS` when the hub is not switched off."""
     try:
         p = offline_path(name)
     except ModelUnavailable:
@@ -110,7 +124,7 @@ def resolve_source(name: str) -> str:
         return str(p)
     if Path(name).is_dir():
         return name
-    return name
+    return CANONICAL_IDS.get(name, name)
 
 
 @dataclass

@@ -15,7 +15,9 @@ from .server import Hub, Repo
 def start(models: list[str] | None = None, faults: dict | None = None) -> Hub:
     """A running stand-in serving `models` (default: every model id) and every dataset, with `faults`
     (`{"rename": {config_or_repo: {old: new}}, "drop_split": {config: [split]}}`) applied to the datasets."""
-    hub = Hub()
+    from helpers.hf.models import CANONICAL_IDS
+
+    hub = Hub(aliases=CANONICAL_IDS)
     for repo in model_repos(models) + dataset_repos(faults):
         hub.add(repo)
     return hub.start()
@@ -26,7 +28,7 @@ def environment(hub: Hub, home: str | Path, data: str | Path | None = None) -> d
     a fresh HF_HOME, no token, and TOKUNI_DATA at a folder that does not exist (no offline mirror)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
     env.update(HF_ENDPOINT=hub.url, HF_HUB_OFFLINE="0", HF_DATASETS_OFFLINE="0", TRANSFORMERS_OFFLINE="0",
-               HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_XET="1",
+               HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1",
                HF_HUB_DISABLE_IMPLICIT_TOKEN="1", HF_HUB_ETAG_TIMEOUT="30", HF_HUB_DOWNLOAD_TIMEOUT="60",
                TOKUNI_DATA=str(data or Path(home) / "no-mirror"), NO_PROXY="127.0.0.1,localhost",
                no_proxy="127.0.0.1,localhost", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")

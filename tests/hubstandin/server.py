@@ -4,9 +4,14 @@ the hub's HTTP API that `huggingface_hub`, `transformers` (`from_pretrained`) an
 
 Served routes (`{kind}` is `models` or `datasets`; model URLs carry no prefix, dataset URLs `/datasets/`):
 
-* `HEAD|GET /[datasets/]{repo}/resolve/{rev}/{path}` — the file, with `ETag`, `X-Repo-Commit`,
-  `Content-Length` (as the hub sends for small, non-LFS files); a missing file answers 404 with
-  `X-Error-Code: EntryNotFound`, an unknown repo 404 with `X-Error-Code: RepoNotFound`;
+* `HEAD|GET /[datasets/]{repo}/resolve/{rev}/{path}` — a small (git) file inline, with `ETag`, `X-Repo-Commit`,
+  `Content-Length`; an LFS file (`Repo.is_lfs`: the hub's default LFS patterns — weights, parquet, archives —
+  or above `LFS_ABOVE` bytes) answers 302 to a second server, the "CDN" (another origin, as
+  cdn-lfs.huggingface.co is), with the metadata on the redirect itself: `X-Linked-Etag` (the sha256),
+  `X-Linked-Size`, `X-Repo-Commit`, `Location`; a missing file answers 404 with
+  `X-Error-Code: EntryNotFound`, an unknown repo 404 with `X-Error-Code: RepoNotFound`; a legacy id
+  (`bert-base-uncased`) answers 307 to its canonical one (`google-bert/bert-base-uncased`), as the hub does;
+* `HEAD|GET {cdn}/lfs/{sha256}` — the CDN: the file's bytes (with `Range`), logged in `cdn_requests`;
 * `GET /api/{kind}/{repo}` and `/api/{kind}/{repo}/revision/{rev}` — repo info (`id`, `sha`, `siblings`);
 * `GET /api/{kind}/{repo}/tree/{rev}[/{path}]` (`recursive`, `expand`) and
   `POST /api/{kind}/{repo}/paths-info/{rev}` — the file listing.
@@ -23,8 +28,15 @@ import re
 import sys
 import threading
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlparse
+
+#: the hub's default `.gitattributes` LFS patterns (the ones the served files can match), and the size above
+#: which any other file is stored in LFS too
+LFS_PATTERNS = ("*.bin", "*.safetensors", "*.h5", "*.msgpack", "*.pt", "*.pth", "*.ckpt", "*.onnx", "*.parquet",
+                "*.arrow", "*.gz", "*.zip", "*.tar.*", "*.npy", "*.npz", "*.model", "*.flac", "*.wav", "*.mp3")
+LFS_ABOVE = 10 * 2**20
 
 
 @dataclass
@@ -47,6 +59,20 @@ class Repo:
         """git blob sha1, as the hub reports for non-LFS files."""
         return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
+    def is_lfs(self, path: str) -> bool:
+        """Whether the hub keeps `path` in LFS (so that its resolve URL redirects to the CDN)."""
+        return any(fnmatch(path.rsplit("/", 1)[-1], p) for p in LFS_PATTERNS) or len(self.files[path]) > LFS_ABOVE
+
+    @staticmethod
+    def sha256(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()
+
+    def pointer(self, path: str) -> bytes:
+        """The git LFS pointer file the repository holds in place of an LFS file."""
+        data = self.files[path]
+        return (f"version https://git-lfs.github.com/spec/v1\noid sha256:{self.sha256(data)}\n"
+                f"size {len(data)}\n").encode()
+
     def entries(self, prefix: str = "", recursive: bool = False) -> list[dict]:
         prefix = prefix.strip("/")
         out, folders = [], set()
@@ -67,20 +93,32 @@ class Repo:
 
     def file_entry(self, path: str) -> dict:
         data = self.files[path]
+        if self.is_lfs(path):
+            pointer = self.pointer(path)
+            return {"type": "file", "oid": self.oid(pointer), "size": len(data), "path": path,
+                    "lfs": {"oid": self.sha256(data), "size": len(data), "pointerSize": len(pointer)}}
         return {"type": "file", "oid": self.oid(data), "size": len(data), "path": path}
 
 
 class Hub:
     """The repositories served, and a log of the requests (`requests`) and of unknown ones (`unknown`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, aliases: dict[str, str] | None = None) -> None:
         self.repos: dict[tuple[str, str], Repo] = {}
         self.requests: list[str] = []
         self.unknown: list[str] = []
+        self.cdn_requests: list[str] = []
+        #: legacy model id -> canonical id (the hub redirects the first to the second)
+        self.aliases: dict[str, str] = dict(aliases or {})
+        self.blobs: dict[str, bytes] = {}
         self._server: ThreadingHTTPServer | None = None
+        self._cdn: ThreadingHTTPServer | None = None
 
     def add(self, repo: Repo) -> None:
         self.repos[(repo.kind, repo.repo_id)] = repo
+        for path, data in repo.files.items():
+            if repo.is_lfs(path):
+                self.blobs[repo.sha256(data)] = data
 
     def get(self, kind: str, repo_id: str) -> Repo | None:
         return self.repos.get((kind, repo_id))
@@ -91,23 +129,35 @@ class Hub:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
+    @property
+    def cdn_url(self) -> str:
+        assert self._cdn is not None, "not started"
+        host, port = self._cdn.server_address[:2]
+        return f"http://{host}:{port}"
+
     def start(self) -> Hub:
         hub = self
 
         class Handler(_Handler):
             pass
 
-        Handler.hub = hub
+        class CdnHandler(_CdnHandler):
+            pass
+
+        Handler.hub = CdnHandler.hub = hub
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True, name="hub-stand-in").start()
+        self._cdn = ThreadingHTTPServer(("127.0.0.1", 0), CdnHandler)
+        for srv, name in ((self._server, "hub-stand-in"), (self._cdn, "hub-stand-in-cdn")):
+            srv.daemon_threads = True
+            threading.Thread(target=srv.serve_forever, daemon=True, name=name).start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        for srv in (self._server, self._cdn):
+            if srv is not None:
+                srv.shutdown()
+                srv.server_close()
+        self._server = self._cdn = None
 
 
 _RESOLVE = re.compile(r"^/(?:(?P<ds>datasets)/)?(?P<repo>[^/]+(?:/[^/]+)?)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")
@@ -171,14 +221,34 @@ class _Handler(BaseHTTPRequestHandler):
         self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
         return False
 
+    def _redirect_alias(self, kind: str, repo_id: str) -> bool:
+        """A legacy model id answers 307 to the same URL under its canonical id, as the hub does."""
+        new = self.hub.aliases.get(repo_id) if kind == "model" else None
+        if new is None or self.hub.get(kind, repo_id) is not None:
+            return False
+        url = urlparse(self.path)
+        target = url.path.replace(f"/{repo_id}/", f"/{new}/", 1) + (f"?{url.query}" if url.query else "")
+        self._send(307, b"", {"Location": target})
+        return True
+
     def _resolve(self, kind, repo_id, rev, path):
+        if self._redirect_alias(kind, repo_id):
+            return
         repo = self._repo(kind, repo_id)
         if repo is None or not self._rev_ok(repo, rev):
             return
         if path not in repo.files:
             return self._error(404, "EntryNotFound", f"Entry not found: {path} in {repo_id}")
         data = repo.files[path]
+        if repo.is_lfs(path):                # the hub: 302 to the CDN, the metadata on the redirect itself
+            sha = repo.sha256(data)
+            return self._send(302, b"", {"Location": f"{self.hub.cdn_url}/lfs/{sha}?expires=0&signature=stand-in",
+                                         "ETag": f'"{repo.oid(repo.pointer(path))}"', "X-Linked-Etag": f'"{sha}"',
+                                         "X-Linked-Size": str(len(data)), "X-Repo-Commit": repo.sha})
         headers = {"ETag": f'"{repo.oid(data)}"', "X-Repo-Commit": repo.sha, "Accept-Ranges": "bytes"}
+        self._send_bytes(data, headers)
+
+    def _send_bytes(self, data: bytes, headers: dict):
         rng = self.headers.get("Range")
         if rng and self.command == "GET":
             m = re.match(r"bytes=(\d*)-(\d*)", rng)
@@ -194,6 +264,8 @@ class _Handler(BaseHTTPRequestHandler):
         # longest repo-id match first: ids have one or no slash
         for repo_id, tail in _split_repo(rest):
             repo = self.hub.get(kind, repo_id)
+            if repo is None and self._redirect_alias(kind, repo_id):
+                return
             if repo is None:
                 continue
             if tail == "" or re.fullmatch(r"revision/[^/]+", tail):
@@ -244,6 +316,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802
         self._route()
+
+
+class _CdnHandler(_Handler):
+    """The CDN the hub redirects LFS files to: `GET|HEAD /lfs/{sha256}` (any query), bytes with `Range`."""
+
+    def _route(self):
+        self.hub.cdn_requests.append(f"{self.command} {self.path}")
+        m = re.fullmatch(r"/lfs/([0-9a-f]{64})", urlparse(self.path).path)
+        data = self.hub.blobs.get(m[1]) if m and self.command in ("GET", "HEAD") else None
+        if data is None:
+            return self._unknown()
+        self._send_bytes(data, {"ETag": f'"{m[1]}"', "Accept-Ranges": "bytes"})
 
 
 def _split_repo(rest: str):
