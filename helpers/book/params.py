@@ -15,6 +15,7 @@ never listed by hand.
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -22,7 +23,7 @@ from typing import Any, ClassVar, Literal
 
 SCALES = ("ci", "book", "paper")
 #: fields that never change a result: left out of every cache key
-NOT_RESULTS = ("scale", "device", "results_dir", "command")
+NOT_RESULTS = ("scale", "device", "results_dir", "command", "train_missing")
 #: every chapter's Params class, by chapter name (filled by ChapterParams.__init_subclass__)
 CHAPTERS: dict[str, type[ChapterParams]] = {}
 
@@ -87,6 +88,10 @@ class ChapterParams:
     device: str = "auto"
     results_dir: str | None = None
     command: str | None = None
+    #: whether `run` trains heavy runs the cache lacks (True), or names them and the command that makes them
+    #: (`book.grid.MissingRuns`; False: what the book build and a reader on a laptop want). Default: the
+    #: environment's `TOKUNI_TRAIN_MISSING` ("0" for False; `make book` sets it), else True
+    train_missing: bool = field(default_factory=lambda: os.environ.get("TOKUNI_TRAIN_MISSING", "1") != "0")
 
     CHAPTER: ClassVar[str] = ""
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}

@@ -6,16 +6,27 @@ back; otherwise `compute()` runs and, at `book` scale, its result is written the
 (parameters, seed, versions, device, git commit, wall time, command) to be committed. At `ci`
 scale it always recomputes (that is what proves the code). The key is derived from the Params
 dataclass (`ChapterParams.cache_key`), never listed by hand.
+
+A chapter's heavy runs are data: a `RunSpec` per run (its name, Params and key fields, and the function that
+computes it from a checkpoint), made by `execute` — the one way a run is made: under a file lock beside its
+checkpoint (one writer per run: a second process waits, or, a grid job, skips it), through the cache. With
+`train_missing=False` (the book build) a run the cache lacks raises `MissingRuns`, naming the runs and the
+command that makes them. `helpers.book.grid` (`make grid`) makes a chapter's runs as parallel jobs. Files are
+written atomically (`write_atomic`); `$TOKUNI_CACHE_DIR` moves results and checkpoints out of the repository.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
+import fcntl
+import functools
 import json
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, is_dataclass
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -132,9 +143,48 @@ def settings_hash(key: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(_jsonable(key), sort_keys=True).encode()).hexdigest()[:12]
 
 
+def cache_dir() -> Path | None:
+    """`$TOKUNI_CACHE_DIR`, when set: a folder that holds results (`results/`) and checkpoints (`checkpoints/`)
+    in place of the repository's, at every scale (a grid at `ci` or `paper` scale, a cluster's shared file
+    system, a test)."""
+    d = os.environ.get("TOKUNI_CACHE_DIR")
+    return Path(d).resolve() if d else None
+
+
+def persists(scale: str) -> bool:
+    """Whether heavy runs at `scale` are kept (and read back): `book` always, every scale under a cache folder."""
+    return scale == "book" or cache_dir() is not None
+
+
 def committed_results_path(chapter: str, name: str, scale: str) -> Path:
-    """Where heavy `book`-scale runs keep their committed results: `results/<chapter>/<scale>/<name>.json`."""
-    return REPO_ROOT / "results" / chapter / scale / f"{name}.json"
+    """Where heavy runs keep their results: `results/<chapter>/<scale>/<name>.json` (committed at `book`
+    scale), under `$TOKUNI_CACHE_DIR` when it is set."""
+    root = cache_dir() / "results" if cache_dir() else REPO_ROOT / "results"
+    return root / chapter / scale / f"{name}.json"
+
+
+def cached_path(chapter: str, name: str, key: dict[str, Any], scale: str) -> Path | None:
+    """The results file that holds run `name` with this `key` (`<name>.json` or `<name>@<hash>.json`), or None."""
+    if not persists(scale):
+        return None
+    path = committed_results_path(chapter, name, scale)
+    key_j = _jsonable(key)
+    for candidate in (path, path.with_name(f"{name}@{settings_hash(key)}.json")):
+        if candidate.is_file() and _load_cached(candidate, candidate.stat().st_mtime_ns).get("key") == key_j:
+            return candidate
+    return None
+
+
+#: the record `cached_path` last parsed, per (file, modification time): `cached_run` takes it instead of reading
+#: the file a second time
+_PARSED: dict[tuple[Path, int], dict[str, Any]] = {}
+
+
+def _load_cached(path: Path, mtime_ns: int) -> dict[str, Any]:
+    if (path, mtime_ns) not in _PARSED:
+        _PARSED.clear()
+        _PARSED[(path, mtime_ns)] = load_results(path)
+    return _PARSED[(path, mtime_ns)]
 
 
 def cached_run(chapter: str, name: str, params: Any, key: dict[str, Any], compute, scale: str,
@@ -149,30 +199,29 @@ def cached_run(chapter: str, name: str, params: Any, key: dict[str, Any], comput
     `<name>@<hash>.json`, so that a book-scale run with overridden settings never overwrites the
     committed run the chapter reads (to replace that one, delete its file). Returns (results,
     came_from_cache)."""
-    path = committed_results_path(chapter, name, scale)
-    key_j = _jsonable(key)
-    variant = path.with_name(f"{name}@{settings_hash(key)}.json")
-    if scale == "book":
-        for candidate in (path, variant):
-            if candidate.is_file():
-                rec = load_results(candidate)
-                if rec.get("key") == key_j:
-                    return rec["results"], True
+    hit = cached_path(chapter, name, key, scale)
+    if hit is not None:
+        rec = _load_cached(hit, hit.stat().st_mtime_ns)
+        _PARSED.clear()                 # the caller owns (and may change) what it is handed
+        return rec["results"], True
     with timer() as t:
         res = compute()
-    if scale == "book":
-        target = variant if path.is_file() else path
+    if persists(scale):
+        path = committed_results_path(chapter, name, scale)
+        target = path.with_name(f"{name}@{settings_hash(key)}.json") if path.is_file() else path
         target.parent.mkdir(parents=True, exist_ok=True)
         written = save_results(target.stem, res, params, target.parent, wall_time_s=t["seconds"], command=command,
-                               key=key_j)
+                               key=_jsonable(key))
         return load_results(written)["results"], False
     return _jsonable(res), False
 
 
 def checkpoint_dir(chapter: str, key: dict[str, Any]) -> Path:
-    """Where a run's training checkpoints live: `_build/checkpoints/<chapter>/<hash of key>/`, outside
-    `results/` (never committed) and independent of the output folder, so `make rerun` resumes too."""
-    path = REPO_ROOT / "_build" / "checkpoints" / chapter / settings_hash(key)
+    """Where a run's training checkpoints live: `_build/checkpoints/<chapter>/<hash of key>/` (under
+    `$TOKUNI_CACHE_DIR` when it is set), outside `results/` (never committed) and independent of the output
+    folder, so `make rerun` resumes too."""
+    root = cache_dir() / "checkpoints" if cache_dir() else REPO_ROOT / "_build" / "checkpoints"
+    path = root / chapter / settings_hash(key)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -184,34 +233,157 @@ def cached(params: Any, name: str, compute: Callable[[], Any], drop: tuple[str, 
     `variants`) replaced by this run's own values in `extra` (say `seed=1, variant="pre-norm"`).
     Returns (results as JSON-able data, came_from_cache)."""
     key = params.cache_key(drop=drop, **extra)
+    if not getattr(params, "train_missing", True) and cached_path(params.CHAPTER, name, key, params.scale) is None \
+            and persists(params.scale):
+        raise MissingRuns(params.CHAPTER, params.scale, [name],
+                          command=f"make rerun CHAPTER={params.CHAPTER} SCALE={params.scale}")
     command = getattr(params, "command", None) or f"make rerun CHAPTER={params.CHAPTER} SCALE={params.scale}"
     return cached_run(params.CHAPTER, name, params, key, compute, params.scale, command=command)
+
+
+class MissingRuns(RuntimeError):
+    """Heavy runs a chapter needs are not in the cache, and the chapter was asked not to train them."""
+
+    def __init__(self, chapter: str, scale: str, names: list[str], command: str | None = None):
+        self.chapter, self.scale, self.names = chapter, scale, names
+        self.command = command or f"make grid CHAPTER={chapter} SCALE={scale}"
+        shown = ", ".join(names[:8]) + (f", … ({len(names)} in all)" if len(names) > 8 else "")
+        super().__init__(
+            f"{chapter}: {len(names)} heavy run(s) at scale {scale!r} are not in the cache and this run does not "
+            f"train them (train_missing=False): {shown}. Make them with `{self.command}` (resumable), or run the "
+            f"chapter with overrides={{'train_missing': True}}.")
+
+
+class RunLocked(RuntimeError):
+    """Another process holds the run's lock (it is training it)."""
+
+
+@dataclass
+class RunSpec:
+    """One heavy run of a chapter's grid (see the module docstring)."""
+
+    chapter: str
+    name: str
+    params: Any
+    compute: Callable[[Path | None], Any]
+    drop: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: the checkpoint's file name in the run's checkpoint folder (default `<name>.pt`)
+    checkpoint_name: str | None = None
+
+    @property
+    def key(self) -> dict[str, Any]:
+        return self.params.cache_key(drop=self.drop, **self.extra)
+
+    @property
+    def scale(self) -> str:
+        return self.params.scale
+
+    def checkpoint(self) -> Path | None:
+        """Where the run resumes from: a file under `checkpoint_dir(chapter, key)`; None where runs are not
+        persisted (`ci`, unless a cache folder is set)."""
+        if not persists(self.scale):
+            return None
+        return checkpoint_dir(self.chapter, self.key) / (self.checkpoint_name or f"{self.name}.pt")
+
+    def lock_path(self) -> Path:
+        return checkpoint_dir(self.chapter, self.key) / f"{self.name}.lock"
+
+    def done(self) -> bool:
+        """True when the cache holds this run with this key."""
+        return cached_path(self.chapter, self.name, self.key, self.scale) is not None
+
+
+@contextlib.contextmanager
+def run_lock(spec: RunSpec, wait: bool = True, poll_s: float = 2.0, report: Callable[[str], None] = print
+             ) -> Iterator[None]:
+    """Hold the run's lock (an exclusive `flock` on a file beside its checkpoint) for the block. With `wait`
+    a second process blocks until the first is done (saying so once); without, it raises `RunLocked`."""
+    path = spec.lock_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                raise RunLocked(f"{spec.chapter}/{spec.name}: another process is training it ({path})") from None
+            report(f"{spec.chapter}/{spec.name}: another process is training it; waiting for it to finish")
+            while True:
+                time.sleep(poll_s)
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    continue
+        try:
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"{os.getpid()}\n")
+            fh.flush()
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def execute(spec: RunSpec, train_missing: bool = True, wait: bool = True) -> tuple[Any, bool]:
+    """Make (or read back) one run: (results, came_from_cache). A run the cache holds is read without a
+    lock; otherwise, under the run's lock, the cache is read again (another process may have just made it)
+    and, if still missing, the run is computed — unless `train_missing` is False: then `MissingRuns`."""
+    def through_cache():
+        return cached(spec.params, spec.name, lambda: spec.compute(spec.checkpoint()), drop=spec.drop,
+                              **spec.extra)
+    if spec.done():
+        return through_cache()
+    if not train_missing:
+        raise MissingRuns(spec.chapter, spec.scale, [spec.name])
+    if not persists(spec.scale):
+        return through_cache()
+    with run_lock(spec, wait=wait):
+        return through_cache()
+
+
+def execute_all(specs: list[RunSpec], train_missing: bool = True) -> list[tuple[Any, bool]]:
+    """`execute` every spec in order; with `train_missing=False`, one `MissingRuns` naming every missing run
+    (checked before anything is read)."""
+    if not train_missing:
+        missing = [s.name for s in specs if not s.done()]
+        if missing:
+            raise MissingRuns(specs[0].chapter, specs[0].scale, missing)
+    return [execute(s, train_missing) for s in specs]
+
 
 
 R = TypeVar("R", bound="Result")
 
 
+def variant_specs(params: Any, variants: Sequence[str], seeds: Sequence[int],
+                  train: Callable[[str, int, Path | None], dict[str, Any]], prefix: str = "") -> list:
+    """The training chapters' grid as data: one `grid.RunSpec` per variant and run seed, named
+    `<prefix><variant>-seed<seed>`, keyed by the Params minus `variants` and `seeds` plus this run's variant
+    and seed, computed by `train(variant, seed, checkpoint)` (checkpoint: `<variant>.pt` under
+    `checkpoint_dir(<chapter>, key)`, where a killed run resumes; None where runs are not kept)."""
+    return [RunSpec(params.CHAPTER, f"{prefix}{variant}-seed{s}", params,
+                    functools.partial(_train_variant, train, variant, s), drop=("variants", "seeds"),
+                    extra=dict(variant=variant, run_seed=s), checkpoint_name=f"{variant}.pt")
+            for variant in variants for s in seeds]
+
+
+def _train_variant(train, variant: str, seed: int, checkpoint: Path | None):
+    return train(variant, seed, checkpoint)
+
+
 def variant_runs(params: Any, variants: Sequence[str], seeds: Sequence[int],
                  train: Callable[[str, int, Path | None], dict[str, Any]], prefix: str = ""
                  ) -> tuple[dict[str, list[dict]], list[bool]]:
-    """The training chapters' grid: for every variant and run seed, `train(variant, seed, checkpoint)`
-    through the committed-results cache (`cached`, named `<prefix><variant>-seed<seed>`, keyed by the
-    Params minus `variants` and `seeds` plus this run's variant and seed). `checkpoint` is a file under
-    `checkpoint_dir(<chapter>, key)` where a killed run resumes (None at `ci` scale: ci starts afresh).
-    Returns ({variant: [history per seed]}, [cache hit per run])."""
-    histories: dict[str, list[dict]] = {}
-    hits: list[bool] = []
-    for variant in variants:
-        histories[variant] = []
-        for s in seeds:
-            extra = dict(variant=variant, run_seed=s)
-            key = params.cache_key(drop=("variants", "seeds"), **extra)
-            ckpt = None if params.scale == "ci" else checkpoint_dir(params.CHAPTER, key) / f"{variant}.pt"
-            hist, hit = cached(params, f"{prefix}{variant}-seed{s}", lambda v=variant, s=s, c=ckpt: train(v, s, c),
-                               drop=("variants", "seeds"), **extra)
-            histories[variant].append(hist)
-            hits.append(hit)
-    return histories, hits
+    """The training chapters' grid (`variant_specs`), each run made or read back by `grid.execute_all`
+    (one writer per run; with `params.train_missing` False, `grid.MissingRuns` names the runs the cache
+    lacks instead of training them). Returns ({variant: [history per seed]}, [cache hit per run])."""
+    specs = variant_specs(params, variants, seeds, train, prefix)
+    outs = execute_all(specs, train_missing=getattr(params, "train_missing", True))
+    histories: dict[str, list[dict]] = {v: [] for v in variants}
+    for spec, (hist, _) in zip(specs, outs, strict=True):
+        histories[spec.extra["variant"]].append(hist)
+    return histories, [hit for _, hit in outs]
 
 
 @dataclasses.dataclass

@@ -1,0 +1,163 @@
+"""The grid runner (`helpers.book.grid`, `scripts/grid.py`): a chapter's heavy runs as submitit jobs, one writer
+per run, resumable, with the same numbers as the sequential `run(p)`; a chapter that may not train names what
+is missing and the command; submitit's SLURM executor writes the sbatch script we expect. Exercised on a toy
+chapter (`tests/gridtoy.py`) and, in `tests/test_claims_*`-style runs, on the chapters' own grids."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import sys
+import threading
+import time
+from pathlib import Path
+
+import gridtoy
+import pytest
+
+from helpers.book import grid, results
+
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A private cache folder (results and checkpoints), and job processes that can import the toy chapter."""
+    monkeypatch.setenv("TOKUNI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    return tmp_path
+
+
+def sequential(**kw):
+    """The toy grid run the ordinary way, in this process, with nothing cached."""
+    old = os.environ.pop("TOKUNI_CACHE_DIR", None)
+    try:
+        return gridtoy.run(gridtoy.Params.resolve("ci", **kw))
+    finally:
+        if old is not None:
+            os.environ["TOKUNI_CACHE_DIR"] = old
+
+
+def test_the_grid_through_local_jobs_equals_the_sequential_run_bit_for_bit(cache):
+    p = gridtoy.Params.resolve("ci")
+    rep = grid.run_grid(gridtoy.runs(p), grid.executor("local", cache / "logs"), parallel=2, report=lambda s: None)
+    assert rep.count("done") == 4 and not rep.failures
+    got = gridtoy.run(p)
+    assert all(got["hits"]) and got["histories"] == sequential()["histories"]
+    again = grid.run_grid(gridtoy.runs(p), grid.executor("local", cache / "logs"), report=lambda s: None)
+    assert again.count("cached") == 4 and again.count("done") == 0      # a second grid run makes nothing
+
+
+def _pid_of(spec, timeout=60.0) -> int:
+    """The pid of the job that holds the run's lock, once it has written a checkpoint."""
+    t = time.time()
+    while time.time() - t < timeout:
+        ck = spec.checkpoint()
+        if ck is not None and ck.is_file() and spec.lock_path().is_file():
+            text = spec.lock_path().read_text().strip()
+            if text:
+                return int(text)
+        time.sleep(0.1)
+    raise AssertionError(f"{spec.name}: no checkpoint within {timeout} s")
+
+
+def test_a_job_killed_mid_run_resumes_to_the_same_numbers(cache):
+    p = gridtoy.Params.resolve("ci", variants=("a",), seeds=1, step_s=0.05)
+    (spec,) = gridtoy.runs(p)
+    box: dict = {}
+    t = threading.Thread(target=lambda: box.update(rep=grid.run_grid(
+        [spec], grid.executor("local", cache / "logs"), report=lambda s: None)))
+    t.start()
+    os.kill(_pid_of(spec), signal.SIGKILL)
+    t.join(120)
+    assert box["rep"].count("failed") == 1 and not spec.done()
+    ck = spec.checkpoint()
+    assert ck.is_file() and 0 < __import__("torch").load(ck)["step"] < p.steps      # killed part-way
+    rep = grid.run_grid([spec], grid.executor("local", cache / "logs"), report=lambda s: None)
+    assert rep.count("done") == 1
+    resumed = results.load_results(results.cached_path("gridtoy", spec.name, spec.key, "ci"))["results"]
+    assert resumed == sequential(variants=("a",), seeds=1)["histories"]["a"][0]
+
+
+def test_two_runners_on_one_grid_train_no_run_twice(cache):
+    p = gridtoy.Params.resolve("ci", step_s=0.02)
+    reports: list = []
+
+    def runner(i):
+        reports.append(grid.run_grid(gridtoy.runs(p), grid.executor("local", cache / f"logs{i}"), parallel=2,
+                                     report=lambda s: None))
+    threads = [threading.Thread(target=runner, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+        time.sleep(0.3)
+    for th in threads:
+        th.join(180)
+    made = [n for r in reports for n, s in r.statuses.items() if s == "done"]
+    assert sorted(made) == sorted(s.name for s in gridtoy.runs(p)), reports      # each run made exactly once
+    assert not any(r.failures for r in reports)
+    assert gridtoy.run(p)["histories"] == sequential(step_s=0.02)["histories"]
+
+
+def test_a_run_held_by_another_process_is_waited_for_by_a_chapter(cache):
+    """A grid job skips a run whose lock is held; a chapter's `run` waits for it and reads what was made."""
+    (spec,) = gridtoy.runs(gridtoy.Params.resolve("ci", variants=("b",), seeds=1))
+    with grid.run_lock(spec):
+        with pytest.raises(grid.RunLocked, match="another process"):
+            grid.execute(spec, wait=False)
+        assert grid.job(spec)["status"] == "skipped"
+    said: list[str] = []
+    holder = threading.Thread(target=lambda: grid.execute(spec))       # trains it, holding the lock
+    with grid.run_lock(spec):
+        holder.start()
+        time.sleep(0.5)
+    holder.join(60)
+    out, hit = grid.execute(spec, wait=True)
+    assert hit and out["final"] > 0 and not said
+
+
+def test_a_chapter_that_may_not_train_names_the_missing_runs_and_the_command(cache):
+    p = gridtoy.Params.resolve("ci", train_missing=False)
+    with pytest.raises(grid.MissingRuns) as err:
+        gridtoy.run(p)
+    assert err.value.names == ["a-seed0", "a-seed1", "b-seed0", "b-seed1"]
+    assert "make grid CHAPTER=gridtoy SCALE=ci" in str(err.value)
+    gridtoy.run(gridtoy.Params.resolve("ci"))                     # made once, then read back without training
+    assert all(gridtoy.run(p)["hits"])
+
+
+def test_the_book_build_does_not_train(monkeypatch):
+    """`make book` sets TOKUNI_TRAIN_MISSING=0: every chapter's Params then has train_missing False."""
+    from helpers.experiments import deeplm
+
+    monkeypatch.setenv("TOKUNI_TRAIN_MISSING", "0")
+    assert deeplm.Params.resolve("book").train_missing is False
+    monkeypatch.delenv("TOKUNI_TRAIN_MISSING")
+    assert deeplm.Params.resolve("book").train_missing is True
+    assert "TOKUNI_TRAIN_MISSING = 0" in (TESTS.parent / "Makefile").read_text()
+
+
+def test_submitit_writes_the_sbatch_script_we_expect(tmp_path, monkeypatch):
+    """No SLURM here: stand-ins for `srun` and `sbatch` on the PATH; `sbatch` keeps the script it is handed
+    and answers with a job id. The array script submitit writes asks for what the command line gave."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    kept = tmp_path / "submitted.sh"
+    (bin_ / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (bin_ / "sbatch").write_text(f'#!/bin/sh\ncp "$1" {kept}\necho "Submitted batch job 4242"\n')
+    for f in bin_.iterdir():
+        f.chmod(f.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("TOKUNI_CACHE_DIR", str(tmp_path / "cache"))
+    ex = grid.executor("slurm", tmp_path / "logs", timeout_min=720, gpus_per_job=1, cpus_per_job=4,
+                       partition="gpu", array_parallelism=2)
+    specs = gridtoy.runs(gridtoy.Params.resolve("ci"))
+    jobs = ex.map_array(grid.job, specs)
+    assert len(jobs) == 4 and jobs[0].job_id.startswith("4242")
+    script = kept.read_text()
+    for line in ("#SBATCH --partition=gpu", "#SBATCH --gpus-per-node=1", "#SBATCH --cpus-per-task=4",
+                 "#SBATCH --time=720", "#SBATCH --array=0-3%2"):
+        assert line in script, script
+    assert sys.executable in script and "submitit.core._submit" in script
+    assert json.dumps(str(tmp_path / "logs")).strip('"') in script
