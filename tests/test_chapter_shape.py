@@ -60,6 +60,9 @@ def test_the_chapter_opens_with_its_findings(chapter):
             assert "remove-cell" in tags, f"{chapter}: the save cell is bookkeeping: tag it remove-cell"
     text = (BOOK / f"{chapter}.md").read_text()
     assert len(re.findall(r"^## How this differs from the paper", text, re.M)) == 1, chapter
+    titles = [line for k, _, src in cs if k == "markdown" for line in src.splitlines() if line.startswith("# ")]
+    assert len(titles) == 1, f"{chapter}: one title, found {titles}"
+    assert len(titles[0].split()) <= 25, f"{chapter}: a title of {len(titles[0].split())} words: {titles[0]}"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
