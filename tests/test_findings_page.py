@@ -73,3 +73,27 @@ def test_collect_rejects_repeated_keys_and_lists_chapters_without_findings(monke
     assert [f.key for f in col.findings] == ["vit-a"] and col.pending == ["glue"]
     with pytest.raises(ValueError, match="repeat"):
         page.collect("ci", ["vit", "vit"])
+
+
+def test_a_planted_effect_changes_a_verdict_on_the_page(monkeypatch):
+    """The page's verdicts are computed from the committed runs: read the deep LM chapter's book runs, plant
+    a large gain for de-escalation (its final losses lowered by 1 nat on every seed) and the page's verdict
+    for 'de-escalation closes the post-norm gap' becomes reproduced, the counts follow."""
+    import copy
+
+    import numpy as np
+
+    from helpers.experiments import deeplm
+    from helpers.experiments import findings as page
+
+    monkeypatch.setenv("TOKUNI_TRAIN_MISSING", "0")          # read the committed runs, never train
+    before = {f.key: f for f in page.collect("book", ["deeplm"]).findings}
+    real = deeplm.run(deeplm.Params.resolve("book"))
+    planted = copy.deepcopy(real)
+    for h in planted.histories["de-escalated"]:
+        h["loss"] = list(np.asarray(h["loss"], dtype=float) - 1.0)
+    monkeypatch.setattr(deeplm, "run", lambda p: planted)
+    after = {f.key: f for f in page.collect("book", ["deeplm"]).findings}
+    key = "deeplm-deesc-rescues"
+    assert before[key].verdict != "reproduced" and after[key].verdict == "reproduced"
+    assert after[key].effect.estimate == pytest.approx(before[key].effect.estimate - 1.0, abs=1e-6)
