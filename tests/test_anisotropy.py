@@ -345,3 +345,49 @@ def test_frames_walker_pools_every_clip():
     U = allv / allv.norm(dim=1, keepdim=True)
     assert r["tokens"] == 18
     assert r["cos_exact"][2] == pytest.approx((((U @ U.T).sum() - 18) / (18 * 17)).item(), abs=1e-9)
+
+
+# ------------------------------------------------------------------ the shape of the centred cloud (issue 29)
+
+def test_the_null_of_an_average_is_the_single_pair_null_over_root_m():
+    d, m = 256, 2000
+    g = torch.Generator().manual_seed(0)
+    means = [torch.nn.functional.cosine_similarity(torch.randn(m, d, generator=g), torch.randn(m, d, generator=g),
+                                                   dim=-1).mean() for _ in range(400)]
+    q = float(np.quantile(torch.stack(means).numpy(), 0.95))
+    assert q == pytest.approx(A.isotropic_mean_cosine_quantile(0.95, d, m), rel=0.15)
+    assert A.isotropic_mean_cosine_quantile(0.95, d, m) < A.isotropic_cosine_quantile(0.95, d) / 40
+
+
+def test_clusters_plus_drift_are_not_called_one_common_direction():
+    """Issue 29: four tight clusters plus a drift have a high raw cosine and a mean-removed cosine of ~0
+    — the average-cosine test calls them 'one common direction'. The centred cloud's effective dimension
+    (≈ 3) and participation ratio say otherwise; an isotropic cloud plus the same drift gives ≈ d."""
+    x = A.planted_clusters_and_drift(n=2000, d=256, clusters=4, seed=0)
+    shape = A.cloud_shape(x, 20_000, seed=0)
+    assert shape["cos"] > 0.75 and abs(shape["cos_centred"]) < 0.01
+    assert shape["effective_dim"] == pytest.approx(3, rel=0.1)
+    assert shape["participation_ratio"] == pytest.approx(3, rel=0.05) and shape["top3_share"] > 0.99
+    iso = A.cloud_shape(A.planted_clusters_and_drift(n=2000, d=256, clusters=2000, seed=0), 20_000, seed=0)
+    assert iso["cos"] > 0.75 and abs(iso["cos_centred"]) < 0.01
+    assert iso["effective_dim"] == pytest.approx(256, rel=0.05)
+
+
+def test_the_chapter_reads_the_effective_dimension_from_the_accumulators_pairs():
+    """The committed runs hold, per layer, the mean and standard error of the sampled mean-removed
+    cosines; `Result.effective_dims` turns them into 1/E[cos²]. On planted clouds streamed through the
+    same accumulator it finds ≈ 3 for clusters + drift and ≈ d for an isotropic cloud + drift."""
+    from helpers.experiments.anisotropy import Result
+
+    n_pairs = 20_000
+    recs = []
+    for clusters in (4, 3000):
+        x = A.planted_clusters_and_drift(n=3000, d=128, clusters=clusters, seed=1).float()
+        acc = A.LayerAccumulator(A.sample_pairs(3000, n_pairs, seed=2))
+        acc.add([x])
+        recs.append({k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in acc.result().items()})
+    r = Result(models=[], gaussian=[], n_pairs=n_pairs)
+    assert r.effective_dims(recs[0])[0] == pytest.approx(3, rel=0.1)
+    assert r.effective_dims(recs[1])[0] == pytest.approx(128, rel=0.06)
+    band = r.isotropic_effective_dim(128)
+    assert band.low < 128 < band.high and band.high - band.low < 0.06 * 128

@@ -43,7 +43,8 @@ def test_sampled_pairs_agree_with_the_exact_all_pairs_average(res):
 
 def test_pretrained_transformer_peaks_are_far_above_the_isotropic_baseline(res):
     """Appendix B: the peak layer of every pretrained Transformer is at least twice the 95th percentile
-    of the cosine of isotropic vectors of its width; MiniLM's contrastive last layer is not."""
+    of a single isotropic pair's cosine at its width (the paper's Fig. 18 line); MiniLM's contrastive
+    last layer is below that line but above the null of an average over the sampled pairs."""
     for name in ("all-MiniLM-L6-v2", "AntiBERTy", "rxnmapper-ALBERT"):
         m = res.model(name)
         q = [isotropic_cosine_quantile(0.95, int(d)) for d in m["dims"]]
@@ -51,6 +52,8 @@ def test_pretrained_transformer_peaks_are_far_above_the_isotropic_baseline(res):
         assert m["cos_exact"][k] > 2 * q[k], name
     mini = res.model("all-MiniLM-L6-v2")
     assert mini["cos_exact"][-1] < isotropic_cosine_quantile(0.95, int(mini["dims"][-1]))
+    assert mini["cos_exact"][-1] > res.null_q95(mini["dims"][-1])
+    assert res.null_q95(384) == pytest.approx(1.645 / np.sqrt(384 * res.n_pairs), rel=1e-3)
 
 
 def test_contrastive_minilm_drops_sharply_in_its_last_layer(res):
@@ -77,11 +80,25 @@ def test_masked_lm_twins_are_more_anisotropic_than_the_trained_models_at_the_las
         assert res.model(name, False)["cos_exact"][-1] > res.model(name)["cos_exact"][-1], name
 
 
-def test_removing_the_mean_leaves_nearly_isotropic_representations(res):
-    """Biś et al. (2021): the anisotropy is a common direction; without it the cosine is ~0."""
+def test_removing_the_mean_leaves_a_cosine_near_zero_but_not_an_isotropic_cloud(res):
+    """Biś et al. (2021): without the mean the average cosine is ~0 — by construction (centred vectors sum
+    to zero). The centred cloud's effective dimension says whether it is isotropic: here it is far
+    below the width in every layer of every model, and far below the isotropic Gaussian's band."""
     for m in res.models:
-        cen = np.abs(m["cos_centred"])
-        assert cen.max() < 0.05 and cen.max() < 0.25 * max(m["cos_exact"]), m["label"]
+        assert np.abs(m["cos_centred"]).max() < 0.05, m["label"]
+        eff, d = res.effective_dims(m), np.asarray(m["dims"], float)
+        assert np.all(eff < 0.6 * d), m["label"]
+        assert np.all(eff < res.isotropic_effective_dim(int(d[-1])).low) or m["name"] == "EfficientNet-Lite0"
+
+
+def test_planted_clouds_separate_a_drift_from_a_narrow_cone(res):
+    """Clusters + drift and isotropic + drift: both have a high raw cosine and a mean-removed cosine of ~0;
+    only the effective dimension tells them apart (≈ 3 against ≈ d)."""
+    c, g = res.planted["clusters + drift"], res.planted["isotropic + drift"]
+    assert c["cos"] > 0.7 and g["cos"] > 0.7
+    assert abs(c["cos_centred"]) < 0.05 and abs(g["cos_centred"]) < 0.01      # ±3 SE at ci's 4,000 pairs
+    assert c["effective_dim"] == pytest.approx(3, rel=0.15)
+    assert g["effective_dim"] == pytest.approx(g["d"], rel=0.1)
 
 
 def test_average_cosine_is_the_squared_normalised_drift(res):
@@ -113,3 +130,62 @@ def test_isotropic_monte_carlo_matches_the_exact_law(res):
         assert g["mc_q95"] == pytest.approx(g["exact_q95"], rel=0.04)
     big = max(res.gaussian, key=lambda g: g["d"])
     assert big["exact_q95"] == pytest.approx(big["asymptotic_q95"], rel=0.01)
+
+
+# ------------------------------------------------------------------ findings (issue 27)
+
+def test_findings_on_the_ci_run(res):
+    fs = {f.key: f for f in res.findings()}
+    assert set(fs) == {"anisotropy-transformers", "anisotropy-cnn", "anisotropy-drift-correlation",
+                       "anisotropy-centred-isotropy"}
+    assert all(f.paper == "godey2024" and f.chapter == "anisotropy" and f.section for f in fs.values())
+    assert fs["anisotropy-transformers"].verdict == "reproduced"
+    assert fs["anisotropy-centred-isotropy"].verdict == "contradicted"
+    assert fs["anisotropy-cnn"].verdict == "contradicted"          # flattened maps far from isotropic
+
+
+def _book_or_skip():
+    from helpers.book.runtime import REPO_ROOT
+
+    p = anisotropy.Params.resolve("book")
+    folder = REPO_ROOT / "results" / "anisotropy" / "book"
+    if len(list(folder.glob("model-*.json"))) < 2 * len(p.models) - 1:
+        pytest.skip("anisotropy book runs not committed")
+    return anisotropy.run(p)                 # every model read back from the cache
+
+
+def test_findings_on_the_committed_book_runs():
+    r = _book_or_skip()
+    fs = {f.key: f for f in r.findings()}
+    expected = {"anisotropy-transformers": ("reproduced", 0.18), "anisotropy-cnn": ("contradicted", 0.25),
+                "anisotropy-drift-correlation": ("reproduced", 0.71),
+                "anisotropy-centred-isotropy": ("contradicted", 0.10)}
+    for key, (verdict, effect) in expected.items():
+        assert fs[key].verdict == verdict, key
+        assert fs[key].effect.estimate == pytest.approx(effect, abs=0.01), key
+    iso = fs["anisotropy-centred-isotropy"].effect
+    assert (iso.low, iso.high) == (pytest.approx(0.01, abs=0.005), pytest.approx(0.27, abs=0.01))
+    eff = {row["model"]: (row["eff_min"], row["eff_max"]) for row in r.centred_rows()}
+    assert eff["DINOv2-S/14"] == (pytest.approx(3.1, abs=0.1), pytest.approx(32.7, abs=0.1))
+    assert eff["all-MiniLM-L6-v2"] == (pytest.approx(11.9, abs=0.1), pytest.approx(102.7, abs=0.1))
+    assert all(a == n for a, n in r.above_isotropic().values())      # every layer above the null of an average
+
+
+def test_a_planted_isotropic_centred_cloud_changes_the_verdict(res):
+    """Plant a centred cloud with the standard errors an isotropic cloud would give (E[cos²] = 1/d) in
+    every layer of every Transformer: the centred-isotropy finding turns to reproduced. Plant a flat
+    CNN: its finding turns to reproduced too."""
+    import copy
+
+    planted = copy.deepcopy(res)
+    for m in planted.transformers():
+        d = np.asarray(m["dims"], float)
+        m["cos_centred"] = [0.0] * len(d)
+        m["cos_centred_se"] = list(1 / np.sqrt(d * planted.n_pairs))
+    cnn = planted.model("EfficientNet-Lite0")
+    cnn["map_cos_exact"] = [0.01] * len(cnn["map_cos_exact"])
+    before = {f.key: f.verdict for f in res.findings()}
+    after = {f.key: f.verdict for f in planted.findings()}
+    key = "anisotropy-centred-isotropy"
+    assert before[key] == "contradicted" and after[key] == "reproduced"
+    assert before["anisotropy-cnn"] == "contradicted" and after["anisotropy-cnn"] == "reproduced"

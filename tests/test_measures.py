@@ -215,3 +215,30 @@ def test_xi2_is_finite_near_full_similarity_and_matches_float64():
     same = base.float().expand(32, 16).clone()                                     # t_sim = 1 exactly
     _, x2 = M.xi(same, same + 1.0)
     assert torch.isnan(x2)
+
+
+def test_participation_ratio_top_k_share_and_cosine_effective_dim():
+    from helpers.core.measures import centred_spectrum, cosine_effective_dim, participation_ratio, top_k_variance_share
+
+    g = torch.Generator().manual_seed(0)
+    d, n = 64, 20_000
+    scales = torch.ones(d, dtype=torch.float64)
+    scales[:4] = 10.0                                    # four strong directions
+    x = torch.randn(n, d, generator=g, dtype=torch.float64) * scales + 5.0
+    lam = centred_spectrum(x)
+    assert lam[:4].min() > 50 and lam[4:].max() < 2 and torch.all(lam[:-1] >= lam[1:])
+    expected = float((scales**2).sum() ** 2 / (scales**4).sum())
+    assert float(participation_ratio(x)) == pytest.approx(expected, rel=0.05)
+    assert float(top_k_variance_share(x, 4)) == pytest.approx(400 / (400 + 60), rel=0.02)
+    c = x - x.mean(0)
+    cos = torch.nn.functional.cosine_similarity(c[: n // 2], c[n // 2:], dim=-1)
+    # four dominant directions: the norms vary, so 1/E[cos²] only approximates the participation ratio
+    assert float(cosine_effective_dim(cos)) == pytest.approx(expected, rel=0.2)
+    y = torch.randn(n, d, generator=g, dtype=torch.float64) * torch.linspace(0.5, 1.5, d, dtype=torch.float64)
+    cy = y - y.mean(0)
+    cos = torch.nn.functional.cosine_similarity(cy[: n // 2], cy[n // 2:], dim=-1)
+    assert float(cosine_effective_dim(cos)) == pytest.approx(float(participation_ratio(y)), rel=0.05)
+    line = torch.randn(n, 1, generator=g, dtype=torch.float64) * torch.ones(1, d, dtype=torch.float64)
+    assert float(participation_ratio(line)) == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(ValueError):
+        top_k_variance_share(x, 0)

@@ -12,7 +12,7 @@ import torch
 from scipy import optimize, stats
 from torch import Tensor
 
-from .measures import pairwise_cosine_mean
+from .measures import cosine_effective_dim, pairwise_cosine_mean, participation_ratio, top_k_variance_share
 
 # ------------------------------------------------------------------ §3: streaming layer-wise anisotropy
 
@@ -168,6 +168,44 @@ def sample_isotropic_cosines(d: int, n: int, seed: int, chunk_elements: int = 2*
         y = torch.randn(m, d, generator=g, dtype=torch.float64)
         out.append(torch.nn.functional.cosine_similarity(x, y, dim=-1))
     return torch.cat(out).numpy()
+
+
+def isotropic_mean_cosine_quantile(q: float, d: int, n_pairs: int) -> float:
+    """The q-quantile of the *average* cosine of `n_pairs` independent pairs of isotropic vectors in
+    d dimensions: each pair's cosine has mean 0 and variance 1/d, so the average is normal with
+    standard deviation 1/√(d·n_pairs). This, not the quantile of a single pair's cosine (Godey et al.
+    Fig. 18), is the null for a layer's average over sampled pairs."""
+    return float(stats.norm.ppf(q) / math.sqrt(d * n_pairs))
+
+
+# ------------------------------------------------------------------ the shape of the centred cloud (issue 29)
+
+
+def planted_clusters_and_drift(n: int = 2000, d: int = 256, clusters: int = 4, drift: float = 2.0,
+                               spread: float = 0.05, seed: int = 0) -> Tensor:
+    """`n` vectors in `clusters` tight clusters (centres ~ N(0, I_d), within-cluster noise of sd
+    `spread`) plus one common drift vector of norm `drift`·√d: a cloud whose raw average cosine is high,
+    whose mean-removed average cosine is ≈ 0 by construction, and whose centred cloud is anything but
+    isotropic (about `clusters` effective directions). A test that calls this "one common direction"
+    cannot tell a drift from a narrow cone."""
+    g = torch.Generator().manual_seed(seed)
+    centres = torch.randn(clusters, d, generator=g, dtype=torch.float64)
+    b = torch.randn(d, generator=g, dtype=torch.float64)
+    b = b / b.norm() * drift * math.sqrt(d)
+    which = torch.arange(n) % clusters
+    return centres[which] + spread * torch.randn(n, d, generator=g, dtype=torch.float64) + b
+
+
+def cloud_shape(X: Tensor, n_pairs: int = 20_000, seed: int = 0, k: int = 3) -> dict[str, float]:
+    """What a cloud's anisotropy is made of: its average cosine over all pairs, the average cosine of
+    sampled pairs once the mean is removed (Biś et al. 2021), the effective dimension 1/E[cos²] of the
+    centred cloud from those pairs (what the chapter computes from each layer's committed pairs), its
+    participation ratio from the covariance spectrum, and the variance share of its top `k` directions."""
+    pairs = sample_pairs(X.shape[0], n_pairs, seed)
+    c = _pair_cosines(X.float(), pairs[:, 0], pairs[:, 1], centre=X.float().mean(0))
+    return {"cos": float(pairwise_cosine_mean(X.double())), "cos_centred": float(c.mean()),
+            "effective_dim": float(cosine_effective_dim(c)), "participation_ratio": float(participation_ratio(X)),
+            f"top{k}_share": float(top_k_variance_share(X, k)), "d": int(X.shape[1]), "n": int(X.shape[0])}
 
 
 # ------------------------------------------------------------------ §4: drift in an untrained block

@@ -306,3 +306,37 @@ def attention_entropy(P: Tensor, mask: Tensor | None = None, reduce: bool = True
     if not reduce:
         return rows
     return rows.sum(-1) / keep.sum(-1).clamp_min(1).to(P.dtype)
+
+
+# ------------------------------------------------------------------ the shape of a centred cloud (issue 29)
+
+
+def centred_spectrum(X: Tensor) -> Tensor:
+    """Eigenvalues, largest first, of the covariance of the rows of `X` (n, d): the variance of the
+    cloud along each principal direction once its mean x̄ is removed."""
+    C = X.double() - X.double().mean(0)
+    return (torch.linalg.svdvals(C).square() / max(1, X.shape[0] - 1)).to(X.dtype)
+
+
+def participation_ratio(X: Tensor) -> Tensor:
+    """(Σλ)² / Σλ² of the centred covariance's eigenvalues λ: how many directions the centred cloud
+    spreads over — d for an isotropic cloud, k for k equal directions, 1 for a line."""
+    lam = centred_spectrum(X).double()
+    return (lam.sum().square() / lam.square().sum().clamp_min(_EPS)).to(X.dtype)
+
+
+def top_k_variance_share(X: Tensor, k: int) -> Tensor:
+    """Share of the centred cloud's variance in its top `k` principal directions (k/d if isotropic)."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    lam = centred_spectrum(X).double()
+    return (lam[:k].sum() / lam.sum().clamp_min(_EPS)).to(X.dtype)
+
+
+def cosine_effective_dim(cos: Tensor) -> Tensor:
+    """1 / E[cos²] over the cosines of independent pairs of a centred cloud. For x, y drawn
+    independently from a cloud of covariance Σ, E[(x·y)²] = tr Σ², so when the norms concentrate
+    E[cos²] ≈ tr Σ² / (tr Σ)² and this is the participation ratio: d for an isotropic Gaussian, k for
+    k tight equal clusters on a simplex (k − 1 directions, + 1 from the pairs within a cluster)."""
+    c = torch.as_tensor(cos).double()
+    return (1.0 / c.square().mean().clamp_min(_EPS)).to(torch.float64)

@@ -19,6 +19,8 @@ from ..book import results
 from ..book.params import ChapterParams, positive, rules
 from ..book.runtime import choose_device, seed_everything, stream_seed
 from ..core import anisotropy as A
+from ..core.findings import Finding
+from ..core.stats import Interval
 from ..data import DataUnavailable, load_cifar10, load_common_voice, load_wikitext103
 from ..data.sequences import load_antibody_chains, load_uspto50k_reactions
 from ..data.speech import digit_sequences
@@ -107,10 +109,44 @@ class Result(results.Result):
     gaussian: list[dict[str, Any]]
     byte_mlm: dict[str, Any] | None = None
     skipped: list[dict[str, str]] = field(default_factory=list)
+    n_pairs: int = 20_000
+    #: two planted clouds (`core.anisotropy.cloud_shape`): clusters + drift, and isotropic + drift
+    planted: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ lookups
+
+    def model(self, name: str, trained: bool = True) -> dict[str, Any]:
+        """The entry of model `name` (pretrained, or its untrained twin)."""
+        return next(m for m in self.models if m["name"] == name and m["trained"] == trained)
+
+    def get(self, name: str, trained: bool = True) -> dict[str, Any] | None:
+        """The entry of model `name`, or None when this run did not measure it."""
+        return next((m for m in self.models if m["name"] == name and m["trained"] == trained), None)
+
+    def pretrained(self) -> list[dict[str, Any]]:
+        return [m for m in self.models if m["trained"]]
+
+    def transformers(self) -> list[dict[str, Any]]:
+        """The pretrained Transformers (every pretrained model but the CNNs)."""
+        return [m for m in self.pretrained() if m["name"] not in NO_TWIN]
+
+    def twin(self, m: dict[str, Any]) -> dict[str, Any] | None:
+        return self.get(m["name"], trained=False)
+
+    # ------------------------------------------------------------------ the null of an average (Appendix B)
+
+    def null_q95(self, d: int) -> float:
+        """The 95th percentile of the average cosine of `n_pairs` independent isotropic pairs at width d."""
+        return A.isotropic_mean_cosine_quantile(0.95, int(d), self.n_pairs)
 
     def above_isotropic(self) -> dict[str, tuple[int, int]]:
-        """Per model: (layers whose average cosine exceeds the isotropic 95th percentile of their
-        width, layers)."""
+        """Per model: (layers whose average cosine exceeds `null_q95` of their width, layers)."""
+        return {m["label"]: (sum(c > self.null_q95(d) for c, d in zip(m["cos_exact"], m["dims"], strict=True)),
+                             len(m["cos_exact"])) for m in self.models}
+
+    def above_single_pair(self) -> dict[str, tuple[int, int]]:
+        """Per model: (layers above the 95th percentile of a *single* pair's isotropic cosine — the paper's
+        Fig. 18 line —, layers)."""
         return {m["label"]: (sum(c > A.isotropic_cosine_quantile(0.95, int(d))
                                  for c, d in zip(m["cos_exact"], m["dims"], strict=True)), len(m["cos_exact"]))
                 for m in self.models}
@@ -120,9 +156,114 @@ class Result(results.Result):
         return np.concatenate([np.abs(np.subtract(m["cos_sampled"], m["cos_exact"]))
                                / np.clip(m["cos_sampled_se"], 1e-12, None) for m in self.models])
 
-    def model(self, name: str, trained: bool = True) -> dict[str, Any]:
-        """The entry of model `name` (pretrained, or its untrained twin)."""
-        return next(m for m in self.models if m["name"] == name and m["trained"] == trained)
+    # ------------------------------------------------------------------ the shape of the centred cloud
+
+    def effective_dims(self, m: dict[str, Any]) -> np.ndarray:
+        """Per layer, the effective dimension 1/E[cos²] of the centred cloud (`core.measures.
+        cosine_effective_dim`), from the mean and standard error of the mean-removed cosines of the
+        layer's `n_pairs` sampled pairs: E[cos²] = mean² + sd², sd = se·√n_pairs."""
+        mean, se = np.asarray(m["cos_centred"], float), np.asarray(m["cos_centred_se"], float)
+        return 1.0 / (mean**2 + se**2 * self.n_pairs)
+
+    def isotropic_effective_dim(self, d: int) -> Interval:
+        """What the same estimate gives for an isotropic Gaussian cloud of width d (E[cos²] = 1/d, and
+        cos² has variance ≈ 2/d² per pair): d with its 95 % sampling band over `n_pairs` pairs."""
+        half = 1.96 * np.sqrt(2.0 / self.n_pairs)
+        return Interval(d, d / (1 + half), d / (1 - half), self.n_pairs, "normal")
+
+    def centred_rows(self) -> list[dict[str, Any]]:
+        """Per pretrained model (and its twin): width d, the effective dimension of the centred cloud
+        over layers (smallest, largest) and as a share of d, the isotropic Gaussian's band at that d,
+        and the largest |mean-removed average cosine|."""
+        rows = []
+        for m in self.pretrained():
+            eff, t = self.effective_dims(m), self.twin(m)
+            d = np.asarray(m["dims"], float)
+            iso = self.isotropic_effective_dim(int(d[-1]))
+            row = {"model": m["name"], "d": int(d[-1]), "eff_min": float(eff.min()), "eff_max": float(eff.max()),
+                   "share_max": float((eff / d).max()), "iso_low": iso.low, "iso_high": iso.high,
+                   "centred_max": float(np.abs(m["cos_centred"]).max())}
+            if t is not None:
+                te = self.effective_dims(t)
+                row |= {"twin_min": float(te.min()), "twin_max": float(te.max())}
+            rows.append(row)
+        return rows
+
+    def centred_share(self) -> Interval:
+        """Effective dimension of the centred cloud over d, over every layer of every pretrained
+        Transformer: median, with the range (smallest, largest) as its interval."""
+        v = np.concatenate([self.effective_dims(m) / np.asarray(m["dims"], float) for m in self.transformers()])
+        return Interval(float(np.median(v)), float(v.min()), float(v.max()), int(v.size), "range")
+
+    # ------------------------------------------------------------------ the paper's claims
+
+    def weakest_peak(self) -> tuple[dict[str, Any], int]:
+        """The pretrained Transformer whose most anisotropic layer is least so, and that layer."""
+        m = min(self.transformers(), key=lambda m: max(m["cos_exact"]))
+        return m, int(np.argmax(m["cos_exact"]))
+
+    def cnn_map_cosine(self) -> Interval | None:
+        """The CNN's average cosine of whole flattened maps (the paper's reading of Fig. 4), median over
+        the block outputs (the non-negative stem and head maps left out); None without a CNN."""
+        cnn = next((m for m in self.pretrained() if m["name"] in NO_TWIN), None)
+        if cnn is None:
+            return None
+        v = np.asarray(cnn.get("map_cos_exact", cnn["cos_exact"]), float)[1:-1]
+        return Interval.exact(float(np.median(v)))
+
+    def significant_share(self) -> Interval:
+        """Share of the pretrained Transformers whose Spearman test of ‖x̄‖₂ against the average cosine
+        across layers gives p < 0.05 (the paper's Fig. 5)."""
+        ms = self.transformers()
+        return Interval.exact(sum(m["correlation"]["spearman_p"] < 0.05 for m in ms) / len(ms))
+
+    def findings(self) -> list[Finding]:
+        """The paper's §3 claims and the drift explanation it cites, against the measured models."""
+        ts = self.transformers()
+        names = ", ".join(m["name"] for m in ts)
+        what = f"{len(ts)} pretrained Transformers ({names}), every layer"
+        scale = "models that load offline (the paper: BERT, GPT-2, T5, CANINE, ByT5, wav2vec 2.0, ViT, …)"
+        weak, layer = self.weakest_peak()
+        peak = Interval(weak["cos_sampled"][layer], weak["cos_sampled"][layer] - 1.96 * weak["cos_sampled_se"][layer],
+                        weak["cos_sampled"][layer] + 1.96 * weak["cos_sampled_se"][layer], self.n_pairs, "normal")
+        null = max(self.null_q95(m["dims"][-1]) for m in ts)
+        cnn = next((m for m in self.pretrained() if m["name"] in NO_TWIN), None)
+        common = dict(paper="godey2024", chapter="anisotropy", scale=scale)
+        out = [
+            Finding(key="anisotropy-transformers", where="§3.1–3.2, Figs. 1–3", section="anisotropy-layers",
+                    claim="Transformers across tokenisations and modalities display significant anisotropy in at "
+                          "least one of their layers.",
+                    measured=f"{what}; the weakest is {weak['name']} (its layer {layer})",
+                    quantity="the smallest, over models, of the peak-layer average cosine (sampled pairs, ±1.96 SE)",
+                    effect=peak, direction="above", reference=null,
+                    reference_label=f"the isotropic null of a {self.n_pairs:,}-pair average, ≤ {null:.4f}",
+                    digits=3, **common),
+        ]
+        if cnn is not None:
+            out.append(Finding(
+                key="anisotropy-cnn", where="§3.2, Fig. 4", section="anisotropy-cnn",
+                claim="Most convolution-based vision models are isotropic (whole feature maps flattened).",
+                measured=f"{cnn['name']} on {cnn['data'].split(':')[0]}, whole maps flattened (one vector per "
+                         "image and block)",
+                quantity="average cosine of whole flattened maps, median over the block outputs",
+                effect=self.cnn_map_cosine(), direction="equal", margin=0.1,
+                reference_label="0 (isotropic)", digits=2, **common))
+        out += [
+            Finding(key="anisotropy-drift-correlation", where="§3.3, Fig. 5", section="anisotropy-drift",
+                    claim="The anisotropy level correlates with the norm of the drift ‖x̄‖₂ across layers for "
+                          "several models (Spearman).",
+                    measured=what, quantity="share of the models with Spearman p < 0.05",
+                    effect=self.significant_share(), direction="above", digits=2, **common),
+            Finding(key="anisotropy-centred-isotropy", where="§2 (citing Biś et al. 2021)", section="anisotropy-shape",
+                    claim="Removing the average component from all representations leads to a nearly perfect "
+                          "isotropy.",
+                    measured=f"{what}; {self.n_pairs:,} sampled pairs per layer, mean removed",
+                    quantity="effective dimension 1/E[cos²] of the centred cloud over d: median [smallest, largest] "
+                             "over layers",
+                    effect=self.centred_share(), direction="equal", reference=1.0, margin=0.5,
+                    reference_label="1 (an isotropic cloud)", digits=2, **common),
+        ]
+        return out
 
 
 def _label(name: str, untrained: bool) -> str:
@@ -275,8 +416,11 @@ def run(p: Params) -> Result:
     if any(e.split(":", 1)[1] == BYTE_MLM_NAME for e in p.models):
         byte_rec, _ = results.cached(p, "byte-mlm-training", lambda: byte_mlm(device=choose_device(p.device)),
                                      drop=_MODEL_KEY_DROP, config=asdict(BYTE_MLM))
+    planted = {"clusters + drift": A.cloud_shape(A.planted_clusters_and_drift(seed=p.seed), p.n_pairs, p.seed),
+               "isotropic + drift": A.cloud_shape(A.planted_clusters_and_drift(clusters=2000, seed=p.seed),
+                                                  p.n_pairs, p.seed)}
     return Result(models=measured, gaussian=[gaussian_baseline(d, p) for d in p.gaussian_dims], byte_mlm=byte_rec,
-                  skipped=skipped)
+                  skipped=skipped, n_pairs=p.n_pairs, planted=planted)
 
 
 # ------------------------------------------------------------------ the byte-level MLM trained here (Fig. 2 row)

@@ -24,17 +24,23 @@ def _colors(res: Result) -> list:
 
 
 def _pretrained(res: Result) -> list[dict]:
-    return [m for m in res.models if m["trained"]]
+    return res.pretrained()
 
 
 def _twin(res: Result, m: dict) -> dict | None:
-    return next((t for t in res.models if t["name"] == m["name"] and not t["trained"]), None)
+    return res.twin(m)
+
+
+def _scroll(styler):
+    """A table in a box that scrolls sideways instead of running off the page."""
+    from IPython.display import HTML
+
+    return HTML(f'<div style="overflow-x:auto;max-width:100%">{styler.to_html()}</div>')
 
 
 def fig_layers(res: Result) -> plt.Figure:
     """Figures 1-4, one panel per model: the average cosine over all pairs per layer (solid), its
-    untrained twin (dotted), and the cosine after removing the mean vector (dashed, Biś et al. 2021);
-    for the CNN also the cosine of whole flattened maps (Godey et al.'s reading of Fig. 4)."""
+    untrained twin (dotted); for the CNN also the cosine of whole flattened maps (Godey et al.'s reading of Fig. 4)."""
     models = _pretrained(res)
     cols = min(4, len(models))
     rows = -(-len(models) // cols)
@@ -42,7 +48,6 @@ def fig_layers(res: Result) -> plt.Figure:
     for ax, m in zip(axes.flat, models, strict=False):
         x = np.arange(len(m["cos_exact"]))
         ax.plot(x, m["cos_exact"], "-o", ms=3, color="C0", label="average cosine")
-        ax.plot(x, m["cos_centred"], "--", color="C2", label="mean removed")
         if "map_cos_exact" in m:
             ax.plot(x, m["map_cos_exact"], "-.", color="C4", label="whole maps flattened")
         t = _twin(res, m)
@@ -66,30 +71,32 @@ def fig_drift(res: Result) -> plt.Figure:
     """Why the drift test is nearly circular: left, every layer of every model, the average cosine
     against (‖x̄‖₂ / E‖x‖)² with the identity line; right, the Spearman p-values of ‖x̄‖₂ (Godey et
     al. Fig. 5) and of the normalised drift ‖x̄‖₂ / E‖x‖ against the average cosine."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 2.8 + 0.25 * len(res.models)))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5 + 0.25 * len(res.models)))
     for m, c in zip(res.models, _colors(res), strict=True):
         r2 = np.square(m["drift_ratio"])
         axes[0].scatter(r2, m["cos_exact"], s=12, marker=MARKERS.get(m["modality"], "o"),
                         facecolors=c if m["trained"] else "none", edgecolors=c, label=m["label"])
     axes[0].plot([0, 1], [0, 1], "k-", lw=0.8)
-    axes[0].set_xlabel("(‖x̄‖₂ / E‖x‖)²")
+    axes[0].set_xlabel(r"$(\|\bar{x}\|_2\,/\,E\|x\|)^2$")
     axes[0].set_ylabel("average cosine similarity")
-    axes[0].set_title("avg cos ≈ (normalised drift)²", fontsize=10)
-    axes[0].legend(fontsize=6, loc="upper left")
+    axes[0].set_title("(a) average cosine against the squared normalised drift", fontsize=10)
     labels = [m["label"] for m in res.models]
     y = np.arange(len(labels))
     raw = [max(m["correlation"]["spearman_p"], FLOOR) for m in res.models]
     norm = [max(m["normalised"]["normalised_spearman_p"], FLOOR) for m in res.models]
     axes[1].barh(y - 0.2, raw, height=0.4, color="C3", label="‖x̄‖₂ (the paper's test)")
     axes[1].barh(y + 0.2, norm, height=0.4, color="C0", label="‖x̄‖₂ / E‖x‖ (normalised)")
-    axes[1].set_yticks(y, labels, fontsize=7)
+    axes[1].set_yticks(y, labels, fontsize=8)
     axes[1].axvline(0.05, color="r", ls="--", lw=1)
     axes[1].set_xscale("log")
     axes[1].set_xlim(FLOOR / 10, 2)
-    axes[1].set_xlabel(f"Spearman p-value across layers (below {FLOOR:.0e} drawn at it)")
-    axes[1].legend(fontsize=7)
+    axes[1].set_xlabel(f"p-value (below {FLOOR:.0e} drawn at it)")
+    axes[1].legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=1, title="(b) Spearman p-value of",
+                   title_fontsize=9)
     axes[1].invert_yaxis()
-    fig.tight_layout()
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8,
+               bbox_to_anchor=(0.5, -0.01))
+    fig.tight_layout(rect=(0, 0.15, 1, 1))
     return fig
 
 
@@ -100,19 +107,20 @@ def fig_correlation(res: Result) -> plt.Figure:
     fig, axes = plt.subplots(1, 2, figsize=(11, 2.6 + 0.3 * len(labels)), sharey=True)
     for ax, test in zip(axes, ("spearman", "pearson"), strict=True):
         pv = [max(m["correlation"][f"{test}_p"], FLOOR) for m in res.models]
-        ax.barh(labels, pv, color=["C0" if v < 0.05 else "C3" for v in pv])
+        ax.barh(labels, pv, color=["0.25" if v < 0.05 else "0.7" for v in pv])
         ax.axvline(0.05, color="r", ls="--", lw=1)
         ax.set_xscale("log")
         ax.set_xlabel(f"{test.title()} p-value")
     axes[0].invert_yaxis()
-    fig.suptitle("Figures 5 and 16 — ‖x̄‖₂ vs average cosine across layers; right of the dashed line: p > 0.05")
+    fig.suptitle("‖x̄‖₂ against the average cosine across layers: dark, p < 0.05; light (right of the dashed "
+                 "line), p > 0.05")
     return fig
 
 
 def fig_gaussian(res: Result) -> plt.Figure:
     """Figure 17: density of the cosine of isotropic Gaussians (exact lines, Monte Carlo steps);
     Figure 18: the measured layer averages against the isotropic 95th percentile of their width."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 7))
     c = np.linspace(-1, 1, 801)
     for i, g in enumerate(res.gaussian):
         axes[0].plot(c, isotropic_cosine_pdf(c, g["d"]), color=f"C{i}", label=f"d = {g['d']}")
@@ -122,18 +130,22 @@ def fig_gaussian(res: Result) -> plt.Figure:
     axes[0].set_yscale("log")
     axes[0].set_ylim(1e-3, 80)
     axes[0].legend(fontsize=8)
-    axes[0].set_title("Figure 17 — density (lines exact, steps Monte Carlo)")
+    axes[0].set_title("(a) density (lines exact, steps Monte Carlo)")
     ds = np.unique(np.geomspace(4, 8192, 60).astype(int))
-    axes[1].plot(ds, [isotropic_cosine_quantile(0.95, d) for d in ds], "k-", label="95th percentile, isotropic")
+    axes[1].plot(ds, [isotropic_cosine_quantile(0.95, d) for d in ds], "k-", label="95th pct of one pair (paper)")
+    axes[1].plot(ds, [res.null_q95(d) for d in ds], "k--", label=f"95th pct of a {res.n_pairs:,}-pair average")
     for m, col in zip(res.models, _colors(res), strict=True):
         axes[1].scatter(m["dims"], m["cos_exact"], marker=MARKERS.get(m["modality"], "o"), s=14,
                         facecolors=col if m["trained"] else "none", edgecolors=col, label=m["label"])
     axes[1].set_xscale("log")
-    axes[1].set_yscale("symlog", linthresh=1e-2)
+    axes[1].set_yscale("log")
+    axes[1].set_ylim(1e-4, 1.5)
     axes[1].set_xlabel("dimension d")
     axes[1].set_ylabel("cosine similarity")
-    axes[1].legend(fontsize=7)
-    axes[1].set_title("Figure 18 — layer averages vs isotropic 95th percentile")
+    axes[1].set_title("(b) layer averages against the isotropic null")
+    fig.legend(*axes[1].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8,
+               bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout(rect=(0, 0.3, 1, 1))
     return fig
 
 
@@ -145,32 +157,39 @@ def models_table(res: Result):
                         "measured on": m["data"], "layers": len(m["cos_exact"]) - 1, "what it is": m["description"],
                         "untrained twin": "yes" if m["name"] in names else "no"}
                        for m in res.models if m["trained"]])
-    return common.table(df).set_caption("Models measured")
-
-
-def layer_table(res: Result):
-    """Average cosine (all pairs) per layer (rows) and model (columns)."""
-    df = pd.DataFrame({m["label"]: pd.Series(m["cos_exact"]) for m in res.models})
-    df.index.name = "layer"
-    return common.table(df, index=True).set_caption("Average cosine similarity over all pairs, per layer")
+    return _scroll(common.table(df).set_caption("Models measured"))
 
 
 def summary_table(res: Result):
-    """Per model: the average cosine at the embeddings, its peak and the layer of the peak, at the
-    last layer, the largest mean-removed cosine, and how many layers lie above the isotropic 95th
-    percentile of their width."""
+    """Per model: the average cosine at the embeddings, its peak and the layer of the peak, at the last
+    layer, how many layers lie above the isotropic null of a sampled-pairs average and above its twin."""
     above = res.above_isotropic()
     rows = []
     for m in res.models:
         cos = np.asarray(m["cos_exact"])
         a, n = above[m["label"]]
         t = _twin(res, m) if m["trained"] else None
-        above_twin = f"{int(np.sum(cos > np.asarray(t['cos_exact'])))} of {n}" if t else ""
         rows.append({"model": m["label"], "embeddings": cos[0], "peak": cos.max(), "peak layer": int(cos.argmax()),
-                     "last layer": cos[-1], "max |mean-removed|": float(np.abs(m["cos_centred"]).max()),
-                     "layers above isotropic 95th pct": f"{a} of {n}", "layers above its twin": above_twin})
-    return common.table(pd.DataFrame(rows)).set_caption(
-        "Average cosine: embeddings, peak, last layer; and the largest cosine left once the mean is removed")
+                     "last layer": cos[-1], "layers above the null": f"{a} of {n}",
+                     "layers above its twin": f"{int(np.sum(cos > np.asarray(t['cos_exact'])))} of {n}" if t else ""})
+    return _scroll(common.table(pd.DataFrame(rows)).set_caption(
+        "Average cosine over all pairs: embeddings, peak, last layer; layers above the isotropic null and above "
+        "the untrained twin"))
+
+
+def centred_table(res: Result):
+    """The shape of the centred cloud per model (`Result.centred_rows`): effective dimension over
+    layers against d, the isotropic Gaussian's and the untrained twin's."""
+    df = pd.DataFrame(res.centred_rows())
+    df["effective dim"] = [f"{a:.0f}–{b:.0f}" for a, b in zip(df.eff_min, df.eff_max, strict=True)]
+    df["twin"] = [f"{a:.0f}–{b:.0f}" if np.isfinite(a) else "" for a, b in
+                  zip(df.get("twin_min", np.nan), df.get("twin_max", np.nan), strict=True)]
+    df["isotropic Gaussian"] = [f"{a:.0f}–{b:.0f}" for a, b in zip(df.iso_low, df.iso_high, strict=True)]
+    df = df[["model", "d", "effective dim", "share_max", "twin", "isotropic Gaussian", "centred_max"]].rename(
+        columns={"share_max": "largest share of d", "centred_max": "max |mean-removed cos|"})
+    return _scroll(common.table(df, digits=3).set_caption(
+        "The centred cloud: effective dimension 1/E[cos²] over layers (smallest–largest), against its width d, "
+        "an isotropic Gaussian of the same width and pairs, and the untrained twin (last layer's d for the CNN)"))
 
 
 def correlation_table(res: Result):
@@ -183,8 +202,8 @@ def correlation_table(res: Result):
              "layers with |cos − r²| < 0.02":
                  f"{m['normalised']['identity_layers_within']} of {m['normalised']['layers']}"}
             for m in res.models]
-    return common.table(pd.DataFrame(rows), digits=3).set_caption(
-        "Drift vs average cosine across layers: the paper's test and the normalised drift r = ‖x̄‖₂ / E‖x‖")
+    return _scroll(common.table(pd.DataFrame(rows), digits=3).set_caption(
+        "Drift vs average cosine across layers: the paper's test and the normalised drift r = ‖x̄‖₂ / E‖x‖"))
 
 
 def byte_mlm_table(res: Result):
@@ -204,81 +223,54 @@ def gaussian_table(res: Result):
     return common.table(df, digits=4).set_caption("Cosine of isotropic Gaussians: Monte Carlo against the exact law")
 
 
-def _peak_ratio(m: dict) -> float:
-    """The largest ratio, over layers, of the average cosine to the isotropic 95th percentile of the width."""
-    return max(c / isotropic_cosine_quantile(0.95, int(d)) for c, d in zip(m["cos_exact"], m["dims"], strict=True))
-
-
-def _get(res: Result, name: str, trained: bool = True) -> dict | None:
-    return next((m for m in res.models if m["name"] == name and m["trained"] == trained), None)
-
-
-def numbers(res: Result) -> dict[str, object]:
-    """Every number the chapter's prose quotes (NaN or "n/a" where this run did not measure the model)."""
+def publish(res: Result) -> None:
+    """Glue the chapter's figures and the numbers its prose quotes (one literal dict of full keys; NaN
+    where this run did not measure a model)."""
     nan = float("nan")
+    common.set_theme()
+    common.figure("anisotropy-layers", fig_layers(res))
+    common.figure("anisotropy-drift", fig_drift(res))
+    common.figure("anisotropy-correlation", fig_correlation(res))
+    common.figure("anisotropy-gaussian", fig_gaussian(res))
     z = res.sampling_z()
-    sig = [m["label"] for m in res.models if m["correlation"]["spearman_p"] < 0.05]
-    sig_n = [m["label"] for m in res.models if m["normalised"]["normalised_spearman_p"] < 0.05]
-    points = [len(m["cos_exact"]) for m in res.models]
-    within = sum(m["normalised"]["identity_layers_within"] for m in res.models)
-    layers = sum(m["normalised"]["layers"] for m in res.models)
-    transformers = [m for m in res.models if m["trained"] and m["name"] != "EfficientNet-Lite0"]
-    centred = max((float(np.abs(m["cos_centred"]).max()) for m in transformers), default=nan)
-    out: dict[str, object] = {
-        "z-median": float(np.median(z)), "z-max": float(z.max()), "z-layers": int(z.size),
-        "n-models": len(res.models), "n-pretrained": len(_pretrained(res)), "n-significant": len(sig),
-        "significant": ", ".join(sig) or "none", "n-significant-normalised": len(sig_n),
-        "min-points": min(points), "max-points": max(points), "identity-within": within, "identity-layers": layers,
-        "identity-gap-max": max(m["normalised"]["identity_gap_max"] for m in res.models),
-        "centred-max": centred,
-        "peak-ratio-min": min((_peak_ratio(m) for m in transformers), default=nan),
-    }
-    below, above = [], []
-    for m in _pretrained(res):
-        t = _twin(res, m)
-        if t is not None:
-            diff = np.subtract(m["cos_exact"], t["cos_exact"])
-            (below if np.all(diff < 0) else above if np.all(diff[1:] > 0) else []).append(m["name"])
-    out["below-twin-everywhere"] = ", ".join(below) or "none"
-    out["above-twin"] = ", ".join(above) or "none"
-    mini, twin = _get(res, "all-MiniLM-L6-v2"), _get(res, "all-MiniLM-L6-v2", False)
-    out["minilm-below-twin"] = (int(np.sum(np.less(mini["cos_exact"], twin["cos_exact"]))) if mini and twin else 0)
-    out["minilm-layers"] = len(mini["cos_exact"]) if mini else 0
-    out["minilm-last"] = float(mini["cos_exact"][-1]) if mini else nan
-    out["minilm-twin-emb"] = twin["cos_exact"][0] if twin else nan
-    dino = _get(res, "DINOv2-S/14")
-    out["dino-p-raw"] = dino["correlation"]["spearman_p"] if dino else nan
-    out["dino-p-norm"] = dino["normalised"]["normalised_spearman_p"] if dino else nan
-    cnn = _get(res, "EfficientNet-Lite0")
-    out["cnn-p-raw"] = cnn["correlation"]["spearman_p"] if cnn else nan
-    out["cnn-p-norm"] = cnn["normalised"]["normalised_spearman_p"] if cnn else nan
-    out["cnn-pos-min"] = float(np.min(cnn["cos_exact"][1:-1])) if cnn else nan
-    out["cnn-pos-max"] = float(np.max(cnn["cos_exact"][1:-1])) if cnn else nan
-    out["cnn-map-min"] = float(np.min(cnn["map_cos_exact"][1:-1])) if cnn and "map_cos_exact" in cnn else nan
-    out["cnn-map-max"] = float(np.max(cnn["map_cos_exact"][1:-1])) if cnn and "map_cos_exact" in cnn else nan
-    for key, name in (("antiberty", "AntiBERTy"), ("rxn", "rxnmapper-ALBERT"), ("bytes", "byte-MLM"),
-                      ("whisper", "whisper-tiny.en"), ("smollm", "SmolLM2-135M-Instruct")):
-        m, t = _get(res, name), _get(res, name, False)
-        out[f"{key}-peak"] = float(np.max(m["cos_exact"])) if m else nan
-        out[f"{key}-last"] = float(m["cos_exact"][-1]) if m else nan
-        out[f"{key}-twin-last"] = float(t["cos_exact"][-1]) if t else nan
+    mini, mini_twin = res.get("all-MiniLM-L6-v2"), res.get("all-MiniLM-L6-v2", False)
+    smol, whisper_twin = res.get("SmolLM2-135M-Instruct"), res.get("whisper-tiny.en", False)
+    cnn = res.get("EfficientNet-Lite0")
+    cnn_map = np.asarray(cnn.get("map_cos_exact", [nan] * 3) if cnn else [nan] * 3)[1:-1]
+    cnn_pos = np.asarray(cnn["cos_exact"] if cnn else [nan] * 3)[1:-1]
     b = res.byte_mlm
     steps = sorted(b["eval_loss"], key=int) if b else []
-    out["byte-steps"] = int(b["steps"]) if b else 0
-    out["byte-loss"] = float(b["eval_loss"][steps[-1]]) if b else nan
-    out["byte-loss-init"] = float(b["eval_loss"][steps[0]]) if b else nan
-    out["byte-unigram"] = float(b["unigram_loss"]) if b else nan
-    out["byte-wall-min"] = float(b["wall_time_s"]) / 60 if b else nan
-    skipped = getattr(res, "skipped", None) or []
-    out["skipped"] = ("none" if not skipped else
-                      "; ".join(f"{s['model'].split(':', 1)[1]} ({s['reason']})" for s in skipped))
-    return out
-
-
-def publish(res: Result) -> None:
-    """Glue the chapter's figures (`anisotropy-layers`, `-drift`, `-correlation`, `-gaussian`) and numbers."""
-    common.set_theme()
-    for name, make in (("layers", fig_layers), ("drift", fig_drift), ("correlation", fig_correlation),
-                       ("gaussian", fig_gaussian)):
-        common.figure(f"anisotropy-{name}", make(res))
-    common.publish("anisotropy", numbers(res))
+    planted, iso = res.planted["clusters + drift"], res.planted["isotropic + drift"]
+    rows = res.centred_rows()
+    common.publish({
+        "anisotropy-skipped": "none" if not res.skipped else
+        "; ".join(f"{s['model'].split(':', 1)[1]} ({s['reason']})" for s in res.skipped),
+        "anisotropy-n-pairs": res.n_pairs,
+        "anisotropy-z-median": float(np.median(z)),
+        "anisotropy-z-max": float(z.max()),
+        "anisotropy-smollm-last": float(smol["cos_exact"][-1]) if smol else nan,
+        "anisotropy-minilm-last": float(mini["cos_exact"][-1]) if mini else nan,
+        "anisotropy-minilm-null": res.null_q95(mini["dims"][-1]) if mini else nan,
+        "anisotropy-minilm-twin-emb": float(mini_twin["cos_exact"][0]) if mini_twin else nan,
+        "anisotropy-whisper-twin-last": float(whisper_twin["cos_exact"][-1]) if whisper_twin else nan,
+        "anisotropy-cnn-pos-min": float(np.min(cnn_pos)),
+        "anisotropy-cnn-pos-max": float(np.max(cnn_pos)),
+        "anisotropy-cnn-map-min": float(np.min(cnn_map)),
+        "anisotropy-cnn-map-max": float(np.max(cnn_map)),
+        "anisotropy-byte-steps": int(b["steps"]) if b else 0,
+        "anisotropy-byte-wall-min": float(b["wall_time_s"]) / 60 if b else nan,
+        "anisotropy-byte-loss-init": float(b["eval_loss"][steps[0]]) if b else nan,
+        "anisotropy-byte-loss": float(b["eval_loss"][steps[-1]]) if b else nan,
+        "anisotropy-byte-unigram": float(b["unigram_loss"]) if b else nan,
+        "anisotropy-planted-cos": planted["cos"],
+        "anisotropy-planted-centred": planted["cos_centred"],
+        "anisotropy-planted-eff": planted["effective_dim"],
+        "anisotropy-planted-d": planted["d"],
+        "anisotropy-iso-planted-cos": iso["cos"],
+        "anisotropy-iso-planted-eff": iso["effective_dim"],
+        "anisotropy-centred-max": max(r["centred_max"] for r in rows if r["model"] not in ("EfficientNet-Lite0",)),
+        "anisotropy-share-max": max(r["share_max"] for r in rows if r["model"] not in ("EfficientNet-Lite0",)),
+        "anisotropy-identity-within": sum(m["normalised"]["identity_layers_within"] for m in res.models),
+        "anisotropy-identity-layers": sum(m["normalised"]["layers"] for m in res.models),
+        "anisotropy-identity-gap-max": max(m["normalised"]["identity_gap_max"] for m in res.models),
+    })
