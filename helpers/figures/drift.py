@@ -96,7 +96,7 @@ def sharpness(res: Result) -> plt.Figure:
     curve per input variant, with the reference model's range of layer-wise average cosine shaded;
     and (c) the spread of the scores against N: all scores pooled (Figure 7) and within rows (what
     the softmax sees)."""
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(12.5, 4.2))
     cos_ref = res.reference.get("layer_cos", [])
     for v in res.variants():
         x = 1 - res.stat("in_cos", v).mean(0)
@@ -109,7 +109,8 @@ def sharpness(res: Result) -> plt.Figure:
         if cos_ref:
             ax.axvspan(1 - max(cos_ref), 1 - min(cos_ref), color="0.85", zorder=0,
                        label=f"{res.reference['model']} layers")
-        ax.legend(fontsize=8)
+    axes[0].legend(fontsize=8, loc="center right")
+    axes[1].legend(fontsize=8, loc="lower left")
     axes[0].set_yscale("log")
     axes[0].axhline(1, color="k", lw=0.7, ls=":")
     axes[0].set_ylabel("mean row maximum × L (1 = uniform)")
