@@ -313,7 +313,7 @@ def test_centred_model_mean_query_and_key_are_the_projection_biases():
 def test_mean_abs_cos_of_random_directions():
     """The chance level the chapter quotes: E|cos| of two random directions in ℝ^d, checked by Monte
     Carlo and against √(2/(πd)); d = 2 gives 2/π exactly."""
-    from helpers.figures.qk import mean_abs_cos_random
+    from helpers.core.qk import mean_abs_cos_random
 
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((2, 20000, 64))
@@ -416,9 +416,11 @@ def test_later_layer_entropy_leaves_layer_0_out_and_pairs_seeds():
     out = experiment.later_layer_entropy(plain, centred, steps)
     assert out["layers"] == [1, 2] and out["seeds"] == [0, 1, 2]
     assert out["diff_drop"] == pytest.approx([-0.5] * 3)
-    iv = out["intervals"]["diff_drop"]
-    assert iv["mean"] == pytest.approx(-0.5) and iv["hi"] == pytest.approx(-0.5)
-    assert out["centred"]["drop_interval"]["lo"] > 0 and out["plain"]["final_mean"] == pytest.approx(2.9)
+    from helpers.core.stats import t_interval
+
+    iv = t_interval(out["diff_drop"])
+    assert iv.estimate == pytest.approx(-0.5) and iv.high == pytest.approx(-0.5)
+    assert t_interval(out["centred"]["drop"]).low > 0 and out["plain"]["final_mean"] == pytest.approx(2.9)
     assert np.allclose(out["layer_diff_final"], 0.5)
     with pytest.raises(ValueError, match="layers"):
         experiment.later_layer_entropy(plain, centred, steps, first_layer=3)
@@ -427,8 +429,6 @@ def test_later_layer_entropy_leaves_layer_0_out_and_pairs_seeds():
 
 
 def _fake_result(sim_cos, opp_cos, threshold=0.5, onsets=(None, 300)):
-    from types import SimpleNamespace
-
     cos = np.array([[[opp_cos, sim_cos]]]).repeat(2, axis=0)                 # (S, layers, heads)
     disp = {"similar": {"layer": 0, "head": 1, "cos_final": sim_cos},
             "opposite": {"layer": 0, "head": 0, "cos_final": opp_cos}}
@@ -436,24 +436,20 @@ def _fake_result(sim_cos, opp_cos, threshold=0.5, onsets=(None, 300)):
                  "median_onset": {"common": onsets[0], "opposite": onsets[1]}, "abs_cos_final": 0.5,
                  "entropy_first": 4.0, "entropy_lowest": 2.0, "entropy_lowest_step": 10, "entropy_final": 2.5,
                  "entropy_rebound_layers": []}]
-    return SimpleNamespace(threshold=threshold, first={"display": disp, "cos": cos.tolist()},
-                           comparison={"per_seed": per_seed})
+    return experiment.Result(source="pretrain", what="planted", steps=[0, 10], seeds=[0], shown=[0, 10],
+                             n_samples=2, batch_size=1, seq_len=8, d_k=64, threshold=threshold,
+                             runs={"0": {"display": disp, "cos": cos.tolist()}}, comparison={"per_seed": per_seed})
 
 
 def test_example_heads_are_named_by_the_threshold():
     """The 'similar' example is called similar only when its cos reaches the threshold; below it the figures
-    say 'most positive (unaligned)' and the glued reading says the pair is not the paper's contrast."""
-    from helpers.figures import qk as fq
-
+    say 'most positive (unaligned)'."""
     below = _fake_result(0.46, -0.94)
-    assert fq.example_label(below, "similar") == "most positive (unaligned)"
-    assert fq.example_label(below, "opposite") == "opposite"
-    assert "not the paper's contrast" in fq.example_heads_text(below)
-    assert "no head of this seed reaches it" in fq.example_heads_text(below)
+    assert below.example_label("similar") == "most positive (unaligned)"
+    assert below.example_label("opposite") == "opposite"
     above = _fake_result(0.7, -0.3)
-    assert fq.example_label(above, "similar") == "similar"
-    assert fq.example_label(above, "opposite") == "most negative (unaligned)"
-    assert "as in the paper's pair" in fq.example_heads_text(above)
+    assert above.example_label("similar") == "similar"
+    assert above.example_label("opposite") == "most negative (unaligned)"
 
 
 def test_seed_table_shows_a_dash_for_a_missing_onset():
@@ -461,3 +457,17 @@ def test_seed_table_shows_a_dash_for_a_missing_onset():
 
     html = fq.seed_table(_fake_result(0.46, -0.94, onsets=(None, 300))).to_html()
     assert fq.MISSING in html and "<NA>" not in html and ">300<" in html
+    assert fq.MISSING in fq.seed_table(_fake_result(0.46, -0.94, onsets=(None, None))).to_html()
+
+
+def test_chance_share_of_aligned_heads():
+    """Pr(|cos| ≥ t) for two random directions in R^d (the chance level of an aligned head): by Monte Carlo
+    at d = 8, exactly at d = 2 (a uniform angle), and negligible at the chapter's d_k = 64."""
+    from helpers.core.qk import chance_aligned_share
+
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((2, 200000, 8))
+    c = np.abs((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1))
+    assert abs(chance_aligned_share(8, 0.5) - (c >= 0.5).mean()) < 0.005
+    assert chance_aligned_share(2, 0.5) == pytest.approx(2 / 3)          # a uniform angle: |cos| ≥ 1/2 on 2/3
+    assert chance_aligned_share(64, 0.5) < 1e-4

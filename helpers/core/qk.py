@@ -215,6 +215,22 @@ def alignment_summary(cos: np.ndarray, steps: Iterable[int], threshold: float = 
 
 
 
+def mean_abs_cos_random(d: int) -> float:
+    """E|cos| of two independent uniformly random directions in R^d: Γ(d/2) / (√π Γ((d+1)/2))
+    (≈ √(2/(πd)); 1/√d is the root mean square, not the mean). The chance level of |cos(Q̄, K̄)|."""
+    from scipy.special import gammaln
+
+    return float(np.exp(gammaln(d / 2) - gammaln((d + 1) / 2)) / np.sqrt(np.pi))
+
+
+def chance_aligned_share(d: int, threshold: float) -> float:
+    """Pr(|cos| ≥ threshold) for two independent uniformly random directions in R^d: cos² follows
+    Beta(1/2, (d − 1)/2). The share of heads that would count as aligned by chance."""
+    from scipy.stats import beta
+
+    return float(beta.sf(threshold ** 2, 0.5, (d - 1) / 2))
+
+
 def pick_steps(steps: list[int], fractions: tuple[float, ...] = (0.0, 0.02, 0.1, 1.0)) -> list[int]:
     """The checkpoints nearest (in log scale) to the paper's panels of Figs. 11, 19, 20: step 0,
     40k, 200k and 2M of 2M, i.e. 0, 2 %, 10 % and 100 % of training."""
@@ -230,4 +246,5 @@ def pick_steps(steps: list[int], fractions: tuple[float, ...] = (0.0, 0.02, 0.1,
 
 
 __all__ = ["attention_from_qk", "StepStats", "token_selections", "top_directions", "orient", "cosine", "analyse",
+           "mean_abs_cos_random", "chance_aligned_share",
            "alignment_summary", "pick_steps"]
