@@ -14,8 +14,9 @@ legacy ids (`bert-base-uncased`) redirect to their organisation ids; MultiBERT a
 `pytorch_model.bin` only, MultiBERT without `tokenizer.json`; LibriSpeech audio is FLAC; mteb/sickr-sts
 holds all of SICK; the mteb STS copies are checked by content.
 
-About 4.5 minutes on 2 shared cores: marked `hubstandin`, run on its own with
-`pytest -q tests/test_hub_standin.py` (or deselect it with `-m "not hubstandin"`).
+About 15 minutes on 2 cores shared with other jobs (2026-11-25; ~3 CPU-minutes of its own): marked
+`hubstandin`, run on its own with `pytest -q tests/test_hub_standin.py` (or deselect it with
+`-m "not hubstandin"`).
 """
 
 from __future__ import annotations
@@ -327,6 +328,7 @@ def test_whisper_hub_path(hub, tmp_path):
 def test_datasets_load_by_real_id(hub, tmp_path):
     """GLUE (every task, train and validation), WikiText-103, the seven STS sets and LibriSpeech load
     through `helpers.data` from the hub (no mirror), with both sentences of each pair."""
+    n_cdn = len(hub.cdn_requests)
     out = child(hub, tmp_path, """
         from helpers import data as D
         for task in ("CoLA", "SST-2", "MRPC", "QNLI", "RTE"):
@@ -353,6 +355,10 @@ def test_datasets_load_by_real_id(hub, tmp_path):
     glue_rows = hubstandin.content._glue_rows("qnli", 40)
     assert out["qnli_first"] == glue_rows["question"][0]          # QNLI keeps its question
     assert out["wikitext"] > 1000
+    wt = hub.get("dataset", "Salesforce/wikitext").files            # streamed: the test split's file only
+    train = hashlib.sha256(wt["wikitext-103-raw-v1/train-00000-of-00001.parquet"]).hexdigest()
+    test = hashlib.sha256(wt["wikitext-103-raw-v1/test-00000-of-00001.parquet"]).hexdigest()
+    assert any(test in r for r in hub.cdn_requests[n_cdn:]) and not any(train in r for r in hub.cdn_requests[n_cdn:])
     # SICK-R: the 4,927 SemEval-2014 test pairs, found among the 9,927 rows of mteb/sickr-sts by content
     assert out["STS-B"] == [40, True, ["STS-B"]] and out["SICK-R"] == [4927, True, ["SICK-R"]]
     assert b'"score"' in gzip.decompress(hub.get("dataset", "mteb/sickr-sts").files["test.jsonl.gz"])[:200]

@@ -26,3 +26,18 @@ def test_offline_text_models_load_with_their_architecture(name, layers, width):
 def test_unknown_model_fails_with_the_offline_list():
     with pytest.raises(models.ModelUnavailable, match="Offline models"):
         models.load("no-such-org/no-such-model")
+
+
+def test_legacy_hub_ids_resolve_to_their_organisation_ids():
+    """The presets name models as the papers did (`bert-base-uncased`); the hub keeps them under an
+    organisation (`google-bert/bert-base-uncased`) and only redirects the old name, so loading asks for
+    the canonical id. Namespaced ids and the offline names pass unchanged; the conversion bot is off."""
+    import os
+
+    assert models.resolve_source("bert-base-uncased") == "google-bert/bert-base-uncased"
+    assert models.resolve_source("roberta-base") == "FacebookAI/roberta-base"
+    assert models.resolve_source("t5-base") == "google-t5/t5-base"
+    assert models.resolve_source("google/multiberts-seed_0-step_20k") == "google/multiberts-seed_0-step_20k"
+    assert all("/" in v and "/" not in k for k, v in models.CANONICAL_IDS.items())
+    assert models.resolve_source("all-MiniLM-L6-v2").endswith("model")        # the weight package folder
+    assert os.environ["DISABLE_SAFETENSORS_CONVERSION"] == "1"
