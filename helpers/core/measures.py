@@ -334,9 +334,11 @@ def top_k_variance_share(X: Tensor, k: int) -> Tensor:
 
 
 def cosine_effective_dim(cos: Tensor) -> Tensor:
-    """1 / E[cos²] over the cosines of independent pairs of a centred cloud. For x, y drawn
-    independently from a cloud of covariance Σ, E[(x·y)²] = tr Σ², so when the norms concentrate
-    E[cos²] ≈ tr Σ² / (tr Σ)² and this is the participation ratio: d for an isotropic Gaussian, k for
-    k tight equal clusters on a simplex (k − 1 directions, + 1 from the pairs within a cluster)."""
+    """1 / E[cos²] over the cosines of independent pairs of a centred cloud: exactly the participation
+    ratio (tr S)² / tr S² of S = E[u uᵀ], the second moment of the cloud's *directions* u = x/‖x‖
+    (tr S = 1 and E[(u·v)²] = tr S² for independent u, v). d for an isotropic cloud, about k for k tight
+    equal clusters on a simplex. When the norms concentrate it is also the participation ratio of the
+    covariance; when they vary (a few long outlier vectors) the two differ, and this one counts
+    directions, not variance."""
     c = torch.as_tensor(cos).double()
     return (1.0 / c.square().mean().clamp_min(_EPS)).to(torch.float64)
