@@ -242,3 +242,20 @@ def test_participation_ratio_top_k_share_and_cosine_effective_dim():
     assert float(participation_ratio(line)) == pytest.approx(1.0, abs=1e-6)
     with pytest.raises(ValueError):
         top_k_variance_share(x, 0)
+
+
+def test_cosine_effective_dim_is_the_participation_ratio_of_the_directions():
+    """1/E[cos²] over independent pairs = (tr S)²/tr S², S the second moment of the unit vectors — exactly,
+    also when the norms vary (here a few vectors 20× longer), where the covariance's ratio differs."""
+    from helpers.core.measures import cosine_effective_dim
+
+    g = torch.Generator().manual_seed(1)
+    n, d = 3000, 32
+    x = torch.randn(n, d, generator=g, dtype=torch.float64) * torch.linspace(0.2, 2, d, dtype=torch.float64)
+    x[:30] *= 20
+    u = x / x.norm(dim=1, keepdim=True)
+    S = u.T @ u / n
+    pr_dirs = float(torch.trace(S) ** 2 / torch.trace(S @ S))
+    cos = u @ u.T
+    off = cos[~torch.eye(n, dtype=torch.bool)]
+    assert float(cosine_effective_dim(off)) == pytest.approx(pr_dirs, rel=0.01)
