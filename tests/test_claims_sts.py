@@ -1,22 +1,128 @@
-"""The STS chapter's central claims, asserted on its `ci` result (all seven sets, 150 pairs each; at
-this size whitening is rank-deficient — 300 rows, 384 dimensions — so no claim is made about it)."""
+"""The STS chapter's claims and findings, asserted on its `ci` result (all seven sets, 150 pairs each,
+MiniLM only; at this size whitening is rank-deficient — 300 rows, 384 dimensions — so no claim is made
+about it) and on the committed `book` runs (read back from `results/sts/book/` in seconds)."""
+
+import copy
 
 import numpy as np
 import pytest
 from testutil import ci_result
 
 from helpers import experiments
+from helpers.core.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED
+
+sts = experiments.sts
 
 
 @pytest.fixture(scope="module")
 def res():
-    return ci_result(experiments.sts)
+    return ci_result(sts)
 
 
 @pytest.fixture(scope="module")
 def run(res):
     return res.runs[res.models[0]]
 
+
+@pytest.fixture(scope="module")
+def book():
+    """The book Result from the committed runs (the cache matches the book parameters: nothing is
+    recomputed but the encoder demo)."""
+    from helpers.book.runtime import REPO_ROOT
+
+    if not (REPO_ROOT / "results" / "sts" / "book" / "sts-extra-book-mlm-bert.json").is_file():
+        pytest.skip("the book's STS runs are not committed")
+    r = sts.run(sts.Params.resolve("book"))
+    assert all(r.from_cache.values()), "the book runs must come from the committed results"
+    return r
+
+
+def by_key(findings):
+    return {f.key: f for f in findings}
+
+
+# --- findings ---------------------------------------------------------------------------------------
+
+def test_ci_findings_are_computed_and_say_what_ci_did_not_run(res):
+    fs = by_key(res.findings())
+    assert set(fs) == {"sts-gain-bert", "sts-vs-whitening-bert", "sts-vs-whitening-smollm2", "sts-uniformity",
+                       "sts-lsds", "sts-alpha", "sts-paper-ptlms"}
+    assert all(f.paper == "yan2022" and f.chapter == "sts" and f.section.startswith("sts-") for f in fs.values())
+    for key in ("sts-gain-bert", "sts-vs-whitening-bert", "sts-vs-whitening-smollm2"):   # ci: no anisotropic encoder
+        assert fs[key].verdict == NOT_TESTABLE and "SCALE=book" in fs[key].command
+    assert fs["sts-paper-ptlms"].verdict == NOT_TESTABLE and "SCALE=paper" in fs["sts-paper-ptlms"].command
+    assert fs["sts-uniformity"].verdict == REPRODUCED            # SoftDecay lowers EV₁ on every set, at any size
+    assert fs["sts-lsds"].verdict == REPRODUCED
+    assert fs["sts-alpha"].effect.method == "t" and fs["sts-alpha"].margin > 0
+    assert "150 pairs per set" in fs["sts-uniformity"].measured
+
+
+BOOK_FINDINGS = {       # key: (verdict, effect, low, high) on the committed book runs
+    "sts-gain-bert": (REPRODUCED, 12.90, 10.64, 14.85),
+    "sts-vs-whitening-bert": (CONTRADICTED, -7.57, -11.06, -4.08),
+    "sts-vs-whitening-smollm2": (REPRODUCED, 3.69, 1.42, 5.97),
+    "sts-uniformity": (REPRODUCED, -0.128, -0.142, -0.114),
+    "sts-lsds": (REPRODUCED, -0.144, -0.164, -0.124),
+    "sts-alpha": (INCONCLUSIVE, 0.53, 0.03, 1.02),
+}
+
+
+def test_book_findings_are_pinned(book):
+    fs = by_key(book.findings())
+    assert fs["sts-paper-ptlms"].verdict == NOT_TESTABLE
+    for key, (verdict, est, lo, hi) in BOOK_FINDINGS.items():
+        f = fs[key]
+        assert f.verdict == verdict, key
+        assert (f.effect.estimate, f.effect.low, f.effect.high) == (
+            pytest.approx(est, abs=0.006), pytest.approx(lo, abs=0.006), pytest.approx(hi, abs=0.006)), key
+    assert fs["sts-gain-bert"].paper_value == pytest.approx(71.26 - 62.97)       # from the paper's Table 1 csv
+    assert fs["sts-vs-whitening-bert"].paper_value == pytest.approx(71.26 - 67.77)
+    assert fs["sts-alpha"].margin == pytest.approx(0.30, abs=0.006)
+    assert "every pair" in fs["sts-lsds"].scale and "2,800 of the 18,850" in fs["sts-gain-bert"].scale
+
+
+def test_a_planted_effect_changes_the_verdicts(book):
+    """Lift SoftDecay on the book's MLM BERT by 10 points on every set: SoftDecay − whitening no longer
+    lies below 0 (contradicted → not contradicted); drop its gain interval to around 0: not detected."""
+    planted = copy.deepcopy(book)
+    scores = planted.extras["book-mlm-bert"]["scores"]["subset-mean"]
+    for d in scores:
+        scores[d]["SoftDecay (sentence)"] += 10.0
+    assert by_key(book.findings())["sts-vs-whitening-bert"].verdict == CONTRADICTED
+    assert by_key(planted.findings())["sts-vs-whitening-bert"].verdict != CONTRADICTED
+    planted.extras["book-mlm-bert"]["avg_ci"]["subset-mean"]["SoftDecay (sentence)"] = [0.5, -1.0, 2.0]
+    assert by_key(planted.findings())["sts-gain-bert"].verdict == "not detected"
+    planted.extras["book-mlm-bert"]["avg_ci"]["subset-mean"]["SoftDecay (sentence)"] = [4.0, 3.0, 5.0]
+    assert by_key(planted.findings())["sts-gain-bert"].verdict == "direction only"     # short of the paper's +8.29
+
+
+def test_a_planted_alpha_dependence_is_contradicted(book):
+    planted = copy.deepcopy(book)
+    sweep = planted.runs[planted.models[0]]["alpha_sweep"]
+    for d in sweep:
+        sweep[d]["-0.2"] += 5.0
+    assert by_key(planted.findings())["sts-alpha"].verdict == CONTRADICTED
+
+
+def test_book_readings(book):
+    """What the chapter's prose says of the committed runs."""
+    m = book.models[0]
+    assert book.mean_metric("book-mlm-bert", "vanilla") > 0.5                     # anisotropic, like the paper's BERT
+    for method in ("SoftDecay (token)", "de-escalation"):                         # both lose beyond the noise
+        assert book.vs_raw("book-mlm-bert", method).high < 0
+    assert book.vs_raw("book-mlm-bert", "SoftDecay (σ/σ_max)").low > 0
+    sick = book.vs_raw(m, "SoftDecay (sentence)", dataset="SICK-R")
+    assert sick.high < -5 and abs(book.drop_one_set(m, "SoftDecay (sentence)", "SICK-R")) < 0.5
+    assert book.mean_metric(m, "vanilla") > 0.1 > 0.01 > book.mean_metric(m, "whitening")
+    assert book.across_sets("SmolLM2-135M-Instruct", "SoftDecay (sentence)", "whitening-256").covers(0.0)
+    flips = book.flips("book-mlm-bert")["raw"]
+    assert 100 <= flips.min() and flips.max() <= 160 and book.flips(m)["raw"].max() <= 2
+    assert book.lsds_count(m, "normalised") == 7 and book.lsds_count(m, "eq. 6") == 0
+    n = {t: v["n"] for t, v in book.glue_cdf.items()}
+    assert n == {"QNLI": 1000, "RTE": 554}                                         # RTE dev has 277 pairs
+
+
+# --- claims on the ci run ----------------------------------------------------------------------------
 
 def test_softdecay_makes_the_sentence_embeddings_more_uniform(run):
     """Table 4: sentence-level SoftDecay lowers EV₁, log RBF_dis and TokenUni on every set."""
@@ -34,27 +140,28 @@ def test_softdecay_imposes_the_same_uniformity_on_structureless_sets(run):
             assert c[kind]["after"]["EV1"] < c[kind]["before"]["EV1"] / 2, (d, kind)
 
 
-def test_softdecay_keeps_local_structure_better_than_whitening(res, run):
-    """Figure 6 with normalised weights: SoftDecay has the lower LSDS (the paper: on all sets)."""
-    assert res.lsds_wins[res.models[0]] == len(run["lsds"]) == len(res.datasets)
+def test_softdecay_keeps_local_structure_better_than_whitening(res):
+    """Fig. 6 with normalised weights: SoftDecay has the lower LSDS (the paper: on all sets)."""
+    m = res.models[0]
+    assert res.lsds_count(m) == len(res.runs[m]["lsds"]) == len(res.datasets) == res.lsds_wins[m]
 
 
 def test_softdecay_lifts_the_small_singular_values_and_keeps_the_largest(run):
-    """Figure 3: per layer, the largest singular value is kept and the median normalised one rises."""
+    """Fig. 3: per layer, the largest singular value is kept and the median normalised one rises."""
     for before, after in zip(run["cdf"]["before"], run["cdf"]["after"], strict=True):
         b, a = np.asarray(before), np.asarray(after)
         assert a.max() == pytest.approx(b.max(), rel=1e-6)
         assert np.median(a / a.max()) > 2 * np.median(b / b.max())
 
 
-def test_post_processing_does_not_improve_a_contrastive_encoder(res, run):
+def test_post_processing_does_not_improve_a_contrastive_encoder(res):
     """Table 1 on all-MiniLM-L6-v2, paper protocol: no method's average rises above the raw model's
-    beyond the noise (every interval's lower end ≤ 0), and token-level SoftDecay stays within a point."""
-    for method, (diff, lo, hi) in run["avg_ci"]["subset-mean"].items():
-        assert lo <= 0, method
-        assert lo <= diff <= hi, method
-    avg = res.averages[res.models[0]]["subset-mean"]
-    assert abs(avg["SoftDecay (token)"] - avg["vanilla"]) < 1.0
+    beyond the noise, and token-level SoftDecay stays within a point."""
+    m = res.models[0]
+    for method in res.runs[m]["avg_ci"]["subset-mean"]:
+        iv = res.vs_raw(m, method)
+        assert iv.low <= 0 and iv.low <= iv.estimate <= iv.high, method
+    assert abs(res.vs_raw(m, "SoftDecay (token)").estimate) < 1.0
 
 
 def test_every_difference_lies_inside_its_interval(run):
@@ -64,25 +171,25 @@ def test_every_difference_lies_inside_its_interval(run):
                 assert lo - 1e-9 <= diff <= hi + 1e-9 or hi - lo < 1e-9, (prot, d, method)
 
 
-def test_normalised_softdecay_flips_most_directions_and_loses(res, run):
+def test_normalised_softdecay_flips_most_directions_and_loses(res):
     """Scale: σ/√N and σ/σ_max put most singular values below |α| (sign flips), and score below the
     raw model beyond the noise."""
-    for d, f in run["flips"].items():
+    m = res.models[0]
+    for d, f in res.flips(m).iterrows():
         assert f["sqrt_n"] > 0.9 * f["rank"] and f["max"] > 0.9 * f["rank"], d
         assert f["raw"] < 0.1 * f["rank"], d
     for method in ("SoftDecay (σ/√N)", "SoftDecay (σ/σ_max)"):
-        assert run["avg_ci"]["subset-mean"][method][2] < 0
+        assert res.vs_raw(m, method).high < 0
 
 
 def test_planted_mean_is_undone_by_mean_removal_and_a_planted_spike_by_softdecay(res):
-    from helpers.figures import sts as F
-
-    mean, spike = F.planted_frame(res, "mean"), F.planted_frame(res, "spike")
+    mean, spike = res.planted("mean"), res.planted("spike")
     assert np.ptp(mean["de-escalation"]) < 1e-6                     # removing the mean undoes it exactly
     assert np.all(np.diff(mean["vanilla"]) < 0)                      # the raw score falls with its size
     assert np.all(np.diff(mean["de-escalation"] - mean["vanilla"]) > 0)
     top = spike.iloc[-1]
     assert top["vanilla"] < 10 and top["SoftDecay (sentence)"] > top["vanilla"] + 30
+    assert 0 < res.recovered("spike", "SoftDecay (sentence)") <= 1.2
 
 
 def test_the_token_level_encoder_ranks_related_sentences_higher(res):
@@ -92,75 +199,19 @@ def test_the_token_level_encoder_ranks_related_sentences_higher(res):
     assert cos[g, i] > cos[g, s] + 0.3 and np.allclose(np.diag(cos), 1.0, atol=1e-5)
 
 
-def test_book_mlm_bert_prose_on_the_committed_run():
-    """What the chapter says of the book's own MLM BERT (committed run): an anisotropic encoder (mean EV₁
-    above 0.5) on which sentence-level SoftDecay and whitening both gain beyond their intervals, whitening
-    more, while token-level SoftDecay and de-escalation do not gain."""
-    import json
+def test_across_sets_is_the_t_interval_of_per_set_differences(res):
+    from helpers.core.stats import t_interval
 
-    from helpers.book.runtime import REPO_ROOT
-
-    path = REPO_ROOT / "results" / "sts" / "book" / "sts-extra-book-mlm-bert.json"
-    if not path.is_file():
-        pytest.skip("the book's MLM BERT run is not committed")
-    r = json.loads(path.read_text())["results"]
-    ci = r["avg_ci"]["subset-mean"]
-    ev1 = np.mean([t["vanilla"]["EV1"] for t in r["table4"].values()])
-    assert ev1 > 0.5
-    assert ci["SoftDecay (sentence)"][1] > 0 and ci["whitening"][1] > ci["SoftDecay (sentence)"][2]
-    assert ci["SoftDecay (token)"][2] < 0 and ci["de-escalation"][2] < 0
-
-
-def test_compare_intervals_reads_overlap():
-    from helpers.figures.sts import compare_intervals
-
-    assert compare_intervals((20.5, 17.3, 23.3), (12.9, 10.6, 14.9)) == "beats"
-    assert compare_intervals((15.1, 12.5, 17.5), (13.9, 11.5, 16.3)) == "matches"
-    assert compare_intervals((1.0, 0.5, 1.5), (3.0, 2.0, 4.0)) == "falls short of"
-    assert compare_intervals(None, (3.0, 2.0, 4.0)) == "–"
-
-
-def _committed_extras():
-    import json
-    from types import SimpleNamespace
-
-    from helpers.book.runtime import REPO_ROOT
-
-    d = REPO_ROOT / "results" / "sts" / "book"
-    files = {"SmolLM2-135M-Instruct": d / "sts-extra-SmolLM2-135M-Instruct.json",
-             "book-mlm-bert": d / "sts-extra-book-mlm-bert.json"}
-    if not all(f.is_file() for f in files.values()):
-        pytest.skip("the anisotropic encoders' runs are not committed")
-    return SimpleNamespace(extras={m: json.loads(f.read_text())["results"] for m, f in files.items()}, averages={})
-
-
-def test_verdict_whitening_matches_or_beats_softdecay_on_both_encoders():
-    """The Verdict on the committed runs: on the book's MLM BERT whitening's interval lies above
-    SoftDecay's; on SmolLM2 the 256-direction whitening's overlaps it; together "matches or beats"."""
-    from helpers.figures.sts import whitening_vs_softdecay
-
-    w = whitening_vs_softdecay(_committed_extras())
-    assert w["bert-white-vs-sd"] == "beats" and w["smol-white256-vs-sd"] == "matches"
-    assert w["summary"] == "matches or beats"
-
-
-def test_smollm2_flips_differ_between_the_stacked_and_the_split_matrices():
-    """The flips prose names two matrices: SmolLM2's stacked STS-B matrix (Figure 3's, both sentences)
-    and the two sentence matrices Algorithm 1 transforms; their last-layer counts differ, and a flips-table
-    rank is summed over the two sentence matrices (MiniLM: up to 2 × 384)."""
-    from helpers.figures.sts import _encoder_values
-
-    v = _encoder_values(_committed_extras(), "SmolLM2-135M-Instruct", "smol")
-    assert v["smol-sentences-stsb"] == 800 and v["smol-flips-stsb"] != v["smol-flips-last"]
-    assert v["smol-rank-stsb"] > 576                      # summed over two matrices, each at most 576 wide
+    m = res.models[0]
+    d = res.set_scores(m, "SoftDecay (sentence)") - res.set_scores(m, "whitening")
+    iv = res.across_sets(m, "SoftDecay (sentence)", "whitening")
+    assert iv == t_interval(d) and iv.n == len(res.datasets)
 
 
 def test_paper_table4_sts14_ev1_is_the_transposed_cell(res):
     """The note under Table 4: the paper's STS14 BERT+SoftDecay EV₁ is out of line with every other set
     (0.6729 against ≈ 0.02), and the ALBERT cell beside it holds the ≈ 0.02 value."""
-    from helpers.figures.sts import paper_table4_value
-
-    odd = paper_table4_value(res, "STS14", "EV1", "BERT+SoftDecay")
-    others = [paper_table4_value(res, d, "EV1", "BERT+SoftDecay") for d in res.datasets if d != "STS14"]
+    odd = res.paper_table4_value("STS14", "EV1", "BERT+SoftDecay")
+    others = [res.paper_table4_value(d, "EV1", "BERT+SoftDecay") for d in res.datasets if d != "STS14"]
     assert odd > 0.5 and max(others) < 0.05
-    assert paper_table4_value(res, "STS14", "EV1", "ALBERT") < 0.05
+    assert res.paper_table4_value("STS14", "EV1", "ALBERT") < 0.05

@@ -19,7 +19,9 @@ from ..book import results
 from ..book.params import ChapterParams, nonneg, positive, rules
 from ..book.runtime import REPO_ROOT, choose_device, seed_everything
 from ..core import sts as C
+from ..core.findings import Finding
 from ..core.softdecay import softdecay_transform
+from ..core.stats import Interval, t_interval
 from ..core.sts import METHODS, PROTOCOLS, apply_method, lsds_score, pool, uniformity_metrics
 from ..data import load_glue, load_sts
 from ..hf import models as hm
@@ -82,6 +84,16 @@ class Params(ChapterParams):
 
 
 PLANT_METHODS = ("vanilla", "whitening", "de-escalation", "SoftDecay (sentence)", "SoftDecay (σ/√N)")
+#: the anisotropic encoders of the mechanism test, by the names the findings read them under
+BOOK_BERT = "book-mlm-bert"
+SMOL = "SmolLM2-135M-Instruct"
+#: how each pooling is said in a finding
+POOLING_TEXT = {"first_last": "mean over tokens of (h₀ + h_L)/2", "first_last_l1": "mean over tokens of (h₁ + h_L)/2",
+                "last": "mean over tokens of the last layer", "cls": "the last layer's [CLS]"}
+#: the paper's name for each of its models in data/yan_2022_table1.csv
+PAPER_BERT = "bert-base-cased"
+#: what reruns a part of the chapter that a scale did not run
+COMMANDS = {"book": "make rerun CHAPTER=sts SCALE=book", "paper": "make rerun CHAPTER=sts SCALE=paper"}
 
 
 @dataclass
@@ -113,6 +125,211 @@ class Result(results.Result):
     paper_table1: list[dict] = field(default_factory=list)
     paper_table4: list[dict] = field(default_factory=list)
     encoder_demo: dict = field(default_factory=dict)
+    bootstrap: int = 0
+    max_pairs: int = 0
+    extra_max_pairs: int = 0
+
+    # --- reading the runs -------------------------------------------------------------------------
+
+    def all_runs(self) -> dict[str, dict]:
+        """Every encoder's run: the main models, then the anisotropic ones."""
+        return {**self.runs, **self.extras}
+
+    def pairs(self, model: str) -> int:
+        return int(sum(self.all_runs()[model]["pairs"].values()))
+
+    def vs_raw(self, model: str, method: str, protocol: str = "subset-mean", dataset: str | None = None) -> Interval:
+        """`method` − raw model, Spearman ×100 (the mean over the sets, or one set), with its 95 % paired
+        bootstrap interval (pairs resampled within each subset; the transforms as fitted on the full set)."""
+        run = self.all_runs()[model]
+        d, lo, hi = run["avg_ci"][protocol][method] if dataset is None else run["ci"][protocol][dataset][method]
+        return Interval(d, lo, hi, self.bootstrap or 1, "bootstrap")
+
+    def set_scores(self, model: str, method: str, protocol: str = "subset-mean") -> np.ndarray:
+        """`method`'s Spearman ×100 on each set, in `datasets` order."""
+        s = self.all_runs()[model]["scores"][protocol]
+        return np.array([np.nan if s[d].get(method) is None else s[d][method] for d in self.datasets], dtype=float)
+
+    def across_sets(self, model: str, a: str, b: str, protocol: str = "subset-mean") -> Interval:
+        """Method `a` − method `b` on each set, as the mean over the sets with its Student-t interval
+        (the seven sets the unit: does the ordering hold from one STS set to the next?)."""
+        return t_interval(self.set_scores(model, a, protocol) - self.set_scores(model, b, protocol))
+
+    def significant(self, model: str, protocol: str = "subset-mean") -> dict[str, dict[str, int]]:
+        """Per method: on how many sets its interval against the raw model lies above 0 (`up`), below 0
+        (`down`)."""
+        out: dict[str, dict[str, int]] = {}
+        for rows in self.all_runs()[model]["ci"][protocol].values():
+            for m, (_, lo, hi) in rows.items():
+                c = out.setdefault(m, {"up": 0, "down": 0})
+                c["up"] += int(lo > 0)
+                c["down"] += int(hi < 0)
+        return out
+
+    def mean_metric(self, model: str, method: str, metric: str = "EV1") -> float:
+        """Table 4's `metric` of `method` ("vanilla", "whitening", "SoftDecay"), mean over the sets."""
+        t4 = self.all_runs()[model]["table4"]
+        return float(np.mean([t[method][metric] for t in t4.values()])) if t4 else float("nan")
+
+    def metric_change(self, model: str, metric: str = "EV1") -> Interval:
+        """SoftDecay's change of a Table 4 metric (after − before) per set, mean with its t-interval."""
+        t4 = self.all_runs()[model]["table4"]
+        return t_interval([t4[d]["SoftDecay"][metric] - t4[d]["vanilla"][metric] for d in self.datasets])
+
+    def lsds_gap(self, model: str, weights: str = "normalised") -> Interval:
+        """LSDS of SoftDecay − LSDS of whitening per set (k = 12; `weights` "normalised" or "eq. 6"),
+        mean with its t-interval over the sets."""
+        ls = self.all_runs()[model]["lsds"]
+        return t_interval([ls[d][f"SoftDecay ({weights})"] - ls[d][f"whitening ({weights})"] for d in ls])
+
+    def lsds_count(self, model: str, weights: str = "normalised") -> int:
+        """On how many sets SoftDecay has the lower LSDS than whitening."""
+        ls = self.all_runs()[model]["lsds"]
+        return int(sum(v[f"SoftDecay ({weights})"] < v[f"whitening ({weights})"] for v in ls.values()))
+
+    def alpha_scores(self, model: str) -> pd.DataFrame:
+        """The α sweep: Spearman ×100 of sentence-level SoftDecay per α (rows) and set (columns)."""
+        sweep = self.all_runs()[model]["alpha_sweep"]
+        df = pd.DataFrame({d: {float(a): v for a, v in sweep[d].items()} for d in self.datasets})
+        df.index.name = "α"
+        return df.sort_index(ascending=False)
+
+    def alpha_effect(self, model: str) -> Interval:
+        """The α grid's two ends: score at the least negative α − score at the most negative, per set,
+        mean with its t-interval over the sets."""
+        df = self.alpha_scores(model)
+        return t_interval(df.loc[df.index.max()].to_numpy() - df.loc[df.index.min()].to_numpy())
+
+    def flips(self, model: str) -> pd.DataFrame:
+        """Per set: SoftDecay's sign-flipped directions (σ, σ/√N, σ/σ_max below |α|) summed over the two
+        sentence matrices, their summed rank and the smallest and largest live singular value."""
+        df = pd.DataFrame(self.all_runs()[model]["flips"]).T.loc[self.datasets]
+        df.index.name = "set"
+        return df
+
+    def planted(self, kind: str) -> pd.DataFrame:
+        """Mean over the sets of each method's score (paper protocol) per planted size (first model)."""
+        pl = self.runs[self.models[0]]["planted"]
+        df = pd.DataFrame({m: np.mean([pl[d][kind][m] for d in pl], 0) for m in PLANT_METHODS},
+                          index=self.plant_sizes)
+        df.index.name = "planted size (× RMS norm)"
+        return df
+
+    def recovered(self, kind: str, method: str) -> float:
+        """The fraction of the raw score lost at the largest planted size that `method` keeps."""
+        df = self.planted(kind)
+        lost = float(df["vanilla"].iloc[0] - df["vanilla"].iloc[-1])
+        return float(df[method].iloc[-1] - df["vanilla"].iloc[-1]) / lost if lost > 0 else float("nan")
+
+    def drop_one_set(self, model: str, method: str, dataset: str) -> float:
+        """`method` − raw, mean over the sets other than `dataset` (what the rest of the sets say)."""
+        keep = [i for i, d in enumerate(self.datasets) if d != dataset]
+        diff = self.set_scores(model, method) - self.set_scores(model, "vanilla")
+        return float(np.mean(diff[keep]))
+
+    def glue_medians(self) -> dict[str, float]:
+        """Median normalised singular value of the last layer per GLUE task (Fig. 8's summary)."""
+        out = {}
+        for t, v in self.glue_cdf.items():
+            if "layers" in v:
+                s = np.asarray(v["layers"][-1])
+                out[t] = float(np.median(s / s.max()))
+        return out
+
+    def paper_value(self, method: str, model: str = PAPER_BERT, against: str | None = "vanilla") -> float:
+        """The paper's Table 1 Avg of `method` for `model` (data/yan_2022_table1.csv), minus `against`'s."""
+        avg = {r["method"]: float(r["Avg"]) for r in self.paper_table1 if r["model"] == model}
+        return avg[method] - (avg[against] if against else 0.0)
+
+    def paper_table4_value(self, dataset: str, metric: str, column: str) -> float:
+        """One cell of the paper's Table 4 as printed (data/yan_2022_table4.csv); NaN when absent."""
+        for r in self.paper_table4:
+            if r["dataset"] == dataset and r["metric"] == metric:
+                return float(r.get(column, np.nan))
+        return float("nan")
+
+    # --- findings ---------------------------------------------------------------------------------
+
+    def _scale_text(self, model: str) -> str:
+        """'book: 2,800 of the 18,850 pairs the paper scores' (the total known when the first model ran
+        every pair)."""
+        n, first = self.pairs(model), self.models[0]
+        if self.max_pairs == 0 and set(self.runs[first]["pairs"]) == set(self.all_runs()[model]["pairs"]):
+            total = self.pairs(first)
+            return f"{self.scale}: " + ("every pair, as the paper" if n == total else
+                                         f"{n:,} of the {total:,} pairs the paper scores")
+        return f"{self.scale}: {n:,} pairs ({len(self.datasets)} sets)"
+
+    def _encoder_text(self, model: str) -> str:
+        sets = len(self.all_runs()[model]["pairs"])
+        per = self.extra_max_pairs if model in self.extras else self.max_pairs
+        sub = f"{per} pairs per set" if per else "every pair"
+        pooling = self.extra_pooling if model in self.extras else self.pooling
+        return f"{model}, {sets} STS sets ({sub}), {POOLING_TEXT[pooling]}, α = {self.alpha}"
+
+    def findings(self) -> list[Finding]:
+        """The paper's claims this chapter tests, each computed from the runs (verdict by the one rule)."""
+        common = dict(paper="yan2022", chapter="sts")
+        first = self.models[0]
+        bert = BOOK_BERT if BOOK_BERT in self.extras else None
+        smol = SMOL if SMOL in self.extras else None
+        out: list[Finding] = []
+        rerun = dict(needs="the book preset's anisotropic encoders (a run of this scale did not include them)",
+                     command=COMMANDS["book"])
+        raw, sd, wb = (self.paper_value(m, against=None) for m in ("vanilla", "SoftDecay", "WhiteBERT"))
+        claim_gain = ("SoftDecay applied without training to a pretrained encoder's sentence embeddings raises "
+                      f"unsupervised STS: BERT-base-cased from {raw:.2f} to {sd:.2f} average Spearman ×100")
+        out.append(Finding(
+            key="sts-gain-bert", where="Table 1", claim=claim_gain,
+            measured=(f"{self._encoder_text(bert)}; anisotropic (mean EV₁ {self.mean_metric(bert, 'vanilla'):.2f})"
+                      if bert else "not run at this scale"),
+            quantity="SoftDecay − raw model, Spearman ×100, mean over the sets (paired bootstrap)",
+            effect=self.vs_raw(bert, "SoftDecay (sentence)") if bert else None,
+            direction="above", paper_value=self.paper_value("SoftDecay"),
+            scale=self._scale_text(bert) if bert else "", section="sts-anisotropic", digits=2,
+            **({} if bert else rerun), **common))
+        claim_white = ("SoftDecay scores above whitening fitted on the test sentences (WhiteBERT): "
+                       f"{sd:.2f} against {wb:.2f} on BERT-base-cased")
+        for key, model in (("sts-vs-whitening-bert", bert), ("sts-vs-whitening-smollm2", smol)):
+            out.append(Finding(
+                key=key, where="Table 1", claim=claim_white,
+                measured=self._encoder_text(model) if model else "not run at this scale",
+                quantity="SoftDecay − whitening, Spearman ×100, mean over the sets (t-interval over sets)",
+                effect=self.across_sets(model, "SoftDecay (sentence)", "whitening") if model else None,
+                direction="above", paper_value=self.paper_value("SoftDecay", against="WhiteBERT"),
+                scale=self._scale_text(model) if model else "", section="sts-anisotropic", digits=2,
+                **({} if model else rerun), **common))
+        out.append(Finding(
+            key="sts-uniformity", where="Table 4",
+            claim="SoftDecay makes sentence embeddings more uniform: EV₁, RBF_dis and TokenUni fall on every "
+                  "STS set",
+            measured=self._encoder_text(first), quantity="EV₁ after SoftDecay − before, mean over the sets",
+            effect=self.metric_change(first, "EV1"), direction="below", scale=self._scale_text(first),
+            section="sts-uniformity", digits=3, **common))
+        out.append(Finding(
+            key="sts-lsds", where="Fig. 6",
+            claim="SoftDecay preserves local neighbourhoods better than whitening: lower LSDS on every STS set",
+            measured=f"{self._encoder_text(first)}; LSDS with 12 neighbours, weights normalised to sum to one",
+            quantity="LSDS of SoftDecay − LSDS of whitening, mean over the sets",
+            effect=self.lsds_gap(first, "normalised"), direction="below", scale=self._scale_text(first),
+            section="sts-lsds", digits=3, **common))
+        resolution = self.vs_raw(first, "SoftDecay (sentence)")
+        out.append(Finding(
+            key="sts-alpha", where="App. B",
+            claim="The STS results do not change significantly across α ∈ {−0.2, …, −1.0}, so α = −0.6 is fixed",
+            measured=f"{first}, {len(self.datasets)} STS sets, α swept over {len(self.alpha_scores(first))} values",
+            quantity=(f"score at α = {self.alpha_scores(first).index.max()} − at α = "
+                      f"{self.alpha_scores(first).index.min()}, Spearman ×100, mean over the sets"),
+            effect=self.alpha_effect(first), direction="equal",
+            margin=(resolution.high - resolution.low) / 2,
+            scale=self._scale_text(first), section="sts-alpha", digits=2, **common))
+        out.append(Finding(
+            key="sts-paper-ptlms", where="Table 1",
+            claim="SoftDecay raises the STS average of BERT, DistilBERT, ALBERT and RoBERTa, and beats WhiteBERT "
+                  "on each", measured="the paper's four PTLMs (the `paper` preset)",
+            quantity="SoftDecay − raw model per PTLM", effect=None, needs="the Hugging Face hub",
+            command=COMMANDS["paper"], section="sts-anisotropic", **common))
+        return out
 
 
 def _subsample(ds, max_pairs: int, seed: int):
@@ -303,6 +520,7 @@ def encoder_demo(loaded, alpha: float) -> dict:
 _EXTRA_FIELDS = ("extra_models", "extra_max_pairs", "extra_pooling")
 
 
+
 def run(p: Params) -> Result:
     """Every model of `p`, each through the committed-results cache (key: the Params with `models`
     replaced by the run's `model`), the anisotropic `extra_models` (fewer pairs, `extra_pooling`),
@@ -339,4 +557,5 @@ def run(p: Params) -> Result:
     return Result(models=list(p.models), datasets=list(p.datasets), pooling=p.pooling, alpha=p.alpha, scale=p.scale,
                   runs=runs, from_cache=from_cache, averages=avgs, lsds_wins=wins, plant_sizes=list(p.plant_sizes),
                   extras=extras, extra_pooling=p.extra_pooling, glue_cdf=glue, paper_table1=paper1,
-                  paper_table4=paper4, encoder_demo=demo)
+                  paper_table4=paper4, encoder_demo=demo, bootstrap=p.bootstrap, max_pairs=p.max_pairs,
+                  extra_max_pairs=p.extra_max_pairs)

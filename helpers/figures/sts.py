@@ -1,49 +1,83 @@
-"""Figures and tables of the STS chapter, drawn from `experiments.sts.Result`."""
+"""Figures and tables of the STS chapter, drawn from `experiments.sts.Result` (every statistic is a
+Result method; this module draws and formats)."""
 
 from __future__ import annotations
+
+import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown
+from IPython.display import HTML, Markdown
 
-from ..core.sts import METHODS, PROTOCOLS
-from ..experiments.sts import PLANT_METHODS, Result
+from ..core.stats import Interval
+from ..core.sts import METHODS
+from ..experiments.sts import BOOK_BERT, SMOL, Result
 from . import common
 
-CHAPTER = "sts"
-_KEYS = {"vanilla": "vanilla", "whitening": "whitening", "whitening-256": "whitening-256",
-         "de-escalation": "deesc", "SoftDecay (sentence)": "sd-sentence", "SoftDecay (token)": "sd-token",
-         "SoftDecay (σ/√N)": "sd-sqrtn", "SoftDecay (σ/σ_max)": "sd-max"}
-_PROT = {"subset-mean": "paper", "pooled": "pooled"}
-#: what each of our rows is, said in the table
-LABELS = {"vanilla": "raw model", "whitening": "whitening fitted on the test pairs (WhiteBERT-style)",
-          "whitening-256": "the same, first 256 directions", "de-escalation": "mean removed (Yu & Zhang eq. 21)",
-          "SoftDecay (sentence)": "SoftDecay on the sentence matrix (the paper's)",
-          "SoftDecay (token)": "SoftDecay on each sentence's tokens (ours)",
-          "SoftDecay (σ/√N)": "SoftDecay of σ/√N (ours)", "SoftDecay (σ/σ_max)": "SoftDecay of σ/σ_max (ours)"}
+#: what each of our rows is, said in the tables
+LABELS = {"vanilla": "raw model", "whitening": "whitening (fitted on the test pairs, WhiteBERT-style)",
+          "whitening-256": "whitening, first 256 directions", "de-escalation": "mean removed (Yu & Zhang eq. 21)",
+          "SoftDecay (sentence)": "SoftDecay of the sentence matrix (the paper's)",
+          "SoftDecay (token)": "SoftDecay of each sentence's tokens (ours)",
+          "SoftDecay (σ/√N)": "SoftDecay of σ/√N (ours)", "SoftDecay (σ/σ_max)": "SoftDecay of σ/max σ (ours)"}
+#: the per-set interval tables show these methods (the others are in the averages table)
+SET_METHODS = ("whitening", "de-escalation", "SoftDecay (sentence)", "SoftDecay (token)")
 #: the paper's row that matches each of ours (whitening: WhiteBERT fits on the test set like ours; the
 #: paper's "whitening (NLI)" rows fit on NLI, which we do not have)
 PAPER_MATCH = {"vanilla": "vanilla", "whitening": "WhiteBERT", "SoftDecay (sentence)": "SoftDecay"}
 #: our model name -> the paper's model label in data/yan_2022_table1.csv
 PAPER_MODEL = {"bert-base-cased": "bert-base-cased", "distilbert-base-uncased": "distilbert-base-uncased",
                "albert-base-v2": "albert-base", "roberta-base": "roberta-base"}
+LEGEND = 9          # legend and small text, pt (figures are at most 9 inches wide: ≥ 7 pt at page width)
 
 
-def _first(res: Result) -> dict:
-    return res.runs[res.models[0]]
+def _iv(iv: Interval | None, digits: int = 2) -> str:
+    """An interval as the tables and prose print it, ✱ when it excludes 0; '–' when not run."""
+    if iv is None or not math.isfinite(iv.estimate):
+        return "–"
+    return iv.text(digits) + ("" if iv.covers(0.0) else " ✱")
 
 
-def _all_runs(res: Result) -> dict[str, dict]:
-    return {**res.runs, **res.extras}
+def _scroll(styler) -> HTML:
+    """A table in a box that scrolls sideways on a narrow page (its key columns come first)."""
+    return HTML(f'<div style="overflow-x:auto">{styler.to_html()}</div>')
 
 
 def runs_table(res: Result):
-    """Which model ran, on how many pairs, and whether it was read from the committed results."""
-    df = pd.DataFrame([{"model": m, "pairs": int(sum(r["pairs"].values())),
+    """Which encoder ran, on how many pairs, and whether it was read from the committed results."""
+    df = pd.DataFrame([{"encoder": m, "pairs": res.pairs(m),
                         "results": "read from committed results" if res.from_cache[m] else "computed now"}
-                       for m, r in _all_runs(res).items()])
+                       for m in res.all_runs()])
     return common.table(df)
+
+
+def averages_table(res: Result, models: list[str] | None = None):
+    """Per encoder and method: the mean over the sets under the paper's protocol and pooled, and the
+    difference from the raw model with its paired bootstrap interval (✱: it excludes 0)."""
+    models = list(res.extras) if models is None else models
+    rows = []
+    for m in models:
+        avg = res.averages[m]
+        for method in METHODS:
+            if not np.isfinite(avg["subset-mean"].get(method, np.nan) or np.nan):
+                continue
+            rows.append({"encoder": m, "method": LABELS[method], "Avg": avg["subset-mean"][method],
+                         "Δ vs raw [95 %]": "" if method == "vanilla" else _iv(res.vs_raw(m, method)),
+                         "Avg, pooled": avg["pooled"][method]})
+    if not rows:
+        return Markdown("*No encoder of this kind was run at this scale.*")
+    return common.table(pd.DataFrame(rows), digits=2)
+
+
+def intervals_table(res: Result, model: str):
+    """Per set: the main methods minus the raw model, with the 95 % paired bootstrap interval."""
+    if model not in res.all_runs():
+        return Markdown(f"*{model} was not run at this scale.*")
+    df = pd.DataFrame({LABELS[m]: {d: _iv(res.vs_raw(model, m, dataset=d)) for d in res.datasets}
+                       for m in SET_METHODS})
+    df.index.name = "set"
+    return common.table(df.reset_index())
 
 
 def paper_rows(res: Result, model: str) -> tuple[str, list[dict]]:
@@ -53,243 +87,145 @@ def paper_rows(res: Result, model: str) -> tuple[str, list[dict]]:
     return label, [r for r in res.paper_table1 if r["model"] == label]
 
 
-def _ci_text(ci: list[float] | None) -> str:
-    if ci is None:
-        return ""
-    d, lo, hi = ci
-    mark = "" if lo <= 0 <= hi else " ✱"
-    return f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]{mark}"
-
-
-def table1(res: Result, protocol: str = "subset-mean", model: str | None = None):
-    """Table 1: our Spearman ×100 per method and set under one protocol, the difference of the Avg
-    from the raw model with its 95 % paired bootstrap interval (✱: the interval excludes 0), and the
-    paper's matching rows beside (its numbers use the subset-mean protocol)."""
+def table1(res: Result, model: str | None = None):
+    """Table 1 for one encoder (paper protocol): method, Avg and its difference from the raw model
+    first, then the seven sets; the paper's matching rows below (for a model the paper did not run,
+    BERT-base-cased's, labelled). In a box that scrolls sideways on a narrow page."""
     model = model or res.models[0]
-    run = _all_runs(res)[model]
-    cols = list(res.datasets)
     rows = []
     for method in METHODS:
-        if method not in run["scores"][protocol][cols[0]]:
+        if method not in res.all_runs()[model]["scores"]["subset-mean"][res.datasets[0]]:
             continue
-        rows.append({"source": f"ours, {model}", "row": LABELS[method],
-                     **{d: run["scores"][protocol][d].get(method, np.nan) for d in cols},
-                     "Avg": res.averages[model][protocol][method],
-                     "Δ Avg vs raw [95 %]": _ci_text(run.get("avg_ci", {}).get(protocol, {}).get(method))})
+        rows.append({"row": LABELS[method], "Avg": res.averages[model]["subset-mean"][method],
+                     "Δ vs raw [95 %]": "" if method == "vanilla" else _iv(res.vs_raw(model, method)),
+                     **dict(zip(res.datasets, res.set_scores(model, method), strict=True))})
     label, paper = paper_rows(res, model)
-    src = "paper" if label == PAPER_MODEL.get(model) else "paper (BERT-base, another model)"
+    other = "" if label == PAPER_MODEL.get(model) else ", another model"
     for r in paper:
-        ours = [k for k, v in PAPER_MATCH.items() if v == r["method"]]
-        rows.append({"source": f"{src}, {label}", "row": r["method"] + (f" ↔ {LABELS[ours[0]]}" if ours else ""),
-                     **{d: r.get(d, np.nan) for d in cols}, "Avg": r["Avg"], "Δ Avg vs raw [95 %]": ""})
-    return common.table(pd.DataFrame(rows), digits=2)
-
-
-def intervals_frame(res: Result, protocol: str = "subset-mean", model: str | None = None) -> pd.DataFrame:
-    """Per set: each method minus the raw model, with its 95 % paired bootstrap interval."""
-    model = model or res.models[0]
-    ci = _all_runs(res)[model]["ci"][protocol]
-    return pd.DataFrame({d: {m: _ci_text(v) for m, v in ci[d].items()} for d in res.datasets})
-
-
-def intervals_table(res: Result, protocol: str = "subset-mean", model: str | None = None):
-    df = intervals_frame(res, protocol, model)
-    df.index.name = "method − raw"
-    return common.table(df.reset_index())
-
-
-def significant(res: Result, protocol: str = "subset-mean", model: str | None = None) -> dict[str, dict[str, int]]:
-    """Per method: on how many sets the interval lies above 0 (`up`) and below 0 (`down`)."""
-    model = model or res.models[0]
-    ci = _all_runs(res)[model]["ci"][protocol]
-    out: dict[str, dict[str, int]] = {}
-    for d in res.datasets:
-        for m, (_, lo, hi) in ci[d].items():
-            c = out.setdefault(m, {"up": 0, "down": 0})
-            c["up"] += lo > 0
-            c["down"] += hi < 0
-    return out
-
-
-def alpha_sweep_frame(res: Result) -> pd.DataFrame:
-    sweep = _first(res)["alpha_sweep"]
-    df = pd.DataFrame({d: {float(a): v for a, v in sweep[d].items()} for d in res.datasets})
-    df.index.name = "α"
-    return df
+        if r["method"] in PAPER_MATCH.values():
+            rows.append({"row": f"paper: {label}{other}, {r['method']}", "Avg": r["Avg"], "Δ vs raw [95 %]": "",
+                         **{d: r.get(d, np.nan) for d in res.datasets}})
+    return _scroll(common.table(pd.DataFrame(rows), digits=2))
 
 
 def alpha_sweep_figure(res: Result) -> plt.Figure:
-    df = alpha_sweep_frame(res)
-    fig, ax = plt.subplots(figsize=(10, 4))
+    df = res.alpha_scores(res.models[0])
+    fig, ax = plt.subplots(figsize=(8, 3.6))
     for d in df.columns:
         ax.plot(df.index, df[d], marker="o", label=d)
     ax.set_xlabel("α")
-    ax.set_ylabel("Spearman ×100 (mean over subsets)")
-    ax.legend(fontsize=8, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    ax.set_title(f"SoftDecay α sweep — {res.models[0]}, {res.pooling} pooling")
+    ax.set_ylabel("Spearman ×100")
+    ax.legend(fontsize=LEGEND, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    ax.set_title(f"SoftDecay against α, {res.models[0]}")
     return fig
 
 
 def alpha_sweep_table(res: Result):
-    return common.table(alpha_sweep_frame(res).reset_index(), digits=2)
+    return common.table(res.alpha_scores(res.models[0]).reset_index(), digits=2)
 
 
 #: the flips table's columns: every count is summed over the two sentence matrices of a set (first and
-#: second sentences, N × d each, transformed separately as Algorithm 1 is applied), so a rank can reach 2d
-FLIP_COLUMNS = {"rank": "rank (sum of the two sentence matrices)", "sigma_min": "σ_min (both)",
-                "sigma_max": "σ_max (both)", "raw": "flipped: σ (sum of both)",
-                "sqrt_n": "flipped: σ/√N (sum of both)", "max": "flipped: σ/σ_max (sum of both)"}
-
-
-def flips_frame(res: Result) -> pd.DataFrame:
-    """How many directions SoftDecay flips (live singular values below |α| after the scaling), per set,
-    summed over the two sentence matrices, out of their summed rank."""
-    rows = [{"model": m, "set": d, **{label: f[k] for k, label in FLIP_COLUMNS.items()}}
-            for m, run in _all_runs(res).items() for d, f in run["flips"].items()]
-    return pd.DataFrame(rows)
+#: second sentences, N × d each, transformed separately), so a rank can reach 2d
+FLIP_COLUMNS = {"rank": "rank", "sigma_min": "σ min", "sigma_max": "σ max", "raw": "flipped: σ",
+                "sqrt_n": "flipped: σ/√N", "max": "flipped: σ/max σ"}
 
 
 def flips_table(res: Result):
-    return common.table(flips_frame(res), digits=3)
-
-
-def layer_flips(res: Result) -> list[int]:
-    cdf = _first(res).get("cdf") or {}
-    return list(cdf.get("flips", []))
-
-
-def paper_table4_value(res: Result, dataset: str, metric: str, column: str) -> float:
-    """One cell of the paper's Table 4 as printed (data/yan_2022_table4.csv); NaN when absent."""
-    for r in res.paper_table4:
-        if r["dataset"] == dataset and r["metric"] == metric:
-            return float(r.get(column, np.nan))
-    return float("nan")
+    """Per encoder and set: SoftDecay's sign-flipped directions under each scaling, out of the rank
+    (both summed over the set's two sentence matrices), with the smallest and largest singular value."""
+    parts = [res.flips(m).reset_index().assign(encoder=m) for m in res.all_runs()]
+    df = pd.concat(parts)[["encoder", "set", *FLIP_COLUMNS]].rename(columns=FLIP_COLUMNS)
+    return common.table(df, digits=3)
 
 
 def table4(res: Result):
-    """Table 4: EV₁, log RBF_dis and TokenUni per set and method, the paper's BERT columns beside."""
-    t4 = pd.DataFrame([{"dataset": d, "method": method, **m} for d in res.datasets
-                       for method, m in _first(res)["table4"][d].items()])
-    show = t4.pivot(index="dataset", columns="method", values=["EV1", "RBF_dis", "TokenUni"])
-    paper = {(r["dataset"], r["metric"]): r for r in res.paper_table4}
-    for metric in ("EV1", "RBF_dis", "TokenUni"):
-        for col in ("BERT", "BERT+SoftDecay"):
-            show[(metric, f"paper {col}")] = [paper.get((d, metric), {}).get(col, np.nan) for d in show.index]
-    return common.table(show.sort_index(axis=1), digits=4, index=True)
+    """Table 4: EV₁, log RBF_dis and TokenUni per set (rows) of the raw, whitened and SoftDecay
+    embeddings, the paper's BERT columns beside."""
+    t4 = res.runs[res.models[0]]["table4"]
+    rows = [{"set": d, "metric": metric, **{k: t4[d][k][metric] for k in ("vanilla", "whitening", "SoftDecay")},
+             "paper BERT": res.paper_table4_value(d, metric, "BERT"),
+             "paper BERT+SoftDecay": res.paper_table4_value(d, metric, "BERT+SoftDecay")}
+            for metric in ("EV1", "RBF_dis", "TokenUni") for d in res.datasets]
+    df = pd.DataFrame(rows).rename(columns={"vanilla": "raw", "metric": "measure"})
+    return common.table(df.replace({"EV1": "EV₁"}), digits=3)
 
 
 def control_table(res: Result):
-    """Table 4's control: the metrics of structureless sets (columns shuffled; Gaussian) before and
+    """Table 4's control: the measures of structureless sets (columns shuffled; Gaussian) before and
     after SoftDecay, beside the real embeddings'."""
     rows = []
-    run = _first(res)
+    run = res.runs[res.models[0]]
+    short = {"EV1": "EV₁", "RBF_dis": "RBF", "TokenUni": "TokenUni"}
     for d in res.datasets:
         t = run["table4"][d]
-        rows.append({"set": d, "input": "sentence embeddings", **{f"{k} before": t["vanilla"][k] for k in t["vanilla"]},
-                     **{f"{k} after": t["SoftDecay"][k] for k in t["SoftDecay"]}})
-        for kind, c in run["control"].get(d, {}).items():
-            rows.append({"set": d, "input": kind, **{f"{k} before": v for k, v in c["before"].items()},
-                         **{f"{k} after": v for k, v in c["after"].items()}})
+        inputs = {"sentence embeddings": {"before": t["vanilla"], "after": t["SoftDecay"]},
+                  **run["control"].get(d, {})}
+        for kind, c in inputs.items():
+            rows.append({"set": d, "input": kind, **{f"{short[k]} before": v for k, v in c["before"].items()},
+                         **{f"{short[k]} after": v for k, v in c["after"].items()}})
     return common.table(pd.DataFrame(rows), digits=3)
 
 
-def lsds_frame(res: Result) -> pd.DataFrame:
-    return pd.DataFrame(_first(res)["lsds"]).T
-
-
 def lsds_figure(res: Result) -> plt.Figure:
-    """Figure 6: LSDS of whitening and SoftDecay per set, with eq. (6)'s raw RBF weights (left) and
-    weights normalised to sum to one (right); the identity map's score is the reference."""
-    ls = lsds_frame(res)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    """LSDS of the identity, whitening and SoftDecay per set, with eq. (6)'s raw RBF weights (left) and
+    weights normalised to sum to one (right)."""
+    ls = pd.DataFrame(res.runs[res.models[0]]["lsds"]).T
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for ax, w in zip(axes, ("eq. 6", "normalised"), strict=True):
         ls[[c for c in ls.columns if c.endswith(f"({w})")]].rename(columns=lambda c: c.split(" (")[0]).plot.bar(
-            ax=ax, rot=0, color=["0.6", "tab:blue", "tab:orange"])
-        ax.set_ylabel(f"LSDS (k = 12, {w} weights)")
+            ax=ax, rot=45, color=["0.6", "tab:blue", "tab:orange"], legend=w == "normalised")
+        ax.set_ylabel("LSDS (12 neighbours)")
         ax.set_title(f"{w} weights")
-    fig.suptitle(f"Figure 6 — LSDS of whitening vs SoftDecay, identity map as reference, {res.models[0]}")
+    axes[1].legend(fontsize=LEGEND, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
 
-def _missing(title: str, what: str) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(10, 2))
+def _missing(what: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(8, 1.5))
     ax.text(0.5, 0.5, f"{what} was not among the datasets run", ha="center", va="center")
     ax.set_axis_off()
-    ax.set_title(title)
     return fig
+
+
+def _cdf(ax, values, title: str) -> None:
+    common.spectrum_cdfs(ax, values, title=title, xlabel=r"$\sigma/\sigma_{\max}$")
+    ax.legend(fontsize=LEGEND - 1)
 
 
 def cdf_figure(res: Result) -> plt.Figure:
-    """Figure 3: CDFs of the normalised singular values of each layer's sentence-embedding matrix
-    (STS-B) before SoftDecay; after it on the last layer only (the paper's figure), and on every
-    layer (what we showed before)."""
-    title = f"Figure 3 — singular values of the per-layer sentence-embedding matrix, STS-B, {res.models[0]}"
-    cdf = _first(res).get("cdf")
+    """CDFs of the normalised singular values of each layer's sentence-embedding matrix (STS-B) before
+    SoftDecay; after it on the last layer only (as the paper's Fig. 3), and on every layer."""
+    cdf = res.runs[res.models[0]].get("cdf")
     if cdf is None:
-        return _missing(title, "STS-B")
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4), sharey=True)
+        return _missing("STS-B")
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3.4), sharey=True)
     layers = range(len(cdf["before"]))
     before = [(f"layer {i}", np.asarray(cdf["before"][i]) / max(cdf["before"][i])) for i in layers]
     last = len(before) - 1
-    common.spectrum_cdfs(axes[0], before, title="before SoftDecay")
-    common.spectrum_cdfs(axes[1], before[:-1] + [(f"layer {last} after",
-                                                  np.asarray(cdf["after"][-1]) / max(cdf["after"][-1]))],
-                         title=f"last layer transformed (as the paper), α = {res.alpha}")
-    common.spectrum_cdfs(axes[2], [(f"layer {i}", np.asarray(cdf["after"][i]) / max(cdf["after"][i])) for i in layers],
-                         title="every layer transformed")
-    fig.suptitle(title)
+    _cdf(axes[0], before, "before")
+    _cdf(axes[1], before[:-1] + [(f"layer {last} after", np.asarray(cdf["after"][-1]) / max(cdf["after"][-1]))],
+         "last layer transformed")
+    _cdf(axes[2], [(f"layer {i}", np.asarray(cdf["after"][i]) / max(cdf["after"][i])) for i in layers],
+         "every layer transformed")
     return fig
 
 
-def planted_frame(res: Result, kind: str = "mean") -> pd.DataFrame:
-    """Mean over the sets of each method's score (paper protocol) per planted size."""
-    pl = _first(res)["planted"]
-    df = pd.DataFrame({m: np.mean([pl[d][kind][m] for d in pl], 0) for m in PLANT_METHODS}, index=res.plant_sizes)
-    df.index.name = "planted size (× RMS norm)"
-    return df
-
-
 def planted_figure(res: Result) -> plt.Figure:
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
     for ax, kind in zip(axes, ("mean", "spike"), strict=True):
-        df = planted_frame(res, kind)
+        df = res.planted(kind)
         for m in df.columns:
             ax.plot(df.index, df[m], marker="o", label=m)
         ax.set_xlabel("planted size (× RMS row norm)")
-        ax.set_title({"mean": "a common vector added to every sentence",
-                      "spike": "a common direction with a random coefficient"}[kind])
-    axes[0].set_ylabel("Spearman ×100, mean over the sets")
-    axes[1].legend(fontsize=8)
-    fig.suptitle(f"Planted anisotropy on {res.models[0]} embeddings")
+        ax.set_title({"mean": "a common vector", "spike": "a common direction, random coefficient"}[kind])
+    axes[0].set_ylabel("Spearman ×100, mean over sets")
+    axes[1].legend(fontsize=LEGEND)
     return fig
 
 
 def planted_table(res: Result):
-    parts = [planted_frame(res, k).add_prefix(f"{k}: ") for k in ("mean", "spike")]
-    return common.table(pd.concat(parts, axis=1).reset_index(), digits=2)
-
-
-def extras_table(res: Result):
-    """The anisotropic encoders: Avg per method under both protocols, with the paper-protocol interval."""
-    rows = []
-    for m, run in res.extras.items():
-        for method in METHODS:
-            if method not in res.averages[m]["subset-mean"]:
-                continue
-            rows.append({"model": m, "row": LABELS[method],
-                         "Avg (paper protocol)": res.averages[m]["subset-mean"][method],
-                         "Avg (pooled)": res.averages[m]["pooled"][method],
-                         "Δ vs raw [95 %] (paper protocol)": _ci_text(run["avg_ci"]["subset-mean"].get(method))})
-    if not rows:
-        return Markdown("*No anisotropic encoder was run at this scale (`extra_models` is empty).*")
-    return common.table(pd.DataFrame(rows), digits=3)
-
-
-def extras_intervals(res: Result, model: str | None = None):
-    """Per set, an anisotropic encoder's differences from its raw model (paper protocol); default the first."""
-    if not res.extras or (model is not None and model not in res.extras):
-        return Markdown(f"*{model or 'No anisotropic encoder'} was not run at this scale.*")
-    return intervals_table(res, "subset-mean", model or next(iter(res.extras)))
+    parts = [res.planted(k).rename(columns=lambda c, k=k: f"{k}: {c}") for k in ("mean", "spike")]
+    return _scroll(common.table(pd.concat(parts, axis=1).reset_index(), digits=2))
 
 
 def _tsne_axes(axes, panels: dict, with_titles: bool = True) -> None:
@@ -298,64 +234,52 @@ def _tsne_axes(axes, panels: dict, with_titles: bool = True) -> None:
         ax.scatter(xy[:k, 0], xy[:k, 1], s=4, c="k", label="sentence 1")
         ax.scatter(xy[k:, 0], xy[k:, 1], s=4, c="tab:red", label="sentence 2")
         if with_titles:
-            ax.set_title(f"{method}\nEV₁ {p['EV1']:.3f} · RBF {p['RBF_dis']:.2f} · TokenUni {p['TokenUni']:.3f} · "
-                         f"LSDS {p['LSDS']:.3f}", fontsize=8)
+            ax.set_title(f"{method}\nEV₁ {p['EV1']:.3f} · TokenUni {p['TokenUni']:.3f}\n"
+                         f"RBF {p['RBF_dis']:.2f} · LSDS {p['LSDS']:.3f}", fontsize=LEGEND)
         ax.set_xticks([])
         ax.set_yticks([])
 
 
 def tsne_figure(res: Result) -> plt.Figure:
-    """Figure 4: t-SNE of STS-15 pairs under vanilla, whitening and SoftDecay, with their metrics."""
-    panels = _first(res)["tsne"].get("STS15")
+    """t-SNE of STS-15 pairs under vanilla, whitening and SoftDecay, with their measures."""
+    panels = res.runs[res.models[0]]["tsne"].get("STS15")
     if panels is None:
-        return _missing(f"Figure 4 — t-SNE of STS-15 pairs, {res.models[0]}", "STS15")
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.6))
+        return _missing("STS15")
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3.6))
     _tsne_axes(axes, panels)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"Figure 4 — t-SNE of {panels['vanilla']['n']} STS-15 pairs, {res.models[0]}")
+    axes[0].legend(fontsize=LEGEND)
     return fig
 
 
 def tsne_grid(res: Result) -> plt.Figure:
-    """Figure 7: t-SNE of every other set, rows vanilla / whitening / SoftDecay."""
-    sets = [d for d in res.datasets if d != "STS15" and d in _first(res)["tsne"]]
+    """t-SNE of every other set, rows vanilla / whitening / SoftDecay."""
+    tsne = res.runs[res.models[0]]["tsne"]
+    sets = [d for d in res.datasets if d != "STS15" and d in tsne]
     if not sets:
-        return _missing("Figure 7 — t-SNE of the other sets", "a set other than STS15")
-    fig, axes = plt.subplots(3, len(sets), figsize=(2.4 * len(sets), 7.5), squeeze=False)
+        return _missing("a set other than STS15")
+    fig, axes = plt.subplots(3, len(sets), figsize=(1.5 * len(sets), 5.4), squeeze=False)
     for j, d in enumerate(sets):
-        panels = _first(res)["tsne"][d]
+        panels = tsne[d]
         _tsne_axes(axes[:, j], panels, with_titles=False)
-        axes[0, j].set_title(d, fontsize=10)
+        axes[0, j].set_title(d, fontsize=LEGEND + 1)
         for i, (method, p) in enumerate(panels.items()):
-            axes[i, j].set_xlabel(f"EV₁ {p['EV1']:.2f} · LSDS {p['LSDS']:.2f}", fontsize=7)
+            axes[i, j].set_xlabel(f"EV₁ {p['EV1']:.2f}\nLSDS {p['LSDS']:.2f}", fontsize=LEGEND - 1)
             if j == 0:
-                axes[i, j].set_ylabel(method, fontsize=8)
-    fig.suptitle(f"Figure 7 — t-SNE of sentence pairs (black: first, red: second), {res.models[0]}")
+                axes[i, j].set_ylabel(method.replace(" (sentence)", ""), fontsize=LEGEND)
     return fig
 
 
 def glue_cdf_figure(res: Result) -> plt.Figure:
-    """Figure 8 without training: per-layer singular-value CDFs of the raw model on QNLI and RTE dev."""
+    """Per-layer singular-value CDFs of the raw model on QNLI and RTE dev (no fine-tuning)."""
     tasks = [t for t, v in res.glue_cdf.items() if "layers" in v]
     if not tasks:
-        return _missing("Figure 8 — QNLI vs RTE", "QNLI or RTE")
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), sharey=True, squeeze=False)
+        return _missing("QNLI or RTE")
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.4), sharey=True, squeeze=False)
     for ax, t in zip(axes[0], tasks, strict=True):
         layers = res.glue_cdf[t]["layers"]
-        common.spectrum_cdfs(ax, [(f"layer {i}", np.asarray(v) / max(v)) for i, v in enumerate(layers)],
-                             title=f"{t} dev, {res.glue_cdf[t]['n']} sentences")
-    fig.suptitle(f"Figure 8 — singular values of the sentence matrix per layer, raw {res.models[0]}, no training")
+        _cdf(ax, [(f"layer {i}", np.asarray(v) / max(v)) for i, v in enumerate(layers)],
+             f"{t} dev, {res.glue_cdf[t]['n']} sentences")
     return fig
-
-
-def glue_cdf_medians(res: Result) -> dict[str, float]:
-    """Median normalised singular value of the last layer per task (Fig. 8's summary)."""
-    out = {}
-    for t, v in res.glue_cdf.items():
-        if "layers" in v:
-            s = np.asarray(v["layers"][-1])
-            out[t] = float(np.median(s / s.max()))
-    return out
 
 
 def encoder_table(res: Result):
@@ -364,125 +288,93 @@ def encoder_table(res: Result):
     return common.table(pd.DataFrame(d["cosine"], index=d["labels"], columns=d["labels"]), index=True)
 
 
-#: the book's own MLM BERT among the anisotropic encoders (glued as `bert-*` when it was run)
-BOOK_BERT = "book-mlm-bert"
+def _nan_if_missing(res: Result, model: str, f) -> object:
+    return f() if model in res.all_runs() else float("nan")
 
 
-def compare_intervals(a, b) -> str:
-    """How difference `a` stands to difference `b`, each (mean, lo, hi) of a 95 % interval: "beats" when
-    a's interval lies wholly above b's, "falls short of" when wholly below, "matches" when they overlap
-    (the intervals cannot tell them apart); "–" when either is missing."""
-    if a is None or b is None or not np.all(np.isfinite([*a, *b])):
-        return "–"
-    return "beats" if a[1] > b[2] else "falls short of" if a[2] < b[1] else "matches"
-
-
-def whitening_vs_softdecay(res: Result) -> dict[str, str]:
-    """Per anisotropic encoder (`smol`, `bert`): how whitening (full and 256-direction) compares with
-    sentence-level SoftDecay, on their intervals against the raw model (paper protocol); and `summary`,
-    the best whitening's reading over both encoders ("matches or beats" when it never falls short)."""
-    first = next((e for e in res.extras if e != BOOK_BERT), None)
-    out: dict[str, str] = {}
-    best = []
-    for tag, e in (("smol", first), ("bert", BOOK_BERT if BOOK_BERT in res.extras else None)):
-        ci = res.extras[e]["avg_ci"]["subset-mean"] if e else {}
-        sd = ci.get("SoftDecay (sentence)")
-        words = {k: compare_intervals(ci.get(k), sd) for k in ("whitening", "whitening-256")}
-        out.update({f"{tag}-white-vs-sd": words["whitening"], f"{tag}-white256-vs-sd": words["whitening-256"]})
-        if e:
-            order = ["falls short of", "matches", "beats"]
-            ranked = [w for w in words.values() if w in order]
-            best.append(max(ranked, key=order.index) if ranked else "–")
-    kinds = set(best)
-    out["summary"] = ("–" if not kinds or "–" in kinds else "beats" if kinds == {"beats"} else
-                      "matches" if kinds == {"matches"} else "matches or beats" if "falls short of" not in kinds
-                      else "falls short of" if kinds == {"falls short of"} else "is not consistently level with")
-    return out
-
-
-def _extra_values(res: Result) -> dict[str, object]:
-    """`smol-*`: the first anisotropic encoder's numbers; `bert-*`: the book's own MLM BERT's (NaN when
-    one was not run, so every role resolves)."""
-    first = next((e for e in res.extras if e != BOOK_BERT), None)
-    return {**_encoder_values(res, first, "smol"),
-            **_encoder_values(res, BOOK_BERT if BOOK_BERT in res.extras else None, "bert")}
-
-
-def _encoder_values(res: Result, e: str | None, tag: str) -> dict[str, object]:
-    run = res.extras.get(e, {}) if e else {}
-    nan = float("nan")
-    out: dict[str, object] = {f"{tag}-name": Markdown(f"**{e}**" if e else "*(not run at this scale)*")}
-    for prot in PROTOCOLS:
-        avg = res.averages.get(e, {}).get(prot, {}) if e else {}
-        out.update({f"{tag}-avg-{_PROT[prot]}-{_KEYS[k]}": avg.get(k, nan) for k in METHODS})
-    ci = run.get("avg_ci", {}).get("subset-mean", {})
-    for k in METHODS[1:]:
-        d, lo, hi = ci.get(k, (nan, nan, nan))
-        out.update({f"{tag}-d-{_KEYS[k]}": d, f"{tag}-lo-{_KEYS[k]}": lo, f"{tag}-hi-{_KEYS[k]}": hi})
-    t4 = run.get("table4", {})
-    out[f"{tag}-ev1"] = float(np.mean([t["vanilla"]["EV1"] for t in t4.values()])) if t4 else nan
-    out[f"{tag}-ev1-sd"] = float(np.mean([t["SoftDecay"]["EV1"] for t in t4.values()])) if t4 else nan
-    out[f"{tag}-pairs"] = int(sum(run.get("pairs", {}).values()))
-    flips = (run.get("cdf") or {}).get("flips", [])
-    out[f"{tag}-flips-first"] = flips[0] if flips else nan
-    out[f"{tag}-flips-last"] = flips[-1] if flips else nan
-    split = run.get("flips", {}).get("STS-B")
-    out[f"{tag}-flips-stsb"] = split["raw"] if split else nan
-    out[f"{tag}-flips-stsb-text"] = Markdown(common.plural(split["raw"], "flipped direction") if split else "–")
-    out[f"{tag}-rank-stsb"] = split["rank"] if split else nan
-    out[f"{tag}-sentences-stsb"] = 2 * run.get("pairs", {}).get("STS-B", 0)
-    return out
+def _text_if_run(res: Result, model: str, f) -> str:
+    return _iv(f()) if model in res.all_runs() else "–"
 
 
 def publish(res: Result) -> None:
-    """Glue the figures and every number the prose quotes (`sts-*`)."""
+    """Glue the figures and every number the prose quotes (`sts-*`): numbers and intervals only."""
     common.set_theme()
     m = res.models[0]
-    run = _first(res)
-    values: dict[str, object] = {
-        "model": Markdown(f"**{m}**"),
-        "pairs": int(sum(run["pairs"].values())),
-        "cache": Markdown("read from the committed results" if res.from_cache[m] else "computed now"),
-        "lsds-wins": res.lsds_wins[m], "lsds-sets": len(run["lsds"]),
-    }
-    for prot in PROTOCOLS:
-        tag = _PROT[prot]
-        avg = res.averages[m][prot]
-        values.update({f"avg-{tag}-{_KEYS[k]}": v for k, v in avg.items()})
-        for k, (d, lo, hi) in run["avg_ci"][prot].items():
-            values.update({f"d-{tag}-{_KEYS[k]}": d, f"lo-{tag}-{_KEYS[k]}": lo, f"hi-{tag}-{_KEYS[k]}": hi})
-        sig = significant(res, prot)
-        for k, c in sig.items():
-            values.update({f"up-{tag}-{_KEYS[k]}": c["up"], f"down-{tag}-{_KEYS[k]}": c["down"],
-                           f"sets-up-{tag}-{_KEYS[k]}": Markdown(common.plural(c["up"], "set")),
-                           f"sets-down-{tag}-{_KEYS[k]}": Markdown(common.plural(c["down"], "set"))})
-    flips = layer_flips(res)
-    values["layer-flips"] = Markdown(", ".join(str(f) for f in flips) or "—")
-    fl = run["flips"]
-    values.update({"flips-raw-max": max(f["raw"] for f in fl.values()),
-                   "flips-sqrtn-min": min(f["sqrt_n"] for f in fl.values()),
-                   "flips-max-min": min(f["max"] for f in fl.values()),
-                   "rank-min": min(f["rank"] for f in fl.values()),
-                   "sigma-min": min(f["sigma_min"] for f in fl.values()),
-                   "sigma-max": max(f["sigma_max"] for f in fl.values())})
-    if run["planted"]:
-        for kind in ("mean", "spike"):
-            df = planted_frame(res, kind)
-            top = df.index[-1]
-            values[f"plant-{kind}-top"] = float(top)
-            values.update({f"plant-{kind}-{_KEYS[k]}-0": float(df[k].iloc[0]) for k in df.columns})
-            values.update({f"plant-{kind}-{_KEYS[k]}-top": float(df[k].iloc[-1]) for k in df.columns})
-            lost = float(df["vanilla"].iloc[0] - df["vanilla"].iloc[-1])
-            values.update({f"plant-{kind}-{_KEYS[k]}-recovered": float(df[k].iloc[-1] - df["vanilla"].iloc[-1]) / lost
-                           if lost > 0 else float("nan") for k in df.columns})
-    values.update(_extra_values(res))
-    values.update({k: Markdown(v) for k, v in whitening_vs_softdecay(res).items()})
-    values.update({"paper-sts14-ev1-bert-sd": paper_table4_value(res, "STS14", "EV1", "BERT+SoftDecay"),
-                   "paper-sts14-ev1-albert": paper_table4_value(res, "STS14", "EV1", "ALBERT")})
-    values["minilm-ev1"] = float(np.mean([t["vanilla"]["EV1"] for t in run["table4"].values()]))
-    for t, v in glue_cdf_medians(res).items():
-        values[f"glue-median-{t}"] = v
-    common.publish(CHAPTER, values)
+    flips = res.flips(m)
+    bert_flips = res.flips(BOOK_BERT)["raw"] if BOOK_BERT in res.all_runs() else pd.Series([np.nan])
+    medians = res.glue_medians()
+    glue_n = {t: v.get("n", float("nan")) for t, v in res.glue_cdf.items()}
+    common.publish({
+        # anisotropic encoders
+        "sts-extra-pairs": res.extra_max_pairs,
+        "sts-bert-ev1": _nan_if_missing(res, BOOK_BERT, lambda: res.mean_metric(BOOK_BERT, "vanilla")),
+        "sts-bert-gain": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "SoftDecay (sentence)")),
+        "sts-bert-white": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "whitening")),
+        "sts-bert-sd-vs-white": _text_if_run(
+            res, BOOK_BERT, lambda: res.across_sets(BOOK_BERT, "SoftDecay (sentence)", "whitening")),
+        "sts-bert-sd-max": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "SoftDecay (σ/σ_max)")),
+        "sts-bert-sd-token": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "SoftDecay (token)")),
+        "sts-bert-deesc": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "de-escalation")),
+        "sts-bert-flips-min": int(bert_flips.min()) if bert_flips.notna().all() else float("nan"),
+        "sts-bert-flips-max": int(bert_flips.max()) if bert_flips.notna().all() else float("nan"),
+        "sts-bert-rank": (int(res.flips(BOOK_BERT)["rank"].min()) if BOOK_BERT in res.all_runs()
+                          else float("nan")),
+        "sts-smol-ev1": _nan_if_missing(res, SMOL, lambda: res.mean_metric(SMOL, "vanilla")),
+        "sts-smol-gain": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "SoftDecay (sentence)")),
+        "sts-smol-white": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "whitening")),
+        "sts-smol-white-256": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "whitening-256")),
+        "sts-smol-sd-vs-white": _text_if_run(
+            res, SMOL, lambda: res.across_sets(SMOL, "SoftDecay (sentence)", "whitening")),
+        "sts-smol-sd-vs-white-256": _text_if_run(
+            res, SMOL, lambda: res.across_sets(SMOL, "SoftDecay (sentence)", "whitening-256")),
+        # the contrastive encoder
+        "sts-minilm-pairs": res.pairs(m),
+        "sts-minilm-raw": res.averages[m]["subset-mean"]["vanilla"],
+        "sts-minilm-sd": _iv(res.vs_raw(m, "SoftDecay (sentence)")),
+        "sts-minilm-sd-token": _iv(res.vs_raw(m, "SoftDecay (token)")),
+        "sts-minilm-white": _iv(res.vs_raw(m, "whitening")),
+        "sts-minilm-white-pooled": _iv(res.vs_raw(m, "whitening", "pooled")),
+        "sts-minilm-sd-vs-white": _iv(res.across_sets(m, "SoftDecay (sentence)", "whitening")),
+        "sts-minilm-sd-sick": (_iv(res.vs_raw(m, "SoftDecay (sentence)", dataset="SICK-R"))
+                               if "SICK-R" in res.datasets else "–"),
+        "sts-minilm-sd-rest": res.drop_one_set(m, "SoftDecay (sentence)", "SICK-R"),
+        "sts-minilm-ev1": res.mean_metric(m, "vanilla"),
+        "sts-minilm-ev1-white": res.mean_metric(m, "whitening"),
+        "sts-minilm-ev1-sd": res.mean_metric(m, "SoftDecay"),
+        # planted anisotropy
+        "sts-plant-top": float(res.plant_sizes[-1]),
+        "sts-plant-mean-raw-0": float(res.planted("mean")["vanilla"].iloc[0]),
+        "sts-plant-mean-raw-top": float(res.planted("mean")["vanilla"].iloc[-1]),
+        "sts-plant-mean-sd-top": float(res.planted("mean")["SoftDecay (sentence)"].iloc[-1]),
+        "sts-plant-spike-raw-top": float(res.planted("spike")["vanilla"].iloc[-1]),
+        "sts-plant-spike-sd-top": float(res.planted("spike")["SoftDecay (sentence)"].iloc[-1]),
+        "sts-plant-spike-white-top": float(res.planted("spike")["whitening"].iloc[-1]),
+        "sts-plant-spike-deesc-top": float(res.planted("spike")["de-escalation"].iloc[-1]),
+        # the α sweep
+        "sts-alpha-effect": _iv(res.alpha_effect(m)),
+        "sts-alpha-margin": (lambda iv: (iv.high - iv.low) / 2)(res.vs_raw(m, "SoftDecay (sentence)")),
+        # Table 4 and LSDS
+        "sts-ev1-change": _iv(res.metric_change(m, "EV1"), 3),
+        "sts-paper-sts14-ev1-bert-sd": res.paper_table4_value("STS14", "EV1", "BERT+SoftDecay"),
+        "sts-paper-sts14-ev1-albert": res.paper_table4_value("STS14", "EV1", "ALBERT"),
+        "sts-lsds-wins": res.lsds_count(m, "normalised"),
+        "sts-lsds-wins-eq6": res.lsds_count(m, "eq. 6"),
+        "sts-lsds-sets": len(res.runs[m]["lsds"]),
+        "sts-lsds-gap": _iv(res.lsds_gap(m, "normalised"), 3),
+        "sts-lsds-gap-eq6": _iv(res.lsds_gap(m, "eq. 6"), 3),
+        # sign flips
+        "sts-sigma-min": float(flips["sigma_min"].min()),
+        "sts-sigma-max": float(flips["sigma_max"].max()),
+        "sts-flips-raw-max": int(flips["raw"].max()),
+        "sts-flips-sqrtn-min": int(flips["sqrt_n"].min()),
+        "sts-flips-max-min": int(flips["max"].min()),
+        "sts-rank-min": int(flips["rank"].min()),
+        # the paper's Fig. 8
+        "sts-glue-median-QNLI": medians.get("QNLI", float("nan")),
+        "sts-glue-median-RTE": medians.get("RTE", float("nan")),
+        "sts-glue-n-QNLI": glue_n.get("QNLI", float("nan")),
+        "sts-glue-n-RTE": glue_n.get("RTE", float("nan")),
+    })
     common.figure("sts-alpha-sweep", alpha_sweep_figure(res))
     common.figure("sts-fig6", lsds_figure(res))
     common.figure("sts-fig3", cdf_figure(res))
