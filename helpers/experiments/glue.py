@@ -15,7 +15,8 @@ from .. import data as D
 from ..book import results
 from ..book.params import ChapterParams, nonneg, positive, rules
 from ..book.runtime import REPO_ROOT, run_seeds, seed_everything
-from ..core.stats import t_interval, verdict
+from ..core.findings import Finding
+from ..core.stats import Interval, t_interval
 from ..data.glue import TASK_METRICS, _int_label, encode_task, glue_metrics
 from ..hf.glue import architecture_check, layer_spectra
 from ..hf.models import quiet_loading
@@ -131,6 +132,132 @@ class Result(results.Result):
         return next((r for r in self.runs if r["stage"] == "comparison" and
                      (r["model"], r["task"], r["variant"], r["seed"]) == (model, task, variant, seed)), None)
 
+    # --- the statistics the chapter reads (figures/glue.py only formats them) ---------------------
+
+    def differences(self, task: str, variant: str = "softdecay", metric: str | None = None,
+                    model: str | None = None) -> list[float]:
+        """Per-seed `variant` − baseline final validation score (points of `metric`, default the task's
+        first) on every comparison seed both ran, in seed order."""
+        metric = metric or primary_metric(task)
+        out = []
+        for seed in self.seeds:
+            a, b = self.run_for(task, variant, seed, model), self.run_for(task, "baseline", seed, model)
+            if a is not None and b is not None:
+                out.append(a["history"]["final"][metric] - b["history"]["final"][metric])
+        return out
+
+    def paired_interval(self, task: str, variant: str = "softdecay", metric: str | None = None,
+                        model: str | None = None) -> Interval:
+        """Mean paired difference `variant` − baseline with its 95 % Student-t interval over seeds."""
+        return t_interval(self.differences(task, variant, metric, model))
+
+    def detectable(self, task: str, variant: str = "softdecay", metric: str | None = None,
+                   power: float = 0.8) -> float:
+        """The smallest true difference these seeds would detect (interval excluding 0) with probability
+        `power`, given the seed-to-seed spread of the paired differences (`detectable_effect`)."""
+        return detectable_effect(self.differences(task, variant, metric), power)
+
+    def paper_gain(self, task: str, metric: str | None = None) -> float:
+        """The paper's SoftDecay − baseline (Table 2, points) for the model set beside ours (NaN if absent)."""
+        metric = metric or primary_metric(task)
+        row = next((r for r in self.summary if (r["model"], r["task"], r["metric"]) == (self.models[0], task, metric)),
+                   None)
+        if row is None or row.get("paper softdecay") is None or row.get("paper baseline") is None:
+            return float("nan")
+        return float(row["paper softdecay"]) - float(row["paper baseline"])
+
+    def flattening(self, model: str | None = None) -> Interval:
+        """App. Fig. 9: SoftDecay − baseline median normalised singular value of the fine-tuned model's
+        last-layer output, averaged over the tasks for each seed, with its t interval over seeds."""
+        per_seed = []
+        for seed in self.seeds:
+            d = []
+            for task in self.tasks:
+                a, b = self.run_for(task, "softdecay", seed, model), self.run_for(task, "baseline", seed, model)
+                if a is not None and b is not None:
+                    d.append(a["history"]["spectra"]["layers"][-1]["median"]
+                             - b["history"]["spectra"]["layers"][-1]["median"])
+            if d:
+                per_seed.append(float(np.mean(d)))
+        return t_interval(per_seed) if per_seed else Interval(float("nan"), float("nan"), float("nan"), 0, "t")
+
+    def majority_margins(self) -> dict[str, float]:
+        """Per task: the tuned baseline's mean score minus the majority class's (first metric, points)."""
+        out = {}
+        for r in self.summary:
+            if r["model"] == self.models[0] and r["metric"] == primary_metric(r["task"]):
+                out[r["task"]] = float(r["baseline"]) - float(r["majority class"])
+        return out
+
+    def alpha_max_move(self) -> float:
+        """The largest |mean α after the last epoch − α₀| over tasks; NaN without SoftDecay runs."""
+        moves = []
+        for r in self.alphas:
+            last = max((k for k in r if k.startswith("α after epoch") and k.endswith("mean")),
+                       key=lambda k: int(k.split()[3]), default=None)
+            if last is not None:
+                moves.append(abs(r[last] - r["initial α"]))
+        return float(max(moves)) if moves else float("nan")
+
+    def expdecay_signs(self) -> dict[str, int]:
+        """The sign pattern of ExpDecay − baseline over every (task, metric, reading): how many mean
+        differences and how many single-seed differences are below zero, out of how many."""
+        rows = [r for r in self.paired if r["variant"].startswith("expdecay")]
+        seeds = [d for r in rows for d in r["differences"]]
+        return {"means": len(rows), "means_below": sum(r["mean difference"] < 0 for r in rows),
+                "seeds": len(seeds), "seeds_below": sum(d < 0 for d in seeds)}
+
+    def findings(self) -> list[Finding]:
+        """The chapter's findings: SoftDecay − baseline per task (Table 2), the flatter last-layer spectrum
+        (App. Fig. 9), and the paper's own models (not testable offline)."""
+        model = self.models[0]
+        out = []
+        reported = set(paper_tables().model)
+        paper_model = paper_model_for(model, reported)
+        for task in self.tasks:
+            d = self.differences(task)
+            if not d:
+                continue
+            metric = primary_metric(task)
+            row = next(r for r in self.summary if (r["model"], r["task"], r["metric"]) == (model, task, metric))
+            run = self.run_for(task, "softdecay", self.seeds[0], model)
+            n_train = run["history"]["train_examples"]
+            name = METRIC_NAMES[metric]
+            out.append(Finding(
+                key=f"glue-softdecay-{task.lower()}", paper="yan2022", where="Table 2",
+                claim=(f"Fine-tuning {paper_model} with SoftDecay raises its {task} validation {name} "
+                       f"from {row['paper baseline']:.2f} to {row['paper softdecay']:.2f}"),
+                measured=(f"{model} fine-tuned on {task} ({n_train:,} training examples, {self.epochs} epochs, "
+                          f"lr {row['lr']:g}, α₀ {row['α₀']:+.1f}), {len(d)} seeds paired with the baseline"),
+                quantity=f"SoftDecay − baseline validation {name}, points",
+                effect=t_interval(d), direction="above", reference=0.0, reference_label="0",
+                paper_value=self.paper_gain(task), digits=2,
+                scale=(f"{self.scale}: {model} in place of {paper_model}; {len(d)} seeds where the paper "
+                       "reports one run"),
+                section="glue-scores", chapter="glue",
+                extra={"detectable_80": self.detectable(task)}))
+        flat = self.flattening()
+        if flat.n:
+            out.append(Finding(
+                key="glue-flatter-spectrum", paper="yan2022", where="App. D, Fig. 9",
+                claim=(f"Fine-tuned with SoftDecay, {paper_model}'s last layer has a flatter singular-value CDF "
+                       f"than fine-tuned without it"),
+                measured=(f"{model} fine-tuned on {', '.join(self.tasks)} with and without SoftDecay, "
+                          f"{flat.n} paired seeds, validation sentences"),
+                quantity="SoftDecay − baseline median normalised singular value of the last layer (mean over tasks)",
+                effect=flat, direction="above", digits=3, section="glue-spectra", chapter="glue",
+                scale=f"{self.scale}: {model} in place of {paper_model}"))
+        if not set(self.models) & reported:
+            out.append(Finding(
+                key="glue-paper-models", paper="yan2022", where="Table 2, Table 6",
+                claim=("SoftDecay improves BERT-base, ALBERT and DistilBERT on most of CoLA, SST-2, MRPC, QNLI "
+                       "and RTE, and ExpDecay brings no substantial improvement"),
+                measured="not run: the paper's models and QNLI's training split come from the Hugging Face hub",
+                quantity="SoftDecay − baseline per model and task, points", effect=None,
+                needs="the Hugging Face hub (and a GPU for SST-2 and QNLI in hours, not days)",
+                command="make rerun CHAPTER=glue SCALE=paper", section="glue-differs", chapter="glue"))
+        return out
+
 
 def _run_name(model: str, task: str, kind: str, alpha: float | None, reading: str | None, lr: float,
               seed: int) -> str:
@@ -165,6 +292,24 @@ GRID = ("models", "tasks", "variants", "alphas", "lrs", "seeds", "seed", "expdec
 
 def _run_values(model, task, kind, alpha, reading, lr, seed) -> dict[str, Any]:
     return dict(model=model, task=task, variant=kind, alpha=alpha, reading=reading, lr=lr, seed=seed)
+
+
+#: how the chapter names each metric
+METRIC_NAMES = {"acc": "accuracy", "f1": "F1", "mcc": "Matthews correlation", "pearson": "Pearson correlation",
+                "spearman": "Spearman correlation"}
+
+
+def detectable_effect(differences, power: float = 0.8, level: float = 0.95) -> float:
+    """The smallest true mean difference a paired t test on these many seeds detects (its `level`
+    interval excludes 0) with probability `power`, at the observed seed-to-seed spread:
+    (t_{(1+level)/2, n−1} + t_{power, n−1}) · sd / √n. NaN with fewer than two differences."""
+    from scipy import stats
+
+    d = np.asarray(differences, dtype=float)
+    if d.size < 2:
+        return float("nan")
+    df = d.size - 1
+    return float((stats.t.ppf(0.5 + level / 2, df) + stats.t.ppf(power, df)) * d.std(ddof=1) / np.sqrt(d.size))
 
 
 def primary_metric(task: str) -> str:
@@ -242,6 +387,19 @@ def side_measurements() -> dict[str, Any]:
     return {k: json.loads(p.read_text()) if p.is_file() else None for k, p in paths.items()}
 
 
+def rte_probe() -> dict[float, dict[str, float]]:
+    """The RTE 10-epoch probe of the baseline, per learning rate: training loss after the first and the
+    last epoch, the peak validation accuracy and its epoch (1-based), the last epoch's accuracy; {}
+    when the probe's file is missing."""
+    out = {}
+    for run in (side_measurements()["rte_probe"] or {}).get("runs", []):
+        acc = run["val_acc"]
+        peak = int(np.argmax(acc))
+        out[float(run["lr"])] = {"train_first": run["train_loss"][0], "train_last": run["train_loss"][-1],
+                                 "peak": acc[peak], "peak_epoch": peak + 1, "last": acc[-1]}
+    return out
+
+
 def paper_tables() -> pd.DataFrame:
     """Yan et al. Table 2 and Table 6 (data/yan_2022_table{2,6}.csv) in long form:
     task, metric, model, variant, value, significance."""
@@ -307,10 +465,10 @@ def summary_table(grid: dict[tuple, dict]) -> pd.DataFrame:
 
 
 def paired_differences(grid: dict[tuple, dict]) -> pd.DataFrame:
-    """For each (model, task, metric) and each modified variant: the per-seed difference variant −
-    baseline (same seed: same head initialisation and batch order), its mean with a 95 % t interval
-    over the seeds both ran, and the verdict: `higher`/`lower` when the interval excludes 0, `no
-    difference detected` otherwise (`one seed` when there is nothing to test)."""
+    """For each (model, task, metric) and each modified variant: the per-seed differences variant −
+    baseline (same seed: same head initialisation and batch order), their mean with a 95 % t interval
+    over the seeds both ran, how many are above 0, and the smallest effect these seeds would detect
+    with 80 % power (`detectable_effect`)."""
     rows = []
     for model, task in sorted({(m, t) for (m, t, _v, _s) in grid}):
         variants = sorted({v for (m, t, v, _s) in grid if (m, t) == (model, task) and v != "baseline"})
@@ -323,12 +481,12 @@ def paired_differences(grid: dict[tuple, dict]) -> pd.DataFrame:
                 if not d:
                     continue
                 ti = t_interval(d)
-                mean, lo, hi = ti["mean"], ti["lo"], ti["hi"]
                 rows.append({"model": model, "task": task, "metric": metric, "variant": v, "seeds": len(d),
-                             "mean difference": mean, "95% low": lo, "95% high": hi,
-                             "wins": int(np.sum(np.asarray(d) > 0)), "verdict": verdict(ti)})
+                             "mean difference": ti.estimate, "95% low": ti.low, "95% high": ti.high,
+                             "wins": int(np.sum(np.asarray(d) > 0)), "detectable": detectable_effect(d),
+                             "differences": [float(x) for x in d]})
     return pd.DataFrame(rows, columns=["model", "task", "metric", "variant", "seeds", "mean difference", "95% low",
-                                       "95% high", "wins", "verdict"])
+                                       "95% high", "wins", "detectable", "differences"])
 
 
 def paper_gains(model: str = "bert-base-uncased") -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""Figures and tables of the GLUE chapter, drawn from `experiments.glue.Result`."""
+"""Figures and tables of the GLUE chapter, drawn from `experiments.glue.Result` (the statistics are the
+Result's methods; here they are only drawn and formatted)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,26 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..experiments.glue import Result
+from ..experiments.glue import METRIC_NAMES, Result, rte_probe, side_measurements
 from . import common
 
 CHAPTER = "glue"
+#: figure width (inches) and the smallest font (points) used at it: text stays >= ~8 pt at a 7-inch page
+WIDTH, FONT = 8.0, 9.5
 
 
 def frame(records: list[dict]) -> pd.DataFrame:
     """Records (as read back from JSON: NaN stored as None) as a DataFrame with NaN restored."""
     df = pd.DataFrame(records)
     return df.astype(object).where(df.notna(), np.nan).infer_objects()
+
+
+def _legible(fig: plt.Figure) -> plt.Figure:
+    """Every tick, label, title and legend text of `fig` at least `FONT` points."""
+    for text in fig.findobj(plt.Text):
+        if text.get_fontsize() < FONT:
+            text.set_fontsize(FONT)
+    return fig
 
 
 def architecture_table(res: Result):
@@ -38,10 +49,59 @@ def format_pm(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _pct(new: float, base: float) -> str:
+    return "" if pd.isna(new) or pd.isna(base) or not base else f"{100 * (new - base) / abs(base):+.1f}"
+
+
 def summary_table(res: Result):
-    """Table 2 / Table 6 counterpart: mean ± sd over seeds, Δ% against our baseline, the paper's
-    BERT-base numbers and the majority-class floor."""
-    return common.table(format_pm(frame(res.summary)))
+    """The paper's Table 2 beside ours, key columns first: the majority-class floor, our baseline and
+    SoftDecay (mean ± sd over seeds, Δ% as the paper's), the paper's baseline, SoftDecay and Δ%."""
+    t = frame(res.summary)
+    shown = format_pm(t)
+    out = pd.DataFrame({"task": t.task, "metric": t.metric.map(METRIC_NAMES)})
+    if len(res.models) > 1:
+        out.insert(0, "model", t.model)
+    out["majority class"] = shown["majority class"]
+    out["baseline"] = shown["baseline"]
+    if "softdecay" in t:
+        out["SoftDecay"] = shown["softdecay"]
+        out["Δ %"] = shown["softdecay Δ%"]
+    out["paper baseline"] = shown["paper baseline"]
+    out["paper SoftDecay"] = shown["paper softdecay"]
+    out["paper Δ %"] = [_pct(a, b) for a, b in zip(t["paper softdecay"], t["paper baseline"], strict=True)]
+    return common.table(out)
+
+
+def paired_table(res: Result):
+    """SoftDecay minus the baseline, seed by seed: mean difference with its 95 % t interval, how many
+    seeds are above 0, the smallest effect these seeds detect with 80 % power, the paper's gain."""
+    df = frame(res.paired)
+    df = df[df.variant == "softdecay"]
+    rows = []
+    for _, r in df.iterrows():
+        paper = res.paper_gain(r.task, r.metric)
+        rows.append({"task": r.task, "metric": METRIC_NAMES[r.metric],
+                     "SoftDecay − baseline [95 % interval]": res.paired_interval(r.task, "softdecay", r.metric).text(2),
+                     "seeds above 0": f"{r.wins} of {r.seeds}", "detectable (80 % power)": f"{r.detectable:.1f}",
+                     "paper gain": "" if pd.isna(paper) else f"{paper:+.2f}"})
+    return common.table(pd.DataFrame(rows))
+
+
+def expdecay_table(res: Result):
+    """ExpDecay minus the baseline per reading: every seed's difference (its sign pattern) and their mean,
+    beside the paper's Table 6 difference; no interval (three seeds)."""
+    df = frame(res.paired)
+    df = df[df.variant.str.startswith("expdecay")]
+    summary = frame(res.summary)
+    rows = []
+    for _, r in df.iterrows():
+        s = summary[(summary.task == r.task) & (summary.metric == r.metric) & (summary.model == r.model)].iloc[0]
+        paper = s["paper expdecay"] - s["paper baseline"]
+        rows.append({"task": r.task, "metric": METRIC_NAMES[r.metric],
+                     "reading": r.variant.removeprefix("expdecay (").rstrip(")"),
+                     "per-seed differences": ", ".join(f"{d:+.1f}" for d in r.differences),
+                     "mean": f"{r['mean difference']:+.1f}", "paper": "" if pd.isna(paper) else f"{paper:+.2f}"})
+    return common.table(pd.DataFrame(rows))
 
 
 def selection_table(res: Result):
@@ -50,34 +110,36 @@ def selection_table(res: Result):
     df = frame(res.selection)
     if df.empty:
         return common.table(pd.DataFrame({"selection": ["none: a single learning rate and α₀"]}))
+    df = df.drop(columns=["model"] if len(res.models) == 1 else [])
     df["value"] = [f"{v:g}" for v in df["value"]]
+    df["metric"] = df["metric"].map(METRIC_NAMES)
+    df["chosen"] = df["chosen"].map({True: "✓", False: ""})
     return common.table(df, digits=2)
 
 
-def paired_table(res: Result):
-    """Each modified variant minus the baseline, seed by seed (same seed: same head initialisation and
-    batch order): mean difference in points with its 95 % t interval, wins out of seeds, verdict."""
-    return common.table(frame(res.paired), digits=2)
-
-
 def paired_figure(res: Result) -> plt.Figure:
-    """The paired differences to the baseline with their 95 % intervals, one panel per task (primary metric)."""
+    """Per task (primary metric): SoftDecay − baseline, mean and 95 % interval over seeds; each
+    ExpDecay reading's per-seed differences (dots) and their mean (bar), without an interval."""
     df = frame(res.paired)
     tasks = [t for t in res.tasks if t in set(df.task)]
-    fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.2 * max(1, len(tasks)), 3.6), squeeze=False)
-    for ax, task in zip(axes[0], tasks, strict=False):
-        rows = df[(df.task == task) & (df.metric == df[df.task == task].metric.iloc[0])]
-        y = np.arange(len(rows))
-        lo = (rows["mean difference"] - rows["95% low"]).fillna(0).to_numpy()
-        hi = (rows["95% high"] - rows["mean difference"]).fillna(0).to_numpy()
-        ax.errorbar(rows["mean difference"], y, xerr=[lo, hi], fmt="o", capsize=4)
+    fig, axes = plt.subplots(len(tasks), 1, figsize=(WIDTH, 1.0 + 1.3 * len(tasks)), squeeze=False, sharex=False)
+    for ax, task in zip(axes[:, 0], tasks, strict=True):
+        metric = df[df.task == task].metric.iloc[0]
+        rows = df[(df.task == task) & (df.metric == metric)].sort_values("variant", key=lambda v: v != "softdecay")
+        for y, (_, r) in enumerate(rows.iterrows()):
+            if r.variant == "softdecay":
+                e = res.paired_interval(task, "softdecay", metric)
+                ax.errorbar([e.estimate], [y], xerr=[[e.estimate - e.low], [e.high - e.estimate]], fmt="o",
+                            capsize=4, color="C0")
+            else:
+                ax.plot(r.differences, [y] * len(r.differences), "o", mfc="none", color="C1")
+                ax.plot([r["mean difference"]], [y], "|", ms=14, mew=2, color="C1")
         ax.axvline(0, color="0.5", lw=1, ls="--")
-        ax.set_yticks(y, rows["variant"])
-        ax.set_xlabel(f"{rows.metric.iloc[0]} − baseline (points)")
-        ax.set_title(task)
-    fig.suptitle(f"Paired difference to the baseline, mean and 95 % interval over seeds ({res.scale} scale)")
+        ax.set_yticks(range(len(rows)), list(rows.variant))
+        ax.set_ylim(-0.6, len(rows) - 0.4)
+        ax.set_title(f"{task}: {METRIC_NAMES[metric]} − baseline (points)", loc="left")
     fig.tight_layout()
-    return fig
+    return _legible(fig)
 
 
 def paper_gains_table(res: Result):
@@ -86,78 +148,95 @@ def paper_gains_table(res: Result):
 
 
 def alpha_figure(res: Result) -> plt.Figure:
-    """The learned α per epoch of every SoftDecay run."""
-    fig, ax = plt.subplots(figsize=(10, 4))
+    """The learned α per epoch of every SoftDecay run, one colour per task."""
+    fig, ax = plt.subplots(figsize=(WIDTH, 3.4))
+    colours = {t: f"C{i}" for i, t in enumerate(res.tasks)}
+    seen = set()
     for r in res.runs:
         if r["variant"] != "softdecay" or r.get("stage") != "comparison":
             continue
         h = r["history"]
-        ax.plot([0, *h["epoch"]], [r["alpha"], *h["alpha"]], marker="o",
-                label=f"{r['task']} α₀={r['alpha']:+.1f} seed {r['seed']}")
+        label = None if r["task"] in seen else f"{r['task']} (α₀ = {r['alpha']:+.1f})"
+        seen.add(r["task"])
+        ax.plot([0, *h["epoch"]], [r["alpha"], *h["alpha"]], marker="o", color=colours[r["task"]], label=label, lw=1)
     ax.set_xlabel("epoch")
     ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     ax.set_ylabel("α")
-    ax.set_title(f"Learned α ({', '.join(res.models)}, {res.scale} scale)")
-    ax.legend(fontsize=8, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    return fig
-
-
-def alpha_max_move(res: Result) -> float:
-    """The largest |α after the last epoch − initial α| over tasks (means over seeds); NaN without
-    SoftDecay runs."""
-    al = frame(res.alphas)
-    cols = [c for c in al.columns if c.startswith("α after epoch") and c.endswith("mean")]
-    if al.empty or not cols:
-        return float("nan")
-    last = max(cols, key=lambda c: int(c.split()[3]))
-    return float((al[last] - al["initial α"]).abs().max())
+    ax.legend(loc="best")
+    return _legible(fig)
 
 
 def alpha_table(res: Result):
-    return common.table(frame(res.alphas), digits=4)
+    df = frame(res.alphas)
+    if not df.empty and len(res.models) == 1:
+        df = df.drop(columns="model")
+    return common.table(df, digits=3)
 
 
 def training_curves(res: Result) -> plt.Figure:
     """Training loss per epoch, per task, mean and spread over seeds for each variant."""
-    fig, axes = plt.subplots(1, len(res.tasks), figsize=(max(10, 4.2 * len(res.tasks)), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(res.tasks), figsize=(WIDTH, 3.4), squeeze=False, sharey=False)
     for ax, task in zip(axes[0], res.tasks, strict=True):
         curves: dict[str, list] = {}
         for r in res.runs:
             if r["task"] == task and r.get("stage") == "comparison":
                 curves.setdefault(r["variant"], []).append(r["history"]["train_loss"])
         common.layer_curves(ax, {k: np.array(v) for k, v in curves.items()}, x0=1, xlabel="epoch",
-                            ylabel="training loss", title=task)
-    fig.suptitle(f"Training loss, mean and spread over {common.seeds_text(len(res.seeds))} ({res.scale} scale)")
-    return fig
+                            ylabel="training loss" if ax is axes[0, 0] else "", title=task)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 3), frameon=False)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    return _legible(fig)
 
 
 def cdf_figure(res: Result) -> plt.Figure:
-    """Figures 5 and 9–13: per model and task (rows) the per-layer CDFs of normalised singular values
-    of the fine-tuned baseline, of the model fine-tuned with SoftDecay, and of the last layer just
-    before and after the SoftDecay transform inside that model (base seed). Every model of the grid
-    gets its rows (at `paper` scale: BERT = Fig. 9, ALBERT = Figs. 10–11, DistilBERT = Figs. 12–13)."""
+    """App. Figs. 9–13 and Fig. 5: per model and task (rows) the per-layer CDFs of normalised singular
+    values of the fine-tuned baseline, of the model fine-tuned with SoftDecay, and of the last layer just
+    before and after the SoftDecay transform inside that model (first comparison seed). Every model of
+    the grid gets its rows."""
     seed = res.seeds[0]
     rows = [(m, t) for m in res.models for t in res.tasks]
-    fig, axes = plt.subplots(len(rows), 3, figsize=(14, 3.6 * len(rows)), squeeze=False)
+    fig, axes = plt.subplots(len(rows), 3, figsize=(WIDTH + 1.5, 2.6 * len(rows) + 0.6), squeeze=False,
+                             sharex=True, sharey=True)
     for row, (model, task) in zip(axes, rows, strict=True):
         base, sd = res.run_for(task, "baseline", seed, model), res.run_for(task, "softdecay", seed, model)
         label = task if len(res.models) == 1 else f"{model} {task}"
-        panels = [(base, "layers", "baseline"), (sd, "layers", "with SoftDecay"),
-                  (sd, "softdecay", "last layer, inside the SoftDecay model")]
+        panels = [(base, "layers", "baseline"), (sd, "layers", "SoftDecay"),
+                  (sd, "softdecay", "before/after transform")]
         for ax, (r, part, title) in zip(row, panels, strict=True):
             if r is None or part not in r["history"]["spectra"]:
                 ax.set_axis_off()
                 continue
             common.spectrum_cdfs(ax, [(x["label"], np.asarray(x["quantiles"])) for x in r["history"]["spectra"][part]],
-                                 title=f"{label}: {title}")
-    fig.suptitle(f"Singular-value CDFs per layer after fine-tuning, {', '.join(res.models)}, seed {seed}")
-    return fig
+                                 title=f"{label}: {title}", xlabel="")
+            if part == "softdecay":
+                ax.legend(loc="lower right")
+            elif ax.get_legend() is not None:
+                ax.get_legend().remove()
+    for ax in axes[-1]:
+        ax.set_xlabel("normalised singular value")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 7), frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return _legible(fig)
 
 
 def spectrum_table(res: Result):
-    """Median, skewness and TokenUni of the last layer's normalised singular values per task and
-    variant, and for SoftDecay the same just before and after the transform."""
-    return common.table(frame(res.spectrum))
+    """Per task and variant (first comparison seed): median, skewness and TokenUni of the last layer's
+    normalised singular values, and for SoftDecay the median just before → just after the transform."""
+    df = frame(res.spectrum)
+    out = pd.DataFrame({"task": df.task, "variant": df.variant, "median": df["last layer median"],
+                        "skewness": df["last layer skewness"], "TokenUni": df["last layer TokenUni"]})
+    if len(res.models) > 1:
+        out.insert(0, "model", df.model)
+    if "median before SD" in df:
+        out["transform: median before → after"] = [
+            "" if pd.isna(b) else f"{b:.3f} → {a:.3f}" for b, a in zip(df["median before SD"], df["median after SD"],
+                                                                      strict=True)]
+    return common.table(out)
 
 
 def timing_table(res: Result):
@@ -166,98 +245,59 @@ def timing_table(res: Result):
 
 
 def _range(values) -> str:
+    """'0.012–0.034' (min–max over tasks), one value when they agree to the digits shown, '–' when empty."""
     v = [float(x) for x in values if x is not None and np.isfinite(x)]
     if not v:
         return "–"
     lo, hi = min(v), max(v)
-    return f"{lo:.3f}" if abs(hi - lo) < 5e-4 else f"{lo:.3f}–{hi:.3f}"
-
-
-def median_note(last: dict) -> str:
-    """The parenthesis after the last-layer medians: ranges over the tasks, and "–" explained only when
-    some variant has no value (was not run)."""
-    missing = [v for v, vals in last.items() if _range(vals) == "–"]
-    return "(ranges over the tasks" + ("; – where a variant was not run)" if missing else ")")
-
-
-def _verdicts(paired: pd.DataFrame, first: pd.DataFrame, prefix: str) -> str:
-    """One clause per (task, variant starting with `prefix`) on the task's first metric: mean paired
-    difference, its 95 % interval and the verdict."""
-    out = []
-    for _, f in first.iterrows():
-        rows = paired[(paired.task == f.task) & (paired.metric == f.metric) & paired.variant.str.startswith(prefix)]
-        for _, r in rows.iterrows():
-            ci = "" if pd.isna(r["95% low"]) else f" [{r['95% low']:+.1f}, {r['95% high']:+.1f}]"
-            who = "" if r.variant == prefix else f"{r.variant.removeprefix(prefix).strip()} "
-            out.append(f"{f.task} {who}{r['mean difference']:+.1f}{ci} ({r.verdict})")
-    return "; ".join(out) or "not run"
-
-
-def _first_seeds(seeds: pd.Series) -> str:
-    n = int(seeds.max()) if len(seeds) else 0
-    if n == 0:
-        return "no seed (not run)"
-    return "the first comparison seed" if n == 1 else f"the first {n} comparison seeds"
-
-
-def side_numbers() -> dict[str, object]:
-    """Glue values of the RTE epoch probe and the SST-2 timing (`experiments.glue.side_measurements`)."""
-    from ..experiments.glue import side_measurements
-
-    m, out = side_measurements(), {}
-    for run in (m["rte_probe"] or {}).get("runs", []):
-        tag, acc = f"{run['lr']:g}", run["val_acc"]
-        peak = int(np.argmax(acc))
-        out.update({f"probe-{tag}-train-first": run["train_loss"][0], f"probe-{tag}-train-last": run["train_loss"][-1],
-                    f"probe-{tag}-peak": acc[peak], f"probe-{tag}-peak-epoch": peak + 1,
-                    f"probe-{tag}-last": acc[-1]})
-    t = m["sst2_time"]
-    if t:
-        out.update({"sst2-steps": t["steps"], "sst2-sample": f"{t['train_examples']:,}",
-                    "sst2-train": f"{t['full_train_examples']:,}", "sst2-seconds": t["epoch_seconds"],
-                    "sst2-steps-per-epoch": f"{t['steps_per_full_epoch']:,}",
-                    "sst2-run-minutes": t["estimated_seconds_per_3_epoch_run"] / 60,
-                    "sst2-grid-hours": t["estimated_cpu_hours_per_task_grid"]})
-    return out
+    return f"{lo:.3f}" if f"{lo:.3f}" == f"{hi:.3f}" else f"{lo:.3f}–{hi:.3f}"
 
 
 def publish(res: Result) -> None:
-    """Glue the figures and every number the prose quotes (`glue-*`)."""
+    """Glue the figures and every number the prose quotes (one literal dict of `glue-*` keys)."""
     from IPython.display import Markdown
 
     common.set_theme()
     gains = frame(res.paper_gains)
-    paired = frame(res.paired)
-    summary = frame(res.summary)
-    first = summary.drop_duplicates(["model", "task"])              # each task's primary metric
-    clears = first["baseline"] - first["majority class"]
     spec = frame(res.spectrum)
     sd_rows = spec.dropna(subset=["median after SD"]) if "median after SD" in spec else spec.iloc[0:0]
-    last = {v: spec.loc[spec.variant.str.startswith(v), "last layer median"]
-            for v in ("baseline", "softdecay", "expdecay")}
-    common.publish(CHAPTER, {
-        "runs": len(res.runs), "from-cache": sum(bool(r["from_cache"]) for r in res.runs),
-        "seeds": len(res.seeds), "epochs": res.epochs,
-        "train-examples": Markdown("all" if not res.train_examples else str(res.train_examples)),
-        "models": Markdown(", ".join(res.models)),
-        "gain-min": float(gains["gain %"].min()), "gain-max": float(gains["gain %"].max()),
-        "gain-max-task": Markdown(str(gains.loc[gains["gain %"].idxmax(), "task"])),
-        "softdecay-verdicts": Markdown(_verdicts(paired, first, "softdecay")),
-        "expdecay-verdicts": Markdown(_verdicts(paired, first, "expdecay")),
-        "expdecay-seeds": Markdown(_first_seeds(paired.loc[paired.variant.str.startswith("expdecay"), "seeds"])),
-        "comparisons": len(paired), "higher": int((paired.verdict == "higher").sum()),
-        "lower": int((paired.verdict == "lower").sum()),
-        "clear-min": float(clears.min()), "clear-min-task": Markdown(str(first.task.iloc[int(np.argmin(clears))])),
-        "selected": Markdown("; ".join(f"{r.task}: lr {r.lr:g}" + ("" if pd.isna(r["α₀"]) else f", α₀ {r['α₀']:+.1f}")
-                                       for _, r in first.iterrows())),
-        "sd-median-before": Markdown(_range(sd_rows.get("median before SD", []))),
-        "sd-median-after": Markdown(_range(sd_rows.get("median after SD", []))),
-        "sd-skew-before": Markdown(_range(sd_rows.get("skew before SD", []))),
-        "sd-skew-after": Markdown(_range(sd_rows.get("skew after SD", []))),
-        **{f"median-{v}": Markdown(_range(s)) for v, s in last.items()},
-        "median-note": Markdown(median_note(last)),
-        "alpha-max-move": alpha_max_move(res),
-        **side_numbers(),
+    margins = res.majority_margins()
+    low_task = min(margins, key=margins.get)
+    detectable = [res.detectable(t) for t in res.tasks]
+    signs = res.expdecay_signs()
+    rte = res.paired_interval("RTE") if "RTE" in res.tasks else None
+    probe, sst2 = rte_probe(), side_measurements()["sst2_time"] or {}
+    p5, p10 = probe.get(5e-5, {}), probe.get(1e-4, {})
+    common.publish({
+        "glue-runs": len(res.runs), "glue-from-cache": sum(bool(r["from_cache"]) for r in res.runs),
+        "glue-seeds": len(res.seeds), "glue-epochs": res.epochs,
+        "glue-models": Markdown(", ".join(res.models)),
+        "glue-expdecay-seeds": max((len(r["differences"]) for r in res.paired if r["variant"] != "softdecay"),
+                                   default=0),
+        "glue-rte-high": rte.high if rte else float("nan"),
+        "glue-rte-low": rte.low if rte else float("nan"),
+        "glue-rte-detectable": res.detectable("RTE") if rte else float("nan"),
+        "glue-rte-paper-gain": res.paper_gain("RTE"),
+        "glue-detectable-min": float(np.nanmin(detectable)), "glue-detectable-max": float(np.nanmax(detectable)),
+        "glue-flatter": res.flattening().text(3),
+        "glue-expdecay-means": signs["means"], "glue-expdecay-means-below": signs["means_below"],
+        "glue-expdecay-seed-diffs": signs["seeds"], "glue-expdecay-seeds-below": signs["seeds_below"],
+        "glue-clear-min": margins[low_task], "glue-clear-min-task": Markdown(low_task),
+        "glue-gain-min": float(gains["gain %"].min()), "glue-gain-max": float(gains["gain %"].max()),
+        "glue-gain-max-task": Markdown(str(gains.loc[gains["gain %"].idxmax(), "task"])),
+        "glue-sd-median-before": Markdown(_range(sd_rows.get("median before SD", []))),
+        "glue-sd-median-after": Markdown(_range(sd_rows.get("median after SD", []))),
+        "glue-alpha-max-move": res.alpha_max_move(),
+        "glue-probe-5e-05-train-first": p5.get("train_first"), "glue-probe-5e-05-train-last": p5.get("train_last"),
+        "glue-probe-5e-05-peak": p5.get("peak"), "glue-probe-5e-05-peak-epoch": p5.get("peak_epoch"),
+        "glue-probe-5e-05-last": p5.get("last"),
+        "glue-probe-0.0001-peak": p10.get("peak"), "glue-probe-0.0001-peak-epoch": p10.get("peak_epoch"),
+        "glue-probe-0.0001-last": p10.get("last"),
+        "glue-sst2-steps": sst2.get("steps"), "glue-sst2-sample": f"{sst2.get('train_examples', 0):,}",
+        "glue-sst2-train": f"{sst2.get('full_train_examples', 0):,}", "glue-sst2-seconds": sst2.get("epoch_seconds"),
+        "glue-sst2-steps-per-epoch": f"{sst2.get('steps_per_full_epoch', 0):,}",
+        "glue-sst2-run-minutes": sst2.get("estimated_seconds_per_3_epoch_run", float("nan")) / 60,
+        "glue-sst2-grid-hours": sst2.get("estimated_cpu_hours_per_task_grid"),
     })
     common.figure("glue-paired", paired_figure(res))
     common.figure("glue-alpha", alpha_figure(res))
