@@ -161,3 +161,55 @@ def test_submitit_writes_the_sbatch_script_we_expect(tmp_path, monkeypatch):
         assert line in script, script
     assert sys.executable in script and "submitit.core._submit" in script
     assert json.dumps(str(tmp_path / "logs")).strip('"') in script
+
+
+TRAINING = sorted(c for c, m in __import__("helpers.experiments", fromlist=["CHAPTERS"]).CHAPTERS.items()
+                  if hasattr(m, "runs"))
+
+
+@pytest.mark.parametrize("chapter", TRAINING)
+def test_a_chapters_ci_grid_through_make_grid_equals_its_sequential_run(chapter, tmp_path, monkeypatch):
+    """`make grid CHAPTER=<chapter> SCALE=ci` (scripts/grid.py: two local submitit jobs at a time) makes the
+    chapter's ci runs; the chapter then reads them back, and its Result equals the sequential `run(p)`'s
+    bit for bit (the JSON of both)."""
+    import importlib
+
+    sys.path.insert(0, str(TESTS.parent / "scripts"))
+    import grid as grid_script
+
+    import torch
+
+    module = importlib.import_module(f"helpers.experiments.{chapter}")
+    monkeypatch.delenv("TOKUNI_CACHE_DIR", raising=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)                   # as a job (TOKUNI_JOB_THREADS=1): the same order of sums
+    try:
+        sequential_json = json.dumps(module.run(module.Params.resolve("ci")).to_json(), sort_keys=True)
+    finally:
+        torch.set_num_threads(threads)
+    monkeypatch.setenv("TOKUNI_CACHE_DIR", str(tmp_path / "cache"))
+    assert grid_script.main([chapter, "--scale", "ci", "--parallel", "2", "--folder", str(tmp_path / "logs")]) == 0
+    p = module.Params.resolve("ci", train_missing=False)           # read back only: nothing may be trained here
+    assert all(s.done() for s in module.runs(p))
+    gridded = module.run(p)
+    diffs = _differences(json.loads(sequential_json), gridded.to_json())
+    assert not diffs, diffs[:10]
+
+
+#: what may differ between two makings of the same run: how long it took, and where it came from
+TIMING = {"wall_time_s", "seconds", "from_cache", "elapsed_s", "time_s"}
+
+
+def _differences(a, b, path="") -> list[str]:
+    """Paths at which two JSON values differ, timing fields aside (floats compared exactly: bit for bit)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = [f"{path}/{k}: only on one side" for k in set(a) ^ set(b) if k not in TIMING]
+        for k in set(a) & set(b):
+            if k not in TIMING:
+                out += _differences(a[k], b[k], f"{path}/{k}")
+        return out
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{path}: lengths {len(a)} != {len(b)}"]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in _differences(x, y, f"{path}[{i}]")]
+    return [] if a == b or (a != a and b != b) else [f"{path}: {a!r} != {b!r}"]

@@ -247,42 +247,63 @@ def _unigram(train: np.ndarray, held: np.ndarray, vocab: int) -> float:
     return float(-logp[held.ravel()].mean())
 
 
-def run(p: Params) -> Result:
-    """Train (or read back) every variant for every seed of `p`."""
-    dev = runtime.choose_device(p.device)
-    data: dict[str, Any] = {}
+class _Trainer:
+    """Trains one variant and run seed of `p` (`train(variant, seed, checkpoint)`); the text is read once per
+    process. An object rather than a closure, so a grid job (`make grid`) can carry it to another process."""
 
-    def sequences():
-        if not data:
-            data["train"] = lm.sequences(lm.token_stream("validation", p.tokens), p.seq_len + 1)
-            data["eval"] = lm.sequences(lm.token_stream("test", p.tokens), p.seq_len + 1)[: p.eval_sequences]
-        return data["train"], data["eval"]
+    def __init__(self, p: Params):
+        self.p, self._data = p, None
 
-    vocab = lm.vocabulary_size(p.tokens)
-    def train(variant: str, s: int, ckpt):
-        leaky = variant == LEAKY
-        cfg = LMConfig(variant="de-escalated" if leaky else variant, vocab=vocab, depth=p.depth, d_model=p.d_model,
-                       n_heads=p.n_heads, d_ff=p.d_ff, seq_len=p.seq_len, tau=p.tau,
-                       deesc_mean="sequence" if leaky else "prefix")
+    def sequences(self):
+        p = self.p
+        if self._data is None:
+            self._data = (lm.sequences(lm.token_stream("validation", p.tokens), p.seq_len + 1),
+                          lm.sequences(lm.token_stream("test", p.tokens), p.seq_len + 1)[: p.eval_sequences])
+        return self._data
+
+    def __call__(self, variant: str, s: int, ckpt):
+        p, leaky = self.p, variant == LEAKY
+        cfg = LMConfig(variant="de-escalated" if leaky else variant, vocab=lm.vocabulary_size(p.tokens),
+                       depth=p.depth, d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, seq_len=p.seq_len,
+                       tau=p.tau, deesc_mean="sequence" if leaky else "prefix")
         tc = lm.LMTrainConfig(steps=p.steps, batch=p.batch_size, lr=p.lr, warmup=p.warmup,
                               eval_every=p.eval_every, seed=s, resume_every=p.resume_every)
-        h = lm.train_lm(cfg, tc, *sequences(), checkpoint=ckpt, device=dev, precision=p.precision)
+        h = lm.train_lm(cfg, tc, *self.sequences(), checkpoint=ckpt, device=runtime.choose_device(p.device),
+                        precision=p.precision)
         h["loss"] = [round(x, 5) if math.isfinite(x) else None for x in h["loss"]]
         h.pop("_epoch_sums", None)
         return h
 
+
+def _grid(p: Params, trainer: _Trainer) -> list[results.RunSpec]:
     # τ acts only in the de-escalated variants: the others run (and are cached) under τ = 1, so a run with
     # another τ retrains only the de-escalated models
     seeds = runtime.run_seeds(p.seed, p.seeds)
     plain = [v for v in p.variants if not v.startswith("de-escalated")]
     deesc = [v for v in p.variants if v.startswith("de-escalated")]
-    h_plain, hits_plain = results.variant_runs(p.with_(tau=1.0), plain, seeds, train) if plain else ({}, [])
-    h_deesc, hits_deesc = results.variant_runs(p, deesc, seeds, train) if deesc else ({}, [])
-    histories, hits = {v: {**h_plain, **h_deesc}[v] for v in p.variants}, hits_plain + hits_deesc
+    return ((results.variant_specs(p.with_(tau=1.0), plain, seeds, trainer) if plain else [])
+            + (results.variant_specs(p, deesc, seeds, trainer) if deesc else []))
+
+
+def runs(p: Params) -> list[results.RunSpec]:
+    """The heavy runs of `p` — every variant and seed — as the grid runner takes them (`make grid`)."""
+    return _grid(p, _Trainer(p))
+
+
+def run(p: Params) -> Result:
+    """Train (or read back) every variant for every seed of `p` (`runs(p)`, in order)."""
+    trainer = _Trainer(p)
+    vocab = lm.vocabulary_size(p.tokens)
+    specs = _grid(p, trainer)
+    outs = results.execute_all(specs, train_missing=p.train_missing)
+    histories: dict[str, list[dict]] = {v: [] for v in p.variants}
+    for spec, (hist, _) in zip(specs, outs, strict=True):
+        histories[spec.extra["variant"]].append(hist)
+    hits = [hit for _, hit in outs]
     for runs in histories.values():
         for hist in runs:
             hist["loss"] = [np.nan if x is None else x for x in hist["loss"]]
-    train, held = sequences()
+    train, held = trainer.sequences()
     from ..core.causal_lm import CausalLM, parameter_count
 
     paper = Params.resolve("paper")
@@ -296,4 +317,4 @@ def run(p: Params) -> Result:
                   histories=histories, from_cache=all(hits), budget=budget, tau=p.tau)
 
 
-__all__ = ["Params", "Result", "run", "LEAKY", "PLATEAU_TOL", "SIMILAR_FRACTION"]
+__all__ = ["Params", "Result", "run", "runs", "LEAKY", "PLATEAU_TOL", "SIMILAR_FRACTION"]
