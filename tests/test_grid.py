@@ -176,7 +176,6 @@ def test_a_chapters_ci_grid_through_make_grid_equals_its_sequential_run(chapter,
 
     sys.path.insert(0, str(TESTS.parent / "scripts"))
     import grid as grid_script
-
     import torch
 
     module = importlib.import_module(f"helpers.experiments.{chapter}")
