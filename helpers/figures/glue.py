@@ -219,8 +219,8 @@ def cdf_figure(res: Result) -> plt.Figure:
     for ax in axes[-1]:
         ax.set_xlabel("normalised singular value")
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 7), frameon=False)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), frameon=False)
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
     return _legible(fig)
 
 
