@@ -242,86 +242,93 @@ def test_sweep_runs_are_keyed_by_their_own_depth_and_named_apart(tmp_path, monke
     with pytest.raises(ValueError, match="not in this grid"):
         vit.run_one(p, 2, "pre-norm", 0)
     assert vit.model_variant("post-norm-full-lr") == "post-norm" and vit.variant_lr("post-norm-full-lr", None) == 1e-4
-    assert vit.variant_lr("post-norm", None) is None and vit.variant_lr("post-norm-full-lr", 3e-4) == 3e-4
+    assert vit.variant_lr("post-norm", None) == 5e-5 and vit.variant_lr("post-norm-full-lr", 3e-4) == 3e-4
+    assert vit.variant_lr("pre-norm") == vit.variant_lr("de-escalated") == 1e-4
 
 
-def test_sweep_difference_interval_covers_a_planted_shift():
-    """sweep_difference: per-seed a − b with a t-interval; a planted constant shift plus noise is covered."""
+def _hist(loss, acc=0.1, t_sim=(0.1,)):
+    return {"epoch": [1], "train_loss": [loss], "train_acc": [0.1], "test_loss": [2.0], "test_acc": [acc],
+            "t_sim": {"1": list(t_sim)}, "lr": 1e-4, "wall_time_s": 1.0}
+
+
+def test_gap_interval_covers_a_planted_shift():
+    """Result.gap: per-seed a − b with a t-interval; a planted constant shift plus noise is covered."""
     from helpers.experiments.vit import Result
-    from helpers.figures.vit import sweep_difference
 
     rng = np.random.default_rng(0)
-
-    def hist(loss):
-        return {"epoch": [1], "train_loss": [loss], "train_acc": [0.1], "test_loss": [2.0], "test_acc": [0.1],
-                "t_sim": {"1": [0.1]}, "lr": 1e-4, "wall_time_s": 1.0}
     base = rng.normal(2.0, 0.1, 8)
     noise = [0.01, -0.01, 0.02, -0.02, 0.005, -0.005, 0.0, 0.0]          # mean zero: the shift is exactly -0.3
-    sweep = {"6": {"a": [hist(x - 0.3 + e) for x, e in zip(base, noise, strict=True)], "b": [hist(x) for x in base]}}
+    sweep = {"6": {"a": [_hist(x - 0.3 + e) for x, e in zip(base, noise, strict=True)], "b": [_hist(x) for x in base]}}
     r = Result(variants=["a", "b"], seeds=list(range(8)), depth=6, epochs=1, train_images=10, scale="ci",
                histories=sweep["6"], sweep=sweep)
-    d = sweep_difference(r, "a", "b", 6)
-    assert d["n"] == 8 and d["lo"] < -0.3 < d["hi"] and d["hi"] - d["lo"] < 0.05
+    d = r.gap("a", "b", 6)
+    assert d.n == 8 and d.method == "t" and d.low < -0.3 < d.high and d.high - d.low < 0.05
+    assert d == r.gap("a", "b") and r.gaps("a", "b") == {6: d}
     back = Result.from_json(r.to_json())
     assert back.depths == [6] and {k: v.shape for k, v in back.sweep_final().items()} == {"a": (1, 8), "b": (1, 8)}
 
 
-def test_compare_text_reads_the_interval():
-    """The chapter's verdict sentences follow the seed-paired interval: lower / higher when it excludes
-    0, 'no difference detected' when it covers 0."""
-    from helpers.experiments.vit import Result
-    from helpers.figures.vit import compare_text, sweep_verdicts
+def test_side_reads_the_interval():
+    """side: +1 when the seed-paired interval lies above 0, −1 below, 0 when it covers 0 or has one seed."""
+    from helpers.core.stats import Interval, t_interval
+    from helpers.experiments.vit import side
 
-    def hist(loss):
-        return {"epoch": [1], "train_loss": [loss], "train_acc": [0.1], "test_loss": [2.0], "test_acc": [0.1],
-                "t_sim": {"1": [0.1]}, "lr": 1e-4, "wall_time_s": 1.0}
-    b = [2.0, 2.1, 1.9, 2.05]
-    small, large = (0.01, -0.01, 0.02, -0.02), (0.3, -0.3, 0.2, -0.2)
-    sweep = {"80": {"a": [hist(x - 0.5 + e) for x, e in zip(b, small, strict=True)], "b": [hist(x) for x in b],
-                    "c": [hist(x + e) for x, e in zip(b, large, strict=True)]}}
-    r = Result(variants=["a", "b", "c"], seeds=[0, 1, 2, 3], depth=80, epochs=1, train_images=10, scale="ci",
-               histories=sweep["80"], sweep=sweep)
-    assert "a ends **lower** than b" in compare_text(r, "a", "b", 80)
-    assert "b ends **higher** than a" in compare_text(r, "b", "a", 80)
-    assert compare_text(r, "c", "b", 80).startswith("no difference detected")
-    assert len(sweep_verdicts(r)) == 3                                     # one depth line per variant
+    assert side(t_interval([0.5, 0.51, 0.49])) == 1 and side(t_interval([-0.5, -0.51, -0.49])) == -1
+    assert side(t_interval([0.3, -0.3, 0.2, -0.2])) == 0 and side(t_interval([0.4])) == 0
+    assert side(Interval(0.1, 0.0, 0.2, 3, "t")) == 0
 
 
-def test_fails_from_is_the_shallowest_depth_of_an_unbroken_run_of_clear_gaps():
+def test_depth_readings_follow_the_intervals():
     """fails_from: the shallowest depth from which the variant ends clearly worse (interval above 0) at
-    every deeper depth; a clear gap at a shallow depth followed by none does not count."""
+    every deeper depth, a clear gap at a shallow depth followed by none not counting; ahead_depths,
+    ahead_from and level_depths read the same intervals; at_chance counts seeds within 0.01 of ln 10."""
     from helpers.experiments.vit import Result
-    from helpers.figures.vit import fails_from, gap_table
 
-    def hist(loss):
-        return {"epoch": [1], "train_loss": [loss], "train_acc": [0.1], "test_loss": [2.0], "test_acc": [0.1],
-                "t_sim": {"1": [0.1]}, "lr": 1e-4, "wall_time_s": 1.0}
     b = [2.0, 2.1, 1.9]
     jitter = (0.01, -0.01, 0.0)
     gaps = {6: 0.3, 12: 0.0, 24: 0.2, 48: 0.3, 80: 0.4}            # clear at 6, none at 12, clear from 24 on
-    sweep = {str(d): {"x": [hist(x + g + e) for x, e in zip(b, jitter, strict=True)], "pre-norm": [hist(x) for x in b]}
-             for d, g in gaps.items()}
+    sweep = {str(d): {"x": [_hist(x + g + e) for x, e in zip(b, jitter, strict=True)],
+                      "pre-norm": [_hist(x) for x in b]} for d, g in gaps.items()}
     r = Result(variants=["x", "pre-norm"], seeds=[0, 1, 2], depth=80, epochs=1, train_images=10, scale="ci",
                histories=sweep["80"], sweep=sweep)
-    assert fails_from(r, "x") == 24
-    assert fails_from(r, "pre-norm", "x") is None
-    cells = gap_table(r).data["x − pre-norm"].tolist()
-    assert cells[0].startswith("+0.300 [") and cells[0].endswith("↑") and not cells[1].endswith(("↑", "↓"))
-    # the extra same-rate column, and where one variant is ahead of another
-    from helpers.figures.vit import ahead_depths, depth_text
-
-    both = gap_table(r, extra=(("pre-norm", "x"),)).data
-    assert both["pre-norm − x"].tolist()[0].startswith("-0.300 [") and both["pre-norm − x"].tolist()[0].endswith("↓")
-    assert ahead_depths(r, "pre-norm", "x") == [6, 24, 48, 80] and ahead_depths(r, "x", "pre-norm") == []
-    assert depth_text(r, "x").endswith("worse with depth)")
-    assert "no change detected" in depth_text(r, "pre-norm")
+    assert r.fails_from("x") == 24 and r.fails_from("pre-norm", "x") is None
+    assert r.ahead_from("pre-norm", "x") == 24 and r.ahead_from("x", "pre-norm") is None
+    assert r.ahead_depths("pre-norm", "x") == [6, 24, 48, 80] and r.ahead_depths("x", "pre-norm") == []
+    assert r.level_depths("x") == [12]
+    assert r.at_chance("x", 12) == 0
+    r.sweep["12"]["x"][0]["train_loss"][-1] = np.log(10) + 0.005
+    assert r.at_chance("x", 12) == 1 and r.at_chance("pre-norm", 12) == 0
 
 
-def test_sweep_table_shows_tsim_before_deescalation_and_zero_for_round_off():
-    from helpers.figures.vit import _last_tsim
+def test_run_t_sim_reads_before_deescalation_and_zero_for_round_off():
+    from helpers.experiments.vit import Result
 
-    assert _last_tsim({"1": [0.5], "4": [0.2, 1.2e-15]}) == 0.0
-    assert _last_tsim({"1": [0.5], "4": [0.2, 0.093]}) == 0.093
+    post = _hist(2.0, t_sim=(0.5, 0.93))
+    de = {**_hist(2.0, t_sim=(0.2, 1.2e-15)), "t_sim_before_deescalation": {"1": [0.3, 0.093]}}
+    r = Result(variants=["post-norm", "de-escalated"], seeds=[0], depth=1, epochs=1, train_images=10, scale="ci",
+               histories={"post-norm": [post], "de-escalated": [de]})
+    assert r.run_t_sim("post-norm", 1) == 0.93 and r.run_t_sim("de-escalated", 1) == 0.093
+    del de["t_sim_before_deescalation"]
+    assert r.run_t_sim("de-escalated", 1) == 0.0
+    assert r.alike_depth("post-norm") == 1               # no depth reaches 0.99: the deepest
+
+
+def test_the_variants_of_one_seed_start_from_the_same_weights():
+    """A seed pairs the initial weights as well as the data order: `run_variant` seeds torch before it
+    builds the model, and the three variants draw their parameters in the same order (pre-norm adds a final
+    LayerNorm at 1 and 0; de-escalation has no parameters), for either block type."""
+    from helpers.core.vit import ViT, ViTConfig
+
+    for block in ("algorithm1", "standard", "algorithm1-torch-ffn-init"):
+        params = {}
+        for v in ("post-norm", "pre-norm", "de-escalated"):
+            torch.manual_seed(3)
+            params[v] = dict(ViT(ViTConfig(variant=v, depth=3, hidden=32, ffn=64, heads=4, patch=8,
+                                           block=block)).named_parameters())
+        post = params["post-norm"]
+        assert set(params["pre-norm"]) - set(post) == {"final_norm.weight", "final_norm.bias"}
+        for v in ("pre-norm", "de-escalated"):
+            assert all(torch.equal(post[n], params[v][n]) for n in post), (block, v)
 
 
 def test_block_cost_reads_the_bench_of_both_block_types():
@@ -371,3 +378,27 @@ def test_init_ablation_changes_only_that_part_of_algorithm1s_initialisation():
     assert torch.equal(a1["blocks.0.attn.w_q"], f["blocks.0.attn.w_q"])                # same draws before the FFN
     w1 = torch.cat([v[f"blocks.{i}.ffn.w1.weight"].flatten() for i in range(3)])          # v-init keeps Xavier
     assert w1.abs().max().item() == pytest.approx((6 / (d + q)) ** 0.5, rel=0.01)
+
+
+@pytest.mark.parametrize("block, scale", [("algorithm1-torch-ffn-init-x0.5", 0.5),
+                                          ("algorithm1-torch-ffn-init-x4", 4.0)])
+def test_ffn_scale_blocks_rescale_only_the_ffn_maps(block, scale):
+    """The FFN-scale sweep's blocks: Algorithm 1's block with PyTorch's FFN initialisation whose W₁ and W₂ have
+    `scale` times its variance; every other weight drawn as in 'algorithm1-torch-ffn-init'. They are valid
+    ablation blocks and leave the book preset's cache keys alone."""
+    from helpers.core.vit import ViT, ViTConfig
+    from helpers.experiments import vit
+
+    cfg = dict(variant="de-escalated", depth=2, hidden=96, ffn=192, heads=4)
+    torch.manual_seed(0)
+    base = dict(ViT(ViTConfig(block="algorithm1-torch-ffn-init", **cfg)).named_parameters())
+    torch.manual_seed(0)
+    scaled = dict(ViT(ViTConfig(block=block, **cfg)).named_parameters())
+    assert base.keys() == scaled.keys()
+    for n, w in base.items():
+        if ".ffn.w" in n:
+            assert torch.allclose(scaled[n], w * scale ** 0.5), n
+        else:
+            assert torch.equal(scaled[n], w), n
+    p = vit.Params.resolve("book", ablations=(*vit.Params.resolve("book").ablations, block))
+    assert p.cache_key() == vit.Params.resolve("book").cache_key()

@@ -34,7 +34,12 @@ ALGORITHM1_INITS: dict[str, dict] = {
     "algorithm1-torch-ffn-init": dict(ffn_init="torch"),
     "algorithm1-torch-v-init": dict(value_scale=1 / 3),
 }
-BLOCKS = ("algorithm1", "standard", *STANDARD_REVERTS, *ALGORITHM1_INITS)
+#: the FFN-scale sweep (issue 29): Algorithm 1's block with PyTorch's FFN initialisation whose two FFN maps have
+#: their variance multiplied by this factor (1 is "algorithm1-torch-ffn-init"; Xavier's variance is 2× PyTorch's
+#: for W₁ and 4× for W₂ at width 96, FFN 192); every other weight is drawn as in "algorithm1-torch-ffn-init"
+FFN_SCALES: dict[str, float] = {"algorithm1-torch-ffn-init-x0.5": 0.5, "algorithm1-torch-ffn-init-x2": 2.0,
+                                "algorithm1-torch-ffn-init-x4": 4.0}
+BLOCKS = ("algorithm1", "standard", *STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_SCALES)
 
 
 @dataclass
@@ -79,7 +84,7 @@ class ViT(nn.Module):
         self.embed = nn.Linear(3 * cfg.patch * cfg.patch, cfg.hidden)
         self.cls = nn.Parameter(torch.zeros(1, 1, cfg.hidden))
         self.pos = nn.Parameter(torch.randn(1, n + 1, cfg.hidden) * 0.02)
-        init = ALGORITHM1_INITS.get(cfg.block, {})
+        init = ALGORITHM1_INITS.get(cfg.block, dict(ffn_init="torch") if cfg.block in FFN_SCALES else {})
         if not cfg.block.startswith("algorithm1"):
             parts = dict(activation="gelu") | STANDARD_REVERTS.get(cfg.block, {})
             self.blocks = nn.ModuleList(
@@ -96,6 +101,11 @@ class ViT(nn.Module):
                               learnable_tau=cfg.learnable_tau, **init) for _ in range(cfg.depth))
             self.final_norm = nn.Identity()
         self.head = nn.Linear(cfg.hidden, cfg.classes)
+        if cfg.block in FFN_SCALES:                  # after every draw: the same weights, the FFN maps rescaled
+            with torch.no_grad():
+                for blk in self.blocks:
+                    blk.ffn.w1.weight.mul_(FFN_SCALES[cfg.block] ** 0.5)
+                    blk.ffn.w2.weight.mul_(FFN_SCALES[cfg.block] ** 0.5)
 
     def patches(self, x: Tensor) -> Tensor:
         """(B, 3, H, W) -> (B, N, 3·p·p)."""

@@ -15,7 +15,10 @@ import numpy as np
 
 from ..book import results, runtime
 from ..book.params import ChapterParams, check_heads, nonneg, positive, rules
-from ..core.vit import ALGORITHM1_INITS, STANDARD_REVERTS
+from ..core.blocks import ffn_weight_variances
+from ..core.findings import Finding
+from ..core.stats import Interval, t_interval
+from ..core.vit import ALGORITHM1_INITS, FFN_SCALES, STANDARD_REVERTS
 from ..core.vit import VARIANTS as MODEL_VARIANTS
 from ..data import load_cifar10
 from ..train import vit as vit_train
@@ -24,22 +27,30 @@ Variant = Literal["post-norm", "post-norm-full-lr", "pre-norm", "de-escalated"]
 #: the chapter's variants: the model's three, plus post-norm trained at the others' learning rate
 #: (the paper halves it for post-norm; at a short budget that alone can separate the curves)
 VARIANTS = ("post-norm", "post-norm-full-lr", "pre-norm", "de-escalated")
-FULL_LR = 1e-4
 #: the block ablation trains these two variants (its question: what puts de-escalation ahead of pre-norm)
 ABLATION_VARIANTS = ("pre-norm", "de-escalated")
+#: a run "at chance": final training loss within this many nats of ln 10 (the loss of predicting the class
+#: frequencies of CIFAR-10, whatever the image)
+CHANCE_MARGIN = 0.01
+#: "level": the seed-paired interval covers 0 and is narrower than ±LEVEL_MARGIN nats (a wide interval that
+#: covers 0 only says the seeds disagree)
+LEVEL_MARGIN = 0.1
+#: tokens "alike": a last-block t_sim at or above this on every seed
+ALIKE = 0.99
 Block = Literal["algorithm1", "standard", "standard-scalar-ln", "standard-no-bias", "standard-no-proj",
-                "standard-relu", "standard-all-four", "algorithm1-torch-ffn-init", "algorithm1-torch-v-init"]
+                "standard-relu", "standard-all-four", "algorithm1-torch-ffn-init", "algorithm1-torch-v-init",
+                "algorithm1-torch-ffn-init-x0.5", "algorithm1-torch-ffn-init-x2", "algorithm1-torch-ffn-init-x4"]
+#: the blocks an ablation may train (besides Algorithm 1's and the standard block, which the sweeps train)
+ABLATION_BLOCKS = (*STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_SCALES)
 
 
-def model_variant(variant: str) -> str:
-    """The model behind a chapter variant (`post-norm-full-lr` is the post-norm model)."""
-    return "post-norm" if variant == "post-norm-full-lr" else variant
+def side(iv: Interval) -> int:
+    """Where a seed-paired interval lies: +1 wholly above 0, −1 wholly below, 0 covering 0 (or one seed)."""
+    return 0 if not iv.has_interval else 1 if iv.low > 0 else -1 if iv.high < 0 else 0
 
 
-def variant_lr(variant: str, lr: float | None) -> float | None:
-    """The learning rate a variant trains at: `lr` when given; otherwise None (the paper's rule in
-    `helpers.train.vit`: 5e-5 post-norm, 1e-4 otherwise), except 1e-4 for `post-norm-full-lr`."""
-    return lr if lr is not None else (FULL_LR if variant == "post-norm-full-lr" else None)
+#: the model behind a chapter variant, and the one learning-rate rule (`helpers.train.vit`)
+model_variant, variant_lr = vit_train.model_variant, vit_train.variant_lr
 
 
 @dataclass(frozen=True)
@@ -110,12 +121,12 @@ class Params(ChapterParams):
         variants=(lambda v: len(v) > 0 and len(set(v)) == len(v), "needs distinct variants"),
         depth=positive, depths=(lambda v: all(d > 0 for d in v) and len(set(v)) == len(v), "needs distinct depths > 0"),
         standard_depths=(lambda v: all(d > 0 for d in v) and len(set(v)) == len(v), "needs distinct depths > 0"),
-        ablations=(lambda v: len(set(v)) == len(v) and set(v) <= {*STANDARD_REVERTS, *ALGORITHM1_INITS},
-                   f"needs distinct blocks from {(*STANDARD_REVERTS, *ALGORITHM1_INITS)}"),
+        ablations=(lambda v: len(set(v)) == len(v) and set(v) <= set(ABLATION_BLOCKS),
+                   f"needs distinct blocks from {ABLATION_BLOCKS}"),
         ablation_depth=nonneg,
         confirm_depths=(lambda v: all(d > 0 for d in v) and len(set(v)) == len(v), "needs distinct depths > 0"),
-        confirm_blocks=(lambda v: len(set(v)) == len(v) and set(v) <= {*STANDARD_REVERTS, *ALGORITHM1_INITS},
-                        f"needs distinct blocks from {(*STANDARD_REVERTS, *ALGORITHM1_INITS)}"),
+        confirm_blocks=(lambda v: len(set(v)) == len(v) and set(v) <= set(ABLATION_BLOCKS),
+                        f"needs distinct blocks from {ABLATION_BLOCKS}"),
         d_model=positive, d_ff=positive, n_heads=positive,
         patch=(lambda v: v > 0 and 32 % v == 0, "must divide 32"), epochs=positive, train_images=nonneg,
         test_images=nonneg, batch_size=positive, lr=(lambda v: v is None or v > 0, "must be > 0"),
@@ -168,10 +179,232 @@ class Result(results.Result):
     def depths(self) -> list[int]:
         return sorted(int(d) for d in self.sweep) or [self.depth]
 
+    def runs(self, depth: int) -> dict[str, list[dict]]:
+        """{variant: [history per seed]} at one depth of the sweep (the main depth without a sweep)."""
+        return (self.sweep or {str(self.depth): self.histories})[str(depth)]
+
     def sweep_final(self, key: str = "train_loss") -> dict[str, np.ndarray]:
         """Per variant, (depths, seeds) of the last epoch's `key` over the depth sweep."""
-        return {v: np.array([[h[key][-1] for h in self.sweep[str(d)][v]] for d in self.depths], dtype=float)
+        return {v: np.array([[h[key][-1] for h in self.runs(d)[v]] for d in self.depths], dtype=float)
                 for v in self.variants}
+
+    # --- the seed-paired comparisons every table, figure, sentence and finding of the chapter reads ---
+
+    def gap(self, a: str, b: str, depth: int | None = None, key: str = "train_loss") -> Interval:
+        """Final `key` of variant `a` minus variant `b` at `depth` (default: the main depth), per run seed
+        (the runs of a seed share data order, augmentation and initial weights), with its 95 % t-interval
+        over the seeds."""
+        r = self.runs(self.depth if depth is None else depth)
+        return t_interval([ha[key][-1] - hb[key][-1] for ha, hb in zip(r[a], r[b], strict=True)])
+
+    def gaps(self, a: str, b: str, key: str = "train_loss") -> dict[int, Interval]:
+        """`gap(a, b)` at every depth of the sweep."""
+        return {d: self.gap(a, b, d, key) for d in self.depths}
+
+    def ahead_depths(self, a: str, b: str, key: str = "train_loss") -> list[int]:
+        """The depths at which `a` ends below `b` (seed-paired interval below 0)."""
+        return [d for d, g in self.gaps(a, b, key).items() if side(g) < 0]
+
+    def fails_from(self, variant: str, ref: str = "pre-norm") -> int | None:
+        """The shallowest depth from which `variant` ends above `ref` (interval above 0) at that depth and
+        at every deeper depth of the sweep; None if it does not at the deepest."""
+        behind = [side(g) > 0 for g in self.gaps(variant, ref).values()]
+        if not behind or not behind[-1]:
+            return None
+        i = len(behind) - 1
+        while i > 0 and behind[i - 1]:
+            i -= 1
+        return self.depths[i]
+
+    def ahead_from(self, a: str, b: str = "pre-norm") -> int | None:
+        """The shallowest depth from which `a` ends below `b` at that depth and every deeper one."""
+        ahead = [side(g) < 0 for g in self.gaps(a, b).values()]
+        if not ahead or not ahead[-1]:
+            return None
+        i = len(ahead) - 1
+        while i > 0 and ahead[i - 1]:
+            i -= 1
+        return self.depths[i]
+
+    def level_depths(self, variant: str, ref: str = "pre-norm") -> list[int]:
+        """The depths at which `variant` ends level with `ref`: the interval covers 0 and its half-width is
+        below `LEVEL_MARGIN`."""
+        return [d for d, g in self.gaps(variant, ref).items()
+                if g.has_interval and side(g) == 0 and (g.high - g.low) / 2 < LEVEL_MARGIN]
+
+    def at_chance(self, variant: str, depth: int) -> int:
+        """How many seeds of `variant` end at chance at `depth` (final training loss within
+        `CHANCE_MARGIN` of ln 10)."""
+        return int(sum(abs(h["train_loss"][-1] - np.log(10)) < CHANCE_MARGIN for h in self.runs(depth)[variant]))
+
+    def run_t_sim(self, variant: str, depth: int, seed_index: int = 0) -> float:
+        """A run's last-block t_sim after training: for a de-escalated run the state just before its last
+        de-escalation step (after it t_sim is 0 by construction), otherwise the last block's output;
+        float round-off (|t_sim| < 1e-9, a centred state) is 0."""
+        h = self.runs(depth)[variant][seed_index]
+        t = h.get("t_sim_before_deescalation") or h["t_sim"]
+        v = float(t[max(t, key=int)][-1])
+        return 0.0 if abs(v) < 1e-9 else v
+
+    def alike_depth(self, variant: str = "post-norm-full-lr") -> int:
+        """The shallowest depth at which `variant`'s last block has t_sim ≥ `ALIKE` on every seed (its
+        tokens all but identical); the deepest depth when there is none."""
+        for d in self.depths:
+            if all(self.run_t_sim(variant, d, i) >= ALIKE for i in range(len(self.runs(d)[variant]))):
+                return d
+        return self.depths[-1]
+
+    def final_loss_range(self) -> tuple[float, float]:
+        """The lowest and the highest final training loss of any run of the depth sweep (either block)."""
+        grids = [self.sweep or {str(self.depth): self.histories}, self.standard]
+        losses = [h["train_loss"][-1] for g in grids for runs in g.values() for hs in runs.values() for h in hs]
+        return float(min(losses)), float(max(losses))
+
+    # --- the block ablation ---
+
+    def ablation_grids(self) -> list[tuple[int, dict[str, dict[str, list[dict]]]]]:
+        """The ablation's grids as (depth, {block: {variant: [history per seed]}}): the full one, then the
+        confirmations at deeper depths (each only when run)."""
+        grids = [(self.ablation_depth, self.ablation)] if self.ablation else []
+        return grids + [(int(d), r) for d, r in sorted(self.confirm.items(), key=lambda kv: int(kv[0])) if r]
+
+    def ablation_grid(self, depth: int | None = None) -> dict[str, dict[str, list[dict]]]:
+        """The ablation grid at `depth` (default: `ablation_depth`)."""
+        if depth is None or depth == self.ablation_depth and self.ablation:
+            return self.ablation
+        return self.confirm[str(depth)]
+
+    def ablation_gaps(self, depth: int | None = None, a: str = "de-escalated",
+                      b: str = "pre-norm") -> dict[str, Interval]:
+        """Per block of the ablation grid at `depth`, `a` − `b` in final training loss (seed-paired mean and
+        95 % t-interval): how far de-escalated post-norm ends below (< 0) or above (> 0) pre-norm."""
+        return {block: t_interval([ha["train_loss"][-1] - hb["train_loss"][-1]
+                                   for ha, hb in zip(r[a], r[b], strict=True)])
+                for block, r in self.ablation_grid(depth).items()}
+
+    def ablation_loss(self, block: str, variant: str, depth: int | None = None) -> float:
+        """Mean final training loss over seeds of `variant` with `block` in the ablation grid at `depth`
+        (NaN when not run)."""
+        runs = self.ablation_grid(depth).get(block, {}).get(variant)
+        return float(np.mean([h["train_loss"][-1] for h in runs])) if runs else float("nan")
+
+    @property
+    def confirm_depth(self) -> int | None:
+        """The deepest confirmation depth of the ablation (None when none was run)."""
+        depths = [int(d) for d, r in self.confirm.items() if r]
+        return max(depths) if depths else None
+
+    def ffn_init_ratios(self) -> tuple[float, float]:
+        """How many times Xavier's initial variance of W₁ and of W₂ exceeds PyTorch's default at this run's
+        widths (`core.blocks.ffn_weight_variances`): 2 and 4 at width 96, FFN 192."""
+        (x1, x2), (t1, t2) = (ffn_weight_variances(self.d_model, self.d_ff, k) for k in ("xavier", "torch"))
+        return x1 / t1, x2 / t2
+
+    # --- the findings ---
+
+    def _lr(self, variant: str, depth: int | None = None) -> str:
+        """The learning rate `variant` trained at, as '5e-5'."""
+        lr = self.runs(self.depth if depth is None else depth)[variant][0]["lr"]
+        return f"{lr:.0e}".replace("e-0", "e-")
+
+    def _measured(self, depth: int, block: str, variants: str) -> str:
+        """What one finding's runs are: model, data, budget, seeds."""
+        return (f"{variants} ViTs of depth {depth} ({block}, width {self.d_model}), CIFAR-10 "
+                f"({self.train_images:,} training images, AutoAugment), {self.steps:,} optimiser steps of batch "
+                f"{self.batch_size}, {len(self.seeds)} seeds (seed-paired final training loss)")
+
+    @property
+    def paper_steps(self) -> int:
+        """The paper's optimiser steps per run (the `paper` preset: 150 epochs of all 50,000 images, batch 128)."""
+        q = Params.resolve("paper")
+        return q.epochs * -(-(q.train_images or 50_000) // q.batch_size)
+
+    def _scale(self) -> str:
+        """This run's budget and width against the paper's, and where its losses lie against chance."""
+        lo, hi = self.final_loss_range()
+        return (f"{self.scale}: {self.steps:,} of the paper's {self.paper_steps:,} optimiser steps "
+                f"({100 * self.steps / self.paper_steps:.1f} %), width {self.d_model} of "
+                f"{Params.resolve('paper').d_model}; every final "
+                f"training loss {lo:.2f}–{hi:.2f} against chance (ln 10 = {np.log(10):.2f})")
+
+    def findings(self) -> list[Finding]:
+        """The chapter's findings on Yu & Zhang's Figure 6 (§3.3), every number from the runs: at the main
+        depth with Algorithm 1's blocks, post-norm (at the paper's half rate) against pre-norm, de-escalated
+        against that post-norm and against pre-norm; the last with standard blocks, and with Algorithm 1's
+        block under PyTorch's FFN initialisation (the ablation's deepest confirmation); whether tokens that
+        are all but identical stop plain post-norm from training level with pre-norm; and the paper's run."""
+        common = dict(paper="yu2024", chapter="vit", scale=self._scale(), reference=0.0, reference_label="0")
+        d, a1 = self.depth, "Algorithm 1's blocks, §2.1 initialisation"
+        out = [
+            Finding(key="vit-post-behind-pre", where="§3.3, Fig. 6",
+                    claim="A deep (80-block) post-norm ViT trains far worse than its pre-norm counterpart, "
+                          "even at half the learning rate.",
+                    measured=self._measured(d, a1, f"post-norm (lr {self._lr('post-norm')}) and pre-norm "
+                                                  f"(lr {self._lr('pre-norm')})"),
+                    quantity=f"post-norm − pre-norm final training loss at depth {d}, Algorithm 1's blocks (nats)",
+                    effect=self.gap("post-norm", "pre-norm"), direction="above",
+                    section="vit-depth80-section", **common),
+            Finding(key="vit-deesc-vs-post", where="§3.3, Fig. 6",
+                    claim="De-escalation (eq. 21, τ = 1, after every block) opens a significant gap between "
+                          "the 80-block post-norm ViT and its de-escalated version.",
+                    measured=self._measured(d, a1, f"de-escalated (lr {self._lr('de-escalated')}) and plain "
+                                                  f"post-norm (lr {self._lr('post-norm')})"),
+                    quantity=f"de-escalated − post-norm final training loss at depth {d}, Algorithm 1's blocks (nats)",
+                    effect=self.gap("de-escalated", "post-norm"), direction="below",
+                    section="vit-depth80-section", **common),
+            Finding(key="vit-deesc-vs-pre", where="§3.3, Fig. 6",
+                    claim="The de-escalated 80-block post-norm ViT slightly outperforms its pre-norm "
+                          "counterpart in training loss.",
+                    measured=self._measured(d, a1, "de-escalated and pre-norm"),
+                    quantity=f"de-escalated − pre-norm final training loss at depth {d}, Algorithm 1's blocks (nats)",
+                    effect=self.gap("de-escalated", "pre-norm"), direction="below",
+                    section="vit-depth80-section", **common),
+        ]
+        std = self.standard_result()
+        if std is not None:
+            out.append(Finding(
+                key="vit-deesc-vs-pre-standard", where="§3.3, Fig. 6",
+                claim="The de-escalated 80-block post-norm ViT slightly outperforms its pre-norm counterpart in "
+                      "training loss (with the vit-pytorch block the paper's code points to).",
+                measured=std._measured(std.depth, "standard vit-pytorch blocks, PyTorch's initialisation",
+                                       "de-escalated and pre-norm"),
+                quantity=f"de-escalated − pre-norm final training loss at depth {std.depth}, standard blocks (nats)",
+                effect=std.gap("de-escalated", "pre-norm"), direction="below", section="vit-depth80-section",
+                **common))
+        c = self.confirm_depth
+        if c is not None and "algorithm1-torch-ffn-init" in self.confirm[str(c)]:
+            out.append(Finding(
+                key="vit-deesc-vs-pre-torch-ffn", where="§3.3, Fig. 6; §2.4",
+                claim="The de-escalated post-norm ViT slightly outperforms its pre-norm counterpart in training "
+                      "loss (Algorithm 1's block, other weights initialised by 'the default method in the code').",
+                measured=self._measured(c, "Algorithm 1's blocks, PyTorch's default FFN initialisation",
+                                        "de-escalated and pre-norm"),
+                quantity=f"de-escalated − pre-norm final training loss at depth {c}, Algorithm 1's blocks with "
+                         "PyTorch's FFN initialisation (nats)",
+                effect=self.ablation_gaps(c)["algorithm1-torch-ffn-init"], direction="below",
+                section="vit-ablation-section", **common))
+        if std is not None:
+            da = std.alike_depth()
+            out.append(Finding(
+                key="vit-alike-tokens", where="abstract; §4",
+                claim="Token similarity escalation, tokens growing alike block after block, is what makes deep "
+                      "post-norm Transformers hard to train.",
+                measured=std._measured(da, "standard blocks; plain post-norm's last-block t_sim "
+                                           f"≥ {ALIKE} on every seed",
+                                       f"post-norm and pre-norm (both lr {std._lr('pre-norm', da)})"),
+                quantity=f"post-norm − pre-norm final training loss at depth {da}, standard blocks, where post-norm's "
+                         "tokens are alike (nats)",
+                effect=std.gap("post-norm-full-lr", "pre-norm", da), direction="above",
+                section="vit-tsim-section", **common))
+        out.append(Finding(
+            key="vit-paper-scale", where="§3.3, Fig. 6",
+            claim="After 150 epochs at depth 80, width 192 and 4×4 patches, the de-escalated post-norm ViT ends "
+                  "slightly below pre-norm and far below plain post-norm in training loss.",
+            measured="the paper's setting (the `paper` preset: all 50,000 images, 150 epochs, 3 seeds)",
+            quantity="de-escalated − pre-norm final training loss at depth 80, the paper's setting (nats)", effect=None,
+            direction="below", needs="a GPU", command="make rerun CHAPTER=vit SCALE=paper",
+            section="vit-differences", **{**common, "scale": "paper"}))
+        return out
 
     def before_t_sim(self) -> dict[str, float]:
         """t_sim of the last block just before its de-escalation step, after training (first seed;
@@ -287,12 +520,8 @@ def _grid(p: Params, depth: int, variants, seeds, dev, datasets):
     q = p.with_(depth=depth, depths=())
 
     def train(variant: str, s: int, ckpt):
-        tc = vit_train.TrainConfig(epochs=p.epochs, batch=p.batch_size, lr=variant_lr(variant, p.lr),
-                                   augment=p.augment, seed=s, sim_every=p.sim_every)
         train_set, test_set = datasets()
-        return vit_train.run_variant(model_variant(variant), depth, p.d_model, p.d_ff, p.n_heads, p.patch, p.tau,
-                                     p.deesc_place, tc, train_set, test_set, checkpoint=ckpt, device=dev,
-                                     precision=p.precision, block=p.block)
+        return vit_train.run_variant(p, depth, variant, s, train_set, test_set, checkpoint=ckpt, device=dev)
 
     prefix = ("" if p.block == "algorithm1" else f"{p.block}-") + ("" if depth == p.depth else f"d{depth}-")
     return results.variant_runs(q, variants, seeds, train, prefix=prefix)
@@ -331,5 +560,5 @@ def block_cost() -> dict[str, Any] | None:
             "load": rec.get("load_average_at_start"), "command": rec["command"]}
 
 
-__all__ = ["Params", "Result", "run", "run_one", "block_cost", "BLOCK_BENCH", "ABLATION_VARIANTS",
+__all__ = ["Params", "Result", "run", "run_one", "block_cost", "BLOCK_BENCH", "ABLATION_VARIANTS", "ABLATION_BLOCKS",
            "VARIANTS", "MODEL_VARIANTS", "model_variant", "variant_lr"]

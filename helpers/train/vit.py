@@ -30,8 +30,21 @@ class TrainConfig:
     sim_every: int = 1               # epochs between t_sim measurements
 
 
-def _lr(variant: str, lr: float | None) -> float:
-    return lr if lr is not None else (5e-5 if variant == "post-norm" else 1e-4)
+#: §3.3's learning rates: 1e-4 for pre-norm and de-escalated post-norm, half that for plain post-norm
+LR, POST_NORM_LR = 1e-4, 5e-5
+
+
+def model_variant(variant: str) -> str:
+    """The model behind a chapter variant (`post-norm-full-lr`, post-norm at the others' rate, is the
+    post-norm model)."""
+    return "post-norm" if variant == "post-norm-full-lr" else variant
+
+
+def variant_lr(variant: str, lr: float | None = None) -> float:
+    """The one learning-rate rule: `lr` when given; otherwise §3.3's, 5e-5 for plain post-norm and 1e-4 for
+    every other variant (`post-norm-full-lr` included: post-norm at the others' rate)."""
+    return lr if lr is not None else (POST_NORM_LR if variant == "post-norm" else LR)
+
 
 
 class ViTTask(Task):
@@ -53,7 +66,7 @@ class ViTTask(Task):
 
     def build(self, device: torch.device):
         model = self.model.to(device)
-        opt = adamw(model.parameters(), lr=_lr(model.cfg.variant, self.tc.lr), betas=(0.9, 0.999),
+        opt = adamw(model.parameters(), lr=variant_lr(model.cfg.variant, self.tc.lr), betas=(0.9, 0.999),
                                 weight_decay=self.tc.weight_decay)
         # ×0.2 at 70 % and 90 % of training (§3.3), in optimiser steps
         milestones = [max(1, int(f * self.tc.epochs)) * self.steps_per_epoch for f in (0.7, 0.9)]
@@ -116,17 +129,24 @@ def evaluate_images(model: ViT, x: Tensor, y: Tensor, batch: int = 256) -> tuple
     return tot / len(x), correct / len(x)
 
 
-def run_variant(variant: str, depth: int, hidden: int, ffn: int, heads: int, patch: int, tau: float,
-                deesc_place: str, tc: TrainConfig, train_set, test_set, checkpoint: str | Path | None = None,
-                device: str | torch.device = "cpu", precision: str = "fp32", block: str = "algorithm1") -> dict:
-    """Build one variant (seeded by `tc.seed`), train it, and return its history with the wall time."""
+def run_variant(p, depth: int, variant: str, seed: int, train_set, test_set,
+                checkpoint: str | Path | None = None, device: str | torch.device = "cpu") -> dict:
+    """Build one run of a chapter grid and train it: `p` is the chapter's Params (its widths, patch, τ,
+    de-escalation place, block, epochs, batch, learning rate, augmentation, t_sim cadence, precision),
+    `variant` a chapter variant (`post-norm-full-lr` is the post-norm model at the others' rate), `seed`
+    the run seed (it seeds the initial weights, so every variant of a seed starts from the same draws, and
+    the data order and augmentation). Returns the history with the wall time and the learning rate."""
     import time
 
-    torch.manual_seed(tc.seed)
-    model = ViT(ViTConfig(variant=variant, depth=depth, hidden=hidden, ffn=ffn, heads=heads, patch=patch, tau=tau,
-                          deesc_place=deesc_place, block=block))
+    # the config records the rate only where it is not the model's own rule (post-norm-full-lr, or `p.lr`),
+    # as the runs' checkpoints do
+    tc = TrainConfig(epochs=p.epochs, batch=p.batch_size, lr=p.lr if variant != "post-norm-full-lr" else p.lr or LR,
+                     augment=p.augment, seed=seed, sim_every=p.sim_every)
+    torch.manual_seed(seed)
+    model = ViT(ViTConfig(variant=model_variant(variant), depth=depth, hidden=p.d_model, ffn=p.d_ff,
+                          heads=p.n_heads, patch=p.patch, tau=p.tau, deesc_place=p.deesc_place, block=p.block))
     t = time.perf_counter()
-    hist = train(model, train_set, test_set, tc, checkpoint=checkpoint, device=device, precision=precision)
+    hist = train(model, train_set, test_set, tc, checkpoint=checkpoint, device=device, precision=p.precision)
     hist["wall_time_s"] = time.perf_counter() - t
-    hist["lr"] = _lr(variant, tc.lr)
+    hist["lr"] = variant_lr(model_variant(variant), tc.lr)
     return hist
