@@ -389,8 +389,8 @@ class Result(results.Result):
                 key="vit-alike-tokens", where="abstract; §4",
                 claim="Token similarity escalation, tokens growing alike block after block, is what makes deep "
                       "post-norm Transformers hard to train.",
-                measured=std._measured(da, "standard blocks; plain post-norm's last-block t_sim "
-                                           f"≥ {ALIKE} on every seed",
+                measured=std._measured(da, "standard blocks; plain post-norm's last-block token similarity "
+                                           f"at least {ALIKE} on every seed",
                                        f"post-norm and pre-norm (both lr {std._lr('pre-norm', da)})"),
                 quantity=f"post-norm − pre-norm final training loss at depth {da}, standard blocks, where post-norm's "
                          "tokens are alike (nats)",
