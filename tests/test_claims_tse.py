@@ -155,3 +155,122 @@ def test_book_gradient_changes_little_between_adjacent_layers():
     mean_factor = (gn.max() / gn.min()) ** (1 / (len(gn) - 1))
     assert mean_factor < 1.01 and steps.max() < 1.1
     assert steps.max() > mean_factor + 0.01
+
+
+# ------------------------------------------------------------------ findings (issue 27) and the τ sweep
+
+
+def test_findings_on_the_ci_run(res):
+    fs = {f.key: f for f in res.findings()}
+    assert list(fs) == ["tse-fig1", "tse-fig2-ratio", "tse-ffn-negligible", "tse-fig4-prenorm", "tse-fig5-half",
+                        "tse-tau-threshold"]
+    assert all(f.chapter == "tse" and f.paper == "yu2024" and f.section.startswith("tse-") for f in fs.values())
+    assert fs["tse-fig4-prenorm"].verdict == "reproduced"         # pre-norm far below post-norm at equal depth
+    assert fs["tse-fig5-half"].verdict == "contradicted"          # τ = 0.5 keeps almost full diversity
+    assert fs["tse-tau-threshold"].reference == pytest.approx(1 - 1 / math.sqrt(2))
+    assert fs["tse-fig2-ratio"].effect.n == res.settings["trials"]
+
+
+def test_the_sweep_runs_the_stacks_of_figure5(res):
+    """Run r of the τ sweep is run r of Figure 5 (same seed, same blocks), so at τ = 0.5 their last
+    blocks agree; τ = 0 collapses and τ = 1 keeps full diversity."""
+    sw = res.tau_sweep
+    taus = [float(t) for t in sw["taus"]]
+    i = taus.index(0.5)
+    runs = min(sw["runs"], res.figure5["0.5"].shape[0])
+    assert np.allclose(sw["t_div_last"][i][:runs], res.figure5["0.5"][:runs, -1], atol=1e-5)
+    assert sw["t_div_last"][0].max() < 0.05 and np.allclose(sw["t_div_last"][-1], 1.0, atol=1e-6)
+    assert taus == [round(0.05 * k, 2) for k in range(21)]
+
+
+def _planted(res, **changes):
+    import copy
+
+    r = copy.deepcopy(res)
+    for name, value in changes.items():
+        setattr(r, name, value)
+    return r
+
+
+def test_the_threshold_is_read_between_the_swept_taus(res):
+    """A planted sweep whose diversity jumps from 0.2 to 0.8 between τ = 0.3 and 0.35 has its threshold
+    half-way, at 0.325, in every run."""
+    taus = np.round(np.arange(21) * 0.05, 2)
+    last = np.where(taus[:, None] < 0.33, 0.2, 0.8) * np.ones((21, 3))
+    r = _planted(res, tau_sweep={**res.tau_sweep, "taus": taus, "t_div_last": last, "runs": 3})
+    t = r.tau_threshold()
+    assert t.estimate == pytest.approx(0.325) and t.low == pytest.approx(0.325)
+
+
+def test_planted_effects_change_the_verdicts(res):
+    """Each finding's verdict moves when its data does."""
+    # Fig. 5 at the paper's level: τ = 0.5 leaves diversity 0.5
+    k = res.figure5["0.5"].shape[0]
+    fig5 = {**res.figure5, "0.5": res.figure5["0.5"] * 0 + 0.5 + 0.01 * np.arange(k)[:, None] / k}
+    assert {f.key: f for f in _planted(res, figure5=fig5).findings()}["tse-fig5-half"].verdict == "reproduced"
+    # a threshold at 0.8: far from τ*
+    taus = np.asarray(res.tau_sweep["taus"], dtype=float)
+    last = np.where(taus[:, None] < 0.8, 0.0, 1.0) + 0.01 * np.arange(3)[None, :] * (taus[:, None] >= 0.75)
+    r = _planted(res, tau_sweep={**res.tau_sweep, "t_div_last": last, "runs": 3})
+    assert {f.key: f for f in r.findings()}["tse-tau-threshold"].verdict == "contradicted"
+    # an FFN with ξ₁/ξ₂ = 1 everywhere: its share is zero, negligible
+    xr = np.array(res.figure2["xi_ratio"], dtype=float)
+    xr[:, :, 2] = 1.0
+    r = _planted(res, figure2={**res.figure2, "xi_ratio": xr})
+    assert r.ffn_share().estimate == pytest.approx(0.0)
+    assert {f.key: f for f in r.findings()}["tse-ffn-negligible"].verdict == "reproduced"
+
+
+def test_ffn_share_per_trial_agrees_with_the_trial_averaged_share(res):
+    """The finding's per-trial share (mean over trials) and the chapter's trial-averaged share of the
+    first blocks (`summary`) measure the same thing: within a few points."""
+    first = res.settings["share_blocks"]
+    assert res.ffn_share("run", first).estimate == pytest.approx(res.summary["ffn_share"], abs=0.05)
+    assert res.ffn_share("other", first).estimate == pytest.approx(res.summary["ffn_share_init"], abs=0.05)
+
+
+def _book():
+    from helpers.book.runtime import REPO_ROOT
+
+    if not (REPO_ROOT / "results" / "tse" / "book" / "tau_sweep.json").is_file():
+        pytest.skip("the book runs are not committed")
+    return tse.run(tse.Params.resolve("book"))
+
+
+def test_book_findings():
+    """The committed book runs: verdicts and effects pinned."""
+    fs = {f.key: f for f in _book().findings()}
+    expected = {"tse-fig1": "reproduced", "tse-fig2-ratio": "reproduced", "tse-fig4-prenorm": "reproduced",
+                "tse-fig5-half": "contradicted"}
+    for key, verdict in expected.items():
+        assert fs[key].verdict == verdict, key
+    assert fs["tse-fig1"].effect.estimate == pytest.approx(0.999, abs=0.005)
+    assert fs["tse-fig2-ratio"].effect.estimate == pytest.approx(2.0, abs=0.02)
+    assert fs["tse-fig5-half"].effect.estimate == pytest.approx(0.97, abs=0.03)
+    assert fs["tse-ffn-negligible"].effect.estimate == pytest.approx(0.09, abs=0.01)
+
+
+def test_book_ffn_share_over_the_escalation():
+    """Issue 29: the FFN's share over blocks 0-2 (25 % / 47 %) is its share at the start; over the whole
+    escalation it is about 9 % (PyTorch init) and about a fifth (Xavier), over all blocks 5 % / 12 %; and
+    without the FFN the first block above 0.99 comes one block later."""
+    r = _book()
+    assert r.ffn_share("run", 3).estimate == pytest.approx(0.25, abs=0.02)
+    assert r.ffn_share("other", 3).estimate == pytest.approx(0.47, abs=0.02)
+    assert r.ffn_share("run").estimate == pytest.approx(0.09, abs=0.01)
+    assert 0.17 < r.ffn_share("other").estimate < 0.25
+    assert r.ffn_share("run", 20).estimate == pytest.approx(0.05, abs=0.01)
+    assert r.ffn_share("other", 20).estimate == pytest.approx(0.12, abs=0.015)
+    assert r.summary["first_block_above_099_none"] == r.summary["first_block_above_099"] + 1
+
+
+def test_book_figure1_rate_matches_eq18():
+    """Figure 1's escalation rate (odds factor per BERT layer) against eq. (18) at BERT's initialisation."""
+    r = _book()
+    assert r.eq18_factor() == pytest.approx(1 + (768 * 0.02 ** 2) ** 2)
+    assert r.bert_odds_factor() == pytest.approx(r.eq18_factor(), abs=0.02)
+
+
+def test_book_lemma24_distances_in_standard_errors():
+    se = _book().lemma24_se()
+    assert se["xi2"] == pytest.approx(1.7, abs=0.05) and se["xi1"] < 1

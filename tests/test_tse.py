@@ -134,9 +134,9 @@ def test_ffn_initialisations_and_ablations():
 
 
 def test_ffn_weight_variances_are_those_the_inits_draw():
-    """`ffn_weight_variances` (quoted by the ViT ablation's prose) against the variances of drawn weights."""
+    """`ffn_weight_variances` (quoted by the ViT ablation's prose) against the variances of drawn weights:
+    Xavier's are 2× (W₁) and 4× (W₂) PyTorch's at q = 2d."""
     from helpers.core.blocks import FFN, ffn_weight_variances
-    from helpers.figures.vit import ffn_init_text
 
     d, q = 96, 192
     torch.manual_seed(0)
@@ -144,9 +144,8 @@ def test_ffn_weight_variances_are_those_the_inits_draw():
         f, (v1, v2) = FFN(d, q, init=init), ffn_weight_variances(d, q, init)
         assert f.w1.weight.var().item() == pytest.approx(v1, rel=0.03)
         assert f.w2.weight.var().item() == pytest.approx(v2, rel=0.03)
-    ratios, sentence = ffn_init_text(d, q)
-    assert ratios == "2× and 4×" and "1/(3·96)" in sentence and "2/(96 + 192)" in sentence and "$" not in sentence
-    assert ffn_init_text(48, 192)[0] == "1.20× and 4.80×"
+    (x1, x2), (t1, t2) = ffn_weight_variances(d, q, "xavier"), ffn_weight_variances(d, q, "torch")
+    assert (x1 / t1, x2 / t2) == (pytest.approx(2.0), pytest.approx(4.0))
     with pytest.raises(ValueError):
         ffn_weight_variances(d, q, "kaiming")
 
@@ -215,3 +214,19 @@ def test_bounds_11_hold_on_generic_stochastic_p_and_fail_without_stochasticity()
         assert torch.allclose(E.random_stochastic(fam, 9, g).sum(-1), torch.ones(9, dtype=torch.float64))
     X = E.rank_one_plus_noise(12, 6, 0.5, torch.randn(6, dtype=torch.float64), torch.randn(12, 6, dtype=torch.float64))
     assert E.bound11_margins(X, 0.5 * torch.eye(12, dtype=torch.float64))[0] < -0.5   # rows sum to 1/2: violated
+
+
+def test_the_sweep_trajectory_is_the_figure5_trajectory():
+    """`deescalated_diversity_trajectory` runs the same stack as `postnorm_trajectory` with τ (same seed,
+    same blocks, same X), without the per-step diagnostics; τ = 0 is the plain post-norm stack; the block
+    odds factor is ξ₁/ξ₂ of the whole block before its de-escalation."""
+    from helpers.core import escalation as E
+
+    for tau in (0.0, 0.3):
+        lean = E.deescalated_diversity_trajectory(16, 32, 4, 5, seed=3, tau=tau)
+        full = E.postnorm_trajectory(16, 32, 4, 5, seed=3, tau=tau if tau else None)
+        assert np.allclose(lean["t_div"], 1 - full["t_sim"], atol=1e-5)
+        assert lean["block_odds"].shape == (5,) and np.all(lean["block_odds"] > 1)
+    plain = E.postnorm_trajectory(16, 32, 4, 5, seed=3)
+    assert np.allclose(E.deescalated_diversity_trajectory(16, 32, 4, 5, seed=3, tau=0.0)["block_odds"],
+                       np.prod(plain["xi_ratio"], axis=1), rtol=1e-3)

@@ -6,6 +6,7 @@
 * `w_resampling`: one post-norm trajectory with the step-1 value maps redrawn (Figure 3, eqs. 16-17).
 * `prenorm_trajectory`: one eq.-(19) stack (Figure 4).
 * `step_shares`: each step's share of the log-odds growth of t_sim (Prop. 2.3 applied per step).
+* `deescalated_diversity_trajectory`: one stack with eq. (21) after every block, for the τ sweep.
 * `eta_concentration`: Figure 8, η = E[ξ₁]/E[ξ₂] − ξ₁/ξ₂ (eq. 14) over samples of W.
 * `bounds11_check`: Lemma 2.4's bounds (11), μ₁² ≥ (1 − ω)² and μ₂² ≤ δ², on generic row-stochastic P.
 
@@ -23,7 +24,7 @@ import torch
 from torch import Tensor
 
 from . import measures as M
-from .blocks import PostNormBlock, PreNormBlock
+from .blocks import PostNormBlock, PreNormBlock, deescalate
 
 #: the four steps of Algorithm 1, in order
 STEPS = ("step 1: SA + residual", "step 2: LN", "step 3: FFN + residual", "step 4: LN")
@@ -345,4 +346,29 @@ def first_block_above(t_sim: np.ndarray, level: float = 0.99) -> int | None:
 __all__ = ["STEPS", "random_input", "prop23_error", "Lemma24Check", "lemma24_monte_carlo", "lemma24_at_init",
            "postnorm_trajectory", "w_resampling", "prenorm_trajectory", "log_odds_increments", "log_odds",
            "step_shares", "rank_one_plus_noise", "eta_samples", "softmax_attention_matrix", "eta_concentration",
-           "STOCHASTIC_FAMILIES", "random_stochastic", "bound11_margins", "bounds11_check", "first_block_above"]
+           "STOCHASTIC_FAMILIES", "random_stochastic", "bound11_margins", "bounds11_check", "first_block_above",
+           "deescalated_diversity_trajectory"]
+
+
+@torch.no_grad()
+def deescalated_diversity_trajectory(n: int, d: int, heads: int, depth: int, seed: int, tau: float,
+                                     alpha: float = 1.0, value_scale: float = 1.0, ffn_mult: int = 4,
+                                     ffn_init: str = "xavier") -> dict[str, np.ndarray]:
+    """The τ sweep's trajectory: one Algorithm-1 stack with eq. (21) after every block (τ = 0: none),
+    the same weights and X as `postnorm_trajectory` with that seed, without the per-step diagnostics.
+    Returns `t_div` (depth+1,) of the block outputs (index 0: the input) and `block_odds` (depth,): the
+    factor ξ₁/ξ₂ by which each block, before its de-escalation, multiplies the odds t_sim/(1 − t_sim)
+    (Prop. 2.3: the odds of the output are those of the input times ξ₁/ξ₂)."""
+    tdiv, odds = np.zeros(depth + 1), np.zeros(depth)
+    torch.manual_seed(seed)
+    X = random_input(n, d, seed + 7)
+    tdiv[0] = float(M.t_div(X))
+    for layer in range(depth):
+        blk = PostNormBlock(d, heads, ffn_mult * d, alpha=alpha, value_scale=value_scale, ffn_init=ffn_init)
+        Y = blk(X)
+        x1, x2 = M.xi(X, Y)
+        ok = float(M.t_div(X)) > 1e-9 and float(M.t_div(Y)) > 1e-9
+        odds[layer] = float(x1 / x2) if ok else np.nan
+        X = Y if tau == 0 else deescalate(Y, tau)
+        tdiv[layer + 1] = float(M.t_div(X))
+    return {"t_div": tdiv, "block_odds": odds}

@@ -31,12 +31,16 @@ from ..book.params import ChapterParams, ParameterError, check_heads, positive, 
 from ..book.runtime import REPO_ROOT, choose_device, progress, seed_everything
 from ..core import escalation as E
 from ..core.escalation import first_block_above
+from ..core.findings import Finding
+from ..core.stats import Interval, t_interval
 from ..data import load_glue
 from ..hf import models
 from ..hf.escalation import escalation_profile, random_encoder
 from ..hf.models import quiet_loading
 
 PAPER_CLAIMS = REPO_ROOT / "data" / "yu_zhang_2024_claims.csv"
+#: the τ-sweep fields: not part of the key of the pieces computed before the sweep existed
+SWEEP_FIELDS = ("sweep_taus", "sweep_runs")
 #: where Figure 1's tokens come from: CoLA validation sentences, BERT's uncased WordPiece tokenizer
 TOKENIZER_MODEL = "all-MiniLM-L6-v2"
 
@@ -66,6 +70,9 @@ class Params(ChapterParams):
     deesc_depth: int = 50         # Figure 5
     deesc_runs: int = 20
     taus: tuple[float, ...] = (0.1, 0.5, 1.0)
+    #: the τ sweep (depth `deesc_depth`): where de-escalation stops the collapse, against τ* = 1 − 1/√(1 + α²)
+    sweep_taus: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(21))
+    sweep_runs: int = 10
     # Figure 8 (Appendix A): eta over draws of W for X = e v^T + tQ, n = 100, d = 10, 20, 40
     eta_n: int = 100
     eta_dims: tuple[int, ...] = (10, 20, 40, 80)
@@ -87,8 +94,8 @@ class Params(ChapterParams):
     CHAPTER: ClassVar[str] = "tse"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(trials=6, depth=12, w_trials=200, lemma_trials=400, prenorm_depth=16, deesc_depth=16,
-                   deesc_runs=4, hf_depth=12, hf_batch=8, hf_seq_len=32, d_model=256, eta_draws_precise=400,
-                   bound_samples=40),
+                   deesc_runs=4, sweep_runs=2, hf_depth=12, hf_batch=8, hf_seq_len=32, d_model=256,
+                   eta_draws_precise=400, bound_samples=40),
         "book": dict(),
         "paper": dict(),
     }
@@ -99,6 +106,9 @@ class Params(ChapterParams):
         lemma_trials=(lambda v: v >= 2, "needs >= 2 draws"), prenorm_depth=positive,
         deesc_depth=positive, deesc_runs=positive,
         taus=(lambda v: len(v) > 0 and all(0 < t <= 1 for t in v), "every tau must lie in (0, 1] (eq. 21)"),
+        sweep_taus=(lambda v: len(v) > 1 and all(0 <= t <= 1 for t in v) and list(v) == sorted(v),
+                    "increasing taus in [0, 1] (0: no de-escalation)"),
+        sweep_runs=(lambda v: v >= 2, "needs >= 2 runs (an interval over runs)"),
         hf_depth=positive, hf_hidden=positive, hf_heads=positive, hf_intermediate=positive,
         hf_batch=positive, hf_seq_len=(lambda v: 2 <= v <= 512, "must lie in [2, 512]"),
         share_blocks=positive, eta_n=(lambda v: v >= 2, "needs at least 2 tokens"),
@@ -168,11 +178,158 @@ class Result(results.Result):
     summary: dict[str, float | None]         # the derived numbers the tables and prose quote
     #: the paper's Figure 2 statements by quantity (data/yu_zhang_2024_claims.csv)
     paper_fig2: dict[str, float] = field(default_factory=lambda: paper_claims("Figure 2"))
+    #: the τ sweep: `taus`, `t_div_last` (taus, runs) of the last block, `t_div` (taus, depth+1) mean over
+    #: runs, `block_odds` (taus, depth) mean over runs of each block's ξ₁/ξ₂ before its de-escalation
+    tau_sweep: dict[str, Any] = field(default_factory=dict)
+    scale: str = ""
 
     def __post_init__(self) -> None:
         for name in ("figure1", "figure2", "figure2_other", "figure2_init", "figure2_ablation", "figure3", "figure4",
-                     "figure5", "figure5_other", "figure8", "summary"):
+                     "figure5", "figure5_other", "figure8", "summary", "tau_sweep"):
             setattr(self, name, _arrays(getattr(self, name)))
+
+    # ------------------------------------------------------------ what the findings and the prose read
+
+    def _stack(self, init: str) -> dict[str, Any]:
+        """The Figure 2 stacks with the run's FFN initialisation (`init="run"`) or the other one ("other")."""
+        return self.figure2 if init == "run" else self.figure2_init
+
+    def saturation_block(self, init: str = "run") -> int | None:
+        """The first block whose mean t_sim exceeds 0.99 (None: never)."""
+        return first_block_above(self._stack(init)["t_sim"])
+
+    def ffn_share(self, init: str = "run", blocks: int | None = None) -> Interval:
+        """The FFN step's share of the log-odds growth of t_sim (Prop. 2.3: a step multiplies the odds by
+        its ξ₁/ξ₂, so log ξ₁/ξ₂ is its additive part), over blocks 0 … `blocks` − 1 — by default the whole
+        escalation, the blocks before t_sim first passes 0.99 (all blocks if it never does) — per trial,
+        with its t-interval over trials."""
+        xr = np.asarray(self._stack(init)["xi_ratio"], dtype=float)            # (trials, depth, 4)
+        if blocks is None:
+            blocks = self.saturation_block(init) or xr.shape[1]
+        inc = np.log(xr[:, :blocks])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            share = np.nansum(inc[:, :, 2], 1) / np.nansum(inc, (1, 2))
+        return t_interval(share)
+
+    def tau_star(self) -> float:
+        """The threshold the odds argument predicts: a block multiplies the odds t_sim/(1 − t_sim) by
+        ξ₁/ξ₂ → 1 + α² (Remark 2.8) and the de-escalation by (1 − τ)², so the common part dies out when
+        (1 + α²)(1 − τ)² < 1, i.e. τ > τ* = 1 − 1/√(1 + α²) (≈ 0.29 at α = 1)."""
+        return 1 - 1 / math.sqrt(1 + self.settings["alpha"] ** 2)
+
+    def tau_threshold(self, level: float = 0.5) -> Interval:
+        """The measured threshold: per run, the τ at which the last block's t_div first reaches `level`
+        (linear between the two swept τ around it; NaN if it never does), with its t-interval over runs."""
+        taus = np.asarray(self.tau_sweep["taus"], dtype=float)
+        last = np.asarray(self.tau_sweep["t_div_last"], dtype=float)         # (taus, runs)
+        out = []
+        for run in last.T:
+            hit = np.nonzero(run >= level)[0]
+            if not hit.size:
+                out.append(np.nan)
+            elif hit[0] == 0:
+                out.append(float(taus[0]))
+            else:
+                i = hit[0]
+                f = (level - run[i - 1]) / (run[i] - run[i - 1])
+                out.append(float(taus[i - 1] + f * (taus[i] - taus[i - 1])))
+        return t_interval(out)
+
+    def tau_implied(self) -> float:
+        """The threshold the odds argument gives with the block factor measured in the sweep instead of
+        1 + α²: 1 − 1/√g, g the geometric mean of the blocks' ξ₁/ξ₂ in the swept stacks nearest τ*
+        (their state stays diverse, as at the threshold)."""
+        taus = np.asarray(self.tau_sweep["taus"], dtype=float)
+        i = int(np.argmin(np.abs(taus - self.tau_star())))
+        odds = np.asarray(self.tau_sweep["block_odds"], dtype=float)[i]
+        g = float(np.exp(np.nanmean(np.log(odds))))
+        return 1 - 1 / math.sqrt(g)
+
+    def bert_odds_factor(self) -> float:
+        """Figure 1's escalation rate: the geometric mean, over BERT's layers while t_sim < 0.99, of the
+        factor by which a layer multiplies the odds t_sim/(1 − t_sim)."""
+        t = np.asarray(self.figure1["bert"]["t_sim"], dtype=float)
+        lo = E.log_odds(t)
+        keep = t[:-1] < 0.99
+        return float(np.exp(np.diff(lo)[keep].mean()))
+
+    def eq18_factor(self) -> float:
+        """Eq. (18)'s rate for BERT's attention at its default initialisation: E[ξ₁]/E[ξ₂] = 1 + c with
+        μ̄₁ ≈ 1, μ̄₂ ≈ 0 (near-uniform attention) and c = d·Var of the value-then-output map's entries =
+        (d σ²)², σ = transformers' BERT `initializer_range` (the weights of Figure 1), d = hidden width."""
+        from transformers import BertConfig
+
+        d, std = self.settings["hf_hidden"], BertConfig().initializer_range
+        return 1 + (d * std ** 2) ** 2
+
+    def lemma24_se(self) -> dict[str, float]:
+        """How far the Monte Carlo E[ξ₁], E[ξ₂] lie from Lemma 2.4's formula, in standard errors."""
+        lem = self.lemma24
+        return {k: abs(lem[f"mc_{k}"] - lem[f"formula_{k}"]) / lem[f"mc_{k}_se"] for k in ("xi1", "xi2")}
+
+    def findings(self) -> list[Finding]:
+        """The paper's claims of §1-3.2 this chapter tests, computed from the runs."""
+        st, paper = self.settings, Params.resolve("paper")
+        stacks = (f"Algorithm-1 stacks at initialisation, n = {st['n_tokens']}, d = {st['d_model']}, "
+                  f"h = {st['n_heads']}, σ² = {st['value_scale']:g}/d, {st['ffn_init']} FFN init")
+        scale = (f"{self.scale}: n = {st['n_tokens']}, d = {st['d_model']} (the paper: n = {paper.n_tokens}, "
+                 f"d = {paper.d_model})")
+        common = dict(paper="yu2024", chapter="tse", scale=scale)
+        f1, post = self.figure1, np.asarray(self.figure2["t_sim"], dtype=float)
+        pre = np.asarray(self.figure4["t_sim"], dtype=float)
+        k = min(st["depth"], pre.shape[1] - 1)
+        tdiv_half = np.asarray(self.figure5["0.5"], dtype=float)[:, -1] if "0.5" in self.figure5 else None
+        out = [
+            Finding(key="tse-fig1", where="Fig. 1",
+                    claim=("In BERT and ALBERT of depth 100 at default initialisation, token similarity "
+                           "escalates to unity."),
+                    measured=(f"random-init transformers BERT and ALBERT of depth {st['hf_depth']} on "
+                              f"{st['hf_batch']} CoLA sentences"),
+                    quantity="the smaller of BERT's and ALBERT's last-layer t_sim",
+                    effect=Interval.exact(min(float(f1["bert"]["t_sim"][-1]), float(f1["albert"]["t_sim"][-1]))),
+                    direction="above", reference=0.99, reference_label="0.99 (unity)", section="tse-fig1",
+                    **{**common, "scale": f"{self.scale}: depth {st['hf_depth']} (the paper: {paper.hf_depth})"}),
+            Finding(key="tse-fig2-ratio", where="Fig. 2, §2.4",
+                    claim="The attention step's ξ₁/ξ₂ is around 2 from the very first block.",
+                    measured=f"{st['trials']} {stacks}, depth {st['depth']}",
+                    quantity="ξ₁/ξ₂ of step 1 (SA + residual) at block 0, mean over trials",
+                    effect=t_interval(np.asarray(self.figure2["xi_ratio"], dtype=float)[:, 0, 0]),
+                    direction="equal", reference=self.paper_fig2["mean xi1/xi2 of step 1 at the first block"],
+                    reference_label="the paper's 2", margin=0.2, section="tse-fig2", **common),
+            Finding(key="tse-ffn-negligible", where="§2.4, Fig. 2",
+                    claim="Steps 2-4 (the LayerNorms and the FFN) have a negligible impact on token similarity.",
+                    measured=f"{st['trials']} {stacks}, depth {st['depth']}",
+                    quantity="the FFN step's share of the log-odds growth of t_sim until it passes 0.99",
+                    effect=self.ffn_share(), direction="equal", reference=0.0, margin=0.1,
+                    reference_label="0 (a share under a tenth counts as negligible)", section="tse-ffn", **common),
+            Finding(key="tse-fig4-prenorm", where="Fig. 4, eq. (20)",
+                    claim="Pre-norm mitigates the escalation implicitly: its token similarity grows more slowly.",
+                    measured=f"{pre.shape[0]} pre-norm (eq. 19) stacks beside {post.shape[0]} post-norm ones",
+                    quantity=f"pre-norm t_sim at block {k}, mean over trials",
+                    effect=t_interval(pre[:, k]), direction="below", reference=float(post[:, k].mean()),
+                    reference_label=f"post-norm's {post[:, k].mean():.3f} at block {k}", section="tse-fig4",
+                    **common),
+        ]
+        if tdiv_half is not None and "0.5" in self.paper_fig5:
+            out.append(Finding(
+                key="tse-fig5-half", where="Fig. 5",
+                claim="With de-escalation after every block, token diversity levels off near 0.5 at τ = 0.5.",
+                measured=f"{tdiv_half.size} de-escalated {stacks}, depth {st['deesc_depth']}",
+                quantity="t_div of the last block at τ = 0.5, mean over runs", effect=t_interval(tdiv_half),
+                direction="equal", reference=self.paper_fig5["0.5"], reference_label="the paper's 0.5",
+                margin=0.1, section="tse-fig5", **common))
+        if self.tau_sweep:
+            out.append(Finding(
+                key="tse-tau-threshold", where="Prop. 2.3, Remark 2.8, Fig. 5",
+                claim=("By Prop. 2.3 and Remark 2.8's rate 1 + α², de-escalation keeps diversity exactly when "
+                       "τ > τ* = 1 − 1/√(1 + α²) (the chapter's reading of the paper's results)."),
+                measured=(f"τ from 0 to 1 in {len(self.tau_sweep['taus'])} steps, {self.tau_sweep['runs']} "
+                          f"de-escalated {stacks}, depth {st['deesc_depth']}"),
+                quantity="the τ at which the last block's t_div first reaches 0.5, mean over runs",
+                effect=self.tau_threshold(), direction="equal", reference=self.tau_star(),
+                reference_label=f"τ* = {self.tau_star():.2f}", margin=0.05, section="tse-tau-sweep", **common))
+        return out
 
 
 # ------------------------------------------------------------------ loops over trials and taus
@@ -353,6 +510,27 @@ def _synthetic_here(p: Params) -> dict[str, Any]:
     return out
 
 
+def tau_sweep(p: Params, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """The τ sweep: `sweep_runs` stacks of depth `deesc_depth` per τ in `sweep_taus` (τ = 0: no
+    de-escalation), each with eq. (21) after every block (`core.escalation.deescalated_diversity_trajectory`;
+    run r has the seed of run r of Figure 5). Returns `taus`, `runs`, `t_div_last` (taus, runs), `t_div`
+    (taus, depth+1) and `block_odds` (taus, depth), the last two averaged over runs."""
+    last, mean, odds = [], [], []
+    with torch.device(device):
+        for tau in progress(p.sweep_taus, desc="tau sweep", total=len(p.sweep_taus)):
+            runs = [E.deescalated_diversity_trajectory(p.n_tokens, p.d_model, p.n_heads, p.deesc_depth,
+                                                       p.seed * 100_003 + r, float(tau), p.alpha, p.value_scale,
+                                                       p.ffn_mult, p.ffn_init) for r in range(p.sweep_runs)]
+            tdiv = np.stack([r["t_div"] for r in runs])
+            last.append(tdiv[:, -1])
+            mean.append(tdiv.mean(0))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                odds.append(np.nanmean(np.stack([r["block_odds"] for r in runs]), 0))
+    return {"taus": list(p.sweep_taus), "runs": p.sweep_runs, "t_div_last": np.stack(last), "t_div": np.stack(mean),
+            "block_odds": np.stack(odds)}
+
+
 def run(p: Params) -> Result:
     """Every computation of the chapter, in the order of its sections. At `book` scale every piece —
     the identities, Figure 1, the synthetic stacks, Figure 8 and the bounds (11) — is read back from
@@ -366,11 +544,13 @@ def run(p: Params) -> Result:
                                   p.seed, p.ffn_mult, p.ffn_init)
         return {"lemma24": dict(lemma.__dict__), "prop23": E.prop23_error(p.n_tokens, p.d_model, p.seed)}
 
-    ident, _ = results.cached(p, "identities", identities)
-    fig1, _ = results.cached(p, "figure1", lambda: figure1(p, device))
-    pieces, _ = results.cached(p, "synthetic", lambda: _synthetic(p, device))
+    old = dict(drop=SWEEP_FIELDS)         # the pieces computed before the sweep: keyed without its fields
+    ident, _ = results.cached(p, "identities", identities, **old)
+    fig1, _ = results.cached(p, "figure1", lambda: figure1(p, device), **old)
+    pieces, _ = results.cached(p, "synthetic", lambda: _synthetic(p, device), **old)
     appendix, _ = results.cached(p, "appendix", lambda: {
-        "figure8": _figure8(p), "bounds11": E.bounds11_check(p.bound_n, p.bound_d, p.bound_samples, p.seed)})
+        "figure8": _figure8(p), "bounds11": E.bounds11_check(p.bound_n, p.bound_d, p.bound_samples, p.seed)}, **old)
+    sweep, _ = results.cached(p, "tau_sweep", lambda: tau_sweep(p, device))
     pieces = _arrays(pieces)
     pieces["figure1"] = _arrays(fig1)
     pieces["figure8"] = _arrays(appendix["figure8"])
@@ -378,8 +558,8 @@ def run(p: Params) -> Result:
     return Result(
         settings=p.cache_key(), prop23_max_abs_error=ident["prop23"], lemma24=ident["lemma24"],
         other_value_scale=p.other_value_scale, paper_fig5=paper_levels(),
-        summary=summarise(pieces, p.share_blocks), **pieces)
+        summary=summarise(pieces, p.share_blocks), tau_sweep=sweep, scale=p.scale, **pieces)
 
 
 __all__ = ["Params", "Result", "run", "postnorm_trials", "prenorm_trials", "deescalated_diversity", "figure1",
-           "summarise", "paper_claims", "paper_levels"]
+           "summarise", "paper_claims", "paper_levels", "tau_sweep", "SWEEP_FIELDS"]

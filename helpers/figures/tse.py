@@ -1,5 +1,6 @@
-"""Figures, tables and glued numbers of the tse chapter (Yu & Zhang Figures 1-5 and 8, the FFN's
-share of the escalation, the bounds (11)), drawn from its Result."""
+"""Figures, tables and glued numbers of the tse chapter (the paper's Figs. 1-5 and 8, the FFN's share of
+the escalation, the τ sweep, the bounds (11)), drawn from its Result; the statistics are the Result's
+(`findings`, `ffn_share`, `tau_threshold`, ...)."""
 
 from __future__ import annotations
 
@@ -14,49 +15,67 @@ from ..core.escalation import STEPS, log_odds_increments
 from ..experiments.tse import Result
 from . import common
 
+TSIM, TCOS, TDIV, XI = r"$t_{\rm sim}$", r"$t_{\rm cos}$", r"$t_{\rm div}$", r"$\xi_1/\xi_2$"
+#: the page shows a figure about 7 inches wide: text of `size` points in a figure `width` inches wide
+#: appears at size · 7 / width points; the book wants at least ~8
+PAGE_INCHES, MIN_POINTS = 7.0, 8.0
 
-def _panels(n: int, title: str, width: float = 11.0) -> tuple[plt.Figure, np.ndarray]:
+
+def _panels(n: int, width: float | None = None, height: float = 3.6) -> tuple[plt.Figure, np.ndarray]:
+    """`n` panels side by side, no figure title (the caption names the figure)."""
     common.set_theme()
-    fig, axes = plt.subplots(1, n, figsize=(width, 4.0))
-    fig.suptitle(title)
+    width = width or {1: 6.0, 2: 8.5}.get(n, 10.0)
+    fig, axes = plt.subplots(1, n, figsize=(width, height))
     for ax in np.atleast_1d(axes):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))     # blocks are whole numbers
     return fig, np.atleast_1d(axes)
 
 
+def _legible(fig: plt.Figure) -> plt.Figure:
+    """Every tick, label, title and legend at least `MIN_POINTS` as shown on the page."""
+    size = MIN_POINTS * fig.get_figwidth() / PAGE_INCHES
+    for ax in fig.axes:
+        ax.tick_params(labelsize=size)
+        for text in (ax.xaxis.label, ax.yaxis.label, ax.title):
+            text.set_size(max(text.get_size(), size + 0.5))
+        if ax.get_legend() is not None:
+            for t in ax.get_legend().get_texts():
+                t.set_fontsize(size)
+    return fig
+
+
 def fig1(res: Result) -> plt.Figure:
     """Figure 1: t_sim, t_cos and the per-layer gradient norm of random-init BERT / ALBERT."""
-    s, f1 = res.settings, res.figure1
-    fig, axes = _panels(3, f"Figure 1 — random-init transformers BERT/ALBERT, depth {s['hf_depth']}, "
-                           f"{s['hf_batch']} CoLA sentences ({f1['bert']['real_tokens']} tokens)")
-    common.layer_curves(axes[0], {k.upper(): v["t_sim"] for k, v in f1.items()}, ylabel="t_sim",
-                        title="token similarity", markers=False)
-    common.layer_curves(axes[1], {k.upper(): v["t_cos"] for k, v in f1.items()}, ylabel="t_cos",
-                        title="cosine similarity", markers=False)
-    common.layer_curves(axes[2], {"BERT": f1["bert"]["grad_norm"]}, x0=1, ylabel="‖∂L/∂θ_layer‖",
-                        title="gradient norm per layer (BERT)", logy=True, markers=False)
-    return fig
+    f1 = res.figure1
+    fig, axes = _panels(3)
+    common.layer_curves(axes[0], {k.upper(): v["t_sim"] for k, v in f1.items()}, ylabel=TSIM,
+                        title="token similarity", markers=False, xlabel="layer")
+    common.layer_curves(axes[1], {k.upper(): v["t_cos"] for k, v in f1.items()}, ylabel=TCOS,
+                        title="cosine similarity", markers=False, xlabel="layer")
+    common.layer_curves(axes[2], {"BERT": f1["bert"]["grad_norm"]}, x0=1, ylabel=r"$\|\partial L/\partial\theta\|$",
+                        title="gradient norm (BERT)", logy=True, markers=False, xlabel="layer")
+    return _legible(fig)
 
 
 def fig2(res: Result) -> plt.Figure:
     """Figure 2: post-norm t_sim under both readings of the value-map variance, ξ₁/ξ₂ per step, δ and ω."""
-    s, f2, vs, alt = res.settings, res.figure2, res.settings["value_scale"], res.other_value_scale
-    fig, axes = _panels(3, f"Figure 2 — {s['trials']} trials, n={s['n_tokens']}, d={s['d_model']}, "
-                           f"h={s['n_heads']}, α={s['alpha']:g}")
+    f2, vs, alt = res.figure2, res.settings["value_scale"], res.other_value_scale
+    fig, axes = _panels(3)
     init, other_init = _init_names(res)
-    common.layer_curves(axes[0], {f"σ²={vs:g}/d, {init}": f2["t_sim"],
-                                  f"σ²={alt:g}/d, {init}": res.figure2_other["t_sim"],
-                                  f"σ²={vs:g}/d, {other_init}": res.figure2_init["t_sim"]},
-                        ylabel="t_sim", title="token similarity (block inputs)")
-    common.layer_curves(axes[1], {step: f2["xi_ratio"][:, :, i] for i, step in enumerate(STEPS)},
-                        ylabel="ξ₁/ξ₂", title=f"ξ₁/ξ₂ of each step (σ²={vs:g}/d)", logy=True)
-    common.layer_curves(axes[2], {"δ": f2["delta"], "ω": f2["omega"]}, ylabel="head average",
-                        title="δ and ω (eq. 12)", logy=True)
-    return fig
+    common.layer_curves(axes[0], {f"$\\sigma^2$={vs:g}/d, {init}": f2["t_sim"],
+                                  f"$\\sigma^2$={alt:g}/d, {init}": res.figure2_other["t_sim"],
+                                  f"$\\sigma^2$={vs:g}/d, {other_init}": res.figure2_init["t_sim"]},
+                        ylabel=TSIM, title="token similarity")
+    common.layer_curves(axes[1], {step.split(":")[0]: f2["xi_ratio"][:, :, i] for i, step in enumerate(STEPS)},
+                        ylabel=XI, title=f"{XI} of each step")
+    axes[0].legend(loc="lower right")
+    common.layer_curves(axes[2], {r"$\delta$": f2["delta"], r"$\omega$": f2["omega"]}, ylabel="head average",
+                        title=r"$\delta$ and $\omega$ (eq. 12)", logy=True)
+    return _legible(fig)
 
 
 def _init_names(res: Result) -> tuple[str, str]:
-    names = {"torch": "PyTorch-default FFN", "xavier": "Xavier FFN"}
+    names = {"torch": "PyTorch FFN", "xavier": "Xavier FFN"}
     init = res.settings["ffn_init"]
     return names[init], names["xavier" if init == "torch" else "torch"]
 
@@ -66,30 +85,26 @@ def fig_ffn(res: Result) -> plt.Figure:
     zero-mean activation and removed (a); and the per-block log-odds increments log(ξ₁/ξ₂) of steps 1
     (SA + residual) and 3 (FFN + residual) for both initialisations (b)."""
     init, other_init = _init_names(res)
-    fig, axes = _panels(2, f"The FFN's share of the escalation — {res.settings['trials']} trials "
-                           f"(σ²={res.settings['value_scale']:g}/d)", width=11.0)
+    fig, axes = _panels(2, height=4.0)
     abl = res.figure2_ablation
-    common.layer_curves(axes[0], {f"ReLU FFN, {init}": res.figure2["t_sim"],
-                                  f"ReLU FFN, {other_init}": res.figure2_init["t_sim"],
-                                  "zero-mean (centred) ReLU": abl["centred-relu"]["t_sim"],
+    common.layer_curves(axes[0], {f"ReLU, {init}": res.figure2["t_sim"],
+                                  f"ReLU, {other_init}": res.figure2_init["t_sim"],
+                                  "zero-mean ReLU": abl["centred-relu"]["t_sim"],
                                   "FFN removed": abl["none"]["t_sim"]},
-                        ylabel="t_sim", title="(a) token similarity (block inputs)", markers=False)
+                        ylabel=TSIM, title="(a) token similarity", markers=False)
     axes[0].axhline(0.99, color="k", lw=0.6, ls=":")
     inc, inc_o = log_odds_increments(res.figure2["xi_ratio"]), log_odds_increments(res.figure2_init["xi_ratio"])
-    common.layer_curves(axes[1], {f"step 1 (SA), {init}": inc[:, :, 0], f"step 3 (FFN), {init}": inc[:, :, 2],
-                                  f"step 1 (SA), {other_init}": inc_o[:, :, 0],
-                                  f"step 3 (FFN), {other_init}": inc_o[:, :, 2]},
-                        ylabel="log(ξ₁/ξ₂) = growth of log-odds of t_sim",
-                        title="(b) log-odds increment per step (Prop. 2.3)")
-    return fig
+    common.layer_curves(axes[1], {f"SA, {init}": inc[:, :, 0], f"FFN, {init}": inc[:, :, 2],
+                                  f"SA, {other_init}": inc_o[:, :, 0], f"FFN, {other_init}": inc_o[:, :, 2]},
+                        ylabel=r"$\log(\xi_1/\xi_2)$", title="(b) log-odds increment per step")
+    return _legible(fig)
 
 
 def fig8(res: Result) -> plt.Figure:
     """Figure 8: the sample mean of η = E[ξ₁]/E[ξ₂] − ξ₁/ξ₂ over the paper's 50 draws of W, with ±2 standard
     errors (a); E[η] from many draws (b); the spread of η over draws (c) — against t, one curve per d."""
     s, f8 = res.settings, res.figure8
-    fig, axes = _panels(3, f"Figure 8 — η over draws of W ~ N(0, I/d), X = e vᵀ + tQ, n = {s['eta_n']}",
-                        width=13.0)
+    fig, axes = _panels(3)
     ts = np.asarray(s["eta_ts"], dtype=float)
     for i, d in enumerate(s["eta_dims"]):
         for ax, key in ((axes[0], "paper"), (axes[1], "precise")):
@@ -97,65 +112,93 @@ def fig8(res: Result) -> plt.Figure:
             line, = ax.plot(ts, m, marker="o", ms=3, label=f"d = {d}")
             ax.fill_between(ts, m - 2 * se, m + 2 * se, color=line.get_color(), alpha=0.15, lw=0)
         axes[2].plot(ts, f8["precise"]["sd"][i], marker="o", ms=3, label=f"d = {d}")
-    titles = (f"(a) mean of η, {s['eta_draws']} draws (paper)", f"(b) mean of η, {s['eta_draws_precise']} draws",
-              "(c) sd of η over draws")
+    titles = (rf"(a) mean of $\eta$, {s['eta_draws']} draws", rf"(b) mean of $\eta$, {s['eta_draws_precise']} draws",
+              r"(c) sd of $\eta$ over draws")
     for ax, title in zip(axes, titles, strict=True):
-        ax.set_xlabel("t (size of the perturbation)")
+        ax.set_xlabel("perturbation size t")
         ax.set_title(title)
-        ax.legend(fontsize=8)
-        ax.xaxis.set_major_locator(plt.MaxNLocator(6))
+        ax.xaxis.set_major_locator(plt.MaxNLocator(5))
+    axes[2].legend()
     axes[0].axhline(0, color="k", lw=0.6)
     axes[1].axhline(0, color="k", lw=0.6)
-    axes[0].set_ylabel("η")
-    return fig
+    axes[0].set_ylabel(r"$\eta$")
+    return _legible(fig)
 
 
 def fig3(res: Result) -> plt.Figure:
     """Figure 3: one trajectory with W redrawn — sample means against Estimates 1 and 2."""
-    s, f3 = res.settings, res.figure3
-    fig, axes = _panels(3, f"Figure 3 — one trajectory, {s['w_trials']} draws of W per block "
-                           f"(σ²={s['value_scale']:g}/d)")
-    common.layer_curves(axes[0], {"t_sim(X_ℓ)": f3["t_sim"]}, ylabel="t_sim", title="token similarity")
-    common.layer_curves(axes[1], {"sample mean": f3["xi_minus_1"], "Estimate 1 (eq. 16)": f3["est1"],
-                                  "Estimate 2 (eq. 17)": f3["est2"],
-                                  "E[ξ₁]/E[ξ₂] − 1 (Lemma 2.4)": f3["exact_ratio_minus_1"]},
-                        ylabel="ξ₁/ξ₂ − 1", title="ξ₁/ξ₂ − 1")
-    common.layer_curves(axes[2], {"sample mean": f3["r"], "Estimate 1": f3["r_est1"], "Estimate 2": f3["r_est2"]},
-                        ylabel="r(X, Y)", title="escalation rate")
-    return fig
+    f3 = res.figure3
+    fig, axes = _panels(3)
+    common.layer_curves(axes[0], {r"$t_{\rm sim}(X_\ell)$": f3["t_sim"]}, ylabel=TSIM, title="token similarity")
+    common.layer_curves(axes[1], {"sample mean": f3["xi_minus_1"], "Est. 1 (16)": f3["est1"],
+                                  "Est. 2 (17)": f3["est2"], "Lemma 2.4": f3["exact_ratio_minus_1"]},
+                        ylabel=XI + " − 1", title=XI + " − 1")
+    common.layer_curves(axes[2], {"sample mean": f3["r"], "Est. 1": f3["r_est1"], "Est. 2": f3["r_est2"]},
+                        ylabel=r"$r(X, Y)$", title="escalation rate")
+    axes[0].get_legend().remove() if axes[0].get_legend() else None
+    return _legible(fig)
 
 
 def fig4(res: Result) -> plt.Figure:
     """Figure 4: pre-norm similarity beside post-norm, and the norms inside the pre-norm block."""
-    s, f4 = res.settings, res.figure4
-    fig, axes = _panels(2, f"Figure 4 — pre-norm (eq. 19), depth {s['prenorm_depth']}, "
-                           f"{f4['t_sim'].shape[0]} trials", width=10.0)
-    common.layer_curves(axes[0], {"pre-norm": f4["t_sim"], "post-norm (Fig. 2)": res.figure2["t_sim"][:, :-1]},
-                        ylabel="t_sim", title="token similarity", markers=False)
-    common.layer_curves(axes[1], {"‖X‖_F": f4["norm_X"], "‖X̂‖_F": f4["norm_Xhat"], "‖P(X̂)X̂W‖_F": f4["norm_attn"]},
+    f4 = res.figure4
+    fig, axes = _panels(2)
+    common.layer_curves(axes[0], {"pre-norm": f4["t_sim"], "post-norm": res.figure2["t_sim"][:, :-1]},
+                        ylabel=TSIM, title="token similarity", markers=False)
+    common.layer_curves(axes[1], {r"$\|X\|_F$": f4["norm_X"], r"$\|\hat X\|_F$": f4["norm_Xhat"],
+                                  r"$\|P(\hat X)\hat XW\|_F$": f4["norm_attn"]},
                         ylabel="Frobenius norm", title="norms in the pre-norm block", logy=True, markers=False)
-    return fig
+    return _legible(fig)
 
 
 def fig5(res: Result) -> plt.Figure:
     """Figure 5: token diversity of every block output with de-escalation (eq. 21), per τ."""
-    fig, axes = _panels(1, f"Figure 5 — token diversity with de-escalation, {res.settings['deesc_runs']} runs",
-                        width=8.0)
-    common.layer_curves(axes[0], {f"τ = {float(t):g}": v for t, v in res.figure5.items()}, ylabel="t_div",
+    fig, axes = _panels(1)
+    common.layer_curves(axes[0], {rf"$\tau$ = {float(t):g}": v for t, v in res.figure5.items()}, ylabel=TDIV,
                         markers=False)
-    return fig
+    return _legible(fig)
+
+
+def fig_sweep(res: Result) -> plt.Figure:
+    """The τ sweep: the last block's token diversity against τ (mean ± 1 sd over runs), with τ* and the
+    measured threshold; and the diversity through the stack for every τ."""
+    sw = res.tau_sweep
+    taus, last = np.asarray(sw["taus"], dtype=float), np.asarray(sw["t_div_last"], dtype=float)
+    fig, axes = _panels(2)
+    axes[0].xaxis.set_major_locator(plt.MaxNLocator(6))
+    m, sd = last.mean(1), last.std(1)
+    axes[0].plot(taus, m, marker="o", ms=3, color="C0", label="last block")
+    axes[0].fill_between(taus, m - sd, m + sd, color="C0", alpha=0.2, lw=0)
+    axes[0].axvline(res.tau_star(), color="k", ls=":", lw=1, label=r"$\tau^*$")
+    axes[0].axvline(res.tau_threshold().estimate, color="C3", ls="--", lw=1, label="measured")
+    axes[0].set_xlabel(r"$\tau$")
+    axes[0].set_ylabel(TDIV)
+    axes[0].set_title("diversity at the last block")
+    axes[0].legend(loc="lower right")
+    cmap = plt.get_cmap("viridis")
+    for i, tau in enumerate(taus):
+        axes[1].plot(np.asarray(sw["t_div"][i]), color=cmap(tau), lw=1)
+    sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, 1))
+    fig.colorbar(sm, ax=axes[1], label=r"$\tau$")
+    axes[1].set_xlabel("block")
+    axes[1].set_title("diversity through the stack")
+    return _legible(fig)
 
 
 def identities_table(res: Result):
     """Prop. 2.3 to round-off and Lemma 2.4 by Monte Carlo."""
-    lem, n = res.lemma24, res.settings["lemma_trials"]
+    lem, n, se = res.lemma24, res.settings["lemma_trials"], res.lemma24_se()
+
+    def digits(k: str) -> int:          # two significant digits of the standard error
+        return max(2, 1 - math.floor(math.log10(lem[f"mc_{k}_se"])))
     return common.table(pd.DataFrame({
         "quantity": ["max |r − (1 + (ξ₁/ξ₂ − 1) t_sim)| over 8 random pairs (Prop. 2.3)",
                      f"E[ξ₁]: Monte Carlo ({n} draws of W) vs Lemma 2.4",
                      f"E[ξ₂]: Monte Carlo ({n} draws of W) vs Lemma 2.4"],
-        "measured": [f"{res.prop23_max_abs_error:.1e}", f"{lem['mc_xi1']:.4f} ± {lem['mc_xi1_se']:.4f}",
-                     f"{lem['mc_xi2']:.4f} ± {lem['mc_xi2_se']:.4f}"],
-        "theory": ["0", f"{lem['formula_xi1']:.4f}", f"{lem['formula_xi2']:.4f}"],
+        "measured": [f"{res.prop23_max_abs_error:.1e}"] + [
+            f"{lem[f'mc_{k}']:.{digits(k)}f} ± {lem[f'mc_{k}_se']:.{digits(k)}f}" for k in ("xi1", "xi2")],
+        "theory": ["0"] + [f"{lem[f'formula_{k}']:.{digits(k)}f}" for k in ("xi1", "xi2")],
+        "distance": ["—"] + [f"{se[k]:.1f} SE" for k in ("xi1", "xi2")],
     }))
 
 
@@ -168,36 +211,46 @@ def _ratio(v: float) -> object:
 
 
 def fig2_table(res: Result):
-    """Figure 2 against the paper, under both readings of the value-map variance and with the other FFN
-    initialisation; the shares of log-odds growth over the first blocks."""
+    """The paper's Fig. 2 statements against ours, under both readings of the value-map variance and
+    with the other FFN initialisation."""
     s, vs, paper = res.summary, res.settings["value_scale"], res.paper_fig2
     step1, others = paper["mean xi1/xi2 of step 1 at the first block"], paper["mean xi1/xi2 of steps 2-4"]
-    init, other_init = _init_names(res)
-    last = int(s["share_last_block"])
     rows = [
-        ("mean ξ₁/ξ₂ of step 1, first block", step1, s["step1_ratio_first"], s["step1_ratio_first_other"], "—"),
-        ("mean ξ₁/ξ₂ of steps 2–4, all blocks (where defined)", others, _ratio(s["other_steps_ratio"]),
+        ("ξ₁/ξ₂ of step 1, block 0", step1, s["step1_ratio_first"], s["step1_ratio_first_other"], "—"),
+        ("ξ₁/ξ₂ of steps 2–4, all blocks", others, _ratio(s["other_steps_ratio"]),
          _ratio(s["other_steps_ratio_other"]), "—"),
-        ("mean ξ₁/ξ₂ of step 3 (FFN), first block", others, s["step3_ratio_first"], s["step3_ratio_first_other"],
+        ("ξ₁/ξ₂ of step 3 (FFN), block 0", others, s["step3_ratio_first"], s["step3_ratio_first_other"],
          s["step3_ratio_first_init"]),
-        ("first block with t_sim > 0.99", f"before {paper['first block where t_sim > 0.99']:g}",
+        ("first block with t_sim > 0.99", f"< {paper['first block where t_sim > 0.99']:g}",
          _block(s["first_block_above_099"]), _block(s["first_block_above_099_other"]),
          _block(s["first_block_above_099_init"])),
-        (f"share of log-odds growth, blocks 0–{last}: step 1 (SA)", "— (steps 2–4 'negligible')", s["attn_share"],
-         "—", s["attn_share_init"]),
-        (f"share of log-odds growth, blocks 0–{last}: step 3 (FFN)", "— ('negligible')", s["ffn_share"], "—",
-         s["ffn_share_init"]),
     ]
-    return common.table(pd.DataFrame(rows, columns=["quantity", "paper (Fig. 2)", f"ours, σ²={vs:g}/d, {init}",
-                                                    f"ours, σ²={res.other_value_scale:g}/d, {init}",
-                                                    f"ours, σ²={vs:g}/d, {other_init}"]))
+    _, other_init = _init_names(res)
+    return common.table(pd.DataFrame(rows, columns=["mean over trials", "paper", f"ours (σ² = {vs:g}/d)",
+                                                    f"σ² = {res.other_value_scale:g}/d", other_init]), digits=2)
+
+
+def share_table(res: Result):
+    """The FFN step's share of the log-odds growth of t_sim over the first blocks, over the whole
+    escalation (until t_sim passes 0.99) and over all blocks, per FFN initialisation (mean over trials
+    with its 95 % t-interval)."""
+    init, other_init = _init_names(res)
+    depth, first = res.settings["depth"], res.settings["share_blocks"]
+    sat, sat_o = res.saturation_block("run"), res.saturation_block("other")
+    rows = [(f"blocks 0–{first - 1}", res.ffn_share("run", first).text(2, signed=False),
+             res.ffn_share("other", first).text(2, signed=False)),
+            (f"the escalation: blocks 0–{(sat or depth) - 1} / 0–{(sat_o or depth) - 1}",
+             res.ffn_share("run").text(2, signed=False), res.ffn_share("other").text(2, signed=False)),
+            (f"all {depth} blocks", res.ffn_share("run", depth).text(2, signed=False),
+             res.ffn_share("other", depth).text(2, signed=False))]
+    return common.table(pd.DataFrame(rows, columns=["FFN share of the growth over", init, other_init]))
 
 
 def ablation_table(res: Result):
     """The FFN ablations: first block with t_sim > 0.99 and block 0's step-3 ratio."""
     s = res.summary
     return common.table(pd.DataFrame([
-        ("ReLU FFN (paper)", s["step3_ratio_first"], _block(s["first_block_above_099"])),
+        ("ReLU FFN (§2.4)", s["step3_ratio_first"], _block(s["first_block_above_099"])),
         ("zero-mean (centred) ReLU", s["step3_ratio_first_centred"], _block(s["first_block_above_099_centred"])),
         ("FFN removed", 1.0, _block(s["first_block_above_099_none"])),
     ], columns=["FFN of step 3", "ξ₁/ξ₂ of step 3, block 0", "first block with t_sim > 0.99"]))
@@ -227,33 +280,72 @@ def fig3_table(res: Result):
 
 
 def fig5_table(res: Result):
-    """Figure 5: the last block's token diversity per τ against the paper's levels, under both readings."""
+    """The last block's token diversity per τ (mean over runs) against the paper's levels (its Fig. 5), under
+    both readings of the value-map variance."""
     vs, alt = res.settings["value_scale"], res.other_value_scale
     return common.table(pd.DataFrame({
         "τ": [f"{float(t):g}" for t in res.figure5],
-        "paper (diversity level)": [res.paper_fig5.get(t, math.nan) for t in res.figure5],
-        f"ours, σ²={vs:g}/d (last block, mean)": [float(v[:, -1].mean()) for v in res.figure5.values()],
-        "(sd over runs)": [float(v[:, -1].std()) for v in res.figure5.values()],
-        f"ours, σ²={alt:g}/d (last block, mean)": [float(v[:, -1].mean()) for v in res.figure5_other.values()],
+        "paper": [res.paper_fig5.get(t, math.nan) for t in res.figure5],
+        f"ours (σ² = {vs:g}/d)": [float(v[:, -1].mean()) for v in res.figure5.values()],
+        "sd over runs": [float(v[:, -1].std()) for v in res.figure5.values()],
+        f"σ² = {alt:g}/d": [float(v[:, -1].mean()) for v in res.figure5_other.values()],
     }))
 
 
-def _key(name: str) -> str:
-    return name.replace("_", "-").replace(".", "p")
-
-
 def publish(res: Result) -> None:
-    """Glue every figure (`tse-fig1` … `tse-fig5`, `tse-ffn`, `tse-fig8`) and every number the prose quotes
-    (`tse-<summary key>`, underscores as hyphens, plus the settings it names)."""
-    for name, draw in (("fig1", fig1), ("fig2", fig2), ("ffn", fig_ffn), ("fig3", fig3), ("fig4", fig4),
-                       ("fig5", fig5), ("fig8", fig8)):
-        common.figure(f"tse-{name}", draw(res))
-    numbers = {_key(k): (math.nan if v is None else float(v)) for k, v in res.summary.items()}
-    numbers.update({_key(k): res.settings[k] for k in ("depth", "prenorm_depth", "hf_depth", "trials", "w_trials",
-                                                       "eta_draws", "eta_draws_precise", "eta_n", "bound_samples")})
-    numbers["eta-d-first"], numbers["eta-d-last"] = res.settings["eta_dims"][0], res.settings["eta_dims"][-1]
-    common.publish("tse", numbers)
+    """Glue every figure and every number the prose quotes (one literal dict)."""
+    for name, draw in (("tse-fig1", fig1), ("tse-fig2", fig2), ("tse-ffn", fig_ffn), ("tse-fig3", fig3),
+                       ("tse-fig4", fig4), ("tse-fig5", fig5), ("tse-sweep", fig_sweep), ("tse-fig8", fig8)):
+        common.figure(name, draw(res))
+    s, st = res.summary, res.settings
+    fs = {f.key: f for f in res.findings()}
+
+    def block(v: float | None) -> float:
+        return math.nan if v is None else float(v)
+    common.publish({
+        "tse-hf-depth": st["hf_depth"], "tse-hf-sentences": s["hf_sentences"],
+        "tse-hf-real-tokens": s["hf_real_tokens"],
+        "tse-bert-tsim-last": s["bert_tsim_last"], "tse-bert-tcos-last": s["bert_tcos_last"],
+        "tse-albert-tsim-last": s["albert_tsim_last"], "tse-albert-tcos-last": s["albert_tcos_last"],
+        "tse-grad-min": s["grad_min"], "tse-grad-max": s["grad_max"], "tse-grad-layers": s["grad_layers"],
+        "tse-grad-factor": s["grad_factor"], "tse-grad-step-max": s["grad_step_max"],
+        "tse-bert-odds-factor": res.bert_odds_factor(), "tse-eq18-factor": res.eq18_factor(),
+        "tse-lemma-se-xi1": res.lemma24_se()["xi1"], "tse-lemma-se-xi2": res.lemma24_se()["xi2"],
+        "tse-trials": st["trials"], "tse-depth": st["depth"], "tse-w-trials": st["w_trials"],
+        "tse-step1-ratio-first": s["step1_ratio_first"],
+        "tse-step3-ratio-first": s["step3_ratio_first"], "tse-step3-ratio-first-init": s["step3_ratio_first_init"],
+        "tse-step3-ratio-first-centred": s["step3_ratio_first_centred"],
+        "tse-first-block-above-099": block(s["first_block_above_099"]),
+        "tse-first-block-above-099-init": block(s["first_block_above_099_init"]),
+        "tse-first-block-above-099-none": block(s["first_block_above_099_none"]),
+        "tse-ffn-share-first": res.ffn_share("run", st["share_blocks"]).estimate,
+        "tse-ffn-share-first-init": res.ffn_share("other", st["share_blocks"]).estimate,
+        "tse-ffn-share": res.ffn_share("run").estimate, "tse-ffn-share-init": res.ffn_share("other").estimate,
+        "tse-ffn-share-all": res.ffn_share("run", st["depth"]).estimate,
+        "tse-ffn-share-all-init": res.ffn_share("other", st["depth"]).estimate,
+        "tse-ffn-margin": fs["tse-ffn-negligible"].margin,
+        "tse-ln-share": s["ln_share"],
+        "tse-postnorm-tsim-last": s["postnorm_tsim_last"], "tse-prenorm-depth": st["prenorm_depth"],
+        "tse-prenorm-tsim-last": s["prenorm_tsim_last"], "tse-prenorm-normX-first": s["prenorm_normX_first"],
+        "tse-prenorm-normX-last": s["prenorm_normX_last"], "tse-prenorm-normXhat": s["prenorm_normXhat"],
+        "tse-prenorm-normattn": s["prenorm_normattn"],
+        "tse-tdiv-last-tau-0p1": s["tdiv_last_tau_0.1"], "tse-tdiv-last-tau-0p5": s["tdiv_last_tau_0.5"],
+        "tse-tdiv-last-other-tau-0p1": s["tdiv_last_other_tau_0.1"],
+        "tse-tdiv-last-other-tau-0p5": s["tdiv_last_other_tau_0.5"],
+        "tse-tau-star": res.tau_star(), "tse-tau-threshold": res.tau_threshold().estimate,
+        "tse-tau-threshold-low": res.tau_threshold().low, "tse-tau-threshold-high": res.tau_threshold().high,
+        "tse-tau-implied": res.tau_implied(), "tse-sweep-runs": res.tau_sweep["runs"],
+        "tse-deesc-depth": st["deesc_depth"],
+        "tse-bound-samples": st["bound_samples"], "tse-bound-min-slack-mu1": s["bound_min_slack_mu1"],
+        "tse-bound-min-slack-mu2": s["bound_min_slack_mu2"],
+        "tse-eta-n": st["eta_n"], "tse-eta-draws": st["eta_draws"], "tse-eta-draws-precise": st["eta_draws_precise"],
+        "tse-eta-d-first": st["eta_dims"][0], "tse-eta-d-last": st["eta_dims"][-1],
+        "tse-eta-paper-absmax-first-d": s["eta_paper_absmax_first_d"],
+        "tse-eta-paper-absmax-last-d": s["eta_paper_absmax_last_d"],
+        "tse-eta-sd-first-d": s["eta_sd_first_d"], "tse-eta-sd-last-d": s["eta_sd_last_d"],
+        "tse-eta-precise-absmax-last-d": s["eta_precise_absmax_last_d"],
+    })
 
 
-__all__ = ["fig1", "fig2", "fig_ffn", "fig3", "fig4", "fig5", "fig8", "identities_table", "fig2_table",
-           "ablation_table", "bounds_table", "fig3_table", "fig5_table", "publish"]
+__all__ = ["fig1", "fig2", "fig_ffn", "fig3", "fig4", "fig5", "fig_sweep", "fig8", "identities_table", "fig2_table",
+           "share_table", "ablation_table", "bounds_table", "fig3_table", "fig5_table", "publish"]
