@@ -27,7 +27,7 @@ def _legible(fig: plt.Figure, axes) -> None:
         ax.title.set_size(11)
         if ax.get_legend() is not None:
             for t in ax.get_legend().get_texts():
-                t.set_fontsize(9.5)
+                t.set_fontsize(10)
 
 
 def fig7(res: Result) -> plt.Figure:
