@@ -385,7 +385,7 @@ def test_sts_fingerprints_match_the_official_files():
 
     if L.data_root() is None:
         pytest.skip("offline mirror not found")
-    blocks, keys = R.reference_from_mirror()
+    blocks, keys = L.sts_reference_from_mirror()
     assert blocks == R.STS_GOLD_BLOCKS and keys == "".join(R.SICK_TEST_KEYS.split())
     for name in L.STS_SETS:
         L.check_sts_blocks(name, L.load_sts(name, "whiteningbert").scores)

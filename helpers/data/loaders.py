@@ -464,6 +464,23 @@ def check_sts_blocks(name: str, scores: list[float], where: str = "the copy") ->
             + "; ".join(bad))
 
 
+def sts_reference_from_mirror() -> tuple[dict, str]:
+    """(`sts_reference.STS_GOLD_BLOCKS`, `sts_reference.SICK_TEST_KEYS`) recomputed from the offline
+    mirror's official files: what the committed fingerprints must equal (`tests/test_hub_standin.py`)."""
+    import base64
+
+    from .sts_reference import block_stats, pair_key
+
+    blocks = {}
+    for name, subsets in STS_SUBSET_BLOCKS.items():
+        o = load_sts(name, "official")
+        blocks[name] = tuple((sub, *block_stats([s for s, u in zip(o.scores, o.subsets, strict=True) if u == sub]))
+                             for sub, _ in subsets)
+    o = load_sts("SICK-R", "official")
+    keys = sorted(pair_key(a, b, s) for a, b, s in zip(o.sentence1, o.sentence2, o.scores, strict=True))
+    return blocks, base64.b64encode(b"".join(k.to_bytes(4, "big") for k in keys)).decode()
+
+
 __all__ = [
     "DataUnavailable",
     "data_root",
@@ -486,4 +503,5 @@ __all__ = [
     "sts_subset_labels",
     "sick_test_rows",
     "check_sts_blocks",
+    "sts_reference_from_mirror",
 ]

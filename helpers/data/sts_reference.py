@@ -1,6 +1,6 @@
 """Content fingerprints of the STS test sets the book scores, so that the hub copies (mteb/sts1x-sts,
 mteb/sickr-sts) are checked by content where there is no offline mirror to check them against (issue 31).
-Derived from the official files (`load_sts(name, "official")`) by `reference_from_mirror()`;
+Derived from the official files (`load_sts(name, "official")`) by `loaders.sts_reference_from_mirror()`;
 `tests/test_hub_standin.py` recomputes them from the mirror and compares. No text or gold score is stored:
 
 * `STS_GOLD_BLOCKS` — per STS12–16 subset, in the WhiteningBERT block order (`STS_SUBSET_BLOCKS`): the
@@ -306,17 +306,3 @@ def block_stats(scores) -> tuple[int, float, float]:
 
     x = np.asarray(scores, dtype=float)
     return len(x), round(float(x.mean()), 6), round(float(x.std()), 6)
-
-
-def reference_from_mirror() -> tuple[dict, str]:
-    """(`STS_GOLD_BLOCKS`, `SICK_TEST_KEYS`) recomputed from the offline mirror's official files."""
-    from .loaders import STS_SUBSET_BLOCKS, load_sts
-
-    blocks = {}
-    for name, subsets in STS_SUBSET_BLOCKS.items():
-        o = load_sts(name, "official")
-        blocks[name] = tuple((sub, *block_stats([s for s, u in zip(o.scores, o.subsets, strict=True) if u == sub]))
-                             for sub, _ in subsets)
-    o = load_sts("SICK-R", "official")
-    keys = sorted(pair_key(a, b, s) for a, b, s in zip(o.sentence1, o.sentence2, o.scores, strict=True))
-    return blocks, base64.b64encode(b"".join(k.to_bytes(4, "big") for k in keys)).decode()
