@@ -241,13 +241,25 @@ def test_book_findings():
     """The committed book runs: verdicts and effects pinned."""
     fs = {f.key: f for f in _book().findings()}
     expected = {"tse-fig1": "reproduced", "tse-fig2-ratio": "reproduced", "tse-fig4-prenorm": "reproduced",
-                "tse-fig5-half": "contradicted"}
+                "tse-fig5-half": "contradicted", "tse-ffn-negligible": "reproduced", "tse-tau-threshold": "reproduced"}
     for key, verdict in expected.items():
         assert fs[key].verdict == verdict, key
     assert fs["tse-fig1"].effect.estimate == pytest.approx(0.999, abs=0.005)
     assert fs["tse-fig2-ratio"].effect.estimate == pytest.approx(2.0, abs=0.02)
     assert fs["tse-fig5-half"].effect.estimate == pytest.approx(0.97, abs=0.03)
     assert fs["tse-ffn-negligible"].effect.estimate == pytest.approx(0.09, abs=0.01)
+    assert fs["tse-fig4-prenorm"].effect.estimate == pytest.approx(0.91, abs=0.01)
+    assert fs["tse-tau-threshold"].effect.estimate == pytest.approx(0.28, abs=0.01)
+    assert fs["tse-tau-threshold"].effect.n == 10 and fs["tse-fig2-ratio"].effect.n == 50
+
+
+def test_book_sweep_threshold_is_nearer_tau_star_than_the_measured_block_factor_predicts():
+    """The chapter's reading of the sweep: the measured threshold lies within 0.02 of τ* = 0.29, while the
+    block factor measured in the sweep alone would put it above 0.3."""
+    r = _book()
+    t = r.tau_threshold()
+    assert abs(t.estimate - r.tau_star()) < 0.02 and r.tau_implied() > 0.3
+    assert abs(r.tau_implied() - t.estimate) > abs(r.tau_star() - t.estimate)
 
 
 def test_book_ffn_share_over_the_escalation():

@@ -41,6 +41,7 @@ from ..hf.models import quiet_loading
 PAPER_CLAIMS = REPO_ROOT / "data" / "yu_zhang_2024_claims.csv"
 #: the τ-sweep fields: not part of the key of the pieces computed before the sweep existed
 SWEEP_FIELDS = ("sweep_taus", "sweep_runs")
+FFN_INIT_NAMES = {"torch": "PyTorch-default", "xavier": "Xavier"}
 #: where Figure 1's tokens come from: CoLA validation sentences, BERT's uncased WordPiece tokenizer
 TOKENIZER_MODEL = "all-MiniLM-L6-v2"
 
@@ -272,7 +273,7 @@ class Result(results.Result):
         """The paper's claims of §1-3.2 this chapter tests, computed from the runs."""
         st, paper = self.settings, Params.resolve("paper")
         stacks = (f"Algorithm-1 stacks at initialisation, n = {st['n_tokens']}, d = {st['d_model']}, "
-                  f"h = {st['n_heads']}, σ² = {st['value_scale']:g}/d, {st['ffn_init']} FFN init")
+                  f"h = {st['n_heads']}, σ² = {st['value_scale']:g}/d, {FFN_INIT_NAMES[st['ffn_init']]} FFN")
         scale = (f"{self.scale}: n = {st['n_tokens']}, d = {st['d_model']} (the paper: n = {paper.n_tokens}, "
                  f"d = {paper.d_model})")
         common = dict(paper="yu2024", chapter="tse", scale=scale)
@@ -293,7 +294,7 @@ class Result(results.Result):
             Finding(key="tse-fig2-ratio", where="Fig. 2, §2.4",
                     claim="The attention step's ξ₁/ξ₂ is around 2 from the very first block.",
                     measured=f"{st['trials']} {stacks}, depth {st['depth']}",
-                    quantity="ξ₁/ξ₂ of step 1 (SA + residual) at block 0, mean over trials",
+                    quantity="the attention step's ξ₁/ξ₂ (step 1: SA + residual) at block 0, mean over trials",
                     effect=t_interval(np.asarray(self.figure2["xi_ratio"], dtype=float)[:, 0, 0]),
                     direction="equal", reference=self.paper_fig2["mean xi1/xi2 of step 1 at the first block"],
                     reference_label="the paper's 2", margin=0.2, section="tse-fig2", **common),
@@ -316,7 +317,7 @@ class Result(results.Result):
                 key="tse-fig5-half", where="Fig. 5",
                 claim="With de-escalation after every block, token diversity levels off near 0.5 at τ = 0.5.",
                 measured=f"{tdiv_half.size} de-escalated {stacks}, depth {st['deesc_depth']}",
-                quantity="t_div of the last block at τ = 0.5, mean over runs", effect=t_interval(tdiv_half),
+                quantity="the last block's t_div at τ = 0.5, mean over runs", effect=t_interval(tdiv_half),
                 direction="equal", reference=self.paper_fig5["0.5"], reference_label="the paper's 0.5",
                 margin=0.1, section="tse-fig5", **common))
         if self.tau_sweep:
