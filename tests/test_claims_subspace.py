@@ -1,4 +1,5 @@
-"""The subspace chapter's central claims (Yan et al. §3, Appendix A), asserted on its `ci`-scale result."""
+"""The subspace chapter's central claims (Yan et al. §3, Appendix A), asserted on its `ci`-scale result
+and on the committed book result (the model part read back from `results/subspace/book/`)."""
 
 import numpy as np
 import pytest
@@ -79,9 +80,78 @@ def test_real_slack_is_strictly_negative_once_trivial_cuts_are_left_out(res):
 
 
 def test_cls_uniformity_is_trivially_one_at_the_embeddings_and_falls_at_the_last_layer(res):
-    from helpers.figures.subspace import cls_uniformity
-
-    c = cls_uniformity(res)
-    assert c["cls-first"] == pytest.approx(1.0, abs=1e-5)
-    assert c["cls-last"] < c["cls-mid-min"] - 0.1
+    c = res.cls_uniformity()
+    assert c["first"] == pytest.approx(1.0, abs=1e-5)
+    assert c["last"] < c["mid_min"] - 0.1
     assert res.settings["second_task"] == "MRPC"
+
+
+def test_findings_on_ci(res):
+    """The theorem holds (reproduced), eq. (8) and its Γ-step fail (contradicted), BERT-base needs the hub."""
+    fs = {f.key: f for f in res.findings()}
+    assert set(fs) == {"subspace-bound", "subspace-eq8", "subspace-gamma-step", "subspace-median",
+                       "subspace-token-uniformity", "subspace-cls-uniformity", "subspace-bert"}
+    assert fs["subspace-bound"].verdict == "reproduced" and 0.85 < fs["subspace-bound"].effect.estimate <= 1
+    assert fs["subspace-eq8"].verdict == "contradicted" and fs["subspace-eq8"].effect.estimate > 0
+    assert fs["subspace-gamma-step"].verdict == "contradicted"
+    assert fs["subspace-gamma-step"].effect.estimate == pytest.approx(4.0)
+    assert fs["subspace-cls-uniformity"].verdict == "contradicted"
+    assert fs["subspace-bert"].verdict == "not testable here" and "SCALE=paper" in fs["subspace-bert"].command
+    assert fs["subspace-median"].paper_value == pytest.approx(0.0397 - 0.12)
+
+
+@pytest.fixture(scope="module")
+def book():
+    """The book result: the model part from the committed `results/subspace/book/model-spectra.json`
+    (skipped when it is not committed), the random matrices and Appendix A recomputed (seconds)."""
+    from helpers.book.runtime import REPO_ROOT
+
+    if not (REPO_ROOT / "results" / "subspace" / "book" / "model-spectra.json").is_file():
+        pytest.skip("book model part not committed")
+    return subspace.run(subspace.Params.resolve("book"))
+
+
+BOOK_FINDINGS = {"subspace-bound": ("reproduced", 0.999),
+                 "subspace-eq8": ("contradicted", 1.000),
+                 "subspace-gamma-step": ("contradicted", 4.0),
+                 "subspace-median": ("reproduced", -0.264),
+                 "subspace-token-uniformity": ("reproduced", 0.301),
+                 "subspace-cls-uniformity": ("contradicted", -0.388),
+                 "subspace-bert": ("not testable here", None)}
+
+
+def test_book_findings(book):
+    fs = {f.key: f for f in book.findings()}
+    assert set(fs) == set(BOOK_FINDINGS)
+    for key, (verdict, effect) in BOOK_FINDINGS.items():
+        assert fs[key].verdict == verdict, key
+        if effect is not None:
+            assert fs[key].effect.estimate == pytest.approx(effect, abs=0.01), key
+
+
+def test_book_prose(book):
+    """The chapter's reading of the committed result: the exact probability goes to 0 as k grows (near
+    one at k = 16, a half at k = d²n, ~0 at n/2); the medians and [CLS] uniformity it quotes."""
+    c = book.cliff()
+    assert c["k16"] > 0.999 and 0.4 < c["quarter"] < 0.6 and c["half"] < 1e-10
+    cls = book.cls_uniformity()
+    assert cls["first"] == pytest.approx(1.0, abs=1e-5) and cls["last"] < cls["mid_min"] - 0.1
+    second = book.second_task_stats
+    assert second[-1]["median"] < second[0]["median"] and second[-1]["skewness"] > second[0]["skewness"]
+    assert second[-1]["token_uni"] > second[0]["token_uni"]
+    assert second[-1]["median"] > book.paper_medians[-1] and second[0]["median"] > book.paper_medians[0]
+    assert min(r["cls_uni"] for r in second[1:-1]) > 0.99          # "at its ceiling ... no room to rise"
+    assert book.n_sentences == 512 and len(book.cdf_values["pretrained"][0]) == subspace.QUANTILES
+
+
+def test_planted_effects_change_the_verdicts(book):
+    """Raise the last layer's [CLS] uniformity above layer 1's: the finding turns reproduced; lower every
+    exact probability 0.01 below eq. (8): the eq. (8) finding turns reproduced."""
+    import copy
+
+    r = copy.deepcopy(book)
+    r.second_task_stats[-1]["cls_uni"] = r.second_task_stats[1]["cls_uni"] + 0.05
+    assert {f.key: f for f in r.findings()}["subspace-cls-uniformity"].verdict == "reproduced"
+    for row in r.appendix_a:
+        row["exact_l2"] = min(row["bound"], 1.0) - 0.01     # some bounds are inf
+    assert {f.key: f for f in r.findings()}["subspace-eq8"].verdict == "reproduced"

@@ -9,6 +9,7 @@ the numbers the chapter quotes.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -19,6 +20,8 @@ from ..book import results
 from ..book.params import ChapterParams, positive, rules
 from ..book.runtime import REPO_ROOT, choose_device, seed_everything
 from ..core import subspace as S
+from ..core.findings import Finding
+from ..core.stats import Interval
 from ..data import load_glue
 from ..hf import models
 from ..hf.models import quiet_loading
@@ -27,6 +30,11 @@ PAPER_MEDIANS = REPO_ROOT / "data" / "yan_2022_sv_median.csv"
 Task = Literal["CoLA", "MRPC", "RTE", "SST-2"]
 #: the statistics of `core.subspace.layer_spectrum_stats` kept per layer (its pooled values go to `cdf_values`)
 STAT_KEYS = ("layer", "median", "skewness", "token_uni", "cls_uni", "ev1")
+#: how many quantiles of each layer's pooled normalised singular values the Result keeps (for the CDF
+#: and histogram figures; the medians and skewness are computed from every value)
+QUANTILES = 2001
+#: the Params fields the model part of the chapter does not depend on (its cache key leaves them out)
+NOT_MODEL = ("random_shapes", "random_dim", "mc_samples", "sphere_dims", "radii")
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,111 @@ class Result(results.Result):
     def medians(self, model: str = "pretrained") -> list[float]:
         return [r["median"] for r in self.cdf_stats if r["model"] == model]
 
+    # --- the numbers the chapter reads (figures/subspace.py only formats them) -----------------------
+
+    def max_ratio_by_m(self) -> dict[int, float]:
+        """The largest ‖x_i − x_i′‖/λ_{k+1} over kinds of random matrix, per number of tokens m."""
+        out: dict[int, float] = {}
+        for r in self.random:
+            out[r["m"]] = max(out.get(r["m"], 0.0), r["max_ratio"])
+        return out
+
+    def middle_radius(self) -> float:
+        radii = self.settings["radii"]
+        return radii[len(radii) // 2]
+
+    def cliff(self, n: int = 384) -> dict[str, float]:
+        """The exact P(‖u_{1..k}‖ ≤ d) at the middle radius d for sphere dimension n: at k = 16, n/4
+        and n/2 (NaN where n was not run)."""
+        d = self.middle_radius()
+        exact = {r["k"]: r["exact_l2"] for r in self.appendix_a if r["n"] == n and r["d"] == d}
+        return {"n": n, "d": d, "k16": exact.get(16, math.nan), "quarter": exact.get(n // 4, math.nan),
+                "half": exact.get(n // 2, math.nan)}
+
+    def cls_uniformity(self) -> dict[str, float]:
+        """[CLS] uniformity of the pretrained model on the second task: at the embeddings (`first`;
+        trivially 1 — the [CLS] input is the same vector for every sentence), at layer 1, its lowest
+        value over the layers between the first and the last (`mid_min`), and at the last layer."""
+        cls = [r["cls_uni"] for r in self.second_task_stats]
+        return {"first": cls[0], "layer1": cls[1] if len(cls) > 1 else math.nan,
+                "mid_min": min(cls[1:-1]) if len(cls) > 2 else math.nan, "last": cls[-1],
+                "last_mid": len(cls) - 2}
+
+    def eq8_excess(self) -> float:
+        """The largest exact ℓ2 probability minus eq. (8)'s bound over every (n, k, d) case (> 0: the
+        bound fails)."""
+        return max(r["exact_l2"] - r["bound"] for r in self.appendix_a)
+
+    def findings(self) -> list[Finding]:
+        """The theorem (§3.1) on random matrices and real hidden states, eq. (8) and the Γ-step of
+        Appendix A, and the §3.2 layer trends (median, token and [CLS] uniformity) on MRPC."""
+        s = self.settings
+        model, task = s["model"], s["second_task"]
+        real = f"{model} on {self.n_sentences} {s['task']} validation sentences"
+        first, last = self.second_task_stats[0], self.second_task_stats[-1]
+        n_last = len(self.second_task_stats) - 1
+        on_task = f"{model}, {self.n_sentences} {task} validation sentences, embeddings to layer {n_last}"
+        bert = "bert-base-uncased" if model != "bert-base-uncased" else model
+        scale = (f"{model} ({n_last} layers) in place of BERT-base (12)" if model != "bert-base-uncased"
+                 else "the paper's model")
+        summ, cls = self.appendix_a_summary, self.cls_uniformity()
+        ratio = max([r["max_ratio"] for r in self.random] + [r["max_ratio"] for r in self.real_model])
+        out = [
+            Finding(key="subspace-bound", paper="yan2022", where="§3.1",
+                    claim="Every token lies within C of the span of the first k right singular vectors, for "
+                          "any C between λₖ₊₁ and λₖ",
+                    measured=(f"{len(self.random)} random token matrices ({len(s['random_shapes'])} sizes, 3 "
+                              f"kinds) and every hidden state of {real}, every row and cut"),
+                    quantity="largest distance to the span / λₖ₊₁, over rows, cuts and matrices",
+                    effect=Interval.exact(ratio), direction="below", reference=1.0,
+                    reference_label="1 (the bound)", section="subspace-random", chapter="subspace",
+                    scale="every row and cut; the paper proves it"),
+            Finding(key="subspace-eq8", paper="yan2022", where="App. A, eq. (8)",
+                    claim="For u uniform on the sphere, P(‖u₁..ₖ‖ ≤ d) is at most "
+                          "2·d²ᵏ(1 − dⁿ⁻ᵏ) / (k(n−k)·B(k/2, (n−k)/2))",
+                    measured=(f"the exact probability (a Beta law) in {summ['cases']} cases (n, k, d), "
+                              f"n in {', '.join(map(str, s['sphere_dims']))}; Monte Carlo for both readings"),
+                    quantity="largest exact probability − eq. (8) over the cases",
+                    effect=Interval.exact(self.eq8_excess()), direction="below", reference=0.0,
+                    section="subspace-eq8", chapter="subspace", scale="exact; no sampling"),
+            Finding(key="subspace-gamma-step", paper="yan2022", where="App. A, line before eq. (8)",
+                    claim="The constant of the line before eq. (8) is at most eq. (8)'s 2/(k(n−k)·B(k/2, (n−k)/2))",
+                    measured=f"both constants evaluated in log space for {len(self.gamma_steps)} (n, k)",
+                    quantity="smallest ratio of the line before (8) to eq. (8)'s constant",
+                    effect=Interval.exact(min(r["ratio"] for r in self.gamma_steps)), direction="below",
+                    reference=1.0, reference_label="1", section="subspace-eq8", chapter="subspace",
+                    scale="exact"),
+            Finding(key="subspace-median", paper="yan2022", where="§3.2, Fig. 2",
+                    claim=(f"The median normalised singular value falls with depth, from {self.paper_medians[0]:g} "
+                           f"to {self.paper_medians[-1]:g} (BERT-base, MRPC)"),
+                    measured=on_task, quantity="last − first hidden state median normalised singular value",
+                    effect=Interval.exact(last["median"] - first["median"]), direction="below",
+                    paper_value=self.paper_medians[-1] - self.paper_medians[0], section="subspace-cdf",
+                    chapter="subspace", scale=scale),
+            Finding(key="subspace-token-uniformity", paper="yan2022", where="§3.2, Fig. 2",
+                    claim="Token uniformity (the mean cosine between a sentence's tokens) increases as the "
+                          "layers go deeper (BERT-base, MRPC)",
+                    measured=on_task, quantity="last − first hidden state token uniformity",
+                    effect=Interval.exact(last["token_uni"] - first["token_uni"]), direction="above",
+                    section="subspace-cdf", chapter="subspace", scale=scale),
+            Finding(key="subspace-cls-uniformity", paper="yan2022", where="§3.2, Fig. 2",
+                    claim="[CLS] uniformity (the mean cosine between sentences' [CLS] vectors) increases as the "
+                          "layers go deeper (BERT-base, MRPC)",
+                    measured=on_task + " (from layer 1: at the embeddings every [CLS] vector is the same)",
+                    quantity="last layer − layer 1 [CLS] uniformity",
+                    effect=Interval.exact(cls["last"] - cls["layer1"]), direction="above",
+                    section="subspace-cls", chapter="subspace", scale=scale),
+        ]
+        if model != "bert-base-uncased":
+            out.append(Finding(
+                key="subspace-bert", paper="yan2022", where="§3.2, Figs. 1–2",
+                claim="In BERT-base the singular-value spectrum grows more skewed, layer by layer",
+                measured=f"not run: {bert} comes from the Hugging Face hub",
+                quantity="the §3.2 statistics on BERT-base",
+                effect=None, needs="the Hugging Face hub", command="make rerun CHAPTER=subspace SCALE=paper",
+                section="subspace-differs", chapter="subspace"))
+        return out
+
 
 def random_matrices(m: int, d: int, g: torch.Generator) -> dict[str, torch.Tensor]:
     """Three kinds of m × d token matrices: i.i.d. Gaussian (a flat spectrum), Gaussian with a
@@ -169,11 +282,17 @@ def paper_medians() -> list[float]:
         return [float(r["median"]) for r in csv.DictReader(fh)]
 
 
-def run(p: Params) -> Result:
-    """Every computation of the chapter, in the order of its sections (about 30 s at `book` scale)."""
-    seed_everything(p.seed)
+def _quantiles(values) -> list[float]:
+    """`QUANTILES` evenly spaced quantiles of pooled values (what the CDF and histogram figures need)."""
+    v = np.asarray(values, dtype=float)
+    return np.round(np.quantile(v, np.linspace(0, 1, QUANTILES)), 6).tolist()
+
+
+def model_study(p: Params) -> dict[str, Any]:
+    """The chapter's model part: the theorem on every hidden state of the model, the §3.2 per-layer
+    statistics of the pretrained model (and its untrained twin) on `task`, and of the pretrained model
+    on `second_task`; the pooled singular values kept as quantiles."""
     device = choose_device(p.device)
-    random_rows, curves = random_study(p)
     sentences = load_glue(p.task, "validation").texts()[: p.n_sentences]
     with quiet_loading():
         loaded = models.load(p.model, device=device)
@@ -182,26 +301,37 @@ def run(p: Params) -> Result:
                   "mean_cut_ratio": float(np.nanmean(S.tightness_by_cut(H, mask)))}
                  for layer, H in enumerate(per_layer)]
     stats, values = _stats(per_layer, mask, "pretrained")
-    cdf_values = {"pretrained": values}
+    cdf_values = {"pretrained": [_quantiles(v) for v in values]}
     if p.untrained_twin:
         with quiet_loading():
             twin = models.load(p.model, untrained=True, device=device)
         twin_layers, _ = models.hidden_states(twin, sentences, p.max_length, p.batch_size, desc="untrained twin")
-        twin_stats, cdf_values["untrained twin"] = _stats(twin_layers, mask, "untrained twin")
+        twin_stats, twin_values = _stats(twin_layers, mask, "untrained twin")
+        cdf_values["untrained twin"] = [_quantiles(v) for v in twin_values]
         stats += twin_stats
     second = load_glue(p.second_task, "validation").texts()[: p.n_sentences]
     second_stats, second_values = _stats(
         *models.hidden_states(loaded, second, p.max_length, p.batch_size, desc=p.second_task), "pretrained")
     last = len(second_values) - 1
-    fig2 = {f"layer {i}": second_values[i] for i in sorted({0, last // 2 + last % 2, last})}
+    fig2 = {f"layer {i}": _quantiles(second_values[i]) for i in sorted({0, last // 2 + last % 2, last})}
+    return {"model_description": loaded.description, "n_sentences": len(sentences), "n_real_tokens": int(mask.sum()),
+            "n_hidden_states": len(per_layer), "real_model": real_rows, "cdf_values": cdf_values,
+            "cdf_stats": stats, "second_task_stats": second_stats, "second_task_values": fig2}
+
+
+def run(p: Params) -> Result:
+    """Every computation of the chapter, in the order of its sections. The model part goes through the
+    committed-results cache (`results/subspace/book/model-spectra.json` at `book` scale: read back in
+    a second); the random matrices and Appendix A take a few seconds and are computed every time."""
+    seed_everything(p.seed)
+    random_rows, curves = random_study(p)
+    part, _ = results.cached(p, "model-spectra", lambda: model_study(p), drop=NOT_MODEL)
     cases = case_study(p)
     steps = [S.gamma_step(n, k) for n in p.sphere_dims for k in sorted({1, 4, n // 4, n // 2}) if 0 < k < n]
     return Result(
         settings=p.cache_key(), random=random_rows, tightness=curves, tightness_m=max(p.random_shapes),
-        model_description=loaded.description, n_sentences=len(sentences), n_real_tokens=int(mask.sum()),
-        n_hidden_states=len(per_layer), real_model=real_rows, appendix_a=cases, appendix_a_summary=case_summary(cases),
-        cdf_values=cdf_values, cdf_stats=stats, second_task_stats=second_stats, paper_medians=paper_medians(),
-        second_task_values=fig2, gamma_steps=steps)
+        appendix_a=cases, appendix_a_summary=case_summary(cases), paper_medians=paper_medians(),
+        gamma_steps=steps, **part)
 
 
 __all__ = ["Params", "Result", "run", "random_matrices", "random_study", "case_study", "case_summary"]

@@ -10,116 +10,113 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import NullFormatter
 
-from ..experiments.subspace import Result
+from ..experiments.subspace import QUANTILES, Result
 from . import common
 
 CHECK_COLUMNS = {"worst_slack": "worst slack", "worst_slack_rel": "worst slack / λ₁", "max_ratio": "max ratio",
                  "median_ratio": "median ratio"}
 STAT_COLUMNS = {"model": "model", "layer": "layer", "median": "median", "skewness": "skewness",
-                "token_uni": "token uniformity", "cls_uni": "[CLS] uniformity", "ev1": "EV₁"}
+                "token_uni": "token uni.", "cls_uni": "[CLS] uni.", "ev1": "EV₁"}
+#: figure width (inches) and the smallest font (points) used at it: text stays >= ~8 pt at a 7-inch page
+WIDTH, FONT = 8.0, 9.5
+
+
+def _legible(fig: plt.Figure) -> plt.Figure:
+    """Every tick, label, title and legend text of `fig` at least `FONT` points."""
+    for text in fig.findobj(plt.Text):
+        if text.get_fontsize() < FONT:
+            text.set_fontsize(FONT)
+    return fig
 
 
 def tightness(res: Result) -> plt.Figure:
     """max_i ‖x_i − x_i′‖ / λ_{k+1} per cut k for each kind of random matrix (the bound is 1)."""
     common.set_theme()
-    fig, ax = plt.subplots(figsize=(8, 4))
-    common.layer_curves(ax, res.tightness, xlabel="cut k", ylabel="max_i ‖x_i − x_i′‖ / λ_{k+1}",
-                        title=f"Tightness of the bound, m = {res.tightness_m} tokens", markers=False)
+    fig, ax = plt.subplots(figsize=(WIDTH, 3.6))
+    common.layer_curves(ax, res.tightness, xlabel="cut $k$", ylabel=r"$\max_i \|x_i - x_i'\| \,/\, \lambda_{k+1}$",
+                        title=f"$m$ = {res.tightness_m} tokens", markers=False)
     ax.axhline(1, color="k", lw=0.8, ls="--")
-    return fig
-
-
-def _radius(res: Result) -> float:
-    radii = res.settings["radii"]
-    return radii[len(radii) // 2]
+    return _legible(fig)
 
 
 def case_study(res: Result) -> plt.Figure:
     """Eq. (8) against the exact ℓ2 probability and the ℓ1 Monte Carlo, per sphere dimension, at the
     middle radius."""
     common.set_theme()
-    dims, d = res.settings["sphere_dims"], _radius(res)
+    dims, d = res.settings["sphere_dims"], res.middle_radius()
     case = pd.DataFrame(res.appendix_a)
-    fig, axes = plt.subplots(1, len(dims), figsize=(11, 3.8), sharey=True)
-    axes = np.atleast_1d(axes)
-    for ax, n in zip(axes, dims, strict=True):
+    cols = 2 if len(dims) > 2 else len(dims)
+    rows = math.ceil(len(dims) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(WIDTH, 2.9 * rows + 0.5), sharey=True, squeeze=False)
+    for ax in axes.flat[len(dims):]:
+        ax.set_axis_off()
+    for ax, n in zip(axes.flat, dims, strict=False):
         sub = case[(case.d == d) & (case.n == n)]
-        ax.plot(sub.k, sub["bound"], "k--", label="eq. 8 bound")
-        ax.plot(sub.k, sub["exact_l2"], "o-", label="exact (ℓ2)")
-        ax.plot(sub.k, sub["mc_l1"].clip(lower=1e-300), "s:", label="MC (ℓ1)")
-        ax.set(xscale="log", yscale="log", ylim=(1e-12, 10), title=f"n = {n}", xlabel="k coordinates")
+        ax.plot(sub.k, sub["bound"], "k--", label="eq. (8)")
+        ax.plot(sub.k, sub["exact_l2"], "o-", label=r"exact ($\ell_2$)")
+        ax.plot(sub.k, sub["mc_l1"].clip(lower=1e-300), "s:", label=r"Monte Carlo ($\ell_1$)")
+        ax.set(xscale="log", yscale="log", ylim=(1e-12, 10), title=f"$n$ = {n}", xlabel="$k$ coordinates")
         ax.set_xticks(list(sub.k), [str(k) for k in sub.k])
         ax.xaxis.set_minor_formatter(NullFormatter())
-    axes[0].set_ylabel("probability")
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"Appendix A: P(‖u₁..ₖ‖ ≤ d) for u uniform on the sphere, d = {d}")
-    return fig
+    for ax in axes[:, 0]:
+        ax.set_ylabel("probability")
+    axes[0, 0].legend(loc="lower left")
+    fig.suptitle(rf"$P(\|u_{{1..k}}\| \leq d)$ for $u$ uniform on the sphere, $d$ = {d}")
+    fig.tight_layout()
+    return _legible(fig)
 
 
 def cdfs(res: Result) -> plt.Figure:
     """Empirical CDFs of the normalised singular values, layer by layer, pretrained and untrained twin."""
     common.set_theme()
     s = res.settings
-    fig, axes = plt.subplots(1, len(res.cdf_values), figsize=(10 if len(res.cdf_values) > 1 else 6, 4), sharey=True)
-    for ax, (label, values) in zip(np.atleast_1d(axes), res.cdf_values.items(), strict=True):
-        common.spectrum_cdfs(ax, [(f"layer {i}", v) for i, v in enumerate(values)],
-                             title=f"{s['model']} ({label}), {s['task']}")
-    return fig
+    fig, axes = plt.subplots(1, len(res.cdf_values), figsize=(WIDTH, 3.8), sharey=True, squeeze=False)
+    for ax, (label, values) in zip(axes[0], res.cdf_values.items(), strict=True):
+        common.spectrum_cdfs(ax, [(f"layer {i}", v) for i, v in enumerate(values)], title=f"{label}, {s['task']}",
+                             xlabel="normalised singular value")
+        if ax is not axes[0, 0] and ax.get_legend() is not None:
+            ax.get_legend().remove()
+    axes[0, 0].legend(loc="lower right")
+    return _legible(fig)
 
 
 def fig2_histograms(res: Result) -> plt.Figure:
-    """Figure 2: histograms of the normalised singular values of the first, a middle and the last
-    hidden state on the second task, with median and skewness."""
+    """The paper's Fig. 2: histograms of the normalised singular values of the first, a middle and the
+    last hidden state on the second task, with the median and skewness of every value."""
     common.set_theme()
     vals = res.second_task_values
-    fig, axes = plt.subplots(len(vals), 1, figsize=(8, 2.2 * max(len(vals), 1)), sharex=True, squeeze=False)
+    stats = {f"layer {r['layer']}": r for r in res.second_task_stats}
+    fig, axes = plt.subplots(len(vals), 1, figsize=(WIDTH, 2.1 * max(len(vals), 1)), sharex=True, squeeze=False)
     for ax, (label, v) in zip(axes[:, 0], vals.items(), strict=True):
-        v = np.asarray(v)
-        ax.hist(v, bins=60, range=(0, 1), color="tab:blue", alpha=0.8)
-        med, sk = float(np.median(v)), float(pd.Series(v).skew())
-        ax.axvline(med, color="k", ls="--", lw=0.8)
-        ax.set_ylabel("count")
-        ax.set_title(f"{label}: median {med:.3f}, skewness {sk:.2f}", fontsize=10)
+        st = stats[label]
+        ax.hist(np.asarray(v), bins=60, range=(0, 1), density=True, color="tab:blue", alpha=0.8)
+        ax.axvline(st["median"], color="k", ls="--", lw=0.8)
+        ax.set_ylabel("density")
+        ax.set_title(f"{label}: median {st['median']:.3f}, skewness {st['skewness']:.2f}")
     axes[-1, 0].set_xlabel("normalised singular value")
-    fig.suptitle(f"Figure 2 — {res.settings['model']}, {res.settings['second_task']} validation")
-    return fig
+    fig.tight_layout()
+    return _legible(fig)
 
 
 def gamma_table(res: Result):
     """Appendix A's Γ-step: the constant of the line before eq. (8), eq. (8)'s constant, their ratio."""
     df = pd.DataFrame([{"n": r["n"], "k": r["k"], "line before (8)": math.exp(r["log_printed_line"]),
-                        "eq. (8)'s 2/(k(n−k)B)": math.exp(r["log_printed_next"]),
-                        "8/(k(n−k)B)": math.exp(r["log_corrected"]), "ratio": r["ratio"]}
+                        "eq. (8): 2/(k(n−k)B)": math.exp(r["log_printed_next"]), "ratio": f"{r['ratio']:.6f}"}
                        for r in res.gamma_steps])
-    return common.table(df, digits=4)
-
-
-def max_ratio_by_m(res: Result) -> dict[int, float]:
-    """The largest ‖x_i − x_i′‖/λ_{k+1} over kinds of random matrix, per number of tokens m."""
-    out: dict[int, float] = {}
-    for r in res.random:
-        out[r["m"]] = max(out.get(r["m"], 0.0), r["max_ratio"])
-    return out
-
-
-def cliff(res: Result, n: int = 384) -> dict[str, float]:
-    """Exact P(‖u_{1..k}‖ ≤ d) at the middle radius for n: at k = 16, n/4 and n/2."""
-    case = pd.DataFrame(res.appendix_a)
-    d = _radius(res)
-    sub = case[(case.n == n) & (case.d == d)].set_index("k")["exact_l2"]
-    return {"n": n, "d": d, **{f"k{k}": float(sub.get(k, math.nan)) for k in (16, n // 4, n // 2)}}
+    return common.table(df, digits=3)
 
 
 def random_table(res: Result):
     """The theorem check on random matrices."""
-    df = pd.DataFrame(res.random).rename(columns={"m": "m tokens", **CHECK_COLUMNS})
-    return common.table(df, digits=4)
+    df = pd.DataFrame(res.random).drop(columns=["d", "worst_slack"]).rename(columns={"m": "m tokens", **CHECK_COLUMNS})
+    return common.table(df, digits=3)
 
 
 def real_table(res: Result):
     """The theorem check on every hidden state of the pretrained model."""
-    df = pd.DataFrame(res.real_model).rename(columns={**CHECK_COLUMNS, "mean_cut_ratio": "mean max-ratio over cuts"})
-    return common.table(df, digits=4)
+    df = pd.DataFrame(res.real_model).drop(columns=["worst_slack"]).rename(
+        columns={**CHECK_COLUMNS, "mean_cut_ratio": "mean max ratio over cuts"})
+    return common.table(df, digits=3)
 
 
 def case_summary_table(res: Result):
@@ -131,74 +128,76 @@ def case_summary_table(res: Result):
 
 
 def case_table(res: Result, rows: int = 12):
-    """The first `rows` cases at the middle radius: bound, exact, Monte Carlo."""
+    """The first `rows` cases at the middle radius: bound, exact, Monte Carlo, whether ℓ2 violates it."""
     case = pd.DataFrame(res.appendix_a)
-    df = case[case.d == _radius(res)].head(rows).rename(columns={
-        "bound": "eq. 8 bound", "exact_l2": "exact ℓ2", "mc_l2": "MC ℓ2", "mc_l1": "MC ℓ1",
-        "l2_violates": "ℓ2 violates", "l1_violates": "ℓ1 violates"})
+    df = case[case.d == res.middle_radius()].head(rows)[["n", "k", "d", "bound", "exact_l2", "mc_l1", "l2_violates"]]
+    df["l2_violates"] = df["l2_violates"].map({True: "yes", False: ""})
+    df = df.rename(columns={"bound": "eq. (8)", "exact_l2": "exact ℓ2", "mc_l1": "MC ℓ1",
+                            "l2_violates": "ℓ2 above (8)"})
     return common.table(df)
 
 
 def cdf_table(res: Result):
     """Median and skewness of the normalised singular values, token and [CLS] uniformity and EV₁,
     per layer, pretrained and untrained twin."""
-    return common.table(pd.DataFrame(res.cdf_stats).rename(columns=STAT_COLUMNS), digits=4)
+    return common.table(pd.DataFrame(res.cdf_stats).rename(columns=STAT_COLUMNS), digits=3)
 
 
 def comparison_table(res: Result):
     """The pretrained model on the second task against the paper's BERT-base on MRPC."""
     first, last = res.second_task_stats[0], res.second_task_stats[-1]
-    ours = f"ours: {res.settings['model']}, {res.settings['second_task']}"
+    ours = f"{res.settings['model']}, {res.settings['second_task']}"
     arrow = lambda key, digits: f"{first[key]:.{digits}f} → {last[key]:.{digits}f}"  # noqa: E731
-    rows = [("median, first layer (embeddings)", res.paper_medians[0], first["median"]),
-            (f"median, last layer ({len(res.second_task_stats) - 1})", res.paper_medians[-1], last["median"]),
+    rows = [("median, first layer (embeddings)", f"{res.paper_medians[0]:g}", f"{first['median']:.4f}"),
+            (f"median, last layer ({len(res.second_task_stats) - 1})", f"{res.paper_medians[-1]:g}",
+             f"{last['median']:.4f}"),
             ("skewness, first → last", "increases", arrow("skewness", 2)),
             ("token uniformity, first → last", "increases", arrow("token_uni", 3)),
             ("[CLS] uniformity, first → last", "increases", arrow("cls_uni", 3))]
-    return common.table(pd.DataFrame(rows, columns=["", "paper: BERT-base, MRPC", ours]), digits=4)
+    return common.table(pd.DataFrame(rows, columns=["", "paper: BERT-base, MRPC", ours]))
 
 
 def publish(res: Result) -> None:
-    """Glue the figures (`subspace-tightness`, `subspace-case-study`, `subspace-cdfs`) and every number
-    the prose quotes."""
-    for name, draw in (("tightness", tightness), ("case-study", case_study), ("cdfs", cdfs), ("fig2", fig2_histograms)):
-        common.figure(f"subspace-{name}", draw(res))
+    """Glue the figures (`subspace-tightness`, `subspace-case-study`, `subspace-cdfs`, `subspace-fig2`)
+    and every number the prose quotes (one literal dict)."""
+    common.figure("subspace-tightness", tightness(res))
+    common.figure("subspace-case-study", case_study(res))
+    common.figure("subspace-cdfs", cdfs(res))
+    common.figure("subspace-fig2", fig2_histograms(res))
     summ, worst = res.appendix_a_summary, res.appendix_a_summary["worst"] or {}
     med, twin = res.medians("pretrained"), res.medians("untrained twin") or [math.nan, math.nan]
-    common.publish("subspace", {
-        "model": res.model_description, "n-sentences": res.n_sentences, "n-real-tokens": res.n_real_tokens,
-        "n-hidden-states": res.n_hidden_states, "task": res.settings["task"],
-        "random-worst-slack-rel": max(r["worst_slack_rel"] for r in res.random),
-        "random-max-ratio": max(r["max_ratio"] for r in res.random),
-        "real-worst-slack-rel": max(r["worst_slack_rel"] for r in res.real_model),
-        "real-max-ratio": max(r["max_ratio"] for r in res.real_model),
-        "real-median-ratio": max(r["median_ratio"] for r in res.real_model),
-        "cases": summ["cases"], "l2-violations": summ["l2_violations"], "l1-violations": summ["l1_violations"],
-        "median-looseness": summ["median_looseness"],
-        **{f"worst-{k.replace('_', '-')}": float(worst.get(k, math.nan)) for k in ("n", "k", "d", "bound", "exact_l2")},
-        "median-first": med[0], "median-last": med[-1], "last-layer": len(med) - 1,
-        "twin-median-first": twin[0], "twin-median-last": twin[-1],
-        "l2-violations-x4": summ.get("l2_violations_x4", 0), "quarter-cases": summ.get("quarter_cases", 0),
-        "quarter-violations": summ.get("quarter_violations", 0),
-        "gamma-ratio-min": min((r["ratio"] for r in res.gamma_steps), default=math.nan),
-        "gamma-ratio-max": max((r["ratio"] for r in res.gamma_steps), default=math.nan),
-        **{f"random-max-ratio-m{m}": v for m, v in max_ratio_by_m(res).items()},
-        "random-max-ratio-min": min(max_ratio_by_m(res).values()),
-        **{f"cliff-{k}": v for k, v in cliff(res).items()},
-        "second-task": res.settings["second_task"],
-        **cls_uniformity(res),
+    by_m, cliff, cls = res.max_ratio_by_m(), res.cliff(), res.cls_uniformity()
+    second = [r["median"] for r in res.second_task_stats]
+    common.publish({
+        "subspace-model": res.model_description, "subspace-n-sentences": res.n_sentences,
+        "subspace-n-real-tokens": res.n_real_tokens, "subspace-n-hidden-states": res.n_hidden_states,
+        "subspace-task": res.settings["task"], "subspace-second-task": res.settings["second_task"],
+        "subspace-random-worst-slack-rel": max(r["worst_slack_rel"] for r in res.random),
+        "subspace-random-max-ratio-m16": by_m.get(16, math.nan),
+        "subspace-random-max-ratio-m64": by_m.get(64, math.nan),
+        "subspace-random-max-ratio-min": min(by_m.values()),
+        "subspace-real-worst-slack-rel": max(r["worst_slack_rel"] for r in res.real_model),
+        "subspace-real-max-ratio": max(r["max_ratio"] for r in res.real_model),
+        "subspace-real-median-ratio": max(r["median_ratio"] for r in res.real_model),
+        "subspace-cases": summ["cases"], "subspace-l2-violations": summ["l2_violations"],
+        "subspace-l1-violations": summ["l1_violations"], "subspace-l2-violations-x4": summ["l2_violations_x4"],
+        "subspace-quarter-cases": summ["quarter_cases"], "subspace-quarter-violations": summ["quarter_violations"],
+        "subspace-median-looseness": summ["median_looseness"],
+        "subspace-worst-n": worst.get("n", math.nan), "subspace-worst-k": worst.get("k", math.nan),
+        "subspace-worst-d": worst.get("d", math.nan), "subspace-worst-bound": worst.get("bound", math.nan),
+        "subspace-worst-exact-l2": worst.get("exact_l2", math.nan),
+        "subspace-gamma-ratio-min": min((r["ratio"] for r in res.gamma_steps), default=math.nan),
+        "subspace-gamma-ratio-max": max((r["ratio"] for r in res.gamma_steps), default=math.nan),
+        "subspace-cliff-n": cliff["n"], "subspace-cliff-d": cliff["d"], "subspace-cliff-k16": cliff["k16"],
+        "subspace-cliff-quarter": cliff["quarter"], "subspace-cliff-half": cliff["half"],
+        "subspace-median-first": med[0], "subspace-median-last": med[-1], "subspace-last-layer": len(med) - 1,
+        "subspace-twin-median-first": twin[0], "subspace-twin-median-last": twin[-1],
+        "subspace-second-median-first": second[0], "subspace-second-median-last": second[-1],
+        "subspace-paper-median-first": res.paper_medians[0], "subspace-paper-median-last": res.paper_medians[-1],
+        "subspace-cls-first": cls["first"], "subspace-cls-mid-min": cls["mid_min"], "subspace-cls-last": cls["last"],
+        "subspace-cls-last-mid": cls["last_mid"], "subspace-quantiles": QUANTILES,
     })
 
 
-def cls_uniformity(res: Result) -> dict[str, float]:
-    """[CLS] uniformity of the pretrained model on the second task: at the embeddings (`cls-first`;
-    trivially 1 — the [CLS] input is the same vector for every sentence), its lowest value over the
-    layers between (`cls-mid-min`, NaN with no layer between) and at the last layer (`cls-last`)."""
-    cls = [r["cls_uni"] for r in res.second_task_stats]
-    return {"cls-first": cls[0], "cls-mid-min": min(cls[1:-1]) if len(cls) > 2 else math.nan,
-            "cls-last": cls[-1], "cls-last-mid": len(cls) - 2}
-
-
-__all__ = ["tightness", "case_study", "cdfs", "fig2_histograms", "gamma_table", "max_ratio_by_m", "cliff",
-           "cls_uniformity", "random_table", "real_table", "case_summary_table", "case_table", "cdf_table",
-           "comparison_table", "publish"]
+__all__ = ["tightness", "case_study", "cdfs", "fig2_histograms", "gamma_table", "random_table", "real_table",
+           "case_summary_table", "case_table", "cdf_table", "comparison_table", "publish"]
