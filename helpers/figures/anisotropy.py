@@ -245,7 +245,7 @@ def publish(res: Result) -> None:
     common.publish({
         "anisotropy-skipped": "none" if not res.skipped else
         "; ".join(f"{s['model'].split(':', 1)[1]} ({s['reason']})" for s in res.skipped),
-        "anisotropy-n-pairs": res.n_pairs,
+        "anisotropy-n-pairs": f"{res.n_pairs:,}",
         "anisotropy-z-median": float(np.median(z)),
         "anisotropy-z-max": float(z.max()),
         "anisotropy-smollm-last": float(smol["cos_exact"][-1]) if smol else nan,
