@@ -161,7 +161,8 @@ def _finding_line(f) -> str:
     """One finding as a Markdown bullet: verdict, claim and where, then the effect against its reference."""
     from ..core.findings import PAPERS
 
-    head = f"**{f.verdict[0].upper() + f.verdict[1:]}.** {f.claim} ({PAPERS[f.paper].split(' (')[0]}, {f.where})"
+    claim = f.claim.rstrip().rstrip(".")
+    head = f"**{f.verdict[0].upper() + f.verdict[1:]}.** {claim} ({PAPERS[f.paper].split(' (')[0]}, {f.where})"
     if f.effect is None:
         return f"- {head} — needs {f.needs or 'more than this machine'}: `{f.command}`"
     ref = f"reference {f.reference_label}"
