@@ -55,6 +55,10 @@ def test_ci_findings_are_computed_and_say_what_ci_did_not_run(res):
     assert fs["sts-lsds"].verdict == REPRODUCED
     assert fs["sts-alpha"].effect.method == "t" and fs["sts-alpha"].margin > 0
     assert "150 pairs per set" in fs["sts-uniformity"].measured
+    m = res.models[0]                  # SoftDecay − whitening: the refitted paired bootstrap, when the run has it
+    iv, how = res.sd_vs_whitening(m)
+    assert how.startswith("paired bootstrap") and iv.method == "bootstrap" and iv.low < iv.high
+    assert set(res.runs[m]["refit"]) == {"whitening", "whitening-256"}
 
 
 BOOK_FINDINGS = {       # key: (verdict, effect, low, high) on the committed book runs
@@ -79,6 +83,7 @@ def test_book_findings_are_pinned(book):
     assert fs["sts-vs-whitening-bert"].paper_value == pytest.approx(71.26 - 67.77)
     assert fs["sts-alpha"].margin == pytest.approx(0.30, abs=0.006)
     assert "every pair" in fs["sts-lsds"].scale and "2,800 of the 18,850" in fs["sts-gain-bert"].scale
+    assert "t-interval over the sets" in fs["sts-vs-whitening-bert"].quantity     # the committed runs: no refit
 
 
 def test_a_planted_effect_changes_the_verdicts(book):

@@ -169,3 +169,49 @@ def test_paper_table_helpers_keep_models_apart():
     assert {r["model"] for r in F.paper_rows(res, "distilbert-base-uncased")[1]} == {"distilbert-base-uncased"}
     label, rows = F.paper_rows(res, "all-MiniLM-L6-v2")                  # not in the paper: BERT-base as reference
     assert label == "bert-base-cased" and {r["model"] for r in rows} == {"bert-base-cased"}
+
+
+def _pairs_with_a_spike(n=90, d=12, size=0.0, seed=0):
+    """Sentence pairs whose similarity follows the gold score (three subsets spanning its range), with a
+    planted dominant direction of `size` (`plant(..., "spike")`: a per-sentence random coefficient) that
+    the raw cosine suffers from and whitening removes."""
+    g = torch.Generator().manual_seed(seed)
+    gold = torch.linspace(0, 5, n, dtype=torch.float64)
+    e1 = torch.randn(n, d, generator=g, dtype=torch.float64)
+    e2 = e1 + torch.randn(n, d, generator=g, dtype=torch.float64) * (5.5 - gold).unsqueeze(1) / 3
+    both = C.plant(torch.cat([e1, e2]), "spike", size, seed)
+    return both[:n], both[n:], gold.numpy(), np.tile(["a", "b", "c"], n // 3)
+
+
+def test_refit_bootstrap_pairs_the_draws_and_scores_vanilla_as_the_fixed_bootstrap():
+    e1, e2, gold, sub = _pairs_with_a_spike(size=1.0)
+    draws = C.refit_bootstrap(e1, e2, gold, sub, ("vanilla", "whitening"), draws=30, seed=3)
+    idx = C.bootstrap_indices(sub, 30, 3)
+    fixed = C.score_draws(C.cosines(e1, e2)[idx], gold[idx], sub, "subset-mean")
+    np.testing.assert_allclose(draws["vanilla"], fixed)                    # nothing to refit: the same draws
+    assert draws["whitening"].shape == (30,)
+
+
+def test_refit_bootstrap_detects_a_planted_difference_and_covers_none():
+    """Whitening against the raw embeddings: with a large planted spike the difference's interval lies
+    above 0 and covers the difference on the full set; with none it covers 0."""
+    for size, planted in ((4.0, True), (0.0, False)):
+        e1, e2, gold, sub = _pairs_with_a_spike(size=size)
+        draws = C.refit_bootstrap(e1, e2, gold, sub, ("vanilla", "whitening"), draws=100, seed=1)
+        lo, hi = C.interval(draws["whitening"] - draws["vanilla"])
+        white = C.cosines(*C.apply_method("whitening", e1, e2))
+        full = C.score(white, gold, sub) - C.score(C.cosines(e1, e2), gold, sub)
+        assert lo <= full <= hi
+        assert (lo > 0) == planted and hi > 0, (size, lo, hi)
+
+
+def test_refitting_widens_the_interval_of_a_fitted_transform():
+    """Whitening fitted on few sentences in many dimensions: refitting it on every resample gives a wider
+    interval than resampling the scores of one fit (what the fixed bootstrap leaves out)."""
+    e1, e2, gold, sub = _pairs_with_a_spike(n=60, d=40, size=1.0, seed=2)
+    refit = C.refit_bootstrap(e1, e2, gold, sub, ("vanilla", "whitening"), draws=200, seed=0)
+    w1, w2 = C.apply_method("whitening", e1, e2)
+    fixed = C.paired_bootstrap(C.cosines(e1, e2), C.cosines(w1, w2), gold, sub, draws=200, seed=0)
+    lo_r, hi_r = C.interval(refit["whitening"] - refit["vanilla"])
+    lo_f, hi_f = C.interval(fixed)
+    assert hi_r - lo_r > hi_f - lo_f

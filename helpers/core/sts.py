@@ -162,6 +162,26 @@ def paired_bootstrap(cos_a: np.ndarray, cos_b: np.ndarray, gold, subsets, protoc
     return score_draws(cos_b[idx], g, sub, protocol) - score_draws(cos_a[idx], g, sub, protocol)
 
 
+def refit_bootstrap(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, ...], draws: int = 200, seed: int = 0,
+                    alpha: float = -0.6, protocol: str = "subset-mean") -> dict[str, np.ndarray]:
+    """Bootstrap draws of each method's score with its transform *refitted on every resample*: sentence
+    pairs resampled with replacement within each subset (the same resample for every method, so the
+    draws are paired), each transform fitted on the resampled pairs as `apply_method` fits it (whitening
+    on their concatenation, SoftDecay on each sentence matrix), then scored. Fitting once on the full set
+    and resampling only the scores leaves out the transforms' own sampling variance. Returns
+    {method: (draws,) scores}."""
+    idx = bootstrap_indices(subsets, draws, seed)
+    g, sub = np.asarray(gold, float), np.asarray(subsets)
+    out = {m: np.empty(draws) for m in methods}
+    for b in range(draws):
+        i = torch.as_tensor(idx[b])
+        a1, a2 = e1[i], e2[i]
+        for m in methods:
+            x, y = apply_method(m, a1, a2, alpha)
+            out[m][b] = score(cosines(x, y), g[idx[b]], sub, protocol)     # stratified: subsets keep their place
+    return out
+
+
 def interval(draws: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     """Percentile interval of bootstrap draws."""
     lo, hi = np.nanpercentile(draws, [50 * (1 - level), 50 * (1 + level)])
@@ -208,6 +228,6 @@ def lsds_score(E: Tensor, F: Tensor, k: int = 12, max_points: int = 3000, seed: 
 
 
 __all__ = ["POOLINGS", "METHODS", "PROTOCOLS", "softdecay_scaled", "sign_flips", "cosines", "score", "score_draws",
-           "bootstrap_indices", "paired_bootstrap", "interval", "plant",
+           "bootstrap_indices", "paired_bootstrap", "refit_bootstrap", "interval", "plant",
            "TokenStates", "pool", "spearman100", "apply_method", "uniformity_metrics",
            "lsds_score"]

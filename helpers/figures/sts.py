@@ -310,8 +310,7 @@ def publish(res: Result) -> None:
         "sts-bert-ev1": _nan_if_missing(res, BOOK_BERT, lambda: res.mean_metric(BOOK_BERT, "vanilla")),
         "sts-bert-gain": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "SoftDecay (sentence)")),
         "sts-bert-white": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "whitening")),
-        "sts-bert-sd-vs-white": _text_if_run(
-            res, BOOK_BERT, lambda: res.across_sets(BOOK_BERT, "SoftDecay (sentence)", "whitening")),
+        "sts-bert-sd-vs-white": _text_if_run(res, BOOK_BERT, lambda: res.sd_vs_whitening(BOOK_BERT)[0]),
         "sts-bert-sd-max": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "SoftDecay (σ/σ_max)")),
         "sts-bert-sd-token": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "SoftDecay (token)")),
         "sts-bert-deesc": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "de-escalation")),
@@ -323,10 +322,8 @@ def publish(res: Result) -> None:
         "sts-smol-gain": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "SoftDecay (sentence)")),
         "sts-smol-white": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "whitening")),
         "sts-smol-white-256": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "whitening-256")),
-        "sts-smol-sd-vs-white": _text_if_run(
-            res, SMOL, lambda: res.across_sets(SMOL, "SoftDecay (sentence)", "whitening")),
-        "sts-smol-sd-vs-white-256": _text_if_run(
-            res, SMOL, lambda: res.across_sets(SMOL, "SoftDecay (sentence)", "whitening-256")),
+        "sts-smol-sd-vs-white": _text_if_run(res, SMOL, lambda: res.sd_vs_whitening(SMOL)[0]),
+        "sts-smol-sd-vs-white-256": _text_if_run(res, SMOL, lambda: res.sd_vs_whitening(SMOL, "whitening-256")[0]),
         # the contrastive encoder
         "sts-minilm-pairs": res.pairs(m),
         "sts-minilm-raw": res.averages[m]["subset-mean"]["vanilla"],
@@ -334,7 +331,7 @@ def publish(res: Result) -> None:
         "sts-minilm-sd-token": _iv(res.vs_raw(m, "SoftDecay (token)")),
         "sts-minilm-white": _iv(res.vs_raw(m, "whitening")),
         "sts-minilm-white-pooled": _iv(res.vs_raw(m, "whitening", "pooled")),
-        "sts-minilm-sd-vs-white": _iv(res.across_sets(m, "SoftDecay (sentence)", "whitening")),
+        "sts-minilm-sd-vs-white": _iv(res.sd_vs_whitening(m)[0]),
         "sts-minilm-sd-sick": (_iv(res.vs_raw(m, "SoftDecay (sentence)", dataset="SICK-R"))
                                if "SICK-R" in res.datasets else "–"),
         "sts-minilm-sd-rest": res.drop_one_set(m, "SoftDecay (sentence)", "SICK-R"),
