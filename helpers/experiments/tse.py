@@ -61,8 +61,8 @@ class Params(ChapterParams):
     #: variance of the per-head value maps W_k is value_scale / d; 1 = Lemma 2.4 / Thm 2.6 reading
     #: (sigma = 1/sqrt(d)), n_heads = the literal "N(0, (h/d) I)" of §2.4
     value_scale: float = 1.0
-    #: FFN weights: "torch" = nn.Linear's default, what §2.4's "default method in the code" gives
-    #: (the paper's setting); "xavier" is run beside it as a variant
+    #: FFN weights: "torch" = nn.Linear's default, what §2.4's "default method in the code" gives for the
+    #: experiments of §2.4 (Figs. 2-5); "xavier" — what §2.1's analysis assumes — is run beside it as a variant
     ffn_init: Literal["torch", "xavier"] = "torch"
     share_blocks: int = 3         # the first blocks over which the FFN's share of log-odds growth is quoted
     w_trials: int = 1000          # Figure 3: draws of W in step 1
