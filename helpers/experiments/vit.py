@@ -512,19 +512,63 @@ def _lazy_datasets(p: Params):
     return datasets
 
 
-def _grid(p: Params, depth: int, variants, seeds, dev, datasets):
-    """Every variant × seed at one depth, through the cache: the runs at `p.depth` are named
-    `<variant>-seed<s>`, those at another depth `d<depth>-<variant>-seed<s>`, both with a `standard-`
-    prefix for standard blocks (so they sit beside the Algorithm-1 runs instead of replacing them); the
-    key is `p` at that depth without the sweep (so a run does not depend on which other depths were swept)."""
+class _Trainer:
+    """Trains one variant and run seed of `p` at one depth (`train(variant, seed, checkpoint)`); CIFAR-10 is read
+    once per process. An object rather than a closure, so a grid job (`make grid`) can carry it."""
+
+    def __init__(self, p: Params, depth: int, datasets):
+        self.p, self.depth, self.datasets = p, depth, datasets
+
+    def __call__(self, variant: str, s: int, ckpt):
+        train_set, test_set = self.datasets()
+        return vit_train.run_variant(self.p, self.depth, variant, s, train_set, test_set, checkpoint=ckpt,
+                                     device=runtime.choose_device(self.p.device))
+
+
+def _specs(p: Params, depth: int, variants, seeds, datasets) -> list[results.RunSpec]:
+    """Every variant × seed at one depth, as runs: those at `p.depth` are named `<variant>-seed<s>`, those at
+    another depth `d<depth>-<variant>-seed<s>`, both with a `<block>-` prefix for blocks other than Algorithm
+    1's (so they sit beside the Algorithm-1 runs instead of replacing them); the key is `p` at that depth
+    without the sweep (so a run does not depend on which other depths were swept)."""
     q = p.with_(depth=depth, depths=())
-
-    def train(variant: str, s: int, ckpt):
-        train_set, test_set = datasets()
-        return vit_train.run_variant(p, depth, variant, s, train_set, test_set, checkpoint=ckpt, device=dev)
-
     prefix = ("" if p.block == "algorithm1" else f"{p.block}-") + ("" if depth == p.depth else f"d{depth}-")
-    return results.variant_runs(q, variants, seeds, train, prefix=prefix)
+    return results.variant_specs(q, variants, seeds, _Trainer(p, depth, datasets), prefix=prefix)
+
+
+def _grid(p: Params, depth: int, variants, seeds, dev, datasets):
+    """`_specs` made (or read back) in order: ({variant: [history per seed]}, [cache hit per run])."""
+    specs = _specs(p, depth, variants, seeds, datasets)
+    outs = results.execute_all(specs, train_missing=p.train_missing)
+    hist: dict[str, list[dict]] = {v: [] for v in variants}
+    for spec, (h, _) in zip(specs, outs, strict=True):
+        hist[spec.extra["variant"]].append(h)
+    return hist, [hit for _, hit in outs]
+
+
+def runs(p: Params) -> list[results.RunSpec]:
+    """Every heavy run `run(p)` makes, in its order, as the grid runner takes them (`make grid`): the sweep, the
+    standard-block sweep, the ablation and its confirmations (a run the sweeps already make is listed once)."""
+    datasets, seeds = _lazy_datasets(p), runtime.run_seeds(p.seed, p.seeds)
+    out = [s for d in sorted({p.depth, *p.depths}) for s in _specs(p, d, p.variants, seeds, datasets)]
+    if p.block != "standard":
+        q = p.with_(block="standard", standard_depths=())
+        out += [s for d in sorted(p.standard_depths) for s in _specs(q, d, p.variants, seeds, datasets)]
+    grids = [(p.ablation_depth, p.ablations)] if p.ablation_depth else []
+    grids += [(d, p.confirm_blocks) for d in sorted(p.confirm_depths)]
+    swept = {p.block: {p.depth, *p.depths}, "standard": set(p.standard_depths) if p.block != "standard" else set()}
+    for depth, blocks in grids:
+        for block in ("algorithm1", "standard", *blocks):
+            if depth in swept.get(block, set()) and set(ABLATION_VARIANTS) <= set(p.variants):
+                continue                                    # trained by a sweep above: the same runs
+            q = p.with_(block=block, standard_depths=(), ablations=(), confirm_blocks=())
+            out += _specs(q, depth, ABLATION_VARIANTS, seeds, datasets)
+    seen, unique = set(), []
+    for s in out:
+        ident = (s.name, results.settings_hash(s.key))
+        if ident not in seen:
+            seen.add(ident)
+            unique.append(s)
+    return unique
 
 
 def run_one(p: Params, depth: int, variant: str, seed: int) -> tuple[dict, bool]:
