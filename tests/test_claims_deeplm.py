@@ -149,6 +149,7 @@ def test_book_findings():
         assert fs[key].effect.estimate == pytest.approx(effect, abs=0.01), key
         assert fs[key].effect.n == 3 and fs[key].effect.method == "t"
     assert fs["deeplm-deesc-like-pre-norm"].margin == pytest.approx(0.071, abs=0.002)
+    assert fs["deeplm-deesc-like-pre-norm"].effect.estimate > 2 * fs["deeplm-deesc-like-pre-norm"].margin
     assert fs["deeplm-paper-scale"].verdict == "not testable here"
 
 
