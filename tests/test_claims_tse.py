@@ -274,6 +274,8 @@ def test_book_ffn_share_over_the_escalation():
     assert r.ffn_share("run", 20).estimate == pytest.approx(0.05, abs=0.01)
     assert r.ffn_share("other", 20).estimate == pytest.approx(0.12, abs=0.015)
     assert r.summary["first_block_above_099_none"] == r.summary["first_block_above_099"] + 1
+    parts = [r.share((0,)).estimate, r.share((1, 3)).estimate, r.ffn_share().estimate]
+    assert sum(parts) == pytest.approx(1.0) and abs(parts[1]) < 0.01        # the LayerNorms: nothing
 
 
 def test_book_figure1_rate_matches_eq18():

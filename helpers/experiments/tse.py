@@ -199,19 +199,24 @@ class Result(results.Result):
         """The first block whose mean t_sim exceeds 0.99 (None: never)."""
         return first_block_above(self._stack(init)["t_sim"])
 
-    def ffn_share(self, init: str = "run", blocks: int | None = None) -> Interval:
-        """The FFN step's share of the log-odds growth of t_sim (Prop. 2.3: a step multiplies the odds by
-        its ξ₁/ξ₂, so log ξ₁/ξ₂ is its additive part), over blocks 0 … `blocks` − 1 — by default the whole
-        escalation, the blocks before t_sim first passes 0.99 (all blocks if it never does) — per trial,
-        with its t-interval over trials."""
+    def share(self, steps: tuple[int, ...] = (2,), init: str = "run", blocks: int | None = None) -> Interval:
+        """The share of the log-odds growth of t_sim that the steps `steps` of Algorithm 1 supply (0: SA,
+        1 and 3: the LayerNorms, 2: the FFN; Prop. 2.3: a step multiplies the odds by its ξ₁/ξ₂, so
+        log ξ₁/ξ₂ is its additive part) over blocks 0 … `blocks` − 1 — by default the whole escalation,
+        the blocks before t_sim first passes 0.99 (all blocks if it never does) — per trial, with its
+        t-interval over trials."""
         xr = np.asarray(self._stack(init)["xi_ratio"], dtype=float)            # (trials, depth, 4)
         if blocks is None:
             blocks = self.saturation_block(init) or xr.shape[1]
         inc = np.log(xr[:, :blocks])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            share = np.nansum(inc[:, :, 2], 1) / np.nansum(inc, (1, 2))
-        return t_interval(share)
+            part = np.nansum(inc[:, :, list(steps)], (1, 2)) / np.nansum(inc, (1, 2))
+        return t_interval(part)
+
+    def ffn_share(self, init: str = "run", blocks: int | None = None) -> Interval:
+        """The FFN step's share of the log-odds growth (`share` of step 3 of Algorithm 1)."""
+        return self.share((2,), init, blocks)
 
     def tau_star(self) -> float:
         """The threshold the odds argument predicts: a block multiplies the odds t_sim/(1 − t_sim) by

@@ -324,7 +324,7 @@ def publish(res: Result) -> None:
         "tse-ffn-share-all": res.ffn_share("run", st["depth"]).estimate,
         "tse-ffn-share-all-init": res.ffn_share("other", st["depth"]).estimate,
         "tse-ffn-margin": fs["tse-ffn-negligible"].margin,
-        "tse-ln-share": s["ln_share"],
+        "tse-ln-share": res.share((1, 3)).estimate,
         "tse-postnorm-tsim-last": s["postnorm_tsim_last"], "tse-prenorm-depth": st["prenorm_depth"],
         "tse-prenorm-tsim-last": s["prenorm_tsim_last"], "tse-prenorm-normX-first": s["prenorm_normX_first"],
         "tse-prenorm-normX-last": s["prenorm_normX_last"], "tse-prenorm-normXhat": s["prenorm_normXhat"],
