@@ -122,6 +122,8 @@ def test_book_readings(book):
     assert book.across_sets("SmolLM2-135M-Instruct", "SoftDecay (sentence)", "whitening-256").covers(0.0)
     flips = book.flips("book-mlm-bert")["raw"]
     assert 100 <= flips.min() and flips.max() <= 160 and book.flips(m)["raw"].max() <= 2
+    bert = book.flips("book-mlm-bert")
+    assert (bert["max"] > 0.95 * bert["rank"]).all()             # σ/σ_max flips nearly every direction, and gains
     assert book.lsds_count(m, "normalised") == 7 and book.lsds_count(m, "eq. 6") == 0
     n = {t: v["n"] for t, v in book.glue_cdf.items()}
     assert n == {"QNLI": 1000, "RTE": 554}                                         # RTE dev has 277 pairs
