@@ -457,7 +457,7 @@ class Result(results.Result):
                   "tokens), in a model that has learned to use its context.",
             quantity=f"the same measurements on a model whose held-out MLM loss ends {TARGET_BELOW_UNIGRAM} nats "
                      "or more below the unigram predictor",
-            effect=None, needs="a GPU (about 27× the book runs' tokens)", command=LONG_COMMAND))
+            effect=None, needs="a GPU", command=LONG_COMMAND))
         return out
 
 

@@ -40,7 +40,7 @@ def scatter_panels(axes, head: dict, basis: str, steps: list[int], shown: list[i
         ax.set_title(f"step {s:,}")
         ax.set_xlabel("SVD dim 1")
     axes[0].set_ylabel("SVD dim 2")
-    axes[0].legend(fontsize=8, loc="lower left", markerscale=3)
+    axes[0].legend(fontsize=9, loc="lower left", markerscale=3)
 
 
 def mean_arrows(ax, q: np.ndarray, k: np.ndarray, title: str = "") -> None:
@@ -59,7 +59,7 @@ def mean_arrows(ax, q: np.ndarray, k: np.ndarray, title: str = "") -> None:
     ax.set_xlabel("SVD dim 1")
     ax.set_ylabel("SVD dim 2")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
 
 
 def _symlog(res: Result) -> float:
@@ -69,7 +69,7 @@ def _symlog(res: Result) -> float:
 def pretraining(res: Result) -> plt.Figure:
     """MLM loss along pretraining: training loss (running mean) and held-out loss at the checkpoints."""
     common.set_theme()
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, ax = plt.subplots(figsize=(8, 3.8))
     for s in res.seeds:
         r = res.runs[str(s)]
         tl = np.asarray(r["train_loss"], dtype=float)
@@ -91,7 +91,7 @@ def pretraining(res: Result) -> plt.Figure:
     ax.set_ylabel("MLM loss (nats)")
     ax.set_title(f"MLM pretraining of {res.what}, batch {res.batch_size}×{res.seq_len}")
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
     return common.figure("qk-pretraining", fig)
 
 
@@ -101,7 +101,7 @@ def ablation_figure(res: Result) -> plt.Figure:
     against centred blocks (mean over seeds, thin lines per seed)."""
     common.set_theme()
     a = res.ablation_summary
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.9))
+    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.6))
     pal = common.sns.color_palette()
     labels = ("held-out MLM loss (nats)", "attention entropy (nats)", r"mean $\|\bar K\|$, layers 1 and up")
     for ax, key, label in zip(axes, ("eval", "entropy", "k_norm_later"), labels, strict=True):
@@ -118,7 +118,7 @@ def ablation_figure(res: Result) -> plt.Figure:
         axes[0].axhline(a["unigram_nats"], color="grey", ls="--", lw=1, label="unigram predictor")
     axes[1].axhline(np.log(res.tokens_per_sample), color="grey", ls=":", lw=1, label="log(mean length)")
     for ax in axes[:2]:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
     fig.suptitle(f"Plain against centred blocks (token mean removed), {common.seeds_text(len(a['seeds']))}")
     return common.figure("qk-ablation", fig)
 
@@ -127,7 +127,7 @@ def fig11(res: Result) -> plt.Figure:
     """The paper's Fig. 11: display tokens' Q_s and K_s of the two example heads on the common SVD."""
     common.set_theme()
     R, shown = res.first, res.shown
-    fig, axes = plt.subplots(2, len(shown), figsize=(2.5 * len(shown) + 0.8, 5.8), squeeze=False)
+    fig, axes = plt.subplots(2, len(shown), figsize=(2.1 * len(shown) + 0.8, 5.4), squeeze=False)
     for row, key in zip(axes, ("similar", "opposite"), strict=True):
         ex = R["display"][key]
         scatter_panels(row, ex, "union", res.steps, shown)
@@ -158,9 +158,9 @@ def fig12(res: Result) -> plt.Figure:
 
 def _layer_grid(n: int) -> tuple[plt.Figure, list[plt.Axes]]:
     """A figure with one panel per layer, at most four a row (unused panels hidden)."""
-    cols = min(n, 4)
+    cols = 2 if n <= 4 else 4
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(10, 3.4 * rows), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(8 if cols == 2 else 10, 3.0 * rows), sharey=True, squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
@@ -176,6 +176,7 @@ def fig13(res: Result) -> plt.Figure:
                             symlog_x=_symlog(res), xlabel="step", ylabel=COS, title=f"layer {li}")
         ax.axhline(0, color="grey", lw=0.6)
         ax.set_ylim(-1.05, 1.05)
+        ax.legend(fontsize=9, ncol=2)
     fig.suptitle(f"{COS} along training, seed {res.seeds[0]}")
     return common.figure("qk-fig13", fig)
 
@@ -184,7 +185,7 @@ def fig14(res: Result) -> plt.Figure:
     """The paper's Fig. 14: Q̄_s·K̄_s of the two example heads, and |Q̄_s·K̄_s| per layer over heads and seeds."""
     common.set_theme()
     dot = np.asarray(res.first["dot"], dtype=float)
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.9))
+    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.7))
     for ax, key in zip(axes[:2], ("similar", "opposite"), strict=True):
         ex = res.first["display"][key]
         common.layer_curves(ax, {f"layer {ex['layer']} head {ex['head']} (cos {ex['cos_final']:+.2f})":
@@ -192,13 +193,14 @@ def fig14(res: Result) -> plt.Figure:
                             x=np.array(res.steps), symlog_x=_symlog(res), xlabel="step", ylabel=DOT,
                             title=res.example_label(key))
         ax.axhline(0, color="grey", lw=0.6)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
     absdot = np.abs(res.stacked("dot"))                                               # (seeds, S, layers, heads)
     common.layer_curves(axes[2], {f"layer {li}": absdot[:, :, li].mean(-1) for li in range(res.n_layers)},
                         x=np.array(res.steps), symlog_x=_symlog(res), xlabel="step",
                         ylabel=f"|{DOT}|, mean over heads", title=f"all heads, {common.seeds_text(len(res.seeds))}",
                         logy=True)
     axes[2].set_xlim(left=0)
+    axes[2].legend(fontsize=9)
     fig.suptitle("Scalar product of the mean query and the mean key along training")
     return common.figure("qk-fig14", fig)
 
@@ -207,11 +209,12 @@ def fig15(res: Result) -> plt.Figure:
     """The paper's Fig. 15: mean attention-row entropy per layer along training (mean ± sd over seeds)."""
     common.set_theme()
     ent = res.stacked("entropy_layer")                                                # (seeds, S, layers)
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, ax = plt.subplots(figsize=(8, 3.6))
     common.layer_curves(ax, {f"layer {li}": ent[:, :, li] for li in range(res.n_layers)}, x=np.array(res.steps),
                         symlog_x=_symlog(res), xlabel="step", ylabel="mean row entropy (nats)",
                         title=f"Attention entropy per layer, {common.seeds_text(len(res.seeds))} (±1 sd)")
     ax.axhline(np.log(res.tokens_per_sample), color="grey", ls=":", lw=1)
+    ax.legend(fontsize=9)
     return common.figure("qk-fig15", fig)
 
 
@@ -220,7 +223,7 @@ def fig19_20(res: Result) -> plt.Figure:
     common.set_theme()
     ex = res.first["display"]["opposite"]
     shown = res.shown
-    fig, axes = plt.subplots(2, len(shown), figsize=(2.5 * len(shown) + 0.8, 5.8), squeeze=False)
+    fig, axes = plt.subplots(2, len(shown), figsize=(2.1 * len(shown) + 0.8, 5.4), squeeze=False)
     for row, basis in zip(axes, ("K", "Q"), strict=True):
         scatter_panels(row, ex, basis, res.steps, shown)
         row[0].set_ylabel(f"SVD of ${basis}_s$ only\nSVD dim 2")
@@ -232,7 +235,7 @@ def fig19_20(res: Result) -> plt.Figure:
 def fig21_22(res: Result) -> plt.Figure:
     """The paper's Figs. 21-22: the mean trajectories of the two example heads on the K-only and Q-only SVDs."""
     common.set_theme()
-    fig, axes = plt.subplots(2, 2, figsize=(10, 9))
+    fig, axes = plt.subplots(2, 2, figsize=(9, 8.4))
     for ax_row, basis in zip(axes, ("K", "Q"), strict=True):
         _arrows(res, basis, ax_row, f"${basis}_s$-only SVD, {{label}}: layer {{layer}} head {{head}}")
     fig.suptitle(f"Mean query and key along training (seed {res.seeds[0]})")
@@ -249,6 +252,7 @@ def fig23(res: Result) -> plt.Figure:
                             symlog_x=_symlog(res), xlabel="step", ylabel="cos, heads concatenated", title=f"layer {li}")
         ax.axhline(0, color="grey", lw=0.6)
         ax.set_ylim(-1.05, 1.05)
+        ax.legend(fontsize=9)
     fig.suptitle(f"{COS} with the heads of a layer concatenated, per seed")
     return common.figure("qk-fig23", fig)
 
