@@ -710,12 +710,38 @@ def run_name(p: Params, seed: int) -> str:
     return f"{'centred-' if p.centre else ''}seed{seed}"
 
 
+class _Trajectory:
+    """Computes one seed's trajectory (`trajectory(p, seed)`), as a run of the grid (its checkpoints are the
+    pretraining folder `trajectory` manages). An object rather than a closure, so a grid job can carry it."""
+
+    def __init__(self, p: Params, seed: int, device: Any = None):
+        self.p, self.seed, self.device = p, seed, device
+
+    def __call__(self, checkpoint=None) -> dict:
+        runtime.seed_everything(self.p.seed)     # before any GEMM on the device (CUBLAS_WORKSPACE_CONFIG)
+        return trajectory(self.p, self.seed, device=self.device or runtime.choose_device(self.p.device))
+
+
+def _spec(p: Params, seed: int, device: Any = None) -> results.RunSpec:
+    return results.RunSpec(p.CHAPTER, run_name(p, seed), p, _Trajectory(p, seed, device), drop=("seeds", "ablation"),
+                           extra=dict(run_seed=seed, analysis_version=ANALYSIS_VERSION))
+
+
+def runs(p: Params) -> list[results.RunSpec]:
+    """Every heavy run `run(p)` makes, in its order, as the grid runner takes them (`make grid`): each seed's
+    trajectory, then (the centring ablation) each seed's centred trajectory."""
+    seeds = runtime.run_seeds(p.seed, p.seeds)
+    out = [_spec(p, s) for s in seeds]
+    if p.ablation and p.source == "pretrain" and not p.centre:
+        out += [_spec(p.with_(centre=True, ablation=False), s) for s in seeds]
+    return out
+
+
 def run_seed(p: Params, seed: int, device: Any = "cpu") -> tuple[dict, bool]:
     """One seed's trajectory through the committed-results cache: (trajectory, cache hit). Separate
-    processes may run different seeds of the same Params (one single-threaded process per core)."""
-    extra = dict(run_seed=seed, analysis_version=ANALYSIS_VERSION)
-    return results.cached(p, run_name(p, seed), lambda: trajectory(p, seed, device=device),
-                          drop=("seeds", "ablation"), **extra)
+    processes may run different seeds of the same Params (one single-threaded process per core); one
+    process trains a run at a time (`results.execute` holds its lock)."""
+    return results.execute(_spec(p, seed, device), train_missing=p.train_missing)
 
 
 def export_model(p: Params, seed: int | None = None, step: int | None = None,
@@ -797,7 +823,7 @@ def run(p: Params) -> Result:
                   probes=recipe_probes() if p.source == "pretrain" else [], scale=p.scale)
 
 
-__all__ = ["Params", "Result", "run", "run_seed", "run_name", "export_model", "trajectory", "compare_runs",
+__all__ = ["Params", "Result", "run", "runs", "run_seed", "run_name", "export_model", "trajectory", "compare_runs",
            "union_reading", "recipe_probes",
            "ablation_summary", "later_layer_entropy", "pretrain_config",
            "ANALYSIS_VERSION", "MULTIBERT_STEPS", "LONG_PRETRAINING", "TARGET_BELOW_UNIGRAM", "ALMOST_ALL"]
