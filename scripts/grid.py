@@ -5,6 +5,7 @@
     python scripts/grid.py glue --scale paper --gpus 0 1 2 3      # one job per GPU on one box
     python scripts/grid.py vit --scale paper --cluster slurm --partition gpu --gpus-per-job 1 --time-min 720
     python scripts/grid.py vit --scale book --list                # the runs, and which the cache holds
+    python scripts/grid.py qk --scale book --recipe long --gpus 0 # qk's long pretraining (27x the book's tokens)
 
 The runs are the chapter's `experiments.<chapter>.runs(p)` — the list its `run(p)` iterates — each keyed,
 cached and resumable; every run the cache lacks becomes a job, which trains it under a lock beside its
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("chapter")
     ap.add_argument("--scale", default="book", choices=("ci", "book", "paper"))
     ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    ap.add_argument("--recipe", default=None, help="a named set of overrides of the chapter (experiments.<chapter>."
+                    "RECIPES), e.g. qk's `long`: the long pretraining for the 1.5-nat bar; -p values apply on top")
     ap.add_argument("--cluster", default="local", choices=("local", "slurm", "debug"))
     ap.add_argument("--parallel", type=int, default=2, help="local jobs at a time (default 2: one per core)")
     ap.add_argument("--gpus", type=int, nargs="*", default=None, help="local GPU ids: one job per GPU")
@@ -56,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         module = import_module(f"helpers.experiments.{args.chapter}")
-        overrides = {name: parse_value(value) for name, value in args.parameter}
+        recipes = getattr(module, "RECIPES", {})
+        if args.recipe is not None and args.recipe not in recipes:
+            raise ParameterError(f"chapter {args.chapter!r} has no recipe {args.recipe!r}; recipes: {sorted(recipes)}")
+        overrides = {**recipes.get(args.recipe, {}), **{name: parse_value(value) for name, value in args.parameter}}
         p = module.Params.resolve(args.scale, **overrides)
     except (ModuleNotFoundError, ParameterError) as err:
         print(f"grid: {err}", file=sys.stderr)

@@ -67,7 +67,7 @@ def test_findings_on_the_ci_run(res):
         f = fs[key]
         assert f.effect.n == 2 and f.effect.method == "t" and f.chapter == "qk" and f.paper == "godey2024"
         assert f.section and f.measured.startswith(res.what)
-    assert fs["qk-trained-model"].verdict == NOT_TESTABLE and "qk_long.py" in fs["qk-trained-model"].command
+    assert fs["qk-trained-model"].verdict == NOT_TESTABLE and "--recipe long" in fs["qk-trained-model"].command
     assert fs["qk-aligned-heads"].reference == pytest.approx(res.chance_share)
     assert res.comparison["abs_cos_final"] > 2 * res.comparison["abs_cos_first"] > 0
     assert res.comparison["abs_cos_first"] < 1.5 * res.chance

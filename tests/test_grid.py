@@ -224,3 +224,19 @@ def _differences(a, b, path="") -> list[str]:
             return [f"{path}: lengths {len(a)} != {len(b)}"]
         return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in _differences(x, y, f"{path}[{i}]")]
     return [] if a == b or (a != a and b != b) else [f"{path}: {a!r} != {b!r}"]
+
+
+def test_a_recipe_is_a_named_set_of_overrides(tmp_path, monkeypatch, capsys):
+    """`scripts/grid.py qk --recipe long` lists the long pretraining's runs (other keys than the book's); an
+    unknown recipe is refused with the recipes there are."""
+    sys.path.insert(0, str(TESTS.parent / "scripts"))
+    import grid as grid_script
+
+    from helpers.experiments import qk
+
+    monkeypatch.setenv("TOKUNI_CACHE_DIR", str(tmp_path))
+    assert grid_script.main(["qk", "--scale", "book", "--recipe", "long", "--list"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert listed.count("missing") == len(qk.runs(qk.Params.resolve("book"))) and "cached" not in listed
+    assert grid_script.main(["qk", "--scale", "book", "--recipe", "short", "--list"]) == 2
+    assert "recipes: ['long']" in capsys.readouterr().err

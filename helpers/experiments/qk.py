@@ -37,7 +37,7 @@ MULTIBERT_TOKENS = 2_000_000 * 256 * 512
 #: "almost all heads" (the caption of the paper's Fig. 13) read as a share: nine heads in ten
 ALMOST_ALL = 0.9
 #: the command that trains the model the chapter's loss bar needs (a GPU; README, "GPU")
-LONG_COMMAND = "python scripts/qk_long.py --device cuda --budget-s 540 --out $OUT  # repeat until every run is done"
+LONG_COMMAND = "make grid CHAPTER=qk SCALE=book GRID_ARGS='--recipe long --gpus 0'"
 
 #: bump when the analysis changes what a trajectory's results hold (part of every cache key)
 ANALYSIS_VERSION = 2
@@ -51,6 +51,8 @@ ANALYSIS_VERSION = 2
 LONG_PRETRAINING: dict[str, Any] = dict(
     batch_size=64, dropout=0.1, resume_every=1000,
     steps=(0, 10, 30, 100, 300, 1000, 2000, 3000, 5000, 10000, 20000, 30000, 50000))
+#: named sets of overrides the grid runner takes (`scripts/grid.py qk --recipe long`)
+RECIPES: dict[str, dict[str, Any]] = {"long": LONG_PRETRAINING}
 
 
 @dataclass(frozen=True)
