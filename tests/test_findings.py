@@ -23,8 +23,6 @@ def test_t_interval_is_the_student_t_interval_of_the_mean():
     assert (i.low, i.high) == (pytest.approx(d.mean() - half), pytest.approx(d.mean() + half))
     one = t_interval([0.4])
     assert one.n == 1 and math.isnan(one.low) and not one.has_interval
-    # the older dict shape still reads (code not yet moved to the attributes)
-    assert {**i}["mean"] == i.estimate and i["lo"] == i.low
 
 
 def test_interval_text_and_bootstrap_percentiles():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -70,15 +70,6 @@ class Interval:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    # the older dict shape {"mean", "lo", "hi", "n"}, read by code not yet moved to the attributes
-    _LEGACY: ClassVar[dict[str, str]] = {"mean": "estimate", "lo": "low", "hi": "high", "n": "n"}
-
-    def __getitem__(self, key: str) -> float:
-        return getattr(self, self._LEGACY[key])
-
-    def keys(self):
-        return self._LEGACY.keys()
-
 
 def t_interval(values, level: float = 0.95) -> Interval:
     """Mean of `values` (per-seed paired differences) with its Student-t interval (n − 1 degrees of
@@ -97,21 +88,6 @@ def t_interval(values, level: float = 0.95) -> Interval:
     return Interval(m, m - half, m + half, int(d.size), "t", level)
 
 
-def interval_text(d: Interval, digits: int = 3) -> str:
-    """'+0.055 [+0.041, +0.070]' (`Interval.text`; kept for callers not yet moved to it)."""
-    return d.text(digits)
-
-
-def verdict(d: dict[str, float], above: str = "higher", below: str = "lower",
-            none: str = "no difference detected", one: str = "one seed") -> str:
-    """The reading of a `t_interval` of paired differences a − b: `above` when the interval lies above 0,
-    `below` when it lies below, `none` when it covers 0, `one` with a single seed (nothing to test). The
-    chapters' "higher / lower / no difference detected" wording, in one place."""
-    if d["n"] < 2:
-        return one
-    return above if d["lo"] > 0 else below if d["hi"] < 0 else none
-
-
 def moving_average(x, window: int) -> np.ndarray:
     """The mean over each `window` consecutive entries of a loss history (length len(x) − window + 1;
     `x` itself, as floats, when `window` ≤ 1 or longer than the history). A NaN (a diverged step) stays
@@ -122,4 +98,4 @@ def moving_average(x, window: int) -> np.ndarray:
     return np.convolve(x, np.ones(window) / window, mode="valid")
 
 
-__all__ = ["Interval", "t_interval", "interval_text", "verdict", "moving_average"]
+__all__ = ["Interval", "t_interval", "moving_average"]
