@@ -18,7 +18,7 @@ def set_theme() -> None:
                          "figure.figsize": (10, 4)})
 
 
-def _glue():
+def _paste():
     """myst-nb's `glue` (the book build); None where myst-nb is not installed: a chapter's notebook on
     Colab or in a fresh venv (issue 13), where the `{glue:...}` roles are not rendered anyway."""
     try:
@@ -28,28 +28,24 @@ def _glue():
     return glue
 
 
-def publish(prefix_or_values: str | Mapping[str, object], values: Mapping[str, object] | None = None) -> None:
+def publish(values: Mapping[str, object]) -> None:
     """Hand every value to myst-nb under its key, for the chapter's `{glue:text}` roles (not displayed;
-    without myst-nb, nothing to do). The form a chapter should use: `publish({"vit-depth": …, …})`, one
-    literal dict whose keys are the full keys the `.md` uses, so `grep` finds where a number comes from
-    (`tests/test_glue_keys.py` checks it). The older form `publish("vit", {"depth": …})` prefixes the keys."""
-    if values is None:
-        values = dict(prefix_or_values)
-    else:
-        values = {f"{prefix_or_values}-{k}": v for k, v in values.items()}
-    glue = _glue()
-    if glue is None:
+    without myst-nb, nothing to do). A chapter calls it with one literal dict whose keys are the full keys
+    the `.md` uses (`publish({"vit-steps": …, …})`), so `grep` finds where a number comes from
+    (`tests/test_page_keys.py` checks it)."""
+    paste = _paste()
+    if paste is None:
         return
     for key, value in values.items():
-        glue(key, value, display=False)
+        paste(key, value, display=False)
 
 
 def figure(name: str, fig: plt.Figure) -> plt.Figure:
     """Glue `fig` as `name` for a numbered, captioned `{glue:figure}` directive, and close it (so it is
     not drawn twice). Without myst-nb (a notebook on Colab) the figure is shown in place. Returns the figure."""
-    glue = _glue()
-    if glue is not None:
-        glue(name, fig, display=False)
+    paste = _paste()
+    if paste is not None:
+        paste(name, fig, display=False)
     else:
         from IPython.display import display
 

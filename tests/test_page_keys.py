@@ -39,14 +39,14 @@ def published(chapter: str, monkeypatch) -> dict[str, object]:
 
     def recorder(name, value, display=True):
         glued[name] = value
-    monkeypatch.setattr(common, "_glue", lambda: recorder)
+    monkeypatch.setattr(common, "_paste", lambda: recorder)
     res = ci_result(getattr(experiments, chapter))
     getattr(figures, chapter).publish(res)
     return glued
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_glue_keys_both_ways(chapter, monkeypatch):
+def test_page_keys_both_ways(chapter, monkeypatch):
     glued = published(chapter, monkeypatch)
     used = used_keys((BOOK / f"{chapter}.md").read_text())
     missing = used - set(glued)
