@@ -71,19 +71,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grid: chapter {args.chapter!r} has no grid of heavy runs (no experiments.{args.chapter}.runs); "
               f"run it with `make rerun CHAPTER={args.chapter} SCALE={args.scale}`", file=sys.stderr)
         return 2
-    specs = module.runs(p)
     if args.list:
-        for s in specs:
+        for s in module.runs(p):
             print(f"{'cached ' if s.done() else 'missing'}  {s.name}")
         return 0
     ex = grid.executor(args.cluster, args.folder, timeout_min=args.time_min, gpus_per_job=args.gpus_per_job,
                        cpus_per_job=args.cpus_per_job, partition=args.partition,
                        array_parallelism=args.array_parallelism)
-    rep = grid.run_grid(specs, ex, parallel=args.parallel, gpus=args.gpus)
-    if rep.failures:
-        print(f"{len(rep.failures)} run(s) failed; logs in {args.folder}", file=sys.stderr)
-        return 1
-    return 0
+    # a grid in stages (GLUE: the comparison runs are named by the selection runs' scores) is listed again
+    # after each round, until every run it names is in the cache
+    while True:
+        specs = module.runs(p)
+        if all(s.done() for s in specs):
+            print(f"{args.chapter} at {args.scale}: all {len(specs)} runs are in the cache")
+            return 0
+        rep = grid.run_grid(specs, ex, parallel=args.parallel, gpus=args.gpus)
+        if rep.failures:
+            print(f"{len(rep.failures)} run(s) failed; logs in {args.folder}", file=sys.stderr)
+            return 1
+        if rep.count("done") == 0:
+            print("no run could be made this round (another process holds them); run again later", file=sys.stderr)
+            return 1
 
 
 if __name__ == "__main__":

@@ -317,6 +317,82 @@ def primary_metric(task: str) -> str:
     return TASK_METRICS[task][0]
 
 
+class _Finetune:
+    """Fine-tunes one (model, task, kind, α, reading, lr, seed) of the grid (`finetune_one`). An object rather
+    than a closure, so a grid job (`make grid`) can carry it to another process."""
+
+    def __init__(self, p: Params, *run: Any):
+        self.p, self.run = p, run
+
+    def __call__(self, checkpoint=None) -> dict:
+        return finetune_one(self.p, *self.run)
+
+
+def _spec(p: Params, model, task, kind, alpha, reading, lr, seed) -> results.RunSpec:
+    return results.RunSpec(p.CHAPTER, _run_name(model, task, kind, alpha, reading, lr, seed), p,
+                           _Finetune(p, model, task, kind, alpha, reading, lr, seed), drop=GRID,
+                           extra=_run_values(model, task, kind, alpha, reading, lr, seed))
+
+
+class _Undecided(Exception):
+    """A selection score is not in the cache yet: the comparison runs of this task cannot be named."""
+
+
+def _plan_task(p: Params, model: str, task: str, one) -> list[dict]:
+    """The runs of one (model, task), in order: the learning rate and α₀ selected on the selection seed, then
+    every variant × comparison seed; `one(model, task, kind, alpha, reading, lr, seed, stage)` makes (or reads)
+    a run and returns its history (None: not made, which stops the plan after a selection stage with
+    `_Undecided`). Returns the selection table's rows."""
+    selection = []
+    metric = primary_metric(task)
+    lr, alpha = p.lrs[0], p.alphas[0]
+
+    def scores_of(hists: dict) -> dict:
+        if any(h is None for h in hists.values()):
+            raise _Undecided
+        return {k: h["final"][metric] for k, h in hists.items()}
+    if len(p.lrs) > 1:
+        scores = scores_of({x: one(model, task, "baseline", None, None, x, p.seed, "selection") for x in p.lrs})
+        lr = max(scores, key=lambda x: (scores[x], -x))
+        selection += [{"model": model, "task": task, "choice": "learning rate (baseline)", "value": x,
+                       "metric": metric, "score": s, "chosen": x == lr} for x, s in scores.items()]
+    if "softdecay" in p.variants and len(p.alphas) > 1:
+        scores = scores_of({a: one(model, task, "softdecay", a, None, lr, p.seed, "selection") for a in p.alphas})
+        alpha = max(scores, key=lambda a: (scores[a], a))
+        selection += [{"model": model, "task": task, "choice": "initial α (SoftDecay)", "value": a,
+                       "metric": metric, "score": s, "chosen": a == alpha} for a, s in scores.items()]
+    seeds = p.comparison_seeds()
+    n_exp = p.expdecay_seeds or p.seeds
+    for kind in p.variants:
+        if kind == "expdecay":
+            for reading in p.expdecay_readings:
+                for seed in seeds[:n_exp]:
+                    one(model, task, kind, None, reading, lr, seed, "comparison")
+            continue
+        for seed in seeds:
+            one(model, task, kind, alpha if kind == "softdecay" else None, None, lr, seed, "comparison")
+    return selection
+
+
+def runs(p: Params) -> list[results.RunSpec]:
+    """The heavy runs `run(p)` makes, as the grid runner takes them (`make grid`), as far as they can be named
+    now: a task's comparison runs depend on its selection runs' scores, so until those are in the cache only
+    the selection runs are listed (the runner lists again when they are made)."""
+    specs: list[results.RunSpec] = []
+
+    def one(model, task, kind, alpha, reading, lr, seed, stage):
+        spec = _spec(p, model, task, kind, alpha, reading, lr, seed)
+        specs.append(spec)
+        return results.execute(spec)[0] if spec.done() else None
+    for model in p.models:
+        for task in p.tasks:
+            try:
+                _plan_task(p, model, task, one)
+            except _Undecided:
+                continue
+    return specs
+
+
 def run(p: Params) -> Result:
     """The selection runs, then every (model, task, variant, seed) of the comparison, each through the
     committed-results cache (book scale: re-read when its settings match), then the chapter's tables."""
@@ -324,10 +400,7 @@ def run(p: Params) -> Result:
     records: list[dict] = []
 
     def one(model, task, kind, alpha, reading, lr, seed, stage) -> dict:
-        vals = _run_values(model, task, kind, alpha, reading, lr, seed)
-        h, hit = results.cached(p, _run_name(model, task, kind, alpha, reading, lr, seed),
-                                lambda: finetune_one(p, model, task, kind, alpha, reading, lr, seed),
-                                drop=GRID, **vals)
+        h, hit = results.execute(_spec(p, model, task, kind, alpha, reading, lr, seed), train_missing=p.train_missing)
         label = READINGS[reading][1] if reading else kind
         records.append({"model": model, "task": task, "variant": label, "alpha": alpha, "reading": reading,
                         "lr": lr, "seed": seed, "stage": stage, "from_cache": hit, "history": h})
@@ -337,30 +410,7 @@ def run(p: Params) -> Result:
     with quiet_loading():
         for model in p.models:
             for task in p.tasks:
-                metric = primary_metric(task)
-                lr, alpha = p.lrs[0], p.alphas[0]
-                if len(p.lrs) > 1:
-                    scores = {x: one(model, task, "baseline", None, None, x, p.seed, "selection")["final"][metric]
-                              for x in p.lrs}
-                    lr = max(scores, key=lambda x: (scores[x], -x))
-                    selection += [{"model": model, "task": task, "choice": "learning rate (baseline)", "value": x,
-                                   "metric": metric, "score": s, "chosen": x == lr} for x, s in scores.items()]
-                if "softdecay" in p.variants and len(p.alphas) > 1:
-                    scores = {a: one(model, task, "softdecay", a, None, lr, p.seed, "selection")["final"][metric]
-                              for a in p.alphas}
-                    alpha = max(scores, key=lambda a: (scores[a], a))
-                    selection += [{"model": model, "task": task, "choice": "initial α (SoftDecay)", "value": a,
-                                   "metric": metric, "score": s, "chosen": a == alpha} for a, s in scores.items()]
-                seeds = p.comparison_seeds()
-                n_exp = p.expdecay_seeds or p.seeds
-                for kind in p.variants:
-                    if kind == "expdecay":
-                        for reading in p.expdecay_readings:
-                            for seed in seeds[:n_exp]:
-                                one(model, task, kind, None, reading, lr, seed, "comparison")
-                        continue
-                    for seed in seeds:
-                        one(model, task, kind, alpha if kind == "softdecay" else None, None, lr, seed, "comparison")
+                selection += _plan_task(p, model, task, one)
     grid = {(r["model"], r["task"], r["variant"], r["seed"]): r for r in records if r["stage"] == "comparison"}
     table = summary_table(grid)
     timing = [{"task": r["task"], "variant": r["variant"], "seed": r["seed"],
