@@ -18,17 +18,19 @@ def table(col: Collected):
     df = common.findings_frame(col.findings)
     if df.empty:
         return df
-    df = df[["verdict", "paper", "where", "claim", "effect", "reference", "measured", "chapter"]]
+    df["where"] = df["paper"] + ", " + df["where"]
+    df = df[["verdict", "claim", "where", "effect", "reference", "measured", "chapter"]]
     return (df.style.hide(axis="index")
             .set_table_attributes('class="findings-table"')
-            .set_properties(subset=["claim"], **{"min-width": "16em"})
-            .set_properties(subset=["effect", "measured"], **{"min-width": "12em"}))
+            .set_properties(subset=["claim"], **{"min-width": "18em"})
+            .set_properties(subset=["effect"], **{"min-width": "14em"})
+            .set_properties(subset=["measured"], **{"min-width": "12em", "font-size": "85%"}))
 
 
 def counts(col: Collected):
     """Verdicts counted per paper (rows: papers; columns: the verdict vocabulary; a total row)."""
     c = col.counts()
-    df = pd.DataFrame([{"paper": PAPERS[p], **c[p]} for p in PAPERS])
+    df = pd.DataFrame([{"paper": PAPERS[p].split(" (")[0], **c[p]} for p in PAPERS])
     df = df[["paper", *[v for v in VERDICTS]]]
     total = {"paper": "all", **{v: int(df[v].sum()) for v in VERDICTS}}
     df = pd.concat([df, pd.DataFrame([total])], ignore_index=True)
@@ -48,7 +50,7 @@ def forest(col: Collected) -> plt.Figure:
     common.set_theme()
     rows = [f for f in col.findings if f.effect is not None and (f.effect.has_interval or f.effect.method == "exact")]
     n = max(len(rows), 1)
-    fig, ax = plt.subplots(figsize=(10, 0.34 * n + 1.3))
+    fig, ax = plt.subplots(figsize=(8, 0.3 * n + 1.3))
     for i, f in enumerate(rows):
         y = n - 1 - i
         sign = -1.0 if f.direction == "below" else 1.0
@@ -69,8 +71,10 @@ def forest(col: Collected) -> plt.Figure:
         ax.plot(est / s, y, "o", color=colour, ms=5)
         if pv is not None:
             ax.plot(pv / s, y, "D", mfc="none", mec="0.25", ms=6)
-        ax.text(1.08, y, f.effect_text(), va="center", fontsize=8.5, family="monospace")
-        ax.text(-1.1, y, _short(f"{f.chapter} · {f.where} · {f.claim}"), va="center", ha="right", fontsize=8.5)
+        ax.text(1.08, y, f.effect_text(), va="center", fontsize=9, family="monospace")
+        ax.text(-1.1, y, _short(f"{f.chapter} · {f.where} · {f.claim}", 44), va="center", ha="right", fontsize=9)
+        if i and rows[i - 1].chapter != f.chapter:
+            ax.axhline(y + 0.5, color="0.85", lw=0.8)
     ax.axvline(0, color="0.3", lw=1)
     ax.set_xlim(-1.05, 1.05)
     ax.set_ylim(-0.8, n - 0.2)
@@ -83,7 +87,7 @@ def forest(col: Collected) -> plt.Figure:
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.5 / n - 0.02), ncol=4, fontsize=8.5,
               frameon=False)
     ax.grid(False)
-    fig.subplots_adjust(left=0.42, right=0.8)
+    fig.subplots_adjust(left=0.44, right=0.74)
     return common.figure("findings-forest", fig)
 
 
