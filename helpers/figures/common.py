@@ -154,8 +154,9 @@ VERDICT_COLOURS = {"reproduced": "#1b7837", "direction only": "#7fbc41", "not de
 
 
 def _finding_line(f) -> str:
-    """One finding as a Markdown bullet: verdict, claim and where, then the effect against its reference (what
-    was run is the chapter's "What is run"; the findings page's table gives it per finding)."""
+    """One finding as a Markdown bullet: verdict, claim and where, then the effect against its reference and
+    the scale it was measured at (what was run in full is the chapter's "What is run", and the findings
+    page's table gives it per finding)."""
     from ..core.findings import PAPERS
 
     claim = f.claim.rstrip().rstrip(".")
@@ -167,7 +168,7 @@ def _finding_line(f) -> str:
         ref += f", paper {f.paper_value:+.{f.digits}f}"
     if f.margin is not None:
         ref += f", margin ±{f.margin:.{f.digits}f}"
-    body = f"{f.quantity[:1].upper()}{f.quantity[1:]}: {f.effect_text()} ({ref})"
+    body = f"{f.quantity[:1].upper()}{f.quantity[1:]}: {f.effect_text()} ({ref}); {f.scale or f.measured}"
     if f.verdict in ("not detected", "inconclusive") and f.excludes():
         body += f"; the interval {f.excludes()}"
     link = f" [→](#{f.section})" if f.section else ""
