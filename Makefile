@@ -20,7 +20,7 @@ export HF_DATASETS_OFFLINE ?= $(HF_HUB_OFFLINE)
 export TOKENIZERS_PARALLELISM = false
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
-.PHONY: book test test-fresh unit rerun grid lint clean venv notebooks
+.PHONY: book test test-fresh test-grid unit rerun grid lint clean venv notebooks
 
 venv: $(STAMP)
 
@@ -57,8 +57,12 @@ book: $(STAMP) _mathjax/mathjax/tex-chtml.js
 
 test: $(STAMP)
 	$(BIN)/ruff check helpers tests scripts conftest.py
-	$(BIN)/python -m pytest -q -m "not fresh" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not fresh and not grid" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -q -m fresh -k "$(FRESH_K)" tests/test_fresh_notebooks.py
+
+# every training chapter's ci grid through `make grid` (submitit local jobs), against its sequential run (≈ 5 min)
+test-grid: $(STAMP)
+	$(BIN)/python -m pytest -q -m grid tests/test_grid.py
 
 # every generated notebook in a fresh venv with no ../shared, against the hub stand-in (≈ 7-9 min)
 test-fresh: $(STAMP)

@@ -172,7 +172,12 @@ TRAINING = sorted(c for c, m in __import__("helpers.experiments", fromlist=["CHA
                   if hasattr(m, "runs"))
 
 
-@pytest.mark.parametrize("chapter", TRAINING)
+#: in `make test` (CI's 12 minutes): deeplm's grid; `make test-grid` runs every training chapter's
+IN_MAKE_TEST = {"deeplm"}
+
+
+@pytest.mark.parametrize("chapter", [pytest.param(c, marks=() if c in IN_MAKE_TEST else pytest.mark.grid)
+                                     for c in TRAINING])
 def test_a_chapters_ci_grid_through_make_grid_equals_its_sequential_run(chapter, tmp_path, monkeypatch):
     """`make grid CHAPTER=<chapter> SCALE=ci` (scripts/grid.py: two local submitit jobs at a time) makes the
     chapter's ci runs; the chapter then reads them back, and its Result equals the sequential `run(p)`'s
