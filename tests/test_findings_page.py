@@ -39,8 +39,8 @@ def test_counts_table_forest_and_untestable_from_planted_findings():
     c = col.counts()
     assert c["yu2024"] == {**{v: 0 for v in c["yu2024"]}, "reproduced": 2, "inconclusive": 1}
     assert c["yan2022"]["not detected"] == 1 and c["godey2024"]["not testable here"] == 1
-    df = figures.findings.counts(col).data
-    assert list(df["paper"])[-1] == "all" and int(df["findings"].iloc[-1]) == 5
+    df = figures.findings.counts(col).data.set_index("verdict")
+    assert int(df.loc["findings", "all"]) == 5 and int(df.loc["reproduced", "Yu & Zhang 2024"]) == 2
     html = figures.findings.table(col).to_html()
     assert 'href="vit.html#vit-sweep"' in html and "excludes effects below -0.500 and above +2.500" in html
     assert [f.key for f in col.untestable()] == ["qk-c"]

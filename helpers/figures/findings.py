@@ -28,13 +28,14 @@ def table(col: Collected):
 
 
 def counts(col: Collected):
-    """Verdicts counted per paper (rows: papers; columns: the verdict vocabulary; a total row)."""
+    """Verdicts counted per paper: a row per verdict, a column per paper and one for all (narrow enough for the
+    page), and a last row with each column's number of findings."""
     c = col.counts()
-    df = pd.DataFrame([{"paper": PAPERS[p].split(" (")[0], **c[p]} for p in PAPERS])
-    df = df[["paper", *[v for v in VERDICTS]]]
-    total = {"paper": "all", **{v: int(df[v].sum()) for v in VERDICTS}}
+    names = {p: PAPERS[p].split(" (")[0] for p in PAPERS}
+    df = pd.DataFrame([{"verdict": v, **{names[p]: c[p][v] for p in PAPERS}} for v in VERDICTS])
+    df["all"] = df[list(names.values())].sum(axis=1)
+    total = {"verdict": "findings", **{k: int(df[k].sum()) for k in [*names.values(), "all"]}}
     df = pd.concat([df, pd.DataFrame([total])], ignore_index=True)
-    df["findings"] = df[list(VERDICTS)].sum(axis=1)
     return common.table(df, digits=0)
 
 
