@@ -107,14 +107,15 @@ def test_a_run_held_by_another_process_is_waited_for_by_a_chapter(cache):
         with pytest.raises(grid.RunLocked, match="another process"):
             grid.execute(spec, wait=False)
         assert grid.job(spec)["status"] == "skipped"
-    said: list[str] = []
-    holder = threading.Thread(target=lambda: grid.execute(spec))       # trains it, holding the lock
+    holder = threading.Thread(target=lambda: grid.execute(spec))       # waits for the lock, then trains it
     with grid.run_lock(spec):
         holder.start()
-        time.sleep(0.5)
+        time.sleep(3.0)
+        assert holder.is_alive() and not spec.done()                    # waiting: nothing trained under the lock
     holder.join(60)
+    assert not holder.is_alive() and spec.done()                        # it trained once the lock was free
     out, hit = grid.execute(spec, wait=True)
-    assert hit and out["final"] > 0 and not said
+    assert hit and out["final"] > 0
 
 
 def test_a_chapter_that_may_not_train_names_the_missing_runs_and_the_command(cache):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown
 
 from ..core.stats import moving_average
 from ..experiments.deeplm import PLATEAU_TOL, Result
@@ -121,8 +120,8 @@ def publish(res: Result) -> None:
         "deeplm-tsim0-de-escalated": tsim0["de-escalated"],
         "deeplm-tsim-post-norm": ts["post-norm"], "deeplm-tsim-pre-norm": ts["pre-norm"],
         "deeplm-tsim-de-escalated": ts["de-escalated"],
-        "deeplm-diff-de-escalated-post-norm": Markdown(fs["deeplm-deesc-rescues"].effect_text()),
-        "deeplm-diff-de-escalated-pre-norm": Markdown(fs["deeplm-deesc-like-pre-norm"].effect_text()),
+        "deeplm-diff-de-escalated-post-norm": fs["deeplm-deesc-rescues"].effect_text(),
+        "deeplm-diff-de-escalated-pre-norm": fs["deeplm-deesc-like-pre-norm"].effect_text(),
         "deeplm-diff-post-norm-pre-norm": res.paired("post-norm", "pre-norm").estimate,
         "deeplm-post-norm-below-unigram": -res.against_unigram("post-norm").estimate,
         "deeplm-similar-margin": fs["deeplm-deesc-like-pre-norm"].margin,

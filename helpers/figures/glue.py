@@ -255,7 +255,6 @@ def _range(values) -> str:
 
 def publish(res: Result) -> None:
     """Glue the figures and every number the prose quotes (one literal dict of `glue-*` keys)."""
-    from IPython.display import Markdown
 
     common.set_theme()
     gains = frame(res.paper_gains)
@@ -271,7 +270,7 @@ def publish(res: Result) -> None:
     common.publish({
         "glue-runs": len(res.runs), "glue-from-cache": sum(bool(r["from_cache"]) for r in res.runs),
         "glue-seeds": len(res.seeds), "glue-epochs": res.epochs,
-        "glue-models": Markdown(", ".join(res.models)),
+        "glue-models": ", ".join(res.models),
         "glue-expdecay-seeds": max((len(r["differences"]) for r in res.paired if r["variant"] != "softdecay"),
                                    default=0),
         "glue-rte-high": rte.high if rte else float("nan"),
@@ -282,11 +281,11 @@ def publish(res: Result) -> None:
         "glue-flatter": res.flattening().text(3),
         "glue-expdecay-means": signs["means"], "glue-expdecay-means-below": signs["means_below"],
         "glue-expdecay-seed-diffs": signs["seeds"], "glue-expdecay-seeds-below": signs["seeds_below"],
-        "glue-clear-min": margins[low_task], "glue-clear-min-task": Markdown(low_task),
+        "glue-clear-min": margins[low_task], "glue-clear-min-task": str(low_task),
         "glue-gain-min": float(gains["gain %"].min()), "glue-gain-max": float(gains["gain %"].max()),
-        "glue-gain-max-task": Markdown(str(gains.loc[gains["gain %"].idxmax(), "task"])),
-        "glue-sd-median-before": Markdown(_range(sd_rows.get("median before SD", []))),
-        "glue-sd-median-after": Markdown(_range(sd_rows.get("median after SD", []))),
+        "glue-gain-max-task": str(gains.loc[gains["gain %"].idxmax(), "task"]),
+        "glue-sd-median-before": _range(sd_rows.get("median before SD", [])),
+        "glue-sd-median-after": _range(sd_rows.get("median after SD", [])),
         "glue-alpha-max-move": res.alpha_max_move(),
         "glue-probe-5e-05-train-first": p5.get("train_first"), "glue-probe-5e-05-train-last": p5.get("train_last"),
         "glue-probe-5e-05-peak": p5.get("peak"), "glue-probe-5e-05-peak-epoch": p5.get("peak_epoch"),
