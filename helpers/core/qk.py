@@ -245,6 +245,67 @@ def pick_steps(steps: list[int], fractions: tuple[float, ...] = (0.0, 0.02, 0.1,
 
 
 
-__all__ = ["attention_from_qk", "StepStats", "token_selections", "top_directions", "orient", "cosine", "analyse",
-           "mean_abs_cos_random", "chance_aligned_share",
+# --- the end state of pretraining: Q̄ and K̄ of a model that learned (no trajectory) ---------------------
+
+@dataclass
+class QKMoments:
+    """First and second moments of every head's queries and keys over the real tokens of a corpus
+    (float64): q_sum/k_sum (layers, h, d_k), q_gram/k_gram (layers, h, d_k, d_k) = Σ qqᵀ, Σ kkᵀ over
+    `count` tokens. Enough for Q̄, K̄ and for the mean square of every query-key score (`score_parts`)."""
+
+    q_sum: Tensor
+    k_sum: Tensor
+    q_gram: Tensor
+    k_gram: Tensor
+    count: int
+
+    @classmethod
+    def from_batch(cls, q: list[Tensor], k: list[Tensor], mask: Tensor) -> QKMoments:
+        """Per layer q, k (B, h, L, d_k) and the real-token mask (B, L)."""
+        m = mask.bool()
+        qs, ks, gq, gk = [], [], [], []
+        for ql, kl in zip(q, k, strict=True):
+            qv = ql.double().permute(1, 0, 2, 3)[:, m]                                  # (h, n, d_k)
+            kv = kl.double().permute(1, 0, 2, 3)[:, m]
+            qs.append(qv.sum(1))
+            ks.append(kv.sum(1))
+            gq.append(qv.transpose(1, 2) @ qv)
+            gk.append(kv.transpose(1, 2) @ kv)
+        return cls(torch.stack(qs).cpu(), torch.stack(ks).cpu(), torch.stack(gq).cpu(), torch.stack(gk).cpu(),
+                   int(m.sum()))
+
+    def __add__(self, other: QKMoments) -> QKMoments:
+        return QKMoments(self.q_sum + other.q_sum, self.k_sum + other.k_sum, self.q_gram + other.q_gram,
+                         self.k_gram + other.k_gram, self.count + other.count)
+
+
+def score_parts(q_mean: Tensor, k_mean: Tensor, q_second: Tensor, k_second: Tensor) -> dict[str, Tensor]:
+    """What the mean query Q̄ and the mean key K̄ are to the attention scores q_i·k_j, from the means
+    (…, d) and the second moments M_q = E[qqᵀ], M_k = E[kkᵀ] (…, d, d), with i and j drawn independently
+    from all real tokens (Godey et al. §5: means over "all tokens in the batch").
+
+    * ``cos``, ``dot``, ``q_norm``, ``k_norm``: cos(Q̄, K̄) (Fig. 13), Q̄·K̄ (Fig. 14), ‖Q̄‖, ‖K̄‖;
+    * ``mean_share`` = (Q̄·K̄)² / E[(q_i·k_j)²], with E[(q_i·k_j)²] = tr(M_q M_k): the share of the scores'
+      mean square that their mean Q̄·K̄ = E[q_i·k_j] accounts for (in [0, 1] by Jensen);
+    * ``drift_share`` = Q̄ᵀC_kQ̄ / tr(M_q C_k), C_k = M_k − K̄K̄ᵀ: what the softmax sees of a row is
+      q_i·(k_j − K̄) (terms constant over j cancel), whose mean square tr(M_q C_k) = Q̄ᵀC_kQ̄ + tr(C_q C_k)
+      splits into the mean query's per-key bias Q̄·(k_j − K̄) and the rest; this is the bias's share."""
+    dot = (q_mean * k_mean).sum(-1)
+    ms = (q_second * k_second.transpose(-1, -2)).sum((-1, -2))                        # tr(M_q M_k)
+    ck = k_second - k_mean.unsqueeze(-1) * k_mean.unsqueeze(-2)
+    bias = (q_mean.unsqueeze(-2) @ ck @ q_mean.unsqueeze(-1)).squeeze(-1).squeeze(-1)
+    row = (q_second * ck.transpose(-1, -2)).sum((-1, -2))                             # tr(M_q C_k)
+    return {"cos": cosine(q_mean, k_mean), "dot": dot, "q_norm": q_mean.norm(dim=-1), "k_norm": k_mean.norm(dim=-1),
+            "mean_share": dot ** 2 / ms.clamp_min(1e-300), "drift_share": bias / row.clamp_min(1e-300)}
+
+
+def end_state(m: QKMoments) -> dict[str, list]:
+    """`score_parts` of every layer and head of one model from its moments, as (layers, h) lists."""
+    n = m.count
+    out = score_parts(m.q_sum / n, m.k_sum / n, m.q_gram / n, m.k_gram / n)
+    return {k: v.tolist() for k, v in out.items()}
+
+
+__all__ = ["attention_from_qk", "QKMoments", "score_parts", "end_state", "StepStats", "token_selections",
+           "top_directions", "orient", "cosine", "analyse", "mean_abs_cos_random", "chance_aligned_share",
            "alignment_summary", "pick_steps"]
