@@ -391,3 +391,88 @@ def test_the_chapter_reads_the_effective_dimension_from_the_accumulators_pairs()
     assert r.effective_dims(recs[1])[0] == pytest.approx(128, rel=0.06)
     band = r.isotropic_effective_dim(128)
     assert band.low < 128 < band.high and band.high - band.low < 0.06 * 128
+
+
+# ------------------------------------------------------------------ the centred cloud's spectrum (issue 29)
+
+def _streamed(x: torch.Tensor, batches: int = 10, n_pairs: int = 20_000, seed: int = 0) -> dict:
+    acc = A.LayerAccumulator(A.sample_pairs(x.shape[0], n_pairs, seed))
+    for chunk in x.chunk(batches):
+        acc.add([chunk])
+    return {k: (v[0] if isinstance(v, np.ndarray) else v) for k, v in acc.result().items()}
+
+
+def test_the_drift_verdict_fails_on_clusters_plus_drift_and_passes_on_a_pure_drift():
+    """Issue 29's test that can fail: four tight clusters plus a drift in d = 256 (raw cosine ≈ 0.8,
+    mean-removed ≈ 0) are NOT one common direction; a drift plus isotropic noise is; isotropic noise
+    without a drift has no stable mean."""
+    rng = torch.Generator().manual_seed(3)
+    clusters = A.planted_clusters_and_drift(n=2000, d=256, clusters=4, seed=0)
+    clusters = clusters[torch.randperm(2000, generator=rng)]
+    r = _streamed(clusters)
+    assert r["cos_exact"] > 0.75 and abs(r["cos_centred"]) < 0.01
+    assert A.anisotropy_makeup(r["pr"], r["pr_iso"], r["mean_split_cos"]) == "drift + low-dimensional cloud"
+    b = torch.randn(256, generator=rng, dtype=torch.float64)
+    drift = 2.0 * b / b.norm() * 16 + torch.randn(2000, 256, generator=rng, dtype=torch.float64)
+    r = _streamed(drift)
+    assert r["cos_exact"] > 0.75 and r["mean_split_cos"] > 0.99
+    assert A.anisotropy_makeup(r["pr"], r["pr_iso"], r["mean_split_cos"]) == "one common direction"
+    r = _streamed(torch.randn(2000, 256, generator=rng, dtype=torch.float64))
+    assert A.anisotropy_makeup(r["pr"], r["pr_iso"], r["mean_split_cos"]) == "no stable drift"
+
+
+def test_streamed_participation_ratio_equals_the_direct_one_and_the_isotropic_reference():
+    """The accumulator's covariance spectrum equals `core.measures.participation_ratio` on the same
+    vectors; for isotropic Gaussians it matches `isotropic_participation_ratio(n, d)` (Wishart moments)."""
+    from helpers.core.measures import participation_ratio, top_k_variance_share
+
+    g = torch.Generator().manual_seed(1)
+    for n, d in ((3000, 64), (800, 200)):
+        x = torch.randn(n, d, generator=g, dtype=torch.float64) + 5.0
+        r = _streamed(x, n_pairs=2000)
+        assert r["pr"] == pytest.approx(float(participation_ratio(x)), rel=1e-6)
+        assert r["top3"] == pytest.approx(float(top_k_variance_share(x, 3)), rel=1e-6)
+        assert r["pr"] == pytest.approx(A.isotropic_participation_ratio(n, d), rel=0.03)
+        assert r["rms_cos_k0"] == pytest.approx(1 / np.sqrt(d), rel=0.05)
+
+
+def test_removing_the_top_directions_of_a_clustered_cloud_leaves_isotropic_noise():
+    """RMS cosine after removing the mean and the top k principal directions: far above 1/√d for four
+    clusters at k = 0 and 1, at 1/√d once the three directions the clusters span are removed."""
+    r = _streamed(A.planted_clusters_and_drift(n=2000, d=256, clusters=4, seed=0)[torch.randperm(2000)])
+    assert r["rms_cos_k0"] > 5 / 16 and r["rms_cos_k1"] > 3 / 16
+    assert r["rms_cos_k3"] == pytest.approx(1 / 16, rel=0.1) and r["top3"] > 0.99
+
+
+def test_split_halves_follow_the_given_assignment():
+    """Per-token halves (say, sequence parity): a mean that flips sign between the halves gives −1."""
+    x = torch.randn(400, 32, dtype=torch.float64) * 0.01
+    half = torch.arange(400) % 2
+    x[half == 0] += 1.0
+    x[half == 1] -= 1.0
+    acc = A.LayerAccumulator(A.sample_pairs(400, 500, 0))
+    acc.add([x], half)
+    assert acc.result()["mean_split_cos"][0] == pytest.approx(-1, abs=1e-3)
+
+
+def test_zeroing_the_token_type_embedding_removes_the_shared_vector():
+    """A BERT twin's embeddings: one random token-type vector added to every token gives a cosine near
+    1/3; with it zeroed the cosine is near 0. A model without token types raises."""
+    from transformers import BertConfig, BertModel
+
+    from helpers.experiments.anisotropy import zero_token_type
+
+    torch.manual_seed(0)
+    m = BertModel(BertConfig(vocab_size=500, hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
+                             intermediate_size=128)).eval()
+    ids = torch.randint(0, 500, (4, 64))
+    with torch.no_grad():
+        before = m(ids, output_hidden_states=True).hidden_states[0].reshape(-1, 64)
+        assert zero_token_type(m) == 1
+        after = m(ids, output_hidden_states=True).hidden_states[0].reshape(-1, 64)
+    from helpers.core.measures import pairwise_cosine_mean
+
+    assert float(pairwise_cosine_mean(before)) == pytest.approx(1 / 3, abs=0.08)
+    assert abs(float(pairwise_cosine_mean(after))) < 0.08
+    with pytest.raises(ValueError):
+        zero_token_type(torch.nn.Linear(3, 3))

@@ -95,6 +95,8 @@ def test_planted_clouds_separate_a_drift_from_a_narrow_cone(res):
     """Clusters + drift and isotropic + drift: both have a high raw cosine and a mean-removed cosine of ~0;
     only the effective dimension tells them apart (≈ 3 against ≈ d)."""
     c, g = res.planted["clusters + drift"], res.planted["isotropic + drift"]
+    assert c["makeup"] == "drift + low-dimensional cloud" and g["makeup"] == "one common direction"
+    assert c["pr"] < 0.05 * c["pr_iso"] and g["pr"] == pytest.approx(g["pr_iso"], rel=0.05)
     assert c["cos"] > 0.7 and g["cos"] > 0.7
     assert abs(c["cos_centred"]) < 0.05 and abs(g["cos_centred"]) < 0.01      # ±3 SE at ci's 4,000 pairs
     assert c["effective_dim"] == pytest.approx(3, rel=0.15)
@@ -178,6 +180,8 @@ def test_a_planted_isotropic_centred_cloud_changes_the_verdict(res):
     import copy
 
     planted = copy.deepcopy(res)
+    for s_ in planted.shapes:                # the spectrum runs: an isotropic Gaussian's participation ratio
+        s_["pr"] = list(s_["pr_iso"])
     for m in planted.transformers():
         d = np.asarray(m["dims"], float)
         m["cos_centred"] = [0.0] * len(d)
@@ -189,3 +193,33 @@ def test_a_planted_isotropic_centred_cloud_changes_the_verdict(res):
     key = "anisotropy-centred-isotropy"
     assert before[key] == "contradicted" and after[key] == "reproduced"
     assert before["anisotropy-cnn"] == "contradicted" and after["anisotropy-cnn"] == "reproduced"
+
+
+def test_spectrum_runs_classify_every_layer_and_hold_their_isotropic_reference(res):
+    """Issue 29: each spectrum run holds, per layer, the centred cloud's participation ratio, its isotropic
+    reference of the same n and d, and the split-half cosine of the mean; every pretrained layer gets one
+    `MAKEUP` class."""
+    from helpers.core.anisotropy import MAKEUP, isotropic_participation_ratio
+
+    assert {(s_["name"], s_["trained"]) for s_ in res.shapes} == {
+        ("all-MiniLM-L6-v2", True), ("all-MiniLM-L6-v2", False), ("rxnmapper-ALBERT", True),
+        ("rxnmapper-ALBERT", False)}
+    for s_ in res.shapes:
+        d = np.asarray(s_["dims"])
+        assert np.all(np.asarray(s_["pr"]) <= d) and np.all(np.asarray(s_["pr"]) >= 1)
+        assert s_["pr_iso"][0] == pytest.approx(isotropic_participation_ratio(s_["tokens"], int(d[0])))
+        assert all(-1 <= c <= 1 for c in s_["mean_split_cos"])
+        assert set(res.makeup(s_)) <= set(MAKEUP)
+    counts = res.makeup_counts()
+    assert sum(counts[k] for k in MAKEUP) == counts["layers"] == 7 + 13
+
+
+def test_zeroed_twins_start_near_zero_instead_of_one_third(res):
+    """The twin with the token-type embedding zeroed has no shared vector at the embeddings: its average
+    cosine there is near 0 where the ordinary twin's is near 1/3."""
+    rows = {r["model"]: r for r in res.zeroed_rows()}
+    assert set(rows) == {"all-MiniLM-L6-v2", "AntiBERTy", "rxnmapper-ALBERT"}
+    assert rows["all-MiniLM-L6-v2"]["twin_emb"] == pytest.approx(1 / 3, abs=0.03)
+    assert abs(rows["all-MiniLM-L6-v2"]["zeroed_emb"]) < 0.05
+    assert all(r["zeroed_emb"] < r["twin_emb"] - 0.1 for r in rows.values())
+    assert all("token-type embedding zeroed" in z["description"] for z in res.zeroed)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,17 +25,25 @@ class LayerAccumulator:
     count, and the vectors at pre-sampled global positions (for the sampled-pairs estimate)."""
 
     pairs: Tensor                               # (n_pairs, 2) global token indices
+    #: keep each layer's second moment Σ x xᵀ (for the centred cloud's spectrum) when d is at most this
+    cov_max_dim: int = 2048
     unit_sum: list[Tensor] = field(default_factory=list)
     vec_sum: list[Tensor] = field(default_factory=list)
     norm_sum: list[float] = field(default_factory=list)
     kept: list[Tensor] = field(default_factory=list)
+    second: list[Tensor | None] = field(default_factory=list)
+    half_sum: list[Tensor] = field(default_factory=list)       # (2, d): the sums of alternate batches
+    half_count: list[int] = field(default_factory=lambda: [0, 0])
     count: int = 0
+    calls: int = 0
 
     def __post_init__(self) -> None:
         self.positions = self.pairs.flatten().unique().contiguous()          # sorted
 
-    def add(self, layers: list[Tensor]) -> None:
-        """`layers`: one (tokens, d) tensor of real (non-special) token vectors per layer."""
+    def add(self, layers: list[Tensor], half: Tensor | None = None) -> None:
+        """`layers`: one (tokens, d) tensor of real (non-special) token vectors per layer. `half`: for each
+        token, which half of the data (0 or 1) it belongs to for the split-half stability of the mean
+        (say, the parity of its sequence); by default the whole call goes to one half, alternating."""
         n = layers[0].shape[0]
         if not self.unit_sum:
             for h in layers:
@@ -43,6 +52,14 @@ class LayerAccumulator:
                 self.vec_sum.append(torch.zeros(d, dtype=torch.float64))
                 self.norm_sum.append(0.0)
                 self.kept.append(torch.zeros(len(self.positions), d, dtype=torch.float32))
+                self.second.append(torch.zeros(d, d, dtype=torch.float64) if d <= self.cov_max_dim else None)
+                self.half_sum.append(torch.zeros(2, d, dtype=torch.float64))
+        if half is None:                        # split halves: alternate calls (batches, images, clips)
+            half = torch.full((n,), self.calls % 2, dtype=torch.long)
+        half = half.long()
+        self.half_count[0] += int((half == 0).sum())
+        self.half_count[1] += int((half == 1).sum())
+        self.calls += 1
         lo, hi = self.count, self.count + n
         sel = (self.positions >= lo) & (self.positions < hi)
         local = self.positions[sel] - lo
@@ -53,6 +70,9 @@ class LayerAccumulator:
             self.vec_sum[li] += h64.sum(0)
             self.norm_sum[li] += float(norms.sum())
             self.kept[li][sel] = h[local].float()
+            self.half_sum[li].index_add_(0, half, h64)
+            if self.second[li] is not None:
+                self.second[li] += h64.T @ h64
         self.count = hi
 
     def result(self) -> dict[str, np.ndarray]:
@@ -76,10 +96,15 @@ class LayerAccumulator:
             c = _pair_cosines(kept, ia, ib, centre=(v / n).float())   # Biś et al. (2021): mean vector removed
             cen.append(float(c.mean()))
             cen_se.append(float(c.std() / math.sqrt(c.numel())))
-        return {"cos_exact": exact, "cos_sampled": np.array(samp), "cos_sampled_se": np.array(se),
-                "cos_centred": np.array(cen), "cos_centred_se": np.array(cen_se),
-                "mean_norm": mean_norm, "avg_norm": avg_norm, "drift_ratio": mean_norm / avg_norm, "tokens": n,
-                "dims": np.array([u.numel() for u in self.unit_sum])}
+        out = {"cos_exact": exact, "cos_sampled": np.array(samp), "cos_sampled_se": np.array(se),
+               "cos_centred": np.array(cen), "cos_centred_se": np.array(cen_se),
+               "mean_norm": mean_norm, "avg_norm": avg_norm, "drift_ratio": mean_norm / avg_norm, "tokens": n,
+               "dims": np.array([u.numel() for u in self.unit_sum])}
+        if all(s_ is not None for s_ in self.second) and min(self.half_count) > 0:
+            shapes = [centred_shape(S, v, hs, self.half_count, n, kept, ia, ib)
+                      for S, v, hs, kept in zip(self.second, self.vec_sum, self.half_sum, self.kept, strict=True)]
+            out.update({k: np.array([sh[k] for sh in shapes]) for k in shapes[0]})
+        return out
 
 
 def _pair_cosines(kept: Tensor, ia: Tensor, ib: Tensor, centre: Tensor | None = None,
@@ -99,6 +124,71 @@ def _pair_cosines(kept: Tensor, ia: Tensor, ib: Tensor, centre: Tensor | None = 
         a, b = kept[ia[s:s + rows]], kept[ib[s:s + rows]]
         out.append(torch.nn.functional.cosine_similarity(a, b, dim=-1))
     return torch.cat(out)
+
+
+#: k of the top-k principal-component variance shares and of the cosines after removing the top k
+SHAPE_K = (1, 3, 10)
+
+
+def isotropic_participation_ratio(n: int, d: int) -> float:
+    """Expected participation ratio (tr C)² / tr C² of the sample covariance C of `n` independent
+    N(0, I_d) vectors (centred: m = n − 1 degrees of freedom). For a Wishart W(I_d, m),
+    E tr W = m d and E tr W² = m d (m + d + 1), so the ratio is about m d / (m + d + 1): d when n ≫ d,
+    and smaller than d for a finite sample — the reference a measured cloud of the same n and d is held to."""
+    m = n - 1
+    return float(m * d / (m + d + 1))
+
+
+def centred_shape(second: Tensor, vec_sum: Tensor, half_sum: Tensor, half_count: list[int], n: int,
+                  kept: Tensor, ia: Tensor, ib: Tensor) -> dict[str, float]:
+    """The shape of one layer's centred cloud, from its streamed sums: the covariance C = Σxxᵀ/n − x̄x̄ᵀ
+    and its eigenvalues λ; the participation ratio (Σλ)²/Σλ² (`pr`) against an isotropic Gaussian of the
+    same n and d (`pr_iso`); the variance share of the top k principal directions (`top{k}`); the root
+    mean square cosine of the sampled pairs once the mean and the top k principal directions are removed
+    (`rms_cos_k{k}`, k = 0: mean only; 1/√d for an isotropic cloud — the *average* cosine of a centred
+    cloud is ≈ 0 whatever its shape, so its spread is what can tell); the cosine between the means of
+    two halves of the data (alternate batches, `mean_split_cos`: 1 for a stable common direction); and
+    ‖x̄‖² over the top eigenvalue (`drift_over_top`: how far the mean dominates every centred direction)."""
+    d = second.shape[0]
+    mean = vec_sum / n
+    C = second / n - torch.outer(mean, mean)
+    lam, vecs = torch.linalg.eigh(C)
+    lam, vecs = lam.flip(0).clamp_min(0), vecs.flip(1)
+    tot = float(lam.sum())
+    out = {"pr": tot**2 / max(float(lam.square().sum()), 1e-300), "pr_iso": isotropic_participation_ratio(n, d)}
+    out.update({f"top{k}": float(lam[:k].sum()) / max(tot, 1e-300) for k in SHAPE_K})
+    x = kept.double() - mean
+    for k in (0, *SHAPE_K):
+        if k:
+            top = vecs[:, :k]
+            x = kept.double() - mean
+            x = x - (x @ top) @ top.T
+        unit = x / x.norm(dim=1, keepdim=True).clamp_min(1e-30)
+        c = (unit[ia] * unit[ib]).sum(1)
+        out[f"rms_cos_k{k}"] = float(c.square().mean().sqrt())
+    a, b = half_sum[0] / half_count[0], half_sum[1] / half_count[1]
+    out["mean_split_cos"] = float(a @ b / (a.norm() * b.norm()).clamp_min(1e-300))
+    out["drift_over_top"] = float(mean @ mean) / max(float(lam[0]), 1e-300)
+    return out
+
+
+#: a layer's anisotropy is called one common direction when the mean's direction is stable across halves
+#: (cosine ≥ MEAN_STABLE) and its centred cloud spreads over at least ISO_SHARE of the directions an
+#: isotropic Gaussian of the same n and d spreads over (participation ratios)
+MEAN_STABLE, ISO_SHARE = 0.9, 0.5
+MAKEUP = ("one common direction", "drift + low-dimensional cloud", "no stable drift")
+
+
+def anisotropy_makeup(pr: float, pr_iso: float, mean_split_cos: float) -> str:
+    """What a layer's anisotropy is made of (one of `MAKEUP`). The average cosine is the squared
+    normalised drift (`normalised_drift_tests`), so any anisotropy is a common mean; what can differ is
+    the cloud around it: *one common direction* (a stable mean over a centred cloud as spread out as an
+    isotropic Gaussian's, by participation ratio: ≥ `ISO_SHARE` of it), *drift + low-dimensional cloud*
+    (a stable mean over a centred cloud spread over fewer directions — a narrow cone's shape), or *no
+    stable drift* (the means of two halves of the data point apart: cosine < `MEAN_STABLE`)."""
+    if mean_split_cos < MEAN_STABLE:
+        return MAKEUP[2]
+    return MAKEUP[0] if pr >= ISO_SHARE * pr_iso else MAKEUP[1]
 
 
 def sample_pairs(n_total: int, n_pairs: int, seed: int) -> Tensor:
@@ -196,16 +286,27 @@ def planted_clusters_and_drift(n: int = 2000, d: int = 256, clusters: int = 4, d
     return centres[which] + spread * torch.randn(n, d, generator=g, dtype=torch.float64) + b
 
 
-def cloud_shape(X: Tensor, n_pairs: int = 20_000, seed: int = 0, k: int = 3) -> dict[str, float]:
-    """What a cloud's anisotropy is made of: its average cosine over all pairs, the average cosine of
-    sampled pairs once the mean is removed (Biś et al. 2021), the effective dimension 1/E[cos²] of the
-    centred cloud from those pairs (what the chapter computes from each layer's committed pairs), its
-    participation ratio from the covariance spectrum, and the variance share of its top `k` directions."""
-    pairs = sample_pairs(X.shape[0], n_pairs, seed)
-    c = _pair_cosines(X.float(), pairs[:, 0], pairs[:, 1], centre=X.float().mean(0))
+def cloud_shape(X: Tensor, n_pairs: int = 20_000, seed: int = 0, k: int = 3, batches: int = 10) -> dict[str, Any]:
+    """What a cloud's anisotropy is made of, measured as the chapter measures a layer (streamed in
+    `batches` shuffled batches through `LayerAccumulator`): its average cosine over all pairs, the average
+    cosine of sampled pairs once the mean is removed (Biś et al. 2021), the effective dimension 1/E[cos²]
+    of the centred cloud from those pairs, the covariance's participation ratio (checked against
+    `core.measures.participation_ratio`) and its isotropic reference, the top-`k` variance share, the
+    split-half stability of the mean's direction, and the verdict of `anisotropy_makeup`."""
+    g = torch.Generator().manual_seed(seed)
+    X = X[torch.randperm(X.shape[0], generator=g)]
+    acc = LayerAccumulator(sample_pairs(X.shape[0], n_pairs, seed))
+    for chunk in X.double().chunk(batches):
+        acc.add([chunk])
+    r = {key: (v[0] if isinstance(v, np.ndarray) else v) for key, v in acc.result().items()}
+    c = _pair_cosines(X.float(), acc.pairs[:, 0], acc.pairs[:, 1], centre=X.float().mean(0))
     return {"cos": float(pairwise_cosine_mean(X.double())), "cos_centred": float(c.mean()),
             "effective_dim": float(cosine_effective_dim(c)), "participation_ratio": float(participation_ratio(X)),
-            f"top{k}_share": float(top_k_variance_share(X, k)), "d": int(X.shape[1]), "n": int(X.shape[0])}
+            "pr": float(r["pr"]), "pr_iso": float(r["pr_iso"]), f"top{k}_share": float(top_k_variance_share(X, k)),
+            "mean_split_cos": float(r["mean_split_cos"]), "rms_cos_k0": float(r["rms_cos_k0"]),
+            "rms_cos_k3": float(r["rms_cos_k3"]), "makeup": anisotropy_makeup(r["pr"], r["pr_iso"],
+                                                                              r["mean_split_cos"]),
+            "d": int(X.shape[1]), "n": int(X.shape[0])}
 
 
 # ------------------------------------------------------------------ §4: drift in an untrained block

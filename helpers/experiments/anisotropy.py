@@ -7,7 +7,7 @@ correlation tests and the isotropic-Gaussian baseline."""
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -46,6 +46,12 @@ OFFLINE_MODELS = (
 MODALITIES = ("text", "bytes", "protein", "chem", "audio", "vision")
 #: models without an untrained twin (not Transformers)
 NO_TWIN = ("EfficientNet-Lite0",)
+#: models with BERT's embedding block (word + position + token type): their untrained twin adds one random
+#: token-type vector to every token, so they also get a twin with that embedding zeroed
+TOKEN_TYPE = ("all-MiniLM-L6-v2", "byte-MLM", "AntiBERTy", "rxnmapper-ALBERT")
+#: the models whose centred cloud's spectrum is measured (every Transformer; the byte-level MLM's
+#: trained checkpoint is not kept, so only its twins are measured unless `make rerun` retrains it)
+SHAPE_MODELS = tuple(e for e in OFFLINE_MODELS if e.split(":", 1)[1] not in NO_TWIN)
 
 
 @dataclass(frozen=True)
@@ -67,12 +73,17 @@ class Params(ChapterParams):
     n_pairs: int = 20_000
     gaussian_dims: tuple[int, ...] = (16, 64, 256, 768, 4096)
     gaussian_samples: int = 100_000
+    zeroed_twins: bool = True        # a second twin with the token-type embedding zeroed (TOKEN_TYPE models)
+    shape_models: tuple[str, ...] = SHAPE_MODELS
+    shape_share: float = 0.25        # share of each data budget the spectrum runs use (tokens subsampled)
+    shape_trained_byte_mlm: bool = False   # measure the trained byte-level MLM's spectrum (retrains it, ~20 min)
 
     CHAPTER: ClassVar[str] = "anisotropy"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(models=("text:all-MiniLM-L6-v2", "protein:AntiBERTy", "chem:rxnmapper-ALBERT",
                            "vision:EfficientNet-Lite0"), text_tokens=3000, chains=24, reactions=40, images=8,
-                   n_pairs=4000, gaussian_samples=20_000),
+                   n_pairs=4000, gaussian_samples=20_000, shape_share=0.5,
+                   shape_models=("text:all-MiniLM-L6-v2", "chem:rxnmapper-ALBERT")),
         "book": dict(),
         "paper": dict(models=PAPER_ANISOTROPY_MODELS, text_tokens=217_000, decoder_tokens=217_000, images=5000,
                       n_pairs=100_000, cnn_vectors="map"),
@@ -87,6 +98,7 @@ class Params(ChapterParams):
         batch_size=positive, n_pairs=(lambda v: v >= 100, "needs >= 100 pairs"),
         gaussian_dims=(lambda v: len(v) > 0 and all(x >= 3 for x in v), "every d must be >= 3"),
         gaussian_samples=(lambda v: v >= 1000, "needs >= 1000 samples"),
+        shape_share=(lambda v: 0 < v <= 1, "must lie in (0, 1]"),
     )
 
 
@@ -111,7 +123,13 @@ class Result(results.Result):
     skipped: list[dict[str, str]] = field(default_factory=list)
     n_pairs: int = 20_000
     #: two planted clouds (`core.anisotropy.cloud_shape`): clusters + drift, and isotropic + drift
-    planted: dict[str, dict[str, float]] = field(default_factory=dict)
+    planted: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the untrained twins with the token-type embedding zeroed (`measure_zeroed`), records like `models`'
+    zeroed: list[dict[str, Any]] = field(default_factory=list)
+    #: the centred cloud's spectrum per layer on a subsample (`measure_shapes`): `SHAPE_KEYS` per model and twin
+    shapes: list[dict[str, Any]] = field(default_factory=list)
+    #: share of each data budget the spectrum runs use
+    shape_share: float = 1.0
 
     # ------------------------------------------------------------------ lookups
 
@@ -195,6 +213,81 @@ class Result(results.Result):
         v = np.concatenate([self.effective_dims(m) / np.asarray(m["dims"], float) for m in self.transformers()])
         return Interval(float(np.median(v)), float(v.min()), float(v.max()), int(v.size), "range")
 
+    # ------------------------------------------------------------------ the centred cloud's spectrum (issue 29)
+
+    def shape(self, name: str, trained: bool = True) -> dict[str, Any] | None:
+        """The spectrum record of model `name` (or its twin), None when not measured."""
+        return next((s_ for s_ in self.shapes if s_["name"] == name and s_["trained"] == trained), None)
+
+    @staticmethod
+    def makeup(s_: dict[str, Any]) -> list[str]:
+        """Per layer, what the anisotropy is made of (`core.anisotropy.anisotropy_makeup`)."""
+        return [A.anisotropy_makeup(a, b, c) for a, b, c in zip(s_["pr"], s_["pr_iso"], s_["mean_split_cos"],
+                                                                 strict=True)]
+
+    @staticmethod
+    def pr_share(s_: dict[str, Any]) -> np.ndarray:
+        """Per layer, the centred cloud's participation ratio over an isotropic Gaussian's of the same n and d."""
+        return np.asarray(s_["pr"], float) / np.asarray(s_["pr_iso"], float)
+
+    def shape_rows(self) -> list[dict[str, Any]]:
+        """Per model with a spectrum run: width d, tokens, the participation ratio of the centred cloud
+        over layers (smallest, largest) against the isotropic Gaussian's and the twin's, the largest top-3
+        variance share, the smallest split-half cosine of the mean, the RMS cosine after removing the mean
+        and the top 10 directions over 1/√d (largest), and how many layers fall in each `MAKEUP` class."""
+        rows = []
+        for name in dict.fromkeys(s_["name"] for s_ in self.shapes):
+            m, t = self.shape(name), self.shape(name, False)
+            ref = m or t
+            d = int(ref["dims"][-1])
+            row: dict[str, Any] = {"model": name, "d": d, "tokens": int(ref["tokens"]),
+                                   "pr_iso": float(np.median(ref["pr_iso"]))}
+            nan = float("nan")
+            for tag, r in (("", m), ("twin_", t)):
+                pr = np.asarray(r["pr"], float) if r else np.array([nan])
+                row |= {f"{tag}pr_min": float(pr.min()), f"{tag}pr_max": float(pr.max())}
+            if m:
+                kinds = self.makeup(m)
+                row |= {"top3_max": float(np.max(m["top3"])), "split_min": float(np.min(m["mean_split_cos"])),
+                        "rms10_ratio": float(np.max(np.asarray(m["rms_cos_k10"]) * np.sqrt(np.asarray(m["dims"])))),
+                        "layers": len(kinds)} | {k: kinds.count(k) for k in A.MAKEUP}
+            rows.append(row)
+        return rows
+
+    def makeup_counts(self) -> dict[str, int]:
+        """Layers of the pretrained Transformers' spectrum runs in each `MAKEUP` class."""
+        kinds = [k for s_ in self.shapes if s_["trained"] for k in self.makeup(s_)]
+        return {k: kinds.count(k) for k in A.MAKEUP} | {"layers": len(kinds)}
+
+    def pr_share_interval(self) -> Interval | None:
+        """The centred cloud's participation ratio over an isotropic Gaussian's, over every layer of every
+        pretrained Transformer's spectrum run: median, with the range as its interval (None without runs)."""
+        v = [x for s_ in self.shapes if s_["trained"] for x in self.pr_share(s_)]
+        if not v:
+            return None
+        return Interval(float(np.median(v)), float(np.min(v)), float(np.max(v)), len(v), "range")
+
+    # ------------------------------------------------------------------ the token-type-zeroed twins
+
+    def zeroed_twin(self, name: str) -> dict[str, Any] | None:
+        return next((z for z in self.zeroed if z["name"] == name), None)
+
+    def zeroed_rows(self) -> list[dict[str, Any]]:
+        """Per model with a token-type-zeroed twin: the average cosine at the embeddings of the twin and of
+        the zeroed twin, and the layers where the pretrained model lies below each (of all layers)."""
+        rows = []
+        for z in self.zeroed:
+            m, t = self.get(z["name"]), self.get(z["name"], False)
+            zc = np.asarray(z["cos_exact"])
+            row = {"model": z["name"], "twin_emb": float(t["cos_exact"][0]) if t else float("nan"),
+                   "zeroed_emb": float(zc[0]), "zeroed_max": float(zc.max()), "layers": len(zc)}
+            if m:
+                mc = np.asarray(m["cos_exact"])
+                row |= {"below_twin": int(np.sum(mc < np.asarray(t["cos_exact"]))) if t else 0,
+                        "below_zeroed": int(np.sum(mc < zc))}
+            rows.append(row)
+        return rows
+
     # ------------------------------------------------------------------ the paper's claims
 
     def weakest_peak(self) -> tuple[dict[str, Any], int]:
@@ -254,21 +347,51 @@ class Result(results.Result):
                           "several models (Spearman).",
                     measured=what, quantity="share of the models with Spearman p < 0.05",
                     effect=self.significant_share(), direction="above", digits=2, **common),
-            Finding(key="anisotropy-centred-isotropy", where="§2 (citing Biś et al. 2021)", section="anisotropy-shape",
-                    claim="Removing the average component from all representations leads to a nearly perfect "
-                          "isotropy.",
-                    measured=f"{what}; {self.n_pairs:,} sampled pairs per layer, mean removed",
-                    quantity="effective dimension 1/E[cos²] of the centred cloud over d: median [smallest, largest] "
-                             "over layers",
-                    effect=self.centred_share(), direction="equal", reference=1.0, margin=0.5,
-                    reference_label="1 (an isotropic cloud)", digits=2, **common),
         ]
+        share = self.pr_share_interval()
+        if share is not None:
+            shaped = sorted({s_["name"] for s_ in self.shapes if s_["trained"]})
+            out.append(Finding(
+                key="anisotropy-centred-isotropy", where="§2 (citing Biś et al. 2021)", section="anisotropy-shape",
+                claim="Removing the average component from all representations leads to a nearly perfect isotropy.",
+                measured=f"{len(shaped)} pretrained Transformers ({', '.join(shaped)}), every layer, a subsample of "
+                         "the tokens (covariance spectrum)",
+                quantity="participation ratio of the centred cloud over an isotropic Gaussian's of the same n and d: "
+                         "median [smallest, largest] over layers",
+                effect=share, direction="equal", reference=1.0, margin=1 - A.ISO_SHARE,
+                reference_label="1 (an isotropic cloud)", digits=2, **common))
+        else:
+            out.append(Finding(
+                key="anisotropy-centred-isotropy", where="§2 (citing Biś et al. 2021)", section="anisotropy-shape",
+                claim="Removing the average component from all representations leads to a nearly perfect isotropy.",
+                measured=f"{what}; {self.n_pairs:,} sampled pairs per layer, mean removed",
+                quantity="effective dimension 1/E[cos²] of the centred cloud over d: median [smallest, largest] "
+                         "over layers",
+                effect=self.centred_share(), direction="equal", reference=1.0, margin=1 - A.ISO_SHARE,
+                reference_label="1 (an isotropic cloud)", digits=2, **common))
         return out
 
 
-def _label(name: str, untrained: bool) -> str:
+def _label(name: str, untrained: bool, zeroed: bool = False) -> str:
     trained = f"trained here, {BYTE_MLM.steps} steps" if name == BYTE_MLM_NAME else "pretrained"
-    return f"{name} ({'untrained twin' if untrained else trained})"
+    twin = "untrained twin, token type zeroed" if zeroed else "untrained twin"
+    return f"{name} ({twin if untrained else trained})"
+
+
+def zero_token_type(model) -> int:
+    """Zero every token-type embedding table of `model` (BERT's and ALBERT's `token_type_embeddings`):
+    the untrained twin without the one random vector its embedding block adds to every token. Returns how
+    many tables were zeroed (ValueError when none)."""
+    n = 0
+    for mod in model.modules():
+        emb = getattr(mod, "token_type_embeddings", None)
+        if isinstance(emb, torch.nn.Embedding):
+            with torch.no_grad():
+                emb.weight.zero_()
+            n += 1
+    if not n:
+        raise ValueError(f"{type(model).__name__} has no token-type embedding")
+    return n
 
 
 def _load(modality: str, name: str, untrained: bool, device):
@@ -298,13 +421,17 @@ def _spread(n_total: int, k: int) -> list[int]:
     return sorted({int(i) for i in np.linspace(0, n_total - 1, min(k, n_total)).round()})
 
 
-def measure(entry: str, untrained: bool, p: Params, device, data: dict[str, Any]) -> dict[str, Any]:
-    """One model (`modality:name`), pretrained or its untrained twin, measured on its modality's data
-    (`data` caches what was loaded: WikiText-103 text, antibody chains, reactions, FSDD speech,
-    CIFAR-10 images)."""
+def measure(entry: str, untrained: bool, p: Params, device, data: dict[str, Any], zeroed: bool = False
+            ) -> dict[str, Any]:
+    """One model (`modality:name`), pretrained or its untrained twin (with its token-type embedding
+    zeroed when `zeroed`), measured on its modality's data (`data` caches what was loaded: WikiText-103
+    text, antibody chains, reactions, FSDD speech, CIFAR-10 images)."""
     modality, name = entry.split(":", 1)
-    label = _label(name, untrained)
+    label = _label(name, untrained, zeroed)
     model, tok, description = _load(modality, name, untrained, device)
+    if zeroed:
+        zero_token_type(model)
+        description += " [token-type embedding zeroed]"
     seed = stream_seed(p.seed, "pairs")
     extra: dict[str, Any] = {}
     if modality in ("text", "bytes"):
@@ -349,18 +476,22 @@ def measure(entry: str, untrained: bool, p: Params, device, data: dict[str, Any]
     else:
         if "images" not in data:
             data["images"] = load_cifar10("test", p.images, p.seed)[0]
-        r = H.vision_anisotropy(model, tok, data["images"], 16, p.n_pairs, seed, desc=label, cnn_vectors=p.cnn_vectors)
-        what = f"{len(data['images'])} CIFAR-10 test images upsampled to 224 px"
+        images = data["images"][:p.images]
+        skip = vision_special_tokens(model)
+        r = H.vision_anisotropy(model, tok, images, 16, p.n_pairs, seed, desc=label, cnn_vectors=p.cnn_vectors,
+                                skip_tokens=skip)
+        what = f"{len(images)} CIFAR-10 test images upsampled to 224 px"
         if "vectors_per_layer" in r and len(set(np.asarray(r["vectors_per_layer"]).tolist())) > 1:
-            flat = H.vision_anisotropy(model, tok, data["images"], 16, p.n_pairs, seed, desc=label + " (maps)",
+            flat = H.vision_anisotropy(model, tok, images, 16, p.n_pairs, seed, desc=label + " (maps)",
                                        cnn_vectors="map")
             extra.update(map_cos_exact=flat["cos_exact"].tolist(), map_drift_ratio=flat["drift_ratio"].tolist())
             what += (f": every spatial position of each block's output is a vector ({r['vectors_per_layer'][0]:,} "
                      f"to {r['vectors_per_layer'][-1]:,} per layer)")
         else:
-            what += f": {r['tokens']:,} patch tokens"
+            what += f": {r['tokens']:,} patch tokens ([CLS] left out)" if skip else f": {r['tokens']:,} patch tokens"
     r = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in r.items()}
-    r.update(extra, label=label, modality=modality, name=name, trained=not untrained, description=description,
+    r.update(extra, label=label, modality=modality, name=name, trained=not untrained, zeroed=zeroed,
+             description=description,
              data=what, correlation=A.drift_correlation(r["cos_exact"], r["mean_norm"]),
              normalised=A.normalised_drift_tests(r["cos_exact"], r["mean_norm"], r["avg_norm"]))
     return r
@@ -375,8 +506,29 @@ def gaussian_baseline(d: int, p: Params, bins: int = 120) -> dict[str, Any]:
             "hist_edges": edges.tolist(), "hist_density": density.tolist()}
 
 
-#: fields that only matter for the Gaussian baseline or the list of models: left out of each model's cache key
-_MODEL_KEY_DROP = ("models", "untrained_twins", "gaussian_dims", "gaussian_samples")
+def vision_special_tokens(model) -> int:
+    """How many summary tokens lead a vision Transformer's sequence ([CLS] and any registers): left out of
+    the statistics, as the special tokens of text models are (0 for a CNN)."""
+    cfg = getattr(model, "config", None)
+    if cfg is None or getattr(cfg, "model_type", "") not in ("dinov2", "vit", "deit", "beit", "dinov2_with_registers"):
+        return 0
+    return 1 + int(getattr(cfg, "num_register_tokens", 0) or 0) + (1 if cfg.model_type == "deit" else 0)
+
+
+#: fields that only matter for the Gaussian baseline, the list of models or the spectrum runs: left out of each
+#: model's cache key
+_MODEL_KEY_DROP = ("models", "untrained_twins", "gaussian_dims", "gaussian_samples", "zeroed_twins",
+                   "shape_models", "shape_share", "shape_trained_byte_mlm")
+
+
+def _slug(entry: str, kind: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", f"{entry}-{kind}")
+
+
+def _special_key(entry: str) -> dict[str, str]:
+    """Part of a vision Transformer's cache key: its [CLS] token is left out (text models' specials always were)."""
+    return {"special_tokens": "excluded"} if entry.startswith("vision:") and entry.split(":", 1)[1] not in NO_TWIN \
+        else {}
 
 
 def measure_models(p: Params, skipped: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
@@ -392,11 +544,11 @@ def measure_models(p: Params, skipped: list[dict[str, str]] | None = None) -> li
         name = entry.split(":", 1)[1]
         twins = (False, True) if p.untrained_twins and name not in NO_TWIN else (False,)
         for untrained in twins:
-            slug = re.sub(r"[^A-Za-z0-9.-]+", "-", f"{entry}-{'untrained' if untrained else 'pretrained'}")
+            slug = _slug(entry, "untrained" if untrained else "pretrained")
             try:
                 rec, _ = results.cached(p, f"model-{slug}",
                                         lambda e=entry, u=untrained: measure(e, u, p, device, data),
-                                        drop=_MODEL_KEY_DROP, model=entry, untrained=untrained)
+                                        drop=_MODEL_KEY_DROP, model=entry, untrained=untrained, **_special_key(entry))
             except DataUnavailable as err:
                 if skipped is None:
                     raise
@@ -407,20 +559,79 @@ def measure_models(p: Params, skipped: list[dict[str, str]] | None = None) -> li
     return measured
 
 
+def measure_zeroed(p: Params, skip: set[str]) -> list[dict[str, Any]]:
+    """The untrained twin with its token-type embedding zeroed, for every model of `p.models` in
+    `TOKEN_TYPE` (full data budget; cached as `model-<entry>-untrained-zeroed.json`)."""
+    if not p.zeroed_twins:
+        return []
+    device, data, out = choose_device(p.device), {}, []
+    for entry in p.models:
+        name = entry.split(":", 1)[1]
+        if name not in TOKEN_TYPE or entry in skip:
+            continue
+        rec, _ = results.cached(p, f"model-{_slug(entry, 'untrained-zeroed')}",
+                                lambda e=entry: measure(e, True, p, device, data, zeroed=True),
+                                drop=_MODEL_KEY_DROP, model=entry, untrained=True, token_type="zeroed")
+        rec["label"] = _label(name, True, zeroed=True)
+        out.append(rec)
+    return out
+
+
+#: what a spectrum run keeps of `measure`'s record
+SHAPE_KEYS = ("cos_exact", "dims", "tokens", "drift_ratio", "pr", "pr_iso", "top1", "top3", "top10", "rms_cos_k0",
+              "rms_cos_k1", "rms_cos_k3", "rms_cos_k10", "mean_split_cos", "drift_over_top", "data")
+
+
+def shape_params(p: Params) -> Params:
+    """The data budgets of the spectrum runs: `p.shape_share` of each of `p`'s (at least two of anything)."""
+    f = p.shape_share
+    return p.with_(text_tokens=max(16, round(p.text_tokens * f)), decoder_tokens=max(16, round(p.decoder_tokens * f)),
+                   chains=max(2, round(p.chains * f)), reactions=max(2, round(p.reactions * f)),
+                   speech_per_speaker=max(1, round(p.speech_per_speaker * f)), images=max(1, round(p.images * f)))
+
+
+def measure_shapes(p: Params, skip: set[str]) -> list[dict[str, Any]]:
+    """The centred cloud's spectrum per layer (`core.anisotropy.centred_shape`) for every model of
+    `p.shape_models` that this run measures, pretrained and untrained twin, on `shape_params(p)`'s
+    subsample of the data (cached as `shape-<entry>-<kind>.json`). The trained byte-level MLM only when
+    `p.shape_trained_byte_mlm` (its checkpoint is not kept: it retrains)."""
+    q = shape_params(p)
+    device, data, out = choose_device(p.device), {}, []
+    for entry in p.shape_models:
+        name = entry.split(":", 1)[1]
+        if entry not in p.models or entry in skip:
+            continue
+        for untrained in (False, True) if p.untrained_twins else (False,):
+            if name == BYTE_MLM_NAME and not untrained and not p.shape_trained_byte_mlm:
+                continue
+            def compute(e=entry, u=untrained):
+                r = measure(e, u, q, device, data)
+                return {k: r[k] for k in SHAPE_KEYS}
+            rec, _ = results.cached(q, f"shape-{_slug(entry, 'untrained' if untrained else 'pretrained')}", compute,
+                                    drop=_MODEL_KEY_DROP, model=entry, untrained=untrained, **_special_key(entry))
+            rec.update(name=name, trained=not untrained, label=_label(name, untrained))
+            out.append(rec)
+    return out
+
+
 def run(p: Params) -> Result:
     """`measure_models(p)`, the byte-level MLM's training record when it is among the models, then the
     isotropic-Gaussian baseline for every d of `p.gaussian_dims`."""
     skipped: list[dict[str, str]] = []
     measured = measure_models(p, skipped)
+    gone = {s_["model"] for s_ in skipped}
+    zeroed = measure_zeroed(p, gone)
+    shapes = measure_shapes(p, gone)
     byte_rec = None
     if any(e.split(":", 1)[1] == BYTE_MLM_NAME for e in p.models):
         byte_rec, _ = results.cached(p, "byte-mlm-training", lambda: byte_mlm(device=choose_device(p.device)),
-                                     drop=_MODEL_KEY_DROP, config=asdict(BYTE_MLM))
+                                     drop=_MODEL_KEY_DROP, config=BYTE_MLM.stored())
     planted = {"clusters + drift": A.cloud_shape(A.planted_clusters_and_drift(seed=p.seed), p.n_pairs, p.seed),
                "isotropic + drift": A.cloud_shape(A.planted_clusters_and_drift(clusters=2000, seed=p.seed),
                                                   p.n_pairs, p.seed)}
     return Result(models=measured, gaussian=[gaussian_baseline(d, p) for d in p.gaussian_dims], byte_mlm=byte_rec,
-                  skipped=skipped, n_pairs=p.n_pairs, planted=planted)
+                  skipped=skipped, n_pairs=p.n_pairs, planted=planted, zeroed=zeroed, shapes=shapes,
+                  shape_share=p.shape_share)
 
 
 # ------------------------------------------------------------------ the byte-level MLM trained here (Fig. 2 row)
@@ -428,17 +639,17 @@ def run(p: Params) -> Result:
 #: a small BERT with a byte vocabulary (256 bytes + 4 specials), trained here with the book's MLM code on
 #: WikiText-103 validation text; sized for about 20 minutes on one free CPU thread (bf16 autocast; 28 min measured
 #: on a thread shared with other jobs)
-BYTE_MLM = PretrainConfig(layers=4, hidden=256, heads=4, intermediate=1024, seq_len=256, batch=16, steps=600,
+BYTE_MLM = PretrainConfig(layers=4, d_model=256, n_heads=4, d_ff=1024, seq_len=256, batch_size=16, steps=600,
                           lr=1e-3, dropout=0.0, checkpoint_steps=(0, 100, 300, 600), resume_every=100)
 BYTE_MLM_NAME = "byte-MLM"
 BYTE_MLM_DESCRIPTION = (f"a byte-level MLM BERT trained here ({BYTE_MLM.steps} steps): {BYTE_MLM.layers} layers, "
-                        f"{BYTE_MLM.hidden} wide, 260 tokens (256 bytes + 4 specials), masked-LM on WikiText-103 "
+                        f"{BYTE_MLM.d_model} wide, 260 tokens (256 bytes + 4 specials), masked-LM on WikiText-103 "
                         "validation text; a small stand-in for the paper's character-level models, not CANINE or ByT5")
 
 
 def byte_mlm_folder(cfg: PretrainConfig = BYTE_MLM) -> Path:
     """Checkpoints of the byte-level MLM: `_build/checkpoints/anisotropy/<hash>/` (never committed)."""
-    return results.checkpoint_dir(Params.CHAPTER, {"byte_mlm": asdict(cfg), "train": "wikitext-103 validation",
+    return results.checkpoint_dir(Params.CHAPTER, {"byte_mlm": cfg.stored(), "train": "wikitext-103 validation",
                                                    "eval": "wikitext-103 test", "precision": "bf16"})
 
 

@@ -192,6 +192,73 @@ def centred_table(res: Result):
         "an isotropic Gaussian of the same width and pairs, and the untrained twin (last layer's d for the CNN)"))
 
 
+def fig_spectrum(res: Result) -> plt.Figure:
+    """The centred cloud per layer, one panel per model with a spectrum run: its participation ratio
+    over d (pretrained solid, untrained twin dotted) and an isotropic Gaussian's of the same n and d
+    (dashed)."""
+    names = list(dict.fromkeys(s_["name"] for s_ in res.shapes))
+    cols = min(4, max(1, len(names)))
+    rows = -(-len(names) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.9 * rows), squeeze=False, sharey=True)
+    for ax, name in zip(axes.flat, names, strict=False):
+        for trained, style, label in ((True, "-o", "pretrained"), (False, ":", "untrained twin")):
+            s_ = res.shape(name, trained)
+            if s_ is not None:
+                x, d = np.arange(len(s_["pr"])), np.asarray(s_["dims"], float)
+                ax.plot(x, np.asarray(s_["pr"]) / d, style, ms=3, color="C0" if trained else "C1", label=label)
+                if trained or res.shape(name) is None:
+                    ax.plot(x, np.asarray(s_["pr_iso"]) / d, "--", color="0.5", label="isotropic Gaussian")
+        ax.set_yscale("log")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
+    for ax in axes.flat[len(names):]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("participation ratio / d")
+    handles = {h.get_label(): h for ax in axes.flat for h in ax.get_lines() if not h.get_label().startswith("_")}
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=3, fontsize=8, bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle("How many directions the centred cloud spreads over")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
+
+
+def spectrum_table(res: Result):
+    """Per model (`Result.shape_rows`): the centred cloud's participation ratio over layers against the
+    isotropic Gaussian's and the twin's, top-3 share, split-half stability of the mean, and what each
+    layer's anisotropy is made of (layers per class)."""
+    df = pd.DataFrame(res.shape_rows())
+    rng = lambda a, b: f"{a:.0f}–{b:.0f}" if np.isfinite(a) else "—"  # noqa: E731
+    out = pd.DataFrame({
+        "model": df.model, "d": df.d, "tokens": df.tokens,
+        "PR (pretrained)": [rng(a, b) for a, b in zip(df.pr_min, df.pr_max, strict=True)],
+        "PR (twin)": [rng(a, b) for a, b in zip(df.twin_pr_min, df.twin_pr_max, strict=True)],
+        "PR (isotropic)": [f"{v:.0f}" for v in df.pr_iso],
+        "top-3 share (max)": df.get("top3_max"), "split-half cos of x̄ (min)": df.get("split_min"),
+        "one common direction": df.get("one common direction"),
+        "drift + low-dim cloud": df.get("drift + low-dimensional cloud"),
+        "no stable drift": df.get("no stable drift"),
+    })
+    return _scroll(common.table(out, digits=2).set_caption(
+        "The centred cloud's spectrum per layer (a subsample of the tokens): participation ratio (PR) over layers, "
+        "smallest–largest, against the untrained twin's and an isotropic Gaussian's of the same n and d; the "
+        "largest top-3 variance share; the smallest split-half cosine of the mean's direction; layers per class "
+        "(pretrained)"))
+
+
+def zeroed_table(res: Result):
+    """Per BERT-embedding model: the twin's and the token-type-zeroed twin's average cosine at the embeddings
+    and the layers where the pretrained model lies below each (`Result.zeroed_rows`)."""
+    df = pd.DataFrame(res.zeroed_rows())
+    out = pd.DataFrame({"model": df.model, "twin, embeddings": df.twin_emb, "zeroed twin, embeddings": df.zeroed_emb,
+                        "zeroed twin, largest": df.zeroed_max,
+                        "pretrained below twin": [f"{a} of {n}" for a, n in zip(df.below_twin, df.layers, strict=True)],
+                        "pretrained below zeroed twin": [f"{a} of {n}" for a, n in
+                                                         zip(df.below_zeroed, df.layers, strict=True)]})
+    return _scroll(common.table(out, digits=3).set_caption(
+        "Untrained twins with and without the token-type embedding: average cosine, and the layers where the "
+        "pretrained model is below each"))
+
+
 def correlation_table(res: Result):
     """Per model: the paper's tests (‖x̄‖₂ vs average cosine), the Spearman test of the normalised drift,
     and how many layers satisfy avg cos ≈ (‖x̄‖₂ / E‖x‖)² within 0.02."""
@@ -232,6 +299,7 @@ def publish(res: Result) -> None:
     common.figure("anisotropy-drift", fig_drift(res))
     common.figure("anisotropy-correlation", fig_correlation(res))
     common.figure("anisotropy-gaussian", fig_gaussian(res))
+    common.figure("anisotropy-spectrum", fig_spectrum(res))
     z = res.sampling_z()
     mini, mini_twin = res.get("all-MiniLM-L6-v2"), res.get("all-MiniLM-L6-v2", False)
     smol, whisper_twin = res.get("SmolLM2-135M-Instruct"), res.get("whisper-tiny.en", False)
@@ -242,6 +310,7 @@ def publish(res: Result) -> None:
     steps = sorted(b["eval_loss"], key=int) if b else []
     planted, iso = res.planted["clusters + drift"], res.planted["isotropic + drift"]
     rows = res.centred_rows()
+    counts, zrows = res.makeup_counts(), res.zeroed_rows()
     common.publish({
         "anisotropy-skipped": "none" if not res.skipped else
         "; ".join(f"{s['model'].split(':', 1)[1]} ({s['reason']})" for s in res.skipped),
@@ -264,12 +333,26 @@ def publish(res: Result) -> None:
         "anisotropy-byte-unigram": float(b["unigram_loss"]) if b else nan,
         "anisotropy-planted-cos": planted["cos"],
         "anisotropy-planted-centred": planted["cos_centred"],
-        "anisotropy-planted-eff": planted["effective_dim"],
         "anisotropy-planted-d": planted["d"],
         "anisotropy-iso-planted-cos": iso["cos"],
-        "anisotropy-iso-planted-eff": iso["effective_dim"],
         "anisotropy-centred-max": max(r["centred_max"] for r in rows if r["model"] not in ("EfficientNet-Lite0",)),
-        "anisotropy-share-max": max(r["share_max"] for r in rows if r["model"] not in ("EfficientNet-Lite0",)),
+        "anisotropy-null-single": sum(a for a, _ in res.above_single_pair().values()),
+        "anisotropy-null-mean": sum(a for a, _ in res.above_isotropic().values()),
+        "anisotropy-null-layers": sum(n for _, n in res.above_isotropic().values()),
+        "anisotropy-planted-pr": planted["pr"],
+        "anisotropy-planted-pr-iso": planted["pr_iso"],
+        "anisotropy-planted-makeup": planted["makeup"],
+        "anisotropy-iso-planted-pr": iso["pr"],
+        "anisotropy-iso-planted-makeup": iso["makeup"],
+        "anisotropy-makeup-low": counts["drift + low-dimensional cloud"],
+        "anisotropy-makeup-one": counts["one common direction"],
+        "anisotropy-makeup-unstable": counts["no stable drift"],
+        "anisotropy-makeup-layers": counts["layers"],
+        "anisotropy-shape-share": f"{res.shape_share:.0%}",
+        "anisotropy-zeroed-emb-max": max((r["zeroed_emb"] for r in zrows), default=nan),
+        "anisotropy-zeroed-below": sum(r.get("below_zeroed", 0) for r in zrows),
+        "anisotropy-zeroed-below-twin": sum(r.get("below_twin", 0) for r in zrows),
+        "anisotropy-zeroed-layers": sum(r["layers"] for r in zrows if "below_zeroed" in r),
         "anisotropy-identity-within": sum(m["normalised"]["identity_layers_within"] for m in res.models),
         "anisotropy-identity-layers": sum(m["normalised"]["layers"] for m in res.models),
         "anisotropy-identity-gap-max": max(m["normalised"]["identity_gap_max"] for m in res.models),

@@ -52,7 +52,7 @@ def sequence_anisotropy(model, sequences: list[list[int]], pre: list[int], post:
         model = encoder_of(model)
     dev = next(model.parameters()).device
     batches = [sequences[i:i + batch_size] for i in range(0, len(sequences), batch_size)]
-    for batch in progress(batches, desc=desc, total=len(batches)):
+    for bi, batch in enumerate(progress(batches, desc=desc, total=len(batches))):
         enc = [pre + c + post for c in batch]
         special = [[0] * len(pre) + [1] * len(c) + [0] * len(post) for c in batch]
         L = max(len(e) for e in enc)
@@ -70,7 +70,8 @@ def sequence_anisotropy(model, sequences: list[list[int]], pre: list[int], post:
         else:
             out = model(input_ids=input_ids, attention_mask=attn, output_hidden_states=True)
             states = out.hidden_states
-        acc.add([_to_characters(h, L, model).float().cpu()[keep] for h in states])
+        half = torch.tensor([(bi * batch_size + j) % 2 for j in range(len(batch))])[:, None].expand(-1, L)[keep]
+        acc.add([_to_characters(h, L, model).float().cpu()[keep] for h in states], half)   # halves: sequence parity
     return acc.result()
 
 
@@ -130,20 +131,23 @@ def frames_anisotropy(clips: list[list[Tensor]], n_pairs: int = 20_000, seed: in
     return acc.result()
 
 
-def _vectors(h: Tensor, cnn_vectors: str) -> Tensor:
-    """One layer's output as rows of vectors: the tokens of a Transformer (B, L, d); for a CNN's (B, C,
-    H, W) map either every spatial position (`position`: B·H·W vectors of C) or the flattened map
-    (`map`: B vectors of C·H·W, as Godey et al. describe Figure 4)."""
+def _vectors(h: Tensor, cnn_vectors: str, skip_tokens: int = 0) -> Tensor:
+    """One layer's output as rows of vectors: the tokens of a Transformer (B, L, d), the first
+    `skip_tokens` ([CLS], registers) left out; for a CNN's (B, C, H, W) map either every spatial
+    position (`position`: B·H·W vectors of C) or the flattened map (`map`: B vectors of C·H·W, as Godey
+    et al. describe Figure 4)."""
     if h.dim() == 4:
         return h.permute(0, 2, 3, 1).reshape(-1, h.shape[1]) if cnn_vectors == "position" else h.flatten(1)
-    return h.flatten(0, 1)
+    return h[:, skip_tokens:].flatten(0, 1)
 
 
 @torch.no_grad()
 def vision_anisotropy(model, processor, images: list, batch_size: int = 32, n_pairs: int = 20_000, seed: int = 0,
-                      desc: str = "forward", cnn_vectors: str = "position") -> dict[str, np.ndarray]:
-    """The same measurements on a vision model: every patch token (and [CLS]) of every image for
-    Transformers; for convolutional models (4-D hidden states) the vectors of `_vectors(cnn_vectors)`.
+                      desc: str = "forward", cnn_vectors: str = "position", skip_tokens: int = 0
+                      ) -> dict[str, np.ndarray]:
+    """The same measurements on a vision model: every patch token of every image for Transformers (the
+    first `skip_tokens`, [CLS] and registers, left out); for convolutional models (4-D hidden states)
+    the vectors of `_vectors(cnn_vectors)`.
     Layers may hold different numbers of vectors (a CNN's maps shrink): each layer has its own
     accumulator and pair draw, sized from the first batch; images stream through in batches."""
     if cnn_vectors not in ("position", "map"):
@@ -154,7 +158,7 @@ def vision_anisotropy(model, processor, images: list, batch_size: int = 32, n_pa
         batch = images[i:i + batch_size]
         px = processor(images=batch, return_tensors="pt")["pixel_values"].to(dev)
         out = model(pixel_values=px, output_hidden_states=True)
-        hs = [_vectors(h.float().cpu(), cnn_vectors) for h in out.hidden_states]
+        hs = [_vectors(h.float().cpu(), cnn_vectors, skip_tokens) for h in out.hidden_states]
         if not accs:
             per_image = [h.shape[0] // len(batch) for h in hs]
             accs = [LayerAccumulator(sample_pairs(k * len(images), n_pairs, seed + li))
