@@ -126,3 +126,47 @@ def test_whitening_gives_identity_covariance_and_top_k():
     assert torch.allclose(cov, torch.eye(16, dtype=torch.float64), atol=1e-3)
     _, W4 = S.whitening_fit(X, 4)
     assert W4.shape == (16, 4)
+
+
+def _spread(n=120, d=30, seed=0):
+    """A matrix whose singular values run from 1e-3 to 10 (so some lie below |α| = 0.6)."""
+    g = torch.Generator().manual_seed(seed)
+    U, _ = torch.linalg.qr(torch.randn(n, d, generator=g, dtype=torch.float64))
+    V, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
+    return U @ torch.diag(torch.logspace(1, -3, d, dtype=torch.float64)) @ V.T
+
+
+def test_flips_are_counted_in_softdecay_and_prevented_in_the_flip_free_variants():
+    from helpers.core import sts as C
+
+    X = _spread()
+    below = int((torch.linalg.svdvals(X) < 0.6).sum())
+    assert below > 0
+    assert C.count_flips(X, S.softdecay_transform(X, -0.6)) == below           # Algorithm 1 as printed flips them
+    for how in ("clamp", "rescale"):
+        Y = S.softdecay_flipfree(X, -0.6, how)
+        assert C.count_flips(X, Y) == 0, how
+        s = torch.linalg.svdvals(Y)
+        assert torch.allclose(s.max(), torch.linalg.svdvals(X).max())            # the largest value kept
+    assert C.count_flips(X, -X) == X.shape[1]                                   # a counter that can count
+
+
+def test_clamped_softdecay_is_algorithm_1_above_alpha_and_zero_below():
+    X = _spread()
+    U, s, Vh = torch.linalg.svd(X, full_matrices=False)
+    Y = S.softdecay_flipfree(X, -0.6, "clamp")
+    proj = ((U.T @ Y) * Vh).sum(-1)                                              # uᵢᵀ Y vᵢ
+    K = s.max() / S.softdecay(s.max(), -0.6)
+    above = s > 0.6
+    assert torch.allclose(proj[above], K * S.softdecay(s[above], -0.6), rtol=1e-9)
+    assert proj[~above].abs().max() < 1e-9
+    Z = _spread(seed=1) * 1000                                                   # every σ above |α|: identical
+    assert torch.allclose(S.softdecay_flipfree(Z, -0.6, "clamp"), S.softdecay_transform(Z, -0.6), atol=1e-8)
+
+
+def test_rescaled_softdecay_depends_on_the_shape_of_the_spectrum_only():
+    X = _spread()
+    Y = S.softdecay_flipfree(X, -0.6, "rescale")
+    assert torch.allclose(S.softdecay_flipfree(X * 37.0, -0.6, "rescale"), Y * 37.0, atol=1e-9)
+    with pytest.raises(ValueError):
+        S.softdecay_flipfree(X, -0.6, "shift")

@@ -215,3 +215,41 @@ def test_refitting_widens_the_interval_of_a_fitted_transform():
     lo_r, hi_r = C.interval(refit["whitening"] - refit["vanilla"])
     lo_f, hi_f = C.interval(fixed)
     assert hi_r - lo_r > hi_f - lo_f
+
+
+def test_whitening_minus_softdecay_refit_interval_covers_the_planted_difference_and_excludes_zero_when_it_should():
+    """whitening − SoftDecay with both refitted on every resample: a planted dominant direction (a spike)
+    is undone by whitening and only compressed by SoftDecay, so the interval lies above 0 and covers the
+    full-set difference; without it both are close to the identity on these pairs, and the interval
+    covers the full-set difference and 0."""
+    for size, planted in ((4.0, True), (0.0, False)):
+        e1, e2, gold, sub = _pairs_with_a_spike(n=240, d=8, size=size, seed=4)
+        draws = C.refit_bootstrap(e1, e2, gold, sub, ("whitening", "SoftDecay (sentence)"), draws=100, seed=1)
+        lo, hi = C.interval(draws["whitening"] - draws["SoftDecay (sentence)"])
+        full = (C.score(C.cosines(*C.apply_method("whitening", e1, e2)), gold, sub)
+                - C.score(C.cosines(*C.apply_method("SoftDecay (sentence)", e1, e2)), gold, sub))
+        assert lo <= full <= hi, (size, lo, full, hi)
+        assert (lo > 0) == planted and hi > 0, (size, lo, hi)
+
+
+def test_count_flips_agrees_with_the_singular_value_count():
+    e1, _, _, _ = _pairs_with_a_spike(n=60, d=12)
+    X = e1 * torch.logspace(-2, 0.5, 12, dtype=torch.float64)
+    sv = torch.linalg.svdvals(X).numpy()
+    for method in ("SoftDecay (sentence)", *C.FLIP_FREE):
+        a, _ = C.apply_method(method, X, X)
+        assert C.count_flips(X, a) == (C.sign_flips(sv, -0.6) if method == "SoftDecay (sentence)" else 0)
+
+
+def test_authors_lsds_weights_reconstruct_a_flat_manifold_and_see_a_scramble():
+    """The authors' LSDS (LLE barycentre weights, self included): the identity and a rotation keep every
+    neighbourhood alike (what is left is the weights' regularisation); a map that scrambles the points
+    scores far higher."""
+    g = torch.Generator().manual_seed(0)
+    t = torch.rand(300, 2, generator=g, dtype=torch.float64)
+    E = torch.cat([t, torch.ones(300, 1, dtype=torch.float64) * 3], 1)          # a plane away from the origin
+    Q, _ = torch.linalg.qr(torch.randn(3, 3, generator=g, dtype=torch.float64))
+    same, rotated = C.lsds_lle(E, E), C.lsds_lle(E, E @ Q)
+    scrambled = C.lsds_lle(E, E[torch.randperm(300, generator=g)])
+    assert rotated == pytest.approx(same, rel=1e-6)                # an isometry keeps every reconstruction
+    assert scrambled > 20 * same

@@ -208,6 +208,34 @@ def softdecay_loop_reference(X: Tensor, alpha: float, mask: Tensor | None = None
     return torch.stack(out)
 
 
+def softdecay_flipfree(X: Tensor, alpha: float = -0.6, how: str = "clamp", floor: float = 1e-10) -> Tensor:
+    """Algorithm 1 with property 1 (f(σ) ≥ 0, so no direction changes sign) kept — our variants, not in the
+    paper. Eq. (2) is negative for σ < |α| (f(|α|) = 0), so Algorithm 1 as printed flips those directions.
+
+    * `how="clamp"`: σ̂ = K f(max(σ, |α|)): a direction with σ ≤ |α| is set to zero instead of flipped;
+    * `how="rescale"`: f applied to σ/c with c = σ_min/|α| (σ_min the smallest live singular value, live:
+      σ > floor·σ_max), so every live σ/c ≥ |α|; the smallest direction goes to zero, none flips.
+
+    K = σ_max/σ̂_max as in Algorithm 1 (the largest singular value is kept). Dead directions (σ ≤
+    floor·σ_max) stay zero. Computed by an SVD in float64; no gradient path is promised."""
+    if how not in ("clamp", "rescale"):
+        raise ValueError(f"how {how!r}: use 'clamp' or 'rescale'")
+    if not -1.0 <= alpha < 0:
+        raise ValueError(f"alpha must lie in [-1, 0), got {alpha}")
+    X64 = X.to(torch.float64)
+    U, s, Vh = torch.linalg.svd(X64, full_matrices=False)
+    live = s > floor * s.max()
+    if how == "clamp":
+        lam = s.clamp_min(-alpha)
+    else:
+        c = float(s[live].min()) / -alpha
+        lam = (s / c).clamp_min(-alpha)             # dead values are dropped below; clamp keeps the log defined
+    f = softdecay(lam, alpha)
+    f = torch.where(live, f, torch.zeros_like(f))
+    K = s.max() / f.max().clamp_min(_TINY)
+    return ((U * (K * f).unsqueeze(-2)) @ Vh).to(X.dtype)
+
+
 class SoftDecay(nn.Module):
     """SoftDecay as a layer with a trainable α (initial value `alpha`), applied to (…, n, d) with an
     optional mask of real rows (Yan et al. Algorithm 1)."""
@@ -269,5 +297,5 @@ def expdecay_penalty(H: Tensor, mask: Tensor | None = None, c1: float = 1.0, c2:
     return gamma_e * per.mean()
 
 
-__all__ = ["expdecay_penalty", "softdecay", "softdecay_transform", "softdecay_loop_reference", "SoftDecay",
-           "SoftDecayDomainError", "whitening_fit", "whitening_apply"]
+__all__ = ["expdecay_penalty", "softdecay", "softdecay_transform", "softdecay_flipfree", "softdecay_loop_reference",
+           "SoftDecay", "SoftDecayDomainError", "whitening_fit", "whitening_apply"]

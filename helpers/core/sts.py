@@ -13,11 +13,14 @@ from torch import Tensor
 
 from . import measures as M
 from .blocks import deescalate
-from .softdecay import softdecay_transform, whitening_apply, whitening_fit
+from .softdecay import softdecay_flipfree, softdecay_transform, whitening_apply, whitening_fit
 
 POOLINGS = ("first_last", "first_last_l1", "last", "cls")
 METHODS = ("vanilla", "whitening", "whitening-256", "de-escalation", "SoftDecay (sentence)", "SoftDecay (token)",
            "SoftDecay (σ/√N)", "SoftDecay (σ/σ_max)")
+#: SoftDecay with property 1 kept (no direction changes sign): σ clamped at |α|, or the spectrum rescaled so
+#: its smallest live value sits at |α| (`core.softdecay.softdecay_flipfree`); our variants, not the paper's
+FLIP_FREE = ("SoftDecay (clamped)", "SoftDecay (rescaled)")
 #: the two ways of scoring a year's file: the paper's (transform fitted on the whole file, Spearman per
 #: subset, mean over subsets, as `SequentialEvaluator(..., np.mean)` does) and one pooled Spearman
 PROTOCOLS = ("subset-mean", "pooled")
@@ -100,10 +103,36 @@ def apply_method(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6, tau: 
         return out[:n], out[n:]
     if method == "SoftDecay (sentence)":
         return softdecay_transform(e1, alpha), softdecay_transform(e2, alpha)
+    if method in FLIP_FREE:
+        how = "clamp" if "clamped" in method else "rescale"
+        return softdecay_flipfree(e1, alpha, how), softdecay_flipfree(e2, alpha, how)
     if method in ("SoftDecay (σ/√N)", "SoftDecay (σ/σ_max)"):
         by = "sqrt_n" if "√N" in method else "max"
         return softdecay_scaled(e1, alpha, by), softdecay_scaled(e2, alpha, by)
-    raise ValueError(f"unknown method {method!r}; known: {METHODS}")
+    raise ValueError(f"unknown method {method!r}; known: {METHODS + FLIP_FREE}")
+
+
+def count_flips(X: Tensor, Y: Tensor, floor: float = 1e-10) -> int:
+    """How many live directions of X (singular triplets u, σ, v with σ > floor·σ_max) a transform X → Y
+    turns around: uᵀ Y v < 0. For Algorithm 1, Y = U diag(K f(σ)) Vᵀ, so this counts the σ with f(σ) < 0."""
+    U, s, Vh = torch.linalg.svd(X.double(), full_matrices=False)
+    proj = ((U.T @ Y.double()) * Vh).sum(-1)                   # uᵢᵀ Y vᵢ
+    live = s > floor * s.max()
+    return int((proj[live] < -1e-6 * float(s.max())).sum())     # float32 round-off of a zeroed direction is not a flip
+
+
+def mean_share(E: Tensor) -> float:
+    """The share of the rows' second moment that is their common mean, ‖μ‖² / mean ‖xᵢ‖² (1: every row the
+    same vector; 0: centred rows): how much of an anisotropy is a common vector rather than a spread."""
+    E = E.double()
+    return float(E.mean(0).square().sum() / E.square().sum(-1).mean())
+
+
+def ev1_centred(E: Tensor) -> float:
+    """EV₁ (eq. 5) of the centred rows: the share of the variance along the top principal direction (a
+    dominant variance direction, which no common vector explains)."""
+    E = E.double()
+    return float(M.explained_variance(E - E.mean(0), 1))
 
 
 def cosines(e1: Tensor, e2: Tensor) -> np.ndarray:
@@ -227,7 +256,32 @@ def lsds_score(E: Tensor, F: Tensor, k: int = 12, max_points: int = 3000, seed: 
     return float(M.lsds(_unit(E.double()), _unit(F.double()), k=k, t=0.5, normalise_weights=normalise))
 
 
-__all__ = ["POOLINGS", "METHODS", "PROTOCOLS", "softdecay_scaled", "sign_flips", "cosines", "score", "score_draws",
-           "bootstrap_indices", "paired_bootstrap", "refit_bootstrap", "interval", "plant",
-           "TokenStates", "pool", "spearman100", "apply_method", "uniformity_metrics",
-           "lsds_score"]
+def lsds_lle(E: Tensor, F: Tensor, k: int = 12, max_points: int = 3000, seed: int = 0, reg: float = 1e-3) -> float:
+    """LSDS as the authors' code computes it (`metrics.py::nearbyloss`, a third reading of eq. 6): rows
+    unit-normalised; each point's k nearest neighbours in E, *itself included* (a k-NN query on the fitted
+    points); LLE barycentre weights w (min ‖e_i − Σ_j w_j e_j‖² with Σ w = 1, the Gram matrix regularised
+    by reg·trace) found in E; the score is the Frobenius norm ‖F − W F‖ of F rebuilt with E's weights. At
+    most `max_points` rows (the fixed random subset `lsds_score` uses)."""
+    if E.shape[0] > max_points:
+        idx = torch.randperm(E.shape[0], generator=torch.Generator().manual_seed(seed))[:max_points]
+        E, F = E[idx], F[idx]
+    X, Y = _unit(E.double()).numpy(), _unit(F.double()).numpy()
+    n = X.shape[0]
+    k = min(k, n)
+    d2 = (X * X).sum(1)[:, None] + (X * X).sum(1)[None] - 2 * X @ X.T
+    ind = np.argsort(d2, axis=1, kind="stable")[:, :k]
+    rebuilt = np.empty_like(Y)
+    for i in range(n):
+        Cm = X[ind[i]] - X[i]
+        G = Cm @ Cm.T
+        tr = np.trace(G)
+        G[np.diag_indices(k)] += reg * tr if tr > 0 else reg
+        w = np.linalg.solve(G, np.ones(k))
+        rebuilt[i] = (w / w.sum()) @ Y[ind[i]]
+    return float(np.linalg.norm(Y - rebuilt))
+
+
+__all__ = ["POOLINGS", "METHODS", "FLIP_FREE", "count_flips", "mean_share", "ev1_centred", "PROTOCOLS",
+           "softdecay_scaled", "sign_flips", "cosines", "score", "score_draws", "bootstrap_indices",
+           "paired_bootstrap", "refit_bootstrap", "interval", "plant", "TokenStates", "pool", "spearman100",
+           "apply_method", "uniformity_metrics", "lsds_score", "lsds_lle"]
