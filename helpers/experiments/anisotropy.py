@@ -233,8 +233,9 @@ class Result(results.Result):
     def shape_rows(self) -> list[dict[str, Any]]:
         """Per model with a spectrum run: width d, tokens, the participation ratio of the centred cloud
         over layers (smallest, largest) against the isotropic Gaussian's and the twin's, the largest top-3
-        variance share, the smallest split-half cosine of the mean, the RMS cosine after removing the mean
-        and the top 10 directions over 1/√d (largest), and how many layers fall in each `MAKEUP` class."""
+        variance share, the smallest split-half cosine of the mean (model and twin), the smallest ‖x̄‖² over
+        the top centred eigenvalue, the RMS cosine after removing the mean and the top 10 directions over
+        1/√d (largest), and how many layers fall in each `MAKEUP` class."""
         rows = []
         for name in dict.fromkeys(s_["name"] for s_ in self.shapes):
             m, t = self.shape(name), self.shape(name, False)
@@ -249,8 +250,11 @@ class Result(results.Result):
             if m:
                 kinds = self.makeup(m)
                 row |= {"top3_max": float(np.max(m["top3"])), "split_min": float(np.min(m["mean_split_cos"])),
+                        "drift_over_top_min": float(np.min(m["drift_over_top"])),
                         "rms10_ratio": float(np.max(np.asarray(m["rms_cos_k10"]) * np.sqrt(np.asarray(m["dims"])))),
                         "layers": len(kinds)} | {k: kinds.count(k) for k in A.MAKEUP}
+            if t:
+                row["twin_split_min"] = float(np.min(t["mean_split_cos"]))
             rows.append(row)
         return rows
 

@@ -233,7 +233,9 @@ def spectrum_table(res: Result):
         "PR (pretrained)": [rng(a, b) for a, b in zip(df.pr_min, df.pr_max, strict=True)],
         "PR (twin)": [rng(a, b) for a, b in zip(df.twin_pr_min, df.twin_pr_max, strict=True)],
         "PR (isotropic)": [f"{v:.0f}" for v in df.pr_iso],
-        "top-3 share (max)": df.get("top3_max"), "split-half cos of x̄ (min)": df.get("split_min"),
+        "top-3 share (max)": df.get("top3_max"), "‖x̄‖²/λ₁ (min)": df.get("drift_over_top_min"),
+        "RMS cos after top 10 × √d (max)": df.get("rms10_ratio"),
+        "split-half cos of x̄ (min)": df.get("split_min"), "same, twin": df.get("twin_split_min"),
         "one common direction": df.get("one common direction"),
         "drift + low-dim cloud": df.get("drift + low-dimensional cloud"),
         "no stable drift": df.get("no stable drift"),
@@ -241,8 +243,9 @@ def spectrum_table(res: Result):
     return _scroll(common.table(out, digits=2).set_caption(
         "The centred cloud's spectrum per layer (a subsample of the tokens): participation ratio (PR) over layers, "
         "smallest–largest, against the untrained twin's and an isotropic Gaussian's of the same n and d; the "
-        "largest top-3 variance share; the smallest split-half cosine of the mean's direction; layers per class "
-        "(pretrained)"))
+        "largest top-3 variance share; the smallest ratio of the mean's squared norm to the top centred eigenvalue; "
+        "the largest RMS cosine once the mean and top 10 directions are removed, over an isotropic cloud's 1/√d; "
+        "the smallest split-half cosine of the mean's direction; layers per class (pretrained)"))
 
 
 def zeroed_table(res: Result):
@@ -311,6 +314,7 @@ def publish(res: Result) -> None:
     planted, iso = res.planted["clusters + drift"], res.planted["isotropic + drift"]
     rows = res.centred_rows()
     counts, zrows = res.makeup_counts(), res.zeroed_rows()
+    smol_shape = res.shape("SmolLM2-135M-Instruct")
     common.publish({
         "anisotropy-skipped": "none" if not res.skipped else
         "; ".join(f"{s['model'].split(':', 1)[1]} ({s['reason']})" for s in res.skipped),
@@ -349,6 +353,8 @@ def publish(res: Result) -> None:
         "anisotropy-makeup-unstable": counts["no stable drift"],
         "anisotropy-makeup-layers": counts["layers"],
         "anisotropy-shape-share": f"{res.shape_share:.0%}",
+        "anisotropy-smollm-pr-min": float(np.min(smol_shape["pr"])) if smol_shape else nan,
+        "anisotropy-smollm-top3-max": float(np.max(smol_shape["top3"])) if smol_shape else nan,
         "anisotropy-zeroed-emb-max": max((r["zeroed_emb"] for r in zrows), default=nan),
         "anisotropy-zeroed-below": sum(r.get("below_zeroed", 0) for r in zrows),
         "anisotropy-zeroed-below-twin": sum(r.get("below_twin", 0) for r in zrows),
