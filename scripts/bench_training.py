@@ -53,10 +53,10 @@ def mlm_task():
     from helpers.train import mlm
 
     tok = mlm.tokenizer()
-    cfg = mlm.PretrainConfig(layers=4, hidden=256, heads=4, intermediate=1024, seq_len=128, batch=8, steps=1000,
+    cfg = mlm.PretrainConfig(layers=4, d_model=256, n_heads=4, d_ff=1024, seq_len=128, batch_size=8, steps=1000,
                              checkpoint_steps=(0,), resume_every=1000)
     chunks = torch.randint(2000, 28000, (256, 128))
-    return mlm.MLMTask(cfg, chunks, Path("/nonexistent"), tok, None), cfg.batch * cfg.seq_len, "tokens"
+    return mlm.MLMTask(cfg, chunks, Path("/nonexistent"), tok, None), cfg.batch_size * cfg.seq_len, "tokens"
 
 
 def vit_task(depth: int = 24, hidden: int = 192, ffn: int = 384, heads: int = 8, patch: int = 4, batch: int = 128,
@@ -68,10 +68,10 @@ def vit_task(depth: int = 24, hidden: int = 192, ffn: int = 384, heads: int = 8,
 
     rng = np.random.default_rng(0)
     imgs = [Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)) for _ in range(256)]
-    model = ViT(ViTConfig(variant="post-norm", depth=depth, hidden=hidden, ffn=ffn, heads=heads, patch=patch,
+    model = ViT(ViTConfig(variant="post-norm", depth=depth, d_model=hidden, d_ff=ffn, n_heads=heads, patch=patch,
                           block=block))
-    tc = TrainConfig(epochs=4, batch=batch)
-    return ViTTask(model, (imgs, [i % 10 for i in range(256)]), (imgs[:8], [0] * 8), tc), tc.batch, "images"
+    tc = TrainConfig(epochs=4, batch_size=batch)
+    return ViTTask(model, (imgs, [i % 10 for i in range(256)]), (imgs[:8], [0] * 8), tc), tc.batch_size, "images"
 
 
 def vit_sweep_task(block: str):
@@ -84,13 +84,13 @@ def glue_task():
     from helpers.data.glue import Encoded
     from helpers.train.glue import FinetuneConfig, GlueTask, load_classifier
 
-    cfg = FinetuneConfig(task="RTE", variant="baseline", batch=32, max_length=128)
+    cfg = FinetuneConfig(task="RTE", variant="baseline", batch_size=32, max_length=128)
     model, tok = load_classifier(cfg, 2)
     rng = random.Random(0)
     feats = [{"input_ids": [101] + [rng.randrange(2000, 28000) for _ in range(126)] + [102],
               "token_type_ids": [0] * 128, "attention_mask": [1] * 128} for _ in range(128)]
     enc = Encoded("RTE", "train", feats, [rng.randrange(2) for _ in range(128)])
-    return GlueTask(cfg, model, tok, enc, enc), cfg.batch, "examples"
+    return GlueTask(cfg, model, tok, enc, enc), cfg.batch_size, "examples"
 
 
 LOOPS = {"MLM pretraining (qk book)": mlm_task, "ViT training (vit book)": vit_task,

@@ -74,7 +74,7 @@ def main() -> None:
     c = mlm.corpus(tok, L, N_ANALYSIS, analysis_seed=0)
     chunks = wiki_weighted(tok) if a.wiki_weighted else c["train"]
     marks = tuple(sorted({0, *(a.steps * i // 5 for i in range(1, 6))}))
-    cfg = mlm.PretrainConfig(steps=a.steps, lr=a.lr, batch=a.batch, dropout=a.dropout, seed=0,
+    cfg = mlm.PretrainConfig(steps=a.steps, lr=a.lr, batch_size=a.batch, dropout=a.dropout, seed=0,
                              checkpoint_steps=marks, resume_every=max(100, a.steps // 10))
     t = time.time()
     out = Path(__file__).resolve().parents[1] / "_build" / "checkpoints" / "qk-probes" / a.name

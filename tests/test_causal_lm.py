@@ -84,7 +84,7 @@ def test_training_adapter_learns_and_resumes(tmp_path):
 
     seqs = torch.arange(20).repeat(40, 1) % 7                                   # (40, 20): a periodic text
     cfg = LMConfig(variant="pre-norm", vocab=7, depth=2, d_model=16, n_heads=2, d_ff=32, seq_len=19)
-    tc = LMTrainConfig(steps=40, batch=4, lr=1e-2, eval_every=10, resume_every=10)
+    tc = LMTrainConfig(steps=40, batch_size=4, lr=1e-2, eval_every=10, resume_every=10)
     whole = train_lm(cfg, tc, seqs, seqs[:4], checkpoint=tmp_path / "a.pt")
     assert whole["eval_loss"][-1] < 0.5 * whole["eval_loss"][0]
     train_lm(cfg, tc, seqs, seqs[:4], checkpoint=tmp_path / "b.pt", stop_after=25)

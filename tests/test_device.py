@@ -117,7 +117,7 @@ def test_mask_tokens_follows_ids_and_keeps_cpu_draws(tok):
 
 
 def _mlm_run(tok, tmp_path, stop=None):
-    cfg = mlm.PretrainConfig(layers=1, hidden=32, heads=2, intermediate=64, seq_len=16, batch=4, steps=4, lr=1e-3,
+    cfg = mlm.PretrainConfig(layers=1, d_model=32, n_heads=2, d_ff=64, seq_len=16, batch_size=4, steps=4, lr=1e-3,
                              checkpoint_steps=(0, 2, 4), resume_every=2, seed=3)
     chunks = torch.randint(2000, 6000, (20, 16), generator=torch.Generator().manual_seed(0))
     h = mlm.pretrain(cfg, chunks, tmp_path / "mlm", tok=tok, eval_chunks=chunks[:4], device=META, precision="bf16",
@@ -131,8 +131,8 @@ def _vit_run(_tok, tmp_path, stop=None):
     rng = np.random.default_rng(0)
     imgs = [Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)) for _ in range(20)]
     torch.manual_seed(0)
-    model = ViT(ViTConfig(variant="de-escalated", depth=2, hidden=32, ffn=64, heads=4, patch=8))
-    tc = vit_train.TrainConfig(epochs=2, batch=8, seed=1, sim_every=1)
+    model = ViT(ViTConfig(variant="de-escalated", depth=2, d_model=32, d_ff=64, n_heads=4, patch=8))
+    tc = vit_train.TrainConfig(epochs=2, batch_size=8, seed=1, sim_every=1)
     h = vit_train.train(model, (imgs[:16], [i % 10 for i in range(16)]), (imgs[16:], [0, 1, 2, 3]), tc,
                         checkpoint=tmp_path / "vit.pt", device=META, precision="bf16",
                         stop_after_epochs=None if stop is None else 1)
@@ -145,7 +145,7 @@ def _lm_run(_tok, tmp_path, stop=None):
 
     seqs = torch.arange(20).repeat(12, 1) % 7
     cfg = LMConfig(variant="de-escalated", vocab=7, depth=2, d_model=16, n_heads=2, d_ff=32, seq_len=19)
-    tc = LMTrainConfig(steps=4, batch=4, lr=1e-2, eval_every=2, resume_every=2)
+    tc = LMTrainConfig(steps=4, batch_size=4, lr=1e-2, eval_every=2, resume_every=2)
     h = train_lm(cfg, tc, seqs, seqs[:4], checkpoint=tmp_path / "lm.pt", device=META, precision="fp32",
                  stop_after=None if stop is None else 2)
     assert issubclass(LMTask, loop.Task)

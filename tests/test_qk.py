@@ -149,7 +149,7 @@ def test_mlm_masking_follows_bert():
 def test_pretraining_writes_the_weights_of_each_checkpoint_step(tmp_path):
     """(Resume after a kill is tested once for every loop in tests/test_train.py.)"""
     tok = PT.tokenizer()
-    cfg = PT.PretrainConfig(layers=1, hidden=32, heads=2, intermediate=64, seq_len=16, batch=4, steps=12,
+    cfg = PT.PretrainConfig(layers=1, d_model=32, n_heads=2, d_ff=64, seq_len=16, batch_size=4, steps=12,
                             lr=1e-3, checkpoint_steps=(0, 3, 12), resume_every=4, seed=3)
     chunks = torch.randint(2000, 6000, (40, 16))
     h = PT.pretrain(cfg, chunks, tmp_path / "a", tok=tok, eval_chunks=chunks[:8])
@@ -198,7 +198,7 @@ def test_cache_key_separates_run_seeds_and_ignores_resume_points():
     assert p.with_(n_samples=64).cache_key(drop=("seeds",), run_seed=0,
                                            analysis_version=experiment.ANALYSIS_VERSION) != k0
     pc = experiment.pretrain_config(p, 1)
-    assert pc.seed == 1 and pc.hidden == p.d_model and pc.checkpoint_steps == p.steps
+    assert pc.seed == 1 and pc.d_model == p.d_model and pc.checkpoint_steps == p.steps
     assert pc.steps == max(p.steps) == 15000
 
 
@@ -256,7 +256,6 @@ def test_export_book_model_loads_through_models_load(tmp_path, monkeypatch):
     """The book's own MLM BERT, exported from the pretraining's best checkpoint, loads by name through
     `models.load` (as the STS chapter's encoders do) and gives the same MLM logits as the checkpoint;
     without an export, `models.load` says how to make one."""
-    import dataclasses
     import json
 
     from helpers.book import results
@@ -276,7 +275,7 @@ def test_export_book_model_loads_through_models_load(tmp_path, monkeypatch):
     loaded = models.load("book-mlm-bert")
     assert loaded.trained and "not a released checkpoint" in loaded.description
     pc = qk.pretrain_config(p, p.seed)
-    ckpt = results.checkpoint_dir("qk", {**dataclasses.asdict(pc), "precision": p.precision})
+    ckpt = results.checkpoint_dir("qk", {**pc.stored(), "precision": p.precision})
     ref = mlm.load_step(pc, ckpt, info["step"], len(mlm.tokenizer()))
     ids = loaded.tokenizer(["the cat sat on the mat ."], return_tensors="pt")
     with torch.no_grad():
@@ -292,7 +291,7 @@ def test_centred_model_mean_query_and_key_are_the_projection_biases():
     from helpers.train import mlm
 
     tok = mlm.tokenizer()
-    base = dict(layers=3, hidden=32, heads=2, intermediate=64, seq_len=16, batch=4, steps=1, checkpoint_steps=(0,))
+    base = dict(layers=3, d_model=32, n_heads=2, d_ff=64, seq_len=16, batch_size=4, steps=1, checkpoint_steps=(0,))
     ids = torch.randint(1000, 2000, (4, 12))
     mask = torch.ones(4, 12, dtype=torch.long)
     mask[1, 7:] = 0
@@ -331,7 +330,7 @@ def test_key_bias_gets_no_gradient():
 
     tok = mlm.tokenizer()
     torch.manual_seed(0)
-    cfg = mlm.PretrainConfig(layers=2, hidden=32, heads=2, intermediate=64, seq_len=16, batch=4, steps=1,
+    cfg = mlm.PretrainConfig(layers=2, d_model=32, n_heads=2, d_ff=64, seq_len=16, batch_size=4, steps=1,
                              checkpoint_steps=(0,))
     model = mlm.new_mlm(cfg, len(tok), attn_implementation="eager")
     ids = torch.randint(1000, 2000, (4, 12))

@@ -45,7 +45,7 @@ def _glue(tok):
         return BertForSequenceClassification(cfg), tok              # dropout on
 
     def run(path, stop=None, **changes):
-        cfg = glue_train.FinetuneConfig(**{**dict(task="RTE", variant="softdecay", epochs=3, batch=4, lr=1e-3,
+        cfg = glue_train.FinetuneConfig(**{**dict(task="RTE", variant="softdecay", epochs=3, batch_size=4, lr=1e-3,
                                                   alpha_lr=2e-2, max_length=24, seed=3), **changes})
         stop_epochs = None if stop is None else stop
         h = glue_train.finetune(cfg, tr, ev, checkpoint=path, stop_after_epochs=stop_epochs, device="cpu",
@@ -64,8 +64,8 @@ def _vit(_tok):
 
     def run(path, stop=None, **changes):
         torch.manual_seed(0)
-        model = ViT(ViTConfig(variant="de-escalated", depth=2, hidden=32, ffn=64, heads=4, patch=8))
-        tc = vit_train.TrainConfig(epochs=3, batch=8, seed=1, **changes)
+        model = ViT(ViTConfig(variant="de-escalated", depth=2, d_model=32, d_ff=64, n_heads=4, patch=8))
+        tc = vit_train.TrainConfig(epochs=3, batch_size=8, seed=1, **changes)
         h = vit_train.train(model, train_set, test_set, tc, checkpoint=path, stop_after_epochs=stop)
         return model.state_dict(), {k: h[k] for k in ("train_loss", "train_acc", "test_loss")}
     return run, {"lr": 3e-4}
@@ -75,7 +75,7 @@ def _mlm(tok):
     chunks = torch.randint(2000, 6000, (40, 16))
 
     def run(path, stop=None, **changes):
-        cfg = mlm.PretrainConfig(**{**dict(layers=1, hidden=32, heads=2, intermediate=64, seq_len=16, batch=4,
+        cfg = mlm.PretrainConfig(**{**dict(layers=1, d_model=32, n_heads=2, d_ff=64, seq_len=16, batch_size=4,
                                            steps=12, lr=1e-3, checkpoint_steps=(0, 3, 12), resume_every=4, seed=3),
                                     **changes})
         folder = path.with_suffix("")
@@ -145,7 +145,7 @@ def test_auto_precision_is_bf16_only_where_the_device_computes_it_natively(monke
         assert vit.Params.resolve("ci").cache_key()["precision"] == expected
         assert vit.Params.resolve("book").precision == "bf16"                  # the committed runs' precision
         assert vit.Params.resolve("ci", precision="fp32").precision == "fp32"
-    cfg = mlm.PretrainConfig(layers=1, hidden=16, heads=2, intermediate=32, seq_len=8, batch=2, steps=1,
+    cfg = mlm.PretrainConfig(layers=1, d_model=16, n_heads=2, d_ff=32, seq_len=8, batch_size=2, steps=1,
                              checkpoint_steps=(0,), resume_every=1, seed=0)
     chunks = torch.randint(2000, 2100, (4, 8))
     monkeypatch.setattr(loop, "native_bf16", lambda device=None: False)
@@ -159,7 +159,7 @@ def test_bf16_training_follows_the_fp32_loss_curve(tmp_path, tok):
     40 MLM steps on a tiny model the per-step losses of fp32 and bf16 runs from the same initialisation
     stay within 2 % of each other, while both fall well below the starting loss (the run learns)."""
     chunks = torch.randint(2000, 2100, (64, 16))                   # a 100-token vocabulary slice: learnable
-    cfg = mlm.PretrainConfig(layers=1, hidden=64, heads=2, intermediate=128, seq_len=16, batch=16, steps=40,
+    cfg = mlm.PretrainConfig(layers=1, d_model=64, n_heads=2, d_ff=128, seq_len=16, batch_size=16, steps=40,
                              lr=3e-3, checkpoint_steps=(0,), resume_every=40, seed=0)
     h32 = mlm.pretrain(cfg, chunks, tmp_path / "fp32", tok=tok, precision="fp32")
     h16 = mlm.pretrain(cfg, chunks, tmp_path / "bf16", tok=tok, precision="bf16")
@@ -173,7 +173,7 @@ def test_centring_ablation_zeroes_every_block_mean(tok):
     valid tokens of each sequence, padding excluded; without it the means are far from zero."""
     from helpers.hf.walk import transformer_layers
 
-    base = dict(layers=2, hidden=32, heads=2, intermediate=64, seq_len=16, batch=4, steps=1, checkpoint_steps=(0,))
+    base = dict(layers=2, d_model=32, n_heads=2, d_ff=64, seq_len=16, batch_size=4, steps=1, checkpoint_steps=(0,))
     ids = torch.randint(1000, 2000, (3, 10))
     mask = torch.ones(3, 10, dtype=torch.long)
     mask[1, 6:] = 0                                                 # padded sequence

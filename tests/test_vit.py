@@ -12,7 +12,8 @@ from helpers.data import augment
 
 
 def tiny(variant):
-    return vit_model.ViT(vit_model.ViTConfig(variant=variant, depth=3, hidden=32, ffn=64, heads=4, patch=8, image=32))
+    return vit_model.ViT(vit_model.ViTConfig(variant=variant, depth=3, d_model=32, d_ff=64, n_heads=4, patch=8,
+                                             image=32))
 
 
 def fake_data(n, seed=0):
@@ -106,7 +107,7 @@ def test_similarity_before_deescalation(block, place):
     from helpers.core.vit import ViT, ViTConfig
 
     torch.manual_seed(0)
-    cfg = ViTConfig(variant="de-escalated", depth=3, hidden=32, ffn=64, heads=4, block=block, deesc_place=place)
+    cfg = ViTConfig(variant="de-escalated", depth=3, d_model=32, d_ff=64, n_heads=4, block=block, deesc_place=place)
     m = ViT(cfg).eval()
     x = torch.randn(4, 3, 32, 32)
     before = m.similarity_before_deescalation(x)
@@ -114,7 +115,7 @@ def test_similarity_before_deescalation(block, place):
     assert before.shape == (3,) and np.all(before > 0.01)
     if place == "output":
         assert np.all(after < 1e-6)
-    assert ViT(ViTConfig(variant="post-norm", depth=2, hidden=32, ffn=64, heads=4, block=block)) \
+    assert ViT(ViTConfig(variant="post-norm", depth=2, d_model=32, d_ff=64, n_heads=4, block=block)) \
         .similarity_before_deescalation(x) is None
 
 
@@ -122,7 +123,7 @@ def test_standard_block_has_the_vit_pytorch_parts():
     """The 'standard' block: per-channel LayerNorm with bias, Q/K/V and output projections with biases."""
     from helpers.core.vit import ViT, ViTConfig
 
-    m = ViT(ViTConfig(variant="post-norm", depth=2, hidden=32, ffn=64, heads=4, block="standard"))
+    m = ViT(ViTConfig(variant="post-norm", depth=2, d_model=32, d_ff=64, n_heads=4, block="standard"))
     names = dict(m.named_parameters())
     assert names["blocks.0.ln1.weight"].shape == (32,) and names["blocks.0.ln1.bias"].shape == (32,)
     assert "blocks.0.attn.out.weight" in names and "blocks.0.attn.out.bias" in names
@@ -137,7 +138,7 @@ def test_block_ablation_puts_back_exactly_one_algorithm1_part(block):
     its parameters are the standard block's minus (or with scalar versions of) that part's."""
     from helpers.core.vit import ViT, ViTConfig
 
-    cfg = dict(variant="de-escalated", depth=2, hidden=32, ffn=64, heads=4)
+    cfg = dict(variant="de-escalated", depth=2, d_model=32, d_ff=64, n_heads=4)
     std = {n: p.shape for n, p in ViT(ViTConfig(block="standard", **cfg)).named_parameters()}
     m = ViT(ViTConfig(block=block, **cfg))
     abl = {n: p.shape for n, p in m.named_parameters()}
@@ -323,7 +324,7 @@ def test_the_variants_of_one_seed_start_from_the_same_weights():
         params = {}
         for v in ("post-norm", "pre-norm", "de-escalated"):
             torch.manual_seed(3)
-            params[v] = dict(ViT(ViTConfig(variant=v, depth=3, hidden=32, ffn=64, heads=4, patch=8,
+            params[v] = dict(ViT(ViTConfig(variant=v, depth=3, d_model=32, d_ff=64, n_heads=4, patch=8,
                                            block=block)).named_parameters())
         post = params["post-norm"]
         assert set(params["pre-norm"]) - set(post) == {"final_norm.weight", "final_norm.bias"}
@@ -358,7 +359,7 @@ def test_init_ablation_changes_only_that_part_of_algorithm1s_initialisation():
     else, parameters and the rest of the initialisation, is Algorithm 1's."""
     from helpers.core.vit import ViT, ViTConfig
 
-    cfg = dict(variant="de-escalated", depth=3, hidden=96, ffn=192, heads=4)
+    cfg = dict(variant="de-escalated", depth=3, d_model=96, d_ff=192, n_heads=4)
     models = {}
     for b in ("algorithm1", "algorithm1-torch-v-init", "algorithm1-torch-ffn-init"):
         torch.manual_seed(0)
@@ -389,7 +390,7 @@ def test_ffn_scale_blocks_rescale_only_the_ffn_maps(block, scale):
     from helpers.core.vit import ViT, ViTConfig
     from helpers.experiments import vit
 
-    cfg = dict(variant="de-escalated", depth=2, hidden=96, ffn=192, heads=4)
+    cfg = dict(variant="de-escalated", depth=2, d_model=96, d_ff=192, n_heads=4)
     torch.manual_seed(0)
     base = dict(ViT(ViTConfig(block="algorithm1-torch-ffn-init", **cfg)).named_parameters())
     torch.manual_seed(0)

@@ -4,6 +4,7 @@ Algorithm 1 + eq. 21 de-escalation): the model of their §3.3 experiment (Figure
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -12,6 +13,7 @@ from torch import Tensor, nn
 from . import measures as M
 from .blocks import PostNormBlock, PreNormBlock
 from .causal_lm import Block as StandardBlock
+from .config import StoredNames
 
 VARIANTS = ("post-norm", "pre-norm", "de-escalated")
 #: "algorithm1": Yu & Zhang's blocks as written (scalar-γ LN, per-head value maps, no output projection, no
@@ -43,14 +45,16 @@ BLOCKS = ("algorithm1", "standard", *STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_S
 
 
 @dataclass
-class ViTConfig:
+class ViTConfig(StoredNames):
     """Table 1 of Yu & Zhang: depth 80, hidden 192, FFN 384, 8 heads of 24 (4×4 patches, 32 px)."""
+
+    STORED_AS: ClassVar[dict[str, str]] = {"d_model": "hidden", "d_ff": "ffn", "n_heads": "heads"}
 
     variant: str = "post-norm"
     depth: int = 80
-    hidden: int = 192
-    ffn: int = 384
-    heads: int = 8
+    d_model: int = 192
+    d_ff: int = 384
+    n_heads: int = 8
     patch: int = 4
     image: int = 32
     classes: int = 10
@@ -68,8 +72,8 @@ class ViTConfig:
             raise ValueError(f"variant {self.variant!r}: use one of {VARIANTS}")
         if self.image % self.patch:
             raise ValueError(f"image size {self.image} must be divisible by the patch size {self.patch}")
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden {self.hidden} must be divisible by heads {self.heads}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model {self.d_model} must be divisible by n_heads {self.n_heads}")
 
 
 class ViT(nn.Module):
@@ -81,26 +85,27 @@ class ViT(nn.Module):
         super().__init__()
         self.cfg = cfg
         n = (cfg.image // cfg.patch) ** 2
-        self.embed = nn.Linear(3 * cfg.patch * cfg.patch, cfg.hidden)
-        self.cls = nn.Parameter(torch.zeros(1, 1, cfg.hidden))
-        self.pos = nn.Parameter(torch.randn(1, n + 1, cfg.hidden) * 0.02)
+        self.embed = nn.Linear(3 * cfg.patch * cfg.patch, cfg.d_model)
+        self.cls = nn.Parameter(torch.zeros(1, 1, cfg.d_model))
+        self.pos = nn.Parameter(torch.randn(1, n + 1, cfg.d_model) * 0.02)
         init = ALGORITHM1_INITS.get(cfg.block, dict(ffn_init="torch") if cfg.block in FFN_SCALES else {})
         if not cfg.block.startswith("algorithm1"):
             parts = dict(activation="gelu") | STANDARD_REVERTS.get(cfg.block, {})
             self.blocks = nn.ModuleList(
-                StandardBlock(cfg.hidden, cfg.heads, cfg.ffn, cfg.variant, cfg.tau, causal=False,
+                StandardBlock(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.variant, cfg.tau, causal=False,
                               deesc_place=cfg.deesc_place, **parts) for _ in range(cfg.depth))
-            self.final_norm: nn.Module = nn.LayerNorm(cfg.hidden) if cfg.variant == "pre-norm" else nn.Identity()
+            self.final_norm: nn.Module = nn.LayerNorm(cfg.d_model) if cfg.variant == "pre-norm" else nn.Identity()
         elif cfg.variant == "pre-norm":
-            self.blocks = nn.ModuleList(PreNormBlock(cfg.hidden, cfg.heads, cfg.ffn, **init) for _ in range(cfg.depth))
-            self.final_norm = nn.LayerNorm(cfg.hidden)
+            self.blocks = nn.ModuleList(PreNormBlock(cfg.d_model, cfg.n_heads, cfg.d_ff, **init)
+                                        for _ in range(cfg.depth))
+            self.final_norm = nn.LayerNorm(cfg.d_model)
         else:
             tau = cfg.tau if cfg.variant == "de-escalated" else None
             self.blocks = nn.ModuleList(
-                PostNormBlock(cfg.hidden, cfg.heads, cfg.ffn, tau=tau, deesc_place=cfg.deesc_place,
+                PostNormBlock(cfg.d_model, cfg.n_heads, cfg.d_ff, tau=tau, deesc_place=cfg.deesc_place,
                               learnable_tau=cfg.learnable_tau, **init) for _ in range(cfg.depth))
             self.final_norm = nn.Identity()
-        self.head = nn.Linear(cfg.hidden, cfg.classes)
+        self.head = nn.Linear(cfg.d_model, cfg.classes)
         if cfg.block in FFN_SCALES:                  # after every draw: the same weights, the FFN maps rescaled
             with torch.no_grad():
                 for blk in self.blocks:

@@ -266,7 +266,7 @@ class _Trainer:
         cfg = LMConfig(variant="de-escalated" if leaky else variant, vocab=lm.vocabulary_size(p.tokens),
                        depth=p.depth, d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, seq_len=p.seq_len,
                        tau=p.tau, deesc_mean="sequence" if leaky else "prefix")
-        tc = lm.LMTrainConfig(steps=p.steps, batch=p.batch_size, lr=p.lr, warmup=p.warmup,
+        tc = lm.LMTrainConfig(steps=p.steps, batch_size=p.batch_size, lr=p.lr, warmup=p.warmup,
                               eval_every=p.eval_every, seed=s, resume_every=p.resume_every)
         h = lm.train_lm(cfg, tc, *self.sequences(), checkpoint=ckpt, device=runtime.choose_device(p.device),
                         precision=p.precision)

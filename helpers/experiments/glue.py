@@ -271,7 +271,7 @@ def finetune_one(p: Params, model: str, task: str, kind: str, alpha: float | Non
     every epoch under `book.results.checkpoint_dir("glue", key)` and a rerun after a kill resumes;
     the checkpoint is removed once the run is done."""
     fc = FinetuneConfig(task=task, model=model, variant=kind, alpha=alpha if alpha is not None else -0.5,
-                        lr=lr, alpha_lr=p.alpha_lr, epochs=p.epochs, batch=p.batch_size, max_length=p.max_length,
+                        lr=lr, alpha_lr=p.alpha_lr, epochs=p.epochs, batch_size=p.batch_size, max_length=p.max_length,
                         train_examples=p.train_examples, eval_examples=p.eval_examples, seed=seed)
     if reading is not None:
         fc.expdecay.update(READINGS[reading][0])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -632,8 +632,8 @@ def later_layer_entropy(plain: dict, centred: dict, steps: Iterable[int], first_
 
 def pretrain_config(p: Params, seed: int) -> mlm.PretrainConfig:
     """The MLM pretraining of run seed `seed` of `p`."""
-    return mlm.PretrainConfig(layers=p.layers, hidden=p.d_model, heads=p.n_heads, intermediate=p.d_ff,
-                              seq_len=p.seq_len, batch=p.batch_size, steps=max(p.steps), lr=p.lr, warmup=p.warmup,
+    return mlm.PretrainConfig(layers=p.layers, d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff,
+                              seq_len=p.seq_len, batch_size=p.batch_size, steps=max(p.steps), lr=p.lr, warmup=p.warmup,
                               weight_decay=p.weight_decay, mask_prob=p.mask_prob, dropout=p.dropout,
                               centre=p.centre, seed=seed,
                               checkpoint_steps=tuple(p.steps), resume_every=p.resume_every)
@@ -665,7 +665,7 @@ def trajectory(p: Params, seed: int, device: Any = "cpu") -> dict:
     else:
         tok = mlm.tokenizer()
         pc = pretrain_config(p, seed)
-        folder = results.checkpoint_dir("qk", {**asdict(pc), "precision": p.precision})
+        folder = results.checkpoint_dir("qk", {**pc.stored(), "precision": p.precision})
         if p.scale == "ci":
             shutil.rmtree(folder)
         if p.corpus == "mixed":
@@ -763,7 +763,7 @@ def export_model(p: Params, seed: int | None = None, step: int | None = None,
     if step is None:
         step = min((s for s in evals if s in p.steps), key=evals.get)
     pc = pretrain_config(p, seed)
-    ckpt = results.checkpoint_dir("qk", {**asdict(pc), "precision": p.precision})
+    ckpt = results.checkpoint_dir("qk", {**pc.stored(), "precision": p.precision})
     tok = mlm.tokenizer()
     try:
         model = mlm.load_step(pc, ckpt, step, len(tok))
@@ -776,7 +776,7 @@ def export_model(p: Params, seed: int | None = None, step: int | None = None,
     model.save_pretrained(out)
     tok.save_pretrained(out)
     info = {"name": name, "what": traj["model"], "seed": seed, "step": step, "held_out_mlm_nats": evals.get(step),
-            "unigram_nats": traj.get("unigram_nats"), "settings": asdict(pc), "precision": p.precision,
+            "unigram_nats": traj.get("unigram_nats"), "settings": pc.stored(), "precision": p.precision,
             "git_commit": runtime._git_commit(), "versions": runtime.package_versions()}
     (out / "BOOK_MODEL.json").write_text(json.dumps(info, indent=1))
     return out

@@ -28,15 +28,16 @@ batch 32, max length 128, 3 epochs, linear schedule, a checkpoint after every ep
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 from ..book.runtime import choose_device, stream_seed
+from ..core.config import StoredNames
 from ..core.softdecay import expdecay_penalty
 from ..data.glue import TASK_METRICS, Encoded, _batches, collate, encode_task, glue_metrics
 from ..hf import models as Mo
@@ -47,9 +48,11 @@ VARIANTS = ("baseline", "softdecay", "expdecay")
 
 
 @dataclass
-class FinetuneConfig:
+class FinetuneConfig(StoredNames):
     """One fine-tuning run (App. B: batch 32, max length 128, 3 epochs, linear schedule; learning
     rates 2e-5 for the model and 2e-3 for α; initial α from [−0.2, −0.5, −0.8])."""
+
+    STORED_AS: ClassVar[dict[str, str]] = {"batch_size": "batch"}
 
     task: str = "RTE"
     model: str = "all-MiniLM-L6-v2"
@@ -58,7 +61,7 @@ class FinetuneConfig:
     lr: float = 2e-5
     alpha_lr: float = 2e-3
     epochs: int = 3
-    batch: int = 32
+    batch_size: int = 32
     max_length: int = 128
     warmup_ratio: float = 0.0
     weight_decay: float = 0.0
@@ -74,7 +77,7 @@ class FinetuneConfig:
             raise ValueError(f"variant {self.variant!r}: one of {VARIANTS}")
         if not -1.0 <= self.alpha < 0:
             raise ValueError(f"alpha must lie in [-1, 0), got {self.alpha}")
-        for name in ("lr", "alpha_lr", "epochs", "batch", "max_length"):
+        for name in ("lr", "alpha_lr", "epochs", "batch_size", "max_length"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 
@@ -144,10 +147,10 @@ class GlueTask(Task):
         self._plans: dict[int, list[list[int]]] = {}
 
     def _plan(self, epoch: int) -> list[list[int]]:
-        return _batches(self.train_set.lengths(), self.cfg.batch, stream_seed(self.cfg.seed, "glue-order", epoch))
+        return _batches(self.train_set.lengths(), self.cfg.batch_size, stream_seed(self.cfg.seed, "glue-order", epoch))
 
     def settings(self) -> dict[str, Any]:
-        return asdict(self.cfg)
+        return self.cfg.stored()
 
     def build(self, device: torch.device):
         model = self._model.to(device)

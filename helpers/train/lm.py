@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -23,13 +24,16 @@ from torch import Tensor, nn
 from ..book.runtime import seed_everything, stream_seed
 from ..core import measures as M
 from ..core.causal_lm import CausalLM, LMConfig
+from ..core.config import StoredNames
 from .loop import Task, adamw, decay_groups, fit
 
 
 @dataclass(frozen=True)
-class LMTrainConfig:
+class LMTrainConfig(StoredNames):
+    STORED_AS: ClassVar[dict[str, str]] = {"batch_size": "batch"}
+
     steps: int = 1000
-    batch: int = 16
+    batch_size: int = 16
     lr: float = 2.5e-4
     warmup: int = 0                  # Transformer-XL base: no warm-up
     weight_decay: float = 0.0        # Transformer-XL uses plain Adam
@@ -85,7 +89,7 @@ class LMTask(Task):
         self.steps_per_epoch, self.epochs, self.save_every = tc.steps, 1, tc.resume_every
 
     def settings(self) -> dict:
-        return {"model": asdict(self.cfg), "train": asdict(self.tc), "train_sequences": len(self.train_seqs)}
+        return {"model": asdict(self.cfg), "train": self.tc.stored(), "train_sequences": len(self.train_seqs)}
 
     def build(self, device: torch.device):
         seed_everything(self.tc.seed)
@@ -101,7 +105,7 @@ class LMTask(Task):
 
     def batch(self, epoch: int, index: int, device: torch.device) -> Tensor:
         g = torch.Generator().manual_seed(stream_seed(self.tc.seed, "lm-batch", index))
-        idx = torch.randint(len(self.train_seqs), (self.tc.batch,), generator=g)
+        idx = torch.randint(len(self.train_seqs), (self.tc.batch_size,), generator=g)
         return self.train_seqs[idx].to(device)                                        # (B, seq_len + 1)
 
     def loss(self, model: nn.Module, batch: Tensor):
@@ -117,10 +121,10 @@ class LMTask(Task):
         model.eval()
         dev = next(model.parameters()).device
         tot = 0.0
-        for i in range(0, len(self.eval_seqs), self.tc.batch):
-            chunk = self.eval_seqs[i:i + self.tc.batch]
+        for i in range(0, len(self.eval_seqs), self.tc.batch_size):
+            chunk = self.eval_seqs[i:i + self.tc.batch_size]
             tot += float(model.loss(chunk.to(dev))) * len(chunk)
-        _, states = model.hidden(self.eval_seqs[: self.tc.batch, :-1].to(dev), return_states=True)
+        _, states = model.hidden(self.eval_seqs[: self.tc.batch_size, :-1].to(dev), return_states=True)
         history["eval_step"].append(step)
         history["eval_loss"].append(tot / len(self.eval_seqs))
         history["t_sim"].append([float(M.t_sim(s.float()).mean()) for s in states])

@@ -15,13 +15,15 @@ as one that was never interrupted.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
 from ..book.runtime import seed_everything, stream_seed
+from ..core.config import StoredNames
 from ..hf import models
 from .loop import Task, adamw, decay_groups, fit
 
@@ -29,15 +31,18 @@ TOKENIZER_SOURCE = "all-MiniLM-L6-v2"     # its folder holds BERT's uncased toke
 
 
 @dataclass(frozen=True)
-class PretrainConfig:
+class PretrainConfig(StoredNames):
     """Architecture and MLM recipe of the small BERT (BERT's recipe, Devlin et al. 2019, scaled down)."""
 
+    STORED_AS: ClassVar[dict[str, str]] = {"d_model": "hidden", "n_heads": "heads", "d_ff": "intermediate",
+                                           "batch_size": "batch"}
+
     layers: int = 4
-    hidden: int = 256
-    heads: int = 4
-    intermediate: int = 1024
+    d_model: int = 256
+    n_heads: int = 4
+    d_ff: int = 1024
     seq_len: int = 128               # tokens per training sequence, [CLS] and [SEP] included
-    batch: int = 8
+    batch_size: int = 8
     steps: int = 1000                # optimiser steps
     lr: float = 1e-3
     warmup: float = 0.06             # fraction of `steps` with linear warm-up, then linear decay to 0
@@ -50,8 +55,8 @@ class PretrainConfig:
     resume_every: int = 100          # full-state checkpoint (for resume) every this many steps
 
     def __post_init__(self) -> None:
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden = {self.hidden} must be divisible by heads = {self.heads}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model = {self.d_model} must be divisible by n_heads = {self.n_heads}")
         if any(s < 0 or s > self.steps for s in self.checkpoint_steps):
             raise ValueError(f"checkpoint_steps {self.checkpoint_steps} must lie in [0, steps = {self.steps}]")
 
@@ -208,8 +213,8 @@ def new_mlm(cfg: PretrainConfig, vocab_size: int, attn_implementation: str = "sd
     """A freshly initialised `BertForMaskedLM` (weights drawn from the current torch RNG state)."""
     from transformers import BertConfig, BertForMaskedLM
 
-    bc = BertConfig(vocab_size=vocab_size, hidden_size=cfg.hidden, num_hidden_layers=cfg.layers,
-                    num_attention_heads=cfg.heads, intermediate_size=cfg.intermediate,
+    bc = BertConfig(vocab_size=vocab_size, hidden_size=cfg.d_model, num_hidden_layers=cfg.layers,
+                    num_attention_heads=cfg.n_heads, intermediate_size=cfg.d_ff,
                     max_position_embeddings=max(512, cfg.seq_len),
                     hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
     bc._attn_implementation = attn_implementation
@@ -302,7 +307,7 @@ class MLMTask(Task):
         self.steps_per_epoch, self.epochs, self.save_every = cfg.steps, 1, cfg.resume_every
 
     def settings(self) -> dict:
-        return asdict(self.cfg)
+        return self.cfg.stored()
 
     def build(self, device: torch.device):
         model = new_mlm(self.cfg, len(self.tok)).to(device)
@@ -311,16 +316,16 @@ class MLMTask(Task):
 
     def batch(self, epoch: int, index: int, device: torch.device) -> tuple[Tensor, Tensor]:
         g = torch.Generator().manual_seed(stream_seed(self.cfg.seed, "mlm-batch", index))    # CPU draws
-        idx = torch.randint(len(self.chunks), (self.cfg.batch,), generator=g)                 # (B,)
+        idx = torch.randint(len(self.chunks), (self.cfg.batch_size,), generator=g)                 # (B,)
         inputs, labels = mask_tokens(self.chunks[idx], self.tok, self.cfg.mask_prob, generator=g)
         return inputs.to(device), labels.to(device)                                            # (B, L) each
 
     def loss(self, model, batch: tuple[Tensor, Tensor]):
         loss = mlm_loss(model, *batch)
-        return loss, {"loss": float(loss.detach())}, self.cfg.batch
+        return loss, {"loss": float(loss.detach())}, self.cfg.batch_size
 
     def new_history(self) -> dict:
-        return {"loss": [], "eval_loss": {}, "config": asdict(self.cfg)}
+        return {"loss": [], "eval_loss": {}, "config": self.cfg.stored()}
 
     def _snapshot(self, model, step: int, history: dict) -> None:
         if step not in self.cfg.checkpoint_steps:

@@ -4,25 +4,29 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from ..book.runtime import stream_seed
+from ..core.config import StoredNames
 from ..core.vit import ViT, ViTConfig
 from ..data.augment import autoaugment, to_tensor
 from .loop import Task, adamw, fit
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(StoredNames):
     """§3.3: AdamW β = (0.9, 0.999), weight decay 0.1, batch 128, ×0.2 at 70 % and 90 % of
     training, lr 1e-4 (5e-5 for plain post-norm), AutoAugment."""
 
+    STORED_AS: ClassVar[dict[str, str]] = {"batch_size": "batch"}
+
     epochs: int = 150
-    batch: int = 128
+    batch_size: int = 128
     lr: float | None = None          # None: 5e-5 for post-norm, 1e-4 otherwise (as the paper)
     weight_decay: float = 0.1
     augment: bool = True
@@ -58,11 +62,11 @@ class ViTTask(Task):
         self.test_x, self.test_y = to_tensor(test_set[0]), torch.tensor(test_set[1])
         self.name = f"ViT {model.cfg.variant}"
         self.epochs = tc.epochs
-        self.steps_per_epoch = math.ceil(len(self.images) / tc.batch)
+        self.steps_per_epoch = math.ceil(len(self.images) / tc.batch_size)
         self._order: tuple[int, list[int]] | None = None
 
     def settings(self) -> dict:
-        return {"model": asdict(self.model.cfg), "train": asdict(self.tc), "train_images": len(self.images)}
+        return {"model": self.model.cfg.stored(), "train": self.tc.stored(), "train_images": len(self.images)}
 
     def build(self, device: torch.device):
         model = self.model.to(device)
@@ -76,7 +80,7 @@ class ViTTask(Task):
         if self._order is None or self._order[0] != epoch:
             g = torch.Generator().manual_seed(stream_seed(self.tc.seed, "vit-order", epoch))
             self._order = (epoch, torch.randperm(len(self.images), generator=g).tolist())
-        idx = self._order[1][index * self.tc.batch:(index + 1) * self.tc.batch]
+        idx = self._order[1][index * self.tc.batch_size:(index + 1) * self.tc.batch_size]
         rng = random.Random(stream_seed(self.tc.seed, "vit-augment", epoch * self.steps_per_epoch + index))
         imgs = [autoaugment(self.images[j], rng) if self.tc.augment else self.images[j] for j in idx]
         return to_tensor(imgs).to(device), torch.tensor([self.labels[j] for j in idx]).to(device)
@@ -93,7 +97,7 @@ class ViTTask(Task):
 
     def after_epoch(self, model: nn.Module, epoch: int, means: dict[str, float], history: dict) -> None:
         dev = next(model.parameters()).device
-        test_loss, test_acc = evaluate_images(model, self.test_x.to(dev), self.test_y.to(dev), self.tc.batch)
+        test_loss, test_acc = evaluate_images(model, self.test_x.to(dev), self.test_y.to(dev), self.tc.batch_size)
         for k, v in (("epoch", epoch), ("train_loss", means["train_loss"]), ("train_acc", means["train_acc"]),
                      ("test_loss", test_loss), ("test_acc", test_acc)):
             history[k].append(v)
@@ -140,11 +144,12 @@ def run_variant(p, depth: int, variant: str, seed: int, train_set, test_set,
 
     # the config records the rate only where it is not the model's own rule (post-norm-full-lr, or `p.lr`),
     # as the runs' checkpoints do
-    tc = TrainConfig(epochs=p.epochs, batch=p.batch_size, lr=p.lr if variant != "post-norm-full-lr" else p.lr or LR,
+    tc = TrainConfig(epochs=p.epochs, batch_size=p.batch_size,
+                     lr=p.lr if variant != "post-norm-full-lr" else p.lr or LR,
                      augment=p.augment, seed=seed, sim_every=p.sim_every)
     torch.manual_seed(seed)
-    model = ViT(ViTConfig(variant=model_variant(variant), depth=depth, hidden=p.d_model, ffn=p.d_ff,
-                          heads=p.n_heads, patch=p.patch, tau=p.tau, deesc_place=p.deesc_place, block=p.block))
+    model = ViT(ViTConfig(variant=model_variant(variant), depth=depth, d_model=p.d_model, d_ff=p.d_ff,
+                          n_heads=p.n_heads, patch=p.patch, tau=p.tau, deesc_place=p.deesc_place, block=p.block))
     t = time.perf_counter()
     hist = train(model, train_set, test_set, tc, checkpoint=checkpoint, device=device, precision=p.precision)
     hist["wall_time_s"] = time.perf_counter() - t

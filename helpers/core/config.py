@@ -1,0 +1,22 @@
+"""Configuration dataclasses in the book's vocabulary (STYLE.md: `d_model`, `n_heads`, `d_ff`, `batch_size`),
+stored under the names their runs were first keyed with.
+
+Cache keys, checkpoint folders and the `settings` saved in committed results are hashes of a configuration's
+fields. The fields were renamed to the book's vocabulary after the runs were made; `stored()` gives the
+configuration under its stored names, so every key and every committed file stays what it was
+(`tests/test_config_names.py` pins the hashes)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, ClassVar
+
+
+class StoredNames:
+    """Mixin for a dataclass: `STORED_AS` maps a field to the name it is stored under."""
+
+    STORED_AS: ClassVar[dict[str, str]] = {}
+
+    def stored(self) -> dict[str, Any]:
+        """`dataclasses.asdict(self)` with the stored names, in field order: what keys and results hold."""
+        return {self.STORED_AS.get(k, k): v for k, v in asdict(self).items()}
