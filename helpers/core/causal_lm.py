@@ -25,13 +25,18 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .blocks import ScalarLayerNorm
+from .blocks import (
+    DEESC_MEANS,
+    STANDARD_DEESC_PLACES,
+    VARIANTS,
+    SelfAttention,
+    StandardBlock,
+    attention_kernel,
+    prefix_deescalate,
+)
 
-VARIANTS = ("post-norm", "pre-norm", "de-escalated")
-#: the means a de-escalation step can subtract: the running prefix mean (causal) or the whole sequence's
-DEESC_MEANS = ("prefix", "sequence")
-ACTIVATIONS = ("relu", "gelu")
-NORMS = ("channel", "scalar")
+#: the block of this model is the book's standard block (`blocks.StandardBlock`)
+Block = StandardBlock
 
 
 @dataclass(frozen=True)
@@ -61,123 +66,6 @@ class LMConfig:
             raise ValueError(f"d_model {self.d_model} must be divisible by n_heads {self.n_heads}")
         if not 0 < self.tau <= 1:
             raise ValueError(f"tau must lie in (0, 1] (eq. 21), got {self.tau}")
-
-
-def prefix_deescalate(x: Tensor, tau: float = 1.0) -> Tensor:
-    """Causal eq. (21): y_t = x_t − τ · mean(x_1..x_t) along the token axis (−2). (…, n, d) -> (…, n, d)."""
-    n = x.shape[-2]
-    count = torch.arange(1, n + 1, device=x.device, dtype=x.dtype).unsqueeze(-1)        # (n, 1)
-    return x - tau * x.cumsum(-2) / count
-
-
-class SelfAttention(nn.Module):
-    """Multi-head softmax attention with Q/K/V and output projections (biases included); `causal`
-    masks the scores so position t attends to positions ≤ t only. `bias=False` drops the projections'
-    biases; `out_proj=False` drops the output projection (the heads' outputs are concatenated, as in
-    Yu & Zhang's Prop. 2.9 block) — the two parts the ViT chapter's block ablation reverts."""
-
-    def __init__(self, d: int, heads: int, causal: bool = True, bias: bool = True, out_proj: bool = True) -> None:
-        super().__init__()
-        self.h, self.causal = heads, causal
-        self.qkv = nn.Linear(d, 3 * d, bias=bias)
-        self.out: nn.Module = nn.Linear(d, d, bias=bias) if out_proj else nn.Identity()
-
-    def forward(self, x: Tensor) -> Tensor:
-        B, n, d = x.shape
-        q, k, v = self.qkv(x).view(B, n, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)   # 3 × (B, h, n, dh)
-        with attention_kernel(q):
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)           # (B, h, n, dh)
-        return self.out(y.transpose(1, 2).reshape(B, n, d))
-
-
-def attention_kernel(q: Tensor):
-    """The kernel `scaled_dot_product_attention` runs: on a CPU in reduced precision (bf16 autocast) the
-    plain math kernel — PyTorch's CPU flash-attention kernel is slow in bf16 at the book's small heads
-    (a standard-block ViT training step at depth 40, width 96, batch 64: 0.96 s against 0.21 s, one
-    thread; its backward was three quarters of the step) — otherwise PyTorch's own choice. Both compute
-    softmax(QKᵀ/√d_h)V; only the rounding differs."""
-    import contextlib
-
-    if q.device.type == "cpu" and q.dtype != torch.float32:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        return sdpa_kernel([SDPBackend.MATH])
-    return contextlib.nullcontext()
-
-
-#: kept for readers of the first version of this module
-CausalSelfAttention = SelfAttention
-
-DEESC_PLACES = ("ffn_input", "output")
-
-
-class Block(nn.Module):
-    """A standard Transformer block (per-channel LayerNorm with bias, projections with biases, a
-    two-layer FFN) in one of Yu & Zhang's three variants:
-
-    post-norm: x ← LN(x + SA(x)); x ← LN(x + FFN(x)).
-    pre-norm (eq. 19 with per-channel LN): x ← x + SA(LN(x)); x ← x + FFN(LN(x)).
-    de-escalated: post-norm with eq. (21) at `deesc_place` — "ffn_input" (after the first LN: their
-    Transformer-XL run) or "output" (after the second LN: their ViT run). With `causal` the
-    de-escalation uses the prefix mean (`prefix_deescalate`), otherwise the whole-sequence mean.
-
-    `deesc_mean` overrides which mean the de-escalation subtracts ("prefix" or "sequence"; None: the
-    prefix mean when `causal`, else the sequence mean) — "sequence" in a causal block is the
-    leakage control of the deeplm chapter.
-
-    `forward` returns the block's output; `trace` also returns the state just before the
-    de-escalation step (None for the other variants), so t_sim can be read on both sides of it.
-
-    Parts that can be switched to Algorithm 1's (the ViT chapter's block ablation): `norm="scalar"`
-    (LayerNorm with one scalar γ and λ, `blocks.ScalarLayerNorm`), `bias=False` (no biases in the
-    projections and the FFN; LayerNorm keeps its own), `out_proj=False` (no attention output
-    projection), `activation="relu"`."""
-
-    def __init__(self, d: int, heads: int, d_ff: int, variant: str = "post-norm", tau: float = 1.0,
-                 causal: bool = True, deesc_place: str = "ffn_input", activation: str = "relu",
-                 norm: str = "channel", bias: bool = True, out_proj: bool = True,
-                 deesc_mean: str | None = None) -> None:
-        super().__init__()
-        if deesc_mean is not None and deesc_mean not in DEESC_MEANS:
-            raise ValueError(f"deesc_mean {deesc_mean!r}: use one of {DEESC_MEANS}")
-        self.deesc_mean = deesc_mean or ("prefix" if causal else "sequence")
-        if variant not in VARIANTS:
-            raise ValueError(f"variant {variant!r}: use one of {VARIANTS}")
-        if deesc_place not in DEESC_PLACES:
-            raise ValueError(f"deesc_place {deesc_place!r}: use one of {DEESC_PLACES}")
-        self.variant, self.tau, self.causal, self.deesc_place = variant, tau, causal, deesc_place
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation {activation!r}: use one of {ACTIVATIONS}")
-        if norm not in NORMS:
-            raise ValueError(f"norm {norm!r}: use one of {NORMS}")
-        self.attn = SelfAttention(d, heads, causal, bias=bias, out_proj=out_proj)
-        act = {"relu": nn.ReLU(), "gelu": nn.GELU()}[activation]
-        self.ffn = nn.Sequential(nn.Linear(d, d_ff, bias=bias), act, nn.Linear(d_ff, d, bias=bias))
-        if norm == "channel":
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        else:
-            self.ln1, self.ln2 = ScalarLayerNorm(), ScalarLayerNorm()
-
-    def _deesc(self, x: Tensor) -> Tensor:
-        if self.deesc_mean == "prefix":
-            return prefix_deescalate(x, self.tau)
-        return x - self.tau * x.mean(-2, keepdim=True)
-
-    def trace(self, x: Tensor) -> tuple[Tensor, Tensor | None]:
-        if self.variant == "pre-norm":
-            x = x + self.attn(self.ln1(x))
-            return x + self.ffn(self.ln2(x)), None
-        x = self.ln1(x + self.attn(x))
-        before = None
-        if self.variant == "de-escalated" and self.deesc_place == "ffn_input":
-            before, x = x, self._deesc(x)
-        x = self.ln2(x + self.ffn(x))
-        if self.variant == "de-escalated" and self.deesc_place == "output":
-            before, x = x, self._deesc(x)
-        return x, before
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.trace(x)[0]
 
 
 class CausalLM(nn.Module):
@@ -231,5 +119,5 @@ def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-__all__ = ["VARIANTS", "DEESC_MEANS", "DEESC_PLACES", "LMConfig", "prefix_deescalate", "SelfAttention",
-           "CausalSelfAttention", "Block", "CausalLM", "parameter_count"]
+__all__ = ["VARIANTS", "DEESC_MEANS", "STANDARD_DEESC_PLACES", "LMConfig", "prefix_deescalate", "SelfAttention",
+           "attention_kernel", "Block", "CausalLM", "parameter_count"]

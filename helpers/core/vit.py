@@ -11,11 +11,9 @@ import torch
 from torch import Tensor, nn
 
 from . import measures as M
-from .blocks import PostNormBlock, PreNormBlock
-from .causal_lm import Block as StandardBlock
+from .blocks import VARIANTS, PostNormBlock, PreNormBlock, StandardBlock
 from .config import StoredNames
 
-VARIANTS = ("post-norm", "pre-norm", "de-escalated")
 #: "algorithm1": Yu & Zhang's blocks as written (scalar-γ LN, per-head value maps, no output projection, no
 #: biases); "standard": the vit-pytorch-style block the paper trained (per-channel LN with bias, Q/K/V and output
 #: projections with biases, GELU FFN with biases), in the same three variants
