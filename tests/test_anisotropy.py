@@ -476,3 +476,30 @@ def test_zeroing_the_token_type_embedding_removes_the_shared_vector():
     assert abs(float(pairwise_cosine_mean(after))) < 0.08
     with pytest.raises(ValueError):
         zero_token_type(torch.nn.Linear(3, 3))
+
+
+def test_final_norm_cosines_read_the_norms_input_and_output():
+    """A tiny Llama: the returned last hidden state is the final RMSNorm's output; a norm with a uniform
+    weight keeps every direction (cosine unchanged), a non-uniform weight changes it."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from helpers.hf.anisotropy import final_norm_cosines
+
+    class Tok:
+        bos_token_id, cls_token_id, sep_token_id, pad_token_id = 1, None, None, 0
+
+        def __call__(self, text, **kw):
+            return {"input_ids": [2 + (ord(c) % 60) for c in text]}
+
+    torch.manual_seed(0)
+    m = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=4)).eval()
+    text = "the quick brown fox jumps over the lazy dog " * 20
+    r = final_norm_cosines(m, Tok(), text, 200, chunk_len=50, batch_size=2)
+    assert r["after"] == pytest.approx(r["returned"], abs=1e-6) and r["tokens"] == 200
+    assert r["after"] == pytest.approx(r["before"], abs=1e-5)          # weight initialised to ones
+    with torch.no_grad():
+        m.model.norm.weight[:4] = 20.0
+    r2 = final_norm_cosines(m, Tok(), text, 200, chunk_len=50, batch_size=2)
+    assert r2["before"] == pytest.approx(r["before"], abs=1e-6)
+    assert abs(r2["after"] - r2["before"]) > 0.01

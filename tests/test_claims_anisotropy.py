@@ -184,6 +184,9 @@ def test_findings_on_the_committed_book_runs():
     smol = r.shape("SmolLM2-135M-Instruct")
     assert min(smol["drift_over_top"]) < 1 and min(smol["pr"]) < 5                       # a near-line outweighs x̄
     assert max(r.shape("SmolLM2-135M-Instruct", False)["mean_split_cos"]) < 0.9            # the twin: no stable drift
+    fn = r.final_norm                                     # SmolLM2's last block and its final norm both lower it
+    assert fn["previous"] > fn["before"] + 0.05 and fn["before"] > fn["after"] + 0.05
+    assert fn["after"] == pytest.approx(r.model("SmolLM2-135M-Instruct")["cos_exact"][-1], abs=0.03)
     zeroed = {row["model"]: row for row in r.zeroed_rows()}
     assert set(zeroed) == {"all-MiniLM-L6-v2", "byte-MLM", "AntiBERTy", "rxnmapper-ALBERT"}
     assert all(row["below_twin"] >= row["layers"] - 1 for row in zeroed.values())    # "training lowered it" …

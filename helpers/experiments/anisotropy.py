@@ -130,6 +130,8 @@ class Result(results.Result):
     shapes: list[dict[str, Any]] = field(default_factory=list)
     #: share of each data budget the spectrum runs use
     shape_share: float = 1.0
+    #: SmolLM2's last point before and after its final RMSNorm (`hf.anisotropy.final_norm_cosines`), when measured
+    final_norm: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ lookups
 
@@ -594,6 +596,17 @@ def shape_params(p: Params) -> Params:
                    speech_per_speaker=max(1, round(p.speech_per_speaker * f)), images=max(1, round(p.images * f)))
 
 
+DECODER = "text:SmolLM2-135M-Instruct"
+
+
+def _final_norm(q: Params) -> dict[str, Any]:
+    """SmolLM2's last point on `q`'s text budget, before and after its final RMSNorm."""
+    loaded = models.load(DECODER.split(":", 1)[1], device=choose_device(q.device))
+    budget = min(q.text_tokens, q.decoder_tokens)
+    return H.final_norm_cosines(loaded.model, loaded.tokenizer, load_wikitext103(q.text_split), budget, q.chunk_len,
+                                q.batch_size)
+
+
 def measure_shapes(p: Params, skip: set[str]) -> list[dict[str, Any]]:
     """The centred cloud's spectrum per layer (`core.anisotropy.centred_shape`) for every model of
     `p.shape_models` that this run measures, pretrained and untrained twin, on `shape_params(p)`'s
@@ -626,6 +639,11 @@ def run(p: Params) -> Result:
     gone = {s_["model"] for s_ in skipped}
     zeroed = measure_zeroed(p, gone)
     shapes = measure_shapes(p, gone)
+    final_norm = None
+    if DECODER in p.models and DECODER not in gone:
+        q = shape_params(p)
+        final_norm, _ = results.cached(q, "smollm-final-norm", lambda: _final_norm(q), drop=_MODEL_KEY_DROP,
+                                       model=DECODER)
     byte_rec = None
     if any(e.split(":", 1)[1] == BYTE_MLM_NAME for e in p.models):
         byte_rec, _ = results.cached(p, "byte-mlm-training", lambda: byte_mlm(device=choose_device(p.device)),
@@ -635,7 +653,7 @@ def run(p: Params) -> Result:
                                                   p.n_pairs, p.seed)}
     return Result(models=measured, gaussian=[gaussian_baseline(d, p) for d in p.gaussian_dims], byte_mlm=byte_rec,
                   skipped=skipped, n_pairs=p.n_pairs, planted=planted, zeroed=zeroed, shapes=shapes,
-                  shape_share=p.shape_share)
+                  shape_share=p.shape_share, final_norm=final_norm)
 
 
 # ------------------------------------------------------------------ the byte-level MLM trained here (Fig. 2 row)

@@ -170,3 +170,45 @@ def vision_anisotropy(model, processor, images: list, batch_size: int = 32, n_pa
     r["tokens"] = per_layer[-1]["tokens"]
     r["vectors_per_layer"] = np.array([p["tokens"] for p in per_layer])
     return r
+
+
+@torch.no_grad()
+def final_norm_cosines(model, tokenizer, text: str, max_tokens: int, chunk_len: int = 256,
+                       batch_size: int = 8) -> dict[str, float]:
+    """Whether a decoder's final norm is what lowers its last point: the exact average cosine over all
+    real tokens of the last block's output *before* the final norm (the norm's input, by a forward
+    hook), after it (the norm's output), of the last hidden state transformers returns, and of the
+    layer before (`previous`, the last block's input) — on about
+    `max_tokens` tokens of `text` in chunks spread over it (`spread_chunks`), BOS fed but left out."""
+    from ..core.measures import pairwise_cosine_mean
+
+    base = getattr(model, "model", model)             # a causal LM's decoder stack (LlamaModel)
+    norm = getattr(base, "norm", None)
+    if norm is None:
+        raise ValueError(f"{type(base).__name__} has no final norm")
+    ids = tokenizer(text, add_special_tokens=False, return_attention_mask=False, verbose=False)["input_ids"]
+    pre, post = specials(tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    seqs = spread_chunks(ids, max_tokens, chunk_len)
+    grabbed: dict[str, Tensor] = {}
+    hook = norm.register_forward_hook(lambda mod, inp, out: grabbed.update(before=inp[0], after=out))
+    keep_all: dict[str, list[Tensor]] = {"previous": [], "before": [], "after": [], "returned": []}
+    try:
+        for i in range(0, len(seqs), batch_size):
+            batch = seqs[i:i + batch_size]
+            enc = [pre + c + post for c in batch]
+            L = max(len(e) for e in enc)
+            input_ids = torch.tensor([e + [pad] * (L - len(e)) for e in enc])
+            attn = torch.tensor([[1] * len(e) + [0] * (L - len(e)) for e in enc])
+            keep = torch.tensor([[0] * len(pre) + [1] * len(c) + [0] * (L - len(pre) - len(c)) for c in batch],
+                                dtype=torch.bool)
+            out = base(input_ids=input_ids, attention_mask=attn, output_hidden_states=True)
+            keep_all["before"].append(grabbed["before"].float()[keep])
+            keep_all["after"].append(grabbed["after"].float()[keep])
+            keep_all["returned"].append(out.hidden_states[-1].float()[keep])
+            keep_all["previous"].append(out.hidden_states[-2].float()[keep])
+    finally:
+        hook.remove()
+    res = {k: float(pairwise_cosine_mean(torch.cat(v).double())) for k, v in keep_all.items()}
+    res["tokens"] = int(sum(v.shape[0] for v in keep_all["before"]))
+    return res
