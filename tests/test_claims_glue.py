@@ -159,6 +159,14 @@ def test_book_prose_on_the_committed_grid(book):
             assert gain < row["detectable"], (row["task"], row["metric"])
     # ExpDecay: the sign pattern the chapter quotes; on RTE `all` and `squared` do not learn
     assert r.expdecay_signs() == {"means": 12, "means_below": 11, "seeds": 36, "seeds_below": 28}
+    # "too wide to call anything": every ExpDecay interval covers 0; on RTE they span about 9 to 28 points
+    assert all(row["95% low"] < 0 < row["95% high"] for row in r.paired if row["variant"].startswith("expdecay"))
+    assert r.expdecay_widths("RTE") == (pytest.approx(9.49, abs=0.01), pytest.approx(28.19, abs=0.01))
+    # two more seeds of every reading: 2 × 3 readings per task at that task's mean ExpDecay run time
+    want = sum(2 * 3 * np.mean([sum(x["history"]["epoch_seconds"]) for x in r.runs
+                                if x["task"] == t and x["variant"].startswith("expdecay")]) for t in r.tasks) / 3600
+    assert r.expdecay_more_seeds_hours(5) == pytest.approx(want) and 0 < want < r.run_hours()
+    assert r.expdecay_more_seeds_hours(3) == 0
     first = {row["task"]: row for row in r.summary if row["metric"] == experiments.glue.primary_metric(row["task"])}
     rte = first["RTE"]
     assert max(rte["expdecay (all)"], rte["expdecay (squared)"]) < rte["majority class"] < rte["baseline"]

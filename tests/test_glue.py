@@ -2,6 +2,7 @@
 architecture, its placement, padding independence, finite gradients at degenerate spectra,
 ExpDecay, metrics, the chapter's tables (resume after a kill: tests/test_train.py)."""
 
+import json
 import math
 from types import SimpleNamespace
 
@@ -11,6 +12,7 @@ import torch
 from testutil import seeded_randn
 
 from helpers.book.params import ParameterError
+from helpers.book.runtime import REPO_ROOT
 from helpers.core.softdecay import expdecay_penalty, softdecay_transform
 from helpers.data import glue as glue_data
 from helpers.experiments import glue
@@ -382,3 +384,40 @@ def test_paper_preset_tables_keep_models_apart():
     assert len(fig.axes) == 3 * 3
     assert any("albert-base-v1" in ax.get_title() for ax in fig.axes)
     plt.close(fig)
+
+
+def test_holdout_split_is_fixed_disjoint_and_complete():
+    """The selection's held-out split: disjoint from the rest, together every example once, the stated
+    share, the same draw for the same seed and another for another seed."""
+    feats = [{"input_ids": [i]} for i in range(200)]
+    data = glue_data.Encoded("RTE", "train", feats, [i % 2 for i in range(200)])
+    rest, held = glue_train.holdout_split(data, 0.1, seed=3)
+    ids = lambda e: [f["input_ids"][0] for f in e.features]  # noqa: E731
+    assert len(held) == 20 and len(rest) == 180
+    assert not set(ids(rest)) & set(ids(held)) and sorted(ids(rest) + ids(held)) == list(range(200))
+    assert [data.labels[i] for i in ids(held)] == held.labels
+    assert ids(glue_train.holdout_split(data, 0.1, seed=3)[1]) == ids(held)
+    assert ids(glue_train.holdout_split(data, 0.1, seed=4)[1]) != ids(held)
+    with pytest.raises(ValueError):
+        glue_train.holdout_split(data, 0.0)
+
+
+def test_held_out_selection_runs_are_their_own_runs():
+    """Selecting on a held-out share of train names and keys its selection runs apart (the validation-scored
+    runs keep their committed names and keys); comparison runs are the same under either selection."""
+    p = GlueParams.resolve("book")
+    q = p.with_(selection_holdout=0.1)
+    args = ("all-MiniLM-L6-v2", "RTE", "baseline", None, None, 5e-5, 0)
+    sel_p, sel_q = glue._spec(p, *args, "selection"), glue._spec(q, *args, "selection")
+    assert sel_p.name == glue._run_name(*args) and sel_q.name == glue._run_name(*args) + "-heldout0.1"
+    assert "selection_holdout" not in p.cache_key(drop=glue.GRID, **glue._run_values(*args))
+    assert p.cache_key(drop=glue.GRID, **glue._run_values(*args)) == q.cache_key(drop=glue.GRID,
+                                                                                 **glue._run_values(*args))
+    assert sel_q.key["selection_holdout"] == 0.1
+    committed = REPO_ROOT / "results" / "glue" / "book" / f"{sel_p.name}.json"
+    if committed.is_file():                                  # the committed run's key is unchanged
+        assert json.loads(committed.read_text())["key"] == json.loads(json.dumps(sel_p.key))
+    comp_p, comp_q = glue._spec(p, *args, "comparison"), glue._spec(q, *args, "comparison")
+    assert comp_p.name == comp_q.name
+    with pytest.raises(ParameterError):
+        GlueParams.resolve("book", selection_holdout=1.0)

@@ -59,6 +59,10 @@ class Params(ChapterParams):
     train_examples: int = 0                      # 0 = the whole training split
     eval_examples: int = 0                       # 0 = the whole validation split
     spectra_examples: int = 256
+    #: where the selection scores its candidates: 0 = the validation split (the paper's App. B, and the
+    #: committed book runs); a fraction in (0, 1) = that share of the training split, held out from the
+    #: selection runs' training (one fixed draw), so the validation split only scores the comparison
+    selection_holdout: float = 0.0
     #: "auto": bf16 autocast for training where the device computes bf16 natively (3x faster on an
     #: AVX-512-BF16 CPU, tests/test_train.py checks it follows fp32), fp32 elsewhere; the committed book
     #: runs are bf16 (the book preset pins it); SoftDecay's eigendecomposition runs in float64 either way
@@ -86,7 +90,9 @@ class Params(ChapterParams):
         expdecay_readings=(lambda v: len(v) > 0 and len(set(v)) == len(v), "needs at least one reading, no repeats"),
         alpha_lr=positive, epochs=positive, batch_size=positive, expdecay_seeds=nonneg,
         max_length=(lambda v: 8 <= v <= 512, "must lie in [8, 512]"), seeds=positive,
-        train_examples=nonneg, eval_examples=nonneg, spectra_examples=(lambda v: v >= 2, "needs >= 2 examples"),
+        train_examples=nonneg, eval_examples=nonneg,
+        selection_holdout=(lambda v: 0 <= v < 1, "must lie in [0, 1): 0 selects on the validation split"),
+        spectra_examples=(lambda v: v >= 2, "needs >= 2 examples"),
     )
 
     @property
@@ -207,6 +213,34 @@ class Result(results.Result):
         return {"means": len(rows), "means_below": sum(r["mean difference"] < 0 for r in rows),
                 "seeds": len(seeds), "seeds_below": sum(d < 0 for d in seeds)}
 
+    def expdecay_widths(self, task: str, metric: str | None = None) -> tuple[float, float]:
+        """The narrowest and the widest 95 % t interval (high − low, points) of ExpDecay − baseline over the
+        readings, on `task`'s `metric` (default its first); NaNs without ExpDecay runs."""
+        metric = metric or primary_metric(task)
+        w = [r["95% high"] - r["95% low"] for r in self.paired
+             if r["variant"].startswith("expdecay") and (r["task"], r["metric"]) == (task, metric)]
+        return (float(min(w)), float(max(w))) if w else (float("nan"), float("nan"))
+
+    def run_hours(self, variant_prefix: str = "", stage: str | None = None) -> float:
+        """Hours of training (the runs' epoch times, one process per run) of the runs whose variant label
+        starts with `variant_prefix` and, if given, of that `stage`."""
+        return float(sum(sum(r["history"]["epoch_seconds"]) for r in self.runs
+                         if r["variant"].startswith(variant_prefix) and stage in (None, r["stage"])) / 3600)
+
+    def expdecay_more_seeds_hours(self, seeds: int = 5) -> float:
+        """Hours that bring every ExpDecay reading on every task to `seeds` comparison seeds, at the mean time
+        of the ExpDecay runs made (per task, since the tasks differ in size)."""
+        total = 0.0
+        for task in self.tasks:
+            runs = [r for r in self.runs if r["task"] == task and r["variant"].startswith("expdecay")]
+            if not runs:
+                continue
+            per_run = float(np.mean([sum(r["history"]["epoch_seconds"]) for r in runs]))
+            readings = {r["variant"] for r in runs}
+            have = min(sum(r["variant"] == v for r in runs) for v in readings)
+            total += per_run * len(readings) * max(0, seeds - have)
+        return total / 3600
+
     def findings(self) -> list[Finding]:
         """The chapter's findings: SoftDecay − baseline per task (Table 2), the flatter last-layer spectrum
         (App. Fig. 9), and the paper's own models (not testable offline)."""
@@ -260,13 +294,14 @@ class Result(results.Result):
 
 
 def _run_name(model: str, task: str, kind: str, alpha: float | None, reading: str | None, lr: float,
-              seed: int) -> str:
+              seed: int, holdout: float = 0.0) -> str:
     tag = kind + (f"{alpha:+.1f}" if alpha is not None else "") + (f"-{reading}" if reading else "")
-    return f"{model.replace('/', '_')}-{task}-{tag}-lr{lr:g}-seed{seed}"
+    held = f"-heldout{holdout:g}" if holdout else ""
+    return f"{model.replace('/', '_')}-{task}-{tag}-lr{lr:g}-seed{seed}{held}"
 
 
 def finetune_one(p: Params, model: str, task: str, kind: str, alpha: float | None, reading: str | None,
-                 lr: float, seed: int) -> dict:
+                 lr: float, seed: int, holdout: float = 0.0) -> dict:
     """One fine-tuning run and the spectra of the fine-tuned model. Outside `ci` it checkpoints after
     every epoch under `book.results.checkpoint_dir("glue", key)` and a rerun after a kill resumes;
     the checkpoint is removed once the run is done."""
@@ -275,9 +310,9 @@ def finetune_one(p: Params, model: str, task: str, kind: str, alpha: float | Non
                         train_examples=p.train_examples, eval_examples=p.eval_examples, seed=seed)
     if reading is not None:
         fc.expdecay.update(READINGS[reading][0])
-    key = p.cache_key(drop=GRID, **_run_values(model, task, kind, alpha, reading, lr, seed))
+    key = p.cache_key(drop=GRID, **_run_values(model, task, kind, alpha, reading, lr, seed, holdout))
     ckpt = None if p.scale == "ci" else results.checkpoint_dir("glue", key) / "finetune.pt"
-    h = finetune(fc, device=p.device, keep_model=True, checkpoint=ckpt, precision=p.precision)
+    h = finetune(fc, device=p.device, keep_model=True, checkpoint=ckpt, precision=p.precision, holdout=holdout)
     if ckpt is not None:
         ckpt.unlink(missing_ok=True)
     m, tok = h.pop("_model"), h.pop("_tokenizer")
@@ -287,11 +322,14 @@ def finetune_one(p: Params, model: str, task: str, kind: str, alpha: float | Non
 
 
 #: the Params fields a single run replaces by its own values in the cache key
-GRID = ("models", "tasks", "variants", "alphas", "lrs", "seeds", "seed", "expdecay_readings", "expdecay_seeds")
+GRID = ("models", "tasks", "variants", "alphas", "lrs", "seeds", "seed", "expdecay_readings", "expdecay_seeds",
+        "selection_holdout")
 
 
-def _run_values(model, task, kind, alpha, reading, lr, seed) -> dict[str, Any]:
-    return dict(model=model, task=task, variant=kind, alpha=alpha, reading=reading, lr=lr, seed=seed)
+def _run_values(model, task, kind, alpha, reading, lr, seed, holdout: float = 0.0) -> dict[str, Any]:
+    """A run's own values in its cache key; `holdout` only when > 0 (the validation-scored runs' keys stay)."""
+    out = dict(model=model, task=task, variant=kind, alpha=alpha, reading=reading, lr=lr, seed=seed)
+    return out | ({"selection_holdout": holdout} if holdout else {})
 
 
 #: how the chapter names each metric
@@ -321,17 +359,19 @@ class _Finetune:
     """Fine-tunes one (model, task, kind, α, reading, lr, seed) of the grid (`finetune_one`). An object rather
     than a closure, so a grid job (`make grid`) can carry it to another process."""
 
-    def __init__(self, p: Params, *run: Any):
-        self.p, self.run = p, run
+    def __init__(self, p: Params, *run: Any, holdout: float = 0.0):
+        self.p, self.run, self.holdout = p, run, holdout
 
     def __call__(self, checkpoint=None) -> dict:
-        return finetune_one(self.p, *self.run)
+        return finetune_one(self.p, *self.run, holdout=self.holdout)
 
 
-def _spec(p: Params, model, task, kind, alpha, reading, lr, seed) -> results.RunSpec:
-    return results.RunSpec(p.CHAPTER, _run_name(model, task, kind, alpha, reading, lr, seed), p,
-                           _Finetune(p, model, task, kind, alpha, reading, lr, seed), drop=GRID,
-                           extra=_run_values(model, task, kind, alpha, reading, lr, seed))
+def _spec(p: Params, model, task, kind, alpha, reading, lr, seed, stage: str = "comparison") -> results.RunSpec:
+    """One run of the plan; a selection run under `selection_holdout` > 0 is its own run (name and key)."""
+    holdout = p.selection_holdout if stage == "selection" else 0.0
+    return results.RunSpec(p.CHAPTER, _run_name(model, task, kind, alpha, reading, lr, seed, holdout), p,
+                           _Finetune(p, model, task, kind, alpha, reading, lr, seed, holdout=holdout), drop=GRID,
+                           extra=_run_values(model, task, kind, alpha, reading, lr, seed, holdout))
 
 
 class _Undecided(Exception):
@@ -381,7 +421,7 @@ def runs(p: Params) -> list[results.RunSpec]:
     specs: list[results.RunSpec] = []
 
     def one(model, task, kind, alpha, reading, lr, seed, stage):
-        spec = _spec(p, model, task, kind, alpha, reading, lr, seed)
+        spec = _spec(p, model, task, kind, alpha, reading, lr, seed, stage)
         specs.append(spec)
         return results.execute(spec)[0] if spec.done() else None
     for model in p.models:
@@ -400,7 +440,8 @@ def run(p: Params) -> Result:
     records: list[dict] = []
 
     def one(model, task, kind, alpha, reading, lr, seed, stage) -> dict:
-        h, hit = results.execute(_spec(p, model, task, kind, alpha, reading, lr, seed), train_missing=p.train_missing)
+        h, hit = results.execute(_spec(p, model, task, kind, alpha, reading, lr, seed, stage),
+                                 train_missing=p.train_missing)
         label = READINGS[reading][1] if reading else kind
         records.append({"model": model, "task": task, "variant": label, "alpha": alpha, "reading": reading,
                         "lr": lr, "seed": seed, "stage": stage, "from_cache": hit, "history": h})

@@ -193,16 +193,38 @@ class GlueTask(Task):
         history["epoch_seconds"].append(history["wall_time_s"] - sum(history["epoch_seconds"]))
 
 
+def holdout_split(data: Encoded, fraction: float, seed: int = 0) -> tuple[Encoded, Encoded]:
+    """`data` split into (the rest, a held-out `fraction` of it), drawn with `seed` (a fixed split: the
+    same for every run that passes the same seed); both keep `data`'s order. The held-out part has at
+    least one example and leaves at least one."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"holdout fraction must lie in (0, 1), got {fraction}")
+    n = len(data)
+    k = min(max(1, round(fraction * n)), n - 1)
+    held = set(torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:k].tolist())
+
+    def part(keep: bool, split: str) -> Encoded:
+        idx = [i for i in range(n) if (i in held) != keep]
+        return Encoded(data.task, split, [data.features[i] for i in idx], [data.labels[i] for i in idx])
+    return part(True, f"{data.split}-rest"), part(False, f"{data.split}-heldout")
+
+
 def finetune(cfg: FinetuneConfig, train_set: Encoded | None = None, eval_set: Encoded | None = None,
              checkpoint: str | Path | None = None, stop_after_epochs: int | None = None,
-             device: str = "auto", model_factory=None, keep_model: bool = False, precision: str = "fp32") -> dict:
+             device: str = "auto", model_factory=None, keep_model: bool = False, precision: str = "fp32",
+             holdout: float = 0.0) -> dict:
     """Fine-tune one (task, model, variant, seed) through `fit`: per epoch the training loss,
     validation metrics, α and wall time. With `checkpoint`, the state is saved after every epoch and a
-    rerun resumes from it; `stop_after_epochs` simulates a kill. One device (CPU or one GPU)."""
+    rerun resumes from it; `stop_after_epochs` simulates a kill. One device (CPU or one GPU).
+    `holdout` > 0 (a selection run): train on the training split less a held-out `holdout` of it
+    (`holdout_split`, one fixed draw for every run) and score on that held-out part instead of the
+    validation split, so a selection never reads the validation set it is reported on."""
     dev = choose_device(device)
     model, tok = load_classifier(cfg, 2, model_factory)
     if train_set is None:
         train_set = encode_task(tok, cfg.task, "train", cfg.train_examples, cfg.seed, cfg.max_length)
+    if holdout > 0:
+        train_set, eval_set = holdout_split(train_set, holdout, stream_seed(0, "glue-holdout"))
     if eval_set is None:
         eval_set = encode_task(tok, cfg.task, "validation", cfg.eval_examples, cfg.seed + 1, cfg.max_length)
     task = GlueTask(cfg, model, tok, train_set, eval_set)
