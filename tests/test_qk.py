@@ -471,3 +471,134 @@ def test_chance_share_of_aligned_heads():
     assert abs(chance_aligned_share(8, 0.5) - (c >= 0.5).mean()) < 0.005
     assert chance_aligned_share(2, 0.5) == pytest.approx(2 / 3)          # a uniform angle: |cos| ≥ 1/2 on 2/3
     assert chance_aligned_share(64, 0.5) < 1e-4
+
+
+# --- the end state of real pretraining (issue 29) ----------------------------------------------------
+
+def _moments(q: torch.Tensor, k: torch.Tensor) -> qk.QKMoments:
+    """Moments of one layer of per-head vectors q, k (h, n, d) as one batch of n tokens."""
+    mask = torch.ones(1, q.shape[1], dtype=torch.bool)
+    return qk.QKMoments.from_batch([q.unsqueeze(0)], [k.unsqueeze(0)], mask)
+
+
+def test_end_state_finds_planted_aligned_means():
+    """Heads whose queries and keys scatter around means planted along a common (+) or opposite (−)
+    direction give |cos(Q̄, K̄)| ≈ 1 with the planted sign, whatever the noise around them."""
+    g = torch.Generator().manual_seed(0)
+    h, n, d = 6, 4000, 32
+    mu = torch.randn(h, 1, d, generator=g)
+    sign = torch.tensor([1.0, -1.0] * 3).view(h, 1, 1)
+    q = 3 * mu + torch.randn(h, n, d, generator=g)
+    k = 2 * sign * mu + torch.randn(h, n, d, generator=g)
+    out = qk.end_state(_moments(q, k))
+    cos = np.asarray(out["cos"])[0]
+    assert np.allclose(np.abs(cos), 1, atol=0.02) and np.array_equal(np.sign(cos), sign.view(-1).numpy())
+    assert np.all(np.asarray(out["mean_share"]) > 0.3)
+
+
+def test_end_state_of_random_means_is_at_chance():
+    """Independent random means: the mean |cos| over many heads is the chance level E|cos| in R^d, and
+    no more heads pass 0.5 than chance allows."""
+    g = torch.Generator().manual_seed(1)
+    h, n, d = 2000, 64, 32
+    q = torch.randn(h, 1, d, generator=g) + 0.1 * torch.randn(h, n, d, generator=g)
+    k = torch.randn(h, 1, d, generator=g) + 0.1 * torch.randn(h, n, d, generator=g)
+    cos = np.abs(np.asarray(qk.end_state(_moments(q, k))["cos"]))
+    assert cos.mean() == pytest.approx(qk.mean_abs_cos_random(d), abs=0.01)
+    assert (cos >= 0.5).mean() == pytest.approx(qk.chance_aligned_share(d, 0.5), abs=0.01)
+
+
+def test_score_parts_are_the_brute_force_shares():
+    """The mean's share of the score is mean(s)² / mean(s²) over every query-key pair; the mean query's
+    share of what the softmax sees is that of Q̄·(k_j − K̄) in q_i·(k_j − K̄); both lie in [0, 1]; a head
+    whose every query and key is the same vector has all of its score in the mean; a zero mean query has none
+    of the softmax's part."""
+    g = torch.Generator().manual_seed(2)
+    q = (torch.randn(300, 8, generator=g) + torch.randn(8, generator=g)).double()
+    k = (2 * torch.randn(200, 8, generator=g) + torch.randn(8, generator=g)).double()
+    r = qk.score_parts(q.mean(0), k.mean(0), q.T @ q / len(q), k.T @ k / len(k))
+    s = q @ k.T
+    kc = k - k.mean(0)
+    assert float(r["mean_share"]) == pytest.approx(float(s.mean() ** 2 / (s ** 2).mean()), rel=1e-9)
+    assert float(r["drift_share"]) == pytest.approx(float((q.mean(0) @ kc.T).pow(2).mean() / (q @ kc.T).pow(2).mean()),
+                                                    rel=1e-9)
+    assert 0 <= float(r["mean_share"]) <= 1 and 0 <= float(r["drift_share"]) <= 1
+    c = torch.randn(8, generator=g).double()
+    same = qk.score_parts(c, 2 * c, torch.outer(c, c), 4 * torch.outer(c, c))
+    assert float(same["mean_share"]) == pytest.approx(1.0)
+    qz = q - q.mean(0)
+    assert float(qk.score_parts(qz.mean(0), k.mean(0), qz.T @ qz / len(q), k.T @ k / len(k))["drift_share"]) < 1e-20
+
+
+def test_moments_leave_padding_out_and_add_over_batches():
+    g = torch.Generator().manual_seed(3)
+    q, k = torch.randn(2, 3, 5, 4, generator=g), torch.randn(2, 3, 5, 4, generator=g)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    whole = qk.QKMoments.from_batch([q], [k], mask)
+    parts = qk.QKMoments.from_batch([q[:1]], [k[:1]], mask[:1]) + qk.QKMoments.from_batch([q[1:]], [k[1:]], mask[1:])
+    assert whole.count == 8 and parts.count == 8
+    assert torch.allclose(whole.q_gram, parts.q_gram) and torch.allclose(whole.k_sum, parts.k_sum)
+    real = torch.cat([q[0, :, :3], q[1]], dim=1)                                    # (h, 8, d)
+    assert torch.allclose(whole.q_sum[0], real.sum(1).double())
+
+
+def test_call_capture_gives_the_scores_of_a_rotary_grouped_decoder():
+    """A Llama-style decoder (rotary embedding, 4 query heads on 2 key heads): the captured queries and keys,
+    after the rotation and with grouped keys repeated, give exactly the model's causal attention; before
+    the rotation they give other scores."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, attn_implementation="eager")
+    model = LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(0, 50, (3, 7))
+    mask = torch.ones(3, 7, dtype=torch.long)
+    mask[1, 5:] = 0
+    with hooks.CallCapture(model) as cap, torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, output_attentions=True)
+    assert len(cap.q) == 2 and cap.q[0].shape == cap.k[0].shape == (3, 4, 7, 8)
+    allowed = torch.ones(7, 7).tril().bool()[None, None] & mask[:, None, None, :].bool()
+    real = mask.bool()[:, None, :, None].expand(3, 4, 7, 7)
+    for li in range(2):
+        s = cap.q[li] @ cap.k[li].transpose(-1, -2) / math.sqrt(8)
+        p = torch.softmax(s.masked_fill(~allowed, float("-inf")), -1)
+        assert torch.allclose(p[real], out.attentions[li][real], atol=1e-6)
+        pre = cap.q_pre[li] @ cap.k_pre[li].transpose(-1, -2) / math.sqrt(8)
+        assert not torch.allclose(pre, s, atol=1e-3)
+
+
+def test_call_capture_sees_albert_shared_layer_once_per_depth():
+    """ALBERT runs one shared attention module at every depth: the capture records one entry per call, and
+    each gives that depth's attention."""
+    from transformers import AlbertConfig, AlbertModel
+
+    torch.manual_seed(0)
+    cfg = AlbertConfig(vocab_size=50, embedding_size=16, hidden_size=32, num_attention_heads=4, intermediate_size=64,
+                       num_hidden_layers=3, attn_implementation="eager")
+    model = AlbertModel(cfg).eval()
+    ids = torch.randint(0, 50, (2, 6))
+    mask = torch.ones(2, 6, dtype=torch.long)
+    mask[0, 4:] = 0
+    with hooks.CallCapture(model) as cap, torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, output_attentions=True)
+    assert len(cap.q) == 3
+    for li in range(3):
+        s = cap.q[li] @ cap.k[li].transpose(-1, -2) / math.sqrt(8)
+        p = torch.softmax(s.masked_fill(~mask[:, None, None, :].bool(), float("-inf")), -1)
+        assert torch.allclose(p, out.attentions[li], atol=1e-6)
+    m = hooks.end_state_moments(model, ids, mask, batch_size=1)
+    assert set(m) == {"qk"} and m["qk"].count == 10 and m["qk"].q_sum.shape == (3, 4, 8)
+
+
+def test_end_state_runs_leave_the_trajectory_keys_alone():
+    """The end-state fields are not part of a trajectory's cache key (the committed runs stay valid), and an
+    end-state run's key holds only what it depends on."""
+    p = QKParams.resolve("book")
+    spec = experiment._spec(p, 0)
+    assert not set(experiment.END_STATE_FIELDS) & set(spec.key)
+    es = experiment._end_state_spec(p, "AntiBERTy")
+    assert es.key == {"seed": p.seed, "end_state": "AntiBERTy", "end_state_samples": p.end_state_samples,
+                      "end_state_length": p.end_state_length}
+    with pytest.raises(ParameterError):
+        QKParams.resolve("ci", end_state=("bert-base-uncased",))

@@ -23,10 +23,17 @@ from torch import Tensor
 from ..book import results, runtime
 from ..book.params import ChapterParams, ParameterError, check_heads, nonneg, positive, rules
 from ..core.findings import Finding
-from ..core.qk import alignment_summary, analyse, chance_aligned_share, mean_abs_cos_random, pick_steps
+from ..core.qk import (
+    alignment_summary,
+    analyse,
+    chance_aligned_share,
+    end_state,
+    mean_abs_cos_random,
+    pick_steps,
+)
 from ..core.stats import Interval, t_interval
 from ..hf import models
-from ..hf.qk import MULTIBERT_STEPS, multibert_id, step_statistics
+from ..hf.qk import MULTIBERT_STEPS, end_state_moments, multibert_id, step_statistics
 from ..train import mlm
 
 #: how far below the unigram predictor the held-out MLM loss must go for "a model that uses its context"
@@ -45,14 +52,23 @@ ANALYSIS_VERSION = 2
 
 #: The pretraining the 1.5-nat bar of issue 16 needs, for a GPU (`scripts/qk_long.py` runs it over the book
 #: preset, every seed plain and centred): the book runs see 15.4M tokens and end 0.56 nats below unigram;
-#: the recipe probes (`recipe_probes`) found the loss bound by tokens seen, not by learning rate or batch,
-#: so this sees 27x more — 50,000 steps of batch 64 x 128 (410M tokens, ~160 passes over the mixed
+#: the recipe probes (`recipe_probes`, one seed each) found no change from a 3x lower learning rate or a 4x
+#: larger batch at the same tokens (model size, a higher rate and the vocabulary were not probed); this sees 27x
+#: more — 50,000 steps of batch 64 x 128 (410M tokens, ~160 passes over the mixed
 #: corpus, hence BERT's dropout 0.1) — with log-spaced checkpoints from step 0.
 LONG_PRETRAINING: dict[str, Any] = dict(
     batch_size=64, dropout=0.1, resume_every=1000,
     steps=(0, 10, 30, 100, 300, 1000, 2000, 3000, 5000, 10000, 20000, 30000, 50000))
 #: named sets of overrides the grid runner takes (`scripts/grid.py qk --recipe long`)
 RECIPES: dict[str, dict[str, Any]] = {"long": LONG_PRETRAINING}
+
+
+#: real models that learned, measured at the end of their own pretraining against their untrained twins (issue 29),
+#: by the names `helpers.hf.models.load` takes; "byte-MLM" is the anisotropy chapter's byte-level MLM, measured
+#: only when its checkpoint is on this machine (never trained for this chapter)
+END_STATE_MODELS = ("AntiBERTy", "rxnmapper-ALBERT", "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "byte-MLM")
+#: the Params fields the end-state measurements depend on; the trajectories' cache keys leave them out
+END_STATE_FIELDS = ("end_state", "end_state_samples", "end_state_length")
 
 
 @dataclass(frozen=True)
@@ -99,6 +115,12 @@ class Params(ChapterParams):
     #: AVX-512-BF16 CPU; tests/test_train.py checks it follows fp32), fp32 elsewhere; the committed book
     #: trajectories are bf16 (the book preset pins it)
     precision: Literal["fp32", "bf16", "auto"] = "auto"
+    #: the end state of real pretraining (issue 29): these models (`END_STATE_MODELS`) as released and as
+    #: untrained twins (same architecture, random init), each on `end_state_samples` in-domain sequences of at
+    #: most `end_state_length` tokens
+    end_state: tuple[str, ...] = ()
+    end_state_samples: int = 256
+    end_state_length: int = 128
 
     CHAPTER: ClassVar[str] = "qk"
     #: resume points and the reading threshold do not change a trajectory's results
@@ -106,11 +128,12 @@ class Params(ChapterParams):
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(layers=2, d_model=128, n_heads=2, d_ff=512, seq_len=64, batch_size=8, lr=1e-3,
                    steps=(0, 5, 15, 30, 60), n_samples=32, max_length=64, n_display=100, resume_every=30,
-                   ablation=True),
+                   ablation=True, end_state=("rxnmapper-ALBERT",), end_state_samples=16, end_state_length=64),
         # issue 16: the mixed corpus, 15,000 steps, no dropout, bf16, with the centring ablation; three seeds
         # (one single-threaded process per run, ≈ 45-55 min each on this CPU; six runs committed)
         "book": dict(corpus="mixed", dropout=0.0, precision="bf16", seeds=3, ablation=True, resume_every=250,
-                     steps=(0, 10, 20, 50, 100, 200, 500, 1000, 2000, 3000, 5000, 7500, 10000, 15000)),
+                     steps=(0, 10, 20, 50, 100, 200, 500, 1000, 2000, 3000, 5000, 7500, 10000, 15000),
+                     end_state=END_STATE_MODELS),
         "paper": dict(source="multiberts", seeds=5, steps=MULTIBERT_STEPS, n_samples=128),
     }
     RULES: ClassVar = rules(
@@ -126,6 +149,9 @@ class Params(ChapterParams):
         warmup=(lambda v: 0 <= v < 1, "must lie in [0, 1)"), weight_decay=nonneg,
         mask_prob=(lambda v: 0 < v < 1, "must lie in (0, 1)"), resume_every=positive,
         dropout=(lambda v: 0 <= v < 1, "must lie in [0, 1)"),
+        end_state=(lambda v: all(m in END_STATE_MODELS for m in v), f"models must be among {END_STATE_MODELS}"),
+        end_state_samples=(lambda v: v >= 2, "needs >= 2 sequences"),
+        end_state_length=(lambda v: 8 <= v <= 512, "must lie in [8, 512]"),
     )
 
     def __post_init__(self) -> None:
@@ -175,6 +201,9 @@ class Result(results.Result):
     #: the committed recipe probes of the book model (`recipe_probes`), read by `run`
     probes: list[dict] = field(default_factory=list)
     scale: str = ""                  # the preset the run was made at (ci, book, paper)
+    #: the end state of real pretraining: model -> `measure_end_state` record; and the models not measured, why
+    end_state: dict[str, dict] = field(default_factory=dict)
+    end_state_missing: dict[str, str] = field(default_factory=dict)
 
     @property
     def first(self) -> dict:
@@ -239,6 +268,7 @@ class Result(results.Result):
                 "opposite": int((fin[:, li] <= -self.threshold).sum()),
                 "abs_cos": t_interval(np.abs(fin[:, li]).mean(1)), "cos": float(fin[:, li].mean()),
                 "abs_dot_first": float(absdot[0, li]), "abs_dot_final": float(absdot[-1, li]),
+                "abs_dot_growth": float(absdot[-1, li] / max(absdot[0, li], 1e-300)),
                 "abs_dot_centred": float(centred[li]) if centred else float("nan"),
                 "entropy_first": float(c["entropy_first"][li]), "entropy_final": float(c["entropy_final"][li]),
                 "entropy_lowest": float(c["entropy_lowest"][li]),
@@ -248,6 +278,15 @@ class Result(results.Result):
     def aligned_layers(self) -> list[int]:
         """The layers with at least one aligned head on some seed (chance: `chance_share` per head)."""
         return [li for li in range(self.n_layers) if self.aligned()[:, li].any()]
+
+    def alignment_by_layer(self) -> dict:
+        """Where the alignment is beyond chance: the layers with aligned heads (`aligned_layers`), the aligned
+        heads in them over all seeds and how many heads they have over all seeds; the layers whose final mean
+        |cos(Q̄, K̄)| has an interval over seeds that reaches down to chance (`chance`)."""
+        rows, al = self.layer_rows(), self.aligned()
+        layers = self.aligned_layers()
+        return {"layers": layers, "aligned": int(al[:, layers].sum()), "heads": int(al[:, layers].size),
+                "at_chance": [r["layer"] for r in rows if r["abs_cos"].low <= self.chance]}
 
     def aligned_share(self) -> Interval:
         """The share of heads that end aligned (|cos| ≥ threshold), per seed, t-interval over seeds."""
@@ -386,6 +425,87 @@ class Result(results.Result):
         steps = max(LONG_PRETRAINING["steps"])
         return steps * LONG_PRETRAINING["batch_size"] * self.seq_len / self.tokens_seen
 
+
+    # --- the end state of real pretraining -----------------------------------------------------------
+
+    def end_state_heads(self, kind: str = "trained", key: str = "qk") -> dict[str, dict[str, np.ndarray]]:
+        """Per measured model, `kind` ("trained" or "twin") and where (`key`: "qk"; "qk_pre_rotary" for a
+        rotary model, before the rotation): |cos|, |dot|, mean_share, drift_share, q_norm, k_norm as
+        (layers, heads) arrays."""
+        out = {}
+        for name, rec in self.end_state.items():
+            r = rec[kind if key == "qk" else f"{kind}_pre_rotary"] if (key == "qk" or rec.get("rotary")) else None
+            if r is None:
+                continue
+            out[name] = {k: np.abs(np.asarray(r[k], dtype=float)) for k in
+                         ("cos", "dot", "mean_share", "drift_share", "q_norm", "k_norm")}
+        return out
+
+    def end_state_chance_share(self) -> float:
+        """Pr(|cos| ≥ threshold) for random directions, averaged over every measured head (each model's d_k)."""
+        n = [(rec["d_k"], np.asarray(rec["trained"]["cos"]).size) for rec in self.end_state.values()]
+        return float(sum(chance_aligned_share(d, self.threshold) * k for d, k in n) / max(1, sum(k for _, k in n)))
+
+    def end_state_aligned(self, kind: str = "trained", draws: int = 4000) -> Interval:
+        """The share of heads with |cos(Q̄, K̄)| ≥ threshold over every measured model (`kind`: trained or
+        twin), with a percentile bootstrap over heads, resampled within each model (seeded)."""
+        heads = [h["cos"].ravel() >= self.threshold for h in self.end_state_heads(kind).values()]
+        if not heads:
+            return Interval(float("nan"), float("nan"), float("nan"), 0, "bootstrap")
+        est = float(np.concatenate(heads).mean())
+        rng = np.random.default_rng(0)
+        n = sum(len(a) for a in heads)
+        boot = sum(a[rng.integers(0, len(a), (draws, len(a)))].sum(1) for a in heads) / n
+        return Interval.from_draws(boot, estimate=est)
+
+    def end_state_rows(self) -> list[dict]:
+        """Per measured model: d_k, layers, heads, chance |cos|; trained and twin: mean |cos(Q̄, K̄)| over heads
+        (percentile bootstrap over heads), aligned heads, median |Q̄·K̄|, median share of the score carried by
+        the mean and median share of what the softmax sees carried by the mean query."""
+        rows = []
+        trained, twin = self.end_state_heads("trained"), self.end_state_heads("twin")
+        rng = np.random.default_rng(0)
+        for name, rec in self.end_state.items():
+            row = {"model": name, "d_k": rec["d_k"], "layers": trained[name]["cos"].shape[0],
+                   "heads": trained[name]["cos"].shape[1], "chance": mean_abs_cos_random(rec["d_k"]),
+                   "tokens": rec["tokens"], "data": rec["data"], "rotary": bool(rec.get("rotary"))}
+            for kind, h in (("trained", trained[name]), ("twin", twin[name])):
+                signed = np.asarray(rec[kind]["cos"], dtype=float).ravel()
+                c = h["cos"].ravel()
+                boot = c[rng.integers(0, c.size, (4000, c.size))].mean(1)
+                row[kind] = {"abs_cos": Interval.from_draws(boot, estimate=float(c.mean())),
+                             "aligned": int((c >= self.threshold).sum()),
+                             "common": int((signed >= self.threshold).sum()),
+                             "opposite": int((signed <= -self.threshold).sum()),
+                             "abs_dot": float(np.median(h["dot"])), "mean_share": float(np.median(h["mean_share"])),
+                             "drift_share": float(np.median(h["drift_share"]))}
+            rows.append(row)
+        return rows
+
+    def end_state_layer_rows(self, name: str, key: str = "qk") -> list[dict]:
+        """Model `name` per layer: mean over heads of |cos(Q̄, K̄)|, |Q̄·K̄|, the mean's share of the score and
+        the mean query's share of what the softmax sees, trained and twin; heads aligned (trained)."""
+        tr, tw = self.end_state_heads("trained", key)[name], self.end_state_heads("twin", key)[name]
+        return [{"layer": li, **{f"{kind}_{k}": float(h[k][li].mean()) for kind, h in (("trained", tr), ("twin", tw))
+                                 for k in ("cos", "dot", "mean_share", "drift_share")},
+                 "aligned": int((tr["cos"][li] >= self.threshold).sum()), "heads": int(tr["cos"].shape[1])}
+                for li in range(tr["cos"].shape[0])]
+
+    def end_state_summary(self) -> dict:
+        """What the chapter says of the end state: per model the layers with the most aligned heads and the
+        layer-0 |cos|; the rotary model's mean |cos| before and after the rotation."""
+        out: dict[str, Any] = {"models": list(self.end_state), "n_heads": 0}
+        for name, h in self.end_state_heads("trained").items():
+            out["n_heads"] += int(h["cos"].size)
+            per_layer = (h["cos"] >= self.threshold).sum(1)
+            out[name] = {"aligned_per_layer": per_layer.tolist(), "layer0_abs_cos": float(h["cos"][0].mean()),
+                         "best_layer": int(per_layer.argmax())}
+        pre = self.end_state_heads("trained", "qk_pre_rotary")
+        for name, h in pre.items():
+            out[name]["pre_rotary_abs_cos"] = float(h["cos"].mean())
+            out[name]["pre_rotary_aligned"] = int((h["cos"] >= self.threshold).sum())
+        return out
+
     # --- the findings -------------------------------------------------------------------------------
 
     def _measured(self) -> str:
@@ -453,6 +573,24 @@ class Result(results.Result):
                 claim="The drift of queries and keys along a common direction allows sharper attention patterns.",
                 quantity="entropy fall with centred minus plain blocks, layers 1 and up (nats)", effect=None,
                 needs="our own pretraining (not MultiBERT)", command="make rerun CHAPTER=qk SCALE=book"))
+        if self.end_state:
+            tw = self.end_state_aligned("twin")
+            names = ", ".join(self.end_state)
+            missing = (f"; not measured: {', '.join(self.end_state_missing)}" if self.end_state_missing else "")
+            out.append(Finding(
+                key="qk-end-state", paper="godey2024", chapter="qk", where="Fig. 13, §5", section="qk-end-state",
+                measured=f"{names}, as released, on about {max(r['n_sequences'] for r in self.end_state.values())} "
+                         "in-domain sequences each (antibody chains, reaction SMILES, WikiText-103); rotary queries "
+                         "and keys after the rotation; the untrained twins (same architectures, random init) have "
+                         f"{tw.estimate:.1%} of heads aligned{missing}",
+                scale="the released models' own pretraining (no trajectory: the end state only)",
+                claim="Almost all heads see the mean query and the mean key align, in common or opposite "
+                      "directions, along training; in a 64-dimensional head such an alignment is very unlikely "
+                      "by chance.",
+                quantity=f"share of heads with |cos(Q̄, K̄)| ≥ {self.threshold} in the pretrained models, pooled "
+                         "(bootstrap over heads within each model)",
+                effect=self.end_state_aligned(), direction="above", reference=self.end_state_chance_share(),
+                reference_label=f"chance {self.end_state_chance_share():.1e}", paper_value=ALMOST_ALL, digits=2))
         out.append(Finding(
             key="qk-trained-model", where="§5", section="qk-pretraining", **base,
             claim="These dynamics are those of BERT's pretraining to its end (MultiBERT: 2M steps of 256 × 512 "
@@ -725,7 +863,8 @@ class _Trajectory:
 
 
 def _spec(p: Params, seed: int, device: Any = None) -> results.RunSpec:
-    return results.RunSpec(p.CHAPTER, run_name(p, seed), p, _Trajectory(p, seed, device), drop=("seeds", "ablation"),
+    return results.RunSpec(p.CHAPTER, run_name(p, seed), p, _Trajectory(p, seed, device),
+                           drop=("seeds", "ablation", *END_STATE_FIELDS),
                            extra=dict(run_seed=seed, analysis_version=ANALYSIS_VERSION))
 
 
@@ -737,6 +876,149 @@ def runs(p: Params) -> list[results.RunSpec]:
     if p.ablation and p.source == "pretrain" and not p.centre:
         out += [_spec(p.with_(centre=True, ablation=False), s) for s in seeds]
     return out
+
+
+# --- the end state of real pretraining (issue 29) ---------------------------------------------------------
+
+def _encode(tok, texts: list[str], max_length: int) -> dict[str, Tensor]:
+    """(N, L) input ids and attention mask of `texts` with the model's special tokens, cut at `max_length`,
+    padded on the right: a Hugging Face tokenizer, or the book's vocabulary / byte tokenizers."""
+    import torch
+
+    if hasattr(tok, "pad") and hasattr(tok, "model_max_length"):
+        enc = tok(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+    ids = [tok(t, add_special_tokens=True)["input_ids"][:max_length] for t in texts]
+    if any(len(i) > 2 and i[-1] != tok.sep_token_id for i in ids):
+        ids = [i[: max_length - 1] + [tok.sep_token_id] if len(i) == max_length else i for i in ids]
+    L = max(len(i) for i in ids)
+    x = torch.full((len(ids), L), tok.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(ids), L), dtype=torch.long)
+    for r, i in enumerate(ids):
+        x[r, : len(i)] = torch.tensor(i)
+        mask[r, : len(i)] = 1
+    return {"input_ids": x, "attention_mask": mask}
+
+
+def _wikitext_paragraphs(n: int, seed: int) -> list[str]:
+    """The chapter's analysis paragraphs (WikiText-103 test, ≥ 20 words, drawn with `seed`), as text."""
+    from ..data import load_wikitext103
+
+    paras = mlm._paragraphs(load_wikitext103("test"))
+    return [paras[i] for i in mlm._analysis_pick(paras, n, seed, 20)]
+
+
+def end_state_data(name: str, n: int, seed: int) -> tuple[list[str], str]:
+    """The in-domain sequences of model `name` and what they are: antibody chains for AntiBERTy, USPTO-50K
+    reactions for rxnmapper's ALBERT, WikiText-103 test paragraphs for the text and byte models."""
+    from ..data.sequences import load_antibody_chains, load_uspto50k_reactions
+
+    if name == "AntiBERTy":
+        chains = load_antibody_chains()
+        pick = sorted({int(i) for i in np.linspace(0, len(chains) - 1, min(n, len(chains))).round()})
+        return [chains[i][2] for i in pick], f"{len(pick)} antibody variable-domain chains (Jain et al. 2017)"
+    if name == "rxnmapper-ALBERT":
+        rx = load_uspto50k_reactions(n, seed)
+        return rx, f"{len(rx)} USPTO-50K test reactions (atom maps stripped)"
+    return _wikitext_paragraphs(n, seed), f"{n} WikiText-103 test paragraphs"
+
+
+def _byte_mlm(untrained: bool):
+    """The anisotropy chapter's byte-level MLM, only when its final checkpoint is on this machine: this
+    chapter never trains it (ModelUnavailable otherwise)."""
+    import torch
+
+    from ..hf.bytelevel import VOCAB_SIZE, ByteTokenizer
+    from ..hf.loading import ModelUnavailable
+    from .anisotropy import BYTE_MLM, BYTE_MLM_DESCRIPTION, byte_mlm_folder
+
+    folder = byte_mlm_folder()
+    path = mlm.weights_path(folder, BYTE_MLM.steps)
+    if not path.is_file():
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()                          # the empty folder byte_mlm_folder() just made
+        raise ModelUnavailable("byte-MLM: its checkpoint is not on this machine (the anisotropy chapter trains it, "
+                               "about 20 CPU-minutes: make rerun CHAPTER=anisotropy SCALE=book); not trained here")
+    if untrained:
+        torch.manual_seed(0)
+        model = mlm.new_mlm(BYTE_MLM, VOCAB_SIZE, attn_implementation="eager").eval()
+    else:
+        model = mlm.load_step(BYTE_MLM, folder, BYTE_MLM.steps, VOCAB_SIZE)
+    kind = "randomly initialised (untrained) twin" if untrained else "trained here"
+    return model, ByteTokenizer(), BYTE_MLM_DESCRIPTION + f" [{kind}]"
+
+
+def _load_end_state(name: str, untrained: bool, device: Any):
+    if name == "byte-MLM":
+        return _byte_mlm(untrained)
+    loaded = models.load(name, untrained=untrained, device=device)
+    return loaded.model, loaded.tokenizer, loaded.description
+
+
+def measure_end_state(name: str, n: int, max_length: int, seed: int = 0, device: Any = "cpu") -> dict:
+    """Q̄ and K̄ of every layer (attention call) and head of model `name` as released and of its untrained
+    twin (the same architecture from its config with seeded random weights), on `n` in-domain sequences:
+    `core.qk.end_state` (cos, dot, norms, the mean's share of the score, the mean query's share of what the
+    softmax sees), (layers, heads) each. A rotary model is measured after the rotation (`qk`: its scores
+    are products of these vectors) and before it (`*_pre_rotary`)."""
+    t0 = time.perf_counter()
+    texts, what = end_state_data(name, n, seed)
+    out: dict[str, Any] = {"name": name, "data": what, "n_sequences": len(texts), "max_length": max_length}
+    for kind, untrained in (("trained", False), ("twin", True)):
+        model, tok, description = _load_end_state(name, untrained, device)
+        enc = _encode(tok, texts, max_length)
+        moments = end_state_moments(model, enc["input_ids"], enc["attention_mask"], device=device,
+                                    desc=f"{name} ({kind})")
+        out[f"{kind}_description"] = description
+        out[kind] = _rounded(end_state(moments["qk"]), 6)
+        if "qk_pre_rotary" in moments:
+            out[f"{kind}_pre_rotary"] = _rounded(end_state(moments["qk_pre_rotary"]), 6)
+        out["tokens"] = moments["qk"].count
+        out["d_k"] = int(moments["qk"].q_sum.shape[-1])
+        out["rotary"] = "qk_pre_rotary" in moments
+        del model
+    out["wall_time_s"] = time.perf_counter() - t0
+    return out
+
+
+class _EndState:
+    """One model's end-state measurement as a run of the grid (no checkpoint)."""
+
+    def __init__(self, p: Params, name: str, device: Any = None):
+        self.p, self.name, self.device = p, name, device
+
+    def __call__(self, checkpoint=None) -> dict:
+        runtime.seed_everything(self.p.seed)
+        return measure_end_state(self.name, self.p.end_state_samples, self.p.end_state_length, self.p.seed,
+                                 device=self.device or runtime.choose_device(self.p.device))
+
+
+def end_state_name(model: str) -> str:
+    """The committed file of one model's end state: `end-state-<model>`."""
+    return "end-state-" + model.replace("/", "-")
+
+
+def _end_state_spec(p: Params, model: str, device: Any = None) -> results.RunSpec:
+    keep = ("seed", *END_STATE_FIELDS)
+    drop = tuple(f for f in p.cache_key() if f not in keep)
+    return results.RunSpec(p.CHAPTER, end_state_name(model), p, _EndState(p, model, device),
+                           drop=drop, extra=dict(end_state=model))
+
+
+def end_state_runs(p: Params, device: Any = None) -> tuple[dict[str, dict], dict[str, str], list[bool]]:
+    """Every model of `p.end_state` through the committed-results cache: (records, {model: why it is
+    missing}, cache hits). A model whose weights or data are not on this machine is reported, not faked."""
+    from ..data import DataUnavailable
+    from ..hf.loading import ModelUnavailable
+
+    done, missing, hits = {}, {}, []
+    for m in p.end_state:
+        try:
+            done[m], hit = results.execute(_end_state_spec(p, m, device), train_missing=p.train_missing)
+            hits.append(hit)
+        except (ModelUnavailable, DataUnavailable) as err:
+            missing[m] = str(err).splitlines()[0]
+    return done, missing, hits
 
 
 def run_seed(p: Params, seed: int, device: Any = "cpu") -> tuple[dict, bool]:
@@ -818,14 +1100,17 @@ def run(p: Params) -> Result:
     comparison = {**compare_runs(runs, steps, p.threshold), **union_reading(runs[str(seeds[0])])}
     what = ("MultiBERT (BERT-base)" if p.source == "multiberts" else
             f"our {p.layers}-layer, {p.d_model}-wide MLM BERT")
+    ends, missing, end_hits = end_state_runs(p, device=dev)
     return Result(source=p.source, what=what, steps=steps, seeds=seeds, shown=pick_steps(steps),
                   n_samples=p.n_samples, batch_size=p.batch_size, seq_len=p.seq_len, d_k=p.d_k,
-                  threshold=p.threshold, runs=runs, comparison=comparison, from_cache=all(hits), ablation=centred,
+                  threshold=p.threshold, runs=runs, comparison=comparison, from_cache=all(hits + end_hits),
+                  ablation=centred, end_state=ends, end_state_missing=missing,
                   ablation_summary=ablation_summary(runs, centred, steps) if centred else {},
                   probes=recipe_probes() if p.source == "pretrain" else [], scale=p.scale)
 
 
 __all__ = ["Params", "Result", "run", "runs", "run_seed", "run_name", "export_model", "trajectory", "compare_runs",
-           "union_reading", "recipe_probes",
+           "union_reading", "recipe_probes", "measure_end_state", "end_state_runs", "end_state_name",
+           "END_STATE_MODELS",
            "ablation_summary", "later_layer_entropy", "pretrain_config",
            "ANALYSIS_VERSION", "MULTIBERT_STEPS", "LONG_PRETRAINING", "TARGET_BELOW_UNIGRAM", "ALMOST_ALL"]

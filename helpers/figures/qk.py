@@ -282,11 +282,13 @@ def alignment_table(res: Result):
 
 
 def scalar_product_table(res: Result):
-    """Per layer: mean |Q̄·K̄| at step 0 and at the last step (and the centred model's at the last step)."""
+    """Per layer: mean |Q̄·K̄| at step 0 and at the last step, the growth factor (and the centred model's at the
+    last step)."""
     last = f"{res.steps[-1]:,}"
     rows = []
     for r in res.layer_rows():
-        row = {"layer": r["layer"], "|Q̄·K̄| at step 0": r["abs_dot_first"], f"at step {last}": r["abs_dot_final"]}
+        row = {"layer": r["layer"], "|Q̄·K̄| at step 0": r["abs_dot_first"], f"at step {last}": r["abs_dot_final"],
+               "growth (×)": f"{r['abs_dot_growth']:,.0f}"}
         if np.isfinite(r["abs_dot_centred"]):
             row[f"at step {last}, centred blocks"] = r["abs_dot_centred"]
         rows.append(row)
@@ -351,6 +353,71 @@ def probe_table(res: Result):
     return common.table(df, digits=2)
 
 
+# --- the end state of real pretraining ---------------------------------------------------------------
+
+def end_state_figure(res: Result) -> plt.Figure:
+    """Per measured model (one panel each): mean |cos(Q̄, K̄)| over the heads of every layer, pretrained
+    (each head a dot) against the untrained twin, and the chance level E|cos| in R^{d_k}."""
+    common.set_theme()
+    rows = res.end_state_rows()
+    n = len(rows)
+    if not n:
+        fig, ax = plt.subplots(figsize=(6, 1.5))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no pretrained model measured here", ha="center")
+        return common.figure("qk-end-state", fig)
+    cols = min(n, 2)
+    fig, axes = plt.subplots(-(-n // cols), cols, figsize=(4.6 * cols, 3.3 * -(-n // cols)), squeeze=False)
+    pal = common.sns.color_palette()
+    trained = res.end_state_heads("trained")
+    for ax, row in zip(axes.flat, rows, strict=False):
+        name = row["model"]
+        lr = res.end_state_layer_rows(name)
+        x = np.arange(len(lr))
+        h = trained[name]["cos"]
+        ax.scatter(np.repeat(x, h.shape[1]), h.ravel(), s=6, alpha=0.35, color=pal[0])
+        ax.plot(x, [r["trained_cos"] for r in lr], color=pal[0], marker="o", ms=3, label="pretrained (mean)")
+        ax.plot(x, [r["twin_cos"] for r in lr], color=pal[1], ls="--", marker="s", ms=3, label="untrained twin")
+        ax.axhline(row["chance"], color="grey", ls=":", lw=1, label=f"chance at this $d_k$ ({row['d_k']})")
+        ax.axhline(res.threshold, color="grey", lw=0.5)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("layer" + (" (query and key after the rotary embedding)" if row["rotary"] else ""))
+        ax.set_ylabel(r"$|\cos(\bar Q, \bar K)|$")
+        ax.set_title(name, fontsize=10)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=8, loc="upper right")
+    fig.suptitle("The mean query and key at the end of real pretraining, per layer")
+    fig.tight_layout()
+    return common.figure("qk-end-state", fig)
+
+
+def end_state_table(res: Result):
+    """Per model (`Result.end_state_rows`): heads, aligned heads pretrained / twin, mean |cos(Q̄, K̄)| pretrained
+    (bootstrap over heads) and twin, the chance level."""
+    df = pd.DataFrame([{"model": r["model"], "layers × heads": f"{r['layers']} × {r['heads']}",
+                        f"aligned (|cos| ≥ {res.threshold}), pretrained / twin":
+                            f"{r['trained']['aligned']} / {r['twin']['aligned']}",
+                        "opposite / common": f"{r['trained']['opposite']} / {r['trained']['common']}",
+                        "mean |cos|, pretrained": r["trained"]["abs_cos"].text(2, signed=False),
+                        "twin": f"{r['twin']['abs_cos'].estimate:.2f}", "chance": f"{r['chance']:.2f}"}
+                       for r in res.end_state_rows()])
+    return common.table(df)
+
+
+def end_state_score_table(res: Result):
+    """Per model, medians over heads, pretrained / twin: |Q̄·K̄|, the mean's share of the score and the mean
+    query's share of what the softmax sees (`core.qk.score_parts`)."""
+    df = pd.DataFrame([{"model": r["model"],
+                        "|Q̄·K̄|, pretrained / twin": f"{r['trained']['abs_dot']:.3g} / {r['twin']['abs_dot']:.3g}",
+                        "mean's share of the score":
+                            f"{r['trained']['mean_share']:.2f} / {r['twin']['mean_share']:.2f}",
+                        "Q̄'s share of what the softmax sees":
+                            f"{r['trained']['drift_share']:.2f} / {r['twin']['drift_share']:.2f}"}
+                       for r in res.end_state_rows()])
+    return common.table(df)
+
+
 # --- the page ----------------------------------------------------------------------------------------
 
 def _num(v) -> float:
@@ -358,11 +425,22 @@ def _num(v) -> float:
     return float("nan") if v is None else float(v)
 
 
+def _layers(layers: list[int]) -> str:
+    """A list of layers as the prose names it: "0", "0 and 2", "1, 2 and 3" ("none" when empty)."""
+    if not layers:
+        return "none"
+    return str(layers[0]) if len(layers) == 1 else ", ".join(map(str, layers[:-1])) + f" and {layers[-1]}"
+
+
 def publish(res: Result) -> None:
     """Draw and glue every figure and glue every number the prose quotes."""
-    for draw in (pretraining, fig11, fig12, fig13, fig14, fig15, fig19_20, fig21_22, fig23):
+    for draw in (pretraining, fig11, fig12, fig13, fig14, fig15, fig19_20, fig21_22, fig23, end_state_figure):
         draw(res)
     c, rows, pre, probe = res.comparison, res.layer_rows(), res.pretraining_reading(), res.probe_reading()
+    by_layer = res.alignment_by_layer()
+    ends, end_sum = res.end_state, res.end_state_summary()
+    rope = next((m for m, r in ends.items() if r.get("rotary")), None)
+    end_rows = {r["model"]: r for r in res.end_state_rows()}
     ex = res.first["display"]
     onset = c["median_onset"]["opposite"]
     e0, e1 = np.array(c["entropy_first"]), np.array(c["entropy_final"])
@@ -384,6 +462,8 @@ def publish(res: Result) -> None:
         "qk-abs-cos-first": c["abs_cos_first"], "qk-abs-cos-final": c["abs_cos_final"],
         "qk-n-aligned": c["n_common"] + c["n_opposite"], "qk-n-heads": c["n_heads"],
         "qk-almost-all": ALMOST_ALL, "qk-cos-layer0": rows[0]["cos"],
+        "qk-aligned-layers": _layers(by_layer["layers"]), "qk-aligned-in-layers": by_layer["aligned"],
+        "qk-heads-in-layers": by_layer["heads"], "qk-layers-at-chance": _layers(by_layer["at_chance"]),
         "qk-onset-opposite": _num(onset), "qk-onset-opposite-share": _num(onset) / res.steps[-1],
         # Fig. 14
         "qk-dot-layer0-first": rows[0]["abs_dot_first"], "qk-dot-layer0-final": rows[0]["abs_dot_final"],
@@ -431,10 +511,23 @@ def publish(res: Result) -> None:
         "qk-probe-n": probe["n"], "qk-probe-mtokens": probe["mtokens"], "qk-probe-spread": probe["spread"],
         "qk-probe-weighting-diff": probe["weighting_diff"], "qk-probe-weighting-step": probe["weighting_step"],
         "qk-probe-book-gain": probe["book_gain"],
+        # the end state of real pretraining
+        "qk-end-n-models": len(ends), "qk-end-n-heads": end_sum["n_heads"],
+        "qk-end-samples": max((r["n_sequences"] for r in ends.values()), default=0),
+        "qk-end-length": max((r["max_length"] for r in ends.values()), default=0),
+        "qk-end-aligned": res.end_state_aligned().text(2, signed=False) if ends else MISSING,
+        "qk-end-twin-aligned": _num(res.end_state_aligned("twin").estimate) if ends else nan,
+        "qk-end-chance-share": res.end_state_chance_share() if ends else nan,
+        "qk-end-missing": ", ".join(res.end_state_missing) or "none",
+        "qk-end-rope-post-cos": end_rows[rope]["trained"]["abs_cos"].estimate if rope else nan,
+        "qk-end-rope-pre-cos": end_sum[rope]["pre_rotary_abs_cos"] if rope else nan,
+        "qk-end-rope-post-aligned": end_rows[rope]["trained"]["aligned"] if rope else 0,
+        "qk-end-rope-pre-aligned": end_sum[rope]["pre_rotary_aligned"] if rope else 0,
     })
 
 
 __all__ = ["pretraining", "ablation_figure", "fig11", "fig12", "fig13", "fig14", "fig15", "fig19_20", "fig21_22",
-           "fig23", "alignment_table", "scalar_product_table", "entropy_table", "centring_layer_table",
+           "fig23", "end_state_figure", "end_state_table", "end_state_score_table", "alignment_table",
+           "scalar_product_table", "entropy_table", "centring_layer_table",
            "seed_frame", "seed_table", "pretraining_table", "probe_table", "publish", "scatter_panels",
            "mean_arrows", "MISSING"]
