@@ -55,9 +55,17 @@ book: $(STAMP) _mathjax/mathjax/tex-chtml.js
 	@touch _build/.book-stamp
 	@echo "HTML: _build/html/index.html"
 
+# pytest workers of `make test` (xdist, each test file whole in one worker). Two rounds: every chapter and
+# property test; then the claims tests and the findings page, which read the Results the chapters saved
+TEST_WORKERS ?= 2
+ROUND2 = tests/test_claims_*.py book/findings.md tests/test_findings_page.py
+
 test: $(STAMP)
 	$(BIN)/ruff check helpers tests scripts conftest.py
-	$(BIN)/python -m pytest -q -m "not fresh and not grid" $(PYTEST_ARGS)
+	export TOKUNI_RESULTS_SINCE=$$(date +%s) && \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid" \
+	    $(addprefix --ignore-glob=,$(ROUND2)) $(PYTEST_ARGS) && \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid" $(ROUND2) $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -q -m fresh -k "$(FRESH_K)" tests/test_fresh_notebooks.py
 
 # every training chapter's ci grid through `make grid` (submitit local jobs), against its sequential run (≈ 5 min)
