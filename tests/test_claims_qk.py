@@ -225,6 +225,8 @@ def test_book_per_layer_reading(book):
     assert [round(r["abs_cos"].estimate, 2) for r in rows] == [0.81, 0.17, 0.51, 0.19]
     assert book.chance == pytest.approx(0.10, abs=0.005)
     assert rows[0]["opposite"] == 3 * book.n_heads and rows[0]["aligned"].low == rows[0]["aligned"].high == 4
+    assert rows[2]["aligned"].low == 0 and rows[2]["aligned"].high <= book.n_heads     # clipped to a head count
+    assert book.alignment_by_layer() == {"layers": [0, 2], "aligned": 19, "heads": 24, "at_chance": [1, 2, 3]}
     assert rows[0]["abs_dot_first"] == pytest.approx(0.21, abs=0.01)
     assert rows[0]["abs_dot_final"] == pytest.approx(741, abs=1)
     assert [round(r["abs_dot_final"], 1) for r in rows[1:]] == [1.4, 27.3, 2.2]

@@ -252,7 +252,8 @@ class Result(results.Result):
         return np.abs(self.final_cos()) >= self.threshold
 
     def layer_rows(self) -> list[dict]:
-        """Per layer: aligned heads per seed and the final mean |cos(Q̄, K̄)| per seed (t-intervals over seeds),
+        """Per layer: aligned heads per seed (t-interval over seeds, clipped to 0..heads) and the final mean
+        |cos(Q̄, K̄)| per seed (t-interval over seeds),
         common / opposite heads over all seeds, the mean final cos; mean |Q̄·K̄| over seeds and heads at the
         first and last step (and, with the centring ablation, the centred model's at the last step); the
         attention entropy at the first and last step, its lowest point and when (Figs. 13-15)."""
@@ -263,7 +264,7 @@ class Result(results.Result):
         rows = []
         for li in range(self.n_layers):
             rows.append({
-                "layer": li, "aligned": t_interval(al[:, li].sum(1)), "heads": self.n_heads,
+                "layer": li, "aligned": _clip(t_interval(al[:, li].sum(1)), 0, self.n_heads), "heads": self.n_heads,
                 "common": int((fin[:, li] >= self.threshold).sum()),
                 "opposite": int((fin[:, li] <= -self.threshold).sum()),
                 "abs_cos": t_interval(np.abs(fin[:, li]).mean(1)), "cos": float(fin[:, li].mean()),
@@ -599,6 +600,12 @@ class Result(results.Result):
                      "or more below the unigram predictor",
             effect=None, needs="a GPU", command=LONG_COMMAND))
         return out
+
+
+def _clip(iv: Interval, low: float, high: float) -> Interval:
+    """`iv` with its bounds clipped to the values the quantity can take (a count of heads: 0 to the heads of a
+    layer), so a t-interval over three seeds does not reach below zero heads."""
+    return Interval(iv.estimate, max(iv.low, low), min(iv.high, high), iv.n, iv.method, iv.level)
 
 
 def compare_runs(runs: dict, steps: Iterable[int], threshold: float = 0.5, rebound_nats: float = 0.1) -> dict:

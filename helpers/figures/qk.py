@@ -274,7 +274,8 @@ def alignment_table(res: Result):
     """Per layer (`Result.layer_rows`): aligned heads per seed and the final mean |cos(Q̄, K̄)| with their
     intervals over seeds, opposite- and common-direction heads over all seeds, the mean final cosine."""
     n = len(res.seeds)
-    df = pd.DataFrame([{"layer": r["layer"], f"aligned heads per seed (of {r['heads']})": _iv(r["aligned"], 1),
+    df = pd.DataFrame([{"layer": r["layer"],
+                        f"aligned heads per seed (of {r['heads']}), 95 % interval": _iv(r["aligned"], 1),
                         f"opposite / common, {n} seeds": f"{r['opposite']} / {r['common']}",
                         "mean |cos| at the end": _iv(r["abs_cos"], 2), "mean cos": f"{r['cos']:+.2f}"}
                        for r in res.layer_rows()])
