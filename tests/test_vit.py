@@ -403,3 +403,79 @@ def test_ffn_scale_blocks_rescale_only_the_ffn_maps(block, scale):
             assert torch.equal(scaled[n], w), n
     p = vit.Params.resolve("book", ablations=(*vit.Params.resolve("book").ablations, block))
     assert p.cache_key() == vit.Params.resolve("book").cache_key()
+
+
+def test_ffn_steps_block_keeps_xaviers_weights_and_scales_only_the_ffn_steps():
+    """'algorithm1-torch-ffn-steps': Algorithm 1's block with its own (Xavier) weights, whose W₁ and W₂ learn at
+    the base rate times Xavier's initial std over PyTorch's, so their AdamW steps relative to their initial scale
+    are PyTorch-initialised maps'; every other parameter at the base rate. Checked on one AdamW step."""
+    from helpers.core.blocks import ffn_weight_variances
+    from helpers.core.vit import ViT, ViTConfig, ffn_step_scales
+    from helpers.train.loop import adamw
+    from helpers.train.vit import param_groups
+
+    d, q = 96, 192
+    (x1, x2), (t1, t2) = ffn_weight_variances(d, q, "xavier"), ffn_weight_variances(d, q, "torch")
+    assert ffn_step_scales(d, q) == pytest.approx(((x1 / t1) ** 0.5, (x2 / t2) ** 0.5))
+    assert ffn_step_scales(d, q) == pytest.approx((2 ** 0.5, 2.0))
+    cfg = dict(variant="pre-norm", depth=2, d_model=d, d_ff=q, n_heads=4, patch=8)
+    torch.manual_seed(0)
+    base = ViT(ViTConfig(block="algorithm1", **cfg))
+    torch.manual_seed(0)
+    steps = ViT(ViTConfig(block="algorithm1-torch-ffn-steps", **cfg))
+    assert all(torch.equal(a, b) for a, b in zip(base.state_dict().values(), steps.state_dict().values(),
+                                                 strict=True))
+    assert base.lr_scales == {} and len(param_groups(base, 1e-3)) == 1
+    x, y = torch.randn(4, 3, 32, 32), torch.tensor([0, 1, 2, 3])
+    moved = {}
+    for name, m in (("base", base), ("steps", steps)):
+        before = {n: p.detach().clone() for n, p in m.named_parameters()}
+        opt = adamw(param_groups(m, 1e-3), weight_decay=0.0)
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+        moved[name] = {n: (p.detach() - before[n]).abs().max().item() for n, p in m.named_parameters()}
+    s1, s2 = ffn_step_scales(d, q)
+    for n, step in moved["base"].items():       # Adam's first step is lr·sign(g): the ratio is the multiplier
+        ratio = moved["steps"][n] / step if step else 1.0
+        want = s1 if n.endswith("ffn.w1.weight") else s2 if n.endswith("ffn.w2.weight") else 1.0
+        assert ratio == pytest.approx(want, rel=1e-3), n
+    steps.lr_scales["nope"] = 2.0
+    with pytest.raises(ValueError):
+        param_groups(steps, 1e-3)
+
+
+def test_ablation_contrast_recovers_a_planted_move_of_the_gap():
+    """Result.ablation_contrast: seed by seed, how far a block moves the de-escalated − pre-norm gap (or one
+    variant's loss) against another block; a planted move is covered, a block not run gives NaN."""
+    from helpers.experiments.vit import Result
+
+    rng = np.random.default_rng(1)
+    pre, de = rng.normal(2.0, 0.1, 6), rng.normal(2.0, 0.1, 6)
+    noise = np.array([0.01, -0.01, 0.02, -0.02, 0.0, 0.0])
+    grid = {"algorithm1": {"pre-norm": [_hist(v) for v in pre], "de-escalated": [_hist(v) for v in de]},
+            "x": {"pre-norm": [_hist(v + 0.05) for v in pre],
+                  "de-escalated": [_hist(v - 0.15 + e) for v, e in zip(de, noise, strict=True)]}}
+    r = Result(variants=["pre-norm", "de-escalated"], seeds=list(range(6)), depth=24, epochs=1, train_images=10,
+               scale="ci", ablation=grid, ablation_depth=24)
+    gap = r.ablation_contrast("x", "algorithm1")
+    assert gap.n == 6 and gap.low < -0.2 < gap.high and gap.high - gap.low < 0.05
+    de_only = r.ablation_contrast("x", "algorithm1", variant="de-escalated")
+    assert de_only.low < -0.15 < de_only.high
+    assert r.ablation_contrast("x", "algorithm1", variant="pre-norm").estimate == pytest.approx(0.05)
+    assert np.isnan(r.ablation_contrast("missing", "algorithm1").estimate)
+
+
+def test_recipes_are_valid_and_costed_from_the_committed_runs():
+    """Every recipe resolves on the book preset; its cost is the runs it adds (not in the cache) at the committed
+    seconds per epoch of their depth (the nearest deeper depth when none ran there) times their epochs."""
+    from helpers.experiments import vit
+
+    per_epoch = {24: 30.0, 48: 60.0, 80: 150.0}
+    for name, overrides in vit.RECIPES.items():
+        q = vit.Params.resolve("book", **overrides)
+        missing = [s for s in vit.runs(q) if not s.done()]
+        want = sum(per_epoch[min(d for d in per_epoch if d >= s.key["depth"])] * s.key["epochs"]
+                   for s in missing) / 3600
+        assert vit.recipe_cost(name, per_epoch) == pytest.approx({"runs": len(missing), "hours": want}), name
+    long = vit.Params.resolve("book", **vit.RECIPES["long"])
+    assert long.epochs == 10 * vit.Params.resolve("book").epochs and long.depth == 48

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from . import measures as M
-from .blocks import VARIANTS, PostNormBlock, PreNormBlock, StandardBlock
+from .blocks import VARIANTS, PostNormBlock, PreNormBlock, StandardBlock, ffn_weight_variances
 from .config import StoredNames
 
 #: "algorithm1": Yu & Zhang's blocks as written (scalar-γ LN, per-head value maps, no output projection, no
@@ -39,7 +39,22 @@ ALGORITHM1_INITS: dict[str, dict] = {
 #: for W₁ and 4× for W₂ at width 96, FFN 192); every other weight is drawn as in "algorithm1-torch-ffn-init"
 FFN_SCALES: dict[str, float] = {"algorithm1-torch-ffn-init-x0.5": 0.5, "algorithm1-torch-ffn-init-x2": 2.0,
                                 "algorithm1-torch-ffn-init-x4": 4.0}
-BLOCKS = ("algorithm1", "standard", *STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_SCALES)
+#: the FFN-scale sweep moves the FFN's initial scale and, under AdamW (steps of about the learning rate whatever
+#: the weights' scale), its relative step size together. These blocks move one without the other: Algorithm 1's
+#: block (Xavier FFN, its initial scale) whose FFN maps take steps as large *relative to their initial scale* as
+#: PyTorch-initialised ones — each map's learning rate multiplied by Xavier's initial std over PyTorch's
+#: (`ffn_step_scales`; √2 for W₁ and 2 for W₂ at width 96, FFN 192). The model carries the multipliers
+#: (`ViT.lr_scales`), the trainer gives those maps their own learning rate.
+FFN_STEPS: tuple[str, ...] = ("algorithm1-torch-ffn-steps",)
+BLOCKS = ("algorithm1", "standard", *STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_SCALES, *FFN_STEPS)
+
+
+def ffn_step_scales(d: int, q: int) -> tuple[float, float]:
+    """The learning-rate multipliers of W₁ and W₂ that give Xavier-initialised FFN maps the relative step size
+    (step over initial std) of PyTorch-initialised ones under AdamW: Xavier's initial std over PyTorch's,
+    √(2/(d+q) · 3d) and √(2/(d+q) · 3q) (`blocks.ffn_weight_variances`)."""
+    (x1, x2), (t1, t2) = ffn_weight_variances(d, q, "xavier"), ffn_weight_variances(d, q, "torch")
+    return float(np.sqrt(x1 / t1)), float(np.sqrt(x2 / t2))
 
 
 @dataclass
@@ -104,6 +119,12 @@ class ViT(nn.Module):
                               learnable_tau=cfg.learnable_tau, **init) for _ in range(cfg.depth))
             self.final_norm = nn.Identity()
         self.head = nn.Linear(cfg.d_model, cfg.classes)
+        #: learning-rate multipliers by parameter name (the trainer's groups); empty but for `FFN_STEPS` blocks
+        self.lr_scales: dict[str, float] = {}
+        if cfg.block in FFN_STEPS:
+            s1, s2 = ffn_step_scales(cfg.d_model, cfg.d_ff)
+            self.lr_scales = {f"blocks.{i}.ffn.{w}.weight": s for i in range(cfg.depth)
+                              for w, s in (("w1", s1), ("w2", s2))}
         if cfg.block in FFN_SCALES:                  # after every draw: the same weights, the FFN maps rescaled
             with torch.no_grad():
                 for blk in self.blocks:

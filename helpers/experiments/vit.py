@@ -18,7 +18,7 @@ from ..book.params import ChapterParams, check_heads, nonneg, positive, rules
 from ..core.blocks import ffn_weight_variances
 from ..core.findings import Finding
 from ..core.stats import Interval, t_interval
-from ..core.vit import ALGORITHM1_INITS, FFN_SCALES, STANDARD_REVERTS
+from ..core.vit import ALGORITHM1_INITS, FFN_SCALES, FFN_STEPS, STANDARD_REVERTS, ffn_step_scales
 from ..core.vit import VARIANTS as MODEL_VARIANTS
 from ..data import load_cifar10
 from ..train import vit as vit_train
@@ -39,9 +39,10 @@ LEVEL_MARGIN = 0.1
 ALIKE = 0.99
 Block = Literal["algorithm1", "standard", "standard-scalar-ln", "standard-no-bias", "standard-no-proj",
                 "standard-relu", "standard-all-four", "algorithm1-torch-ffn-init", "algorithm1-torch-v-init",
-                "algorithm1-torch-ffn-init-x0.5", "algorithm1-torch-ffn-init-x2", "algorithm1-torch-ffn-init-x4"]
+                "algorithm1-torch-ffn-init-x0.5", "algorithm1-torch-ffn-init-x2", "algorithm1-torch-ffn-init-x4",
+                "algorithm1-torch-ffn-steps"]
 #: the blocks an ablation may train (besides Algorithm 1's and the standard block, which the sweeps train)
-ABLATION_BLOCKS = (*STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_SCALES)
+ABLATION_BLOCKS = (*STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_SCALES, *FFN_STEPS)
 
 
 def side(iv: Interval) -> int:
@@ -169,6 +170,9 @@ class Result(results.Result):
     #: the same at each confirmation depth for Algorithm 1's block, the standard block and `confirm_blocks`:
     #: {str(depth): {block: {variant: [history per seed]}}}
     confirm: dict[str, dict[str, dict[str, list[dict]]]] = field(default_factory=dict)
+    #: what each of `RECIPES` adds to these runs: {name: {"runs": runs not in the cache, "hours": their estimated
+    #: CPU-hours}} (`recipe_cost`; empty outside the book scale)
+    recipe_costs: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def steps(self) -> int:
@@ -281,6 +285,39 @@ class Result(results.Result):
         return {block: t_interval([ha["train_loss"][-1] - hb["train_loss"][-1]
                                    for ha, hb in zip(r[a], r[b], strict=True)])
                 for block, r in self.ablation_grid(depth).items()}
+
+    def ablation_contrast(self, block: str, other: str, depth: int | None = None, variant: str | None = None,
+                          a: str = "de-escalated", b: str = "pre-norm") -> Interval:
+        """How much `block` moves a final training loss against `other` at `depth`, seed by seed (the seeds
+        pair the data order and the draws): with `variant`, that variant's loss difference; without, the
+        difference of the gaps `a` − `b` (`ablation_gaps`). Mean and 95 % t-interval over seeds; NaN when
+        either block was not run."""
+        grid = self.ablation_grid(depth)
+        if block not in grid or other not in grid:
+            return Interval(float("nan"), float("nan"), float("nan"), 0, "t")
+
+        def val(r: dict, i: int) -> float:
+            if variant is not None:
+                return r[variant][i]["train_loss"][-1]
+            return r[a][i]["train_loss"][-1] - r[b][i]["train_loss"][-1]
+        n = len(grid[block][a])
+        return t_interval([val(grid[block], i) - val(grid[other], i) for i in range(n)])
+
+    def ffn_step_scales(self) -> tuple[float, float]:
+        """The learning-rate multipliers of W₁ and W₂ in the `algorithm1-torch-ffn-steps` block at this run's
+        widths (`core.vit.ffn_step_scales`: Xavier's initial std over PyTorch's; √2 and 2 at width 96)."""
+        return ffn_step_scales(self.d_model, self.d_ff)
+
+    def total_hours(self) -> float:
+        """Wall hours of every run of this result (one thread each, on a shared machine), each counted once."""
+        seen: dict[int, float] = {}
+        grids = [self.histories, *self.sweep.values(), *self.standard.values(), *self.ablation.values(),
+                 *(g for c in self.confirm.values() for g in c.values())]
+        for g in grids:
+            for hs in g.values():
+                for h in hs:
+                    seen[id(h)] = h["wall_time_s"]
+        return float(sum(seen.values()) / 3600)
 
     def ablation_loss(self, block: str, variant: str, depth: int | None = None) -> float:
         """Mean final training loss over seeds of `variant` with `block` in the ablation grid at `depth`
@@ -453,6 +490,45 @@ class Result(results.Result):
         return pd.DataFrame(rows)
 
 
+#: named sets of overrides of the `book` preset (`make grid CHAPTER=vit SCALE=book GRID_ARGS='--recipe NAME'`):
+#: `ffn-steps`, Algorithm 1's block with PyTorch-sized relative FFN steps at the ablation's depth (what separates
+#: the FFN's initial scale from its relative step size); `ffn-scale`, the FFN-scale sweep at the ablation's depth
+#: and its confirmation depth, and that block at both; `depth80-ffn`, Algorithm 1's block with
+#: PyTorch's FFN initialisation at depth 80; `long`, persistence: depth 48 with both blocks at 10x the optimiser
+#: steps (one seed; the schedule's decays at 70 % and 90 % of the longer run)
+RECIPES: dict[str, dict[str, Any]] = {
+    "ffn-steps": dict(ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_STEPS)),
+    "ffn-scale": dict(ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_SCALES, *FFN_STEPS),
+                      confirm_blocks=("algorithm1-torch-ffn-init", *FFN_SCALES, *FFN_STEPS)),
+    "depth80-ffn": dict(confirm_depths=(48, 80)),
+    "long": dict(depth=48, depths=(), standard_depths=(48,), ablation_depth=0, ablations=(), confirm_blocks=(),
+                 confirm_depths=(), seeds=1, epochs=40, variants=("post-norm", "pre-norm", "de-escalated")),
+}
+
+
+def recipe_cost(name: str, seconds_per_epoch: dict[int, float]) -> dict[str, float]:
+    """The runs recipe `name` adds to the committed book runs (those not in the cache) and their CPU-hours, each
+    estimated from `seconds_per_epoch` at its depth (the committed runs' mean wall time per epoch, one thread
+    each) times its epochs; a depth without a committed run is costed at the nearest deeper one."""
+    q = Params.resolve("book", **RECIPES[name])
+    missing = [s for s in runs(q) if not s.done()]
+    depths = sorted(seconds_per_epoch)
+
+    def per_epoch(d: int) -> float:
+        return seconds_per_epoch[next((x for x in depths if x >= d), depths[-1])]
+    hours = sum(per_epoch(s.key["depth"]) * s.key["epochs"] for s in missing) / 3600
+    return {"runs": len(missing), "hours": float(hours)}
+
+
+def seconds_per_epoch(res: Result) -> dict[int, float]:
+    """Mean wall time per epoch of every run of `res` (any block, any variant) by depth."""
+    out: dict[int, list[float]] = {}
+    for grid in (res.sweep or {str(res.depth): res.histories}, res.standard):
+        for d, by_variant in grid.items():
+            out.setdefault(int(d), []).extend(h["wall_time_s"] / res.epochs for hs in by_variant.values() for h in hs)
+    return {d: float(np.mean(v)) for d, v in out.items() if v}
+
+
 def run(p: Params) -> Result:
     """Train (or read back) every variant for every seed of `p`."""
     runtime.seed_everything(p.seed)
@@ -476,11 +552,15 @@ def run(p: Params) -> Result:
     grids += [(d, p.confirm_blocks, confirm[str(d)]) for d in sorted(p.confirm_depths)]
     for depth, blocks, out in grids:
         hits += _ablation_grid(p, depth, blocks, sweep, standard, seeds, dev, datasets, out)
-    return Result(variants=list(p.variants), seeds=seeds, depth=p.depth, epochs=p.epochs,
-                  train_images=p.train_images or 50_000, scale=p.scale, histories=sweep[str(p.depth)],
-                  from_cache=all(hits), sweep=sweep if p.depths else {}, batch_size=p.batch_size,
-                  d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, test_images=p.test_images or 10_000,
-                  standard=standard, ablation=ablation, ablation_depth=p.ablation_depth, confirm=confirm)
+    res = Result(variants=list(p.variants), seeds=seeds, depth=p.depth, epochs=p.epochs,
+                 train_images=p.train_images or 50_000, scale=p.scale, histories=sweep[str(p.depth)],
+                 from_cache=all(hits), sweep=sweep if p.depths else {}, batch_size=p.batch_size,
+                 d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, test_images=p.test_images or 10_000,
+                 standard=standard, ablation=ablation, ablation_depth=p.ablation_depth, confirm=confirm)
+    if p.scale == "book":
+        per_epoch = seconds_per_epoch(res)
+        res.recipe_costs = {name: recipe_cost(name, per_epoch) for name in RECIPES}
+    return res
 
 
 def _ablation_grid(p: Params, depth: int, blocks, sweep, standard, seeds, dev, datasets, out: dict) -> list[bool]:
@@ -604,5 +684,6 @@ def block_cost() -> dict[str, Any] | None:
             "load": rec.get("load_average_at_start"), "command": rec["command"]}
 
 
-__all__ = ["Params", "Result", "run", "run_one", "block_cost", "BLOCK_BENCH", "ABLATION_VARIANTS", "ABLATION_BLOCKS",
-           "VARIANTS", "MODEL_VARIANTS", "model_variant", "variant_lr"]
+__all__ = ["Params", "Result", "run", "run_one", "RECIPES", "recipe_cost", "seconds_per_epoch", "block_cost",
+           "BLOCK_BENCH", "ABLATION_VARIANTS", "ABLATION_BLOCKS", "VARIANTS", "MODEL_VARIANTS", "model_variant",
+           "variant_lr"]

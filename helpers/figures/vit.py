@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from ..experiments.vit import ABLATION_VARIANTS, ALIKE, CHANCE_MARGIN, LEVEL_MARGIN, Result, block_cost, side
+from ..experiments.vit import ABLATION_VARIANTS, ALIKE, CHANCE_MARGIN, LEVEL_MARGIN, RECIPES, Result, block_cost, side
 from . import common
 
 #: the figures are drawn at the page's width, so their text is read at the size it is set in
@@ -29,6 +29,7 @@ ABLATION_LABELS = {
     "algorithm1-torch-ffn-init-x0.5": "Algorithm 1, PyTorch's FFN init, variance ×0.5",
     "algorithm1-torch-ffn-init-x2": "Algorithm 1, PyTorch's FFN init, variance ×2",
     "algorithm1-torch-ffn-init-x4": "Algorithm 1, PyTorch's FFN init, variance ×4",
+    "algorithm1-torch-ffn-steps": "Algorithm 1, Xavier FFN, PyTorch-sized relative steps",
     "algorithm1": "Algorithm 1 block (all four + its init)",
 }
 
@@ -252,6 +253,8 @@ def publish(res: Result) -> None:
     r1, r2 = res.ffn_init_ratios()
     cost = block_cost() or {"algorithm1_s": np.nan, "standard_s": np.nan, "ratio": np.nan}
     alike, a1_alike = std.alike_depth(), res.alike_depth()
+    costs = {name: res.recipe_costs.get(name, {"runs": 0, "hours": np.nan}) for name in RECIPES}
+    s1, s2 = res.ffn_step_scales()
     common.publish({
         "vit-steps": f"{res.steps:,}", "vit-batch": res.batch_size, "vit-epochs": res.epochs,
         "vit-train-images": f"{res.train_images:,}", "vit-test-images": f"{res.test_images:,}",
@@ -308,6 +311,15 @@ def publish(res: Result) -> None:
         "vit-abl-confirm-gap-algorithm1-torch-ffn-init": gconf["algorithm1-torch-ffn-init"].text()
         if "algorithm1-torch-ffn-init" in gconf else nan_text,
         "vit-abl-confirm-gap-standard": gconf["standard"].text() if "standard" in gconf else nan_text,
+        "vit-abl-step-w1": s1, "vit-abl-step-w2": s2,
+        "vit-abl-move-init": res.ablation_contrast("algorithm1-torch-ffn-init", "algorithm1").text(),
+        # what the runs not made would cost (RECIPES, estimated from the committed runs' times)
+        "vit-cost-ffn-steps-runs": costs["ffn-steps"]["runs"], "vit-cost-ffn-steps-hours": costs["ffn-steps"]["hours"],
+        "vit-cost-ffn-scale-runs": costs["ffn-scale"]["runs"], "vit-cost-ffn-scale-hours": costs["ffn-scale"]["hours"],
+        "vit-cost-depth80-runs": costs["depth80-ffn"]["runs"],
+        "vit-cost-depth80-hours": costs["depth80-ffn"]["hours"],
+        "vit-cost-long-runs": costs["long"]["runs"], "vit-cost-long-hours": costs["long"]["hours"],
+        "vit-total-hours": res.total_hours(),
         # the block cost
         "vit-block-alg1-s": cost["algorithm1_s"], "vit-block-standard-s": cost["standard_s"],
         "vit-block-ratio": cost["ratio"],

@@ -51,6 +51,20 @@ def variant_lr(variant: str, lr: float | None = None) -> float:
 
 
 
+def param_groups(model: nn.Module, lr: float) -> list[dict]:
+    """AdamW groups: every parameter at `lr`, but those the model names in `lr_scales` (`core.vit.FFN_STEPS`
+    blocks) at `lr` times their multiplier, one group per multiplier (the schedule scales every group alike)."""
+    scales: dict[str, float] = getattr(model, "lr_scales", {})
+    named = dict(model.named_parameters())
+    missing = set(scales) - set(named)
+    if missing:
+        raise ValueError(f"lr_scales names parameters the model lacks: {sorted(missing)[:3]}")
+    groups = [{"params": [p for n, p in named.items() if n not in scales], "lr": lr}]
+    for f in sorted(set(scales.values())):
+        groups.append({"params": [named[n] for n, s in scales.items() if s == f], "lr": lr * f})
+    return groups
+
+
 class ViTTask(Task):
     """ViT training as a `fit` task: a seeded permutation per epoch, AutoAugment drawn from a generator
     seeded per step, cross-entropy; test loss/accuracy every epoch and t_sim per block every
@@ -70,8 +84,8 @@ class ViTTask(Task):
 
     def build(self, device: torch.device):
         model = self.model.to(device)
-        opt = adamw(model.parameters(), lr=variant_lr(model.cfg.variant, self.tc.lr), betas=(0.9, 0.999),
-                                weight_decay=self.tc.weight_decay)
+        opt = adamw(param_groups(model, variant_lr(model.cfg.variant, self.tc.lr)), betas=(0.9, 0.999),
+                    weight_decay=self.tc.weight_decay)
         # ×0.2 at 70 % and 90 % of training (§3.3), in optimiser steps
         milestones = [max(1, int(f * self.tc.epochs)) * self.steps_per_epoch for f in (0.7, 0.9)]
         return model, opt, torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.2)
