@@ -99,6 +99,20 @@ def test_params():
     with pytest.raises(ParameterError, match="bootstrap"):
         sts.Params.resolve("ci", bootstrap=5)
     assert sts.Params.resolve("ci").extra_models == ()            # ci stays light: no 135M decoder
+    with pytest.raises(ParameterError, match="plant_directions"):
+        sts.Params.resolve("ci", plant_directions=1)
+    assert sts.Params.resolve("book").paper_pooling == "first_last_l1"       # the authors' test.sh: layers 1, 12
+
+
+def test_readings_draw_zero_scores_the_pairs_of_the_main_run():
+    """Draw 0 of the re-reading is the subsample the main run scores (same seed), later draws differ."""
+    from helpers.data import load_sts
+
+    ds = load_sts("STS-B", "auto")
+    first = sts._subsample(ds, 100, 0)
+    idx = sts._subsample_idx(len(ds), 100, 0)
+    assert sts._take(ds, idx).sentence1 == first.sentence1 and sts._take(ds, idx).scores == first.scores
+    assert sts._subsample_idx(len(ds), 100, 1) != idx and sts._subsample_idx(len(ds), 0, 1) == list(range(len(ds)))
 
 
 @pytest.fixture(scope="module")

@@ -230,6 +230,12 @@ def test_whitening_minus_softdecay_refit_interval_covers_the_planted_difference_
                 - C.score(C.cosines(*C.apply_method("SoftDecay (sentence)", e1, e2)), gold, sub))
         assert lo <= full <= hi, (size, lo, full, hi)
         assert (lo > 0) == planted and hi > 0, (size, lo, hi)
+        clo, chi = C.recentre(full, lo, hi)                    # moved onto the estimate: the same verdicts
+        assert clo <= full <= chi and (clo > 0) == planted and chi > 0 and chi - clo == pytest.approx(hi - lo)
+
+
+def test_recentre_keeps_the_spread_and_moves_it_onto_the_estimate():
+    assert C.recentre(-3.0, -14.0, -9.0) == (pytest.approx(-5.5), pytest.approx(-0.5))
 
 
 def test_count_flips_agrees_with_the_singular_value_count():

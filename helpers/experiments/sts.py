@@ -7,6 +7,7 @@ flips (Fig. 3), t-SNE maps (Figs. 4, 7), and the planted-anisotropy experiment. 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
@@ -22,10 +23,10 @@ from ..core import sts as C
 from ..core.findings import Finding
 from ..core.softdecay import softdecay_transform
 from ..core.stats import Interval, t_interval
-from ..core.sts import METHODS, PROTOCOLS, apply_method, lsds_score, pool, uniformity_metrics
+from ..core.sts import FLIP_FREE, METHODS, PROTOCOLS, apply_method, lsds_score, pool, uniformity_metrics
 from ..data import load_glue, load_sts
 from ..hf import models as hm
-from ..hf.models import quiet_loading
+from ..hf.models import ModelUnavailable, quiet_loading
 from ..hf.sts import SoftDecayEncoder, encode
 
 STS_DATASETS = ("STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R")
@@ -59,13 +60,21 @@ class Params(ChapterParams):
     extra_max_pairs: int = 400
     extra_pooling: Literal["first_last", "first_last_l1", "last", "cls"] = "last"
     cdf_pairs: int = 500             # GLUE dev pairs per task for Fig. 8 (QNLI vs RTE)
+    # the readings (`readings`): every encoder under each pooling, from one encoding
+    paper_pooling: Literal["first_last", "first_last_l1", "last", "cls"] = "first_last_l1"
+    poolings: tuple[Literal["first_last", "first_last_l1", "last"], ...] = ("first_last_l1", "first_last")
+    reading_pairs: int = 0           # pairs per set of the main models' re-reading (0: as max_pairs)
+    reread_extras: tuple[str, ...] = ("book-mlm-bert",)   # extra models re-read (SmolLM2: see the chapter)
+    draws: int = 1                   # subsample draws of an encoder scored on a subsample (seeds seed, seed+1, ...)
+    plant_directions: int = 5        # random directions of the planted experiment
 
     CHAPTER: ClassVar[str] = "sts"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(max_pairs=150, lsds_points=300, tsne_pairs=40, alphas=(-0.2, -0.6, -1.0), bootstrap=200,
-                   extra_models=(), plant_sizes=(0.0, 1.0, 4.0), cdf_pairs=100, source="auto"),
+                   extra_models=(), plant_sizes=(0.0, 1.0, 4.0), cdf_pairs=100, source="auto", draws=2,
+                   plant_directions=3),
         # the book's own MLM BERT (the queries-and-keys chapter's pretraining, scripts/export_book_model.py)
-        "book": dict(extra_models=("SmolLM2-135M-Instruct", "book-mlm-bert")),
+        "book": dict(extra_models=("SmolLM2-135M-Instruct", "book-mlm-bert"), reading_pairs=400),
         "paper": dict(models=("bert-base-cased", "distilbert-base-uncased", "albert-base-v2", "roberta-base"),
                       extra_models=(), source="hub"),
     }
@@ -80,6 +89,8 @@ class Params(ChapterParams):
         bootstrap=(lambda v: v >= 20, "needs >= 20 draws"),
         plant_sizes=(lambda v: len(v) > 0 and all(x >= 0 for x in v), "sizes must be >= 0"),
         extra_max_pairs=positive, cdf_pairs=(lambda v: v >= 10, "needs >= 10 pairs"),
+        poolings=(lambda v: len(v) > 0, "needs at least one pooling"), draws=positive, reading_pairs=nonneg,
+        plant_directions=(lambda v: v >= 2, "needs >= 2 directions (an interval across them)"),
     )
 
 
@@ -90,15 +101,36 @@ REFIT_METHODS = ("whitening", "whitening-256", "SoftDecay (sentence)")
 def refit_draws(p: Params) -> int:
     """Refitted bootstrap draws per set: a tenth of `bootstrap`, at least 20 (each draw refits three
     transforms; 100 at book scale)."""
-    return max(20, p.bootstrap // 10)
+    return refit_draws_n(p.bootstrap)
 
 
+def refit_draws_n(bootstrap: int) -> int:
+    return max(20, bootstrap // 10)
+
+
+def reading_bootstrap(p: Params) -> int:
+    """Paired bootstrap draws (transforms fitted once) of the readings: a fifth of `bootstrap`, at least 20."""
+    return max(20, p.bootstrap // 5)
+
+
+#: what the readings score under every pooling: the paper's rows, de-escalation and the two flip-free SoftDecay
+#: variants (token-level SoftDecay is in the main runs)
+READING_METHODS = ("vanilla", "whitening", "whitening-256", "de-escalation", "SoftDecay (sentence)", *FLIP_FREE)
+#: the Params fields only the readings use (dropped from the other runs' cache keys)
+_READING_FIELDS = ("paper_pooling", "poolings", "draws", "plant_directions", "reading_pairs", "reread_extras")
+#: the Params fields the readings do not use
+_NOT_READINGS = ("models", "extra_models", "extra_pooling", "extra_max_pairs", "max_pairs", "pooling", "tsne_pairs",
+                 "alphas", "cdf_pairs", "draws", "reading_pairs", "reread_extras")
+#: how each pooling is named in tables: the authors' two readings and the mechanism test's
+POOLING_LABEL = {"first_last_l1": "layers 1 + L", "first_last": "embeddings + layer L", "last": "layer L",
+                 "cls": "[CLS]"}
 PLANT_METHODS = ("vanilla", "whitening", "de-escalation", "SoftDecay (sentence)", "SoftDecay (σ/√N)")
 #: the anisotropic encoders of the mechanism test, by the names the findings read them under
 BOOK_BERT = "book-mlm-bert"
 SMOL = "SmolLM2-135M-Instruct"
 #: how each pooling is said in a finding
-POOLING_TEXT = {"first_last": "mean over tokens of (h₀ + h_L)/2", "first_last_l1": "mean over tokens of (h₁ + h_L)/2",
+POOLING_TEXT = {"first_last": "mean over tokens of (h₀ + h_L)/2",
+                "first_last_l1": "mean over tokens of (h₁ + h_L)/2, the authors' script's layers 1 and L",
                 "last": "mean over tokens of the last layer", "cls": "the last layer's [CLS]"}
 #: the paper's name for each of its models in data/yan_2022_table1.csv
 PAPER_BERT = "bert-base-cased"
@@ -138,6 +170,12 @@ class Result(results.Result):
     bootstrap: int = 0
     max_pairs: int = 0
     extra_max_pairs: int = 0
+    readings: dict[str, dict] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    paper_pooling: str = "first_last_l1"
+    poolings: list[str] = field(default_factory=list)
+    plant_directions: int = 0
+    reading_pairs: int = 0
 
     # --- reading the runs -------------------------------------------------------------------------
 
@@ -159,17 +197,6 @@ class Result(results.Result):
         """`method`'s Spearman ×100 on each set, in `datasets` order."""
         s = self.all_runs()[model]["scores"][protocol]
         return np.array([np.nan if s[d].get(method) is None else s[d][method] for d in self.datasets], dtype=float)
-
-    def sd_vs_whitening(self, model: str, whitening: str = "whitening") -> tuple[Interval, str]:
-        """SoftDecay − `whitening` (mean over the sets, Spearman ×100) and how its interval was made: the
-        paired bootstrap with both transforms refitted on every resample when the run has it, else the
-        t-interval over the seven sets."""
-        run = self.all_runs()[model]
-        if "refit" in run:
-            d, lo, hi = run["refit"][whitening]
-            n = max(20, self.bootstrap // 10)
-            return Interval(d, lo, hi, n, "bootstrap"), "paired bootstrap, transforms refitted on every resample"
-        return self.across_sets(model, "SoftDecay (sentence)", whitening), "t-interval over the sets"
 
     def across_sets(self, model: str, a: str, b: str, protocol: str = "subset-mean") -> Interval:
         """Method `a` − method `b` on each set, as the mean over the sets with its Student-t interval
@@ -257,6 +284,131 @@ class Result(results.Result):
                 out[t] = float(np.median(s / s.max()))
         return out
 
+    # --- the readings: every encoder under each pooling, from one encoding ------------------------
+
+    def read(self, model: str) -> dict | None:
+        """`model`'s readings (None when they were not run: a model not on this machine)."""
+        return self.readings.get(model)
+
+    def reading_scores(self, model: str, pooling: str | None = None, draw: int = 0) -> pd.DataFrame:
+        """Spearman ×100 (paper protocol) of each `READING_METHODS` row (columns) on each set (rows)."""
+        s = self.readings[model]["draws"][draw]["scores"][pooling or self.paper_pooling]
+        df = pd.DataFrame(s).T.loc[self.datasets]
+        df.index.name = "set"
+        return df
+
+    def reading_avg(self, model: str, method: str, pooling: str | None = None, draw: int = 0) -> float:
+        """`method`'s Table 1 Avg (mean over the sets) under `pooling` (default: the paper-comparison one)."""
+        return float(self.reading_scores(model, pooling, draw)[method].mean())
+
+    def reading_vs_raw(self, model: str, method: str, pooling: str | None = None) -> Interval:
+        """`method` − raw, mean over the sets, with its 95 % paired bootstrap interval (transforms fitted
+        once on the full set; draw 0)."""
+        d, lo, hi = self.readings[model]["ci"][pooling or self.paper_pooling][method]
+        return Interval(d, lo, hi, max(20, self.bootstrap // 5), "bootstrap")
+
+    def reading_diffs(self, model: str, method: str, pooling: str | None = None) -> pd.Series:
+        """`method` − raw on each set (draw 0): what drives the mean."""
+        df = self.reading_scores(model, pooling)
+        return df[method] - df["vanilla"]
+
+    def reading_rest(self, model: str, method: str, dataset: str, pooling: str | None = None) -> float:
+        """`method` − raw, mean over the sets other than `dataset`."""
+        return float(self.reading_diffs(model, method, pooling).drop(dataset).mean())
+
+    def white_minus_sd(self, model: str, whitening: str = "whitening",
+                       pooling: str | None = None) -> tuple[Interval, str]:
+        """whitening − SoftDecay (mean over the sets, Spearman ×100) with the paired bootstrap that refits
+        both transforms on every resample, and how the interval was made. For an encoder without
+        readings (not on this machine) the committed run's per-set differences give a Student-t
+        interval over the sets instead."""
+        rd = self.read(model)
+        if rd is not None:
+            d, lo, hi = rd["refit"][pooling or self.paper_pooling][whitening]
+            return (Interval(d, *C.recentre(d, lo, hi), refit_draws_n(self.bootstrap), "bootstrap"),
+                    "paired bootstrap, both transforms refitted on every resample, recentred on the estimate")
+        return self.across_sets(model, whitening, "SoftDecay (sentence)"), "t-interval over the seven sets"
+
+    def refit_shift(self, model: str, whitening: str = "whitening", pooling: str | None = None) -> float:
+        """How far the refitted draws of whitening − SoftDecay sit from the full-set estimate (the midpoint of
+        their interval minus the estimate; `core.sts.recentre` removes it)."""
+        d, lo, hi = self.readings[model]["refit"][pooling or self.paper_pooling][whitening]
+        return (lo + hi) / 2 - d
+
+    def match_margin(self) -> float:
+        """What 'whitening matches SoftDecay' allows: the smallest SoftDecay − WhiteBERT gap the paper
+        reports as a win over its four PTLMs (Table 1 Avg)."""
+        models = {r["model"] for r in self.paper_table1}
+        gaps = [self.paper_value("SoftDecay", m, "WhiteBERT") for m in models
+                if {"SoftDecay", "WhiteBERT"} <= {r["method"] for r in self.paper_table1 if r["model"] == m}]
+        return float(min(gaps))
+
+    def likeness(self, model: str, whitening: str = "whitening", pooling: str | None = None) -> str:
+        """The verdict on 'whitening matches SoftDecay' (within ±`match_margin`) from the refitted interval."""
+        from ..core.findings import verdict
+
+        return verdict(self.white_minus_sd(model, whitening, pooling)[0], "equal", margin=self.match_margin())
+
+    def n_draws(self, model: str) -> int:
+        return len(self.readings[model]["draws"])
+
+    def over_draws(self, model: str, method: str, against: str = "vanilla", pooling: str | None = None) -> Interval:
+        """`method` − `against` (mean over the sets) on each subsample draw, as the mean over the draws
+        with its Student-t interval: does it hold from one draw of pairs to the next?"""
+        vals = [self.reading_avg(model, method, pooling, d) - self.reading_avg(model, against, pooling, d)
+                for d in range(self.n_draws(model))]
+        return t_interval(vals)
+
+    def flip_counts(self, model: str, pooling: str | None = None) -> pd.DataFrame:
+        """Per set: the directions SoftDecay and its flip-free variants turn around (`core.sts.count_flips`,
+        both sentence matrices), the largest count over the draws, and the live directions."""
+        q = pooling or self.paper_pooling
+        draws = self.readings[model]["draws"]
+        df = pd.DataFrame({d: {m: max(dr["flips"][q][d][m] for dr in draws)
+                               for m in ("SoftDecay (sentence)", *FLIP_FREE, "directions")}
+                           for d in self.datasets}).T
+        df.index.name = "set"
+        return df
+
+    def anisotropy(self, model: str, measure: str = "EV1", pooling: str | None = None) -> float:
+        """Mean over the sets of EV₁, EV₁ after whitening, EV₁ of the centred rows or the mean's share."""
+        a = self.readings[model]["anisotropy"][pooling or self.paper_pooling]
+        return float(np.mean([a[d][measure] for d in self.datasets]))
+
+    def planted_dirs(self, kind: str, method: str) -> np.ndarray:
+        """(sizes, directions) mean-over-sets scores of the planted experiment (first model, paper pooling)."""
+        return np.asarray(self.readings[self.models[0]]["planted"][kind][method], float)
+
+    def planted_mean(self, kind: str) -> pd.DataFrame:
+        """Mean over the directions of each method's score, without a plant and at the largest size."""
+        df = pd.DataFrame({m: self.planted_dirs(kind, m).mean(1) for m in PLANT_METHODS},
+                          index=[0.0, max(self.plant_sizes)])
+        df.index.name = "planted size (× RMS norm)"
+        return df
+
+    def recovered_iv(self, kind: str, method: str) -> Interval:
+        """The share of the raw score lost at the largest planted size that `method` wins back, per random
+        direction, as the mean with its Student-t interval over the directions."""
+        raw, m = self.planted_dirs(kind, "vanilla"), self.planted_dirs(kind, method)
+        return t_interval((m[-1] - raw[-1]) / (raw[0] - raw[-1]))
+
+    def planted_change(self, kind: str, method: str) -> Interval:
+        """`method` − raw at the largest planted size, per direction: mean with its t-interval."""
+        return t_interval(self.planted_dirs(kind, method)[-1] - self.planted_dirs(kind, "vanilla")[-1])
+
+    def lsds_readings(self) -> pd.DataFrame:
+        """LSDS of SoftDecay − LSDS of whitening per set under the three readings of eq. (6) (first model,
+        paper pooling): negative means SoftDecay keeps neighbourhoods better."""
+        ls = self.readings[self.models[0]].get("lsds", {})
+        df = pd.DataFrame({w: {d: ls[d][f"SoftDecay ({w})"] - ls[d][f"whitening ({w})"] for d in ls}
+                           for w in ("normalised", "eq. 6", "authors")})
+        df.index.name = "set"
+        return df
+
+    def lsds_reading_gap(self, weights: str = "authors") -> Interval:
+        """LSDS of SoftDecay − of whitening under one reading, mean with its t-interval over the sets."""
+        return t_interval(self.lsds_readings()[weights].to_numpy())
+
     def paper_value(self, method: str, model: str = PAPER_BERT, against: str | None = "vanilla") -> float:
         """The paper's Table 1 Avg of `method` for `model` (data/yan_2022_table1.csv), minus `against`'s."""
         avg = {r["method"]: float(r["Avg"]) for r in self.paper_table1 if r["model"] == model}
@@ -281,11 +433,14 @@ class Result(results.Result):
                                          f"{n:,} of the {total:,} pairs the paper scores")
         return f"{self.scale}: {n:,} pairs ({len(self.datasets)} sets)"
 
-    def _encoder_text(self, model: str) -> str:
+    def _encoder_text(self, model: str, pooling: str | None = None) -> str:
+        """What was run for `model`: its main run, or with `pooling` its re-reading (`readings`)."""
         sets = len(self.all_runs()[model]["pairs"])
         per = self.extra_max_pairs if model in self.extras else self.max_pairs
+        if pooling is not None and self.read(model) is not None and model not in self.extras:
+            per = self.reading_pairs
         sub = f"{per} pairs per set" if per else "every pair"
-        pooling = self.extra_pooling if model in self.extras else self.pooling
+        pooling = pooling or (self.extra_pooling if model in self.extras else self.pooling)
         return f"{model}, {sets} STS sets ({sub}), {POOLING_TEXT[pooling]}, α = {self.alpha}"
 
     def findings(self) -> list[Finding]:
@@ -311,16 +466,42 @@ class Result(results.Result):
             **({} if bert else rerun), **common))
         claim_white = ("SoftDecay scores above whitening fitted on the test sentences (WhiteBERT): "
                        f"{sd:.2f} against {wb:.2f} on BERT-base-cased")
-        for key, model in (("sts-vs-whitening-bert", bert), ("sts-vs-whitening-smollm2", smol)):
-            effect, how = self.sd_vs_whitening(model) if model else (None, "")
+        for key, model, white in (("sts-vs-whitening-minilm", first, "whitening"),
+                                  ("sts-vs-whitening-smollm2", smol, "whitening"),
+                                  ("sts-vs-whitening-smollm2-256", smol, "whitening-256"),
+                                  ("sts-vs-whitening-bert", bert, "whitening")):
+            effect, how = self.white_minus_sd(model, white) if model else (None, "")
+            pooled = self.paper_pooling if model and self.read(model) is not None else \
+                (self.extra_pooling if model in self.extras else self.pooling)
+            what = "whitening" if white == "whitening" else "whitening kept to its first 256 directions"
             out.append(Finding(
                 key=key, where="Table 1", claim=claim_white,
-                measured=self._encoder_text(model) if model else "not run at this scale",
-                quantity=f"SoftDecay − whitening, Spearman ×100, mean over the sets ({how or 'not run'})",
-                effect=effect,
-                direction="above", paper_value=self.paper_value("SoftDecay", against="WhiteBERT"),
+                measured=(self._encoder_text(model, pooled) if model else "not run at this scale"),
+                quantity=f"{what} − SoftDecay, Spearman ×100, mean over the sets ({how or 'not run'})",
+                effect=effect, direction="below", paper_value=-self.paper_value("SoftDecay", against="WhiteBERT"),
                 scale=self._scale_text(model) if model else "", section="sts-anisotropic", digits=2,
+                extra={"likeness": self.likeness(model, white) if model and self.read(model) is not None else "",
+                       "margin": self.match_margin()},
                 **({} if model else rerun), **common))
+        for key, model in (("sts-flipfree-smollm2", smol), ("sts-flipfree-bert", bert)):
+            rd = self.read(model) if model else None
+            why = (self.unavailable.get(BOOK_BERT, "") if key.endswith("bert") else "") or \
+                "the book preset's anisotropic encoders"
+            several = rd is not None and self.n_draws(model) > 1
+            how = (f"Student-t interval over {self.n_draws(model)} subsample draws" if several else
+                   "paired bootstrap over the pairs of one subsample draw")
+            out.append(Finding(
+                key=key, where="Table 1, property 1",
+                claim="SoftDecay raises unsupervised STS with a transform that keeps the order of the singular "
+                      "values and the sign of every direction (property 1)",
+                measured=(f"{self._encoder_text(model, self.paper_pooling)}; σ clamped at |α|, so no direction "
+                          "flips" if rd is not None else "not run here"),
+                quantity=f"flip-free SoftDecay (σ clamped at |α|) − raw model, Spearman ×100, mean over the sets "
+                         f"({how})",
+                effect=(None if rd is None else self.over_draws(model, "SoftDecay (clamped)") if several else
+                        self.reading_vs_raw(model, "SoftDecay (clamped)")),
+                direction="above", scale=self._scale_text(model) if rd is not None else "", section="sts-flips",
+                digits=2, **({} if rd is not None else dict(needs=why, command=COMMANDS["book"])), **common))
         out.append(Finding(
             key="sts-uniformity", where="Table 4",
             claim="SoftDecay makes sentence embeddings more uniform: EV₁, RBF_dis and TokenUni fall on every "
@@ -354,15 +535,147 @@ class Result(results.Result):
         return out
 
 
-def _subsample(ds, max_pairs: int, seed: int):
-    if not max_pairs or len(ds) <= max_pairs:
-        return ds
-    idx = sorted(np.random.default_rng(seed).choice(len(ds), max_pairs, replace=False).tolist())
+def _subsample_idx(n: int, max_pairs: int, seed: int) -> list[int]:
+    """The pairs a run of `max_pairs` (0: all) scores out of `n`: a sorted draw without replacement."""
+    if not max_pairs or n <= max_pairs:
+        return list(range(n))
+    return sorted(np.random.default_rng(seed).choice(n, max_pairs, replace=False).tolist())
 
+
+def _take(ds, idx: list[int]):
     def pick(xs):
         return [xs[i] for i in idx]
 
     return type(ds)(ds.name, pick(ds.sentence1), pick(ds.sentence2), pick(ds.scores), pick(ds.subsets))
+
+
+def _subsample(ds, max_pairs: int, seed: int):
+    if not max_pairs or len(ds) <= max_pairs:
+        return ds
+    return _take(ds, _subsample_idx(len(ds), max_pairs, seed))
+
+
+def _rows(e, rows: Tensor):
+    return C.TokenStates(e.layer_means[rows], e.cls_last[rows],
+                         None if e.token_sd_last is None else e.token_sd_last[rows])
+
+
+def _reading_cosines(f1, f2, pooling: str, p: Params) -> tuple[dict, dict, Tensor, Tensor]:
+    """Cosines of every `READING_METHODS` row under `pooling`, the sign flips of each SoftDecay variant
+    (`core.sts.count_flips`, both sentence matrices) and the pooled embeddings."""
+    p1, p2 = pool(f1, pooling), pool(f2, pooling)
+    cos, flips = {}, {}
+    for m in READING_METHODS:
+        a, b = apply_method(m, p1, p2, p.alpha, p.tau)
+        cos[m] = C.cosines(a, b)
+        if m in ("SoftDecay (sentence)", *FLIP_FREE):
+            flips[m] = C.count_flips(p1, a) + C.count_flips(p2, b)
+    flips["directions"] = int(sum((v > 1e-10 * v.max()).sum() for v in
+                                  (torch.linalg.svdvals(x.double()) for x in (p1, p2))))
+    return cos, flips, p1, p2
+
+
+def _planted_directions(p1: Tensor, p2: Tensor, ds, p: Params) -> dict:
+    """The planted experiment over `plant_directions` random directions at no plant and at the largest size:
+    {kind: {method: [size][direction] score}} (paper protocol), each direction a fresh random unit vector
+    (`core.sts.plant`; the main run has the curve over every size for one direction)."""
+    n = p1.shape[0]
+    both = torch.cat([p1, p2])
+    out: dict = {}
+    sizes = (0.0, max(p.plant_sizes))
+    for kind in ("mean", "spike"):
+        out[kind] = {m: [[None] * p.plant_directions for _ in sizes] for m in PLANT_METHODS}
+        for i, size in enumerate(sizes):
+            for k in range(p.plant_directions):
+                X = C.plant(both, kind, size, p.seed + 7919 * k)
+                for m in PLANT_METHODS:
+                    a, b = apply_method(m, X[:n], X[n:], p.alpha, p.tau)
+                    out[kind][m][i][k] = C.score(C.cosines(a, b), ds.scores, ds.subsets, "subset-mean")
+    return out
+
+
+def _lsds_readings(p1: Tensor, p2: Tensor, p: Params) -> dict:
+    """LSDS of identity, whitening and SoftDecay under the three readings of eq. (6): weights normalised to
+    sum to one, eq. (6)'s raw RBF weights, and the authors' code (LLE barycentre weights, self included,
+    Frobenius norm; `core.sts.lsds_lle`)."""
+    both = torch.cat([p1, p2])
+    maps = {"identity": both, "whitening": torch.cat(apply_method("whitening", p1, p2)),
+            "SoftDecay": torch.cat(apply_method("SoftDecay (sentence)", p1, p2, p.alpha))}
+    out = {}
+    for m, F in maps.items():
+        out[f"{m} (normalised)"] = lsds_score(both, F, 12, p.lsds_points, p.seed, normalise=True)
+        out[f"{m} (eq. 6)"] = lsds_score(both, F, 12, p.lsds_points, p.seed, normalise=False)
+        out[f"{m} (authors)"] = C.lsds_lle(both, F, 12, p.lsds_points, p.seed)
+    return out
+
+
+def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> dict:
+    """One encoder under every pooling of `p.poolings`, from one encoding of each set (the union of the
+    `draws` subsamples of `max_pairs` pairs, seeds seed, seed+1, …; every pair when `max_pairs` is 0):
+
+    * `draws[d]`: per pooling and set, each `READING_METHODS` score (paper protocol) and the sign flips of
+      SoftDecay and its flip-free variants, for draw d;
+    * `ci[pooling][method]`: method − raw, mean over the sets, paired bootstrap (transforms fitted once), draw 0;
+    * `refit[paper_pooling][whitening]`: whitening − SoftDecay, mean over the sets, paired bootstrap with both
+      transforms refitted on every resample (`core.sts.refit_bootstrap`), draw 0;
+    * `anisotropy[pooling][set]`: EV₁ before and after whitening, EV₁ of the centred rows, the mean's share;
+    * `planted`, `lsds` (first model only): `_planted_directions` and `_lsds_readings` under `paper_pooling`;
+    * `cpu_s`: the process CPU seconds it took."""
+    t0 = time.process_time()
+    per_draw = [{"pairs": {}, "scores": {q: {} for q in p.poolings}, "flips": {q: {} for q in p.poolings}}
+                for _ in range(draws)]
+    diffs: dict = {q: {m: [] for m in READING_METHODS[1:]} for q in p.poolings}
+    refit: dict = {q: {m: [] for m in REFIT_METHODS} for q in p.poolings}
+    out: dict = {"anisotropy": {q: {} for q in p.poolings}, "planted": {}}
+    plant_sets: list[dict] = []
+    for name in p.datasets:
+        full = load_sts(name, p.source)
+        picks = [_subsample_idx(len(full), max_pairs, p.seed + d) for d in range(draws)]
+        union = sorted(set().union(*picks))
+        where = {i: k for k, i in enumerate(union)}
+        e1 = encode(loaded, [full.sentence1[i] for i in union], p.max_length, p.batch_size, None, desc=f"{name} s1")
+        e2 = encode(loaded, [full.sentence2[i] for i in union], p.max_length, p.batch_size, None, desc=f"{name} s2")
+        for d, idx in enumerate(picks):
+            rows = torch.tensor([where[i] for i in idx])
+            ds, f1, f2 = _take(full, idx), _rows(e1, rows), _rows(e2, rows)
+            per_draw[d]["pairs"][name] = len(idx)
+            gold, sub = np.asarray(ds.scores, float), np.asarray(ds.subsets)
+            for q in p.poolings:
+                cos, flips, p1, p2 = _reading_cosines(f1, f2, q, p)
+                per_draw[d]["scores"][q][name] = {m: C.score(c, gold, sub) for m, c in cos.items()}
+                per_draw[d]["flips"][q][name] = flips
+                if d:
+                    continue
+                idx_b = C.bootstrap_indices(sub, reading_bootstrap(p), p.seed)
+                base = C.score_draws(cos["vanilla"][idx_b], gold[idx_b], sub[idx_b[0]], "subset-mean")
+                for m in READING_METHODS[1:]:
+                    diffs[q][m].append(C.score_draws(cos[m][idx_b], gold[idx_b], sub[idx_b[0]], "subset-mean") - base)
+                if q == p.paper_pooling:
+                    for m, r in C.refit_bootstrap(p1, p2, gold, sub, REFIT_METHODS, refit_draws(p), p.seed,
+                                                  p.alpha).items():
+                        refit[q][m].append(r)
+                both = torch.cat([p1, p2])
+                white = torch.cat(apply_method("whitening", p1, p2)).double()
+                out["anisotropy"][q][name] = {
+                    "EV1": float(C.M.explained_variance(both.double(), 1)),
+                    "EV1_whitened": float(C.M.explained_variance(white, 1)),
+                    "EV1_centred": C.ev1_centred(both), "mean_share": C.mean_share(both)}
+                if planted and q == p.paper_pooling:
+                    plant_sets.append(_planted_directions(p1, p2, ds, p))
+                    out.setdefault("lsds", {})[name] = _lsds_readings(p1, p2, p)
+    s0 = per_draw[0]["scores"]
+    out["draws"] = per_draw
+    out["ci"] = {q: {m: [float(np.mean([s0[q][d][m] - s0[q][d]["vanilla"] for d in p.datasets])),
+                         *C.interval(np.mean(diffs[q][m], 0))] for m in READING_METHODS[1:]} for q in p.poolings}
+    sd = "SoftDecay (sentence)"
+    out["refit"] = {q: {w: [float(np.mean([s0[q][d][w] - s0[q][d][sd] for d in p.datasets])),
+                            *C.interval(np.mean(refit[q][w], 0) - np.mean(refit[q][sd], 0))]
+                        for w in REFIT_METHODS[:2]} for q in p.poolings if refit[q][sd]}
+    if plant_sets:
+        out["planted"] = {k: {m: np.mean([ps[k][m] for ps in plant_sets], 0).tolist() for m in PLANT_METHODS}
+                          for k in ("mean", "spike")}
+    out["cpu_s"] = time.process_time() - t0
+    return out
 
 
 def _tsne_panels(p1: Tensor, p2: Tensor, alpha: float, seed: int) -> dict:
@@ -551,6 +864,14 @@ _EXTRA_FIELDS = ("extra_models", "extra_max_pairs", "extra_pooling")
 
 
 
+def readings_cached(p: Params, name: str, max_pairs: int, compute) -> tuple[dict, bool]:
+    """`readings` of encoder `name` through the results cache (`sts-readings-<name>`): draws = `p.draws` on a
+    subsample, 1 on every pair; the planted experiment on the first model only."""
+    draws, planted = (p.draws if max_pairs else 1), name == p.models[0]
+    return results.cached(p, f"sts-readings-{name.replace('/', '_')}", compute, drop=_NOT_READINGS, model=name,
+                          max_pairs=max_pairs, draws=draws, planted=planted)
+
+
 def run(p: Params) -> Result:
     """Every model of `p`, each through the committed-results cache (key: the Params with `models`
     replaced by the run's `model`), the anisotropic `extra_models` (fewer pairs, `extra_pooling`),
@@ -563,16 +884,31 @@ def run(p: Params) -> Result:
         loaded[name] = hm.load(name, device=device)
         return run_model(loaded[name], q, light=light)
 
+    def compute_readings(name: str, max_pairs: int, draws: int, planted: bool):
+        if name not in loaded:
+            loaded[name] = hm.load(name, device=device)
+        return readings(loaded[name], p, max_pairs, draws, planted)
+
+    read, unavailable = {}, {}
     with quiet_loading():
         for name in p.models:
             runs[name], from_cache[name] = results.cached(
                 p, f"sts-{name.replace('/', '_')}", lambda n=name: compute(n, p, False),
-                drop=("models", *_EXTRA_FIELDS, "cdf_pairs"), model=name)
+                drop=("models", *_EXTRA_FIELDS, "cdf_pairs", *_READING_FIELDS), model=name)
         q = replace(p, max_pairs=p.extra_max_pairs, pooling=p.extra_pooling)
         for name in p.extra_models:
             extras[name], from_cache[name] = results.cached(
                 q, f"sts-extra-{name.replace('/', '_')}", lambda n=name: compute(n, q, True),
-                drop=("models", "extra_models", "cdf_pairs", "lsds_points", "tsne_pairs", "plant_sizes"), model=name)
+                drop=("models", "extra_models", "cdf_pairs", "lsds_points", "tsne_pairs", "plant_sizes",
+                      *_READING_FIELDS), model=name)
+        for name, mp in ([(m, p.reading_pairs or p.max_pairs) for m in p.models]
+                         + [(m, p.extra_max_pairs) for m in p.extra_models if m in p.reread_extras]):
+            nd, planted = (p.draws if mp else 1), name == p.models[0]
+            try:
+                read[name], from_cache[f"readings {name}"] = readings_cached(
+                    p, name, mp, lambda n=name, m=mp, k=nd, pl=planted: compute_readings(n, m, k, pl))
+            except ModelUnavailable as err:        # the book's own model needs its pretraining on this machine
+                unavailable[name] = str(err)
         first = p.models[0]
         model = loaded.get(first) or hm.load(first, device=device)
         glue, _ = results.cached(p, "sts-glue-cdf", lambda: glue_cdf(model, p),
@@ -588,4 +924,6 @@ def run(p: Params) -> Result:
                   runs=runs, from_cache=from_cache, averages=avgs, lsds_wins=wins, plant_sizes=list(p.plant_sizes),
                   extras=extras, extra_pooling=p.extra_pooling, glue_cdf=glue, paper_table1=paper1,
                   paper_table4=paper4, encoder_demo=demo, bootstrap=p.bootstrap, max_pairs=p.max_pairs,
-                  extra_max_pairs=p.extra_max_pairs)
+                  extra_max_pairs=p.extra_max_pairs, readings=read, unavailable=unavailable,
+                  paper_pooling=p.paper_pooling, poolings=list(p.poolings), plant_directions=p.plant_directions,
+                  reading_pairs=p.reading_pairs or p.max_pairs)

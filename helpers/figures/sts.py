@@ -11,8 +11,8 @@ import pandas as pd
 from IPython.display import HTML, Markdown
 
 from ..core.stats import Interval
-from ..core.sts import METHODS
-from ..experiments.sts import BOOK_BERT, SMOL, Result
+from ..core.sts import FLIP_FREE, METHODS
+from ..experiments.sts import BOOK_BERT, PLANT_METHODS, POOLING_LABEL, SMOL, Result
 from . import common
 
 #: what each of our rows is, said in the tables
@@ -20,7 +20,13 @@ LABELS = {"vanilla": "raw model", "whitening": "whitening (fitted on the test pa
           "whitening-256": "whitening, first 256 directions", "de-escalation": "mean removed (Yu & Zhang eq. 21)",
           "SoftDecay (sentence)": "SoftDecay of the sentence matrix (the paper's)",
           "SoftDecay (token)": "SoftDecay of each sentence's tokens (ours)",
-          "SoftDecay (σ/√N)": "SoftDecay of σ/√N (ours)", "SoftDecay (σ/σ_max)": "SoftDecay of σ/max σ (ours)"}
+          "SoftDecay (σ/√N)": "SoftDecay of σ/√N (ours)", "SoftDecay (σ/σ_max)": "SoftDecay of σ/max σ (ours)",
+          "SoftDecay (clamped)": "SoftDecay, σ clamped at |α| (flip-free, ours)",
+          "SoftDecay (rescaled)": "SoftDecay, σ_min scaled to |α| (flip-free, ours)"}
+#: the short column names of the readings tables
+SHORT = {"vanilla": "raw", "whitening": "whitening", "whitening-256": "whitening-256", "de-escalation": "mean removed",
+         "SoftDecay (sentence)": "SoftDecay", "SoftDecay (clamped)": "clamped", "SoftDecay (rescaled)": "rescaled",
+         "SoftDecay (σ/√N)": "SoftDecay of σ/√N"}
 #: the per-set interval tables show these methods (the others are in the averages table)
 SET_METHODS = ("whitening", "de-escalation", "SoftDecay (sentence)", "SoftDecay (token)")
 #: the paper's row that matches each of ours (whitening: WhiteBERT fits on the test set like ours; the
@@ -106,6 +112,97 @@ def table1(res: Result, model: str | None = None):
             rows.append({"row": f"paper: {label}{other}, {r['method']}", "Avg": r["Avg"], "Δ vs raw [95 %]": "",
                          **{d: r.get(d, np.nan) for d in res.datasets}})
     return _scroll(common.table(pd.DataFrame(rows), digits=2))
+
+
+def _read_models(res: Result) -> list[str]:
+    return [m for m in res.all_runs() if res.read(m) is not None]
+
+
+def pooling_table(res: Result):
+    """Table 1 Avg (paper protocol, mean over the sets) of each method under both readings of the authors'
+    pooling, per encoder; the paper-comparison reading first."""
+    rows = []
+    for m in _read_models(res):
+        for q in sorted(res.poolings, key=lambda q: q != res.paper_pooling):
+            scores = res.reading_scores(m, q).mean()
+            rows.append({"encoder": m, "pooling": POOLING_LABEL[q] + (" (paper default)" if q == res.paper_pooling
+                                                                       else ""),
+                         **{SHORT[k]: scores[k] for k in SHORT if k in scores}})
+    if not rows:
+        return Markdown("*No encoder was re-read at this scale.*")
+    return _scroll(common.table(pd.DataFrame(rows), digits=2))
+
+
+def white_sd_table(res: Result):
+    """whitening − SoftDecay per encoder and whitening variant, with its interval, how it was made and the
+    verdict on 'whitening matches SoftDecay' (within ±the margin)."""
+    rows = []
+    for f in res.findings():
+        if f.key.startswith("sts-vs-whitening") and f.effect is not None:
+            rows.append({"encoder": f.measured.split(",")[0],
+                         "whitening": "first 256 directions" if f.key.endswith("256") else "full",
+                         "whitening − SoftDecay [95 %]": _iv(f.effect), "interval": f.quantity.split("(")[-1][:-1],
+                         "SoftDecay ahead (paper)": f.verdict, "alike within ±margin": f.extra.get("likeness") or "–"})
+    if not rows:
+        return Markdown("*No encoder was run at this scale.*")
+    return _scroll(common.table(pd.DataFrame(rows)))
+
+
+def flipfree_table(res: Result, pooling: str | None = None):
+    """Per encoder: SoftDecay and its flip-free variants minus the raw model (paired bootstrap, draw 0),
+    the flip-free − SoftDecay difference over the subsample draws, and the directions each turns around
+    (most over the sets and draws, of the live directions)."""
+    rows = []
+    for m in _read_models(res):
+        fl = res.flip_counts(m, pooling)
+        for method in ("SoftDecay (sentence)", *FLIP_FREE):
+            rows.append({"encoder": m, "method": SHORT[method], "Δ vs raw [95 %]": _iv(res.reading_vs_raw(m, method,
+                                                                                                        pooling)),
+                         "flipped (most per set)": int(fl[method].max()),
+                         "live directions (fewest per set)": int(fl["directions"].min())})
+    if not rows:
+        return Markdown("*No encoder was re-read at this scale.*")
+    return common.table(pd.DataFrame(rows))
+
+
+def drivers_table(res: Result, model: str | None = None, pooling: str | None = None):
+    """Per set: SoftDecay − raw and whitening − raw (paper protocol): which sets drive the means."""
+    model = model or res.models[0]
+    if res.read(model) is None:
+        return Markdown(f"*{model} was not re-read at this scale.*")
+    df = pd.DataFrame({f"{SHORT[m]} − raw": res.reading_diffs(model, m, pooling)
+                       for m in ("SoftDecay (sentence)", "whitening")})
+    return common.table(df.reset_index(), digits=2)
+
+
+def anisotropy_table(res: Result):
+    """Per encoder and pooling, means over the sets: EV₁ (eq. 5) before and after whitening, EV₁ of the
+    centred rows (a dominant variance direction) and the common mean's share of the second moment."""
+    names = {"EV1": "EV₁", "EV1_whitened": "EV₁ whitened", "EV1_centred": "EV₁ centred", "mean_share": "mean's share"}
+    rows = [{"encoder": m, "pooling": POOLING_LABEL[q], **{v: res.anisotropy(m, k, q) for k, v in names.items()}}
+            for m in _read_models(res) for q in res.poolings]
+    if not rows:
+        return Markdown("*No encoder was re-read at this scale.*")
+    return common.table(pd.DataFrame(rows), digits=4)
+
+
+def planted_dirs_table(res: Result):
+    """The planted experiment over random directions: each method's change from the raw score at the
+    largest size, and the share of the raw model's loss it wins back, each with its t-interval over
+    the directions."""
+    rows = [{"planted": {"mean": "a common vector", "spike": "a dominant direction"}[k], "method": SHORT[m],
+             "score − raw at the largest size": _iv(res.planted_change(k, m)),
+             "share of the loss won back": _iv(res.recovered_iv(k, m))}
+            for k in ("mean", "spike") for m in PLANT_METHODS[1:]]
+    return common.table(pd.DataFrame(rows))
+
+
+def lsds_readings_table(res: Result):
+    """LSDS of SoftDecay − of whitening per set under the three readings of eq. (6)."""
+    df = res.lsds_readings()
+    if df.empty:
+        return Markdown("*The first model's readings hold no LSDS at this scale.*")
+    return common.table(df.rename(columns={"authors": "authors' code"}).reset_index(), digits=3)
 
 
 def alpha_sweep_figure(res: Result) -> plt.Figure:
@@ -296,6 +393,9 @@ def _text_if_run(res: Result, model: str, f) -> str:
     return _iv(f()) if model in res.all_runs() else "–"
 
 
+
+
+
 def publish(res: Result) -> None:
     """Glue the figures and every number the prose quotes (`sts-*`): numbers and intervals only."""
     common.set_theme()
@@ -310,8 +410,6 @@ def publish(res: Result) -> None:
         "sts-bert-ev1": _nan_if_missing(res, BOOK_BERT, lambda: res.mean_metric(BOOK_BERT, "vanilla")),
         "sts-bert-gain": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "SoftDecay (sentence)")),
         "sts-bert-white": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "whitening")),
-        "sts-bert-sd-vs-white": _text_if_run(res, BOOK_BERT, lambda: res.sd_vs_whitening(BOOK_BERT)[0]),
-        "sts-bert-sd-max": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "SoftDecay (σ/σ_max)")),
         "sts-bert-sd-token": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "SoftDecay (token)")),
         "sts-bert-deesc": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "de-escalation")),
         "sts-bert-flips-min": int(bert_flips.min()) if bert_flips.notna().all() else float("nan"),
@@ -322,31 +420,46 @@ def publish(res: Result) -> None:
         "sts-smol-gain": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "SoftDecay (sentence)")),
         "sts-smol-white": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "whitening")),
         "sts-smol-white-256": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "whitening-256")),
-        "sts-smol-sd-vs-white": _text_if_run(res, SMOL, lambda: res.sd_vs_whitening(SMOL)[0]),
-        "sts-smol-sd-vs-white-256": _text_if_run(res, SMOL, lambda: res.sd_vs_whitening(SMOL, "whitening-256")[0]),
-        # the contrastive encoder
+        # whitening − SoftDecay, refitted on every resample
+        "sts-paper-white-sd": -res.paper_value("SoftDecay", against="WhiteBERT"),
+        "sts-match-margin": res.match_margin(),
+        "sts-minilm-white-sd": _iv(res.white_minus_sd(m)[0]),
+        "sts-smol-white-sd": _text_if_run(res, SMOL, lambda: res.white_minus_sd(SMOL)[0]),
+        "sts-smol-white256-sd": _text_if_run(res, SMOL, lambda: res.white_minus_sd(SMOL, "whitening-256")[0]),
+        "sts-bert-white-sd": _text_if_run(res, BOOK_BERT, lambda: res.white_minus_sd(BOOK_BERT)[0]),
+        "sts-minilm-refit-shift": abs(res.refit_shift(m)) if res.read(m) else float("nan"),
+        "sts-minilm-flips-reread": int(res.flip_counts(m)["SoftDecay (sentence)"].max()),
+        "sts-minilm-clamped": _iv(res.reading_vs_raw(m, "SoftDecay (clamped)")),
+        "sts-minilm-mean-share": res.anisotropy(m, "mean_share"),
+        "sts-minilm-ev1-centred": res.anisotropy(m, "EV1_centred"),
+        "sts-minilm-sd-sick-all": (_iv(res.vs_raw(m, "SoftDecay (sentence)", dataset="SICK-R"))
+                                   if "SICK-R" in res.datasets else "–"),
+        "sts-minilm-sd-rest-all": (res.drop_one_set(m, "SoftDecay (sentence)", "SICK-R") if "SICK-R" in res.datasets
+                                   else float("nan")),
+        # the contrastive encoder, under the authors' pooling (the re-reading) and the other reading
         "sts-minilm-pairs": res.pairs(m),
-        "sts-minilm-raw": res.averages[m]["subset-mean"]["vanilla"],
-        "sts-minilm-sd": _iv(res.vs_raw(m, "SoftDecay (sentence)")),
+        "sts-reading-pairs": res.reading_pairs,
+        "sts-minilm-raw": res.reading_avg(m, "vanilla"),
+        "sts-minilm-sd": _iv(res.reading_vs_raw(m, "SoftDecay (sentence)")),
+        "sts-minilm-white": _iv(res.reading_vs_raw(m, "whitening")),
+        "sts-minilm-sd-sick": (float(res.reading_diffs(m, "SoftDecay (sentence)")["SICK-R"])
+                               if "SICK-R" in res.datasets else float("nan")),
+        "sts-minilm-sd-rest": (res.reading_rest(m, "SoftDecay (sentence)", "SICK-R") if "SICK-R" in res.datasets
+                               else float("nan")),
+        "sts-minilm-ev1": res.anisotropy(m, "EV1"),
+        "sts-minilm-ev1-white": res.anisotropy(m, "EV1_whitened"),
         "sts-minilm-sd-token": _iv(res.vs_raw(m, "SoftDecay (token)")),
-        "sts-minilm-white": _iv(res.vs_raw(m, "whitening")),
         "sts-minilm-white-pooled": _iv(res.vs_raw(m, "whitening", "pooled")),
-        "sts-minilm-sd-vs-white": _iv(res.sd_vs_whitening(m)[0]),
-        "sts-minilm-sd-sick": (_iv(res.vs_raw(m, "SoftDecay (sentence)", dataset="SICK-R"))
-                               if "SICK-R" in res.datasets else "–"),
-        "sts-minilm-sd-rest": res.drop_one_set(m, "SoftDecay (sentence)", "SICK-R"),
-        "sts-minilm-ev1": res.mean_metric(m, "vanilla"),
-        "sts-minilm-ev1-white": res.mean_metric(m, "whitening"),
-        "sts-minilm-ev1-sd": res.mean_metric(m, "SoftDecay"),
         # planted anisotropy
         "sts-plant-top": float(res.plant_sizes[-1]),
         "sts-plant-mean-raw-0": float(res.planted("mean")["vanilla"].iloc[0]),
         "sts-plant-mean-raw-top": float(res.planted("mean")["vanilla"].iloc[-1]),
-        "sts-plant-mean-sd-top": float(res.planted("mean")["SoftDecay (sentence)"].iloc[-1]),
         "sts-plant-spike-raw-top": float(res.planted("spike")["vanilla"].iloc[-1]),
-        "sts-plant-spike-sd-top": float(res.planted("spike")["SoftDecay (sentence)"].iloc[-1]),
-        "sts-plant-spike-white-top": float(res.planted("spike")["whitening"].iloc[-1]),
-        "sts-plant-spike-deesc-top": float(res.planted("spike")["de-escalation"].iloc[-1]),
+        "sts-plant-dirs": res.plant_directions,
+        "sts-plant-spike-sd-won": _iv(res.recovered_iv("spike", "SoftDecay (sentence)")),
+        "sts-plant-spike-white-won": _iv(res.recovered_iv("spike", "whitening")),
+        "sts-plant-mean-deesc-won": _iv(res.recovered_iv("mean", "de-escalation")),
+        "sts-plant-mean-sd-won": _iv(res.recovered_iv("mean", "SoftDecay (sentence)")),
         # the α sweep
         "sts-alpha-effect": _iv(res.alpha_effect(m)),
         "sts-alpha-margin": (lambda iv: (iv.high - iv.low) / 2)(res.vs_raw(m, "SoftDecay (sentence)")),
@@ -359,6 +472,8 @@ def publish(res: Result) -> None:
         "sts-lsds-sets": len(res.runs[m]["lsds"]),
         "sts-lsds-gap": _iv(res.lsds_gap(m, "normalised"), 3),
         "sts-lsds-gap-eq6": _iv(res.lsds_gap(m, "eq. 6"), 3),
+        "sts-lsds-wins-authors": int((res.lsds_readings()["authors"] < 0).sum()),
+        "sts-lsds-gap-authors": _iv(res.lsds_reading_gap("authors"), 3),
         # sign flips
         "sts-sigma-min": float(flips["sigma_min"].min()),
         "sts-sigma-max": float(flips["sigma_max"].max()),
