@@ -253,7 +253,7 @@ class Result(results.Result):
 
     def layer_rows(self) -> list[dict]:
         """Per layer: aligned heads per seed (t-interval over seeds, clipped to 0..heads) and the final mean
-        |cos(Q̄, K̄)| per seed (t-interval over seeds),
+        |cos(Q̄, K̄)| per seed (t-interval over seeds, clipped to [0, 1]),
         common / opposite heads over all seeds, the mean final cos; mean |Q̄·K̄| over seeds and heads at the
         first and last step (and, with the centring ablation, the centred model's at the last step); the
         attention entropy at the first and last step, its lowest point and when (Figs. 13-15)."""
@@ -267,7 +267,7 @@ class Result(results.Result):
                 "layer": li, "aligned": _clip(t_interval(al[:, li].sum(1)), 0, self.n_heads), "heads": self.n_heads,
                 "common": int((fin[:, li] >= self.threshold).sum()),
                 "opposite": int((fin[:, li] <= -self.threshold).sum()),
-                "abs_cos": t_interval(np.abs(fin[:, li]).mean(1)), "cos": float(fin[:, li].mean()),
+                "abs_cos": _clip(t_interval(np.abs(fin[:, li]).mean(1)), 0, 1), "cos": float(fin[:, li].mean()),
                 "abs_dot_first": float(absdot[0, li]), "abs_dot_final": float(absdot[-1, li]),
                 "abs_dot_growth": float(absdot[-1, li] / max(absdot[0, li], 1e-300)),
                 "abs_dot_centred": float(centred[li]) if centred else float("nan"),
