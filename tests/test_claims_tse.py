@@ -162,8 +162,10 @@ def test_book_gradient_changes_little_between_adjacent_layers():
 
 def test_findings_on_the_ci_run(res):
     fs = {f.key: f for f in res.findings()}
-    assert list(fs) == ["tse-fig1", "tse-fig2-ratio", "tse-ffn-negligible", "tse-fig4-prenorm", "tse-fig5-half",
-                        "tse-tau-threshold"]
+    assert list(fs) == ["tse-fig1", "tse-fig2-ratio", "tse-ffn-negligible", "tse-fig4-prenorm", "tse-fig1-eq18",
+                        "tse-fig5-half", "tse-tau-threshold"]
+    assert fs["tse-fig1-eq18"].effect.n == res.settings["hf_inits"]
+    assert fs["tse-fig1-eq18"].margin == pytest.approx(0.1 * (fs["tse-fig1-eq18"].reference - 1))
     assert all(f.chapter == "tse" and f.paper == "yu2024" and f.section.startswith("tse-") for f in fs.values())
     assert fs["tse-fig4-prenorm"].verdict == "reproduced"         # pre-norm far below post-norm at equal depth
     assert fs["tse-fig5-half"].verdict == "contradicted"          # τ = 0.5 keeps almost full diversity
@@ -219,6 +221,13 @@ def test_planted_effects_change_the_verdicts(res):
     r = _planted(res, figure2={**res.figure2, "xi_ratio": xr})
     assert r.ffn_share().estimate == pytest.approx(0.0)
     assert {f.key: f for f in r.findings()}["tse-ffn-negligible"].verdict == "reproduced"
+    # BERT's attention step at eq. (18)'s rate, then at twice its excess: reproduced, then contradicted
+    inc = np.zeros_like(np.asarray(res.figure1_steps["increments"], dtype=float))
+    n = inc.shape[0]
+    for excess, verdict in ((1.0, "reproduced"), (2.0, "contradicted")):
+        inc[:, :, 0] = np.log(1 + excess * (res.eq18_factor() - 1)) + 1e-4 * np.arange(n)[:, None]
+        r = _planted(res, figure1_steps={**res.figure1_steps, "increments": inc.copy()})
+        assert {f.key: f for f in r.findings()}["tse-fig1-eq18"].verdict == verdict, excess
 
 
 def test_ffn_share_per_trial_agrees_with_the_trial_averaged_share(res):
@@ -241,6 +250,7 @@ def test_book_findings():
     """The committed book runs: verdicts and effects pinned."""
     fs = {f.key: f for f in _book().findings()}
     expected = {"tse-fig1": "reproduced", "tse-fig2-ratio": "reproduced", "tse-fig4-prenorm": "reproduced",
+                "tse-fig1-eq18": "reproduced",
                 "tse-fig5-half": "contradicted", "tse-ffn-negligible": "reproduced", "tse-tau-threshold": "reproduced"}
     for key, verdict in expected.items():
         assert fs[key].verdict == verdict, key
@@ -283,6 +293,14 @@ def test_book_figure1_rate_matches_eq18():
     r = _book()
     assert r.eq18_factor() == pytest.approx(1 + (768 * 0.02 ** 2) ** 2)
     assert r.bert_odds_factor() == pytest.approx(r.eq18_factor(), abs=0.02)
+    # step by step, in five random BERTs: the attention step at eq. (18)'s rate, the FFN slowing it a little
+    # (a negative share, its interval below zero), the LayerNorms next to nothing
+    att = r.bert_attention_factor()
+    assert att.n == 5 and abs(att.estimate - r.eq18_factor()) < r.eq18_margin() / 2
+    ffn = r.bert_share((2,))
+    assert ffn.high < 0 and ffn.low > -0.15 and abs(r.bert_share((1, 3)).estimate) < 0.01
+    parts = [r.bert_share((k,)).estimate for k in range(4)]
+    assert sum(parts) == pytest.approx(1.0)
 
 
 def test_book_lemma24_distances_in_standard_errors():

@@ -91,6 +91,29 @@ def test_random_encoder_profile(kind, layers):
         H.random_encoder("gpt", 2, 32, 2, 64, 0)
 
 
+def test_bert_step_log_odds_add_up_to_each_layers_growth():
+    """The four steps of a BERT layer (SA + residual, LN, FFN + residual, LN) telescope: their log-odds
+    changes add up to the layer's, read independently from the hidden states; the recorded t_sim is the
+    layers' inputs' (and the last output's)."""
+    model = H.random_encoder("bert", depth=3, hidden=32, heads=2, intermediate=64, seed=1)
+    ids = torch.randint(5, 100, (3, 7), generator=torch.Generator().manual_seed(2))
+    mask = torch.ones(3, 7, dtype=torch.long)
+    mask[2, 5:] = 0
+    st = H.step_log_odds(model, ids, mask)
+    assert st["increments"].shape == (3, 4) and st["t_sim"].shape == (4,)
+    with torch.no_grad():
+        hs = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+    t = np.stack([M.t_sim(h.double(), mask.bool()).numpy() for h in hs])           # (layers + 1, sentences)
+    growth = np.diff(np.log(t / (1 - t)), axis=0).mean(1)
+    assert np.allclose(st["increments"].sum(1), growth, atol=1e-6)
+    assert np.allclose(st["t_sim"], t.mean(1), atol=1e-6)
+    # a layer whose attention output is zero has no SA step: its first increment vanishes
+    with torch.no_grad():
+        model.encoder.layer[0].attention.output.dense.weight.zero_()
+        model.encoder.layer[0].attention.output.dense.bias.zero_()
+    assert H.step_log_odds(model, ids, mask)["increments"][0, 0] == pytest.approx(0.0, abs=1e-9)
+
+
 def test_params_reject_heads_that_do_not_divide_the_width():
     with pytest.raises(ParameterError, match="d_model"):
         tse.Params.resolve("ci", d_model=100, n_heads=8)

@@ -35,12 +35,17 @@ from ..core.findings import Finding
 from ..core.stats import Interval, t_interval
 from ..data import load_glue
 from ..hf import models
-from ..hf.escalation import escalation_profile, random_encoder
+from ..hf.escalation import escalation_profile, random_encoder, step_log_odds
 from ..hf.models import quiet_loading
 
 PAPER_CLAIMS = REPO_ROOT / "data" / "yu_zhang_2024_claims.csv"
 #: the τ-sweep fields: not part of the key of the pieces computed before the sweep existed
 SWEEP_FIELDS = ("sweep_taus", "sweep_runs")
+#: the field of Figure 1's per-step measurement: not part of the key of the pieces computed before it existed
+STEP_FIELDS = ("hf_inits",)
+#: eq. (18) "holds" for BERT when the attention step's factor on the odds lies within this fraction of the
+#: predicted excess over one, (dσ²)², of the prediction (μ̄₁ ≈ 1, μ̄₂ ≈ 0 are approximations)
+EQ18_FRACTION = 0.1
 FFN_INIT_NAMES = {"torch": "PyTorch-default", "xavier": "Xavier"}
 #: where Figure 1's tokens come from: CoLA validation sentences, BERT's uncased WordPiece tokenizer
 TOKENIZER_MODEL = "all-MiniLM-L6-v2"
@@ -91,12 +96,13 @@ class Params(ChapterParams):
     hf_intermediate: int = 3072
     hf_batch: int = 32           # CoLA validation sentences (every 8th)
     hf_seq_len: int = 128         # truncation length; the batch is padded to its longest sentence
+    hf_inits: int = 5             # random BERTs (seeds seed, seed+1, …) for the per-step rate against eq. (18)
 
     CHAPTER: ClassVar[str] = "tse"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(trials=6, depth=12, w_trials=200, lemma_trials=400, prenorm_depth=16, deesc_depth=16,
                    deesc_runs=4, sweep_runs=2, hf_depth=12, hf_batch=8, hf_seq_len=32, d_model=256,
-                   eta_draws_precise=400, bound_samples=40),
+                   eta_draws_precise=400, bound_samples=40, hf_inits=2),
         "book": dict(),
         "paper": dict(),
     }
@@ -112,6 +118,7 @@ class Params(ChapterParams):
         sweep_runs=(lambda v: v >= 2, "needs >= 2 runs (an interval over runs)"),
         hf_depth=positive, hf_hidden=positive, hf_heads=positive, hf_intermediate=positive,
         hf_batch=positive, hf_seq_len=(lambda v: 2 <= v <= 512, "must lie in [2, 512]"),
+        hf_inits=(lambda v: v >= 2, "needs >= 2 random initialisations (an interval over them)"),
         share_blocks=positive, eta_n=(lambda v: v >= 2, "needs at least 2 tokens"),
         eta_dims=(lambda v: len(v) > 0 and all(x >= 2 for x in v), "every d must be >= 2"),
         eta_ts=(lambda v: len(v) > 0 and all(0 < t <= 1 for t in v), "every t must lie in (0, 1] (Figure 8)"),
@@ -182,11 +189,14 @@ class Result(results.Result):
     #: the τ sweep: `taus`, `t_div_last` (taus, runs) of the last block, `t_div` (taus, depth+1) mean over
     #: runs, `block_odds` (taus, depth) mean over runs of each block's ξ₁/ξ₂ before its de-escalation
     tau_sweep: dict[str, Any] = field(default_factory=dict)
+    #: Figure 1's BERT per step (`hf.escalation.step_log_odds`), one row per random initialisation:
+    #: `increments` (inits, layers, 4) of the log-odds of t_sim, `t_sim` (inits, layers + 1)
+    figure1_steps: dict[str, Any] = field(default_factory=dict)
     scale: str = ""
 
     def __post_init__(self) -> None:
         for name in ("figure1", "figure2", "figure2_other", "figure2_init", "figure2_ablation", "figure3", "figure4",
-                     "figure5", "figure5_other", "figure8", "summary", "tau_sweep"):
+                     "figure5", "figure5_other", "figure8", "summary", "tau_sweep", "figure1_steps"):
             setattr(self, name, _arrays(getattr(self, name)))
 
     # ------------------------------------------------------------ what the findings and the prose read
@@ -269,6 +279,32 @@ class Result(results.Result):
         d, std = self.settings["hf_hidden"], BertConfig().initializer_range
         return 1 + (d * std ** 2) ** 2
 
+    def bert_step_factors(self, level: float = 0.99) -> np.ndarray:
+        """(inits, 4): per random BERT, the factor by which each of its four steps (SA + residual, LN,
+        FFN + residual, LN) multiplies the odds t_sim/(1 − t_sim), geometric mean over the layers whose input
+        t_sim is below `level` (the escalation, as `bert_odds_factor`)."""
+        inc = np.asarray(self.figure1_steps["increments"], dtype=float)      # (inits, layers, 4)
+        t = np.asarray(self.figure1_steps["t_sim"], dtype=float)[:, :-1]     # (inits, layers): layer inputs
+        return np.stack([np.exp(i[k < level].mean(0)) for i, k in zip(inc, t, strict=True)])
+
+    def bert_attention_factor(self) -> Interval:
+        """The attention step's (SA + residual) factor on the odds per BERT layer during the escalation,
+        with its t-interval over random initialisations: what eq. (18) predicts (`eq18_factor`)."""
+        return t_interval(self.bert_step_factors()[:, 0])
+
+    def bert_share(self, steps: tuple[int, ...] = (2,), level: float = 0.99) -> Interval:
+        """The share of BERT's log-odds growth over the escalation (layers whose input t_sim is below `level`)
+        that the steps `steps` supply (0: SA + residual, 1 and 3: the LayerNorms, 2: FFN + residual), with its
+        t-interval over random initialisations."""
+        inc = np.asarray(self.figure1_steps["increments"], dtype=float)
+        t = np.asarray(self.figure1_steps["t_sim"], dtype=float)[:, :-1]
+        return t_interval([i[k < level][:, list(steps)].sum() / i[k < level].sum()
+                           for i, k in zip(inc, t, strict=True)])
+
+    def eq18_margin(self) -> float:
+        """The margin of "at eq. (18)'s rate": `EQ18_FRACTION` of the predicted excess over one."""
+        return EQ18_FRACTION * (self.eq18_factor() - 1)
+
     def lemma24_se(self) -> dict[str, float]:
         """How far the Monte Carlo E[ξ₁], E[ξ₂] lie from Lemma 2.4's formula, in standard errors."""
         lem = self.lemma24
@@ -317,6 +353,21 @@ class Result(results.Result):
                     reference_label=f"post-norm's {post[:, k].mean():.3f} at block {k}", section="tse-fig4",
                     **common),
         ]
+        if self.figure1_steps:
+            n_inits = np.asarray(self.figure1_steps["increments"]).shape[0]
+            out.append(Finding(
+                key="tse-fig1-eq18", where="§1 (contributions), eq. (18), Fig. 1",
+                claim=("The driving force behind the escalation is self-attention (other operations in the block "
+                       "do not interfere), at the rate eq. (18) gives: E[ξ₁]/E[ξ₂] ≈ 1 + α²dσ² at "
+                       "near-uniform attention."),
+                measured=(f"{n_inits} random-init transformers BERTs of depth {st['hf_depth']} "
+                          f"(initializer_range 0.02) on {st['hf_batch']} CoLA sentences"),
+                quantity=("the attention step's (SA + residual) factor on the odds t_sim/(1 − t_sim) per layer "
+                          "while t_sim < 0.99, geometric mean over layers, mean over initialisations"),
+                effect=self.bert_attention_factor(), direction="equal", reference=self.eq18_factor(),
+                reference_label=f"eq. (18)'s {self.eq18_factor():.4f} at d = {st['hf_hidden']}, σ = 0.02",
+                margin=self.eq18_margin(), section="tse-fig1",
+                **{**common, "scale": f"{self.scale}: depth {st['hf_depth']} (the paper: {paper.hf_depth})"}))
         if tdiv_half is not None and "0.5" in self.paper_fig5:
             out.append(Finding(
                 key="tse-fig5-half", where="Fig. 5",
@@ -391,6 +442,22 @@ def figure1(p: Params, device: torch.device | str = "cpu") -> dict[str, dict[str
         out[kind]["sentences"] = len(sentences)
         del model
     return out
+
+
+def figure1_steps(p: Params, device: torch.device | str = "cpu") -> dict[str, np.ndarray]:
+    """Figure 1's BERT step by step (`hf.escalation.step_log_odds`), for `hf_inits` random initialisations
+    (seeds p.seed, p.seed + 1, …; the first is Figure 1's model) on Figure 1's CoLA batch."""
+    with quiet_loading():
+        tokenizer = models.load(TOKENIZER_MODEL).tokenizer
+    sentences = load_glue("CoLA", "validation").sentence1[: p.hf_batch * 8][::8][: p.hf_batch]
+    enc = tokenizer(sentences, padding="longest", truncation=True, max_length=p.hf_seq_len, return_tensors="pt")
+    runs = []
+    for i in progress(range(p.hf_inits), desc="BERT per step", total=p.hf_inits):
+        model = random_encoder("bert", p.hf_depth, p.hf_hidden, p.hf_heads, p.hf_intermediate, p.seed + i).to(device)
+        ids = enc["input_ids"].clamp(max=model.config.vocab_size - 1).to(device)
+        runs.append(step_log_odds(model, ids, enc["attention_mask"].to(device)))
+        del model
+    return {k: np.stack([r[k] for r in runs]) for k in runs[0]}
 
 
 def paper_claims(figure: str) -> dict[str, float]:
@@ -550,13 +617,14 @@ def run(p: Params) -> Result:
                                   p.seed, p.ffn_mult, p.ffn_init)
         return {"lemma24": dict(lemma.__dict__), "prop23": E.prop23_error(p.n_tokens, p.d_model, p.seed)}
 
-    old = dict(drop=SWEEP_FIELDS)         # the pieces computed before the sweep: keyed without its fields
+    old = dict(drop=SWEEP_FIELDS + STEP_FIELDS)    # the pieces computed before the sweep: keyed without its fields
     ident, _ = results.cached(p, "identities", identities, **old)
     fig1, _ = results.cached(p, "figure1", lambda: figure1(p, device), **old)
     pieces, _ = results.cached(p, "synthetic", lambda: _synthetic(p, device), **old)
     appendix, _ = results.cached(p, "appendix", lambda: {
         "figure8": _figure8(p), "bounds11": E.bounds11_check(p.bound_n, p.bound_d, p.bound_samples, p.seed)}, **old)
-    sweep, _ = results.cached(p, "tau_sweep", lambda: tau_sweep(p, device))
+    sweep, _ = results.cached(p, "tau_sweep", lambda: tau_sweep(p, device), drop=STEP_FIELDS)
+    steps, _ = results.cached(p, "figure1_steps", lambda: figure1_steps(p, device))
     pieces = _arrays(pieces)
     pieces["figure1"] = _arrays(fig1)
     pieces["figure8"] = _arrays(appendix["figure8"])
@@ -564,8 +632,9 @@ def run(p: Params) -> Result:
     return Result(
         settings=p.cache_key(), prop23_max_abs_error=ident["prop23"], lemma24=ident["lemma24"],
         other_value_scale=p.other_value_scale, paper_fig5=paper_levels(),
-        summary=summarise(pieces, p.share_blocks), tau_sweep=sweep, scale=p.scale, **pieces)
+        summary=summarise(pieces, p.share_blocks), tau_sweep=sweep, figure1_steps=steps, scale=p.scale, **pieces)
 
 
 __all__ = ["Params", "Result", "run", "postnorm_trials", "prenorm_trials", "deescalated_diversity", "figure1",
-           "summarise", "paper_claims", "paper_levels", "tau_sweep", "SWEEP_FIELDS"]
+           "summarise", "paper_claims", "paper_levels", "tau_sweep", "figure1_steps", "SWEEP_FIELDS", "STEP_FIELDS",
+           "EQ18_FRACTION"]

@@ -62,4 +62,48 @@ def escalation_profile(model, input_ids: Tensor, attention_mask: Tensor, grad: b
     return res
 
 
-__all__ = ["random_encoder", "escalation_profile"]
+def step_log_odds(model, input_ids: Tensor, attention_mask: Tensor) -> dict[str, np.ndarray]:
+    """Prop. 2.3 per sub-step of a BERT layer: a step X → Y multiplies the odds t_sim/(1 − t_sim) by its
+    ξ₁/ξ₂, so its change of log-odds is its additive part of the escalation. The four steps of a post-norm
+    BERT layer, in Algorithm 1's order: SA + residual (X + attention output), its LayerNorm, FFN + residual,
+    its LayerNorm. Returns `increments` (layers, 4): each step's change of log-odds, mean over the batch's
+    sentences (each sentence's t_sim over its real tokens), and `t_sim` (layers + 1,): each layer's input
+    t_sim (the last entry: the last layer's output), mean over sentences. Read with hooks on each layer and
+    on its `attention.output` and `output` (transformers' BertSelfOutput / BertOutput: dense, dropout,
+    LayerNorm of the residual sum; eval mode, so dropout is the identity)."""
+    mask = attention_mask.bool()
+    states: list[list[Tensor]] = []                 # per layer: X, X + SA, LN(·), A + FFN, LN(·)
+
+    def layer_input(mod, inp):
+        states.append([inp[0].detach()])
+
+    def residual_and_norm(mod, inp, out):
+        h, x = inp
+        states[-1].extend([(mod.dense(h) + x).detach(), out.detach()])
+
+    hooks = []
+    for lay in transformer_layers(model):
+        hooks += [lay.register_forward_pre_hook(layer_input),
+                  lay.attention.output.register_forward_hook(residual_and_norm),
+                  lay.output.register_forward_hook(residual_and_norm)]
+    try:
+        with torch.no_grad():
+            model(input_ids=input_ids, attention_mask=attention_mask)
+    finally:
+        for h in hooks:
+            h.remove()
+
+    def t_and_log_odds(X: Tensor) -> tuple[np.ndarray, np.ndarray]:
+        t = M.t_sim(X.double(), mask).cpu().numpy()                  # per sentence
+        return t, np.log(t / (1 - t))
+
+    inc, ts = [], []
+    for st in states:
+        tl = [t_and_log_odds(X) for X in st]
+        inc.append([float((tl[i + 1][1] - tl[i][1]).mean()) for i in range(4)])
+        ts.append(float(tl[0][0].mean()))
+    ts.append(float(t_and_log_odds(states[-1][-1])[0].mean()))
+    return {"increments": np.array(inc), "t_sim": np.array(ts)}
+
+
+__all__ = ["random_encoder", "escalation_profile", "step_log_odds"]
