@@ -335,6 +335,32 @@ class Result(results.Result):
         d, lo, hi = self.readings[model]["refit"][pooling or self.paper_pooling][whitening]
         return (lo + hi) / 2 - d
 
+    def white_sd_comparisons(self) -> list[dict]:
+        """whitening − SoftDecay per encoder and whitening variant (SmolLM2: the full and the 256-direction
+        whitening, each on its own): the interval, how it was made, the verdict on the paper's ordering
+        (SoftDecay ahead) and on 'alike within ±`match_margin`'. `key`: the finding it is (None: shown in
+        the chapter's table only)."""
+        from ..core.findings import verdict
+
+        first = self.models[0]
+        bert = BOOK_BERT if BOOK_BERT in self.extras else None
+        smol = SMOL if SMOL in self.extras else None
+        out = []
+        for key, model, white in (("sts-vs-whitening-minilm", first, "whitening"),
+                                  ("sts-vs-whitening-smollm2", smol, "whitening"),
+                                  (None, smol, "whitening-256"), ("sts-vs-whitening-bert", bert, "whitening")):
+            effect, how = self.white_minus_sd(model, white) if model else (None, "")
+            reread = model is not None and self.read(model) is not None
+            pooled = self.paper_pooling if reread else (self.extra_pooling if model in self.extras else self.pooling)
+            what = "whitening" if white == "whitening" else "whitening kept to its first 256 directions"
+            out.append({
+                "key": key, "model": model, "whitening": white, "effect": effect, "how": how,
+                "measured": self._encoder_text(model, pooled if reread else None) if model else "not run at this scale",
+                "quantity": f"{what} − SoftDecay, Spearman ×100, mean over the sets ({how or 'not run'})",
+                "verdict": verdict(effect, "below") if effect is not None else "",
+                "likeness": verdict(effect, "equal", margin=self.match_margin()) if effect is not None else ""})
+        return out
+
     def match_margin(self) -> float:
         """What 'whitening matches SoftDecay' allows: the smallest SoftDecay − WhiteBERT gap the paper
         reports as a win over its four PTLMs (Table 1 Avg)."""
@@ -466,42 +492,37 @@ class Result(results.Result):
             **({} if bert else rerun), **common))
         claim_white = ("SoftDecay scores above whitening fitted on the test sentences (WhiteBERT): "
                        f"{sd:.2f} against {wb:.2f} on BERT-base-cased")
-        for key, model, white in (("sts-vs-whitening-minilm", first, "whitening"),
-                                  ("sts-vs-whitening-smollm2", smol, "whitening"),
-                                  ("sts-vs-whitening-smollm2-256", smol, "whitening-256"),
-                                  ("sts-vs-whitening-bert", bert, "whitening")):
-            effect, how = self.white_minus_sd(model, white) if model else (None, "")
-            pooled = self.paper_pooling if model and self.read(model) is not None else \
-                (self.extra_pooling if model in self.extras else self.pooling)
-            what = "whitening" if white == "whitening" else "whitening kept to its first 256 directions"
+        for c in self.white_sd_comparisons():
+            if c["key"] is None:
+                continue                     # SmolLM2's 256-direction whitening: in the chapter's table
+            model = c["model"]
             out.append(Finding(
-                key=key, where="Table 1", claim=claim_white,
-                measured=(self._encoder_text(model, pooled) if model else "not run at this scale"),
-                quantity=f"{what} − SoftDecay, Spearman ×100, mean over the sets ({how or 'not run'})",
-                effect=effect, direction="below", paper_value=-self.paper_value("SoftDecay", against="WhiteBERT"),
+                key=c["key"], where="Table 1", claim=claim_white,
+                measured=c["measured"], quantity=c["quantity"], effect=c["effect"], direction="below",
+                paper_value=-self.paper_value("SoftDecay", against="WhiteBERT"),
                 scale=self._scale_text(model) if model else "", section="sts-anisotropic", digits=2,
-                extra={"likeness": self.likeness(model, white) if model and self.read(model) is not None else "",
-                       "margin": self.match_margin()},
+                extra={"likeness": c["likeness"], "margin": self.match_margin()},
                 **({} if model else rerun), **common))
-        for key, model in (("sts-flipfree-smollm2", smol), ("sts-flipfree-bert", bert)):
-            rd = self.read(model) if model else None
-            why = (self.unavailable.get(BOOK_BERT, "") if key.endswith("bert") else "") or \
-                "the book preset's anisotropic encoders"
-            several = rd is not None and self.n_draws(model) > 1
-            how = (f"Student-t interval over {self.n_draws(model)} subsample draws" if several else
-                   "paired bootstrap over the pairs of one subsample draw")
-            out.append(Finding(
-                key=key, where="Table 1, property 1",
-                claim="SoftDecay raises unsupervised STS with a transform that keeps the order of the singular "
-                      "values and the sign of every direction (property 1)",
-                measured=(f"{self._encoder_text(model, self.paper_pooling)}; σ clamped at |α|, so no direction "
-                          "flips" if rd is not None else "not run here"),
-                quantity=f"flip-free SoftDecay (σ clamped at |α|) − raw model, Spearman ×100, mean over the sets "
-                         f"({how})",
-                effect=(None if rd is None else self.over_draws(model, "SoftDecay (clamped)") if several else
-                        self.reading_vs_raw(model, "SoftDecay (clamped)")),
-                direction="above", scale=self._scale_text(model) if rd is not None else "", section="sts-flips",
-                digits=2, **({} if rd is not None else dict(needs=why, command=COMMANDS["book"])), **common))
+        # flip-free SoftDecay on the anisotropic encoders: the first of them that was re-read, else not testable
+        reread = [m for m in (bert, smol) if m and self.read(m) is not None]
+        model = reread[0] if reread else None
+        several = model is not None and self.n_draws(model) > 1
+        how = (f"Student-t interval over {self.n_draws(model)} subsample draws" if several else
+               "paired bootstrap over the pairs of one subsample draw")
+        needs = "; ".join(v for v in (self.unavailable.get(BOOK_BERT, ""),) if v) or \
+            "the anisotropic encoders re-read under the authors' pooling"
+        out.append(Finding(
+            key="sts-flipfree", where="Table 1, property 1",
+            claim="SoftDecay raises unsupervised STS with a transform that keeps the order of the singular values "
+                  "and the sign of every direction (property 1)",
+            measured=(f"{self._encoder_text(model, self.paper_pooling)}; σ clamped at |α|, so no direction flips"
+                      if model else "the book's MLM BERT and SmolLM2 are not re-read here"),
+            quantity=f"flip-free SoftDecay (σ clamped at |α|) − raw model, Spearman ×100, mean over the sets ({how})",
+            effect=(None if model is None else self.over_draws(model, "SoftDecay (clamped)") if several else
+                    self.reading_vs_raw(model, "SoftDecay (clamped)")),
+            direction="above", scale=self._scale_text(model) if model else "", section="sts-flips", digits=2,
+            **({} if model else dict(needs=needs + "; SmolLM2: overrides={'reread_extras': ('SmolLM2-135M-Instruct',)}"
+                                     ", about ten CPU-minutes", command=COMMANDS["book"])), **common))
         out.append(Finding(
             key="sts-uniformity", where="Table 4",
             claim="SoftDecay makes sentence embeddings more uniform: EV₁, RBF_dis and TokenUni fall on every "
@@ -526,12 +547,6 @@ class Result(results.Result):
             effect=self.alpha_effect(first), direction="equal",
             margin=(resolution.high - resolution.low) / 2,
             scale=self._scale_text(first), section="sts-alpha", digits=2, **common))
-        out.append(Finding(
-            key="sts-paper-ptlms", where="Table 1",
-            claim="SoftDecay raises the STS average of BERT, DistilBERT, ALBERT and RoBERTa, and beats WhiteBERT "
-                  "on each", measured="the paper's four PTLMs (the `paper` preset)",
-            quantity="SoftDecay − raw model per PTLM", effect=None, needs="the Hugging Face hub",
-            command=COMMANDS["paper"], section="sts-anisotropic", **common))
         return out
 
 

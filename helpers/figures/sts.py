@@ -135,14 +135,12 @@ def pooling_table(res: Result):
 
 def white_sd_table(res: Result):
     """whitening − SoftDecay per encoder and whitening variant, with its interval, how it was made and the
-    verdict on 'whitening matches SoftDecay' (within ±the margin)."""
-    rows = []
-    for f in res.findings():
-        if f.key.startswith("sts-vs-whitening") and f.effect is not None:
-            rows.append({"encoder": f.measured.split(",")[0],
-                         "whitening": "first 256 directions" if f.key.endswith("256") else "full",
-                         "whitening − SoftDecay [95 %]": _iv(f.effect), "interval": f.quantity.split("(")[-1][:-1],
-                         "SoftDecay ahead (paper)": f.verdict, "alike within ±margin": f.extra.get("likeness") or "–"})
+    verdicts on the paper's ordering and on 'whitening matches SoftDecay' (within ±the margin)."""
+    rows = [{"encoder": c["model"],
+             "whitening": "first 256 directions" if c["whitening"] == "whitening-256" else "full",
+             "whitening − SoftDecay [95 %]": _iv(c["effect"]), "interval": c["how"],
+             "SoftDecay ahead (paper)": c["verdict"], "alike within ±margin": c["likeness"]}
+            for c in res.white_sd_comparisons() if c["effect"] is not None]
     if not rows:
         return Markdown("*No encoder was run at this scale.*")
     return _scroll(common.table(pd.DataFrame(rows)))
