@@ -16,8 +16,9 @@ def res():
 
 
 def test_every_variant_has_a_full_history(res):
-    assert res.variants == ["post-norm", "pre-norm", "de-escalated"]
-    for v in res.variants:
+    assert res.variants == ["post-norm", "pre-norm", "de-escalated", deeplm.LEAKY]
+    assert res.arms == res.variants + [deeplm.tau_arm(0.5)] and res.control_taus == [0.5]
+    for v in res.arms:
         (h,) = res.histories[v]
         assert len(h["loss"]) == res.steps and h["eval_step"][0] == 0 and h["eval_step"][-1] == res.steps
         assert len(h["t_sim"][-1]) == res.depth + 1
@@ -25,9 +26,10 @@ def test_every_variant_has_a_full_history(res):
 
 
 def test_every_variant_learns_at_ci_scale(res):
-    """Even the tiny ci model gets below the uniform predictor (the loop trains what it should)."""
+    """Even the tiny ci model gets below the uniform predictor (the loop trains what it should); the leakage
+    control, whose FFN inputs mix every position, starts slowest at this size."""
     for v, losses in res.final_eval().items():
-        assert losses[0] < res.uniform_nats - 0.3, v
+        assert losses[0] < res.uniform_nats - (0.05 if v == deeplm.LEAKY else 0.3), v
 
 
 def test_deescalation_lowers_token_similarity(res):
@@ -37,12 +39,15 @@ def test_deescalation_lowers_token_similarity(res):
     assert t["de-escalated"] < t["post-norm"] - 0.1
 
 
-def _book():
-    from helpers.book.runtime import REPO_ROOT
-
-    p = deeplm.Params.resolve("book")
-    if len(list((REPO_ROOT / "results" / "deeplm" / "book").glob("*.json"))) < len(p.variants) * p.seeds:
+def _committed(p):
+    """Skip unless every run of `p` (every variant, seed and control τ) is in the committed results."""
+    if not all(s.done() for s in deeplm.runs(p)):
         pytest.skip("book runs not all committed")
+
+
+def _book():
+    p = deeplm.Params.resolve("book")
+    _committed(p)
     return deeplm.run(p)
 
 
@@ -55,7 +60,7 @@ def test_book_histories_when_committed():
                    if "@" not in f.name and f.stem.rsplit("-seed", 1)[0] in p.variants)
     if not files:
         pytest.skip("no committed book runs")
-    assert len(files) == len(p.variants) * p.seeds
+    assert len(files) == (len(p.variants) - 1) * p.seeds + p.leak_seeds
     import json
 
     for f in files:
@@ -79,11 +84,8 @@ def test_book_verdict_on_the_committed_runs():
 def test_book_plateau_is_shorter_with_deescalation():
     """The early trace the chapter reports: on every seed the de-escalated model leaves the plateau
     (moving-average training loss below 3.0) before post-norm does, and pre-norm before both."""
-    from helpers.book.runtime import REPO_ROOT
-
     p = deeplm.Params.resolve("book")
-    if len(list((REPO_ROOT / "results" / "deeplm" / "book").glob("*.json"))) < len(p.variants) * p.seeds:
-        pytest.skip("book runs not all committed")
+    _committed(p)
     s = deeplm.run(p).steps_to(3.0)
     assert max(s["pre-norm"]) < min(s["de-escalated"]) and max(s["de-escalated"]) < min(s["post-norm"])
 
@@ -91,11 +93,8 @@ def test_book_plateau_is_shorter_with_deescalation():
 def test_book_initial_similarity_is_higher_in_pre_norm():
     """The chapter's reading of the t_sim figure: at initialisation the last block's t_sim is higher for
     pre-norm than for post-norm on every seed (the reverse of the paper's Figure 4 order)."""
-    from helpers.book.runtime import REPO_ROOT
-
     p = deeplm.Params.resolve("book")
-    if len(list((REPO_ROOT / "results" / "deeplm" / "book").glob("*.json"))) < len(p.variants) * p.seeds:
-        pytest.skip("book runs not all committed")
+    _committed(p)
     r = deeplm.run(p)
     pre = [h["t_sim"][0][-1] for h in r.histories["pre-norm"]]
     post = [h["t_sim"][0][-1] for h in r.histories["post-norm"]]
@@ -106,16 +105,13 @@ def test_book_deescalated_profile_jumps_only_at_the_top():
     """The chapter's reading of the trained t_sim profile: the de-escalated model stays near zero below
     the last three blocks (mean over seeds < 0.1 there) and its last block reaches the level of the
     others (within 0.15 of post-norm's)."""
-    from helpers.book.runtime import REPO_ROOT
-
     p = deeplm.Params.resolve("book")
-    if len(list((REPO_ROOT / "results" / "deeplm" / "book").glob("*.json"))) < len(p.variants) * p.seeds:
-        pytest.skip("book runs not all committed")
+    _committed(p)
     r = deeplm.run(p)
     prof = {v: np.mean([h["t_sim"][-1] for h in r.histories[v]], axis=0) for v in r.variants}
     d = prof["de-escalated"]
     assert d[1:-3].max() < 0.1 and abs(d[-1] - prof["post-norm"][-1]) < 0.15
-    assert all(prof[v][-1] > prof[v][len(prof[v]) // 2] for v in r.variants)   # all three rise towards the top
+    assert all(prof[v][-1] > prof[v][len(prof[v]) // 2] for v in deeplm.VARIANTS)   # all three rise to the top
 
 
 def test_paired_differences_carry_t_intervals(res):
@@ -129,9 +125,10 @@ def test_paired_differences_carry_t_intervals(res):
 def test_findings_on_the_ci_run(res):
     fs = {f.key: f for f in res.findings()}
     assert list(fs) == ["deeplm-post-norm-fails", "deeplm-deesc-rescues", "deeplm-deesc-like-pre-norm",
-                        "deeplm-paper-scale"]
+                        "deeplm-leak-rescues", "deeplm-tau-0p5-rescues", "deeplm-paper-scale"]
     assert all(f.chapter == "deeplm" and f.paper == "yu2024" for f in fs.values())
-    for key in ("deeplm-post-norm-fails", "deeplm-deesc-rescues", "deeplm-deesc-like-pre-norm"):
+    for key in ("deeplm-post-norm-fails", "deeplm-deesc-rescues", "deeplm-deesc-like-pre-norm", "deeplm-leak-rescues",
+                "deeplm-tau-0p5-rescues"):
         assert fs[key].verdict == "inconclusive", key          # one seed: no interval
     assert fs["deeplm-paper-scale"].verdict == "not testable here" and "SCALE=paper" in fs["deeplm-paper-scale"].command
     assert fs["deeplm-deesc-like-pre-norm"].margin == pytest.approx(res.similar_margin())
@@ -151,6 +148,23 @@ def test_book_findings():
     assert fs["deeplm-deesc-like-pre-norm"].margin == pytest.approx(0.071, abs=0.002)
     assert fs["deeplm-deesc-like-pre-norm"].effect.estimate > 2 * fs["deeplm-deesc-like-pre-norm"].margin
     assert fs["deeplm-paper-scale"].verdict == "not testable here"
+    assert fs["deeplm-leak-rescues"].verdict == "reproduced" and fs["deeplm-leak-rescues"].effect.n == 2
+    assert fs["deeplm-leak-rescues"].effect.estimate == pytest.approx(-0.33, abs=0.01)
+    assert fs["deeplm-tau-0p5-rescues"].verdict == "inconclusive" and fs["deeplm-tau-0p5-rescues"].effect.n == 1
+
+
+def test_book_controls_as_the_chapter_reads_them():
+    """The controls' reading: the leaky de-escalation ends far below the causal one and below pre-norm on every
+    seed it ran; τ = 0.5's one seed ends between post-norm and pre-norm, its gap to post-norm larger than any
+    same-seed difference between the τ = 1 model and post-norm."""
+    r = _book()
+    assert r.paired(deeplm.LEAKY, "de-escalated").high < -0.2
+    assert np.all(r.differences(deeplm.LEAKY, "pre-norm") < 0)
+    half = deeplm.tau_arm(0.5)
+    gap = r.differences(half, "post-norm")
+    assert len(gap) == 1 and gap[0] < 0 < r.differences(half, "pre-norm")[0]
+    assert abs(gap[0]) > np.abs(r.differences("de-escalated", "post-norm")).max()
+    assert abs(r.differences(half, "pre-norm")[0]) < abs(gap[0])
 
 
 def _shifted(r, variant, by):
@@ -163,6 +177,31 @@ def _shifted(r, variant, by):
     return r2
 
 
+def test_controls_are_keyed_by_their_own_settings():
+    """The leakage control is the de-escalated model with the whole sequence's mean, and the control τ run is the
+    de-escalated model at that τ: each keyed by its own settings (the τ = 1 runs' keys do not change), and
+    neither retrains a committed run."""
+    p = deeplm.Params.resolve("book")
+    specs = {(s.name, s.params.tau): s for s in deeplm.runs(p)}
+    assert len(specs) == (len(p.variants) - 1) * p.seeds + p.leak_seeds + len(p.control_taus) * p.tau_seeds
+    half, one = specs[("de-escalated-seed0", 0.5)], specs[("de-escalated-seed0", 1.0)]
+    assert half.key == {**one.key, "tau": 0.5}
+    assert specs[("de-escalated-sequence-mean-seed0", 1.0)].key == {**one.key, "variant": deeplm.LEAKY}
+    assert "control_taus" not in one.key
+    paper = deeplm.Params.resolve("paper")
+    assert paper.control_taus == () and deeplm.LEAKY not in paper.variants
+
+
+def test_an_old_pickled_params_takes_the_new_fields_defaults():
+    """A grid job unpickles the Params its runner pickled: one from before `control_taus` existed reads it
+    with its default."""
+    p = deeplm.Params.resolve("book")
+    state = {k: v for k, v in p.__dict__.items() if k != "control_taus"}
+    q = object.__new__(deeplm.Params)
+    q.__setstate__(state)
+    assert q == p and q.cache_key() == p.cache_key()
+
+
 def test_planted_effects_change_the_verdicts():
     r = _book()
     planted = {f.key: f for f in _shifted(r, "de-escalated", -0.5).findings()}
@@ -172,6 +211,16 @@ def test_planted_effects_change_the_verdicts():
     assert failed["deeplm-post-norm-fails"].verdict == "reproduced"
     like = {f.key: f for f in _shifted(r, "de-escalated", -r.paired("de-escalated", "pre-norm").estimate).findings()}
     assert like["deeplm-deesc-like-pre-norm"].verdict == "reproduced"
+    # a leakage control that gains nothing over post-norm, and a τ = 0.5 run far below it
+    none = {f.key: f for f in _shifted(r, deeplm.LEAKY, -r.paired(deeplm.LEAKY, "post-norm").estimate).findings()}
+    assert none["deeplm-leak-rescues"].verdict in ("not detected", "inconclusive")
+    # a τ = 0.5 arm of three seeds, each 0.5 nats below the τ = 1 model
+    import copy
+
+    r3 = copy.deepcopy(r)
+    r3.histories[deeplm.tau_arm(0.5)] = copy.deepcopy(r.histories["de-escalated"])
+    half = {f.key: f for f in _shifted(r3, deeplm.tau_arm(0.5), -0.5).findings()}
+    assert half["deeplm-tau-0p5-rescues"].verdict == "reproduced" and half["deeplm-tau-0p5-rescues"].effect.n == 3
 
 
 def test_first_position_cost_is_a_sixty_fourth_of_the_gain_over_unigram():

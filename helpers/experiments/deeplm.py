@@ -11,7 +11,7 @@ loss, the held-out loss, t_sim per block, and the paired (same seed) differences
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -23,8 +23,8 @@ from ..core.findings import Finding
 from ..core.stats import Interval, moving_average, t_interval
 from ..train import lm
 
-#: the leakage control (not in the default grid): de-escalation with the whole sequence's mean, as eq. (21)
-#: is written — position t then sees tokens after t through the mean (`core.causal_lm.DEESC_MEANS`)
+#: the leakage control: de-escalation with the whole sequence's mean, as eq. (21) is written — position t then
+#: sees tokens after t through the mean (`core.causal_lm.DEESC_MEANS`)
 LEAKY = "de-escalated-sequence-mean"
 Variant = Literal["post-norm", "pre-norm", "de-escalated", "de-escalated-sequence-mean"]
 #: how close (nats) the moving-average training loss must be to the unigram loss to count as dwelling there
@@ -43,7 +43,7 @@ class Params(ChapterParams):
     820 for 410), τ = 1. `tokens="bytes"` models UTF-8 bytes (256 symbols), `"wordpiece"` BERT's
     uncased WordPiece vocabulary (30,522; Transformer-XL used WikiText-103's 267k-word vocabulary)."""
 
-    variants: tuple[Variant, ...] = VARIANTS
+    variants: tuple[Variant, ...] = VARIANTS + (LEAKY,)
     depth: int = 48
     d_model: int = 64
     n_heads: int = 4
@@ -55,7 +55,14 @@ class Params(ChapterParams):
     lr: float = 2.5e-4
     warmup: int = 0
     tau: float = 1.0
+    #: the de-escalated model (prefix mean) trained again at each of these τ, beside `tau`: a partial
+    #: de-escalation, which also leaves the first position's FFN input non-zero (τ = 1 zeroes it)
+    control_taus: tuple[float, ...] = (0.5,)
     seeds: int = 3
+    #: how many of the seeds the controls run: the leakage control (`LEAKY`) and the control τ runs (the first
+    #: `leak_seeds` / `tau_seeds` run seeds, so every control run pairs with the same seed of the variants)
+    leak_seeds: int = 3
+    tau_seeds: int = 3
     eval_sequences: int = 64          # held-out sequences from WikiText-103 test
     eval_every: int = 50
     resume_every: int = 100
@@ -66,25 +73,40 @@ class Params(ChapterParams):
     precision: Literal["fp32", "bf16"] = "fp32"
 
     CHAPTER: ClassVar[str] = "deeplm"
-    CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("resume_every",)
+    #: `control_taus` and the controls' seed counts only add runs, each keyed by its own τ and seed
+    CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("resume_every", "control_taus", "leak_seeds", "tau_seeds")
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(depth=6, d_model=32, n_heads=2, d_ff=64, seq_len=32, batch_size=8, steps=40, lr=1e-3,
                    seeds=1, eval_sequences=16, eval_every=10),
-        "book": dict(),
+        # the controls' runs committed so far (about 6 CPU-minutes each; the rest: `make grid CHAPTER=deeplm
+        # SCALE=book PARAMS='-p leak_seeds 3 -p tau_seeds 3'`)
+        "book": dict(leak_seeds=2, tau_seeds=1),
         "paper": dict(depth=60, d_model=410, n_heads=10, d_ff=820, seq_len=150, tokens="wordpiece", batch_size=40,
-                      steps=50000, seeds=3, eval_every=1000, resume_every=1000, precision="bf16"),
+                      steps=50000, seeds=3, eval_every=1000, resume_every=1000, precision="bf16",
+                      variants=VARIANTS, control_taus=()),
     }
     RULES: ClassVar = rules(
         variants=(lambda v: len(v) > 0 and len(set(v)) == len(v), "needs distinct variants"),
         depth=positive, d_model=positive, n_heads=positive, d_ff=positive,
         seq_len=(lambda v: v >= 4, "must be >= 4"), batch_size=positive, steps=positive, lr=positive,
         warmup=nonneg, tau=(lambda v: 0 < v <= 1, "must lie in (0, 1] (eq. 21)"), seeds=positive,
+        control_taus=(lambda v: all(0 < t <= 1 for t in v) and len(set(v)) == len(v),
+                      "distinct taus in (0, 1] (eq. 21)"),
+        leak_seeds=positive, tau_seeds=positive,
         eval_sequences=positive, eval_every=positive, resume_every=positive,
     )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_heads(self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickling (a grid job): a Params pickled before a field existed — by a runner started on older
+        code — takes that field's default."""
+        for f in fields(self):
+            if f.name not in state and f.default is not MISSING:
+                state[f.name] = f.default
+        self.__dict__.update(state)
 
 
 @dataclass
@@ -109,11 +131,18 @@ class Result(results.Result):
     #: depth, d_model
     budget: dict[str, dict[str, int]] = field(default_factory=dict)
     tau: float = 1.0
+    #: the τ of the de-escalated control runs, whose histories are `histories[tau_arm(t)]`
+    control_taus: list[float] = field(default_factory=list)
+
+    @property
+    def arms(self) -> list[str]:
+        """Every trained arm: the variants, then the de-escalated model at each control τ (`tau_arm`)."""
+        return list(self.variants) + [tau_arm(t) for t in self.control_taus]
 
     def final_train(self, window: float = 0.05) -> dict[str, np.ndarray]:
         """Per variant, each seed's mean training loss over the last `window` of the steps (NaN if diverged)."""
         out = {}
-        for v in self.variants:
+        for v in self.arms:
             vals = []
             for h in self.histories[v]:
                 loss = np.asarray(h["loss"], dtype=float)
@@ -125,12 +154,14 @@ class Result(results.Result):
     def final_eval(self) -> dict[str, np.ndarray]:
         """Per variant, each seed's last held-out loss."""
         return {v: np.array([h["eval_loss"][-1] if not h.get("diverged") else np.nan for h in self.histories[v]])
-                for v in self.variants}
+                for v in self.arms}
 
     def differences(self, a: str, b: str, which: str = "train") -> np.ndarray:
-        """Same-seed differences a − b of the final loss (training: last 5 % of steps; "eval": held-out)."""
+        """Same-seed differences a − b of the final loss (training: last 5 % of steps; "eval": held-out), over
+        the seeds both arms ran (a control runs the first of the variants' seeds)."""
         final = self.final_train() if which == "train" else self.final_eval()
-        return final[a] - final[b]
+        n = min(len(final[a]), len(final[b]))
+        return final[a][:n] - final[b][:n]
 
     def paired(self, a: str, b: str, which: str = "train") -> Interval:
         """Same-seed differences a − b of the final loss: their mean with its 95 % Student-t interval over
@@ -159,7 +190,7 @@ class Result(results.Result):
     def seconds_per_step(self) -> dict[str, float]:
         """Per variant, the mean wall-clock seconds per training step over seeds."""
         return {v: float(np.nanmean([h.get("wall_time_s", np.nan) / max(1, sum(np.isfinite(h["loss"])))
-                                     for h in self.histories[v]])) for v in self.variants}
+                                     for h in self.histories[v]])) for v in self.arms}
 
     def findings(self) -> list[Finding]:
         """The paper's Figure 7 claims, tested on this run (`book.findings`)."""
@@ -192,6 +223,23 @@ class Result(results.Result):
                 quantity="de-escalated − pre-norm final training loss, nats per token",
                 effect=self.paired("de-escalated", "pre-norm"), direction="equal",
                 margin=self.similar_margin(), section="deeplm-loss", **common))
+        gap_claim = ("There is a huge performance gap between the post-norm model and the post-norm model with "
+                     "de-escalation at each FFN input.")
+        if {LEAKY, "post-norm"} <= set(self.arms):
+            out.append(Finding(
+                key="deeplm-leak-rescues", claim=gap_claim,
+                quantity=("de-escalated with the whole sequence's mean (eq. 21 as written: each position sees the "
+                          "later tokens through it) − post-norm final training loss, nats per token"),
+                effect=self.paired(LEAKY, "post-norm"), direction="below", section="deeplm-controls",
+                **{**common, "measured": measured + f", the leakage control: {_seeds(len(self.histories[LEAKY]))}"}))
+        for t in self.control_taus:
+            if {tau_arm(t), "post-norm"} <= set(self.arms):
+                out.append(Finding(
+                    key=f"deeplm-tau-{t:g}-rescues".replace(".", "p"), claim=gap_claim,
+                    quantity=f"de-escalated at τ = {t:g} − post-norm final training loss, nats per token",
+                    effect=self.paired(tau_arm(t), "post-norm"), direction="below", section="deeplm-controls",
+                    **{**common, "measured": (measured + f", the de-escalated model at τ = {t:g}: "
+                                              f"{_seeds(len(self.histories[tau_arm(t)]))}")}))
         out.append(Finding(
             key="deeplm-paper-scale", claim="Fig. 7 at the paper's scale: depth 60, width 410, 50,000 iterations.",
             quantity="the three findings above at the paper's scale", effect=None, needs="a GPU",
@@ -204,7 +252,7 @@ class Result(results.Result):
         lies within ±`tol` of `level`: how long a variant dwells at that loss (a plateau) rather than
         passing through it."""
         out = {}
-        for v in self.variants:
+        for v in self.arms:
             out[v] = []
             for h in self.histories[v]:
                 out[v].append(int((np.abs(moving_average(h["loss"], window) - level) < tol).sum()))
@@ -228,7 +276,7 @@ class Result(results.Result):
         training loss's moving average over `window` steps falls below `level` (None if it never does): how
         long a variant sits on a plateau."""
         out = {}
-        for v in self.variants:
+        for v in self.arms:
             out[v] = []
             for h in self.histories[v]:
                 w = max(1, min(window, len(h["loss"])))          # a history shorter than the window: its mean
@@ -238,7 +286,16 @@ class Result(results.Result):
 
     def last_t_sim(self) -> dict[str, float]:
         """t_sim of the last block's output at the end of training, mean over seeds."""
-        return {v: float(np.mean([h["t_sim"][-1][-1] for h in self.histories[v]])) for v in self.variants}
+        return {v: float(np.mean([h["t_sim"][-1][-1] for h in self.histories[v]])) for v in self.arms}
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed{'s' if n != 1 else ''}"
+
+
+def tau_arm(tau: float) -> str:
+    """The name of the de-escalated control run at `tau` (prefix mean): "de-escalated τ=0.5"."""
+    return f"de-escalated τ={tau:g}"
 
 
 def _unigram(train: np.ndarray, held: np.ndarray, vocab: int) -> float:
@@ -278,11 +335,25 @@ class _Trainer:
 def _grid(p: Params, trainer: _Trainer) -> list[results.RunSpec]:
     # τ acts only in the de-escalated variants: the others run (and are cached) under τ = 1, so a run with
     # another τ retrains only the de-escalated models
+    # the control τ runs are the de-escalated model's specs at that τ (named like it: a committed run of
+    # another τ is the file `de-escalated-seed<s>@<hash>.json`; `_arm` tells them apart)
     seeds = runtime.run_seeds(p.seed, p.seeds)
     plain = [v for v in p.variants if not v.startswith("de-escalated")]
     deesc = [v for v in p.variants if v.startswith("de-escalated")]
-    return ((results.variant_specs(p.with_(tau=1.0), plain, seeds, trainer) if plain else [])
-            + (results.variant_specs(p, deesc, seeds, trainer) if deesc else []))
+    specs = ((results.variant_specs(p.with_(tau=1.0), plain, seeds, trainer) if plain else [])
+             + (results.variant_specs(p, deesc, seeds, trainer) if deesc else []))
+    specs = [s for s in specs if s.extra["variant"] != LEAKY or s.extra["run_seed"] in seeds[: p.leak_seeds]]
+    for t in p.control_taus:
+        if t == p.tau and "de-escalated" in p.variants:
+            continue
+        specs += results.variant_specs(p.with_(tau=t), ["de-escalated"], seeds[: p.tau_seeds], _Trainer(p.with_(tau=t)))
+    return specs
+
+
+def _arm(p: Params, spec: results.RunSpec) -> str:
+    """The arm a run of `_grid(p)` belongs to: its variant, or `tau_arm(τ)` for a control τ run."""
+    v = spec.extra["variant"]
+    return tau_arm(spec.params.tau) if v == "de-escalated" and spec.params.tau != p.tau else v
 
 
 def runs(p: Params) -> list[results.RunSpec]:
@@ -296,9 +367,9 @@ def run(p: Params) -> Result:
     vocab = lm.vocabulary_size(p.tokens)
     specs = _grid(p, trainer)
     outs = results.execute_all(specs, train_missing=p.train_missing)
-    histories: dict[str, list[dict]] = {v: [] for v in p.variants}
+    histories: dict[str, list[dict]] = {}
     for spec, (hist, _) in zip(specs, outs, strict=True):
-        histories[spec.extra["variant"]].append(hist)
+        histories.setdefault(_arm(p, spec), []).append(hist)
     hits = [hit for _, hit in outs]
     for runs in histories.values():
         for hist in runs:
@@ -314,7 +385,8 @@ def run(p: Params) -> Result:
     return Result(variants=list(p.variants), seeds=runtime.run_seeds(p.seed, p.seeds), depth=p.depth, steps=p.steps,
                   tokens=p.tokens, parameters=n_params, uniform_nats=math.log(vocab),
                   unigram_nats=_unigram(train[:, 1:].numpy(), held[:, 1:].numpy(), vocab), scale=p.scale,
-                  histories=histories, from_cache=all(hits), budget=budget, tau=p.tau)
+                  histories=histories, from_cache=all(hits), budget=budget, tau=p.tau,
+                  control_taus=[t for t in p.control_taus if tau_arm(t) in histories])
 
 
-__all__ = ["Params", "Result", "run", "runs", "LEAKY", "PLATEAU_TOL", "SIMILAR_FRACTION"]
+__all__ = ["Params", "Result", "run", "runs", "tau_arm", "LEAKY", "PLATEAU_TOL", "SIMILAR_FRACTION"]

@@ -8,13 +8,15 @@ import numpy as np
 import pandas as pd
 
 from ..core.stats import moving_average
-from ..experiments.deeplm import PLATEAU_TOL, Result
+from ..experiments.deeplm import LEAKY, PLATEAU_TOL, Result, tau_arm
 from . import common
 
 #: the order of `common.layer_curves` (seaborn palette), so both figures colour the variants alike
-COLOURS = {"post-norm": "C0", "pre-norm": "C1", "de-escalated": "C2", "de-escalated-sequence-mean": "C3"}
-#: the pairs of variants the chapter compares (a − b)
-PAIRS = (("post-norm", "pre-norm"), ("de-escalated", "pre-norm"), ("de-escalated", "post-norm"))
+COLOURS = {"post-norm": "C0", "pre-norm": "C1", "de-escalated": "C2", LEAKY: "C3", tau_arm(0.5): "C4"}
+#: the pairs of arms the chapter compares (a − b): the three variants, then the leakage control and the control
+#: τ against them
+PAIRS = (("post-norm", "pre-norm"), ("de-escalated", "pre-norm"), ("de-escalated", "post-norm"),
+         (LEAKY, "de-escalated"), (LEAKY, "pre-norm"), (tau_arm(0.5), "de-escalated"), (tau_arm(0.5), "pre-norm"))
 
 
 def _legible(fig: plt.Figure, axes) -> None:
@@ -35,7 +37,7 @@ def fig7(res: Result) -> plt.Figure:
     common.set_theme()
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.6))
     k = max(1, res.steps // 50)
-    for v in res.variants:
+    for v in res.arms:
         for i, h in enumerate(res.histories[v]):
             y = moving_average(h["loss"], k)
             axes[0].plot(np.arange(len(y)) + k, y, color=COLOURS.get(v), lw=1.2, alpha=0.8,
@@ -61,7 +63,7 @@ def tsim(res: Result) -> plt.Figure:
     common.set_theme()
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.4), sharey=True)
     for ax, idx, title in zip(axes, (0, -1), ("at initialisation", "after training"), strict=True):
-        curves = {v: np.array([h["t_sim"][idx] for h in res.histories[v]], dtype=float) for v in res.variants}
+        curves = {v: np.array([h["t_sim"][idx] for h in res.histories[v]], dtype=float) for v in res.arms}
         common.layer_curves(ax, curves, ylabel=r"$t_{\rm sim}$", title=title, markers=False, xlabel="block")
     _legible(fig, axes)
     return common.figure("deeplm-tsim", fig)
@@ -72,7 +74,7 @@ def final_table(res: Result):
     t_sim of the last block, seconds per step."""
     tr, ev, ts, secs = res.final_train(), res.final_eval(), res.last_t_sim(), res.seconds_per_step()
     rows = []
-    for v in res.variants:
+    for v in res.arms:
         lo, hi = np.nanmin(tr[v]), np.nanmax(tr[v])
         rows.append({"variant": v, "final train loss": np.nanmean(tr[v]),
                      "range over seeds": f"{lo:.3f}" if f"{lo:.3f}" == f"{hi:.3f}" else f"{lo:.3f}–{hi:.3f}",
@@ -87,7 +89,7 @@ def differences_table(res: Result):
     the smallest and largest single-seed difference."""
     rows = []
     for a, b in PAIRS:
-        if a in res.variants and b in res.variants:
+        if a in res.arms and b in res.arms:
             d = res.differences(a, b)
             rows.append({"difference (nats per token)": f"{a} − {b}", "mean [95 % interval]": res.paired(a, b).text(),
                          "smallest seed": float(np.min(d)), "largest seed": float(np.max(d))})
@@ -103,6 +105,11 @@ def _span(values: list, empty: str) -> str:
     return f"{lo}" if lo == hi else f"{lo}–{hi}"
 
 
+def _diff(res: Result, a: str, b: str) -> str:
+    """The same-seed difference a − b with its interval, as text ('—' when an arm was not run)."""
+    return res.paired(a, b).text() if a in res.arms and b in res.arms else "—"
+
+
 def publish(res: Result) -> None:
     """Draw and glue the figures, and glue every number the prose quotes (one literal dict)."""
     fig7(res)
@@ -112,6 +119,7 @@ def publish(res: Result) -> None:
     to3, near = res.steps_to(3.0), res.steps_near(res.unigram_nats, PLATEAU_TOL)
     ratio, ours, paper = res.token_ratio(), res.budget.get("ours", {}), res.budget.get("paper", {})
     fs = {f.key: f for f in res.findings()}
+    tau = res.control_taus[0] if res.control_taus else float("nan")
     common.publish({
         "deeplm-depth": res.depth, "deeplm-steps": res.steps, "deeplm-seeds": len(res.seeds),
         "deeplm-params": f"{res.parameters:,}", "deeplm-tau": res.tau,
@@ -133,6 +141,14 @@ def publish(res: Result) -> None:
         "deeplm-steps-to-3-pre-norm": _span(to3["pre-norm"], "never"),
         "deeplm-steps-to-3-de-escalated": _span(to3["de-escalated"], "never"),
         "deeplm-first-position-cost": res.first_position_cost(),
+        "deeplm-control-tau": tau, "deeplm-leak-seeds": len(res.histories.get(LEAKY, [])),
+        "deeplm-tau-seeds": len(res.histories.get(tau_arm(tau), [])),
+        "deeplm-diff-leak-de-escalated": _diff(res, LEAKY, "de-escalated"),
+        "deeplm-diff-leak-post-norm": _diff(res, LEAKY, "post-norm"),
+        "deeplm-diff-leak-pre-norm": _diff(res, LEAKY, "pre-norm"),
+        "deeplm-diff-tau-de-escalated": _diff(res, tau_arm(tau), "de-escalated"),
+        "deeplm-diff-tau-post-norm": _diff(res, tau_arm(tau), "post-norm"),
+        "deeplm-diff-tau-pre-norm": _diff(res, tau_arm(tau), "pre-norm"),
         "deeplm-seq-len": ours.get("seq_len", 0), "deeplm-batch": ours.get("batch_size", 0),
         "deeplm-width": ours.get("d_model", 0),
         "deeplm-paper-seq-len": paper.get("seq_len", 0), "deeplm-paper-batch": paper.get("batch_size", 0),
