@@ -218,7 +218,9 @@ class Result(results.Result):
         readings, on `task`'s `metric` (default its first); NaNs without ExpDecay runs."""
         metric = metric or primary_metric(task)
         w = [r["95% high"] - r["95% low"] for r in self.paired
-             if r["variant"].startswith("expdecay") and (r["task"], r["metric"]) == (task, metric)]
+             if r["variant"].startswith("expdecay") and (r["task"], r["metric"]) == (task, metric)
+             and r["95% low"] is not None and r["95% high"] is not None     # None: NaN read back from JSON
+             and np.isfinite(r["95% high"] - r["95% low"])]
         return (float(min(w)), float(max(w))) if w else (float("nan"), float("nan"))
 
     def run_hours(self, variant_prefix: str = "", stage: str | None = None) -> float:
