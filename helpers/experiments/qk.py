@@ -1014,7 +1014,9 @@ def _end_state_spec(p: Params, model: str, device: Any = None) -> results.RunSpe
 
 def end_state_runs(p: Params, device: Any = None) -> tuple[dict[str, dict], dict[str, str], list[bool]]:
     """Every model of `p.end_state` through the committed-results cache: (records, {model: why it is
-    missing}, cache hits). A model whose weights or data are not on this machine is reported, not faked."""
+    missing}, cache hits). A model whose weights or data are not on this machine is reported, not faked; so is
+    one with no committed record when this run may not measure it (`train_missing=False`, the book build: the
+    byte-level MLM, whose checkpoint is never committed), with the command that makes it."""
     from ..data import DataUnavailable
     from ..hf.loading import ModelUnavailable
 
@@ -1023,7 +1025,7 @@ def end_state_runs(p: Params, device: Any = None) -> tuple[dict[str, dict], dict
         try:
             done[m], hit = results.execute(_end_state_spec(p, m, device), train_missing=p.train_missing)
             hits.append(hit)
-        except (ModelUnavailable, DataUnavailable) as err:
+        except (ModelUnavailable, DataUnavailable, results.MissingRuns) as err:
             missing[m] = str(err).splitlines()[0]
     return done, missing, hits
 
