@@ -96,7 +96,7 @@ def test_readings_are_consistent(res):
     assert iv.method == "t" and iv.n == 2
     deesc = res.planted_dirs("mean", "de-escalation")               # removing the mean undoes a planted one
     assert np.allclose(deesc[-1], deesc[0], atol=1e-6)
-    assert res.recovered_iv("spike", "de-escalation").high < 0.5 < res.recovered_iv("spike", "whitening").low
+    assert res.recovered_iv("spike", "de-escalation").high < 0.5 < res.recovered_iv("spike", "SoftDecay (sentence)").low
     assert res.planted_dirs("spike", "vanilla").shape == (2, res.plant_directions)
     diffs = res.reading_diffs(m, "SoftDecay (sentence)")
     assert res.reading_rest(m, "SoftDecay (sentence)", "SICK-R") == pytest.approx(diffs.drop("SICK-R").mean())
