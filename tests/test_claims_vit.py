@@ -251,3 +251,8 @@ def test_book_ablation_readings(book):
     c = book.ablation_gaps(48)
     assert c["algorithm1-torch-ffn-init"].high < 0 < c["algorithm1"].low and c["standard"].high < 0
     assert book.ffn_init_ratios() == pytest.approx((2.0, 4.0))
+    # the separating block: Xavier's weights at PyTorch-sized relative steps moves the gap less than PyTorch's
+    # initialisation does ("the initial scale, not the relative step size, decides most of the gap")
+    steps = book.ablation_contrast("algorithm1-torch-ffn-steps", "algorithm1")
+    scale = book.ablation_contrast("algorithm1-torch-ffn-init", "algorithm1-torch-ffn-steps")
+    assert scale.high < 0 and abs(steps.estimate) < abs(scale.estimate)

@@ -113,7 +113,7 @@ class Params(ChapterParams):
         "book": dict(depth=80, depths=(6, 12, 24, 48), d_model=96, d_ff=192, n_heads=4, patch=8, epochs=4,
                      train_images=16000, test_images=1000, batch_size=64, seeds=3, precision="bf16",
                      variants=("post-norm", "post-norm-full-lr", "pre-norm", "de-escalated"),
-                     standard_depths=(6, 12, 24, 48, 80), ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS),
+                     standard_depths=(6, 12, 24, 48, 80), ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_STEPS),
                      ablation_depth=24, confirm_blocks=("algorithm1-torch-ffn-init",),
                      confirm_depths=(48,)),
         "paper": dict(),

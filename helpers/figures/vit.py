@@ -313,8 +313,9 @@ def publish(res: Result) -> None:
         "vit-abl-confirm-gap-standard": gconf["standard"].text() if "standard" in gconf else nan_text,
         "vit-abl-step-w1": s1, "vit-abl-step-w2": s2,
         "vit-abl-move-init": res.ablation_contrast("algorithm1-torch-ffn-init", "algorithm1").text(),
+        "vit-abl-move-steps": res.ablation_contrast("algorithm1-torch-ffn-steps", "algorithm1").text(),
+        "vit-abl-move-scale": res.ablation_contrast("algorithm1-torch-ffn-init", "algorithm1-torch-ffn-steps").text(),
         # what the runs not made would cost (RECIPES, estimated from the committed runs' times)
-        "vit-cost-ffn-steps-runs": costs["ffn-steps"]["runs"], "vit-cost-ffn-steps-hours": costs["ffn-steps"]["hours"],
         "vit-cost-ffn-scale-runs": costs["ffn-scale"]["runs"], "vit-cost-ffn-scale-hours": costs["ffn-scale"]["hours"],
         "vit-cost-depth80-runs": costs["depth80-ffn"]["runs"],
         "vit-cost-depth80-hours": costs["depth80-ffn"]["hours"],
