@@ -49,8 +49,9 @@ VARIANTS = ("baseline", "softdecay", "expdecay")
 
 @dataclass
 class FinetuneConfig(StoredNames):
-    """One fine-tuning run (App. B: batch 32, max length 128, 3 epochs, linear schedule; learning
-    rates 2e-5 for the model and 2e-3 for α; initial α from [−0.2, −0.5, −0.8])."""
+    """One fine-tuning run: batch 32, max length 128, 3 epochs and a linear schedule from the authors'
+    `run_glue_no_trainer.sh` (App. B says only "default parameters"); learning rates 2e-5 for the model and
+    2e-3 for α and the initial α from [−0.2, −0.5, −0.8] (App. B)."""
 
     STORED_AS: ClassVar[dict[str, str]] = {"batch_size": "batch"}
 
