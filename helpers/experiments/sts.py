@@ -922,7 +922,9 @@ def run(p: Params) -> Result:
             try:
                 read[name], from_cache[f"readings {name}"] = readings_cached(
                     p, name, mp, lambda n=name, m=mp, k=nd, pl=planted: compute_readings(n, m, k, pl))
-            except ModelUnavailable as err:        # the book's own model needs its pretraining on this machine
+            except (ModelUnavailable, results.MissingRuns) as err:
+                # the book's own model needs its pretraining on this machine; with no committed record and a run
+                # that may not measure it (the book build), the chapter says so with the command
                 unavailable[name] = str(err)
         first = p.models[0]
         model = loaded.get(first) or hm.load(first, device=device)
