@@ -78,9 +78,7 @@ class Params(ChapterParams):
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(depth=6, d_model=32, n_heads=2, d_ff=64, seq_len=32, batch_size=8, steps=40, lr=1e-3,
                    seeds=1, eval_sequences=16, eval_every=10),
-        # the controls' runs committed so far (about 6 CPU-minutes each; the rest: `make grid CHAPTER=deeplm
-        # SCALE=book PARAMS='-p leak_seeds 3 -p tau_seeds 3'`)
-        "book": dict(leak_seeds=2, tau_seeds=1),
+        "book": dict(),
         "paper": dict(depth=60, d_model=410, n_heads=10, d_ff=820, seq_len=150, tokens="wordpiece", batch_size=40,
                       steps=50000, seeds=3, eval_every=1000, resume_every=1000, precision="bf16",
                       variants=VARIANTS, control_taus=()),
