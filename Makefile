@@ -62,10 +62,12 @@ ROUND2 = tests/test_claims_*.py book/findings.md tests/test_findings_page.py
 
 test: $(STAMP)
 	$(BIN)/ruff check helpers tests scripts conftest.py
-	export TOKUNI_RESULTS_SINCE=$$(date +%s) && \
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid" \
+	@# one BLAS/OpenMP thread per worker: two workers of two spinning threads each on two cores ran ~5x slower
+	export TOKUNI_RESULTS_SINCE=$$(date +%s) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 && \
+	$(BIN)/python -m pytest -q -rf --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid" \
 	    $(addprefix --ignore-glob=,$(ROUND2)) $(PYTEST_ARGS) && \
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid" $(ROUND2) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -rf --durations=15 -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid" \
+	    $(ROUND2) $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -q -m fresh -k "$(FRESH_K)" tests/test_fresh_notebooks.py
 
 # every training chapter's ci grid through `make grid` (submitit local jobs), against its sequential run (≈ 5 min)
