@@ -542,6 +542,17 @@ def test_moments_leave_padding_out_and_add_over_batches():
     assert torch.allclose(whole.q_sum[0], real.sum(1).double())
 
 
+def _captured(model, n: int, length: int, padded: tuple[int, int]):
+    """Random ids (n, length), sequence `padded[0]` padded from position `padded[1]`, one forward pass under
+    `CallCapture`: (ids, mask, the capture, the model's output with its attention probabilities)."""
+    ids = torch.randint(0, 50, (n, length))
+    mask = torch.ones(n, length, dtype=torch.long)
+    mask[padded[0], padded[1]:] = 0
+    with hooks.CallCapture(model) as cap, torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, output_attentions=True)
+    return ids, mask, cap, out
+
+
 def test_call_capture_gives_the_scores_of_a_rotary_grouped_decoder():
     """A Llama-style decoder (rotary embedding, 4 query heads on 2 key heads): the captured queries and keys,
     after the rotation and with grouped keys repeated, give exactly the model's causal attention; before
@@ -552,11 +563,7 @@ def test_call_capture_gives_the_scores_of_a_rotary_grouped_decoder():
     cfg = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                       num_key_value_heads=2, attn_implementation="eager")
     model = LlamaForCausalLM(cfg).eval()
-    ids = torch.randint(0, 50, (3, 7))
-    mask = torch.ones(3, 7, dtype=torch.long)
-    mask[1, 5:] = 0
-    with hooks.CallCapture(model) as cap, torch.no_grad():
-        out = model(input_ids=ids, attention_mask=mask, output_attentions=True)
+    ids, mask, cap, out = _captured(model, 3, 7, padded=(1, 5))
     assert len(cap.q) == 2 and cap.q[0].shape == cap.k[0].shape == (3, 4, 7, 8)
     allowed = torch.ones(7, 7).tril().bool()[None, None] & mask[:, None, None, :].bool()
     real = mask.bool()[:, None, :, None].expand(3, 4, 7, 7)
@@ -577,11 +584,7 @@ def test_call_capture_sees_albert_shared_layer_once_per_depth():
     cfg = AlbertConfig(vocab_size=50, embedding_size=16, hidden_size=32, num_attention_heads=4, intermediate_size=64,
                        num_hidden_layers=3, attn_implementation="eager")
     model = AlbertModel(cfg).eval()
-    ids = torch.randint(0, 50, (2, 6))
-    mask = torch.ones(2, 6, dtype=torch.long)
-    mask[0, 4:] = 0
-    with hooks.CallCapture(model) as cap, torch.no_grad():
-        out = model(input_ids=ids, attention_mask=mask, output_attentions=True)
+    ids, mask, cap, out = _captured(model, 2, 6, padded=(0, 4))
     assert len(cap.q) == 3
     for li in range(3):
         s = cap.q[li] @ cap.k[li].transpose(-1, -2) / math.sqrt(8)

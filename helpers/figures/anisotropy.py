@@ -56,15 +56,8 @@ def fig_layers(res: Result) -> plt.Figure:
         ax.axhline(0, color="0.6", lw=0.6)
         ax.set_title(f"{m['name']}\n{MODALITY_NAMES.get(m['modality'], m['modality'])}", fontsize=9)
         ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
-    for ax in axes.flat[len(models):]:
-        ax.axis("off")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("cosine similarity")
-    handles = {h.get_label(): h for ax in axes.flat for h in ax.get_lines() if not h.get_label().startswith("_")}
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=4, fontsize=8, bbox_to_anchor=(0.5, -0.02))
-    fig.suptitle("Anisotropy per layer across models and modalities")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    return fig
+    return _finish_grid(fig, axes, len(models), "cosine similarity",
+                        "Anisotropy per layer across models and modalities", 4)
 
 
 def fig_drift(res: Result) -> plt.Figure:
@@ -211,15 +204,8 @@ def fig_spectrum(res: Result) -> plt.Figure:
         ax.set_yscale("log")
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
-    for ax in axes.flat[len(names):]:
-        ax.axis("off")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("participation ratio / d")
-    handles = {h.get_label(): h for ax in axes.flat for h in ax.get_lines() if not h.get_label().startswith("_")}
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=3, fontsize=8, bbox_to_anchor=(0.5, -0.02))
-    fig.suptitle("How many directions the centred cloud spreads over")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    return fig
+    return _finish_grid(fig, axes, len(names), "participation ratio / d",
+                        "How many directions the centred cloud spreads over", 3)
 
 
 def spectrum_table(res: Result):
@@ -367,3 +353,18 @@ def publish(res: Result) -> None:
         "anisotropy-identity-layers": sum(m["normalised"]["layers"] for m in res.models),
         "anisotropy-identity-gap-max": max(m["normalised"]["identity_gap_max"] for m in res.models),
     })
+
+
+def _finish_grid(fig, axes, used: int, ylabel: str, title: str, ncol: int):
+    """A grid of per-model panels finished alike: empty panels off, the y label on the first column, one legend
+    of every labelled line below the grid."""
+    for ax in axes.flat[used:]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    handles = {h.get_label(): h for ax in axes.flat for h in ax.get_lines() if not h.get_label().startswith("_")}
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=ncol, fontsize=8,
+               bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig

@@ -20,7 +20,18 @@ from .walk import attention_modules, num_heads
 MULTIBERT_STEPS = tuple(range(0, 200_000, 20_000)) + tuple(range(200_000, 2_000_001, 100_000))
 
 
-class QKCapture:
+class _Hooks:
+    """What a capture does on leaving its `with` block: remove every hook it registered."""
+
+    _handles: list
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+
+class QKCapture(_Hooks):
     """Forward hooks on every layer's `query` and `key` projections. Inside `with QKCapture(model)
     as cap:` each forward pass fills `cap.q[l]` and `cap.k[l]` with the per-head queries and keys
     of layer l, shape (B, h, L, d_k) — the vectors whose scalar products give the attention scores
@@ -46,11 +57,6 @@ class QKCapture:
             self._handles.append(m.query.register_forward_hook(self._hook(self.q, i)))
             self._handles.append(m.key.register_forward_hook(self._hook(self.k, i)))
         return self
-
-    def __exit__(self, *exc) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
 
 
 @torch.no_grad()
@@ -84,7 +90,7 @@ def step_statistics(model: nn.Module, input_ids: Tensor, attention_mask: Tensor,
     return total
 
 
-class CallCapture:
+class CallCapture(_Hooks):
     """Per-head queries and keys of every attention *call*, in call order, for a model that learned:
     BERT-family encoders (`query`/`key` maps; ALBERT's one shared layer is called once per depth, so it
     yields `num_hidden_layers` entries) and Llama-style decoders (`q_proj`/`k_proj`, rotary position
@@ -152,11 +158,6 @@ class CallCapture:
                 self._handles.append(m.query.register_forward_hook(self._bert_hook(self.q)))
                 self._handles.append(m.key.register_forward_hook(self._bert_hook(self.k)))
         return self
-
-    def __exit__(self, *exc) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
 
 
 @torch.no_grad()
