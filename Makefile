@@ -56,9 +56,11 @@ book: $(STAMP) _mathjax/mathjax/tex-chtml.js
 	@echo "HTML: _build/html/index.html"
 
 # pytest workers of `make test` (xdist, each test file whole in one worker). Two rounds: every chapter and
-# property test; then the claims tests and the findings page, which read the Results the chapters saved
+# property test; then the claims, page-key and chapter-shape tests and the findings page, which read the Results
+# the chapters saved
 TEST_WORKERS ?= 2
-ROUND2 = tests/test_claims_*.py book/findings.md tests/test_findings_page.py
+ROUND2 = tests/test_claims_*.py tests/test_page_keys.py tests/test_chapter_shape.py book/findings.md \
+         tests/test_findings_page.py
 
 test: $(STAMP)
 	$(BIN)/ruff check helpers tests scripts conftest.py
