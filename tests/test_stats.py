@@ -20,3 +20,12 @@ def test_moving_average_keeps_short_histories_and_marks_divergence():
     np.testing.assert_array_equal(moving_average([1, 2, 3], 1), [1.0, 2.0, 3.0])
     m = moving_average([1.0, 1.0, np.nan, 1.0, 1.0, 1.0, 1.0], 2)
     assert np.isnan(m[1]) and np.isnan(m[2]) and not np.isnan(m[[0, 3, 4, 5]]).any()
+
+
+def test_clip_keeps_the_estimate_and_bounds_the_interval():
+    from helpers.core.stats import Interval
+
+    iv = Interval(2.3, -2.8, 7.4, 3, "t")
+    c = iv.clip(0, 4)
+    assert (c.estimate, c.low, c.high, c.n, c.method) == (2.3, 0, 4, 3, "t")
+    assert iv.clip(-10, 10) == iv

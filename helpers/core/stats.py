@@ -57,6 +57,11 @@ class Interval:
         """The same interval measured from `by` (estimate − by, …)."""
         return replace(self, estimate=self.estimate - by, low=self.low - by, high=self.high - by)
 
+    def clip(self, low: float, high: float) -> Interval:
+        """The bounds clipped to the values the quantity can take (a count of heads: 0 to the heads of a layer;
+        a |cos|: 0 to 1), so a t-interval over a few seeds does not reach past them; the estimate is kept."""
+        return replace(self, low=max(self.low, low), high=min(self.high, high))
+
     def covers(self, x: float) -> bool:
         return self.has_interval and self.low <= x <= self.high
 

@@ -264,10 +264,10 @@ class Result(results.Result):
         rows = []
         for li in range(self.n_layers):
             rows.append({
-                "layer": li, "aligned": _clip(t_interval(al[:, li].sum(1)), 0, self.n_heads), "heads": self.n_heads,
+                "layer": li, "aligned": t_interval(al[:, li].sum(1)).clip(0, self.n_heads), "heads": self.n_heads,
                 "common": int((fin[:, li] >= self.threshold).sum()),
                 "opposite": int((fin[:, li] <= -self.threshold).sum()),
-                "abs_cos": _clip(t_interval(np.abs(fin[:, li]).mean(1)), 0, 1), "cos": float(fin[:, li].mean()),
+                "abs_cos": t_interval(np.abs(fin[:, li]).mean(1)).clip(0, 1), "cos": float(fin[:, li].mean()),
                 "abs_dot_first": float(absdot[0, li]), "abs_dot_final": float(absdot[-1, li]),
                 "abs_dot_growth": float(absdot[-1, li] / max(absdot[0, li], 1e-300)),
                 "abs_dot_centred": float(centred[li]) if centred else float("nan"),
@@ -600,12 +600,6 @@ class Result(results.Result):
                      "or more below the unigram predictor",
             effect=None, needs="a GPU", command=LONG_COMMAND))
         return out
-
-
-def _clip(iv: Interval, low: float, high: float) -> Interval:
-    """`iv` with its bounds clipped to the values the quantity can take (a count of heads: 0 to the heads of a
-    layer), so a t-interval over three seeds does not reach below zero heads."""
-    return Interval(iv.estimate, max(iv.low, low), min(iv.high, high), iv.n, iv.method, iv.level)
 
 
 def compare_runs(runs: dict, steps: Iterable[int], threshold: float = 0.5, rebound_nats: float = 0.1) -> dict:

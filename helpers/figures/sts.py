@@ -8,7 +8,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import HTML, Markdown
+from IPython.display import HTML
 
 from ..core.stats import Interval
 from ..core.sts import FLIP_FREE, METHODS
@@ -72,14 +72,14 @@ def averages_table(res: Result, models: list[str] | None = None):
                          "Δ vs raw [95 %]": "" if method == "vanilla" else _iv(res.vs_raw(m, method)),
                          "Avg, pooled": avg["pooled"][method]})
     if not rows:
-        return Markdown("*No encoder of this kind was run at this scale.*")
+        return None          # nothing to show at this scale (the prose says what was run)
     return common.table(pd.DataFrame(rows), digits=2)
 
 
 def intervals_table(res: Result, model: str):
     """Per set: the main methods minus the raw model, with the 95 % paired bootstrap interval."""
     if model not in res.all_runs():
-        return Markdown(f"*{model} was not run at this scale.*")
+        return None          # nothing to show at this scale (the prose says what was run)
     df = pd.DataFrame({LABELS[m]: {d: _iv(res.vs_raw(model, m, dataset=d)) for d in res.datasets}
                        for m in SET_METHODS})
     df.index.name = "set"
@@ -129,7 +129,7 @@ def pooling_table(res: Result):
                                                                        else ""),
                          **{SHORT[k]: scores[k] for k in SHORT if k in scores}})
     if not rows:
-        return Markdown("*No encoder was re-read at this scale.*")
+        return None          # nothing to show at this scale (the prose says what was run)
     return _scroll(common.table(pd.DataFrame(rows), digits=2))
 
 
@@ -142,7 +142,7 @@ def white_sd_table(res: Result):
              "SoftDecay ahead (paper)": c["verdict"], "alike within ±margin": c["likeness"]}
             for c in res.white_sd_comparisons() if c["effect"] is not None]
     if not rows:
-        return Markdown("*No encoder was run at this scale.*")
+        return None          # nothing to show at this scale (the prose says what was run)
     return _scroll(common.table(pd.DataFrame(rows)))
 
 
@@ -159,7 +159,7 @@ def flipfree_table(res: Result, pooling: str | None = None):
                          "flipped (most per set)": int(fl[method].max()),
                          "live directions (fewest per set)": int(fl["directions"].min())})
     if not rows:
-        return Markdown("*No encoder was re-read at this scale.*")
+        return None          # nothing to show at this scale (the prose says what was run)
     return common.table(pd.DataFrame(rows))
 
 
@@ -167,7 +167,7 @@ def drivers_table(res: Result, model: str | None = None, pooling: str | None = N
     """Per set: SoftDecay − raw and whitening − raw (paper protocol): which sets drive the means."""
     model = model or res.models[0]
     if res.read(model) is None:
-        return Markdown(f"*{model} was not re-read at this scale.*")
+        return None          # nothing to show at this scale (the prose says what was run)
     df = pd.DataFrame({f"{SHORT[m]} − raw": res.reading_diffs(model, m, pooling)
                        for m in ("SoftDecay (sentence)", "whitening")})
     return common.table(df.reset_index(), digits=2)
@@ -180,7 +180,7 @@ def anisotropy_table(res: Result):
     rows = [{"encoder": m, "pooling": POOLING_LABEL[q], **{v: res.anisotropy(m, k, q) for k, v in names.items()}}
             for m in _read_models(res) for q in res.poolings]
     if not rows:
-        return Markdown("*No encoder was re-read at this scale.*")
+        return None          # nothing to show at this scale (the prose says what was run)
     return common.table(pd.DataFrame(rows), digits=4)
 
 
@@ -199,7 +199,7 @@ def lsds_readings_table(res: Result):
     """LSDS of SoftDecay − of whitening per set under the three readings of eq. (6)."""
     df = res.lsds_readings()
     if df.empty:
-        return Markdown("*The first model's readings hold no LSDS at this scale.*")
+        return None          # nothing to show at this scale (the prose says what was run)
     return common.table(df.rename(columns={"authors": "authors' code"}).reset_index(), digits=3)
 
 
