@@ -21,7 +21,7 @@ def planted() -> Collected:
           Finding(key="sts-b", paper="yan2022", where="Table 1", effect=Interval(1.0, -0.5, 2.5, 1000, "bootstrap"),
                   paper_value=3.0, chapter="sts", **mk),
           Finding(key="qk-c", paper="godey2024", where="Fig. 11", effect=None, needs="GPU",
-                  command="python scripts/qk_long.py --device cuda", chapter="qk", **mk),
+                  command="make grid CHAPTER=qk SCALE=book GRID_ARGS='--recipe long --gpus 0'", chapter="qk", **mk),
           Finding(key="deeplm-d", paper="yu2024", where="Fig. 7", effect=Interval(0.01, -0.02, 0.04, 3, "t"),
                   direction="equal", margin=0.05, chapter="deeplm", **mk),
           Finding(key="tse-e", paper="yu2024", where="eq. (18)", effect=Interval(0.3, math.nan, math.nan, 1, "t"),
@@ -44,7 +44,7 @@ def test_counts_table_forest_and_untestable_from_planted_findings():
     html = figures.findings.table(col).to_html()
     assert 'href="vit.html#vit-sweep"' in html and "excludes effects below -0.500 and above +2.500" in html
     assert [f.key for f in col.untestable()] == ["qk-c"]
-    assert "scripts/qk_long.py" in figures.findings.untestable(col).to_html()
+    assert "--recipe long --gpus 0" in figures.findings.untestable(col).to_html()
     fig = figures.findings.forest(col)
     assert len(fig.axes[0].lines) >= 2 * 4          # an interval and an estimate per row with an interval
 

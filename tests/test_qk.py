@@ -343,12 +343,13 @@ def test_key_bias_gets_no_gradient():
         assert gq > 0 and gk < 1e-3 * gq
 
 
-def test_long_pretraining_recipe_and_its_gpu_driver(tmp_path, capsys):
+def test_long_pretraining_recipe_is_a_grid_of_its_own(capsys):
     """`LONG_PRETRAINING` (the GPU recipe for the 1.5-nat bar) is a valid book-scale setting that sees far
-    more tokens than the book runs, with checkpoints from step 0; `scripts/qk_long.py` stops its runs at
-    the wall-clock budget (so a 10-minute device call can run part of it and the next resumes) and says so."""
-    import importlib.util
+    more tokens than the book runs, with checkpoints from step 0; the grid runner's `--recipe long` lists
+    every seed plain and centred as runs of their own (none cached here), beside the committed book runs."""
+    import sys
 
+    from helpers.book.runtime import REPO_ROOT
     from helpers.experiments import qk
 
     book = qk.Params.resolve("book")
@@ -356,20 +357,22 @@ def test_long_pretraining_recipe_and_its_gpu_driver(tmp_path, capsys):
     tokens = lambda p: max(p.steps) * p.batch_size * p.seq_len  # noqa: E731
     assert tokens(long) >= 20 * tokens(book) and long.steps[0] == 0 and long.ablation and long.seeds >= 3
     assert long.cache_key() != book.cache_key()            # written beside the committed runs, not over them
-    from helpers.book.runtime import REPO_ROOT
+    assert qk.RECIPES["long"] is qk.LONG_PRETRAINING and "--recipe long" in qk.LONG_COMMAND
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    import grid as grid_script
 
-    spec = importlib.util.spec_from_file_location("qk_long", REPO_ROOT / "scripts" / "qk_long.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert mod.main(["--device", "cpu", "--ci", "--budget-s", "1", "--seeds", "1"]) == 3
-    out = capsys.readouterr().out
-    assert out.count("stopped seed 0") == 2 and "0 finished, 2 stopped" in out
+    assert grid_script.main(["qk", "--scale", "book", "--recipe", "long", "--list"]) == 0
+    lines = capsys.readouterr().out.split("\n")
+    listed = [ln.split() for ln in lines if ln.strip()]
+    assert len(listed) == 2 * long.seeds and all(status == "missing" for status, _ in listed)
+    assert {name for _, name in listed} == {f"{c}seed{s}" for s in range(long.seeds) for c in ("", "centred-")}
+    assert grid_script.main(["qk", "--scale", "book", "--recipe", "nope", "--list"]) == 2
 
 
-def test_device_bundle_carries_what_pretraining_reads(tmp_path, monkeypatch):
-    """`scripts/qk_long.py --bundle` writes the mirror's WikiText, GLUE and STS parts and BERT's tokenizer:
-    pointed at the bundle ($TOKUNI_DATA, $TOKUNI_TOKENIZER), the loaders read the same text and the
-    tokenizer encodes alike (what a bare GPU machine needs to build the mixed corpus)."""
+def test_bundle_carries_what_pretraining_reads(tmp_path, monkeypatch):
+    """`scripts/bundle.py` writes the mirror's WikiText, GLUE and STS parts and BERT's tokenizer: pointed at
+    the bundle ($TOKUNI_DATA, $TOKUNI_TOKENIZER), the loaders read the same text and the tokenizer encodes
+    alike (what a machine with neither the mirror nor the tokenizer's package needs to build the mixed corpus)."""
     import importlib.util
 
     from helpers.book.runtime import REPO_ROOT
@@ -378,10 +381,13 @@ def test_device_bundle_carries_what_pretraining_reads(tmp_path, monkeypatch):
 
     if data_root() is None:
         pytest.skip("no data mirror")
-    spec = importlib.util.spec_from_file_location("qk_long", REPO_ROOT / "scripts" / "qk_long.py")
+    spec = importlib.util.spec_from_file_location("bundle", REPO_ROOT / "scripts" / "bundle.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    assert mod.main(["--bundle", str(tmp_path)]) == 0
+    assert mod.main([str(tmp_path)]) == 0
+    with pytest.raises(SystemExit, match="has no nope/"):
+        mod.bundle(tmp_path / "other", ("nope",))
+
     def texts():
         return (load_wikitext103("validation"), list(load_sts("STS12").sentence1),
                 list(load_glue("RTE", "train").sentence1))

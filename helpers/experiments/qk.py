@@ -50,8 +50,8 @@ LONG_COMMAND = "make grid CHAPTER=qk SCALE=book GRID_ARGS='--recipe long --gpus 
 ANALYSIS_VERSION = 2
 
 
-#: The pretraining the 1.5-nat bar of issue 16 needs, for a GPU (`scripts/qk_long.py` runs it over the book
-#: preset, every seed plain and centred): the book runs see 15.4M tokens and end 0.56 nats below unigram;
+#: The pretraining the 1.5-nat bar of issue 16 needs, for a GPU (`LONG_COMMAND`: the grid runner's `--recipe long`
+#: over the book preset, every seed plain and centred): the book runs see 15.4M tokens and end 0.56 nats below unigram;
 #: the recipe probes (`recipe_probes`, one seed each) found no change from a 3x lower learning rate or a 4x
 #: larger batch at the same tokens (model size, a higher rate and the vocabulary were not probed); this sees 27x
 #: more — 50,000 steps of batch 64 x 128 (410M tokens, ~160 passes over the mixed

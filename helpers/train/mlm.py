@@ -63,8 +63,8 @@ class PretrainConfig(StoredNames):
 
 def tokenizer():
     """BERT's uncased WordPiece tokenizer, offline (from the all-MiniLM-L6-v2 package), or from the folder
-    $TOKUNI_TOKENIZER names (a saved copy of it: what `scripts/qk_long.py --bundle` carries to a GPU machine
-    that has no such package)."""
+    $TOKUNI_TOKENIZER names (a saved copy of it: what `scripts/bundle.py` carries to a machine that has no
+    such package)."""
     import os
 
     from transformers import AutoTokenizer
