@@ -343,30 +343,18 @@ def test_key_bias_gets_no_gradient():
         assert gq > 0 and gk < 1e-3 * gq
 
 
-def test_long_pretraining_recipe_is_a_grid_of_its_own(capsys):
+def test_long_pretraining_recipe_is_a_recipe_of_the_grid():
     """`LONG_PRETRAINING` (the GPU recipe for the 1.5-nat bar) is a valid book-scale setting that sees far
-    more tokens than the book runs, with checkpoints from step 0; the grid runner's `--recipe long` lists
-    every seed plain and centred as runs of their own (none cached here), beside the committed book runs."""
-    import sys
-
-    from helpers.book.runtime import REPO_ROOT
+    more tokens than the book runs, with checkpoints from step 0, and is the grid runner's `--recipe long`
+    (its listing: tests/test_grid.py)."""
     from helpers.experiments import qk
 
     book = qk.Params.resolve("book")
-    long = qk.Params.resolve("book", **qk.LONG_PRETRAINING)
+    long = qk.Params.resolve("book", **qk.RECIPES["long"])
     tokens = lambda p: max(p.steps) * p.batch_size * p.seq_len  # noqa: E731
     assert tokens(long) >= 20 * tokens(book) and long.steps[0] == 0 and long.ablation and long.seeds >= 3
     assert long.cache_key() != book.cache_key()            # written beside the committed runs, not over them
     assert qk.RECIPES["long"] is qk.LONG_PRETRAINING and "--recipe long" in qk.LONG_COMMAND
-    sys.path.insert(0, str(REPO_ROOT / "scripts"))
-    import grid as grid_script
-
-    assert grid_script.main(["qk", "--scale", "book", "--recipe", "long", "--list"]) == 0
-    lines = capsys.readouterr().out.split("\n")
-    listed = [ln.split() for ln in lines if ln.strip()]
-    assert len(listed) == 2 * long.seeds and all(status == "missing" for status, _ in listed)
-    assert {name for _, name in listed} == {f"{c}seed{s}" for s in range(long.seeds) for c in ("", "centred-")}
-    assert grid_script.main(["qk", "--scale", "book", "--recipe", "nope", "--list"]) == 2
 
 
 def test_bundle_carries_what_pretraining_reads(tmp_path, monkeypatch):
