@@ -20,7 +20,7 @@ export HF_DATASETS_OFFLINE ?= $(HF_HUB_OFFLINE)
 export TOKENIZERS_PARALLELISM = false
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
-.PHONY: book test test-fresh test-grid unit rerun grid lint clean venv notebooks
+.PHONY: book test test-fresh test-grid test-slurm unit rerun grid lint clean venv notebooks
 
 venv: $(STAMP)
 
@@ -66,15 +66,20 @@ test: $(STAMP)
 	$(BIN)/ruff check helpers tests scripts conftest.py
 	@# one BLAS/OpenMP thread per worker: two workers of two spinning threads each on two cores ran ~5x slower
 	export TOKUNI_RESULTS_SINCE=$$(date +%s) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 && \
-	$(BIN)/python -m pytest -q -rf --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid" \
+	$(BIN)/python -m pytest -q -rf --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid and not slurm" \
 	    $(addprefix --ignore-glob=,$(ROUND2)) $(PYTEST_ARGS) && \
-	$(BIN)/python -m pytest -q -rf --durations=15 -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid" \
+	$(BIN)/python -m pytest -q -rf --durations=15 -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid and not slurm" \
 	    $(ROUND2) $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -q -m fresh -k "$(FRESH_K)" tests/test_fresh_notebooks.py
 
 # every training chapter's ci grid through `make grid` (submitit local jobs), against its sequential run (≈ 5 min)
 test-grid: $(STAMP)
 	$(BIN)/python -m pytest -q -m grid tests/test_grid.py
+
+# the vit ci grid on a single-node SLURM cluster started on this machine (≈ 3 min; root, and Debian's
+# `apt-get install slurm-wlm munge`): submitit's sbatch array, the jobs' results against the sequential run
+test-slurm: $(STAMP)
+	$(BIN)/python -m pytest -q -m slurm tests/test_slurm.py
 
 # every generated notebook in a fresh venv with no ../shared, against the hub stand-in (≈ 7-9 min)
 test-fresh: $(STAMP)
