@@ -264,6 +264,27 @@ def test_unigram_baseline_is_the_byte_entropy():
     assert X.unigram_cross_entropy(train, torch.tensor([[0, 1]])) == pytest.approx(math.log(2), abs=1e-3)
 
 
+def test_a_run_that_may_not_train_lists_the_byte_mlm_with_its_command(tmp_path, monkeypatch):
+    """The book build (`train_missing=False`) never trains the byte-level MLM: with no checkpoint on the machine
+    and no committed record, the model is listed as skipped with the command that makes it, its training record
+    is absent, and nothing trains (training here fails the test). With `train_missing` it would train."""
+
+    monkeypatch.setenv("TOKUNI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(X, "byte_mlm_folder", lambda cfg=X.BYTE_MLM: tmp_path / "no-checkpoint")
+
+    def no_training(*a, **k):
+        raise AssertionError("the byte-level MLM was trained by a run that may not train")
+    monkeypatch.setattr(X, "byte_mlm", no_training)
+    p = X.Params.resolve("ci", models=("bytes:byte-MLM",), untrained_twins=False, zeroed_twins=False,
+                         shape_trained_byte_mlm=True, train_missing=False, text_tokens=200, n_pairs=200,
+                         gaussian_dims=(8,), gaussian_samples=1000)
+    res = X.run(p)
+    assert res.byte_mlm is None and [s["model"] for s in res.skipped] == ["bytes:byte-MLM"]
+    assert "make rerun CHAPTER=anisotropy SCALE=ci" in res.skipped[0]["reason"] and not res.shapes
+    with pytest.raises(AssertionError, match="was trained"):
+        X.run(p.with_(train_missing=True))
+
+
 def test_smiles_regex_keeps_bracket_atoms_whole():
     from helpers.hf.sequence_models import smiles_tokens
 

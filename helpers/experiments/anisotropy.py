@@ -400,16 +400,21 @@ def zero_token_type(model) -> int:
     return n
 
 
-def _load(modality: str, name: str, untrained: bool, device):
-    """(model, tokenizer or processor, description) of one model."""
+def _load(modality: str, name: str, untrained: bool, device, p: Params | None = None):
+    """(model, tokenizer or processor, description) of one model. The trained byte-level MLM is trained here
+    (about 20 CPU-minutes) when its checkpoint is not on this machine — unless `p.train_missing` is False (the
+    book build): then `results.MissingRuns` names it and the command that makes it."""
     if name == BYTE_MLM_NAME:
-        from ..train.mlm import load_step, new_mlm
+        from ..train.mlm import load_step, new_mlm, weights_path
 
         folder = byte_mlm_folder()
         if untrained:
             torch.manual_seed(0)
             model = new_mlm(BYTE_MLM, bytelevel.VOCAB_SIZE, attn_implementation="eager").eval()
         else:
+            if p is not None and not p.train_missing and not weights_path(folder, BYTE_MLM.steps).is_file():
+                raise results.MissingRuns(Params.CHAPTER, p.scale, [BYTE_MLM_TRAINING],
+                                          command=f"make rerun CHAPTER={Params.CHAPTER} SCALE={p.scale}")
             byte_mlm(device=device)                     # trains (about 20 min, one thread) unless done
             model = load_step(BYTE_MLM, folder, BYTE_MLM.steps, bytelevel.VOCAB_SIZE, device)
         kind = "randomly initialised (untrained) twin" if untrained else "trained here"
@@ -434,7 +439,7 @@ def measure(entry: str, untrained: bool, p: Params, device, data: dict[str, Any]
     text, antibody chains, reactions, FSDD speech, CIFAR-10 images)."""
     modality, name = entry.split(":", 1)
     label = _label(name, untrained, zeroed)
-    model, tok, description = _load(modality, name, untrained, device)
+    model, tok, description = _load(modality, name, untrained, device, p)
     if zeroed:
         zero_token_type(model)
         description += " [token-type embedding zeroed]"
@@ -537,6 +542,13 @@ def _special_key(entry: str) -> dict[str, str]:
         else {}
 
 
+def _reason(err: Exception) -> str:
+    """Why a model is left out, in one line (a missing heavy run: what it is and the command)."""
+    if isinstance(err, results.MissingRuns):
+        return f"needs {', '.join(err.names)}, not made here: {err.command}"
+    return str(err).splitlines()[0]
+
+
 def measure_models(p: Params, skipped: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
     """Every model of `p.models` (and its untrained twin when `p.untrained_twins`, for Transformers),
     each through the heavy-run cache (`results/anisotropy/book/model-*.json` at book scale). A model
@@ -555,10 +567,10 @@ def measure_models(p: Params, skipped: list[dict[str, str]] | None = None) -> li
                 rec, _ = results.cached(p, f"model-{slug}",
                                         lambda e=entry, u=untrained: measure(e, u, p, device, data),
                                         drop=_MODEL_KEY_DROP, model=entry, untrained=untrained, **_special_key(entry))
-            except DataUnavailable as err:
+            except (DataUnavailable, results.MissingRuns) as err:
                 if skipped is None:
                     raise
-                skipped.append({"model": entry, "reason": str(err).splitlines()[0]})
+                skipped.append({"model": entry, "reason": _reason(err)})
                 break
             rec["label"] = _label(name, untrained)            # labels are not part of the measurement
             measured.append(rec)
@@ -624,8 +636,12 @@ def measure_shapes(p: Params, skip: set[str]) -> list[dict[str, Any]]:
             def compute(e=entry, u=untrained):
                 r = measure(e, u, q, device, data)
                 return {k: r[k] for k in SHAPE_KEYS}
-            rec, _ = results.cached(q, f"shape-{_slug(entry, 'untrained' if untrained else 'pretrained')}", compute,
-                                    drop=_MODEL_KEY_DROP, model=entry, untrained=untrained, **_special_key(entry))
+            try:
+                rec, _ = results.cached(q, f"shape-{_slug(entry, 'untrained' if untrained else 'pretrained')}",
+                                        compute, drop=_MODEL_KEY_DROP, model=entry, untrained=untrained,
+                                        **_special_key(entry))
+            except results.MissingRuns:
+                continue                                # the trained byte MLM, not on this machine: left out
             rec.update(name=name, trained=not untrained, label=_label(name, untrained))
             out.append(rec)
     return out
@@ -646,8 +662,16 @@ def run(p: Params) -> Result:
                                        model=DECODER)
     byte_rec = None
     if any(e.split(":", 1)[1] == BYTE_MLM_NAME for e in p.models):
-        byte_rec, _ = results.cached(p, "byte-mlm-training", lambda: byte_mlm(device=choose_device(p.device)),
-                                     drop=_MODEL_KEY_DROP, config=BYTE_MLM.stored())
+        def train() -> dict[str, Any]:
+            if not p.train_missing:
+                raise results.MissingRuns(Params.CHAPTER, p.scale, [BYTE_MLM_TRAINING],
+                                          command=f"make rerun CHAPTER={Params.CHAPTER} SCALE={p.scale}")
+            return byte_mlm(device=choose_device(p.device))
+        try:
+            byte_rec, _ = results.cached(p, "byte-mlm-training", train, drop=_MODEL_KEY_DROP,
+                                         config=BYTE_MLM.stored())
+        except results.MissingRuns:
+            byte_rec = None
     planted = {"clusters + drift": A.cloud_shape(A.planted_clusters_and_drift(seed=p.seed), p.n_pairs, p.seed),
                "isotropic + drift": A.cloud_shape(A.planted_clusters_and_drift(clusters=2000, seed=p.seed),
                                                   p.n_pairs, p.seed)}
@@ -664,6 +688,8 @@ def run(p: Params) -> Result:
 BYTE_MLM = PretrainConfig(layers=4, d_model=256, n_heads=4, d_ff=1024, seq_len=256, batch_size=16, steps=600,
                           lr=1e-3, dropout=0.0, checkpoint_steps=(0, 100, 300, 600), resume_every=100)
 BYTE_MLM_NAME = "byte-MLM"
+#: the heavy run behind the trained byte-level MLM's measurements (its checkpoint is never committed)
+BYTE_MLM_TRAINING = "byte-MLM pretraining (about 20 CPU-minutes, one thread)"
 BYTE_MLM_DESCRIPTION = (f"a byte-level MLM BERT trained here ({BYTE_MLM.steps} steps): {BYTE_MLM.layers} layers, "
                         f"{BYTE_MLM.d_model} wide, 260 tokens (256 bytes + 4 specials), masked-LM on WikiText-103 "
                         "validation text; a small stand-in for the paper's character-level models, not CANINE or ByT5")

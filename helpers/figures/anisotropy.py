@@ -266,7 +266,9 @@ def byte_mlm_table(res: Result):
     """The byte-level MLM's held-out masked-byte loss per checkpoint step against the unigram baseline."""
     b = res.byte_mlm
     if not b:
-        return common.table(pd.DataFrame([{"note": "the byte-level MLM is not among this run's models"}]))
+        skipped = [s["reason"] for s in res.skipped if s["model"].endswith(":byte-MLM")]
+        note = f"not on this machine: {skipped[0]}" if skipped else "the byte-level MLM is not among this run's models"
+        return common.table(pd.DataFrame([{"note": note}]))
     df = pd.DataFrame([{"step": int(k), "held-out MLM loss (nats/byte)": v, "unigram baseline": b["unigram_loss"]}
                        for k, v in sorted(b["eval_loss"].items(), key=lambda kv: int(kv[0]))])
     return common.table(df).set_caption("Byte-level MLM trained here: held-out loss (WikiText-103 test bytes)")
