@@ -12,7 +12,7 @@ from helpers.core.findings import CONTRADICTED, INCONCLUSIVE, NOT_DETECTED, NOT_
 from helpers.experiments import vit
 
 KEYS = ["vit-post-behind-pre", "vit-deesc-vs-post", "vit-deesc-vs-pre", "vit-deesc-vs-pre-standard",
-        "vit-deesc-vs-pre-torch-ffn", "vit-alike-tokens", "vit-paper-scale"]
+        "vit-deesc-vs-pre-torch-ffn", "vit-ffn-scale", "vit-alike-tokens", "vit-paper-scale"]
 
 
 @pytest.fixture(scope="module")
@@ -22,17 +22,19 @@ def res():
 
 @pytest.fixture(scope="module")
 def book():
-    """The committed book runs (skipped when they are not all committed)."""
+    """The committed book runs (skipped when they are not all committed; the FFN-scale sweep's runs may be
+    missing, then the book lists them: `Result.missing`). Never trains (`train_missing` False)."""
     from helpers.book.runtime import REPO_ROOT
 
-    p = vit.Params.resolve("book")
+    p = vit.Params.resolve("book", train_missing=False)
     folder = REPO_ROOT / "results" / "vit" / "book"
     seeds = range(p.seed, p.seed + p.seeds)
     names = [f"{'' if d == p.depth else f'd{d}-'}{v}-seed{s}" for d in (*p.depths, p.depth) for v in p.variants
              for s in seeds]
     names += [f"standard-{'' if d == p.depth else f'd{d}-'}{v}-seed{s}" for d in p.standard_depths
               for v in p.variants for s in seeds]
-    names += [f"{b}-d{p.ablation_depth}-{v}-seed{s}" for b in p.ablations for v in vit.ABLATION_VARIANTS for s in seeds]
+    names += [f"{b}-d{p.ablation_depth}-{v}-seed{s}" for b in p.ablations if b not in vit.FFN_SCALES
+              for v in vit.ABLATION_VARIANTS for s in seeds]
     names += [f"{b}-{'' if d == p.depth else f'd{d}-'}{v}-seed{s}" for b in p.confirm_blocks for d in p.confirm_depths
               for v in vit.ABLATION_VARIANTS for s in seeds]
     if any(not (folder / f"{n}.json").is_file() for n in names):
@@ -101,7 +103,8 @@ def test_block_ablation_at_ci_scale(res):
     pre-norm per seed."""
     from helpers.core.vit import ALGORITHM1_INITS, STANDARD_REVERTS
 
-    assert list(res.ablation) == ["algorithm1", "standard", *STANDARD_REVERTS, *ALGORITHM1_INITS]
+    assert list(res.ablation) == ["algorithm1", "standard", *STANDARD_REVERTS, *ALGORITHM1_INITS, *vit.FFN_SCALES]
+    assert list(res.ffn_scale_blocks()) == [0.5, 1.0, 2.0, 4.0] and res.missing == {}
     assert res.ablation_depth == 2 and list(res.confirm) == ["4"] and res.confirm_depth == 4
     assert list(res.confirm["4"]) == ["algorithm1", "standard", "algorithm1-torch-ffn-init"]
     assert res.ablation["algorithm1"]["pre-norm"] == res.sweep["2"]["pre-norm"]        # the same runs

@@ -401,8 +401,9 @@ def test_ffn_scale_blocks_rescale_only_the_ffn_maps(block, scale):
             assert torch.allclose(scaled[n], w * scale ** 0.5), n
         else:
             assert torch.equal(scaled[n], w), n
-    p = vit.Params.resolve("book", ablations=(*vit.Params.resolve("book").ablations, block))
-    assert p.cache_key() == vit.Params.resolve("book").cache_key()
+    book = vit.Params.resolve("book")
+    assert block in book.ablations                                  # the book preset reads the sweep
+    assert book.with_(ablations=tuple(b for b in book.ablations if b != block)).cache_key() == book.cache_key()
 
 
 def test_ffn_steps_block_keeps_xaviers_weights_and_scales_only_the_ffn_steps():
@@ -466,16 +467,80 @@ def test_ablation_contrast_recovers_a_planted_move_of_the_gap():
 
 
 def test_recipes_are_valid_and_costed_from_the_committed_runs():
-    """Every recipe resolves on the book preset; its cost is the runs it adds (not in the cache) at the committed
-    seconds per epoch of their depth (the nearest deeper depth when none ran there) times their epochs."""
+    """Every recipe resolves on the book preset; its cost is the runs it adds to the book preset's (not in the
+    cache, and not among the book preset's own missing runs) at the committed seconds per epoch of their depth
+    (the nearest deeper depth when none ran there) times their epochs."""
+    from helpers.book.results import settings_hash
     from helpers.experiments import vit
 
     per_epoch = {24: 30.0, 48: 60.0, 80: 150.0}
+    book_lacks = {(s.name, settings_hash(s.key)) for s in vit.runs(vit.Params.resolve("book")) if not s.done()}
     for name, overrides in vit.RECIPES.items():
         q = vit.Params.resolve("book", **overrides)
-        missing = [s for s in vit.runs(q) if not s.done()]
+        missing = [s for s in vit.runs(q) if not s.done() and (s.name, settings_hash(s.key)) not in book_lacks]
         want = sum(per_epoch[min(d for d in per_epoch if d >= s.key["depth"])] * s.key["epochs"]
                    for s in missing) / 3600
         assert vit.recipe_cost(name, per_epoch) == pytest.approx({"runs": len(missing), "hours": want}), name
     long = vit.Params.resolve("book", **vit.RECIPES["long"])
     assert long.epochs == 10 * vit.Params.resolve("book").epochs and long.depth == 48
+
+
+def test_ffn_scale_slope_recovers_a_planted_slope():
+    """Result.ffn_scale_slope: per seed, the least-squares slope of the de-escalated − pre-norm gap on log₂ of the
+    FFN-variance factor (×0.5, ×1 = PyTorch's init, ×2, ×4), with a t-interval over seeds: a planted slope is
+    covered, and its verdict for 'the larger the FFN's initial variance, the larger the gap' follows its sign
+    (reproduced, not detected for a flat gap, contradicted); fewer than two scales give NaN."""
+    from helpers.core.findings import CONTRADICTED, NOT_DETECTED, REPRODUCED, verdict
+    from helpers.experiments.vit import FFN_SCALE_BASE, FFN_SCALES, Result
+
+    blocks = {1.0: FFN_SCALE_BASE, **{f: b for b, f in FFN_SCALES.items()}}
+    rng = np.random.default_rng(3)
+    pre = rng.normal(2.0, 0.1, 4)
+    noise = {f: rng.normal(0, 0.01, 4) for f in blocks}
+
+    def result(slope: float, only=None) -> Result:
+        grid = {b: {"pre-norm": [_hist(v) for v in pre],
+                    "de-escalated": [_hist(v - 0.1 + slope * np.log2(f) + e) for v, e in zip(pre, noise[f],
+                                                                                              strict=True)]}
+                for f, b in blocks.items() if only is None or f in only}
+        return Result(variants=["pre-norm", "de-escalated"], seeds=list(range(4)), depth=24, epochs=1,
+                      train_images=10, scale="ci", ablation=grid, ablation_depth=24)
+
+    r = result(0.05)
+    assert list(r.ffn_scale_blocks()) == [0.5, 1.0, 2.0, 4.0] and r.ffn_scale_missing() == []
+    s = r.ffn_scale_slope()
+    assert s.n == 4 and s.low < 0.05 < s.high and s.high - s.low < 0.05
+    assert r.ffn_scale_gaps()[4.0].estimate == pytest.approx(-0.1 + 0.1 + float(np.mean(noise[4.0])))
+    assert verdict(s, "above") == REPRODUCED
+    assert verdict(result(0.0).ffn_scale_slope(), "above") == NOT_DETECTED
+    assert verdict(result(-0.05).ffn_scale_slope(), "above") == CONTRADICTED
+    assert np.isnan(result(0.05, only={1.0}).ffn_scale_slope().estimate)
+    two = result(0.05, only={1.0, 4.0}).ffn_scale_slope()
+    assert two.low < 0.05 < two.high
+    r.missing = {"24": ["algorithm1-torch-ffn-init-x4", "algorithm1-torch-ffn-init-x0.5"]}
+    assert r.ffn_scale_missing() == [0.5, 4.0] and r.ffn_scale_missing(48) == []
+
+
+def test_book_build_lists_uncommitted_ffn_scales_instead_of_training_them(tmp_path, monkeypatch):
+    """With `train_missing` False (the book build), an FFN-scale block whose runs the cache lacks is listed in
+    `Result.missing`, not trained and not an error; allowed to train, the same grid trains it; any other missing
+    block still stops the build (`MissingRuns`)."""
+    from helpers.book import results
+    from helpers.experiments import vit
+
+    monkeypatch.setenv("TOKUNI_CACHE_DIR", str(tmp_path))
+    made = []
+    monkeypatch.setattr(results, "cached", lambda params, name, compute, drop=(), **extra:
+                        (made.append(name) or {"lr": 0, "train_loss": [1.0]}, True))
+    monkeypatch.setattr(results.RunSpec, "done", lambda self: "-x2-" not in self.name)
+    p = vit.Params.resolve("ci", depths=(2,), variants=("pre-norm", "de-escalated"), standard_depths=(2,),
+                           ablations=tuple(vit.FFN_SCALES), ablation_depth=2, confirm_depths=(), train_missing=False)
+    res = vit.run(p)
+    assert res.missing == {"2": ["algorithm1-torch-ffn-init-x2"]} and res.ffn_scale_missing() == [2.0]
+    assert "algorithm1-torch-ffn-init-x2" not in res.ablation and "algorithm1-torch-ffn-init-x4" in res.ablation
+    assert not any("-x2-" in n for n in made)
+    res = vit.run(p.with_(train_missing=True))
+    assert "algorithm1-torch-ffn-init-x2" in res.ablation and res.missing == {} and any("-x2-" in n for n in made)
+    monkeypatch.setattr(results.RunSpec, "done", lambda self: "standard-relu" not in self.name)
+    with pytest.raises(results.MissingRuns):
+        vit.run(p.with_(ablations=("standard-relu",)))

@@ -43,6 +43,10 @@ Block = Literal["algorithm1", "standard", "standard-scalar-ln", "standard-no-bia
                 "algorithm1-torch-ffn-steps"]
 #: the blocks an ablation may train (besides Algorithm 1's and the standard block, which the sweeps train)
 ABLATION_BLOCKS = (*STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_SCALES, *FFN_STEPS)
+#: the FFN-scale sweep's factor-1 block: PyTorch's FFN initialisation as drawn (`FFN_SCALES` multiplies its variance)
+FFN_SCALE_BASE = "algorithm1-torch-ffn-init"
+#: makes the book preset's runs the cache lacks (resumable; the book build lists them instead of training them)
+MISSING_COMMAND = "make grid CHAPTER=vit SCALE=book GRID_ARGS='--parallel 1'"
 
 
 def side(iv: Interval) -> int:
@@ -105,7 +109,8 @@ class Params(ChapterParams):
                                                  "confirm_depths")
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(depth=4, depths=(2,), epochs=1, train_images=256, test_images=128, batch_size=64, seeds=1,
-                   variants=VARIANTS, standard_depths=(2,), ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS),
+                   variants=VARIANTS, standard_depths=(2,),
+                   ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_SCALES),
                    ablation_depth=2, confirm_blocks=("algorithm1-torch-ffn-init",), confirm_depths=(4,)),
         # the depth sweep a 2-core CPU runs: width 96 (4 heads of 24, as the paper's heads), 8x8 patches,
         # 1,000 optimiser steps of batch 64 per run (16,000 images, 4 epochs), 3 seeds, depths 6 to 80
@@ -113,7 +118,8 @@ class Params(ChapterParams):
         "book": dict(depth=80, depths=(6, 12, 24, 48), d_model=96, d_ff=192, n_heads=4, patch=8, epochs=4,
                      train_images=16000, test_images=1000, batch_size=64, seeds=3, precision="bf16",
                      variants=("post-norm", "post-norm-full-lr", "pre-norm", "de-escalated"),
-                     standard_depths=(6, 12, 24, 48, 80), ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_STEPS),
+                     standard_depths=(6, 12, 24, 48, 80),
+                     ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_SCALES, *FFN_STEPS),
                      ablation_depth=24, confirm_blocks=("algorithm1-torch-ffn-init",),
                      confirm_depths=(48,)),
         "paper": dict(),
@@ -170,6 +176,10 @@ class Result(results.Result):
     #: the same at each confirmation depth for Algorithm 1's block, the standard block and `confirm_blocks`:
     #: {str(depth): {block: {variant: [history per seed]}}}
     confirm: dict[str, dict[str, dict[str, list[dict]]]] = field(default_factory=dict)
+    #: the ablation's optional blocks (the FFN-scale sweep, `FFN_SCALES`) whose runs the cache lacks when this run
+    #: may not train them (`train_missing` False, the book build): {str(depth): [block, …]}; `MISSING_COMMAND`
+    #: makes them
+    missing: dict[str, list[str]] = field(default_factory=dict)
     #: what each of `RECIPES` adds to these runs: {name: {"runs": runs not in the cache, "hours": their estimated
     #: CPU-hours}} (`recipe_cost`; empty outside the book scale)
     recipe_costs: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -337,6 +347,48 @@ class Result(results.Result):
         (x1, x2), (t1, t2) = (ffn_weight_variances(self.d_model, self.d_ff, k) for k in ("xavier", "torch"))
         return x1 / t1, x2 / t2
 
+    # --- the FFN-scale sweep ---
+
+    def _grid_at(self, depth: int | None) -> dict[str, dict[str, list[dict]]]:
+        """The ablation grid at `depth` (default: `ablation_depth`); empty when that depth was not run."""
+        if depth is None or depth == self.ablation_depth:
+            return self.ablation
+        return self.confirm.get(str(depth), {})
+
+    def ffn_scale_blocks(self, depth: int | None = None) -> dict[float, str]:
+        """The FFN-scale sweep's blocks run at `depth` (default: the ablation's), by the factor their FFN maps'
+        initial variance is of PyTorch's default (1: `FFN_SCALE_BASE`; the others `core.vit.FFN_SCALES`), in
+        increasing factor."""
+        blocks = {1.0: FFN_SCALE_BASE, **{f: b for b, f in FFN_SCALES.items()}}
+        grid = self._grid_at(depth)
+        return {f: blocks[f] for f in sorted(blocks) if blocks[f] in grid}
+
+    def ffn_scale_gaps(self, depth: int | None = None) -> dict[float, Interval]:
+        """De-escalated − pre-norm final training loss per FFN-scale factor run at `depth` (`ablation_gaps`)."""
+        blocks = self.ffn_scale_blocks(depth)
+        gaps = self.ablation_gaps(depth) if blocks else {}
+        return {f: gaps[b] for f, b in blocks.items()}
+
+    def ffn_scale_slope(self, depth: int | None = None) -> Interval:
+        """How the de-escalated − pre-norm gap moves per doubling of the FFN's initial variance at `depth`: per
+        seed, the least-squares slope of the final-loss gap on log₂ of the factor over the scales run (the
+        scales of one seed rescale the same drawn weights and see the same data), then the mean and 95 %
+        t-interval over seeds. NaN with fewer than two scales."""
+        blocks = self.ffn_scale_blocks(depth)
+        if len(blocks) < 2:
+            return Interval(float("nan"), float("nan"), float("nan"), 0, "t")
+        grid = self._grid_at(depth)
+        gaps = np.array([[a["train_loss"][-1] - b["train_loss"][-1]
+                          for a, b in zip(grid[blk]["de-escalated"], grid[blk]["pre-norm"], strict=True)]
+                         for blk in blocks.values()])                                 # (scales, seeds)
+        slopes = np.polyfit(np.log2(list(blocks)), gaps, 1)[0]
+        return t_interval(np.atleast_1d(slopes).tolist())
+
+    def ffn_scale_missing(self, depth: int | None = None) -> list[float]:
+        """The FFN-scale factors whose runs at `depth` the cache lacks (listed by a book build, not trained)."""
+        d = str(self.ablation_depth if depth is None else depth)
+        return sorted(f for b, f in FFN_SCALES.items() if b in self.missing.get(d, []))
+
     # --- the findings ---
 
     def _lr(self, variant: str, depth: int | None = None) -> str:
@@ -420,6 +472,23 @@ class Result(results.Result):
                          "PyTorch's FFN initialisation (nats)",
                 effect=self.ablation_gaps(c)["algorithm1-torch-ffn-init"], direction="below",
                 section="vit-ablation-section", **common))
+        da, scales, lacking = self.ablation_depth, self.ffn_scale_blocks(), self.ffn_scale_missing()
+        if scales or lacking:
+            tested = len(scales) >= 2
+            factors = ", ".join(f"×{f:g}" for f in sorted({*scales, *lacking}))
+            out.append(Finding(
+                key="vit-ffn-scale", where="§2.1, §2.4; Fig. 6",
+                claim="(This chapter's reading of its block ablation, not a claim of the paper.) The FFN's initial "
+                      "scale decides how far the de-escalated post-norm ViT ends below pre-norm: the larger the "
+                      "FFN's initial variance, the smaller its lead.",
+                measured=self._measured(da, f"Algorithm 1's blocks, PyTorch's FFN initialisation with its variance "
+                                            f"times {factors}", "de-escalated and pre-norm"),
+                quantity=f"change of the de-escalated − pre-norm final training loss per doubling of the FFN's "
+                         f"initial variance at depth {da} (per-seed least-squares slope over "
+                         f"{', '.join(f'×{f:g}' for f in scales) or 'the scales run'}; nats)",
+                effect=self.ffn_scale_slope() if tested else None, direction="above",
+                needs="" if tested else f"the FFN-scale runs at depth {da} (not committed)",
+                command="" if tested else MISSING_COMMAND, section="vit-ffn-scale-section", **common))
         if std is not None:
             da = std.alike_depth()
             out.append(Finding(
@@ -507,11 +576,15 @@ RECIPES: dict[str, dict[str, Any]] = {
 
 
 def recipe_cost(name: str, seconds_per_epoch: dict[int, float]) -> dict[str, float]:
-    """The runs recipe `name` adds to the committed book runs (those not in the cache) and their CPU-hours, each
-    estimated from `seconds_per_epoch` at its depth (the committed runs' mean wall time per epoch, one thread
-    each) times its epochs; a depth without a committed run is costed at the nearest deeper one."""
+    """The runs recipe `name` adds to the book preset's runs (those of the recipe the cache lacks, less those the
+    book preset itself lacks) and their CPU-hours, each estimated from `seconds_per_epoch` at its depth (the
+    committed runs' mean wall time per epoch, one thread each) times its epochs; a depth without a committed run
+    is costed at the nearest deeper one."""
+    def ident(s: results.RunSpec) -> tuple[str, str]:
+        return s.name, results.settings_hash(s.key)
+    book_lacks = {ident(s) for s in runs(Params.resolve("book")) if not s.done()}
     q = Params.resolve("book", **RECIPES[name])
-    missing = [s for s in runs(q) if not s.done()]
+    missing = [s for s in runs(q) if not s.done() and ident(s) not in book_lacks]
     depths = sorted(seconds_per_epoch)
 
     def per_epoch(d: int) -> float:
@@ -548,25 +621,31 @@ def run(p: Params) -> Result:
             hits += h
     ablation: dict = {}
     confirm: dict = {str(d): {} for d in sorted(p.confirm_depths)}
+    missing: dict[str, list[str]] = {}
     grids = [(p.ablation_depth, p.ablations, ablation)] if p.ablation_depth else []
     grids += [(d, p.confirm_blocks, confirm[str(d)]) for d in sorted(p.confirm_depths)]
     for depth, blocks, out in grids:
-        hits += _ablation_grid(p, depth, blocks, sweep, standard, seeds, dev, datasets, out)
+        hits += _ablation_grid(p, depth, blocks, sweep, standard, seeds, dev, datasets, out,
+                               missing.setdefault(str(depth), []))
     res = Result(variants=list(p.variants), seeds=seeds, depth=p.depth, epochs=p.epochs,
                  train_images=p.train_images or 50_000, scale=p.scale, histories=sweep[str(p.depth)],
                  from_cache=all(hits), sweep=sweep if p.depths else {}, batch_size=p.batch_size,
                  d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, test_images=p.test_images or 10_000,
-                 standard=standard, ablation=ablation, ablation_depth=p.ablation_depth, confirm=confirm)
+                 standard=standard, ablation=ablation, ablation_depth=p.ablation_depth, confirm=confirm,
+                 missing={d: b for d, b in missing.items() if b})
     if p.scale == "book":
         per_epoch = seconds_per_epoch(res)
         res.recipe_costs = {name: recipe_cost(name, per_epoch) for name in RECIPES}
     return res
 
 
-def _ablation_grid(p: Params, depth: int, blocks, sweep, standard, seeds, dev, datasets, out: dict) -> list[bool]:
+def _ablation_grid(p: Params, depth: int, blocks, sweep, standard, seeds, dev, datasets, out: dict,
+                   missing: list[str]) -> list[bool]:
     """Pre-norm and de-escalated post-norm at `depth` for Algorithm 1's block, the standard block and
     `blocks`, into `out` ({block: {variant: [history per seed]}}); runs the sweeps above already made are
-    taken from them, the others trained (or read back) under their own block's names and keys."""
+    taken from them, the others trained (or read back) under their own block's names and keys. A block of the
+    FFN-scale sweep whose runs the cache lacks, when `p` may not train them (the book build), goes into
+    `missing` instead (the chapter lists it with `MISSING_COMMAND`)."""
     d, hits = str(depth), []
     done = {p.block: sweep.get(d, {}), **({"standard": standard[d]} if d in standard else {})}
     for block in ("algorithm1", "standard", *blocks):
@@ -574,6 +653,10 @@ def _ablation_grid(p: Params, depth: int, blocks, sweep, standard, seeds, dev, d
             out[block] = {v: done[block][v] for v in ABLATION_VARIANTS}
             continue
         q = p.with_(block=block, standard_depths=(), ablations=(), confirm_blocks=())
+        if block in FFN_SCALES and not p.train_missing and results.persists(p.scale) and \
+                not all(s.done() for s in _specs(q, depth, ABLATION_VARIANTS, seeds, datasets)):
+            missing.append(block)
+            continue
         out[block], h = _grid(q, depth, ABLATION_VARIANTS, seeds, dev, datasets)
         hits += h
     return hits
@@ -684,6 +767,6 @@ def block_cost() -> dict[str, Any] | None:
             "load": rec.get("load_average_at_start"), "command": rec["command"]}
 
 
-__all__ = ["Params", "Result", "run", "run_one", "RECIPES", "recipe_cost", "seconds_per_epoch", "block_cost",
-           "BLOCK_BENCH", "ABLATION_VARIANTS", "ABLATION_BLOCKS", "VARIANTS", "MODEL_VARIANTS", "model_variant",
-           "variant_lr"]
+__all__ = ["Params", "Result", "run", "run_one", "RECIPES", "FFN_SCALES", "FFN_SCALE_BASE", "MISSING_COMMAND",
+           "recipe_cost", "seconds_per_epoch", "block_cost", "BLOCK_BENCH", "ABLATION_VARIANTS", "ABLATION_BLOCKS",
+           "VARIANTS", "MODEL_VARIANTS", "model_variant", "variant_lr"]

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from ..core.vit import FFN_SCALES
 from ..experiments.vit import ABLATION_VARIANTS, ALIKE, CHANCE_MARGIN, LEVEL_MARGIN, RECIPES, Result, block_cost, side
 from . import common
 
@@ -185,13 +186,24 @@ def block_table(res: Result):
     return common.table(pd.DataFrame(rows), digits=3)
 
 
+def _without_scales(grid: dict) -> dict:
+    """An ablation grid without the FFN-scale sweep's blocks (`ffn_scale_table` and `ffn_scale_figure` show them)."""
+    return {b: r for b, r in grid.items() if b not in FFN_SCALES}
+
+
+def _loss(runs: dict, variant: str) -> str:
+    """A block's final training loss of `variant` as mean ± sd over seeds."""
+    a = np.array([h["train_loss"][-1] for h in runs[variant]])
+    return common.mean_sd(a.mean(), a.std(ddof=1) if len(a) > 1 else float("nan"))
+
+
 def ablation_table(res: Result):
-    """The block ablation: per depth and block, the final training loss of pre-norm and of de-escalated
-    post-norm (mean ± sd over seeds) and their seed-paired gap (`Result.ablation_gaps`)."""
+    """The block ablation (without the FFN-scale sweep): per depth and block, the final training loss of pre-norm
+    and of de-escalated post-norm (mean ± sd over seeds) and their seed-paired gap (`Result.ablation_gaps`)."""
     rows = []
     for depth, grid in res.ablation_grids():
         gaps = res.ablation_gaps(depth)
-        for block, runs in grid.items():
+        for block, runs in _without_scales(grid).items():
             loss = {v: np.array([h["train_loss"][-1] for h in runs[v]]) for v in ABLATION_VARIANTS}
             row: dict[str, object] = {"depth": depth, "block": ABLATION_LABELS.get(block, block)}
             for v, name in (("pre-norm", "pre-norm loss"), ("de-escalated", "de-esc. loss")):
@@ -211,6 +223,7 @@ def ablation_figure(res: Result) -> plt.Figure | None:
     if not grids:
         return None
     common.set_theme()
+    grids = [(d, _without_scales(g)) for d, g in grids]
     heights = [len(g) for _, g in grids]
     fig, axes = plt.subplots(len(grids), 1, figsize=(WIDTH, 0.42 * sum(heights) + 1.6 * len(grids)), sharex=True,
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
@@ -233,6 +246,73 @@ def ablation_figure(res: Result) -> plt.Figure | None:
     return common.figure("vit-ablation", fig)
 
 
+def _xavier_label(res: Result) -> str:
+    """How the FFN-scale figure and table name Algorithm 1's own (Xavier) FFN initialisation."""
+    r1, r2 = res.ffn_init_ratios()
+    return f"Xavier (Algorithm 1): W₁ ×{r1:g}, W₂ ×{r2:g}"
+
+
+def ffn_scale_table(res: Result):
+    """The FFN-scale sweep at the ablation's depth: per factor of PyTorch's FFN variance, the final training loss
+    of pre-norm and de-escalated post-norm (mean ± sd over seeds) and their seed-paired gap
+    (`Result.ffn_scale_gaps`); a factor whose runs are not committed says so; Algorithm 1's Xavier FFN last."""
+    grid, gaps, blocks = res.ablation_grid(), res.ffn_scale_gaps(), res.ffn_scale_blocks()
+    rows = []
+    for f in sorted({*blocks, *res.ffn_scale_missing()}):
+        row: dict[str, object] = {"FFN variance": f"×{f:g} PyTorch's"}
+        if f in blocks:
+            row.update({"pre-norm loss": _loss(grid[blocks[f]], "pre-norm"),
+                        "de-esc. loss": _loss(grid[blocks[f]], "de-escalated"),
+                        "de-esc. − pre-norm": _interval(gaps[f])})
+        else:
+            row.update({"pre-norm loss": "not committed", "de-esc. loss": "not committed",
+                        "de-esc. − pre-norm": "not committed"})
+        rows.append(row)
+    if "algorithm1" in grid:
+        rows.append({"FFN variance": _xavier_label(res), "pre-norm loss": _loss(grid["algorithm1"], "pre-norm"),
+                     "de-esc. loss": _loss(grid["algorithm1"], "de-escalated"),
+                     "de-esc. − pre-norm": _interval(res.ablation_gaps()["algorithm1"])})
+    return common.table(pd.DataFrame(rows))
+
+
+def ffn_scale_figure(res: Result) -> plt.Figure | None:
+    """De-escalated − pre-norm final training loss against the FFN's initial variance (× PyTorch's default, log
+    axis) at the ablation's depth: seed-paired mean, 95 % t-interval, each seed a tick; Algorithm 1's Xavier FFN
+    as a dashed line with its interval shaded; a factor not committed is marked on the axis. None when the
+    ablation was not run."""
+    grid = res.ablation_grid()
+    if not grid:
+        return None
+    common.set_theme()
+    fig, ax = plt.subplots(figsize=(WIDTH, 3.6), layout="constrained")
+    gaps, blocks = res.ffn_scale_gaps(), res.ffn_scale_blocks()
+    for f, b in blocks.items():
+        g = gaps[f]
+        per_seed = [a["train_loss"][-1] - p["train_loss"][-1]
+                    for a, p in zip(grid[b]["de-escalated"], grid[b]["pre-norm"], strict=True)]
+        if g.has_interval:
+            ax.plot([f, f], [g.low, g.high], color="C0", lw=3, alpha=0.6)
+        ax.plot(f, g.estimate, "o", color="C0", ms=7, label="PyTorch's FFN init, variance rescaled" if f == 1 else None)
+        ax.plot([f] * len(per_seed), per_seed, "_", color="k", ms=12)
+    if "algorithm1" in grid:
+        x = res.ablation_gaps()["algorithm1"]
+        ax.axhline(x.estimate, color="C1", ls="--", lw=1.2, label=_xavier_label(res))
+        if x.has_interval:
+            ax.axhspan(x.low, x.high, color="C1", alpha=0.15)
+    ax.axhline(0, color="grey", lw=0.8, ls=":")
+    factors = sorted({*blocks, *res.ffn_scale_missing()})
+    ax.set_xscale("log", base=2)
+    ax.minorticks_off()
+    ax.set_xticks(factors, [f"×{f:g}" + ("" if f in blocks else "\n(not committed)") for f in factors])
+    ax.set_xlim(min(factors) / 1.5, max(factors) * 1.5)
+    ax.set_xlabel("initial variance of the FFN maps (× PyTorch's default)")
+    ax.set_ylabel("de-escalated − pre-norm (nats)")
+    ax.legend(fontsize=9, loc="best")
+    fig.suptitle(f"FFN-scale sweep at depth {res.ablation_depth}, {common.seeds_text(len(res.seeds))} "
+                 f"({res.scale} scale)")
+    return common.figure("vit-ffn-scale", fig)
+
+
 def _range(r: Result, variant: str) -> str:
     """The seeds' final training losses at the main depth as 'lowest–highest'."""
     a = np.array([h["train_loss"][-1] for h in r.histories[variant]])
@@ -245,6 +325,7 @@ def publish(res: Result) -> None:
     tsim(res)
     block_figure(res)
     ablation_figure(res)
+    ffn_scale_figure(res)
     std = res.standard_result() or res           # without standard-block runs the std keys read the main grid
     low, high = res.final_loss_range()
     gabl, c = res.ablation_gaps(), res.confirm_depth
@@ -315,6 +396,10 @@ def publish(res: Result) -> None:
         "vit-abl-move-init": res.ablation_contrast("algorithm1-torch-ffn-init", "algorithm1").text(),
         "vit-abl-move-steps": res.ablation_contrast("algorithm1-torch-ffn-steps", "algorithm1").text(),
         "vit-abl-move-scale": res.ablation_contrast("algorithm1-torch-ffn-init", "algorithm1-torch-ffn-steps").text(),
+        # the FFN-scale sweep
+        "vit-ffn-scale-slope": res.ffn_scale_slope().text() if len(res.ffn_scale_blocks()) > 1 else nan_text,
+        "vit-ffn-scale-factors": ", ".join(f"×{f:g}" for f in res.ffn_scale_blocks()) or nan_text,
+        "vit-ffn-scale-missing": ", ".join(f"×{f:g}" for f in res.ffn_scale_missing()) or "none",
         # what the runs not made would cost (RECIPES, estimated from the committed runs' times)
         "vit-cost-ffn-scale-runs": costs["ffn-scale"]["runs"], "vit-cost-ffn-scale-hours": costs["ffn-scale"]["hours"],
         "vit-cost-depth80-runs": costs["depth80-ffn"]["runs"],
@@ -328,4 +413,4 @@ def publish(res: Result) -> None:
 
 
 __all__ = ["fig6", "tsim", "block_figure", "final_table", "gap_table", "block_table", "ablation_table",
-           "ablation_figure", "ABLATION_LABELS", "NAMES", "publish"]
+           "ablation_figure", "ffn_scale_table", "ffn_scale_figure", "ABLATION_LABELS", "NAMES", "publish"]
