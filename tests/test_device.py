@@ -184,6 +184,10 @@ def test_a_loop_that_leaves_its_batch_on_cpu_fails(tok, tmp_path, placeholder, m
 #: Chapters this test does not cover, with the reason:
 NOT_COVERED = {"glue": "the GLUE loop (helpers/train/glue.py) is not covered here"}
 OVERRIDES = {
+    # sts: two sets, few pairs and resamples (the statistics run on CPU either way; the device path is the same)
+    "sts": dict(datasets=("STS12", "STS-B"), max_pairs=60, bootstrap=20, draws=1, plant_directions=2,
+                lsds_points=40, tsne_pairs=10, cdf_pairs=10, alphas=(-0.6,), plant_sizes=(0.0, 1.0),
+                poolings=("first_last_l1",)),
     "tse": dict(trials=2, depth=3, w_trials=4, lemma_trials=4, prenorm_depth=3, deesc_depth=3, deesc_runs=2,
                 hf_depth=2, hf_batch=2, d_model=64, eta_draws=2, eta_draws_precise=2, eta_dims=(10,),
                 eta_ts=(0.5,), bound_samples=2, taus=(0.5,)),
