@@ -537,11 +537,13 @@ def test_qk_paper_preset(hub, tmp_path):
 
 def test_glue_paper_preset(hub, tmp_path):
     """glue `paper`: BERT, ALBERT-v1, DistilBERT and RoBERTa by hub id fine-tuned on the five GLUE
-    tasks from nyu-mll/glue (train and validation), shrunk to 16 examples, one epoch, one seed."""
+    tasks from nyu-mll/glue (train and validation), shrunk to 16 examples, one epoch, one seed, one ExpDecay
+    reading."""
     out = child(hub, tmp_path, """
         from helpers import experiments as E
         p = E.glue.Params.resolve("paper", alphas=(-0.5,), seeds=1, epochs=1, train_examples=16, eval_examples=16,
-                                  batch_size=8, max_length=32, spectra_examples=8, precision="fp32", device="cpu")
+                                  batch_size=8, max_length=32, spectra_examples=8, precision="fp32", device="cpu",
+                                  expdecay_readings=("all",))
         res = E.glue.run(p)
         out["keys"] = sorted(res.to_json())
         """)
