@@ -28,7 +28,7 @@ def _book_or_skip():
     folder = REPO_ROOT / "results" / "qk" / "book"
     names = [qk.run_name(p, s) for s in range(p.seed, p.seed + p.seeds)]
     names += [qk.run_name(p.with_(centre=True), s) for s in range(p.seed, p.seed + p.seeds)]
-    names += [qk.end_state_name(m) for m in p.end_state if m != "byte-MLM"]
+    names += [qk.end_state_name(m) for m in p.end_state]
     if not all((folder / f"{n}.json").is_file() for n in names):
         pytest.skip("book runs not all committed")
     r = qk.run(p)
@@ -290,22 +290,24 @@ def test_book_examples_and_seeds(book):
 # --- the end state of real pretraining (issue 29) ---------------------------------------------------
 
 def test_book_end_state_finding(book):
-    """Four real models that learned (the byte-level MLM's checkpoint is not on this machine and is not
-    trained for this): 502 heads, 24 % [21 %, 27 %] aligned against 0.1 % by chance and 0.2 % in the untrained
-    twins: beyond chance, far short of 'almost all' (direction only)."""
-    assert list(book.end_state) == ["AntiBERTy", "rxnmapper-ALBERT", "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct"]
-    assert list(book.end_state_missing) == ["byte-MLM"] and "not trained here" in book.end_state_missing["byte-MLM"]
+    """Five real models that learned (the byte-level MLM's end state read from its committed record): 518 heads,
+    25 % [22 %, 28 %] aligned against 0.1 % by chance and under 1 % in the untrained twins: beyond chance, far
+    short of 'almost all' (direction only)."""
+    assert list(book.end_state) == ["AntiBERTy", "rxnmapper-ALBERT", "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct",
+                                    "byte-MLM"]
+    assert not book.end_state_missing
     f = by_key(book)["qk-end-state"]
     assert f.verdict == "direction only"
-    assert f.effect.estimate == pytest.approx(0.24, abs=0.01) and f.effect.low > 0.2 and f.effect.high < 0.3
+    assert f.effect.estimate == pytest.approx(0.25, abs=0.01) and f.effect.low > 0.2 and f.effect.high < 0.3
     assert f.reference == pytest.approx(0.001, abs=0.0005)
     assert book.end_state_aligned("twin").estimate < 0.01
-    assert book.end_state_summary()["n_heads"] == 502
+    assert book.end_state_summary()["n_heads"] == 502 + 16
 
 
 def test_book_end_state_reading(book):
     """What the end-state section says: every model's mean |cos| above its twin's and above chance; SmolLM2 the
-    fewest aligned heads, MiniLM the most; ALBERT and MiniLM opposite-direction only, in middle layers;
+    fewest aligned heads, MiniLM the most; ALBERT, MiniLM and the byte-level MLM opposite-direction only, ALBERT
+    and MiniLM in middle layers;
     AntiBERTy mostly common, mostly in layer 0; SmolLM2 split; the rotary model measured after the rotation has
     a larger mean |cos| than before it."""
     rows = {r["model"]: r for r in book.end_state_rows()}
@@ -315,8 +317,9 @@ def test_book_end_state_reading(book):
     assert min(share, key=share.get) == "SmolLM2-135M-Instruct" and max(share, key=share.get) == "all-MiniLM-L6-v2"
     assert max(share.values()) < qk.ALMOST_ALL
     s = book.end_state_summary()
-    for m in ("rxnmapper-ALBERT", "all-MiniLM-L6-v2"):
+    for m in ("rxnmapper-ALBERT", "all-MiniLM-L6-v2", "byte-MLM"):
         assert rows[m]["trained"]["common"] == 0 and rows[m]["trained"]["opposite"] > 0
+    for m in ("rxnmapper-ALBERT", "all-MiniLM-L6-v2"):
         assert 0 < s[m]["best_layer"] < rows[m]["layers"] - 1
     anti = rows["AntiBERTy"]["trained"]
     assert anti["common"] > anti["opposite"] and s["AntiBERTy"]["best_layer"] == 0
@@ -329,15 +332,18 @@ def test_book_end_state_score_reading(book):
     """The shares of the score: the BERT-family twins' means already carry part of the score and a large part
     of what the softmax sees, SmolLM2's twin almost none; pretraining makes the mean score most of SmolLM2's
     scores and a large part of MiniLM's; AntiBERTy's and ALBERT's mean query matters less to the softmax than
-    their twins'."""
+    their twins', the byte-level MLM's more (and its mean score a larger share)."""
     rows = {r["model"]: r for r in book.end_state_rows()}
-    for m in ("AntiBERTy", "rxnmapper-ALBERT", "all-MiniLM-L6-v2"):
+    for m in ("AntiBERTy", "rxnmapper-ALBERT", "all-MiniLM-L6-v2", "byte-MLM"):
         assert rows[m]["twin"]["mean_share"] > 0.05 and rows[m]["twin"]["drift_share"] > 0.3
     smol = rows["SmolLM2-135M-Instruct"]
     assert smol["twin"]["mean_share"] < 0.01 and smol["twin"]["drift_share"] < 0.05
     assert smol["trained"]["mean_share"] > 0.5 and rows["all-MiniLM-L6-v2"]["trained"]["mean_share"] > 0.3
     for m in ("AntiBERTy", "rxnmapper-ALBERT"):
         assert rows[m]["trained"]["drift_share"] < rows[m]["twin"]["drift_share"]
+    byte = rows["byte-MLM"]
+    assert byte["trained"]["drift_share"] > byte["twin"]["drift_share"]
+    assert byte["trained"]["mean_share"] > byte["twin"]["mean_share"]
 
 
 def test_planted_end_state_alignment_changes_the_verdict(book):

@@ -76,7 +76,7 @@ class Params(ChapterParams):
     zeroed_twins: bool = True        # a second twin with the token-type embedding zeroed (TOKEN_TYPE models)
     shape_models: tuple[str, ...] = SHAPE_MODELS
     shape_share: float = 0.25        # share of each data budget the spectrum runs use (tokens subsampled)
-    shape_trained_byte_mlm: bool = False   # measure the trained byte-level MLM's spectrum (retrains it, ~20 min)
+    shape_trained_byte_mlm: bool = False   # the trained byte-level MLM's spectrum (needs its checkpoint: ~20 min)
 
     CHAPTER: ClassVar[str] = "anisotropy"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -84,7 +84,8 @@ class Params(ChapterParams):
                            "vision:EfficientNet-Lite0"), text_tokens=3000, chains=24, reactions=40, images=8,
                    n_pairs=4000, gaussian_samples=20_000, shape_share=0.5,
                    shape_models=("text:all-MiniLM-L6-v2", "chem:rxnmapper-ALBERT")),
-        "book": dict(),
+        # the trained byte MLM's spectrum is committed (results/anisotropy/book/shape-bytes-byte-MLM-pretrained.json)
+        "book": dict(shape_trained_byte_mlm=True),
         "paper": dict(models=PAPER_ANISOTROPY_MODELS, text_tokens=217_000, decoder_tokens=217_000, images=5000,
                       n_pairs=100_000, cnn_vectors="map"),
     }
