@@ -400,7 +400,8 @@ class Result(results.Result):
         """What one finding's runs are: model, data, budget, seeds."""
         return (f"{variants} ViTs of depth {depth} ({block}, width {self.d_model}), CIFAR-10 "
                 f"({self.train_images:,} training images, AutoAugment), {self.steps:,} optimiser steps of batch "
-                f"{self.batch_size}, {len(self.seeds)} seeds (seed-paired final training loss)")
+                f"{self.batch_size}, {len(self.seeds)} seed{'s' if len(self.seeds) > 1 else ''} (seed-paired final "
+                f"training loss)")
 
     @property
     def paper_steps(self) -> int:
@@ -481,8 +482,8 @@ class Result(results.Result):
                 claim="(This chapter's reading of its block ablation, not a claim of the paper.) The FFN's initial "
                       "scale decides how far the de-escalated post-norm ViT ends below pre-norm: the larger the "
                       "FFN's initial variance, the smaller its lead.",
-                measured=self._measured(da, f"Algorithm 1's blocks, PyTorch's FFN initialisation with its variance "
-                                            f"times {factors}", "de-escalated and pre-norm"),
+                measured=self._measured(da, f"Algorithm 1's blocks, PyTorch's FFN initialisation, its variance "
+                                            f"{factors}", "de-escalated and pre-norm"),
                 quantity=f"change of the de-escalated − pre-norm final training loss per doubling of the FFN's "
                          f"initial variance at depth {da} (per-seed least-squares slope over "
                          f"{', '.join(f'×{f:g}' for f in scales) or 'the scales run'}; nats)",
