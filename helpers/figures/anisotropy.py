@@ -31,11 +31,7 @@ def _twin(res: Result, m: dict) -> dict | None:
     return res.twin(m)
 
 
-def _scroll(styler):
-    """A table in a box that scrolls sideways instead of running off the page."""
-    from IPython.display import HTML
-
-    return HTML(f'<div style="overflow-x:auto;max-width:100%">{styler.to_html()}</div>')
+_scroll = common.scroll
 
 
 def fig_layers(res: Result) -> plt.Figure:

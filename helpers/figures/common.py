@@ -91,6 +91,14 @@ def table(df: pd.DataFrame, digits: int = 3, index: bool = False):
     return sty if index else sty.hide(axis="index")
 
 
+def scroll(styler):
+    """A styled table in a box that scrolls sideways on a narrow page instead of running off it (its key
+    columns come first)."""
+    from IPython.display import HTML
+
+    return HTML(f'<div style="overflow-x:auto;max-width:100%">{styler.to_html()}</div>')
+
+
 def _np(a) -> np.ndarray:
     return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
 

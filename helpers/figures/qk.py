@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import MaxNLocator
 
 from ..core.stats import Interval, moving_average
 from ..experiments.qk import ALMOST_ALL, TARGET_BELOW_UNIGRAM, Result
@@ -382,6 +383,7 @@ def end_state_figure(res: Result) -> plt.Figure:
         ax.axhline(row["chance"], color="grey", ls=":", lw=1, label=f"chance at this $d_k$ ({row['d_k']})")
         ax.axhline(res.threshold, color="grey", lw=0.5)
         ax.set_ylim(0, 1.02)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("layer" + (" (query and key after the rotary embedding)" if row["rotary"] else ""))
         ax.set_ylabel(r"$|\cos(\bar Q, \bar K)|$")
         ax.set_title(name, fontsize=10)
@@ -397,13 +399,12 @@ def end_state_table(res: Result):
     """Per model (`Result.end_state_rows`): heads, aligned heads pretrained / twin, mean |cos(Q̄, K̄)| pretrained
     (bootstrap over heads) and twin, the chance level."""
     df = pd.DataFrame([{"model": r["model"], "layers × heads": f"{r['layers']} × {r['heads']}",
-                        f"aligned (|cos| ≥ {res.threshold}), pretrained / twin":
-                            f"{r['trained']['aligned']} / {r['twin']['aligned']}",
+                        "aligned, pretrained / twin": f"{r['trained']['aligned']} / {r['twin']['aligned']}",
                         "opposite / common": f"{r['trained']['opposite']} / {r['trained']['common']}",
                         "mean |cos|, pretrained": r["trained"]["abs_cos"].text(2, signed=False),
                         "twin": f"{r['twin']['abs_cos'].estimate:.2f}", "chance": f"{r['chance']:.2f}"}
                        for r in res.end_state_rows()])
-    return common.table(df)
+    return common.scroll(common.table(df).set_caption(f"A head is aligned when |cos(Q̄, K̄)| ≥ {res.threshold}"))
 
 
 def end_state_score_table(res: Result):
@@ -416,7 +417,7 @@ def end_state_score_table(res: Result):
                         "Q̄'s share of what the softmax sees":
                             f"{r['trained']['drift_share']:.2f} / {r['twin']['drift_share']:.2f}"}
                        for r in res.end_state_rows()])
-    return common.table(df)
+    return common.scroll(common.table(df))
 
 
 # --- the page ----------------------------------------------------------------------------------------
