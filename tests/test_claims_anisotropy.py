@@ -178,7 +178,9 @@ def test_findings_on_the_committed_book_runs():
     rows = {row["model"]: row for row in r.shape_rows()}
     assert r.makeup_counts()["no stable drift"] == 1 and rows["all-MiniLM-L6-v2"]["no stable drift"] == 1
     assert all(row["rms10_ratio"] > 1 for row in rows.values() if "rms10_ratio" in row)   # top 10 removed: not noise
-    assert rows["all-MiniLM-L6-v2"]["pr_max"] < rows["all-MiniLM-L6-v2"]["twin_pr_min"]    # narrower than its twin
+    for name in ("all-MiniLM-L6-v2", "byte-MLM"):                                          # narrower than its twin
+        assert rows[name]["pr_max"] < rows[name]["twin_pr_min"], name
+    assert rows["byte-MLM"]["no stable drift"] == 0 and rows["byte-MLM"]["layers"] == 5   # a stable drift in all
     for name in ("AntiBERTy", "whisper-tiny.en"):                                          # broader than their twins
         assert rows[name]["pr_min"] > rows[name]["twin_pr_max"], name
     smol = r.shape("SmolLM2-135M-Instruct")
