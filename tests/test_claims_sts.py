@@ -188,8 +188,6 @@ def test_book_readings(book):
     bert = book.flips("book-mlm-bert")
     assert (bert["max"] > 0.95 * bert["rank"]).all()             # σ/σ_max flips nearly every direction, and gains
     assert book.lsds_count(m, "normalised") == 7 and book.lsds_count(m, "eq. 6") == 0
-    n = {t: v["n"] for t, v in book.glue_cdf.items()}
-    assert n == {"QNLI": 1000, "RTE": 554}                                         # RTE dev has 277 pairs
 
 
 # --- claims on the ci run ----------------------------------------------------------------------------
@@ -285,3 +283,35 @@ def test_paper_table4_sts14_ev1_is_the_transposed_cell(res):
     others = [res.paper_table4_value(d, "EV1", "BERT+SoftDecay") for d in res.datasets if d != "STS14"]
     assert odd > 0.5 and max(others) < 0.05
     assert res.paper_table4_value("STS14", "EV1", "ALBERT") < 0.05
+
+
+def _maps_are_the_scored_sets(r):
+    """Every map's measures are the Table 4 and LSDS numbers of its set as scored (the same transform)."""
+    m = r.runs[r.models[0]]
+    assert set(r.maps["sets"]) == set(r.datasets)
+    for d, panels in r.maps["sets"].items():
+        for method, (t4, lsds) in sts.MAP_METHODS.items():
+            for k in ("EV1", "RBF_dis", "TokenUni"):
+                assert panels[method][k] == pytest.approx(m["table4"][d][t4][k], rel=1e-5, abs=1e-7), (d, method, k)
+            assert panels[method]["LSDS"] == pytest.approx(m["lsds"][d][f"{lsds} (normalised)"], rel=1e-5), (d, method)
+            assert panels[method]["pairs"] == m["pairs"][d] and panels[method]["n"] == min(
+                m["pairs"][d], sts.Params.resolve(r.scale).tsne_pairs)
+
+
+def test_the_maps_show_the_sets_as_scored(res):
+    """The data and the drawn figure: Fig. 4's panel titles print STS15's Table 4 EV₁ and TokenUni."""
+    import matplotlib.pyplot as plt
+
+    from helpers import figures
+
+    _maps_are_the_scored_sets(res)
+    fig = figures.sts.tsne_figure(res)
+    t4 = res.runs[res.models[0]]["table4"]["STS15"]
+    titles = [ax.get_title() for ax in fig.axes[:3]]
+    for title, (t4_name, _lsds) in zip(titles, sts.MAP_METHODS.values(), strict=True):
+        assert f"EV₁ {t4[t4_name]['EV1']:.3f}" in title and f"TokenUni {t4[t4_name]['TokenUni']:.3f}" in title
+    plt.close(fig)
+
+
+def test_the_book_maps_show_the_sets_as_scored(book):
+    _maps_are_the_scored_sets(book)

@@ -142,3 +142,27 @@ def test_result_round_trips_through_json():
                      from_cache={"m": False}, averages={"m": {"pooled": {"vanilla": float("nan")}}}, lsds_wins={"m": 0})
     back = sts.Result.from_json(res.to_json())
     assert back.runs == res.runs and back.averages["m"]["pooled"]["vanilla"] is None
+
+
+def test_maps_fit_the_transforms_on_the_whole_set_and_show_a_sample():
+    """Figs. 4 and 7: the transforms are fitted on every pair of the set (the set as scored), a sample of the
+    pairs is mapped, and the measures are those of the whole transformed set — not of the sample refitted."""
+    p = sts.Params.resolve("ci", lsds_points=10 ** 6)
+    g = torch.Generator().manual_seed(3)
+    spike = torch.randn(24, generator=g)
+    p1 = torch.randn(80, 24, generator=g) + 3.0 * torch.randn(80, 1, generator=g) * spike
+    p2 = p1 + 0.3 * torch.randn(80, 24, generator=g)
+    panels = sts.map_panels(p1, p2, 20, p)
+    assert list(panels) == list(sts.MAP_METHODS)
+    for method, panel in panels.items():
+        a, b = C.apply_method(method, p1, p2, p.alpha, p.tau)
+        E = torch.cat([a, b])
+        assert panel["n"] == 20 and panel["pairs"] == 80 and np.asarray(panel["xy"]).shape == (40, 2)
+        for k, v in C.uniformity_metrics(E).items():
+            assert panel[k] == pytest.approx(v, rel=1e-9), (method, k)
+        assert panel["LSDS"] == pytest.approx(C.lsds_score(torch.cat([p1, p2]), E, 12, 10 ** 6, p.seed))
+    # the sample refitted on its own is another transform, with other measures
+    idx = sts._subsample_idx(80, 20, p.seed)
+    a, b = C.apply_method("SoftDecay (sentence)", p1[idx], p2[idx], p.alpha)
+    refitted = C.uniformity_metrics(torch.cat([a, b]))["EV1"]
+    assert refitted != pytest.approx(panels["SoftDecay (sentence)"]["EV1"], rel=1e-2)

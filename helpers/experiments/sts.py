@@ -24,7 +24,7 @@ from ..core.findings import Finding
 from ..core.softdecay import softdecay_transform
 from ..core.stats import Interval, t_interval
 from ..core.sts import FLIP_FREE, METHODS, PROTOCOLS, apply_method, lsds_score, pool, uniformity_metrics
-from ..data import load_glue, load_sts
+from ..data import load_sts
 from ..hf import models as hm
 from ..hf.models import ModelUnavailable, quiet_loading
 from ..hf.sts import SoftDecayEncoder, encode
@@ -59,13 +59,14 @@ class Params(ChapterParams):
     extra_models: tuple[str, ...] = ("SmolLM2-135M-Instruct",)
     extra_max_pairs: int = 400
     extra_pooling: Literal["first_last", "first_last_l1", "last", "cls"] = "last"
-    cdf_pairs: int = 500             # GLUE dev pairs per task for Fig. 8 (QNLI vs RTE)
+    cdf_pairs: int = 500             # not read (Fig. 8 is the GLUE chapter's, from its fine-tuned baselines)
     # the readings (`readings`): every encoder under each pooling, from one encoding
     paper_pooling: Literal["first_last", "first_last_l1", "last", "cls"] = "first_last_l1"
     poolings: tuple[Literal["first_last", "first_last_l1", "last"], ...] = ("first_last_l1", "first_last")
     reading_pairs: int = 0           # pairs per set of the main models' re-reading (0: as max_pairs)
     reread_extras: tuple[str, ...] = ("book-mlm-bert",)   # extra models re-read (SmolLM2: see the chapter)
     draws: int = 1                   # subsample draws of an encoder scored on a subsample (seeds seed, seed+1, ...)
+    extra_draws: int = 1             # subsample draws of each re-read extra encoder (`reread_extras`)
     plant_directions: int = 5        # random directions of the planted experiment
 
     CHAPTER: ClassVar[str] = "sts"
@@ -89,7 +90,8 @@ class Params(ChapterParams):
         bootstrap=(lambda v: v >= 20, "needs >= 20 draws"),
         plant_sizes=(lambda v: len(v) > 0 and all(x >= 0 for x in v), "sizes must be >= 0"),
         extra_max_pairs=positive, cdf_pairs=(lambda v: v >= 10, "needs >= 10 pairs"),
-        poolings=(lambda v: len(v) > 0, "needs at least one pooling"), draws=positive, reading_pairs=nonneg,
+        poolings=(lambda v: len(v) > 0, "needs at least one pooling"), draws=positive, extra_draws=positive,
+        reading_pairs=nonneg,
         plant_directions=(lambda v: v >= 2, "needs >= 2 directions (an interval across them)"),
     )
 
@@ -117,10 +119,11 @@ def reading_bootstrap(p: Params) -> int:
 #: variants (token-level SoftDecay is in the main runs)
 READING_METHODS = ("vanilla", "whitening", "whitening-256", "de-escalation", "SoftDecay (sentence)", *FLIP_FREE)
 #: the Params fields only the readings use (dropped from the other runs' cache keys)
-_READING_FIELDS = ("paper_pooling", "poolings", "draws", "plant_directions", "reading_pairs", "reread_extras")
+_READING_FIELDS = ("paper_pooling", "poolings", "draws", "extra_draws", "plant_directions", "reading_pairs",
+                   "reread_extras")
 #: the Params fields the readings do not use
 _NOT_READINGS = ("models", "extra_models", "extra_pooling", "extra_max_pairs", "max_pairs", "pooling", "tsne_pairs",
-                 "alphas", "cdf_pairs", "draws", "reading_pairs", "reread_extras")
+                 "alphas", "cdf_pairs", "draws", "extra_draws", "reading_pairs", "reread_extras")
 #: how each pooling is named in tables: the authors' two readings and the mechanism test's
 POOLING_LABEL = {"first_last_l1": "layers 1 + L", "first_last": "embeddings + layer L", "last": "layer L",
                  "cls": "[CLS]"}
@@ -147,8 +150,9 @@ class Result(results.Result):
     / whitening / SoftDecay), `control` (the same metrics of shuffled and Gaussian sets before and
     after SoftDecay), `lsds` (normalised and eq.-6 weights, identity beside), `flips` (sign-flipped
     directions), `planted` (scores under planted anisotropy), `pairs`, `subsets`; `cdf` (per-layer
-    singular values, STS-B), `tsne` (per set). `extras` holds the anisotropic encoders' runs (same
-    layout, fewer pairs), `glue_cdf` Fig. 8's spectra. `averages[model][protocol][method]` is the
+    singular values, STS-B). `maps` (`maps`) holds the t-SNE maps of the first model's sets, each drawn from
+    the set as scored, with that set's measures. `extras` holds the anisotropic encoders' runs (same
+    layout, fewer pairs). `averages[model][protocol][method]` is the
     Table 1 mean over the sets."""
 
     models: list[str]
@@ -163,7 +167,6 @@ class Result(results.Result):
     plant_sizes: list[float] = field(default_factory=list)
     extras: dict[str, dict] = field(default_factory=dict)
     extra_pooling: str = "last"
-    glue_cdf: dict = field(default_factory=dict)
     paper_table1: list[dict] = field(default_factory=list)
     paper_table4: list[dict] = field(default_factory=list)
     encoder_demo: dict = field(default_factory=dict)
@@ -176,6 +179,7 @@ class Result(results.Result):
     poolings: list[str] = field(default_factory=list)
     plant_directions: int = 0
     reading_pairs: int = 0
+    maps: dict = field(default_factory=dict)
 
     # --- reading the runs -------------------------------------------------------------------------
 
@@ -274,15 +278,6 @@ class Result(results.Result):
         keep = [i for i, d in enumerate(self.datasets) if d != dataset]
         diff = self.set_scores(model, method) - self.set_scores(model, "vanilla")
         return float(np.mean(diff[keep]))
-
-    def glue_medians(self) -> dict[str, float]:
-        """Median normalised singular value of the last layer per GLUE task (Fig. 8's summary)."""
-        out = {}
-        for t, v in self.glue_cdf.items():
-            if "layers" in v:
-                s = np.asarray(v["layers"][-1])
-                out[t] = float(np.median(s / s.max()))
-        return out
 
     # --- the readings: every encoder under each pooling, from one encoding ------------------------
 
@@ -693,22 +688,52 @@ def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> di
     return out
 
 
-def _tsne_panels(p1: Tensor, p2: Tensor, alpha: float, seed: int) -> dict:
-    """t-SNE maps (Figs. 4, 7) of paired embeddings for vanilla, whitening and SoftDecay, with the
-    four metrics of each transformed set."""
+#: the transforms the t-SNE maps (Figs. 4, 7) show, and the name each has in Table 4 and the LSDS runs
+MAP_METHODS = {"vanilla": ("vanilla", "identity"), "whitening": ("whitening", "whitening"),
+               "SoftDecay (sentence)": ("SoftDecay", "SoftDecay")}
+
+
+def map_panels(p1: Tensor, p2: Tensor, k: int, p: Params) -> dict:
+    """The t-SNE maps (Figs. 4, 7) of one set as it is scored: whitening and SoftDecay fitted on every pair
+    of the set (each sentence side on its own, as scored), then a random sample of `k` pairs mapped (t-SNE
+    of the sample's rows of the transformed set). Per method: the map (`xy`, first `n` rows the first
+    sentences), `n`, the set's `pairs`, and the measures of the whole transformed set — Table 4's EV₁,
+    RBF_dis, TokenUni (`core.sts.uniformity_metrics`) and LSDS with normalised weights on `lsds_points`
+    points — which are the numbers Table 4 and the LSDS figure give for that set."""
     from sklearn.manifold import TSNE
 
-    k = p1.shape[0]
-    panels = {}
+    n = p1.shape[0]
+    idx = torch.tensor(_subsample_idx(n, k, p.seed))
+    m = len(idx)
     base = torch.cat([p1, p2])
-    for method in ("vanilla", "whitening", "SoftDecay (sentence)"):
-        a, b = apply_method(method, p1, p2, alpha)
+    panels = {}
+    for method in MAP_METHODS:
+        a, b = apply_method(method, p1, p2, p.alpha, p.tau)
         E = torch.cat([a, b])
-        xy = TSNE(n_components=2, perplexity=min(30, max(5, k // 4)), init="pca", random_state=seed).fit_transform(
-            E.double().numpy())
-        panels[method] = {"xy": np.round(xy, 2).tolist(), "n": k, **uniformity_metrics(E),
-                          "LSDS": lsds_score(base, E, min(12, 2 * k - 1), 10 ** 9, seed)}
+        xy = TSNE(n_components=2, perplexity=min(30, max(5, m // 4)), init="pca", random_state=p.seed).fit_transform(
+            torch.cat([a[idx], b[idx]]).double().numpy())
+        panels[method] = {"xy": np.round(xy, 2).tolist(), "n": m, "pairs": n, **uniformity_metrics(E),
+                          "LSDS": lsds_score(base, E, 12, p.lsds_points, p.seed, normalise=True)}
     return panels
+
+
+#: the Params fields the maps use (the rest are dropped from their cache key)
+_MAP_FIELDS = ("seed", "datasets", "source", "pooling", "alpha", "tau", "max_pairs", "max_length", "batch_size",
+               "lsds_points", "tsne_pairs")
+
+
+def maps(loaded, p: Params) -> dict:
+    """`map_panels` of every set of `p.datasets`, each the set as `run_model` scores it (its `max_pairs`
+    subsample, `p.pooling`), with `tsne_pairs` pairs mapped; `cpu_s` the process CPU seconds it took."""
+    t0 = time.process_time()
+    out: dict = {"sets": {}}
+    for name in p.datasets:
+        ds = _subsample(load_sts(name, p.source), p.max_pairs, p.seed)
+        e1 = encode(loaded, ds.sentence1, p.max_length, p.batch_size, None, desc=f"{name} s1")
+        e2 = encode(loaded, ds.sentence2, p.max_length, p.batch_size, None, desc=f"{name} s2")
+        out["sets"][name] = map_panels(pool(e1, p.pooling), pool(e2, p.pooling), p.tsne_pairs, p)
+    out["cpu_s"] = time.process_time() - t0
+    return out
 
 
 def _control(both: Tensor, alpha: float, seed: int) -> dict:
@@ -766,9 +791,10 @@ def _planted(p1: Tensor, p2: Tensor, ds, p: Params) -> dict:
 
 def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False) -> dict:
     """Everything the chapter shows for one model, as plain numbers (cached and committed at `book`
-    scale). `light` (the anisotropic encoders) skips LSDS, the control, t-SNE and the planted runs."""
+    scale). `light` (the anisotropic encoders) skips LSDS, the control and the planted runs; the t-SNE maps
+    are `maps`, cached apart (a committed run may still hold the maps it once drew, unread)."""
     out: dict = {k: {} for k in ("scores", "ci", "alpha_sweep", "table4", "lsds", "control", "flips", "planted",
-                                 "pairs", "subsets", "tsne")}
+                                 "pairs", "subsets")}
     out["scores"] = {prot: {} for prot in PROTOCOLS}
     out["ci"] = {prot: {} for prot in PROTOCOLS}
     alpha, seed = p.alpha, p.seed
@@ -828,8 +854,6 @@ def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False
                              (("identity", both), ("whitening", white), ("SoftDecay", soft))}
         out["control"][name] = _control(both, alpha, seed)
         out["planted"][name] = _planted(p1, p2, ds, p)
-        k = min(p.tsne_pairs, len(ds))
-        out["tsne"][name] = _tsne_panels(p1[:k], p2[:k], alpha, seed)
     sd = np.mean(refit["SoftDecay (sentence)"], 0)
     out["refit"] = {w: [float(np.mean([out["scores"]["subset-mean"][d]["SoftDecay (sentence)"]
                                        - out["scores"]["subset-mean"][d][w] for d in p.datasets])),
@@ -850,24 +874,6 @@ def averages(run: dict, datasets: list[str], protocol: str = "subset-mean") -> d
     return out
 
 
-def glue_cdf(loaded, p: Params) -> dict:
-    """Fig. 8 without training: the singular values of each layer's sentence-embedding matrix of the
-    vanilla model on QNLI and RTE dev (first `cdf_pairs` pairs, both sentences mean-pooled)."""
-    out = {}
-    for task in ("QNLI", "RTE"):
-        try:
-            ds = load_glue(task, "validation")
-        except Exception as err:  # noqa: BLE001 — a missing task is shown, not fatal
-            out[task] = {"error": f"{type(err).__name__}: {err}"}
-            continue
-        n = min(p.cdf_pairs, len(ds.labels))
-        texts = list(ds.sentence1[:n]) + list(ds.sentence2[:n])
-        e = encode(loaded, texts, p.max_length, p.batch_size, None, desc=task)
-        out[task] = {"n": len(texts), "layers": [torch.linalg.svdvals(e.layer_means[:, i].double()).tolist()
-                                                 for i in range(e.layer_means.shape[1])]}
-    return out
-
-
 def encoder_demo(loaded, alpha: float) -> dict:
     """Cosine similarities of three sentences under `SoftDecayEncoder(mode="token")`."""
     emb = SoftDecayEncoder(loaded, alpha=alpha, mode="token").encode(list(DEMO_SENTENCES.values()))
@@ -879,10 +885,16 @@ _EXTRA_FIELDS = ("extra_models", "extra_max_pairs", "extra_pooling")
 
 
 
+def reading_draws(p: Params, name: str, max_pairs: int) -> int:
+    """How many subsample draws `name` is read on: 1 on every pair, else `p.draws` (a main model) or
+    `p.extra_draws` (a re-read extra encoder)."""
+    return 1 if not max_pairs else p.draws if name in p.models else p.extra_draws
+
+
 def readings_cached(p: Params, name: str, max_pairs: int, compute) -> tuple[dict, bool]:
-    """`readings` of encoder `name` through the results cache (`sts-readings-<name>`): draws = `p.draws` on a
-    subsample, 1 on every pair; the planted experiment on the first model only."""
-    draws, planted = (p.draws if max_pairs else 1), name == p.models[0]
+    """`readings` of encoder `name` through the results cache (`sts-readings-<name>`) on `reading_draws`
+    draws; the planted experiment on the first model only."""
+    draws, planted = reading_draws(p, name, max_pairs), name == p.models[0]
     return results.cached(p, f"sts-readings-{name.replace('/', '_')}", compute, drop=_NOT_READINGS, model=name,
                           max_pairs=max_pairs, draws=draws, planted=planted)
 
@@ -890,7 +902,7 @@ def readings_cached(p: Params, name: str, max_pairs: int, compute) -> tuple[dict
 def run(p: Params) -> Result:
     """Every model of `p`, each through the committed-results cache (key: the Params with `models`
     replaced by the run's `model`), the anisotropic `extra_models` (fewer pairs, `extra_pooling`),
-    then the paper's tables, Fig. 8's spectra and the encoder demo."""
+    then the paper's tables, the t-SNE maps and the encoder demo."""
     seed_everything(p.seed)
     device = choose_device(p.device)
     runs, from_cache, loaded, extras = {}, {}, {}, {}
@@ -918,7 +930,7 @@ def run(p: Params) -> Result:
                       *_READING_FIELDS), model=name)
         for name, mp in ([(m, p.reading_pairs or p.max_pairs) for m in p.models]
                          + [(m, p.extra_max_pairs) for m in p.extra_models if m in p.reread_extras]):
-            nd, planted = (p.draws if mp else 1), name == p.models[0]
+            nd, planted = reading_draws(p, name, mp), name == p.models[0]
             try:
                 read[name], from_cache[f"readings {name}"] = readings_cached(
                     p, name, mp, lambda n=name, m=mp, k=nd, pl=planted: compute_readings(n, m, k, pl))
@@ -928,9 +940,9 @@ def run(p: Params) -> Result:
                 unavailable[name] = str(err)
         first = p.models[0]
         model = loaded.get(first) or hm.load(first, device=device)
-        glue, _ = results.cached(p, "sts-glue-cdf", lambda: glue_cdf(model, p),
-                                 drop=tuple(f for f in p.cache_key() if f not in ("seed", "cdf_pairs", "max_length")),
-                                 model=first)
+        drawn, from_cache["maps"] = results.cached(
+            p, f"sts-maps-{first.replace('/', '_')}", lambda: maps(model, p),
+            drop=tuple(f for f in p.cache_key() if f not in _MAP_FIELDS), model=first)
         demo = encoder_demo(model, p.alpha)
     avgs = {m: {prot: averages(r, list(p.datasets), prot) for prot in PROTOCOLS} for m, r in {**runs, **extras}.items()}
     wins = {m: int(sum(v["SoftDecay (normalised)"] < v["whitening (normalised)"] for v in runs[m]["lsds"].values()))
@@ -939,8 +951,8 @@ def run(p: Params) -> Result:
     paper4 = pd.read_csv(REPO_ROOT / "data" / "yan_2022_table4.csv").to_dict("records")
     return Result(models=list(p.models), datasets=list(p.datasets), pooling=p.pooling, alpha=p.alpha, scale=p.scale,
                   runs=runs, from_cache=from_cache, averages=avgs, lsds_wins=wins, plant_sizes=list(p.plant_sizes),
-                  extras=extras, extra_pooling=p.extra_pooling, glue_cdf=glue, paper_table1=paper1,
+                  extras=extras, extra_pooling=p.extra_pooling, paper_table1=paper1,
                   paper_table4=paper4, encoder_demo=demo, bootstrap=p.bootstrap, max_pairs=p.max_pairs,
                   extra_max_pairs=p.extra_max_pairs, readings=read, unavailable=unavailable,
                   paper_pooling=p.paper_pooling, poolings=list(p.poolings), plant_directions=p.plant_directions,
-                  reading_pairs=p.reading_pairs or p.max_pairs)
+                  reading_pairs=p.reading_pairs or p.max_pairs, maps=drawn)

@@ -336,8 +336,9 @@ def _tsne_axes(axes, panels: dict, with_titles: bool = True) -> None:
 
 
 def tsne_figure(res: Result) -> plt.Figure:
-    """t-SNE of STS-15 pairs under vanilla, whitening and SoftDecay, with their measures."""
-    panels = res.runs[res.models[0]]["tsne"].get("STS15")
+    """t-SNE of a sample of STS-15 pairs under vanilla, whitening and SoftDecay fitted on the whole set, with
+    the measures of the whole set as scored."""
+    panels = res.maps.get("sets", {}).get("STS15")
     if panels is None:
         return _missing("STS15")
     fig, axes = plt.subplots(1, 3, figsize=(9, 3.6))
@@ -347,8 +348,8 @@ def tsne_figure(res: Result) -> plt.Figure:
 
 
 def tsne_grid(res: Result) -> plt.Figure:
-    """t-SNE of every other set, rows vanilla / whitening / SoftDecay."""
-    tsne = res.runs[res.models[0]]["tsne"]
+    """t-SNE of every other set, rows vanilla / whitening / SoftDecay (as `tsne_figure`)."""
+    tsne = res.maps.get("sets", {})
     sets = [d for d in res.datasets if d != "STS15" and d in tsne]
     if not sets:
         return _missing("a set other than STS15")
@@ -361,19 +362,6 @@ def tsne_grid(res: Result) -> plt.Figure:
             axes[i, j].set_xlabel(f"EV₁ {p['EV1']:.2f}\nLSDS {p['LSDS']:.2f}", fontsize=LEGEND - 1)
             if j == 0:
                 axes[i, j].set_ylabel(method.replace(" (sentence)", ""), fontsize=LEGEND)
-    return fig
-
-
-def glue_cdf_figure(res: Result) -> plt.Figure:
-    """Per-layer singular-value CDFs of the raw model on QNLI and RTE dev (no fine-tuning)."""
-    tasks = [t for t, v in res.glue_cdf.items() if "layers" in v]
-    if not tasks:
-        return _missing("QNLI or RTE")
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.4), sharey=True, squeeze=False)
-    for ax, t in zip(axes[0], tasks, strict=True):
-        layers = res.glue_cdf[t]["layers"]
-        _cdf(ax, [(f"layer {i}", np.asarray(v) / max(v)) for i, v in enumerate(layers)],
-             f"{t} dev, {res.glue_cdf[t]['n']} sentences")
     return fig
 
 
@@ -400,8 +388,6 @@ def publish(res: Result) -> None:
     m = res.models[0]
     flips = res.flips(m)
     bert_flips = res.flips(BOOK_BERT)["raw"] if BOOK_BERT in res.all_runs() else pd.Series([np.nan])
-    medians = res.glue_medians()
-    glue_n = {t: v.get("n", float("nan")) for t, v in res.glue_cdf.items()}
     common.publish({
         # anisotropic encoders
         "sts-extra-pairs": res.extra_max_pairs,
@@ -479,16 +465,13 @@ def publish(res: Result) -> None:
         "sts-flips-sqrtn-min": int(flips["sqrt_n"].min()),
         "sts-flips-max-min": int(flips["max"].min()),
         "sts-rank-min": int(flips["rank"].min()),
-        # the paper's Fig. 8
-        "sts-glue-median-QNLI": medians.get("QNLI", float("nan")),
-        "sts-glue-median-RTE": medians.get("RTE", float("nan")),
-        "sts-glue-n-QNLI": glue_n.get("QNLI", float("nan")),
-        "sts-glue-n-RTE": glue_n.get("RTE", float("nan")),
+        # the t-SNE maps
+        "sts-map-pairs": min((pn["n"] for panels in res.maps.get("sets", {}).values() for pn in panels.values()),
+                             default=float("nan")),
     })
     common.figure("sts-alpha-sweep", alpha_sweep_figure(res))
     common.figure("sts-fig6", lsds_figure(res))
     common.figure("sts-fig3", cdf_figure(res))
     common.figure("sts-fig4", tsne_figure(res))
     common.figure("sts-fig7", tsne_grid(res))
-    common.figure("sts-fig8", glue_cdf_figure(res))
     common.figure("sts-planted", planted_figure(res))
