@@ -101,7 +101,10 @@ def test_findings_on_ci(res):
     from helpers.core.findings import NOT_TESTABLE
 
     fs = {f.key: f for f in res.findings()}
-    assert set(fs) == {"glue-softdecay-rte", "glue-softdecay-mrpc", "glue-flatter-spectrum", "glue-paper-models"}
+    assert set(fs) == {"glue-softdecay-rte", "glue-softdecay-mrpc", "glue-flatter-spectrum", "glue-paper-models",
+                       "glue-expdecay-top5", "glue-expdecay-all"}
+    for key in ("glue-expdecay-top5", "glue-expdecay-all"):        # one ExpDecay seed at ci: no interval
+        assert fs[key].effect.n == 1 and fs[key].verdict == "inconclusive" and fs[key].direction == "below"
     for key in ("glue-softdecay-rte", "glue-softdecay-mrpc"):
         f = fs[key]
         assert f.effect.method == "t" and f.effect.n == len(res.seeds) and f.paper_value > 0
@@ -122,8 +125,24 @@ def test_book_findings(book):
         assert f.verdict == verdict, key
         assert (f.effect.estimate, f.effect.low, f.effect.high) == (
             pytest.approx(est, abs=0.01), pytest.approx(lo, abs=0.01), pytest.approx(hi, abs=0.01)), key
-    assert fs["glue-paper-models"].verdict == "not testable here" and len(fs) == 5
+    assert fs["glue-paper-models"].verdict == "not testable here" and len(fs) == 8
     assert fs["glue-softdecay-rte"].paper_value == pytest.approx(3.25)
+    # ExpDecay per reading, pooled over the tasks on each seed (Table 6: a change not above zero)
+    expected = {"glue-expdecay-top5": ("not detected", -0.45, -3.86, 2.97),
+                "glue-expdecay-all": ("reproduced", -2.84, -5.41, -0.26),
+                "glue-expdecay-squared": ("reproduced", -3.80, -6.15, -1.46)}
+    for key, (verdict, est, lo, hi) in expected.items():
+        f = fs[key]
+        assert f.verdict == verdict and f.effect.n == experiments.glue.Params.resolve("book").expdecay_seeds, key
+        assert (f.effect.estimate, f.effect.low, f.effect.high) == (
+            pytest.approx(est, abs=0.01), pytest.approx(lo, abs=0.01), pytest.approx(hi, abs=0.01)), key
+        # the paper's Table 6 − Table 2 for BERT-base over RTE, MRPC (accuracy) and CoLA: (0 − 0.75 − 0.20) / 3
+        assert f.paper_value == pytest.approx((0.0 - 0.75 - 0.20) / 3)
+    label = "expdecay (all)"
+    per_seed = [np.mean([book.run_for(t, label, s)["history"]["final"][experiments.glue.primary_metric(t)]
+                         - book.run_for(t, "baseline", s)["history"]["final"][experiments.glue.primary_metric(t)]
+                         for t in book.tasks]) for s in book.seeds if book.run_for("RTE", label, s)]
+    assert fs["glue-expdecay-all"].effect.estimate == pytest.approx(np.mean(per_seed))
 
 
 def test_planted_effect_changes_the_verdict(book):
@@ -140,6 +159,22 @@ def test_planted_effect_changes_the_verdict(book):
         assert fs["glue-softdecay-rte"].verdict == verdict
         assert fs["glue-softdecay-rte"].effect.estimate == pytest.approx(1.95 + shift, abs=0.01)
         assert fs["glue-softdecay-mrpc"].verdict == "not detected"
+
+
+def test_a_planted_expdecay_gain_changes_its_verdict(book):
+    """Raise ExpDecay (top-5)'s scores by 8 points on every task and seed: its finding turns contradicted (a
+    gain, against "no substantial improvement"); lower them by 8: reproduced; the other readings do not move."""
+    import copy
+
+    before = {f.key: f.verdict for f in book.findings()}
+    for shift, verdict in ((8.0, "contradicted"), (-8.0, "reproduced")):
+        r = copy.deepcopy(book)
+        for run in r.runs:
+            if run["variant"] == "expdecay (top-5)" and run["stage"] == "comparison":
+                run["history"]["final"][experiments.glue.primary_metric(run["task"])] += shift
+        fs = {f.key: f for f in r.findings()}
+        assert fs["glue-expdecay-top5"].verdict == verdict
+        assert fs["glue-expdecay-all"].verdict == before["glue-expdecay-all"]
 
 
 def test_book_prose_on_the_committed_grid(book):
@@ -235,3 +270,37 @@ def test_expdecay_widths_survive_the_json_round_trip(res):
     lo, hi = res.expdecay_widths("RTE")
     assert np.isnan(lo) and np.isnan(hi)
     assert res.expdecay_more_seeds_hours(5) > 0
+
+
+def test_fig8_reading_on_the_committed_grid(book):
+    """The paper's Fig. 8 section: every task read on the same number of validation examples; before
+    fine-tuning the last-layer value at F = 0.8 is lowest on RTE and highest on CoLA; fine-tuning lowers it
+    on every task beyond the seed noise, least on RTE and most on CoLA, in the order of the training sets;
+    the embedding layer hardly moves."""
+    assert book.size_tasks() == ["RTE", "MRPC", "CoLA"]
+    assert {book.spectra_n(t) for t in book.tasks} == {256}
+    (lo, _), (hi, _) = book.raw_range()
+    assert (lo, hi) == ("RTE", "CoLA")
+    shifts = [book.finetuning_shift(t) for t in book.size_tasks()]
+    assert all(s.high < 0 for s in shifts)
+    assert shifts[0].estimate > shifts[1].estimate > shifts[2].estimate
+    assert all(abs(book.finetuning_shift(t, layer=0).estimate) < 0.005 for t in book.tasks)
+
+
+def test_fig8_measures_on_planted_quantiles(res):
+    """`value_at` reads the stored quantiles at F = level (interpolated), the raw encoder's without an
+    interval and the fine-tuned runs' as a t interval over the seeds; the shift is their difference."""
+    import copy
+
+    r = copy.deepcopy(res)
+    task = r.tasks[0]
+    q = np.linspace(0, 1, 201) ** 2                       # F(x) = sqrt(x): the 0.8 quantile is 0.64
+    for run in r.runs:
+        if run["task"] == task and run["variant"] == "baseline":
+            run["history"]["spectra"]["layers"][-1]["quantiles"] = (q * (0.5 + 0.1 * run["seed"])).tolist()
+    r.raw = {r.models[0]: {task: [{"quantiles": q.tolist()}]}}
+    assert r.value_at(task, source="raw").estimate == pytest.approx(0.64)
+    fine = r.value_at(task)
+    want = [0.64 * (0.5 + 0.1 * s) for s in r.seeds]
+    assert fine.n == len(r.seeds) and fine.estimate == pytest.approx(np.mean(want))
+    assert r.finetuning_shift(task).estimate == pytest.approx(np.mean(want) - 0.64)

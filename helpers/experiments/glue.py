@@ -5,7 +5,7 @@ spectra and the architecture check are `helpers.hf.glue`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -20,12 +20,16 @@ from ..core.stats import Interval, t_interval
 from ..data.glue import TASK_METRICS, _int_label, encode_task, glue_metrics
 from ..hf.glue import architecture_check, layer_spectra
 from ..hf.models import quiet_loading
-from ..train.glue import FinetuneConfig, finetune
+from ..train.glue import FinetuneConfig, finetune, load_classifier
 
 Task = Literal["CoLA", "SST-2", "MRPC", "QNLI", "RTE"]
 Variant = Literal["baseline", "softdecay", "expdecay"]
 Reading = Literal["top5", "all", "squared"]
 
+#: how a finding says each ExpDecay reading
+READING_TEXT = {"top5": "the five largest singular values, the authors' commented-out K",
+                "all": "every singular value, the formula as printed",
+                "squared": "the squared form of Wang et al. (2020)"}
 #: ExpDecay readings (App. D.1 never defines K): settings of `core.softdecay.expdecay_penalty` and labels
 READINGS: dict[str, tuple[dict[str, Any], str]] = {
     "top5": (dict(top_k=5, squared=False), "expdecay (top-5)"),        # the authors' commented-out code
@@ -131,6 +135,10 @@ class Result(results.Result):
     alphas: list[dict]
     architectures: list[dict]
     timing: list[dict]
+    #: the pretrained encoder's per-layer spectra on each task's validation examples before any fine-tuning
+    #: (`raw_spectra`: {model: {task: layer_spectra rows}}), and how many examples the spectra read
+    raw: dict = field(default_factory=dict)
+    spectra_examples: int = 0
 
     def run_for(self, task: str, variant: str, seed: int, model: str | None = None) -> dict | None:
         """The comparison run record of (model, task, variant label, seed), or None."""
@@ -223,6 +231,86 @@ class Result(results.Result):
              and np.isfinite(r["95% high"] - r["95% low"])]
         return (float(min(w)), float(max(w))) if w else (float("nan"), float("nan"))
 
+    def size_tasks(self) -> list[str]:
+        """The tasks in order of their training-set size (the paper's Fig. 8 reads size), smallest first."""
+        n = {t: r["history"]["train_examples"] for t in self.tasks
+             if (r := self.run_for(t, "baseline", self.seeds[0])) is not None}
+        return sorted(n, key=n.get)
+
+    def value_at(self, task: str, level: float = 0.8, layer: int = -1, source: str = "baseline",
+                 model: str | None = None) -> Interval:
+        """The paper's Fig. 8 reading: the normalised singular value at which `layer`'s CDF reaches `level`
+        (the `level` quantile of the pooled values; the paper compares the layers' values "for the same
+        percentage 0.8"), on `task`'s validation examples. `source` "baseline": the fine-tuned baselines,
+        mean and t interval over the comparison seeds; "raw": the pretrained encoder before fine-tuning
+        (one measurement, no interval)."""
+        model = model or self.models[0]
+        if source == "raw":
+            rows = self.raw.get(model, {}).get(task)
+            vals = [] if rows is None else [_quantile_at(rows[layer]["quantiles"], level)]
+            return Interval(vals[0], float("nan"), float("nan"), 1, "exact") if vals else \
+                Interval(float("nan"), float("nan"), float("nan"), 0, "t")
+        vals = [_quantile_at(r["history"]["spectra"]["layers"][layer]["quantiles"], level) for seed in self.seeds
+                if (r := self.run_for(task, "baseline", seed, model)) is not None]
+        return t_interval(vals) if vals else Interval(float("nan"), float("nan"), float("nan"), 0, "t")
+
+    def finetuning_shift(self, task: str, level: float = 0.8, layer: int = -1, model: str | None = None) -> Interval:
+        """Fine-tuned baseline − pretrained encoder: the change fine-tuning makes to `value_at`, with the t
+        interval over the comparison seeds (the raw encoder is one fixed measurement)."""
+        model = model or self.models[0]
+        raw = self.value_at(task, level, layer, "raw", model).estimate
+        vals = [_quantile_at(r["history"]["spectra"]["layers"][layer]["quantiles"], level) - raw
+                for seed in self.seeds if (r := self.run_for(task, "baseline", seed, model)) is not None]
+        return t_interval(vals) if vals and np.isfinite(raw) else Interval(float("nan"), float("nan"),
+                                                                            float("nan"), 0, "t")
+
+    def raw_range(self, level: float = 0.8) -> tuple[tuple[str, float], tuple[str, float]]:
+        """The tasks where the pretrained encoder's last-layer `value_at` is lowest and highest, with the values
+        (("–", NaN) twice without the raw spectra)."""
+        vals = {t: self.value_at(t, level, source="raw").estimate for t in self.tasks}
+        vals = {t: v for t, v in vals.items() if np.isfinite(v)}
+        if not vals:
+            return ("–", float("nan")), ("–", float("nan"))
+        lo, hi = min(vals, key=vals.get), max(vals, key=vals.get)
+        return (lo, vals[lo]), (hi, vals[hi])
+
+    def spectra_n(self, task: str) -> int:
+        """How many validation examples the spectra of `task` read: `spectra_examples`, or the split if smaller."""
+        r = self.run_for(task, "baseline", self.seeds[0])
+        return min(self.spectra_examples, r["history"]["eval_examples"]) if r is not None else 0
+
+    def expdecay_labels(self) -> list[str]:
+        """The ExpDecay variant labels of the comparison runs, in `READINGS` order."""
+        made = {r["variant"] for r in self.runs if r["stage"] == "comparison"}
+        return [label for _s, label in READINGS.values() if label in made]
+
+    def expdecay_effect(self, label: str, model: str | None = None) -> Interval:
+        """Table 6 for one ExpDecay reading (`label`, e.g. "expdecay (all)"): per comparison seed the mean over
+        the tasks of ExpDecay − baseline on each task's first metric (points), with its t interval over the
+        seeds every task ran (as `flattening` pools the tasks)."""
+        per_task = {t: dict(zip(self.seeds, [None] * len(self.seeds), strict=True)) for t in self.tasks}
+        for task in self.tasks:
+            metric = primary_metric(task)
+            for seed in self.seeds:
+                a, b = self.run_for(task, label, seed, model), self.run_for(task, "baseline", seed, model)
+                if a is not None and b is not None:
+                    per_task[task][seed] = a["history"]["final"][metric] - b["history"]["final"][metric]
+        per_seed = [float(np.mean([per_task[t][s] for t in self.tasks])) for s in self.seeds
+                    if all(per_task[t][s] is not None for t in self.tasks)]
+        return t_interval(per_seed) if per_seed else Interval(float("nan"), float("nan"), float("nan"), 0, "t")
+
+    def paper_expdecay_gain(self) -> float:
+        """The paper's ExpDecay − baseline (Table 6 against Table 2, points) averaged over this run's tasks, on
+        each task's first metric, for the model set beside ours (NaN where a task has no paper number)."""
+        model = self.models[0]
+        vals = []
+        for task in self.tasks:
+            row = next((r for r in self.summary
+                        if (r["model"], r["task"], r["metric"]) == (model, task, primary_metric(task))), None)
+            got = [None if row is None else row.get(k) for k in ("paper expdecay", "paper baseline")]
+            vals.append(float("nan") if None in got else float(got[0]) - float(got[1]))
+        return float(np.mean(vals)) if vals else float("nan")
+
     def run_hours(self, variant_prefix: str = "", stage: str | None = None) -> float:
         """Hours of training (the runs' epoch times, one process per run) of the runs whose variant label
         starts with `variant_prefix` and, if given, of that `stage`."""
@@ -245,7 +333,8 @@ class Result(results.Result):
 
     def findings(self) -> list[Finding]:
         """The chapter's findings: SoftDecay − baseline per task (Table 2), the flatter last-layer spectrum
-        (App. Fig. 9), and the paper's own models (not testable offline)."""
+        (App. Fig. 9), ExpDecay − baseline per reading over the tasks (Table 6: "no substantial improvement",
+        read as a change not above zero), and the paper's own models (not testable offline)."""
         model = self.models[0]
         out = []
         reported = set(paper_tables().model)
@@ -283,6 +372,25 @@ class Result(results.Result):
                 quantity="SoftDecay − baseline median normalised singular value of the last layer (mean over tasks)",
                 effect=flat, direction="above", digits=3, section="glue-spectra", chapter="glue",
                 scale=f"{self.scale}: {model} in place of {paper_model}"))
+        paper_ed = self.paper_expdecay_gain()
+        tasks = ", ".join(self.tasks)
+        for label in self.expdecay_labels():
+            reading = next(k for k, (_s, lab) in READINGS.items() if lab == label)
+            eff = self.expdecay_effect(label)
+            if not eff.n:
+                continue
+            out.append(Finding(
+                key=f"glue-expdecay-{reading}", paper="yan2022", where="Table 6, App. D.1",
+                claim=(f"An exponential-decay regulariser of the singular values (ExpDecay) brings no substantial "
+                       f"improvement: on {tasks} it changes {paper_model}'s score by {paper_ed:+.2f} points on "
+                       "average"),
+                measured=(f"{model} fine-tuned on {tasks} with ExpDecay read as `{reading}` "
+                          f"({READING_TEXT[reading]}), {eff.n} seeds paired with the baseline"),
+                quantity=f"ExpDecay ({reading}) − baseline, mean over {tasks} of each task's first metric, points",
+                effect=eff, direction="below", reference=0.0, reference_label="0",
+                paper_value=None if np.isnan(paper_ed) else paper_ed, digits=2,
+                scale=f"{self.scale}: {model} in place of {paper_model}; {eff.n} seeds where the paper reports one run",
+                section="glue-expdecay", chapter="glue"))
         if not set(self.models) & reported:
             out.append(Finding(
                 key="glue-paper-models", paper="yan2022", where="Table 2, Table 6",
@@ -293,6 +401,27 @@ class Result(results.Result):
                 needs="the Hugging Face hub (and a GPU for SST-2 and QNLI in hours, not days)",
                 command="make rerun CHAPTER=glue SCALE=paper", section="glue-differs", chapter="glue"))
         return out
+
+
+def _quantile_at(quantiles: list[float], level: float) -> float:
+    """The `level` quantile of a CDF stored as equally spaced quantiles (level 0 .. 1), interpolated."""
+    q = np.asarray(quantiles, dtype=float)
+    return float(np.interp(level, np.linspace(0, 1, q.size), q))
+
+
+def raw_spectra(p: Params) -> dict:
+    """The paper's Fig. 8 control: each model's per-layer spectra (`hf.glue.layer_spectra`, as the fine-tuned
+    runs measure them) on the first `spectra_examples` validation examples of every task, before any
+    fine-tuning (the pretrained encoder; the untrained classification head does not enter the hidden states)."""
+    out: dict = {}
+    for model in p.models:
+        out[model] = {}
+        for task in p.tasks:
+            fc = FinetuneConfig(task=task, model=model, variant="baseline", seed=p.seed, max_length=p.max_length)
+            m, tok = load_classifier(fc, 2)
+            ev = encode_task(tok, task, "validation", 0, 0, p.max_length)
+            out[model][task] = layer_spectra(m, tok, ev, n=p.spectra_examples)["layers"]
+    return out
 
 
 def _run_name(model: str, task: str, kind: str, alpha: float | None, reading: str | None, lr: float,
@@ -460,13 +589,17 @@ def run(p: Params) -> Result:
                "steps/epoch": r["history"]["steps_per_epoch"], "s/epoch": float(np.mean(r["history"]["epoch_seconds"]))}
               for r in records]
     first = p.comparison_seeds()[0]
+    with quiet_loading():
+        raw, _ = results.cached(p, "glue-raw-spectra", lambda: raw_spectra(p),
+                                drop=tuple(f for f in p.cache_key() if f not in
+                                           ("models", "tasks", "seed", "max_length", "spectra_examples")))
     return Result(models=list(p.models), tasks=list(p.tasks), seeds=p.comparison_seeds(), scale=p.scale,
                   epochs=p.epochs, train_examples=p.train_examples, runs=records, selection=selection,
                   summary=table.to_dict("records"), paired=paired_differences(grid).to_dict("records"),
                   paper_gains=paper_gains().to_dict("records"),
                   spectrum=spectrum_summary(grid, first).to_dict("records"),
                   alphas=alpha_table(grid).to_dict("records"), architectures=architecture_check(p.seed),
-                  timing=timing)
+                  timing=timing, raw=raw, spectra_examples=p.spectra_examples)
 
 
 def side_measurements() -> dict[str, Any]:

@@ -88,8 +88,8 @@ def paired_table(res: Result):
 
 
 def expdecay_table(res: Result):
-    """ExpDecay minus the baseline per reading: every seed's difference (its sign pattern) and their mean,
-    beside the paper's Table 6 difference; no interval (three seeds)."""
+    """ExpDecay minus the baseline per task and reading: every seed's difference (its sign pattern), their
+    mean with its 95 % t interval over the seeds, beside the paper's Table 6 difference."""
     df = frame(res.paired)
     df = df[df.variant.str.startswith("expdecay")]
     summary = frame(res.summary)
@@ -100,7 +100,8 @@ def expdecay_table(res: Result):
         rows.append({"task": r.task, "metric": METRIC_NAMES[r.metric],
                      "reading": r.variant.removeprefix("expdecay (").rstrip(")"),
                      "per-seed differences": ", ".join(f"{d:+.1f}" for d in r.differences),
-                     "mean": f"{r['mean difference']:+.1f}", "paper": "" if pd.isna(paper) else f"{paper:+.2f}"})
+                     "mean [95 % interval]": res.paired_interval(r.task, r.variant, r.metric).text(1),
+                     "paper": "" if pd.isna(paper) else f"{paper:+.2f}"})
     return common.table(pd.DataFrame(rows))
 
 
@@ -119,7 +120,7 @@ def selection_table(res: Result):
 
 def paired_figure(res: Result) -> plt.Figure:
     """Per task (primary metric): SoftDecay − baseline, mean and 95 % interval over seeds; each
-    ExpDecay reading's per-seed differences (dots) and their mean (bar), without an interval."""
+    ExpDecay reading's per-seed differences (dots), their mean (bar) and its 95 % interval (line)."""
     df = frame(res.paired)
     tasks = [t for t in res.tasks if t in set(df.task)]
     fig, axes = plt.subplots(len(tasks), 1, figsize=(WIDTH, 1.0 + 1.3 * len(tasks)), squeeze=False, sharex=False)
@@ -134,6 +135,9 @@ def paired_figure(res: Result) -> plt.Figure:
             else:
                 ax.plot(r.differences, [y] * len(r.differences), "o", mfc="none", color="C1")
                 ax.plot([r["mean difference"]], [y], "|", ms=14, mew=2, color="C1")
+                e = res.paired_interval(task, r.variant, metric)
+                if e.has_interval:
+                    ax.plot([e.low, e.high], [y, y], "-", lw=1.5, color="C1")
         ax.axvline(0, color="0.5", lw=1, ls="--")
         ax.set_yticks(range(len(rows)), list(rows.variant))
         ax.set_ylim(-0.6, len(rows) - 0.4)
@@ -224,6 +228,52 @@ def cdf_figure(res: Result) -> plt.Figure:
     return _legible(fig)
 
 
+def size_figure(res: Result) -> plt.Figure:
+    """The paper's Fig. 8 (QNLI against RTE, from BERT fine-tuned on each): per task, in order of training-set
+    size, the per-layer CDFs of the pretrained encoder before fine-tuning (top) and of the fine-tuned
+    baseline (bottom, first comparison seed), with F = 0.8 marked."""
+    tasks = res.size_tasks()
+    seed = res.seeds[0]
+    fig, axes = plt.subplots(2, len(tasks), figsize=(WIDTH, 5.6), squeeze=False, sharex=True, sharey=True)
+    for j, task in enumerate(tasks):
+        base = res.run_for(task, "baseline", seed)
+        n_train = base["history"]["train_examples"]
+        sources = [("before fine-tuning", res.raw.get(res.models[0], {}).get(task)),
+                   ("fine-tuned", base["history"]["spectra"]["layers"])]
+        for i, (title, rows) in enumerate(sources):
+            ax = axes[i, j]
+            if rows is None:
+                ax.set_axis_off()
+                continue
+            common.spectrum_cdfs(ax, [(x["label"], np.asarray(x["quantiles"])) for x in rows],
+                                 title=f"{task}, {n_train:,} training\n{title}" if i == 0 else title, xlabel="")
+            ax.axhline(0.8, color="0.5", lw=1, ls=":")
+            if j:
+                ax.set_ylabel("")
+            if ax.get_legend() is not None:
+                ax.get_legend().remove()
+    for ax in axes[-1]:
+        ax.set_xlabel("normalised singular value")
+    handles, labels = axes[1, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return _legible(fig)
+
+
+def size_table(res: Result):
+    """Per task, in order of training-set size: the normalised singular value where the last layer's CDF
+    reaches 0.8, before fine-tuning and fine-tuned (mean and 95 % interval over seeds), and the change."""
+    rows = []
+    for task in res.size_tasks():
+        run = res.run_for(task, "baseline", res.seeds[0])
+        rows.append({"task": task, "training examples": f"{run['history']['train_examples']:,}",
+                     "validation examples": res.spectra_n(task),
+                     "before fine-tuning": f"{res.value_at(task, source='raw').estimate:.3f}",
+                     "fine-tuned [95 % interval]": res.value_at(task).text(3),
+                     "change [95 % interval]": res.finetuning_shift(task).text(3)})
+    return common.table(pd.DataFrame(rows))
+
+
 def spectrum_table(res: Result):
     """Per task and variant (first comparison seed): median, skewness and TokenUni of the last layer's
     normalised singular values, and for SoftDecay the median just before → just after the transform."""
@@ -253,6 +303,11 @@ def _range(values) -> str:
     return f"{lo:.3f}" if f"{lo:.3f}" == f"{hi:.3f}" else f"{lo:.3f}–{hi:.3f}"
 
 
+def _expdecay_text(res: Result, label: str) -> str:
+    """ExpDecay − baseline pooled over the tasks as text ('–' when the reading did not run)."""
+    return res.expdecay_effect(label).text(2) if label in res.expdecay_labels() else "–"
+
+
 def publish(res: Result) -> None:
     """Glue the figures and every number the prose quotes (one literal dict of `glue-*` keys)."""
 
@@ -264,6 +319,7 @@ def publish(res: Result) -> None:
     low_task = min(margins, key=margins.get)
     detectable = [res.detectable(t) for t in res.tasks]
     signs = res.expdecay_signs()
+    raw_range = res.raw_range()
     rte = res.paired_interval("RTE") if "RTE" in res.tasks else None
     probe, sst2 = rte_probe(), side_measurements()["sst2_time"] or {}
     p5, p10 = probe.get(5e-5, {}), probe.get(1e-4, {})
@@ -282,6 +338,13 @@ def publish(res: Result) -> None:
         "glue-expdecay-rte-width-min": res.expdecay_widths("RTE")[0] if rte else float("nan"),
         "glue-expdecay-rte-width-max": res.expdecay_widths("RTE")[1] if rte else float("nan"),
         "glue-expdecay-more-hours": res.expdecay_more_seeds_hours(5), "glue-grid-hours": res.run_hours(),
+        "glue-expdecay-paper": res.paper_expdecay_gain(),
+        "glue-expdecay-top5": _expdecay_text(res, "expdecay (top-5)"),
+        "glue-expdecay-all": _expdecay_text(res, "expdecay (all)"),
+        "glue-expdecay-squared": _expdecay_text(res, "expdecay (squared)"),
+        "glue-fig8-n": min((res.spectra_n(t) for t in res.tasks), default=0),
+        "glue-fig8-raw-low": raw_range[0][1], "glue-fig8-raw-low-task": raw_range[0][0],
+        "glue-fig8-raw-high": raw_range[1][1], "glue-fig8-raw-high-task": raw_range[1][0],
         "glue-expdecay-means": signs["means"], "glue-expdecay-means-below": signs["means_below"],
         "glue-expdecay-seed-diffs": signs["seeds"], "glue-expdecay-seeds-below": signs["seeds_below"],
         "glue-clear-min": margins[low_task], "glue-clear-min-task": str(low_task),
@@ -305,3 +368,4 @@ def publish(res: Result) -> None:
     common.figure("glue-alpha", alpha_figure(res))
     common.figure("glue-training", training_curves(res))
     common.figure("glue-cdfs", cdf_figure(res))
+    common.figure("glue-fig8", size_figure(res))
