@@ -11,6 +11,8 @@ from testutil import ci_result
 from helpers import experiments
 from helpers.core.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED
 
+SMOL = "SmolLM2-135M-Instruct"
+
 sts = experiments.sts
 
 
@@ -106,7 +108,8 @@ def test_readings_are_consistent(res):
 BOOK_FINDINGS = {       # key: (verdict, effect, low, high) on the committed book runs
     "sts-gain-bert": (REPRODUCED, 12.90, 10.64, 14.85),
     "sts-vs-whitening-minilm": (REPRODUCED, -3.25, -6.01, -0.50),        # refitted, recentred; layers 1 + L
-    "sts-vs-whitening-smollm2": (REPRODUCED, -3.69, -5.97, -1.42),       # not re-read: t over the sets
+    "sts-vs-whitening-smollm2": (REPRODUCED, -7.21, -12.50, -1.91),      # re-read: refitted, recentred; layers 1 + L
+    "sts-flipfree": (REPRODUCED, 10.50, 7.70, 13.30),                    # SmolLM2, t over its 3 subsample draws
     "sts-vs-whitening-bert": (CONTRADICTED, 7.57, 4.08, 11.06),
     "sts-uniformity": (REPRODUCED, -0.128, -0.142, -0.114),
     "sts-lsds": (REPRODUCED, -0.144, -0.164, -0.124),
@@ -116,12 +119,13 @@ BOOK_FINDINGS = {       # key: (verdict, effect, low, high) on the committed boo
 
 def test_book_findings_are_pinned(book):
     fs = by_key(book.findings())
-    assert fs["sts-flipfree"].verdict == NOT_TESTABLE and len(fs) == 8
+    assert len(fs) == 8
     smol256 = [c for c in book.white_sd_comparisons() if c["whitening"] == "whitening-256"][0]
     assert smol256["key"] is None and smol256["verdict"] == "not detected"           # shown beside, in the table
     assert (smol256["effect"].estimate, smol256["effect"].low, smol256["effect"].high) == (
-        pytest.approx(1.15, abs=0.006), pytest.approx(-0.64, abs=0.006), pytest.approx(2.95, abs=0.006))
-    assert "export_book_model" in fs["sts-flipfree"].needs and "reread_extras" in fs["sts-flipfree"].needs
+        pytest.approx(-0.48, abs=0.006), pytest.approx(-3.38, abs=0.006), pytest.approx(2.42, abs=0.006))
+    assert fs["sts-flipfree"].effect.method == "t" and fs["sts-flipfree"].effect.n == 3
+    assert "3 subsample draws" in fs["sts-flipfree"].quantity and "SmolLM2" in fs["sts-flipfree"].measured
     for key, (verdict, est, lo, hi) in BOOK_FINDINGS.items():
         f = fs[key]
         assert f.verdict == verdict, key
@@ -151,6 +155,17 @@ def test_a_planted_effect_changes_the_verdicts(book):
     assert by_key(planted.findings())["sts-gain-bert"].verdict == "direction only"     # short of the paper's +8.29
 
 
+def test_a_planted_loss_of_the_flip_free_gain_changes_its_verdict(book):
+    """Lower the clamped SoftDecay's scores on SmolLM2 by 10.5 points on every set and draw: the flip-free
+    finding (t over the draws) no longer reads reproduced; by 25: contradicted."""
+    for shift, verdict in ((10.5, "not detected"), (25.0, CONTRADICTED)):
+        planted = copy.deepcopy(book)
+        for draw in planted.readings[SMOL]["draws"]:
+            for row in draw["scores"][planted.paper_pooling].values():
+                row["SoftDecay (clamped)"] -= shift
+        assert by_key(planted.findings())["sts-flipfree"].verdict == verdict
+
+
 def test_a_planted_alpha_dependence_is_contradicted(book):
     planted = copy.deepcopy(book)
     sweep = planted.runs[planted.models[0]]["alpha_sweep"]
@@ -163,7 +178,16 @@ def test_book_readings(book):
     """What the chapter's prose says of the committed runs."""
     m = book.models[0]
     assert book.mean_metric("book-mlm-bert", "vanilla") > 0.5                     # anisotropic, like the paper's BERT
-    assert set(book.readings) == {m} and "book-mlm-bert" in book.unavailable        # only MiniLM is re-read
+    assert set(book.readings) == {m, SMOL} and "book-mlm-bert" in book.unavailable   # MiniLM and SmolLM2 re-read
+    # SmolLM2 over its 3 draws (layers 1 + L): full whitening behind SoftDecay on every draw, the 256-direction
+    # interval reaching zero; the flip-free gain survives, but SoftDecay flips few of SmolLM2's directions
+    assert book.n_draws(SMOL) == 3 and book.refit_shift(SMOL) < -20          # whitening refitted in 576 dims
+    assert book.over_draws(SMOL, "whitening", "SoftDecay (sentence)").high < 0
+    assert book.over_draws(SMOL, "whitening-256", "SoftDecay (sentence)").covers(0.0)
+    assert book.over_draws(SMOL, "SoftDecay (clamped)").low > 0
+    sfl = book.flip_counts(SMOL)
+    assert sfl["SoftDecay (sentence)"].max() < 0.05 * sfl["directions"].min()
+    assert (sfl["SoftDecay (clamped)"] == 0).all()
     assert book.refit_shift(m) < -5                                                # the refitted draws sit low
     diffs = book.reading_diffs(m, "SoftDecay (sentence)")
     assert diffs.idxmin() == "SICK-R" and abs(book.reading_rest(m, "SoftDecay (sentence)", "SICK-R")) < 1

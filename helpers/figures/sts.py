@@ -133,12 +133,21 @@ def pooling_table(res: Result):
     return _scroll(common.table(pd.DataFrame(rows), digits=2))
 
 
+def _draws_iv(res: Result, model: str, method: str, against: str, pooling: str | None = None) -> str:
+    """`method` − `against` as the t interval over the subsample draws of a re-read encoder ('–' with one draw
+    or none)."""
+    if res.read(model) is None or res.n_draws(model) < 2:
+        return "–"
+    return f"{_iv(res.over_draws(model, method, against, pooling))} ({res.n_draws(model)} draws)"
+
+
 def white_sd_table(res: Result):
     """whitening − SoftDecay per encoder and whitening variant, with its interval, how it was made and the
     verdicts on the paper's ordering and on 'whitening matches SoftDecay' (within ±the margin)."""
     rows = [{"encoder": c["model"],
              "whitening": "first 256 directions" if c["whitening"] == "whitening-256" else "full",
              "whitening − SoftDecay [95 %]": _iv(c["effect"]), "interval": c["how"],
+             "over subsample draws [95 %]": _draws_iv(res, c["model"], c["whitening"], "SoftDecay (sentence)"),
              "SoftDecay ahead (paper)": c["verdict"], "alike within ±margin": c["likeness"]}
             for c in res.white_sd_comparisons() if c["effect"] is not None]
     if not rows:
@@ -147,8 +156,8 @@ def white_sd_table(res: Result):
 
 
 def flipfree_table(res: Result, pooling: str | None = None):
-    """Per encoder: SoftDecay and its flip-free variants minus the raw model (paired bootstrap, draw 0),
-    the flip-free − SoftDecay difference over the subsample draws, and the directions each turns around
+    """Per encoder: SoftDecay and its flip-free variants minus the raw model (paired bootstrap, draw 0; and
+    the t interval over the subsample draws where there are several), and the directions each turns around
     (most over the sets and draws, of the live directions)."""
     rows = []
     for m in _read_models(res):
@@ -156,6 +165,7 @@ def flipfree_table(res: Result, pooling: str | None = None):
         for method in ("SoftDecay (sentence)", *FLIP_FREE):
             rows.append({"encoder": m, "method": SHORT[method], "Δ vs raw [95 %]": _iv(res.reading_vs_raw(m, method,
                                                                                                         pooling)),
+                         "over subsample draws [95 %]": _draws_iv(res, m, method, "vanilla", pooling),
                          "flipped (most per set)": int(fl[method].max()),
                          "live directions (fewest per set)": int(fl["directions"].min())})
     if not rows:
@@ -379,6 +389,9 @@ def _text_if_run(res: Result, model: str, f) -> str:
     return _iv(f()) if model in res.all_runs() else "–"
 
 
+def _text_if_draws(res: Result, model: str, method: str, against: str = "vanilla") -> str:
+    """`method` − `against` over the subsample draws of a re-read encoder ('–' with fewer than two draws)."""
+    return _iv(res.over_draws(model, method, against)) if res.read(model) and res.n_draws(model) > 1 else "–"
 
 
 
@@ -410,8 +423,16 @@ def publish(res: Result) -> None:
         "sts-minilm-white-sd": _iv(res.white_minus_sd(m)[0]),
         "sts-smol-white-sd": _text_if_run(res, SMOL, lambda: res.white_minus_sd(SMOL)[0]),
         "sts-smol-white256-sd": _text_if_run(res, SMOL, lambda: res.white_minus_sd(SMOL, "whitening-256")[0]),
+        "sts-smol-draws": res.n_draws(SMOL) if res.read(SMOL) else 0,
+        "sts-smol-flips-max": int(res.flip_counts(SMOL)["SoftDecay (sentence)"].max()) if res.read(SMOL) else 0,
+        "sts-smol-live-min": int(res.flip_counts(SMOL)["directions"].min()) if res.read(SMOL) else 0,
+        "sts-smol-sd-draws": _text_if_draws(res, SMOL, "SoftDecay (sentence)"),
+        "sts-smol-clamped-draws": _text_if_draws(res, SMOL, "SoftDecay (clamped)"),
+        "sts-smol-white-draws": _text_if_draws(res, SMOL, "whitening", "SoftDecay (sentence)"),
+        "sts-smol-white256-draws": _text_if_draws(res, SMOL, "whitening-256", "SoftDecay (sentence)"),
         "sts-bert-white-sd": _text_if_run(res, BOOK_BERT, lambda: res.white_minus_sd(BOOK_BERT)[0]),
         "sts-minilm-refit-shift": abs(res.refit_shift(m)) if res.read(m) else float("nan"),
+        "sts-smol-refit-shift": abs(res.refit_shift(SMOL)) if res.read(SMOL) else float("nan"),
         "sts-minilm-flips-reread": int(res.flip_counts(m)["SoftDecay (sentence)"].max()),
         "sts-minilm-clamped": _iv(res.reading_vs_raw(m, "SoftDecay (clamped)")),
         "sts-minilm-mean-share": res.anisotropy(m, "mean_share"),
