@@ -9,7 +9,17 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from ..core.vit import FFN_SCALES
-from ..experiments.vit import ABLATION_VARIANTS, ALIKE, CHANCE_MARGIN, LEVEL_MARGIN, RECIPES, Result, block_cost, side
+from ..experiments.vit import (
+    ABLATION_VARIANTS,
+    ALIKE,
+    CHANCE_MARGIN,
+    FFN_SCALE_BASE,
+    LEVEL_MARGIN,
+    RECIPES,
+    Result,
+    block_cost,
+    side,
+)
 from . import common
 
 #: the figures are drawn at the page's width, so their text is read at the size it is set in
@@ -336,6 +346,10 @@ def publish(res: Result) -> None:
     alike, a1_alike = std.alike_depth(), res.alike_depth()
     costs = {name: res.recipe_costs.get(name, {"runs": 0, "hours": np.nan}) for name in RECIPES}
     s1, s2 = res.ffn_step_scales()
+    scales = res.ffn_scale_blocks()                     # the FFN-scale sweep: the largest factor run, and ×0.5
+    top = max(scales) if scales else 1.0
+    top_block = scales.get(top, FFN_SCALE_BASE)
+    half = res.ablation_contrast(scales.get(0.5, "(not run)"), FFN_SCALE_BASE)
     common.publish({
         "vit-steps": f"{res.steps:,}", "vit-batch": res.batch_size, "vit-epochs": res.epochs,
         "vit-train-images": f"{res.train_images:,}", "vit-test-images": f"{res.test_images:,}",
@@ -400,6 +414,11 @@ def publish(res: Result) -> None:
         "vit-ffn-scale-slope": res.ffn_scale_slope().text() if len(res.ffn_scale_blocks()) > 1 else nan_text,
         "vit-ffn-scale-factors": ", ".join(f"×{f:g}" for f in res.ffn_scale_blocks()) or nan_text,
         "vit-ffn-scale-missing": ", ".join(f"×{f:g}" for f in res.ffn_scale_missing()) or "none",
+        "vit-ffn-scale-move-half": half.text(), "vit-ffn-scale-move-half-widest": -half.low,
+        "vit-ffn-scale-top": f"×{top:g}", "vit-ffn-scale-gap-top": res.ffn_scale_gaps()[top].text() if scales
+        else nan_text,
+        "vit-ffn-scale-de-move-top": res.ablation_contrast(top_block, FFN_SCALE_BASE, variant="de-escalated").text(),
+        "vit-ffn-scale-pre-move-top": res.ablation_contrast(top_block, FFN_SCALE_BASE, variant="pre-norm").text(),
         # what the runs not made would cost (RECIPES, estimated from the committed runs' times)
         "vit-cost-ffn-scale-runs": costs["ffn-scale"]["runs"], "vit-cost-ffn-scale-hours": costs["ffn-scale"]["hours"],
         "vit-cost-depth80-runs": costs["depth80-ffn"]["runs"],
