@@ -220,12 +220,7 @@ def cdf_figure(res: Result) -> plt.Figure:
                 ax.legend(loc="lower right")
             elif ax.get_legend() is not None:
                 ax.get_legend().remove()
-    for ax in axes[-1]:
-        ax.set_xlabel("normalised singular value")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), frameon=False)
-    fig.tight_layout(rect=(0, 0.09, 1, 1))
-    return _legible(fig)
+    return _shared_legend(fig, axes, axes[0, 0], bottom=0.09)
 
 
 def size_figure(res: Result) -> plt.Figure:
@@ -252,11 +247,17 @@ def size_figure(res: Result) -> plt.Figure:
                 ax.set_ylabel("")
             if ax.get_legend() is not None:
                 ax.get_legend().remove()
+    return _shared_legend(fig, axes, axes[1, 0], bottom=0.1)
+
+
+def _shared_legend(fig: plt.Figure, axes, source: plt.Axes, bottom: float) -> plt.Figure:
+    """A grid of spectrum-CDF panels finished: the bottom row's axis label, one legend below the grid (the
+    entries of panel `source`), the layout above it."""
     for ax in axes[-1]:
         ax.set_xlabel("normalised singular value")
-    handles, labels = axes[1, 0].get_legend_handles_labels()
+    handles, labels = source.get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), frameon=False)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     return _legible(fig)
 
 
