@@ -447,14 +447,23 @@ class Result(results.Result):
     # --- findings ---------------------------------------------------------------------------------
 
     def _scale_text(self, model: str) -> str:
-        """'book: 2,800 of the 18,850 pairs the paper scores' (the total known when the first model ran
-        every pair)."""
+        """'book: SmolLM2-135M-Instruct on 2,800 of the 18,850 pairs the paper scores' (the total known when the
+        first model ran every pair); the encoder is named, as several findings share one claim."""
         n, first = self.pairs(model), self.models[0]
         if self.max_pairs == 0 and set(self.runs[first]["pairs"]) == set(self.all_runs()[model]["pairs"]):
             total = self.pairs(first)
-            return f"{self.scale}: " + ("every pair, as the paper" if n == total else
-                                         f"{n:,} of the {total:,} pairs the paper scores")
-        return f"{self.scale}: {n:,} pairs ({len(self.datasets)} sets)"
+            return f"{self.scale}: {model} on " + ("every pair, as the paper" if n == total else
+                                                   f"{n:,} of the {total:,} pairs the paper scores")
+        return f"{self.scale}: {model} on {n:,} pairs ({len(self.datasets)} sets)"
+
+    def _reading_scale_text(self, model: str) -> str:
+        """The scale of a finding read from `model`'s re-reading: its pairs per set and subsample draws (the
+        main run's `_scale_text` when the model was not re-read on a subsample)."""
+        per = self.extra_max_pairs if model in self.extras else (self.reading_pairs or self.max_pairs)
+        if self.read(model) is None or not per:
+            return self._scale_text(model)
+        n = self.n_draws(model)
+        return f"{self.scale}: {model} on {per:,} pairs per set" + (f", {n} subsample draws" if n > 1 else "")
 
     def _encoder_text(self, model: str, pooling: str | None = None) -> str:
         """What was run for `model`: its main run, or with `pooling` its re-reading (`readings`)."""
@@ -497,7 +506,7 @@ class Result(results.Result):
                 key=c["key"], where="Table 1", claim=claim_white,
                 measured=c["measured"], quantity=c["quantity"], effect=c["effect"], direction="below",
                 paper_value=-self.paper_value("SoftDecay", against="WhiteBERT"),
-                scale=self._scale_text(model) if model else "", section="sts-anisotropic", digits=2,
+                scale=self._reading_scale_text(model) if model else "", section="sts-anisotropic", digits=2,
                 extra={"likeness": c["likeness"], "margin": self.match_margin()},
                 **({} if model else rerun), **common))
         # flip-free SoftDecay on the anisotropic encoders: the first of them that was re-read, else not testable
@@ -517,7 +526,8 @@ class Result(results.Result):
             quantity=f"flip-free SoftDecay (σ clamped at |α|) − raw model, Spearman ×100, mean over the sets ({how})",
             effect=(None if model is None else self.over_draws(model, "SoftDecay (clamped)") if several else
                     self.reading_vs_raw(model, "SoftDecay (clamped)")),
-            direction="above", scale=self._scale_text(model) if model else "", section="sts-flips", digits=2,
+            direction="above", scale=self._reading_scale_text(model) if model else "", section="sts-flips",
+            digits=2,
             **({} if model else dict(needs=needs + "; SmolLM2: re-read by the book preset (3 subsample draws, "
                                      "about twenty CPU-minutes)", command=COMMANDS["book"])), **common))
         out.append(Finding(
