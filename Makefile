@@ -57,7 +57,7 @@ book: $(STAMP) _mathjax/mathjax/tex-chtml.js
 
 # pytest workers of `make test` (xdist, each test file whole in one worker). Two rounds: every chapter and
 # property test; then the claims, page-key and chapter-shape tests and the findings page, which read the Results
-# the chapters saved, beside the fresh-venv notebook (its own venv and kernel; round 2 leaves a core idle)
+# the chapters saved; the fresh-venv notebook (its own venv and kernel) runs beside both rounds
 TEST_WORKERS ?= 2
 ROUND2 = tests/test_claims_*.py tests/test_page_keys.py tests/test_chapter_shape.py book/findings.md \
          tests/test_findings_page.py
@@ -65,16 +65,15 @@ ROUND2 = tests/test_claims_*.py tests/test_page_keys.py tests/test_chapter_shape
 test: $(STAMP)
 	$(BIN)/ruff check helpers tests scripts conftest.py
 	@# one BLAS/OpenMP thread per worker: two workers of two spinning threads each on two cores ran ~5x slower
-	export TOKUNI_RESULTS_SINCE=$$(date +%s) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 && \
-	$(BIN)/python -m pytest -q -rf --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid and not slurm" \
-	    $(addprefix --ignore-glob=,$(ROUND2)) $(PYTEST_ARGS) && \
-	mkdir -p _build && { \
+	export TOKUNI_RESULTS_SINCE=$$(date +%s) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 && mkdir -p _build && { \
 	$(BIN)/python -m pytest -q -m fresh -k "$(FRESH_K)" tests/test_fresh_notebooks.py >_build/test-fresh.log 2>&1 & \
 	fresh=$$!; \
+	$(BIN)/python -m pytest -q -rf --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid and not slurm" \
+	    $(addprefix --ignore-glob=,$(ROUND2)) $(PYTEST_ARGS) && \
 	$(BIN)/python -m pytest -q -rf --durations=15 -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid and not slurm" \
-	    $(ROUND2) $(PYTEST_ARGS); round2=$$?; \
-	wait $$fresh; fresh_rc=$$?; echo "--- the fresh-venv notebook (run beside round 2):"; cat _build/test-fresh.log; \
-	test $$round2 -eq 0 && test $$fresh_rc -eq 0; }
+	    $(ROUND2) $(PYTEST_ARGS); rounds=$$?; \
+	wait $$fresh; fresh_rc=$$?; echo "--- the fresh-venv notebook (run beside the two rounds):"; cat _build/test-fresh.log; \
+	test $$rounds -eq 0 && test $$fresh_rc -eq 0; }
 
 # every training chapter's ci grid through `make grid` (submitit local jobs), against its sequential run (≈ 5 min)
 test-grid: $(STAMP)
