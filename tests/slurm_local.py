@@ -95,6 +95,7 @@ def local_slurm(folder: Path, timeout_s: float = 60.0) -> Iterator[dict[str, str
         raise RuntimeError(why)
     conf = write_conf(Path(folder))
     env = {**os.environ, "SLURM_CONF": str(conf)}
+    before = set(_pids("slurmstepd"))
     _start_munge()
     subprocess.run([_exe("slurmctld"), "-f", str(conf)], check=True, env=env)
     subprocess.run([_exe("slurmd"), "-f", str(conf)], check=True, env=env)
@@ -111,8 +112,28 @@ def local_slurm(folder: Path, timeout_s: float = 60.0) -> Iterator[dict[str, str
         yield {"SLURM_CONF": str(conf)}
     finally:
         subprocess.run(["scancel", "--user", str(os.geteuid())], env=env, capture_output=True)
+        pids = []
         for pid_file in ("slurmd.pid", "slurmctld.pid"):
-            path = Path(folder) / "run" / pid_file
-            with contextlib.suppress(FileNotFoundError, ProcessLookupError, ValueError):
-                os.kill(int(path.read_text().strip()), signal.SIGTERM)
-        time.sleep(1)
+            with contextlib.suppress(FileNotFoundError, ValueError):
+                pids.append(int((Path(folder) / "run" / pid_file).read_text().strip()))
+        _stop(pids)
+        _stop([p for p in _pids("slurmstepd") if p not in before], grace_s=2.0)   # job steps slurmd left behind
+
+
+def _pids(name: str) -> list[int]:
+    out = subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _stop(pids: list[int], grace_s: float = 10.0) -> None:
+    """SIGTERM the daemons, then SIGKILL whichever is still there after `grace_s` (slurmd can linger)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if Path(f"/proc/{p}").exists()]
+        time.sleep(0.5)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
