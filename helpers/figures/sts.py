@@ -8,7 +8,6 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import HTML
 
 from ..core.stats import Interval
 from ..core.sts import FLIP_FREE, METHODS
@@ -45,9 +44,7 @@ def _iv(iv: Interval | None, digits: int = 2) -> str:
     return iv.text(digits) + ("" if iv.covers(0.0) else " ✱")
 
 
-def _scroll(styler) -> HTML:
-    """A table in a box that scrolls sideways on a narrow page (its key columns come first)."""
-    return HTML(f'<div style="overflow-x:auto">{styler.to_html()}</div>')
+_scroll = common.scroll
 
 
 def runs_table(res: Result):
