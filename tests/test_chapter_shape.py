@@ -52,7 +52,7 @@ def test_the_chapter_opens_with_its_findings(chapter):
         pytest.xfail(f"{chapter}: not yet in the findings shape (issue 27)")
     cs = cells(chapter)
     first_heading = next(i for i, (k, _, src) in enumerate(cs) if k == "markdown" and re.search(r"^## ", src, re.M))
-    shown = [i for i, (k, tags, src) in enumerate(cs) if k == "code" and "findings_list(res.findings())" in src]
+    shown = [i for i, (k, tags, src) in enumerate(cs) if k == "code" and "findings_table(res.findings())" in src]
     assert shown and shown[0] < first_heading, f"{chapter}: the findings cell must come before the first section"
     assert "remove-input" in cs[shown[0]][1]
     for k, tags, src in cs:
@@ -77,3 +77,10 @@ def test_findings_are_records_that_link_to_their_sections(chapter):
     labels = set(re.findall(r"^\(([\w-]+)\)=", (BOOK / f"{chapter}.md").read_text(), re.M))
     missing = sorted(f.section for f in fs if f.section and f.section not in labels)
     assert not missing, f"{chapter}: findings link to sections the chapter does not label: {missing}"
+    from helpers import figures
+    df = figures.common.findings_frame(fs, local=True)            # the opening table, a row per finding
+    assert len(df) == len(fs) and list(df["claim"]) == [f.claim for f in fs]
+    assert all(f'href="#{f.section}"' in s for f, s in zip(fs, df["section"], strict=True) if f.section)
+    assert all(f.verdict in v for f, v in zip(fs, df["verdict"], strict=True))
+    html = figures.common.findings_table(fs).data
+    assert html.count("<tr") == len(fs) + 1 and "findings-table" in html

@@ -161,44 +161,33 @@ VERDICT_COLOURS = {"reproduced": "#1b7837", "direction only": "#7fbc41", "not de
                    "inconclusive": "#bf812d", "contradicted": "#c51b7d", "not testable here": "#4393c3"}
 
 
-def _finding_line(f) -> str:
-    """One finding as a Markdown bullet: verdict, claim and where, then the effect against its reference and
-    the scale it was measured at (what was run in full is the chapter's "What is run", and the findings
-    page's table gives it per finding)."""
-    from ..core.findings import PAPERS
-
-    claim = f.claim.rstrip().rstrip(".")
-    head = f"**{f.verdict[0].upper() + f.verdict[1:]}.** {claim} ({PAPERS[f.paper].split(' (')[0]}, {f.where})"
-    if f.effect is None:
-        return f"- {head} — needs {f.needs or 'more than this machine'}: `{f.command}`"
-    ref = f"reference {f.reference_label}"
-    if f.paper_value is not None:
-        ref += f", paper {f.paper_value:+.{f.digits}f}"
-    if f.margin is not None:
-        ref += f", margin ±{f.margin:.{f.digits}f}"
-    body = f"{f.quantity[:1].upper()}{f.quantity[1:]}: {f.effect_text()} ({ref}); {f.scale or f.measured}"
-    if f.verdict in ("not detected", "inconclusive") and f.excludes():
-        body += f"; the interval {f.excludes()}"
-    link = f" [→](#{f.section})" if f.section else ""
-    return f"- {head}. {body}.{link}"
+def findings_table(findings):
+    """A chapter's findings as the table its first output cell shows: verdict, claim and where, the effect
+    with its interval against its reference, the scale it was measured at, and a link to the section that
+    shows it; the same records the findings page collects (`figures.findings.table`), one row each."""
+    df = findings_frame(findings, local=True)
+    if df.empty:
+        return df
+    df["where"] = df["paper"] + ", " + df["where"]
+    df = df[["verdict", "claim", "where", "effect", "reference", "scale", "section"]]
+    return scroll(df.style.hide(axis="index")
+                  .set_table_attributes('class="findings-table"')
+                  .set_properties(subset=["claim"], **{"min-width": "16em"})
+                  .set_properties(subset=["effect"], **{"min-width": "13em"})
+                  .set_properties(subset=["scale"], **{"min-width": "10em", "font-size": "85%"}))
 
 
-def findings_list(findings):
-    """A chapter's findings as Markdown bullets (shown by the chapter's first output cell); the same
-    records the findings page collects."""
-    from IPython.display import Markdown
-
-    return Markdown("\n".join(_finding_line(f) for f in findings))
-
-
-def findings_frame(findings, link_prefix: str = "") -> pd.DataFrame:
+def findings_frame(findings, link_prefix: str = "", local: bool = False) -> pd.DataFrame:
     """The findings as a table: paper, where, claim, chapter (a link to the section), the effect with its
-    interval, the verdict, what was measured at which scale."""
+    interval, the verdict, what was measured at which scale (`measured`; the scale alone in `scale`).
+    `local`: the links point into the chapter's own page (`section`: "→")."""
     from ..core.findings import PAPERS
 
     rows = []
     for f in findings:
         href = f"{link_prefix}{f.chapter}.html" + (f"#{f.section}" if f.section else "")
+        if local:
+            href = f"#{f.section}" if f.section else ""
         verdict = f'<span style="color:{VERDICT_COLOURS[f.verdict]};font-weight:600">{f.verdict}</span>'
         effect = f.effect_text() if f.effect is not None else f"needs {f.needs}: <code>{f.command}</code>"
         if f.excludes() and f.verdict in ("not detected", "inconclusive"):
@@ -208,5 +197,7 @@ def findings_frame(findings, link_prefix: str = "") -> pd.DataFrame:
                      "reference": f.reference_label + ("" if f.paper_value is None
                                                        else f"; paper {f.paper_value:+.{f.digits}f}"),
                      "measured": f"{f.measured} ({f.scale})" if f.scale else f.measured,
-                     "chapter": f'<a href="{href}">{f.chapter}</a>'})
+                     "scale": f.scale or f.measured,
+                     "chapter": f'<a href="{href}">{f.chapter}</a>',
+                     "section": f'<a href="{href}">→</a>' if href else ""})
     return pd.DataFrame(rows)
