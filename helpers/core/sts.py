@@ -14,6 +14,7 @@ from torch import Tensor
 from . import measures as M
 from .blocks import deescalate
 from .softdecay import softdecay_flipfree, softdecay_transform, whitening_apply, whitening_fit
+from .stats import Interval
 
 POOLINGS = ("first_last", "first_last_l1", "last", "cls")
 METHODS = ("vanilla", "whitening", "whitening-256", "de-escalation", "SoftDecay (sentence)", "SoftDecay (token)",
@@ -222,9 +223,10 @@ def recentre(point: float, low: float, high: float) -> tuple[float, float]:
 
 
 def interval(draws: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of bootstrap draws."""
-    lo, hi = np.nanpercentile(draws, [50 * (1 - level), 50 * (1 + level)])
-    return float(lo), float(hi)
+    """The bounds of the percentile interval of bootstrap draws (`stats.Interval.from_draws`), as the
+    committed result tables store them beside their estimate."""
+    i = Interval.from_draws(draws, level=level)
+    return i.low, i.high
 
 
 def plant(E: Tensor, kind: str, size: float, seed: int = 0) -> Tensor:
