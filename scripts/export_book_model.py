@@ -1,11 +1,13 @@
 """Export the book's own MLM BERT (the queries-and-keys chapter's pretraining) as a Hugging Face folder.
 
-    python scripts/export_book_model.py [--seed 0] [--step N] [--scale book]
+    python scripts/export_book_model.py [--seed 0] [--step N] [--scale book] [--train]
 
 Writes `_build/models/book-mlm-bert/` (weights at the step with the lowest held-out MLM loss unless
 --step is given, BERT's tokenizer, BOOK_MODEL.json with the settings and losses), which
 `helpers.hf.models.load("book-mlm-bert")` reads, e.g. as an encoder of the STS chapter's mechanism test.
-The pretraining must have run on this machine (`make rerun CHAPTER=qk SCALE=book`); weights are never committed.
+Weights are never committed: the pretraining must have run on this machine, or `--train` re-runs it (about an
+hour on one CPU thread at `book`; it resumes if killed) and checks its held-out losses against the committed
+trajectory, so the exported model is the one the book measured.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=None, help="run seed (default: the preset's first)")
     ap.add_argument("--step", type=int, default=None, help="checkpoint step (default: lowest held-out loss)")
     ap.add_argument("--scale", default="book")
+    ap.add_argument("--train", action="store_true", help="re-run the pretraining if its weights are not here")
     a = ap.parse_args()
-    out = qk.export_model(qk.Params.resolve(a.scale), seed=a.seed, step=a.step)
+    out = qk.export_model(qk.Params.resolve(a.scale), seed=a.seed, step=a.step, train=a.train)
     print(out, (out / "BOOK_MODEL.json").read_text())
 
 

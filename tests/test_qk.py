@@ -284,6 +284,34 @@ def test_export_book_model_loads_through_models_load(tmp_path, monkeypatch):
     assert torch.allclose(h, h_ref, atol=1e-5)
 
 
+def test_export_train_remakes_the_weights_and_checks_them_against_the_record(tmp_path, monkeypatch):
+    """`export_model(train=True)` on a machine without the pretraining's weights re-runs the pretraining and
+    exports only when its held-out losses equal the committed trajectory's; a record the re-run does not
+    reproduce stops it; without `train` a missing checkpoint says how to make it."""
+    import shutil
+
+    from helpers.book import results
+    from helpers.experiments import qk
+    from helpers.hf import models
+
+    monkeypatch.setattr(models, "book_model_dir", lambda name: tmp_path / name)
+    p = qk.Params.resolve("ci")
+    record, _ = qk.run_seed(p, p.seed)           # the trajectory (at ci it is recomputed: read it back as a record)
+    monkeypatch.setattr(qk, "run_seed", lambda q, seed, device="cpu": (record, True))
+    pc = qk.pretrain_config(p, p.seed)
+    ckpt = results.checkpoint_dir("qk", {**pc.stored(), "precision": p.precision})
+    shutil.rmtree(ckpt)
+    with pytest.raises(FileNotFoundError, match="--train"):
+        qk.export_model(p)
+    out = qk.export_model(p, train=True)
+    assert (out / "BOOK_MODEL.json").is_file() and any(ckpt.glob("step_*.pt"))
+    shutil.rmtree(ckpt)
+    off = {**record, "eval_loss": {k: v + 0.5 for k, v in record["eval_loss"].items()}}
+    monkeypatch.setattr(qk, "run_seed", lambda q, seed, device="cpu": (off, True))
+    with pytest.raises(RuntimeError, match="does not reproduce"):
+        qk.export_model(p, train=True)
+
+
 def test_centred_model_mean_query_and_key_are_the_projection_biases():
     """The ablation's premise: with every block output centred per sequence, the hidden states entering
     layers 1, 2, … have zero mean over the real tokens, so the analysis's Q̄ and K̄ there are exactly

@@ -778,6 +778,25 @@ def pretrain_config(p: Params, seed: int) -> mlm.PretrainConfig:
                               checkpoint_steps=tuple(p.steps), resume_every=p.resume_every)
 
 
+def pretrain_weights(p: Params, seed: int, device: Any = "cpu") -> tuple[dict, Tensor, dict]:
+    """Run seed `seed`'s MLM pretraining into its checkpoint folder (`checkpoint_dir("qk", <settings>)`;
+    resumes from `resume.pt`, returns at once on a finished folder): (history, training chunks, the
+    corpus facts the trajectory records)."""
+    tok = mlm.tokenizer()
+    pc = pretrain_config(p, seed)
+    folder = results.checkpoint_dir("qk", {**pc.stored(), "precision": p.precision})
+    if p.corpus == "mixed":
+        c = mlm.corpus(tok, p.seq_len, p.n_samples, analysis_seed=p.seed)
+        chunks, held_out = c["train"], c["held_out"]
+        extra = {"unigram_nats": c["unigram_nats"], "corpus_sources": c["sources"]}
+    else:
+        chunks = mlm.training_chunks(tok, p.seq_len, p.train_split)
+        held_out = mlm.training_chunks(tok, p.seq_len, "test")[:64]
+        extra = {}
+    history = mlm.pretrain(pc, chunks, folder, tok=tok, eval_chunks=held_out, device=device, precision=p.precision)
+    return history, chunks, extra
+
+
 def _rounded(x, decimals: int = 5):
     if isinstance(x, dict):
         return {k: _rounded(v, decimals) for k, v in x.items()}
@@ -807,16 +826,7 @@ def trajectory(p: Params, seed: int, device: Any = "cpu") -> dict:
         folder = results.checkpoint_dir("qk", {**pc.stored(), "precision": p.precision})
         if p.scale == "ci":
             shutil.rmtree(folder)
-        if p.corpus == "mixed":
-            c = mlm.corpus(tok, p.seq_len, p.n_samples, analysis_seed=p.seed)
-            chunks, held_out = c["train"], c["held_out"]
-            history_extra = {"unigram_nats": c["unigram_nats"], "corpus_sources": c["sources"]}
-        else:
-            chunks = mlm.training_chunks(tok, p.seq_len, p.train_split)
-            held_out = mlm.training_chunks(tok, p.seq_len, "test")[:64]
-            history_extra = {}
-        history = mlm.pretrain(pc, chunks, folder, tok=tok, eval_chunks=held_out, device=device,
-                               precision=p.precision)
+        history, chunks, history_extra = pretrain_weights(p, seed, device=device)
 
         def model_at(step: int):
             return mlm.load_step(pc, folder, step, len(tok), device=device)
@@ -1032,12 +1042,15 @@ def run_seed(p: Params, seed: int, device: Any = "cpu") -> tuple[dict, bool]:
 
 
 def export_model(p: Params, seed: int | None = None, step: int | None = None,
-                 name: str = "book-mlm-bert") -> Path:
+                 name: str = "book-mlm-bert", train: bool = False, device: Any = "cpu") -> Path:
     """Export run seed `seed` (default `p.seed`) of `p`'s pretraining as a Hugging Face folder
     `models.book_model_dir(name)` that `models.load(name)` reads: the `BertForMaskedLM` weights at
     `step` (default: the checkpoint with the lowest held-out MLM loss), BERT's tokenizer, and
-    `BOOK_MODEL.json` (settings, step, held-out and unigram losses, commit). The pretraining must have
-    run on this machine (its weights are not committed)."""
+    `BOOK_MODEL.json` (settings, step, held-out and unigram losses, commit). The weights are not
+    committed: the pretraining must have run on this machine, or `train=True` re-runs it
+    (`pretrain_weights`, about an hour on one CPU thread at `book`) and checks that its held-out losses
+    equal the committed trajectory's (to 0.02 nats; bf16 on another CPU may differ in the last bits), so
+    the exported model is the one the book measured."""
     import json
 
     if p.source != "pretrain":
@@ -1050,11 +1063,18 @@ def export_model(p: Params, seed: int | None = None, step: int | None = None,
     pc = pretrain_config(p, seed)
     ckpt = results.checkpoint_dir("qk", {**pc.stored(), "precision": p.precision})
     tok = mlm.tokenizer()
+    if train and not mlm.weights_path(ckpt, step).exists():
+        history, _, _ = pretrain_weights(p, seed, device=device)
+        again = {int(k): float(v) for k, v in history.get("eval_loss", {}).items()}
+        off = {s: (evals[s], again.get(s)) for s in evals if again.get(s) is None or abs(again[s] - evals[s]) > 0.02}
+        if off:
+            raise RuntimeError(f"the re-run pretraining of seed {seed} does not reproduce the committed held-out "
+                               f"losses (step: committed, re-run): {off}")
     try:
         model = mlm.load_step(pc, ckpt, step, len(tok))
     except FileNotFoundError:
         raise FileNotFoundError(f"the weights of seed {seed} step {step} are not on this machine ({ckpt}); "
-                                "re-run the pretraining (make rerun CHAPTER=qk SCALE=book)") from None
+                                "make them with `python scripts/export_book_model.py --train`") from None
     out = models.book_model_dir(name)
     if out.exists():
         shutil.rmtree(out)

