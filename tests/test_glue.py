@@ -421,3 +421,22 @@ def test_held_out_selection_runs_are_their_own_runs():
     assert comp_p.name == comp_q.name
     with pytest.raises(ParameterError):
         GlueParams.resolve("book", selection_holdout=1.0)
+
+
+def test_selection_changes_set_each_choice_beside_its_held_out_twin():
+    """The held-out selection table pairs each choice made on the validation split with the same choice made
+    on the held-out share, and says whether the two agree; a choice the held-out selection has not made
+    is left out; at `ci` nothing is read."""
+    def row(task, choice, value, score, chosen):
+        return {"model": "m", "task": task, "choice": choice, "value": value, "metric": "acc", "score": score,
+                "chosen": chosen}
+    val = [row("RTE", "lr", 2e-5, 0.60, False), row("RTE", "lr", 5e-5, 0.62, True),
+           row("RTE", "α", -0.2, 0.61, True), row("RTE", "α", -0.5, 0.61, False),
+           row("MRPC", "lr", 1e-4, 0.80, True)]
+    held = [row("RTE", "lr", 2e-5, 0.70, False), row("RTE", "lr", 5e-5, 0.71, True),
+            row("RTE", "α", -0.2, 0.69, False), row("RTE", "α", -0.5, 0.72, True)]
+    df = glue.selection_changes(val, held).set_index("choice")
+    assert list(df.index) == ["lr", "α"] and list(df["same"]) == [True, False]
+    assert df.loc["α", "on validation"] == -0.2 and df.loc["α", "on held-out train"] == -0.5
+    assert df.loc["α", "held-out score"] == 0.72 and df.loc["α", "validation score"] == 0.61
+    assert glue.holdout_selection(GlueParams.resolve("ci")) == []

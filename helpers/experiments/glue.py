@@ -77,10 +77,10 @@ class Params(ChapterParams):
         "ci": dict(tasks=("RTE", "MRPC"), train_examples=48, eval_examples=48, batch_size=8, max_length=48,
                    epochs=2, seeds=2, spectra_examples=24, lrs=(2e-5, 1e-4), alphas=(-0.2, -0.5),
                    expdecay_readings=("top5", "all"), expdecay_seeds=1),
-        # ExpDecay's three readings run at the selected learning rate on the first 3 comparison seeds (CPU time)
+        # ExpDecay's three readings run at the selected learning rate on the 5 comparison seeds, as SoftDecay
         "book": dict(lrs=(2e-5, 5e-5, 1e-4), alphas=(-0.2, -0.5, -0.8), seeds=5,
                      variants=("baseline", "softdecay", "expdecay"), expdecay_readings=("top5", "all", "squared"),
-                     expdecay_seeds=3, precision="bf16"),
+                     expdecay_seeds=5, precision="bf16"),
         "paper": dict(models=("bert-base-uncased", "albert-base-v1", "distilbert-base-uncased", "roberta-base"),
                       tasks=("CoLA", "SST-2", "MRPC", "QNLI", "RTE"), alphas=(-0.2, -0.5, -0.8), seeds=3,
                       expdecay_readings=("top5", "all", "squared"), spectra_examples=1000),
@@ -138,6 +138,9 @@ class Result(results.Result):
     #: the pretrained encoder's per-layer spectra on each task's validation examples before any fine-tuning
     #: (`raw_spectra`: {model: {task: layer_spectra rows}}), and how many examples the spectra read
     raw: dict = field(default_factory=dict)
+    #: the selection repeated on a held-out share of the training split (`holdout_selection`; committed runs
+    #: only, [] when they are not committed): the selection table's rows plus `holdout`
+    holdout_selection: list = field(default_factory=list)
     spectra_examples: int = 0
 
     def run_for(self, task: str, variant: str, seed: int, model: str | None = None) -> dict | None:
@@ -215,11 +218,17 @@ class Result(results.Result):
 
     def expdecay_signs(self) -> dict[str, int]:
         """The sign pattern of ExpDecay − baseline over every (task, metric, reading): how many mean
-        differences and how many single-seed differences are below zero, out of how many."""
+        differences and how many single-seed differences are below zero, out of how many, and how many
+        95 % intervals lie wholly below and wholly above zero."""
         rows = [r for r in self.paired if r["variant"].startswith("expdecay")]
         seeds = [d for r in rows for d in r["differences"]]
+
+        def bound(r, k):
+            return r[k] if r[k] is not None else float("nan")        # None: NaN read back from JSON
         return {"means": len(rows), "means_below": sum(r["mean difference"] < 0 for r in rows),
-                "seeds": len(seeds), "seeds_below": sum(d < 0 for d in seeds)}
+                "seeds": len(seeds), "seeds_below": sum(d < 0 for d in seeds),
+                "intervals_below": sum(bound(r, "95% high") < 0 for r in rows),
+                "intervals_above": sum(bound(r, "95% low") > 0 for r in rows)}
 
     def expdecay_widths(self, task: str, metric: str | None = None) -> tuple[float, float]:
         """The narrowest and the widest 95 % t interval (high − low, points) of ExpDecay − baseline over the
@@ -316,20 +325,6 @@ class Result(results.Result):
         starts with `variant_prefix` and, if given, of that `stage`."""
         return float(sum(sum(r["history"]["epoch_seconds"]) for r in self.runs
                          if r["variant"].startswith(variant_prefix) and stage in (None, r["stage"])) / 3600)
-
-    def expdecay_more_seeds_hours(self, seeds: int = 5) -> float:
-        """Hours that bring every ExpDecay reading on every task to `seeds` comparison seeds, at the mean time
-        of the ExpDecay runs made (per task, since the tasks differ in size)."""
-        total = 0.0
-        for task in self.tasks:
-            runs = [r for r in self.runs if r["task"] == task and r["variant"].startswith("expdecay")]
-            if not runs:
-                continue
-            per_run = float(np.mean([sum(r["history"]["epoch_seconds"]) for r in runs]))
-            readings = {r["variant"] for r in runs}
-            have = min(sum(r["variant"] == v for r in runs) for v in readings)
-            total += per_run * len(readings) * max(0, seeds - have)
-        return total / 3600
 
     def findings(self) -> list[Finding]:
         """The chapter's findings: SoftDecay − baseline per task (Table 2), the flatter last-layer spectrum
@@ -564,6 +559,53 @@ def runs(p: Params) -> list[results.RunSpec]:
     return specs
 
 
+#: the held-out share of the training split the chapter's second selection is read at (committed runs only)
+HOLDOUT = 0.1
+
+
+def holdout_selection(p: Params, fraction: float = HOLDOUT) -> list[dict]:
+    """The selection repeated with `selection_holdout=fraction` (candidates trained on the training split
+    less a fixed held-out share and scored on it), read from the committed runs only — never trained here
+    (`make grid CHAPTER=glue SCALE=book PARAMS='-p selection_holdout 0.1'` makes them). One row per task
+    whose selection runs are all present: the selection table's rows with `holdout` set. [] at `ci`, or
+    under a `p` that already selects on a held-out share."""
+    if p.scale == "ci" or p.selection_holdout:
+        return []
+    q = p.with_(selection_holdout=fraction)
+    rows: list[dict] = []
+
+    def one(model, task, kind, alpha, reading, lr, seed, stage):
+        if stage != "selection":
+            return {}
+        spec = _spec(q, model, task, kind, alpha, reading, lr, seed, stage)
+        return results.execute(spec)[0] if spec.done() else None
+    for model in q.models:
+        for task in q.tasks:
+            try:
+                rows += [r | {"holdout": fraction} for r in _plan_task(q, model, task, one)]
+            except _Undecided:
+                continue
+    return rows
+
+
+def selection_changes(selection: list[dict], held: list[dict]) -> pd.DataFrame:
+    """Each choice (model, task, learning rate or α₀) made on the validation split beside the same choice
+    made on the held-out share (`holdout_selection`): the value chosen and its score by each, and whether
+    they agree. Only choices the held-out selection has made."""
+    def chosen(rows):
+        return {(r["model"], r["task"], r["choice"]): r for r in rows if r["chosen"]}
+    val, out = chosen(selection), []
+    for k, h in chosen(held).items():
+        v = val.get(k)
+        if v is None:
+            continue
+        out.append({"model": k[0], "task": k[1], "choice": k[2], "metric": h["metric"],
+                    "on validation": v["value"], "validation score": v["score"],
+                    "on held-out train": h["value"], "held-out score": h["score"],
+                    "same": v["value"] == h["value"]})
+    return pd.DataFrame(out)
+
+
 def run(p: Params) -> Result:
     """The selection runs, then every (model, task, variant, seed) of the comparison, each through the
     committed-results cache (book scale: re-read when its settings match), then the chapter's tables."""
@@ -595,6 +637,7 @@ def run(p: Params) -> Result:
                                            ("models", "tasks", "seed", "max_length", "spectra_examples")))
     return Result(models=list(p.models), tasks=list(p.tasks), seeds=p.comparison_seeds(), scale=p.scale,
                   epochs=p.epochs, train_examples=p.train_examples, runs=records, selection=selection,
+                  holdout_selection=holdout_selection(p),
                   summary=table.to_dict("records"), paired=paired_differences(grid).to_dict("records"),
                   paper_gains=paper_gains().to_dict("records"),
                   spectrum=spectrum_summary(grid, first).to_dict("records"),

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..experiments.glue import METRIC_NAMES, Result, rte_probe, side_measurements
+from ..experiments.glue import METRIC_NAMES, Result, rte_probe, selection_changes, side_measurements
 from . import common
 
 CHAPTER = "glue"
@@ -115,6 +115,20 @@ def selection_table(res: Result):
     df["value"] = [f"{v:g}" for v in df["value"]]
     df["metric"] = df["metric"].map(METRIC_NAMES)
     df["chosen"] = df["chosen"].map({True: "✓", False: ""})
+    return common.table(df, digits=2)
+
+
+def holdout_table(res: Result):
+    """Each choice made on the validation split beside the same choice made on a held-out share of the
+    training split (`experiments.glue.selection_changes`), with each selection's winning score."""
+    df = selection_changes(res.selection, res.holdout_selection)
+    if df.empty:
+        return common.table(pd.DataFrame({"held-out selection": ["not committed at this scale"]}))
+    df = df.drop(columns=["model"] if len(res.models) == 1 else [])
+    for c in ("on validation", "on held-out train"):
+        df[c] = [f"{v:g}" for v in df[c]]
+    df["metric"] = df["metric"].map(METRIC_NAMES)
+    df["same"] = df["same"].map({True: "✓", False: "✗"})
     return common.table(df, digits=2)
 
 
@@ -338,7 +352,7 @@ def publish(res: Result) -> None:
         "glue-flatter": res.flattening().text(3),
         "glue-expdecay-rte-width-min": res.expdecay_widths("RTE")[0] if rte else float("nan"),
         "glue-expdecay-rte-width-max": res.expdecay_widths("RTE")[1] if rte else float("nan"),
-        "glue-expdecay-more-hours": res.expdecay_more_seeds_hours(5), "glue-grid-hours": res.run_hours(),
+        "glue-grid-hours": res.run_hours(),
         "glue-expdecay-paper": res.paper_expdecay_gain(),
         "glue-expdecay-top5": _expdecay_text(res, "expdecay (top-5)"),
         "glue-expdecay-all": _expdecay_text(res, "expdecay (all)"),
@@ -347,6 +361,8 @@ def publish(res: Result) -> None:
         "glue-fig8-raw-low": raw_range[0][1], "glue-fig8-raw-low-task": raw_range[0][0],
         "glue-fig8-raw-high": raw_range[1][1], "glue-fig8-raw-high-task": raw_range[1][0],
         "glue-expdecay-means": signs["means"], "glue-expdecay-means-below": signs["means_below"],
+        "glue-expdecay-intervals-below": signs["intervals_below"],
+        "glue-expdecay-intervals-above": signs["intervals_above"],
         "glue-expdecay-seed-diffs": signs["seeds"], "glue-expdecay-seeds-below": signs["seeds_below"],
         "glue-clear-min": margins[low_task], "glue-clear-min-task": str(low_task),
         "glue-gain-min": float(gains["gain %"].min()), "glue-gain-max": float(gains["gain %"].max()),
