@@ -305,3 +305,19 @@ def test_fig8_measures_on_planted_quantiles(res):
     want = [0.64 * (0.5 + 0.1 * s) for s in r.seeds]
     assert fine.n == len(r.seeds) and fine.estimate == pytest.approx(np.mean(want))
     assert r.finetuning_shift(task).estimate == pytest.approx(np.mean(want) - 0.64)
+
+
+def test_held_out_selection_on_the_committed_runs(book):
+    """The selection repeated on a held-out 10 % of each training split (read from the committed runs only):
+    RTE keeps its learning rate and α₀ (α₀ by the tie rule: all three candidates score alike on the 249
+    held-out examples); MRPC's learning rate moves from 1e-4 to 5e-5, and with it the candidates of α₀."""
+    rows = book.holdout_selection
+    assert rows and all(r["holdout"] == 0.1 for r in rows)
+    df = experiments.glue.selection_changes(book.selection, rows).set_index(["task", "choice"])
+    assert {"RTE", "MRPC"} <= set(df.index.get_level_values("task"))
+    assert df.loc[("RTE", "learning rate (baseline)"), "same"] and df.loc[("RTE", "initial α (SoftDecay)"), "same"]
+    rte_alpha = [r["score"] for r in rows if r["task"] == "RTE" and r["choice"].startswith("initial")]
+    assert len(set(rte_alpha)) == 1                                    # a three-way tie
+    mrpc = df.loc[("MRPC", "learning rate (baseline)")]
+    assert not mrpc["same"] and mrpc["on validation"] == 1e-4 and mrpc["on held-out train"] == 5e-5
+    assert not experiments.glue.holdout_selection(experiments.glue.Params.resolve("book", selection_holdout=0.1))

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..experiments.glue import METRIC_NAMES, Result, rte_probe, selection_changes, side_measurements
+from ..experiments.glue import HOLDOUT, METRIC_NAMES, Result, rte_probe, selection_changes, side_measurements
 from . import common
 
 CHAPTER = "glue"
@@ -338,6 +338,7 @@ def publish(res: Result) -> None:
     rte = res.paired_interval("RTE") if "RTE" in res.tasks else None
     probe, sst2 = rte_probe(), side_measurements()["sst2_time"] or {}
     p5, p10 = probe.get(5e-5, {}), probe.get(1e-4, {})
+    held = selection_changes(res.selection, res.holdout_selection)
     common.publish({
         "glue-runs": len(res.runs), "glue-from-cache": sum(bool(r["from_cache"]) for r in res.runs),
         "glue-seeds": len(res.seeds), "glue-epochs": res.epochs,
@@ -353,6 +354,11 @@ def publish(res: Result) -> None:
         "glue-expdecay-rte-width-min": res.expdecay_widths("RTE")[0] if rte else float("nan"),
         "glue-expdecay-rte-width-max": res.expdecay_widths("RTE")[1] if rte else float("nan"),
         "glue-grid-hours": res.run_hours(),
+        "glue-holdout-share": HOLDOUT,
+        "glue-holdout-choices": len(held), "glue-holdout-same": int(held["same"].sum()) if len(held) else 0,
+        "glue-holdout-tasks": ", ".join(dict.fromkeys(held["task"])) if len(held) else "",
+        "glue-holdout-changed": (", ".join(f"{r.task} ({'α₀' if 'α' in r.choice else 'learning rate'})"
+                                           for r in held.itertuples() if not r.same) if len(held) else ""),
         "glue-expdecay-paper": res.paper_expdecay_gain(),
         "glue-expdecay-top5": _expdecay_text(res, "expdecay (top-5)"),
         "glue-expdecay-all": _expdecay_text(res, "expdecay (all)"),
