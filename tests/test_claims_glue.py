@@ -310,11 +310,13 @@ def test_fig8_measures_on_planted_quantiles(res):
 def test_held_out_selection_on_the_committed_runs(book):
     """The selection repeated on a held-out 10 % of each training split (read from the committed runs only):
     RTE keeps its learning rate and α₀ (α₀ by the tie rule: all three candidates score alike on the 249
-    held-out examples); MRPC's learning rate moves from 1e-4 to 5e-5, and with it the candidates of α₀."""
+    held-out examples); MRPC's learning rate moves from 1e-4 to 5e-5, and with it the candidates of α₀;
+    CoLA keeps both: 4 of the 6 choices are the same."""
     rows = book.holdout_selection
     assert rows and all(r["holdout"] == 0.1 for r in rows)
     df = experiments.glue.selection_changes(book.selection, rows).set_index(["task", "choice"])
-    assert {"RTE", "MRPC"} <= set(df.index.get_level_values("task"))
+    assert set(df.index.get_level_values("task")) == {"RTE", "MRPC", "CoLA"} and df["same"].sum() == 4
+    assert df.loc[("CoLA", "learning rate (baseline)"), "same"] and df.loc[("CoLA", "initial α (SoftDecay)"), "same"]
     assert df.loc[("RTE", "learning rate (baseline)"), "same"] and df.loc[("RTE", "initial α (SoftDecay)"), "same"]
     rte_alpha = [r["score"] for r in rows if r["task"] == "RTE" and r["choice"].startswith("initial")]
     assert len(set(rte_alpha)) == 1                                    # a three-way tie
