@@ -428,6 +428,18 @@ def publish(res: Result) -> None:
         "sts-smol-white-draws": _text_if_draws(res, SMOL, "whitening", "SoftDecay (sentence)"),
         "sts-smol-white256-draws": _text_if_draws(res, SMOL, "whitening-256", "SoftDecay (sentence)"),
         "sts-bert-white-sd": _text_if_run(res, BOOK_BERT, lambda: res.white_minus_sd(BOOK_BERT)[0]),
+        "sts-bert-draws": res.n_draws(BOOK_BERT) if res.read(BOOK_BERT) else 0,
+        "sts-bert-sd-draws": _text_if_draws(res, BOOK_BERT, "SoftDecay (sentence)"),
+        "sts-bert-clamped-draws": _text_if_draws(res, BOOK_BERT, "SoftDecay (clamped)"),
+        "sts-bert-white-draws": _text_if_draws(res, BOOK_BERT, "whitening", "SoftDecay (sentence)"),
+        "sts-bert-deesc-draws": _text_if_draws(res, BOOK_BERT, "de-escalation"),
+        "sts-bert-flips-reread-min": (int(res.flip_counts(BOOK_BERT)["SoftDecay (sentence)"].min())
+                                      if res.read(BOOK_BERT) else 0),
+        "sts-bert-flips-reread-max": (int(res.flip_counts(BOOK_BERT)["SoftDecay (sentence)"].max())
+                                      if res.read(BOOK_BERT) else 0),
+        "sts-bert-mean-share": res.anisotropy(BOOK_BERT, "mean_share") if res.read(BOOK_BERT) else float("nan"),
+        "sts-bert-ev1-paper": res.anisotropy(BOOK_BERT, "EV1") if res.read(BOOK_BERT) else float("nan"),
+        "sts-bert-ev1-centred": res.anisotropy(BOOK_BERT, "EV1_centred") if res.read(BOOK_BERT) else float("nan"),
         "sts-minilm-refit-shift": abs(res.refit_shift(m)) if res.read(m) else float("nan"),
         "sts-smol-refit-shift": abs(res.refit_shift(SMOL)) if res.read(SMOL) else float("nan"),
         "sts-minilm-flips-reread": int(res.flip_counts(m)["SoftDecay (sentence)"].max()),
