@@ -162,19 +162,25 @@ VERDICT_COLOURS = {"reproduced": "#1b7837", "direction only": "#7fbc41", "not de
 
 
 def findings_table(findings):
-    """A chapter's findings as the table its first output cell shows: verdict, claim and where, the effect
-    with its interval against its reference, the scale it was measured at, and a link to the section that
-    shows it; the same records the findings page collects (`figures.findings.table`), one row each."""
+    """A chapter's findings as the table its first output cell shows, four columns that fit a page: the
+    verdict (paper and where beneath), the claim, the effect with its interval (reference and scale
+    beneath), and a link to the section that shows it; the same records the findings page collects
+    (`figures.findings.table`), one row each."""
     df = findings_frame(findings, local=True)
     if df.empty:
         return df
-    df["where"] = df["paper"] + ", " + df["where"]
-    df = df[["verdict", "claim", "where", "effect", "reference", "scale", "section"]]
-    return scroll(df.style.hide(axis="index")
+    small = '<br><small style="color:#555">{}</small>'.format
+    out = pd.DataFrame({
+        "verdict": [v + small(f"{p}, {w}") for v, p, w in zip(df["verdict"], df["paper"], df["where"], strict=True)],
+        "claim": df["claim"],
+        "effect [95 % interval]": [e + small(f"reference {r}; {s}")
+                                   for e, r, s in zip(df["effect"], df["reference"], df["scale"], strict=True)],
+        "": df["section"]})
+    return scroll(out.style.hide(axis="index")
                   .set_table_attributes('class="findings-table"')
-                  .set_properties(subset=["claim"], **{"min-width": "16em"})
-                  .set_properties(subset=["effect"], **{"min-width": "13em"})
-                  .set_properties(subset=["scale"], **{"min-width": "10em", "font-size": "85%"}))
+                  .set_properties(subset=["verdict"], **{"min-width": "7em"})
+                  .set_properties(subset=["claim"], **{"min-width": "15em"})
+                  .set_properties(subset=["effect [95 % interval]"], **{"min-width": "15em"}))
 
 
 def findings_frame(findings, link_prefix: str = "", local: bool = False) -> pd.DataFrame:

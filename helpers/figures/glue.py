@@ -124,12 +124,16 @@ def holdout_table(res: Result):
     df = selection_changes(res.selection, res.holdout_selection)
     if df.empty:
         return common.table(pd.DataFrame({"held-out selection": ["not committed at this scale"]}))
-    df = df.drop(columns=["model"] if len(res.models) == 1 else [])
-    for c in ("on validation", "on held-out train"):
-        df[c] = [f"{v:g}" for v in df[c]]
-    df["metric"] = df["metric"].map(METRIC_NAMES)
-    df["same"] = df["same"].map({True: "✓", False: "✗"})
-    return common.table(df, digits=2)
+    out = pd.DataFrame({"task": df["task"], "choice": df["choice"],
+                        "chosen on validation (score)": [f"{v:g} ({s:.2f})" for v, s in
+                                                         zip(df["on validation"], df["validation score"], strict=True)],
+                        "chosen on held-out train (score)": [f"{v:g} ({s:.2f})" for v, s in
+                                                             zip(df["on held-out train"], df["held-out score"],
+                                                                 strict=True)],
+                        "same": df["same"].map({True: "✓", False: "✗"})})
+    if len(res.models) > 1:
+        out.insert(0, "model", df["model"])
+    return common.table(out)
 
 
 def paired_figure(res: Result) -> plt.Figure:
