@@ -1,4 +1,5 @@
-"""The book's findings page: every chapter's findings, collected from the chapters' own Results.
+"""The book's findings page: the papers' claims (`data/claims/<paper>.yaml`) and every chapter's findings,
+collected from the chapters' own Results, each claim judged by the one rule of `core.findings.judge`.
 
 `collect(scale)` runs each chapter's `run(Params.resolve(scale))` — at `book` scale that reads the committed
 heavy runs back (about a minute for all chapters) — and returns the `Finding` records each Result computes,
@@ -20,7 +21,25 @@ import yaml
 
 from ..book import runtime
 from ..book.results import _jsonable
-from ..core.findings import PAPERS, VERDICTS, Finding, count_verdicts
+from ..core.findings import PAPERS, VERDICTS, Claim, Finding, Judged, count_claims, count_verdicts, judge
+
+#: the claims registry: one YAML file per paper, the claims in the paper's order
+CLAIMS_DIR = runtime.REPO_ROOT / "data" / "claims"
+
+
+def claims(paper: str | None = None) -> list[Claim]:
+    """Every claim of the three papers (or of `paper`), in the papers' order, from `data/claims/<paper>.yaml`."""
+    out = []
+    for p in ([paper] if paper else list(PAPERS)):
+        path = CLAIMS_DIR / f"{p}.yaml"
+        if not path.is_file():
+            raise FileNotFoundError(f"the claims of {p} are listed in {path.relative_to(runtime.REPO_ROOT)}")
+        for rec in yaml.safe_load(path.read_text()) or []:
+            out.append(Claim(paper=p, **{k: str(v) for k, v in rec.items()}))
+    ids = [c.id for c in out]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"claim ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
+    return out
 
 
 def chapter_order() -> list[str]:
@@ -52,9 +71,31 @@ class Collected:
     findings: list[Finding] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
 
+    claims: list[Claim] = field(default_factory=list)
+
     def counts(self) -> dict[str, dict[str, int]]:
-        """{paper: {verdict: count}}."""
+        """{paper: {verdict: count}} over the findings (every kind; the page counts claims: `claim_counts`)."""
         return count_verdicts(self.findings)
+
+    def judged(self, paper: str | None = None) -> list[Judged]:
+        """Every claim (of `paper`) with its verdict, in the papers' order."""
+        return [judge(c, self.findings) for c in self.claims if paper in (None, c.paper)]
+
+    def claim_counts(self) -> dict[str, dict]:
+        """Per paper: claims, tested at the paper's setting, at a reduced one, not at all, and the verdicts."""
+        return count_claims(self.judged())
+
+    def extensions(self) -> list[Finding]:
+        """The book's own questions, counted on their own."""
+        return [f for f in self.findings if f.kind == "extension"]
+
+    def controls(self) -> list[Finding]:
+        return [f for f in self.findings if f.kind == "control"]
+
+    def orphans(self) -> list[Finding]:
+        """Findings of kind claim or control whose claim is not in the registry (a test fails on any)."""
+        ids = {c.id for c in self.claims}
+        return [f for f in self.findings if f.kind != "extension" and f.claim_id not in ids]
 
     def untestable(self) -> list[Finding]:
         """The findings that need a GPU or the hub, each with its command."""
@@ -65,7 +106,7 @@ def collect(scale: str = "book", chapters: list[str] | None = None) -> Collected
     """Run (or read back) every chapter at `scale` and collect its findings."""
     from importlib import import_module
 
-    out = Collected(scale=scale)
+    out = Collected(scale=scale, claims=claims())
     for ch in chapters or chapter_order():
         module = import_module(f"{__package__}.{ch}")
         p = module.Params.resolve(scale)
@@ -83,4 +124,4 @@ def collect(scale: str = "book", chapters: list[str] | None = None) -> Collected
     return out
 
 
-__all__ = ["collect", "chapter_order", "Collected", "PAPERS", "VERDICTS"]
+__all__ = ["collect", "claims", "chapter_order", "Collected", "PAPERS", "VERDICTS", "CLAIMS_DIR"]

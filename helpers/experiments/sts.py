@@ -68,6 +68,7 @@ class Params(ChapterParams):
     draws: int = 1                   # subsample draws of an encoder scored on a subsample (seeds seed, seed+1, ...)
     extra_draws: int = 1             # subsample draws of each re-read extra encoder (`reread_extras`)
     plant_directions: int = 5        # random directions of the planted experiment
+    full_readings: tuple[str, ...] = ()   # encoders re-read under `poolings` on every pair of every set (Table 1)
 
     CHAPTER: ClassVar[str] = "sts"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -77,7 +78,8 @@ class Params(ChapterParams):
         # the book's own MLM BERT (the queries-and-keys chapter's pretraining, scripts/export_book_model.py)
         # SmolLM2 re-read under both poolings on 3 subsample draws (its readings: ~20 CPU-minutes)
         "book": dict(extra_models=("SmolLM2-135M-Instruct", "book-mlm-bert"), reading_pairs=400,
-                     reread_extras=("book-mlm-bert", "SmolLM2-135M-Instruct"), extra_draws=3),
+                     reread_extras=("book-mlm-bert", "SmolLM2-135M-Instruct"), extra_draws=3,
+                     full_readings=("all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "book-mlm-bert")),
         "paper": dict(models=("bert-base-cased", "distilbert-base-uncased", "albert-base-v2", "roberta-base"),
                       extra_models=(), source="hub"),
     }
@@ -122,10 +124,11 @@ def reading_bootstrap(p: Params) -> int:
 READING_METHODS = ("vanilla", "whitening", "whitening-256", "de-escalation", "SoftDecay (sentence)", *FLIP_FREE)
 #: the Params fields only the readings use (dropped from the other runs' cache keys)
 _READING_FIELDS = ("paper_pooling", "poolings", "draws", "extra_draws", "plant_directions", "reading_pairs",
-                   "reread_extras")
+                   "reread_extras", "full_readings")
 #: the Params fields the readings do not use
 _NOT_READINGS = ("models", "extra_models", "extra_pooling", "extra_max_pairs", "max_pairs", "pooling", "tsne_pairs",
-                 "alphas", "cdf_pairs", "draws", "extra_draws", "reading_pairs", "reread_extras")
+                 "alphas", "cdf_pairs", "draws", "extra_draws", "reading_pairs", "reread_extras",
+                 "full_readings")
 #: how each pooling is named in tables: the authors' two readings and the mechanism test's
 POOLING_LABEL = {"first_last_l1": "layers 1 + L", "first_last": "embeddings + layer L", "last": "layer L",
                  "cls": "[CLS]"}
@@ -182,6 +185,8 @@ class Result(results.Result):
     plant_directions: int = 0
     reading_pairs: int = 0
     maps: dict = field(default_factory=dict)
+    #: encoder -> `readings` on every pair of every set (one draw; no planted experiment)
+    full_readings: dict = field(default_factory=dict)
 
     # --- reading the runs -------------------------------------------------------------------------
 
@@ -950,6 +955,14 @@ def run(p: Params) -> Result:
                 # the book's own model needs its pretraining on this machine; with no committed record and a run
                 # that may not measure it (the book build), the chapter says so with the command
                 unavailable[name] = str(err)
+        full = {}
+        for name in p.full_readings:
+            try:
+                full[name], from_cache[f"full {name}"] = results.cached(
+                    p, f"sts-full-{name.replace('/', '_')}", lambda n=name: compute_readings(n, 0, 1, False),
+                    drop=_NOT_READINGS, model=name, max_pairs=0, draws=1, planted=False)
+            except (ModelUnavailable, results.MissingRuns) as err:
+                unavailable[f"{name} (every pair)"] = str(err)
         first = p.models[0]
         model = loaded.get(first) or hm.load(first, device=device)
         drawn, from_cache["maps"] = results.cached(
@@ -967,4 +980,4 @@ def run(p: Params) -> Result:
                   paper_table4=paper4, encoder_demo=demo, bootstrap=p.bootstrap, max_pairs=p.max_pairs,
                   extra_max_pairs=p.extra_max_pairs, readings=read, unavailable=unavailable,
                   paper_pooling=p.paper_pooling, poolings=list(p.poolings), plant_directions=p.plant_directions,
-                  reading_pairs=p.reading_pairs or p.max_pairs, maps=drawn)
+                  reading_pairs=p.reading_pairs or p.max_pairs, maps=drawn, full_readings=full)
