@@ -158,35 +158,45 @@ def spectrum_cdfs(ax: plt.Axes, values_by_layer: Sequence[tuple[str, np.ndarray]
 
 #: how each verdict is shown (the rule itself is `helpers.core.findings.verdict`)
 VERDICT_COLOURS = {"reproduced": "#1b7837", "direction only": "#7fbc41", "not detected": "#8c8c8c",
-                   "inconclusive": "#bf812d", "contradicted": "#c51b7d", "not testable here": "#4393c3"}
+                   "inconclusive": "#bf812d", "contradicted": "#c51b7d", "not testable here": "#4393c3",
+                   "not tested here": "#6c6c6c"}
+#: how a finding's kind is said beneath its verdict (a paper's claim says nothing)
+KIND_TEXT = {"claim": "", "control": "a control of the method (not counted)", "extension": "the book's own question"}
+
+
+def verdict_html(verdict: str, text: str | None = None) -> str:
+    """A verdict in its colour; `text` (default: the verdict) is what is written, e.g. with its setting."""
+    return f'<span style="color:{VERDICT_COLOURS[verdict]};font-weight:600">{text or verdict}</span>'
 
 
 def findings_table(findings):
     """A chapter's findings as the table its first output cell shows, four columns that fit a page: the
-    verdict (paper and where beneath), the claim, the effect with its interval (reference and scale
-    beneath), and a link to the section that shows it; the same records the findings page collects
-    (`figures.findings.table`), one row each."""
+    verdict in words with the setting it was reached at (paper, where and kind beneath), what was tested, the
+    effect with its interval (reference and the paper's value beneath), and a link to the section that shows it;
+    the same records the findings page collects, one row each."""
     df = findings_frame(findings, local=True)
     if df.empty:
         return df
     small = '<br><small style="color:#555">{}</small>'.format
     out = pd.DataFrame({
-        "verdict": [v + small(f"{p}, {w}") for v, p, w in zip(df["verdict"], df["paper"], df["where"], strict=True)],
-        "claim": df["claim"],
-        "effect [95 % interval]": [e + small(f"reference {r}; {s}")
-                                   for e, r, s in zip(df["effect"], df["reference"], df["scale"], strict=True)],
+        "verdict": [v + small(f"{p}, {w}" + (f"; {k}" if k else ""))
+                    for v, p, w, k in zip(df["verdict"], df["paper"], df["where"], df["kind"], strict=True)],
+        "tested": df["claim"],
+        "effect [95 % interval]": [e + small(f"reference {r}")
+                                   for e, r in zip(df["effect"], df["reference"], strict=True)],
         "": df["section"]})
     return scroll(out.style.hide(axis="index")
                   .set_table_attributes('class="findings-table"')
-                  .set_properties(subset=["verdict"], **{"min-width": "7em"})
-                  .set_properties(subset=["claim"], **{"min-width": "15em"})
-                  .set_properties(subset=["effect [95 % interval]"], **{"min-width": "15em"}))
+                  .set_properties(subset=["verdict"], **{"min-width": "9em"})
+                  .set_properties(subset=["tested"], **{"min-width": "14em"})
+                  .set_properties(subset=["effect [95 % interval]"], **{"min-width": "13em"}))
 
 
 def findings_frame(findings, link_prefix: str = "", local: bool = False) -> pd.DataFrame:
     """The findings as a table: paper, where, claim, chapter (a link to the section), the effect with its
-    interval, the verdict, what was measured at which scale (`measured`; the scale alone in `scale`).
-    `local`: the links point into the chapter's own page (`section`: "→")."""
+    interval, the verdict in words with its setting (`verdict`), the kind, what was measured at which scale
+    (`measured`; the scale alone in `scale`). `local`: the links point into the chapter's own page
+    (`section`: "→")."""
     from ..core.findings import PAPERS
 
     rows = []
@@ -194,11 +204,14 @@ def findings_frame(findings, link_prefix: str = "", local: bool = False) -> pd.D
         href = f"{link_prefix}{f.chapter}.html" + (f"#{f.section}" if f.section else "")
         if local:
             href = f"#{f.section}" if f.section else ""
-        verdict = f'<span style="color:{VERDICT_COLOURS[f.verdict]};font-weight:600">{f.verdict}</span>'
+        verdict = verdict_html(f.verdict, f.verdict_text())
+        if f.cannot_test:
+            verdict += f'<br><small style="color:#555">{f.cannot_test}</small>'
         effect = f.effect_text() if f.effect is not None else f"needs {f.needs}: <code>{f.command}</code>"
         if f.excludes() and f.verdict in ("not detected", "inconclusive"):
             effect += f"<br><small>{f.excludes()}</small>"
         rows.append({"verdict": verdict, "paper": PAPERS[f.paper].split(" (")[0], "where": f.where,
+                     "kind": KIND_TEXT[f.kind],
                      "claim": f.claim, "effect": f"{f.quantity}: {effect}",
                      "reference": f.reference_label + ("" if f.paper_value is None
                                                        else f"; paper {f.paper_value:+.{f.digits}f}"),
