@@ -1,4 +1,4 @@
-"""What limits the Q/K chapter's MLM pretraining at CPU budgets (issue 16, the 1.5-nat bar): one seed of the
+"""What limits the Q/K chapter's MLM pretraining at CPU budgets (the 1.5-nat bar): one seed of the
 book model (4 x 256 MLM BERT, bf16, no dropout unless asked) under another recipe, held-out MLM loss at five
 evenly spaced checkpoints on the book's held-out block, written to results/qk/probes/<name>.json with provenance.
 

@@ -191,7 +191,7 @@ def test_isotropic_sampling_in_chunks_is_one_stream():
     assert A.sample_isotropic_cosines(8, 50, seed=3, chunk_elements=80).shape == (50,)
 
 
-# ------------------------------------------------------------------ issue 15: drift identity, mean removal, walkers
+# ------------------------------------------------------------------ drift identity, mean removal, walkers
 
 
 def test_mean_removed_cosine_of_a_planted_common_direction_is_zero():
@@ -368,7 +368,7 @@ def test_frames_walker_pools_every_clip():
     assert r["cos_exact"][2] == pytest.approx((((U @ U.T).sum() - 18) / (18 * 17)).item(), abs=1e-9)
 
 
-# ------------------------------------------------------------------ the shape of the centred cloud (issue 29)
+# ------------------------------------------------------------------ the shape of the centred cloud
 
 def test_the_null_of_an_average_is_the_single_pair_null_over_root_m():
     d, m = 256, 2000
@@ -381,7 +381,7 @@ def test_the_null_of_an_average_is_the_single_pair_null_over_root_m():
 
 
 def test_clusters_plus_drift_are_not_called_one_common_direction():
-    """Issue 29: four tight clusters plus a drift have a high raw cosine and a mean-removed cosine of ~0
+    """Four tight clusters plus a drift have a high raw cosine and a mean-removed cosine of ~0
     — the average-cosine test calls them 'one common direction'. The centred cloud's effective dimension
     (≈ 3) and participation ratio say otherwise; an isotropic cloud plus the same drift gives ≈ d."""
     x = A.planted_clusters_and_drift(n=2000, d=256, clusters=4, seed=0)
@@ -414,7 +414,7 @@ def test_the_chapter_reads_the_effective_dimension_from_the_accumulators_pairs()
     assert band.low < 128 < band.high and band.high - band.low < 0.06 * 128
 
 
-# ------------------------------------------------------------------ the centred cloud's spectrum (issue 29)
+# ------------------------------------------------------------------ the centred cloud's spectrum
 
 def _streamed(x: torch.Tensor, batches: int = 10, n_pairs: int = 20_000, seed: int = 0) -> dict:
     acc = A.LayerAccumulator(A.sample_pairs(x.shape[0], n_pairs, seed))
@@ -424,7 +424,7 @@ def _streamed(x: torch.Tensor, batches: int = 10, n_pairs: int = 20_000, seed: i
 
 
 def test_the_drift_verdict_fails_on_clusters_plus_drift_and_passes_on_a_pure_drift():
-    """Issue 29's test that can fail: four tight clusters plus a drift in d = 256 (raw cosine ≈ 0.8,
+    """The test that can fail: four tight clusters plus a drift in d = 256 (raw cosine ≈ 0.8,
     mean-removed ≈ 0) are NOT one common direction; a drift plus isotropic noise is; isotropic noise
     without a drift has no stable mean."""
     rng = torch.Generator().manual_seed(3)

@@ -1,4 +1,4 @@
-"""The shape STYLE.md gives a chapter (issue 27): it opens with its findings (computed, the same records
+"""The shape STYLE.md gives a chapter: it opens with its findings (computed, the same records
 the findings page collects), has one "How this differs from the paper" block, no changelog remarks and
 no visible bookkeeping cell; every finding links to a section of its chapter."""
 
@@ -41,7 +41,7 @@ def test_the_changelog_pattern_catches_remarks_and_spares_prose():
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_no_changelog_remarks(chapter):
     if not converted(chapter):
-        pytest.xfail(f"{chapter}: not yet in the findings shape (issue 27)")
+        pytest.xfail(f"{chapter}: not yet in the findings shape (its Result has no findings() yet)")
     hits = [m.group(0) for m in CHANGELOG.finditer((BOOK / f"{chapter}.md").read_text())]
     assert not hits, f"{chapter}.md: {hits}"
 
@@ -49,7 +49,7 @@ def test_no_changelog_remarks(chapter):
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_the_chapter_opens_with_its_findings(chapter):
     if not converted(chapter):
-        pytest.xfail(f"{chapter}: not yet in the findings shape (issue 27)")
+        pytest.xfail(f"{chapter}: not yet in the findings shape (its Result has no findings() yet)")
     cs = cells(chapter)
     first_heading = next(i for i, (k, _, src) in enumerate(cs) if k == "markdown" and re.search(r"^## ", src, re.M))
     shown = [i for i, (k, tags, src) in enumerate(cs) if k == "code" and "findings_table(res.findings())" in src]
@@ -68,7 +68,7 @@ def test_the_chapter_opens_with_its_findings(chapter):
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_findings_are_records_that_link_to_their_sections(chapter):
     if not converted(chapter):
-        pytest.xfail(f"{chapter}: not yet in the findings shape (issue 27)")
+        pytest.xfail(f"{chapter}: not yet in the findings shape (its Result has no findings() yet)")
     fs = ci_result(getattr(experiments, chapter)).findings()
     assert 3 <= len(fs) <= 8, f"{chapter}: {len(fs)} findings (a chapter opens with 3-6)"
     assert all(isinstance(f, Finding) for f in fs)

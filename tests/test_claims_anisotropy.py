@@ -1,4 +1,4 @@
-"""The anisotropy chapter's central claims (Godey et al. §3, App. A-B; issue 15), asserted on its `ci`-scale
+"""The anisotropy chapter's central claims (Godey et al. §3, App. A-B), asserted on its `ci`-scale
 result: all-MiniLM-L6-v2, AntiBERTy and rxnmapper's ALBERT with their untrained twins, and EfficientNet-Lite0."""
 
 import numpy as np
@@ -134,7 +134,7 @@ def test_isotropic_monte_carlo_matches_the_exact_law(res):
     assert big["exact_q95"] == pytest.approx(big["asymptotic_q95"], rel=0.01)
 
 
-# ------------------------------------------------------------------ findings (issue 27)
+# ------------------------------------------------------------------ findings
 
 def test_findings_on_the_ci_run(res):
     fs = {f.key: f for f in res.findings()}
@@ -218,7 +218,7 @@ def test_a_planted_isotropic_centred_cloud_changes_the_verdict(res):
 
 
 def test_spectrum_runs_classify_every_layer_and_hold_their_isotropic_reference(res):
-    """Issue 29: each spectrum run holds, per layer, the centred cloud's participation ratio, its isotropic
+    """Each spectrum run holds, per layer, the centred cloud's participation ratio, its isotropic
     reference of the same n and d, and the split-half cosine of the mean; every pretrained layer gets one
     `MAKEUP` class."""
     from helpers.core.anisotropy import MAKEUP, isotropic_participation_ratio

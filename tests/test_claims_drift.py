@@ -68,7 +68,7 @@ def test_reference_model_norms_are_the_same_order_as_the_fixed_point(res):
 
 
 def test_the_output_drifts_as_the_bias_grows(res):
-    """Issue 15: Fig. 6b's E‖T(x+b)‖ is √d by construction; ‖E T(x+b)‖ is what rises with N — from well
+    """Fig. 6b's E‖T(x+b)‖ is √d by construction; ‖E T(x+b)‖ is what rises with N — from well
     below √d without a bias to near √d at the largest N, as the outputs align."""
     m = res.stat("out_mean_norm").mean(0)                     # (norms,)
     assert m[0] < 0.5 * np.sqrt(res.hidden) and m[-1] > 0.9 * np.sqrt(res.hidden)
@@ -76,7 +76,7 @@ def test_the_output_drifts_as_the_bias_grows(res):
 
 
 def test_embedding_layer_makes_q_and_k_anisotropic_without_bias(res):
-    """Issue 15: through BERT's embedding layer (shared token-type vector) the inputs have cosine ≈ 1/3
+    """through BERT's embedding layer (shared token-type vector) the inputs have cosine ≈ 1/3
     and Q, K inherit it at N = 0 — the paper's observation; rows of E give isotropic Q, K."""
     emb = "embedding-layer"
     assert res.stat("in_cos", emb)[:, 0].mean() == pytest.approx(1 / 3, abs=0.05)
@@ -117,7 +117,7 @@ def test_seed_counts_are_counted_per_variant(res):
     assert [r["seeds"] for r in rows] == [2, 1]
 
 
-# ------------------------------------------------------------------ findings (issue 27)
+# ------------------------------------------------------------------ findings
 
 def test_findings_on_the_ci_run(res):
     fs = {f.key: f for f in res.findings()}

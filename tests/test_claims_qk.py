@@ -218,7 +218,7 @@ def test_book_findings(book):
 
 
 def test_book_per_layer_reading(book):
-    """Issue 29's per-layer numbers: final mean |cos| by layer 0.81, 0.17, 0.51, 0.19 (chance 0.10); every
+    """The book run's per-layer numbers: final mean |cos| by layer 0.81, 0.17, 0.51, 0.19 (chance 0.10); every
     layer-0 head of every seed opposite; |Q̄·K̄| from 0.21 to 741 in layer 0, 1.4-27 elsewhere, and the centred
     model keeps 255 in layer 0 (its input, the embeddings, is not centred) and almost none in layers 1-3."""
     rows = book.layer_rows()
@@ -287,7 +287,7 @@ def test_book_examples_and_seeds(book):
     assert all(r["median_onset"]["common"] is None for r in c["per_seed"])
 
 
-# --- the end state of real pretraining (issue 29) ---------------------------------------------------
+# --- the end state of real pretraining ----------------------------------------------------------
 
 def test_book_end_state_finding(book):
     """Five real models that learned (the byte-level MLM's end state read from its committed record): 518 heads,

@@ -73,7 +73,7 @@ def _first(v, res):
 
 
 def test_xi2_is_never_infinite_in_the_figure2_tables(res):
-    """Issue 15: ξ₂ overflowed to inf under σ² = h/d; now it is finite or undefined (NaN), never inf."""
+    """ξ₂ under σ² = h/d is finite or undefined (NaN), never inf (it can overflow if computed naively)."""
     for fig in (res.figure2, res.figure2_other, res.figure2_init):
         assert not np.isinf(fig["xi_ratio"]).any()
     assert np.isfinite(res.summary["other_steps_ratio_other"])
@@ -157,7 +157,7 @@ def test_book_gradient_changes_little_between_adjacent_layers():
     assert steps.max() > mean_factor + 0.01
 
 
-# ------------------------------------------------------------------ findings (issue 27) and the τ sweep
+# ------------------------------------------------------------------ findings and the τ sweep
 
 
 def test_findings_on_the_ci_run(res):
@@ -273,7 +273,7 @@ def test_book_sweep_threshold_is_nearer_tau_star_than_the_measured_block_factor_
 
 
 def test_book_ffn_share_over_the_escalation():
-    """Issue 29: the FFN's share over blocks 0-2 (25 % / 47 %) is its share at the start; over the whole
+    """The FFN's share over blocks 0-2 (25 % / 47 %) is its share at the start; over the whole
     escalation it is about 9 % (PyTorch init) and about a fifth (Xavier), over all blocks 5 % / 12 %; and
     without the FFN the first block above 0.99 comes one block later."""
     r = _book()

@@ -1,4 +1,4 @@
-"""Device all the way (issue 13): every chapter's `ci` path and every training step run on the device
+"""Device all the way: every chapter's `ci` path and every training step run on the device
 they are given, draws follow their generators, autocast is asked for on the model's device, and the
 provenance names the device a run resolved to.
 
@@ -77,7 +77,7 @@ def test_placeholder_raises_where_cuda_raises():
         assert float(x.sum()) == 0.5 and x.cpu().shape == (3,)         # read-backs go on with made-up data
 
 
-def _mask_tokens_before_issue_13(ids, tok, mask_prob=0.15, generator=None):
+def _mask_tokens_old_draws(ids, tok, mask_prob=0.15, generator=None):
     """`mlm.mask_tokens` as it was (draws on the generator's device, never moved): crashed qk on CUDA."""
     special = torch.zeros_like(ids, dtype=torch.bool)
     for sid in tok.all_special_ids:
@@ -104,13 +104,13 @@ def test_mask_tokens_follows_ids_and_keeps_cpu_draws(tok):
     ids = torch.randint(2000, 6000, (4, 16), generator=torch.Generator().manual_seed(1))
     ids[:, 0], ids[:, -1] = tok.cls_token_id, tok.sep_token_id
     new = mlm.mask_tokens(ids, tok, 0.3, generator=torch.Generator().manual_seed(7))
-    old = _mask_tokens_before_issue_13(ids, tok, 0.3, generator=torch.Generator().manual_seed(7))
+    old = _mask_tokens_old_draws(ids, tok, 0.3, generator=torch.Generator().manual_seed(7))
     assert all(torch.equal(a, b) for a, b in zip(new, old, strict=True)) and (new[1] != -100).any()
     with on_placeholder():
         inputs, labels = mlm.mask_tokens(ids.to(META), tok, 0.3, generator=torch.Generator().manual_seed(7))
         assert inputs.device == META and labels.device == META and inputs.shape == ids.shape
         with pytest.raises(RuntimeError, match="device"):
-            _mask_tokens_before_issue_13(ids.to(META), tok, 0.3, generator=torch.Generator().manual_seed(7))
+            _mask_tokens_old_draws(ids.to(META), tok, 0.3, generator=torch.Generator().manual_seed(7))
 
 
 # ------------------------------------------------------------------ one training step of each loop
@@ -232,7 +232,7 @@ def test_chapter_ci_path_runs_on_the_device(case, placeholder, monkeypatch):
     """`run(Params.resolve("ci", device="meta"))` goes through with every model and tensor of the
     chapter on the device `choose_device(p.device)` gives: any CPU tensor met by a device one raises,
     and no module runs its forward with weights left on CPU (a model loaded on CPU that quietly
-    computes there — the issue-13 bug — mixes nothing, so it is caught here)."""
+    computes there — a bug this test guards against — mixes nothing, so it is caught here)."""
     rb, _ = placeholder
     on_device, on_cpu = _run_on_placeholder(case, monkeypatch)
     assert on_device, f"{case}: no module ran on the chosen device"
@@ -241,8 +241,8 @@ def test_chapter_ci_path_runs_on_the_device(case, placeholder, monkeypatch):
 
 
 def test_a_chapter_that_loads_its_model_on_cpu_fails(placeholder, monkeypatch):
-    """The chapter test can fail: subspace with `models.load` ignoring the device (the bug of issue 13
-    in five chapters) runs its model on CPU, and the test sees it."""
+    """The chapter test can fail: subspace with `models.load` ignoring the device (a bug that
+    would hit every chapter that loads a model) runs its model on CPU, and the test sees it."""
     from helpers.hf import models
 
     original = models.load

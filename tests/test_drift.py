@@ -95,7 +95,7 @@ def test_params_grid_and_rules():
         D.Params.resolve("ci", d_model=100, n_heads=12)
 
 
-# ------------------------------------------------------------------ issue 15: embedding layer, what the softmax sees
+# ------------------------------------------------------------------ embedding layer, what the softmax sees
 
 
 def test_a_row_constant_cancels_in_the_softmax_and_in_the_decomposition():

@@ -1,4 +1,4 @@
-"""Issue 13, "done when": in a fresh virtualenv with no `../shared` and the hub stand-in, each generated
+"""In a fresh virtualenv with no `../shared` and the hub stand-in, each generated
 notebook (`notebooks/<chapter>.ipynb`, what the chapter's Colab link opens) executes top to bottom at
 `ci` scale through its setup cell.
 

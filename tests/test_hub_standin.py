@@ -1,4 +1,4 @@
-"""The book's hub paths, tested offline against a local stand-in for the Hugging Face hub (issue 13).
+"""The book's hub paths, tested offline against a local stand-in for the Hugging Face hub.
 
 `tests/hubstandin` serves, under their REAL ids and over the hub's HTTP API, small random-weight
 models of the real architectures and small datasets with the real configs, splits and columns. Each
@@ -8,7 +8,7 @@ child process whose environment points huggingface_hub / transformers / datasets
 offline mirror is not used): the libraries read their settings at import, so a child process is the
 one robust way to switch them online for a test inside a session that imported them offline.
 
-Also what the real hub does that a plain file server does not (issue 31): LFS files (weights, parquet,
+Also what the real hub does that a plain file server does not: LFS files (weights, parquet,
 gzip) answer 302 to another origin (the "CDN") with their metadata in `X-Linked-Etag` / `X-Linked-Size`;
 legacy ids (`bert-base-uncased`) redirect to their organisation ids; MultiBERT and HuBERT ship
 `pytorch_model.bin` only, MultiBERT without `tokenizer.json`; LibriSpeech audio is FLAC; mteb/sickr-sts

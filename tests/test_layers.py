@@ -97,8 +97,8 @@ def _sibling_imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_no_import_circle_inside_a_layer(layer):
-    """Within a layer the modules import each other without a circle (issue 27: hf/models ↔ sequence_models
-    ↔ whisper was one)."""
+    """Within a layer the modules import each other without a circle (hf/models ↔ sequence_models
+    ↔ whisper is the kind it catches)."""
     graph = {p.stem: _sibling_imports(p) for p in (HELPERS / layer).glob("*.py") if p.stem != "__init__"}
 
     def visit(node, stack):

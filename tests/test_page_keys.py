@@ -52,7 +52,7 @@ def test_page_keys_both_ways(chapter, monkeypatch):
     missing = used - set(glued)
     assert not missing, f"{chapter}.md uses keys its publish does not publish at ci scale: {sorted(missing)}"
     if chapter in NOT_YET_LITERAL:
-        pytest.xfail(f"{chapter}: publish not yet one literal dict (issue 27)")
+        pytest.xfail(f"{chapter}: publish not yet one literal dict (its Result has no findings() yet)")
     unused = set(glued) - used
     assert not unused, f"figures.{chapter}.publish publishes keys {chapter}.md never uses: {sorted(unused)}"
 
@@ -60,7 +60,7 @@ def test_page_keys_both_ways(chapter, monkeypatch):
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_every_glue_key_is_a_literal_and_no_sentence_is_glued(chapter, monkeypatch):
     if chapter in NOT_YET_LITERAL:
-        pytest.xfail(f"{chapter}: publish not yet one literal dict (issue 27)")
+        pytest.xfail(f"{chapter}: publish not yet one literal dict (its Result has no findings() yet)")
     source = "\n".join(p.read_text() for p in (ROOT / "helpers" / "figures").glob("*.py"))
     used = used_keys((BOOK / f"{chapter}.md").read_text())
     assembled = sorted(k for k in used if f'"{k}"' not in source)

@@ -243,7 +243,7 @@ def test_pretraining_settings_reach_the_model():
 
 
 def test_multibert_ids_are_the_hubs():
-    """The 29 MultiBERT ids per seed on the hub (issue 13): step_0k (initialisation), step_20k … step_200k
+    """The 29 MultiBERT ids per seed on the hub: step_0k (initialisation), step_20k … step_200k
     every 20k, step_300k … step_2000k every 100k. The cards' "28 checkpoints" per run leave out step 0;
     google/multiberts-seed_0-step_0k exists (as do seed_1/2/4-step_0k)."""
     ids = [hooks.multibert_id(0, s) for s in MULTIBERT_STEPS]
@@ -495,7 +495,7 @@ def test_chance_share_of_aligned_heads():
     assert chance_aligned_share(64, 0.5) < 1e-4
 
 
-# --- the end state of real pretraining (issue 29) ----------------------------------------------------
+# --- the end state of real pretraining -----------------------------------------------------------
 
 def _moments(q: torch.Tensor, k: torch.Tensor) -> qk.QKMoments:
     """Moments of one layer of per-head vectors q, k (h, n, d) as one batch of n tokens."""

@@ -1,4 +1,4 @@
-"""The results cache survives faults (issue 30): a results file is written atomically, so a writer killed
+"""The results cache survives faults: a results file is written atomically, so a writer killed
 mid-write leaves the old file intact; a truncated or corrupt file gives one clear error naming the file and
 the command that makes it again."""
 

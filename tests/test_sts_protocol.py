@@ -1,4 +1,4 @@
-"""Issue 14's STS protocol: the per-subset blocks of the WhiteningBERT files against the official gold
+"""The STS protocol: the per-subset blocks of the WhiteningBERT files against the official gold
 files, both scoring protocols, the paired bootstrap, SoftDecay's sign flips and scale, planted
 anisotropy, and the paper-table helpers."""
 

@@ -127,7 +127,7 @@ def test_paper_figure2_values_come_from_the_claims_csv():
     assert claims["first block where t_sim > 0.99"] == 15.0 and len(claims) == 3
 
 
-# ------------------------------------------------------------------ issue 15: FFN, shares, Figure 8, bounds (11)
+# ------------------------------------------------------------------ FFN, shares, Figure 8, bounds (11)
 
 
 def test_ffn_initialisations_and_ablations():

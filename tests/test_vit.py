@@ -1,4 +1,4 @@
-"""The ViT of Yu & Zhang §3.3 (helpers only, issue 7 in progress): blocks, AutoAugment, resume."""
+"""The ViT of Yu & Zhang §3.3 (helpers only): blocks, AutoAugment, resume."""
 
 import random
 

@@ -268,7 +268,7 @@ def isotropic_mean_cosine_quantile(q: float, d: int, n_pairs: int) -> float:
     return float(stats.norm.ppf(q) / math.sqrt(d * n_pairs))
 
 
-# ------------------------------------------------------------------ the shape of the centred cloud (issue 29)
+# ------------------------------------------------------------------ the shape of the centred cloud
 
 
 def planted_clusters_and_drift(n: int = 2000, d: int = 256, clusters: int = 4, drift: float = 2.0,

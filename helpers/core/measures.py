@@ -308,7 +308,7 @@ def attention_entropy(P: Tensor, mask: Tensor | None = None, reduce: bool = True
     return rows.sum(-1) / keep.sum(-1).clamp_min(1).to(P.dtype)
 
 
-# ------------------------------------------------------------------ the shape of a centred cloud (issue 29)
+# ------------------------------------------------------------------ the shape of a centred cloud
 
 
 def centred_spectrum(X: Tensor) -> Tensor:

@@ -34,7 +34,7 @@ ALGORITHM1_INITS: dict[str, dict] = {
     "algorithm1-torch-ffn-init": dict(ffn_init="torch"),
     "algorithm1-torch-v-init": dict(value_scale=1 / 3),
 }
-#: the FFN-scale sweep (issue 29): Algorithm 1's block with PyTorch's FFN initialisation whose two FFN maps have
+#: the FFN-scale sweep: Algorithm 1's block with PyTorch's FFN initialisation whose two FFN maps have
 #: their variance multiplied by this factor (1 is "algorithm1-torch-ffn-init"; Xavier's variance is 2× PyTorch's
 #: for W₁ and 4× for W₂ at width 96, FFN 192); every other weight is drawn as in "algorithm1-torch-ffn-init"
 FFN_SCALES: dict[str, float] = {"algorithm1-torch-ffn-init-x0.5": 0.5, "algorithm1-torch-ffn-init-x2": 2.0,

@@ -98,7 +98,7 @@ def load_glue(task: str, split: str = "validation", source: str = "auto") -> Sen
     return _glue_from_hub(task, split, ds)
 
 
-# --- hub GLUE (issue 13): the canonical repo id, and each task's columns by name (QNLI's first
+# --- hub GLUE: the canonical repo id, and each task's columns by name (QNLI's first
 # sentence is `question`); a missing column raises instead of silently dropping a sentence.
 GLUE_HUB_ID = "nyu-mll/glue"
 #: task -> (first sentence column, second sentence column or None) in nyu-mll/glue
@@ -176,7 +176,7 @@ def load_cifar10(split: str = "test", n: int | None = None, seed: int = 0, sourc
         return images, labels
     if source == "mirror":
         raise DataUnavailable(f"CIFAR-10: offline mirror not found (looked for {zpath})")
-    hub = _cifar10_hub(split, n, seed)            # issue 13: the hub's parquet copy first
+    hub = _cifar10_hub(split, n, seed)            # the hub's parquet copy first
     if hub is not None:
         return hub
     try:
@@ -225,7 +225,7 @@ def load_common_voice(n: int, language: str = "en", seed: int = 0) -> tuple[list
     return load_librispeech(n, seed=seed)
 
 
-#: a parquet speech dataset on the hub (issue 13): repo id, config, split
+#: a parquet speech dataset on the hub: repo id, config, split
 LIBRISPEECH_HUB = ("openslr/librispeech_asr", "clean", "validation")
 
 

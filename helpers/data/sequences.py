@@ -58,7 +58,7 @@ def load_uspto50k_reactions(n: int | None = None, seed: int = 0, strip_maps: boo
         with open(path, newline="", encoding="utf-8") as fh:
             rxns = [r["reactants>reagents>production"] for r in csv.DictReader(fh)]
     else:
-        rxns = _uspto50k_hub(path)                       # issue 13: no mirror, the hub's parquet copy
+        rxns = _uspto50k_hub(path)                       # no mirror: the hub's parquet copy
     if n is not None:
         rxns = random.Random(seed).sample(rxns, min(n, len(rxns)))
     return [unbracket_organic(strip_atom_maps(r)) for r in rxns] if strip_maps else rxns

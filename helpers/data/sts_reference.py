@@ -1,5 +1,5 @@
 """Content fingerprints of the STS test sets the book scores, so that the hub copies (mteb/sts1x-sts,
-mteb/sickr-sts) are checked by content where there is no offline mirror to check them against (issue 31).
+mteb/sickr-sts) are checked by content where there is no offline mirror to check them against.
 Derived from the official files (`load_sts(name, "official")`) by `loaders.sts_reference_from_mirror()`;
 `tests/test_hub_standin.py` recomputes them from the mirror and compares. No text or gold score is stored:
 

@@ -1,4 +1,4 @@
-"""The anisotropy chapter (Godey et al. §3, Appendices A-B; issue 15): layer-wise anisotropy, drift norm,
+"""The anisotropy chapter (Godey et al. §3, Appendices A-B): layer-wise anisotropy, drift norm,
 normalised drift and mean-removed cosine of real pretrained models across tokenisations and modalities —
 subword text, bytes (a byte-level MLM trained here), antibody residues, reaction SMILES atoms, speech,
 a vision Transformer and a CNN — and of the untrained twin of each Transformer; the drift–anisotropy
@@ -216,7 +216,7 @@ class Result(results.Result):
         v = np.concatenate([self.effective_dims(m) / np.asarray(m["dims"], float) for m in self.transformers()])
         return Interval(float(np.median(v)), float(v.min()), float(v.max()), int(v.size), "range")
 
-    # ------------------------------------------------------------------ the centred cloud's spectrum (issue 29)
+    # ------------------------------------------------------------------ the centred cloud's spectrum
 
     def shape(self, name: str, trained: bool = True) -> dict[str, Any] | None:
         """The spectrum record of model `name` (or its twin), None when not measured."""

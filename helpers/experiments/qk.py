@@ -37,7 +37,7 @@ from ..hf.qk import MULTIBERT_STEPS, end_state_moments, multibert_id, step_stati
 from ..train import mlm
 
 #: how far below the unigram predictor the held-out MLM loss must go for "a model that uses its context"
-#: (issue 16): the bar the book's CPU runs do not reach and `LONG_PRETRAINING` is sized for
+#: (the bar the book's CPU runs do not reach and `LONG_PRETRAINING` is sized for)
 TARGET_BELOW_UNIGRAM = 1.5
 #: MultiBERT's pretraining (BERT-base's): 2M steps of 256 sequences of 512 tokens (Sellam et al. 2022)
 MULTIBERT_TOKENS = 2_000_000 * 256 * 512
@@ -50,7 +50,7 @@ LONG_COMMAND = "make grid CHAPTER=qk SCALE=book GRID_ARGS='--recipe long --gpus 
 ANALYSIS_VERSION = 2
 
 
-#: The pretraining the 1.5-nat bar of issue 16 needs, for a GPU (`LONG_COMMAND`: the grid runner's `--recipe long`
+#: The pretraining the 1.5-nat bar needs, for a GPU (`LONG_COMMAND`: the grid runner's `--recipe long`
 #: over the book preset, every seed plain and centred): the book runs see 15.4M tokens and end 0.56 nats below unigram;
 #: the recipe probes (`recipe_probes`, one seed each) found no change from a 3x lower learning rate or a 4x
 #: larger batch at the same tokens (model size, a higher rate and the vocabulary were not probed); this sees 27x
@@ -63,7 +63,7 @@ LONG_PRETRAINING: dict[str, Any] = dict(
 RECIPES: dict[str, dict[str, Any]] = {"long": LONG_PRETRAINING}
 
 
-#: real models that learned, measured at the end of their own pretraining against their untrained twins (issue 29),
+#: real models that learned, measured at the end of their own pretraining against their untrained twins,
 #: by the names `helpers.hf.models.load` takes; "byte-MLM" is the anisotropy chapter's byte-level MLM, measured
 #: only when its checkpoint is on this machine (never trained for this chapter)
 END_STATE_MODELS = ("AntiBERTy", "rxnmapper-ALBERT", "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "byte-MLM")
@@ -104,7 +104,7 @@ class Params(ChapterParams):
     #: tokens), with the unigram baseline recorded beside the held-out loss
     corpus: Literal["validation", "mixed"] = "validation"
     dropout: float = 0.1              # BERT's; 0 learns faster on a small budget
-    #: the causal test of issue 16: subtract every block output's token mean during pretraining (and
+    #: the causal test: subtract every block output's token mean during pretraining (and
     #: analysis), so the hidden states cannot drift along a common direction (Q̄ = b_Q, K̄ = b_K)
     centre: bool = False
     #: the centring ablation beside the plain runs: every seed is also pretrained with `centre=True`
@@ -115,7 +115,7 @@ class Params(ChapterParams):
     #: AVX-512-BF16 CPU; tests/test_train.py checks it follows fp32), fp32 elsewhere; the committed book
     #: trajectories are bf16 (the book preset pins it)
     precision: Literal["fp32", "bf16", "auto"] = "auto"
-    #: the end state of real pretraining (issue 29): these models (`END_STATE_MODELS`) as released and as
+    #: the end state of real pretraining: these models (`END_STATE_MODELS`) as released and as
     #: untrained twins (same architecture, random init), each on `end_state_samples` in-domain sequences of at
     #: most `end_state_length` tokens
     end_state: tuple[str, ...] = ()
@@ -129,7 +129,7 @@ class Params(ChapterParams):
         "ci": dict(layers=2, d_model=128, n_heads=2, d_ff=512, seq_len=64, batch_size=8, lr=1e-3,
                    steps=(0, 5, 15, 30, 60), n_samples=32, max_length=64, n_display=100, resume_every=30,
                    ablation=True, end_state=("rxnmapper-ALBERT",), end_state_samples=16, end_state_length=64),
-        # issue 16: the mixed corpus, 15,000 steps, no dropout, bf16, with the centring ablation; three seeds
+        # the mixed corpus, 15,000 steps, no dropout, bf16, with the centring ablation; three seeds
         # (one single-threaded process per run, ≈ 45-55 min each on this CPU; six runs committed)
         "book": dict(corpus="mixed", dropout=0.0, precision="bf16", seeds=3, ablation=True, resume_every=250,
                      steps=(0, 10, 20, 50, 100, 200, 500, 1000, 2000, 3000, 5000, 7500, 10000, 15000),
@@ -889,7 +889,7 @@ def runs(p: Params) -> list[results.RunSpec]:
     return out
 
 
-# --- the end state of real pretraining (issue 29) ---------------------------------------------------------
+# --- the end state of real pretraining ----------------------------------------------------------------
 
 def _encode(tok, texts: list[str], max_length: int) -> dict[str, Tensor]:
     """(N, L) input ids and attention mask of `texts` with the model's special tokens, cut at `max_length`,

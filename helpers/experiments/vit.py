@@ -64,7 +64,7 @@ class Params(ChapterParams):
 
     variants: tuple[Variant, ...] = ("post-norm", "pre-norm", "de-escalated")
     depth: int = 80
-    #: the depth sweep (issue 16): these depths train every variant and seed too, at the same settings
+    #: the depth sweep: these depths train every variant and seed too, at the same settings
     #: (the same budget of optimiser steps); `depth` is the one Figure 6 and the t_sim figure show
     depths: tuple[int, ...] = ()
     d_model: int = 192

@@ -20,7 +20,7 @@ def set_theme() -> None:
 
 def _paste():
     """myst-nb's `glue` (the book build); None where myst-nb is not installed: a chapter's notebook on
-    Colab or in a fresh venv (issue 13), where the `{glue:...}` roles are not rendered anyway."""
+    Colab or in a fresh venv, where the `{glue:...}` roles are not rendered anyway."""
     try:
         from myst_nb import glue
     except ImportError:

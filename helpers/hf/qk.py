@@ -16,7 +16,7 @@ from .walk import attention_modules, num_heads
 #: `google/multiberts-seed_<s>-step_<k>k`: 0k (the initialisation), every 20k up to 200k, then every 100k
 #: up to 2000k = 29 ids per seed. The model cards say "28 checkpoints for the first 5 runs" (140 in all),
 #: which matches these steps without step 0; the step_0k repositories do exist (seen for seeds 0, 1, 2
-#: and 4; issue 13), so they stay.
+#: and 4), so they stay.
 MULTIBERT_STEPS = tuple(range(0, 200_000, 20_000)) + tuple(range(200_000, 2_000_001, 100_000))
 
 

@@ -133,7 +133,7 @@ def _chunk_ids(ids: list[int], tok, seq_len: int) -> Tensor:
 
 def corpus(tok, seq_len: int, n_analysis: int, analysis_seed: int = 0, held_out_chunks: int = 64,
            min_words: int = 20) -> dict:
-    """The "mixed" pretraining corpus of the Q/K chapter (issue 16): WikiText-103 validation and test
+    """The "mixed" pretraining corpus of the Q/K chapter: WikiText-103 validation and test
     article text, minus the `n_analysis` analysis paragraphs (`analysis_samples` with the same seed,
     which training never sees) and minus a held-out block at the end of the test split, plus every
     sentence of the mirror's GLUE (train and validation of CoLA, SST-2, MRPC, QNLI, RTE, where present)
@@ -191,7 +191,7 @@ def mask_tokens(ids: Tensor, tok, mask_prob: float = 0.15, generator: torch.Gene
 
     The draws come from `generator` on *its* device (a CPU generator by default, as every caller
     passes) and are moved to `ids.device`: the same seed gives the same masks on CPU and on a GPU,
-    and a CPU generator never meets CUDA tensors (the crash of issue 13 at step 0)."""
+    and a CPU generator never meets CUDA tensors (which would crash at step 0)."""
     dev = ids.device
     gdev = generator.device if generator is not None else torch.device("cpu")
     draw = lambda f, *a: f(*a, ids.shape, generator=generator, device=gdev).to(dev)   # noqa: E731

@@ -1,4 +1,4 @@
-"""A local stand-in for the Hugging Face hub (issue 13): `start()` serves, under their real ids, small
+"""A local stand-in for the Hugging Face hub: `start()` serves, under their real ids, small
 random-weight models of the real architectures and small datasets with the real schemas and split
 names, over the hub's HTTP API (see `server.py` for the routes, `content.py` for what is served);
 `environment(hub, home)` is what points huggingface_hub / transformers / datasets at it."""
