@@ -70,7 +70,7 @@ def test_findings_are_records_that_link_to_their_sections(chapter):
     if not converted(chapter):
         pytest.xfail(f"{chapter}: not yet in the findings shape (its Result has no findings() yet)")
     fs = ci_result(getattr(experiments, chapter)).findings()
-    assert 3 <= len(fs) <= 8, f"{chapter}: {len(fs)} findings (a chapter opens with 3-6)"
+    assert fs, f"{chapter}: a chapter opens with its findings, all of them"
     assert all(isinstance(f, Finding) for f in fs)
     assert len({f.key for f in fs}) == len(fs) and all(f.key.startswith(f"{chapter}-") for f in fs)
     assert all(f.chapter == chapter for f in fs)

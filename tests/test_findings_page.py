@@ -7,7 +7,7 @@ import matplotlib
 import pytest
 
 from helpers import experiments, figures
-from helpers.core.findings import Finding
+from helpers.core.findings import Claim, Finding
 from helpers.core.stats import Interval
 from helpers.experiments.findings import Collected, chapter_order
 
@@ -17,16 +17,26 @@ matplotlib.use("Agg")
 def planted() -> Collected:
     mk = dict(claim="c", measured="m", quantity="q")
     fs = [Finding(key="vit-a", paper="yu2024", where="Fig. 6", effect=Interval(-0.1, -0.15, -0.05, 3, "t"),
-                  direction="below", chapter="vit", section="vit-sweep", **mk),
+                  direction="below", chapter="vit", section="vit-sweep", claim_id="yu-fig6",
+                  reduced="at 1.7 % of the paper's steps", **mk),
           Finding(key="sts-b", paper="yan2022", where="Table 1", effect=Interval(1.0, -0.5, 2.5, 1000, "bootstrap"),
-                  paper_value=3.0, chapter="sts", **mk),
+                  paper_value=3.0, chapter="sts", claim_id="yan-table1", **mk),
           Finding(key="qk-c", paper="godey2024", where="Fig. 11", effect=None, needs="GPU",
-                  command="make grid CHAPTER=qk SCALE=book GRID_ARGS='--recipe long --gpus 0'", chapter="qk", **mk),
+                  command="make grid CHAPTER=qk SCALE=book GRID_ARGS='--recipe long --gpus 0'", chapter="qk",
+                  claim_id="godey-fig11", **mk),
           Finding(key="deeplm-d", paper="yu2024", where="Fig. 7", effect=Interval(0.01, -0.02, 0.04, 3, "t"),
-                  direction="equal", margin=0.05, chapter="deeplm", **mk),
+                  direction="equal", margin=0.05, chapter="deeplm", claim_id="yu-fig7", **mk),
+          Finding(key="deeplm-ctl", paper="yu2024", where="Fig. 7", effect=Interval(-0.3, -0.4, -0.2, 3, "t"),
+                  direction="below", chapter="deeplm", claim_id="yu-fig7", kind="control", **mk),
           Finding(key="tse-e", paper="yu2024", where="eq. (18)", effect=Interval(0.3, math.nan, math.nan, 1, "t"),
-                  chapter="tse", **mk)]
-    return Collected(scale="book", findings=fs)
+                  chapter="tse", kind="extension", **mk)]
+    claims = [Claim(id="yan-table1", paper="yan2022", where="Table 1", claim="gain", predicate="above 0"),
+              Claim(id="yan-table3", paper="yan2022", where="Table 3", claim="t3", predicate="p",
+                    untested="needs DistilBERT", command="make rerun CHAPTER=glue SCALE=paper"),
+              Claim(id="godey-fig11", paper="godey2024", where="Fig. 11", claim="c11", predicate="p"),
+              Claim(id="yu-fig6", paper="yu2024", where="Fig. 6", claim="c6", predicate="p"),
+              Claim(id="yu-fig7", paper="yu2024", where="Fig. 7", claim="c7", predicate="p")]
+    return Collected(scale="book", findings=fs, claims=claims)
 
 
 def test_the_chapter_order_is_the_table_of_contents():
@@ -34,19 +44,46 @@ def test_the_chapter_order_is_the_table_of_contents():
     assert order[:3] == ["subspace", "tse", "anisotropy"] and set(order) == set(experiments.CHAPTERS)
 
 
-def test_counts_table_forest_and_untestable_from_planted_findings():
+def test_claims_are_counted_once_per_paper_and_setting_from_planted_findings():
     col = planted()
-    c = col.counts()
-    assert c["yu2024"] == {**{v: 0 for v in c["yu2024"]}, "reproduced": 2, "inconclusive": 1}
-    assert c["yan2022"]["not detected"] == 1 and c["godey2024"]["not testable here"] == 1
-    df = figures.findings.counts(col).data.set_index("verdict")
-    assert int(df.loc["findings", "all"]) == 5 and int(df.loc["reproduced", "Yu & Zhang 2024"]) == 2
-    html = figures.findings.table(col).to_html()
-    assert 'href="vit.html#vit-sweep"' in html and "excludes effects below -0.500 and above +2.500" in html
+    c = col.claim_counts()
+    assert (c["yan2022"]["claims"], c["yan2022"]["paper"], c["yan2022"]["untested"]) == (2, 1, 1)
+    assert c["yan2022"]["verdicts"]["paper"]["not detected"] == 1
+    assert c["yan2022"]["verdicts"]["untested"]["not tested here"] == 1
+    assert c["godey2024"]["verdicts"]["untested"]["not testable here"] == 1
+    assert (c["yu2024"]["claims"], c["yu2024"]["paper"], c["yu2024"]["reduced"]) == (2, 1, 1)
+    assert c["yu2024"]["verdicts"]["reduced"]["reproduced"] == 1 and c["yu2024"]["verdicts"]["paper"]["reproduced"] == 1
+    df = figures.findings.counts(col, "yu2024").data.set_index("verdict")
+    assert int(df.loc["claims", "at a reduced setting"]) == 1 and int(df.loc["reproduced", "at the paper's setting"]) == 1
+    assert [f.key for f in col.extensions()] == ["tse-e"] and [f.key for f in col.controls()] == ["deeplm-ctl"]
+
+
+def test_the_claims_table_has_a_row_per_claim_and_its_details():
+    col = planted()
+    html = figures.findings.claims_table(col, "yan2022").data
+    assert html.count("<tr>") == 1 + 2 and html.count("<details>") == 2
+    assert "needs DistilBERT" in html and "make rerun CHAPTER=glue SCALE=paper" in html
+    assert "excludes effects below -0.500 and above +2.500" in html and "paper +3.000" in html
+    yu = figures.findings.claims_table(col, "yu2024").data
+    assert "at 1.7 % of the paper&#x27;s steps" in yu or "at 1.7 % of the paper's steps" in yu
+    assert "Controls" in yu and 'href="vit.html#vit-sweep"' in yu
+    assert "tse-e" not in yu and "Fig. 6" in figures.findings.extensions_table(col).data + yu
     assert [f.key for f in col.untestable()] == ["qk-c"]
-    assert "--recipe long --gpus 0" in figures.findings.untestable(col).to_html()
-    fig = figures.findings.forest(col)
-    assert len(fig.axes[0].lines) >= 2 * 4          # an interval and an estimate per row with an interval
+    assert "--recipe long --gpus 0" in figures.findings.untestable(col).data
+    fig = figures.findings.forest(col, "yu2024")
+    assert len(fig.axes[0].lines) >= 2 * 2          # an interval and an estimate per tested claim
+
+
+def test_the_registry_lists_each_claim_once_in_the_papers_order():
+    from helpers.core.findings import PAPERS
+    from helpers.experiments import findings as page
+
+    cs = page.claims()
+    assert {c.paper for c in cs} == set(PAPERS)
+    prefix = {"yan2022": "yan-", "godey2024": "godey-", "yu2024": "yu-"}
+    assert all(c.id.startswith(prefix[c.paper]) for c in cs)
+    assert len({c.id for c in cs}) == len(cs)
+    assert all(c.claim and c.predicate and c.where for c in cs)
 
 
 def test_collect_rejects_repeated_keys_and_lists_chapters_without_findings(monkeypatch):
@@ -69,6 +106,7 @@ def test_collect_rejects_repeated_keys_and_lists_chapters_without_findings(monke
     mods = {"vit": Module, "glue": Bare}
     monkeypatch.setattr("importlib.import_module", lambda name: mods[name.rsplit(".", 1)[1]])
     monkeypatch.setattr(page, "_saved", lambda m, p: None)
+    monkeypatch.setattr(page, "claims", lambda: planted().claims)
     col = page.collect("ci", ["vit", "glue"])
     assert [f.key for f in col.findings] == ["vit-a"] and col.pending == ["glue"]
     with pytest.raises(ValueError, match="repeat"):
@@ -97,3 +135,17 @@ def test_a_planted_effect_changes_a_verdict_on_the_page(monkeypatch):
     key = "deeplm-deesc-rescues"
     assert before[key].verdict != "reproduced" and after[key].verdict == "reproduced"
     assert after[key].effect.estimate == pytest.approx(before[key].effect.estimate - 1.0, abs=1e-6)
+
+
+def test_every_finding_names_a_claim_of_the_registry_and_a_planted_orphan_is_caught():
+    """Every chapter's findings at `ci` (read back from the notebooks of this test session where they ran): each
+    claim or control names a claim the registry lists; a finding whose claim is missing is reported."""
+    import dataclasses
+
+    from helpers.experiments import findings as page
+
+    col = page.collect("ci")
+    assert not col.orphans(), [(f.key, f.claim_id) for f in col.orphans()]
+    f = next(f for f in col.findings if f.kind == "claim")
+    col.findings.append(dataclasses.replace(f, key=f.key + "-planted", claim_id="yan-no-such-claim"))
+    assert [o.claim_id for o in col.orphans()] == ["yan-no-such-claim"]

@@ -1,118 +1,246 @@
-"""The findings page: every finding of the book in one table, the verdicts counted per paper, a forest
-figure of the effects that have intervals, and what needs a GPU or the hub. Draws and formats only: the
-findings (numbers and verdicts) come from `helpers.experiments.findings.collect`."""
+"""The findings page: per paper, its claims counted by setting and verdict, one row per claim (the deciding
+test's verdict in words, the effect with its interval and the paper's value; how it was tested a click away),
+a forest figure of the tested claims; then the book's own questions and the commands of what needs a GPU or the
+hub. Draws and formats only: claims, findings and verdicts come from `helpers.experiments.findings.collect` and
+`core.findings.judge`."""
 
 from __future__ import annotations
+
+import html
+import textwrap
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ..core.findings import PAPERS, VERDICTS
+from ..core.findings import CLAIM_VERDICTS, PAPERS, Finding, Judged
 from ..experiments.findings import Collected
 from . import common
 
-
-def table(col: Collected):
-    """Every finding: verdict, paper and where, the claim, the effect with its interval against its
-    reference, what was measured at which scale, and a link to the chapter section that shows it."""
-    df = common.findings_frame(col.findings)
-    if df.empty:
-        return df
-    df["where"] = df["paper"] + ", " + df["where"]
-    df = df[["verdict", "claim", "where", "effect", "reference", "measured", "chapter"]]
-    return (df.style.hide(axis="index")
-            .set_table_attributes('class="findings-table"')
-            .set_properties(subset=["claim"], **{"min-width": "18em"})
-            .set_properties(subset=["effect"], **{"min-width": "14em"})
-            .set_properties(subset=["measured"], **{"min-width": "12em", "font-size": "85%"}))
+#: the paper's short name, as the page's headings and tables say it
+SHORT = {p: PAPERS[p].split(" (")[0] for p in PAPERS}
+SETTING_TEXT = {"paper": "at the paper's setting", "reduced": "at a reduced setting", "untested": "not tested"}
 
 
-def counts(col: Collected):
-    """Verdicts counted per paper: a row per verdict, a column per paper and one for all (narrow enough for the
-    page), and a last row with each column's number of findings."""
-    c = col.counts()
-    names = {p: PAPERS[p].split(" (")[0] for p in PAPERS}
-    df = pd.DataFrame([{"verdict": v, **{names[p]: c[p][v] for p in PAPERS}} for v in VERDICTS])
-    df["all"] = df[list(names.values())].sum(axis=1)
-    total = {"verdict": "findings", **{k: int(df[k].sum()) for k in [*names.values(), "all"]}}
-    df = pd.concat([df, pd.DataFrame([total])], ignore_index=True)
+def _esc(text: str) -> str:
+    return html.escape(str(text), quote=False)
+
+
+def _small(text: str) -> str:
+    return f'<br><small style="color:#555">{text}</small>'
+
+
+def _link(f: Finding, prefix: str = "") -> str:
+    href = f"{prefix}{f.chapter}.html" + (f"#{f.section}" if f.section else "")
+    return f'<a href="{href}">{f.chapter}</a>'
+
+
+def _finding_line(f: Finding) -> str:
+    """One test in the details of a claim: its verdict in words, what it measured, its effect, its chapter."""
+    eff = f.effect_text() if f.effect is not None else f"needs {_esc(f.needs)}: <code>{_esc(f.command)}</code>"
+    if f.excludes() and f.verdict in ("not detected", "inconclusive"):
+        eff += f" ({f.excludes()})"
+    why = f" — {_esc(f.cannot_test)}" if f.cannot_test else ""
+    return (f"<li>{common.verdict_html(f.verdict, f.verdict_text())}{why}: {_esc(f.claim)} "
+            f"<i>{_esc(f.quantity)}</i> {eff}. Measured: {_esc(f.measured)}"
+            + (f" ({_esc(f.scale)})" if f.scale else "") + f". {_link(f)}</li>")
+
+
+def _details(j: Judged) -> str:
+    """What a reader opens to see how a claim was tested: the predicate, every test, the controls, the command."""
+    parts = [f"<p><b>Predicate.</b> {_esc(j.claim.predicate)}</p>"]
+    if j.findings:
+        parts.append("<p><b>Tests</b> (the first decides):</p><ul>" + "".join(_finding_line(f) for f in j.findings)
+                     + "</ul>")
+    if j.controls:
+        parts.append("<p><b>Controls</b> (checks of the method, not counted):</p><ul>"
+                     + "".join(_finding_line(f) for f in j.controls) + "</ul>")
+    if not j.findings:
+        why = j.claim.untested or "no chapter of the book tests it yet"
+        parts.append(f"<p><b>Not tested here:</b> {_esc(why)}"
+                     + (f" <code>{_esc(j.claim.command)}</code>" if j.claim.command else "") + "</p>")
+    return "".join(parts)
+
+
+def _verdict_cell(j: Judged) -> str:
+    cell = common.verdict_html(j.verdict)
+    d = j.deciding
+    if d is not None:
+        side = d.size_side()
+        if side:
+            cell += f" ({side} than the paper's)"
+        cell += _small(_esc(d.reduced) if d.reduced else "at the paper's setting")
+    elif j.findings:
+        cell += _small(_esc(j.findings[0].needs or "its run cannot test it"))
+    return cell
+
+
+def _effect_cell(j: Judged) -> str:
+    d = j.deciding
+    if d is None:
+        return "—"
+    cell = f'<span style="white-space:nowrap">{d.effect_text()}</span>'
+    ref = f"reference {_esc(d.reference_label)}"
+    if d.paper_value is not None:
+        ref += f"; paper {d.paper_value:+.{d.digits}f}"
+    elif j.claim.paper_value:
+        ref += f"; paper {_esc(j.claim.paper_value)}"
+    n = len(j.findings) - 1
+    if n:
+        ref += f"; {n} more test{'s' if n > 1 else ''}"
+    return cell + _small(f"{_esc(d.quantity)}; {ref}")
+
+
+def claims_table(col: Collected, paper: str):
+    """One row per claim of `paper`, in the paper's order: verdict (the setting beneath), the claim (where, and
+    how it was tested a click away), the deciding test's effect (its quantity, reference and the paper's value
+    beneath). Three columns that fit the text column."""
+    from IPython.display import HTML
+
+    rows = []
+    for j in col.judged(paper):
+        claim = (f"<b>{_esc(j.claim.where)}</b> {_esc(j.claim.claim)}"
+                 f"<details><summary>how it was tested</summary>{_details(j)}</details>")
+        rows.append(f"<tr><td>{_verdict_cell(j)}</td><td>{claim}</td><td>{_effect_cell(j)}</td></tr>")
+    head = "<tr><th>verdict</th><th>claim</th><th>effect [95 % interval]</th></tr>"
+    return HTML(f'<div class="claims-scroll" style="overflow-x:auto;max-width:100%"><table class="claims-table">'
+                f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>")
+
+
+def counts(col: Collected, paper: str):
+    """`paper`'s claims counted once each: a row per verdict, a column per setting (the paper's, a reduced one,
+    not tested), and a last row with each column's number of claims."""
+    c = col.claim_counts()[paper]
+    names = {"paper": "at the paper's setting", "reduced": "at a reduced setting", "untested": "not tested"}
+    rows = [{"verdict": v, **{names[s]: c["verdicts"][s][v] for s in names}} for v in CLAIM_VERDICTS]
+    df = pd.DataFrame(rows)
+    df = df[df[list(names.values())].sum(axis=1) > 0]
+    df = pd.concat([df, pd.DataFrame([{"verdict": "claims", **{names[s]: c[s] for s in names}}])],
+                   ignore_index=True)
     return common.table(df, digits=0)
 
 
-def _short(text: str, n: int = 58) -> str:
-    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+def extensions_table(col: Collected):
+    """The book's own questions, a row each: verdict with its setting, the question, the effect."""
+    from IPython.display import HTML
+
+    rows = []
+    for f in col.extensions():
+        eff = f.effect_text() + _small(f"{_esc(f.quantity)}; reference {_esc(f.reference_label)}")
+        q = (f"{_esc(f.claim)}<details><summary>how it was tested</summary><ul>{_finding_line(f)}</ul>"
+             f"</details>")
+        rows.append(f"<tr><td>{common.verdict_html(f.verdict, f.verdict_text())}"
+                    f"{_small(SHORT[f.paper] + ', ' + _esc(f.where))}</td><td>{q}</td><td>{eff}</td></tr>")
+    head = "<tr><th>verdict</th><th>question</th><th>effect [95 % interval]</th></tr>"
+    return HTML(f'<div class="claims-scroll" style="overflow-x:auto;max-width:100%"><table class="claims-table">'
+                f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
-def forest(col: Collected) -> plt.Figure:
-    """One row per finding with an interval: the effect measured from its reference and turned so that
-    the paper's side is to the right, each row scaled by its largest magnitude (interval ends, the paper's
-    value, the margin); the paper's value as a diamond, a likeness margin as a band. The real numbers are
-    on the right of each row."""
+def _label(j: Judged, width: int = 46) -> str:
+    return "\n".join(textwrap.wrap(f"{j.claim.where}: {j.claim.claim}", width, max_lines=2, placeholder=" …"))
+
+
+def forest(col: Collected, paper: str) -> plt.Figure:
+    """One row per tested claim of `paper` (its deciding test): the effect measured from its reference and
+    turned so that the paper's side is to the right. Where the paper gives a size the row is scaled so that it sits
+    at 1 (rows are then comparable: 2 is twice the paper's effect); elsewhere the row is scaled to its own
+    largest magnitude and its label ends with '(own scale)'. Diamonds: the paper's value; grey band: the margin
+    of a claim of likeness. The effect in its own units is on the right."""
     common.set_theme()
-    rows = [f for f in col.findings if f.effect is not None and (f.effect.has_interval or f.effect.method == "exact")]
+    rows = [j for j in col.judged(paper) if j.deciding is not None and j.deciding.effect is not None]
     n = max(len(rows), 1)
-    fig, ax = plt.subplots(figsize=(8, 0.3 * n + 1.3))
-    for i, f in enumerate(rows):
-        y = n - 1 - i
+    fig, ax = plt.subplots(figsize=(9, 0.46 * n + 1.4))
+    reach = [2.2]
+    for i, j in enumerate(rows):
+        f, y = j.deciding, n - 1 - i
         sign = -1.0 if f.direction == "below" else 1.0
         e = f.effect.shift(f.reference)
-        lo, hi = sorted((sign * e.low, sign * e.high))
+        tol = (f.tolerance or 0.0) if f.effect.method == "exact" else 0.0
+        lo, hi = sorted((sign * (e.low - tol), sign * (e.high + tol)))
         est = sign * e.estimate
-        ends = [abs(lo), abs(hi), abs(est)]
         pv = None if f.paper_value is None else sign * (f.paper_value - f.reference)
-        if pv is not None:
-            ends.append(abs(pv))
-        if f.margin:
-            ends.append(f.margin)
-        s = max(max(ends), 1e-12)
+        if pv is not None and pv > 0:
+            s, own = pv, False
+        else:
+            s, own = max(abs(lo), abs(hi), abs(est), f.margin or 0.0, 1e-12), True
         colour = common.VERDICT_COLOURS[f.verdict]
         if f.margin:
             ax.add_patch(plt.Rectangle((-f.margin / s, y - 0.3), 2 * f.margin / s, 0.6, color="0.85", lw=0))
-        ax.plot([lo / s, hi / s], [y, y], color=colour, lw=2.4, solid_capstyle="butt")
+        reach += [abs(x) / s for x in (lo, hi, est) if x == x]
+        ax.plot([lo / s, hi / s], [y, y], color=colour, lw=2.6, solid_capstyle="butt")
         ax.plot(est / s, y, "o", color=colour, ms=5)
         if pv is not None:
             ax.plot(pv / s, y, "D", mfc="none", mec="0.25", ms=6)
-        ax.text(1.08, y, f.effect_text(), va="center", fontsize=9, family="monospace")
-        ax.text(-1.1, y, _short(f"{f.chapter} · {f.where} · {f.claim}", 44), va="center", ha="right", fontsize=9)
-        if i and rows[i - 1].chapter != f.chapter:
-            ax.axhline(y + 0.5, color="0.85", lw=0.8)
+        ax.text(1.02, y, f.effect_text(), va="center", fontsize=8.5, family="monospace",
+                transform=ax.get_yaxis_transform())
+        ax.text(-0.02, y, _label(j) + (" (own scale)" if own else ""), va="center", ha="right", fontsize=8.5,
+                transform=ax.get_yaxis_transform())
     ax.axvline(0, color="0.3", lw=1)
-    ax.set_xlim(-1.05, 1.05)
+    ax.axvline(1, color="0.6", lw=0.8, ls=":")
+    lim = min(max(reach) * 1.05, 4.0)
+    ax.set_xlim(-lim, lim)
     ax.set_ylim(-0.8, n - 0.2)
     ax.set_yticks([])
-    ax.set_xticks([-1, 0, 1])
-    ax.set_xticklabels(["against the paper", "reference", "the paper's side"], fontsize=9)
-    handles = [plt.Line2D([], [], color=common.VERDICT_COLOURS[v], lw=3, label=v) for v in VERDICTS
-               if any(f.verdict == v for f in rows)]
+    ax.set_xlabel("effect ÷ the paper's size (0: the reference; 1: the paper's value; right: the paper's side)",
+                  fontsize=9)
+    handles = [plt.Line2D([], [], color=common.VERDICT_COLOURS[v], lw=3, label=v) for v in CLAIM_VERDICTS
+               if any(j.verdict == v for j in rows)]
     handles.append(plt.Line2D([], [], marker="D", mfc="none", mec="0.25", ls="", label="the paper's value"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.5 / n - 0.02), ncol=4, fontsize=8.5,
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -1.1 / n - 0.08), ncol=3, fontsize=8.5,
               frameon=False)
     ax.grid(False)
-    fig.subplots_adjust(left=0.44, right=0.74)
-    return common.figure("findings-forest", fig)
+    fig.subplots_adjust(left=0.40, right=0.76, bottom=min(0.35, 1.6 / (0.46 * n + 1.4)))
+    return common.figure(f"findings-forest-{paper}", fig)
 
 
 def untestable(col: Collected):
-    """The findings that need a GPU or the hub: the claim, what it needs, the one command."""
-    rows = [{"claim": f"{f.claim} ({PAPERS[f.paper].split(' (')[0]}, {f.where})", "needs": f.needs,
-             "command": f"<code>{f.command}</code>", "chapter": f'<a href="{f.chapter}.html">{f.chapter}</a>'}
+    """The tests that need a GPU or the hub: the claim, what it needs, the one command (a command a row, so the
+    table stays narrow)."""
+    rows = [{"claim": f"{_esc(f.claim)}<br><small>{SHORT[f.paper]}, {_esc(f.where)}; needs {_esc(f.needs)}; "
+                      f"{_link(f)}</small>",
+             "command": f"<code>{_esc(f.command)}</code>"}
             for f in col.untestable()]
-    df = pd.DataFrame(rows, columns=["claim", "needs", "command", "chapter"])
-    return df.style.hide(axis="index")
+    df = pd.DataFrame(rows, columns=["claim", "command"])
+    return common.scroll(df.style.hide(axis="index"))
 
 
 def publish(col: Collected) -> None:
-    """Draw the forest figure and hand the page its few numbers."""
-    forest(col)
-    c = col.counts()
+    """Draw the three forest figures and hand the page its numbers: per paper, claims and how many were tested at
+    the paper's setting, at a reduced one, not at all, and the verdicts per setting; the extensions' count."""
+    for p in PAPERS:
+        forest(col, p)
+    c = col.claim_counts()
+
+    def n(p: str, setting: str, *verdicts: str) -> int:
+        return sum(c[p]["verdicts"][setting][v] for v in verdicts)
+
+    ext = col.extensions()
     common.publish({
-        "findings-total": len(col.findings),
-        "findings-with-interval": sum(f.effect is not None and f.effect.has_interval for f in col.findings),
-        "findings-untestable": len(col.untestable()),
-        "findings-reproduced": sum(c[p]["reproduced"] for p in c),
-        "findings-contradicted": sum(c[p]["contradicted"] for p in c),
-        "findings-scale": col.scale,
+        "findings-yan2022-claims": c["yan2022"]["claims"],
+        "findings-yan2022-paper": c["yan2022"]["paper"],
+        "findings-yan2022-reduced": c["yan2022"]["reduced"],
+        "findings-yan2022-untested": c["yan2022"]["untested"],
+        "findings-yan2022-reproduced": n("yan2022", "paper", "reproduced") + n("yan2022", "reduced", "reproduced"),
+        "findings-yan2022-contradicted": n("yan2022", "paper", "contradicted") + n("yan2022", "reduced", "contradicted"),
+        "findings-godey2024-claims": c["godey2024"]["claims"],
+        "findings-godey2024-paper": c["godey2024"]["paper"],
+        "findings-godey2024-reduced": c["godey2024"]["reduced"],
+        "findings-godey2024-untested": c["godey2024"]["untested"],
+        "findings-godey2024-reproduced": (n("godey2024", "paper", "reproduced")
+                                          + n("godey2024", "reduced", "reproduced")),
+        "findings-godey2024-contradicted": (n("godey2024", "paper", "contradicted")
+                                            + n("godey2024", "reduced", "contradicted")),
+        "findings-yu2024-claims": c["yu2024"]["claims"],
+        "findings-yu2024-paper": c["yu2024"]["paper"],
+        "findings-yu2024-reduced": c["yu2024"]["reduced"],
+        "findings-yu2024-untested": c["yu2024"]["untested"],
+        "findings-yu2024-reproduced": n("yu2024", "paper", "reproduced") + n("yu2024", "reduced", "reproduced"),
+        "findings-yu2024-contradicted": n("yu2024", "paper", "contradicted") + n("yu2024", "reduced", "contradicted"),
+        "findings-claims": sum(c[p]["claims"] for p in c),
+        "findings-tests": sum(f.kind == "claim" for f in col.findings),
+        "findings-controls": len(col.controls()),
+        "findings-extensions": len(ext),
+        "findings-extensions-reproduced": sum(f.verdict == "reproduced" for f in ext),
     })
 
 
-__all__ = ["table", "counts", "forest", "untestable", "publish"]
+__all__ = ["claims_table", "counts", "extensions_table", "forest", "untestable", "publish", "SHORT"]
