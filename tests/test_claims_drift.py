@@ -121,11 +121,12 @@ def test_seed_counts_are_counted_per_variant(res):
 
 def test_findings_on_the_ci_run(res):
     fs = {f.key: f for f in res.findings()}
-    assert set(fs) == {"drift-output-cosine", "drift-fixed-point", "drift-score-spread", "drift-qk-without-bias",
-                       "drift-sharper-softmax", "drift-low-anisotropy"}
+    assert set(fs) == {"drift-output-cosine", "drift-fixed-point", "drift-score-spread", "drift-qk-norm",
+                       "drift-qk-without-bias", "drift-sharper-softmax", "drift-low-anisotropy"}
     assert all(f.paper == "godey2024" and f.chapter == "drift" and f.section for f in fs.values())
+    assert all(f.kind == "claim" and f.claim_id.startswith("godey-") for f in fs.values())
     assert all(f.effect.n == 2 for k, f in fs.items() if k != "drift-fixed-point")
-    for key in ("drift-score-spread", "drift-sharper-softmax", "drift-fixed-point"):
+    for key in ("drift-score-spread", "drift-sharper-softmax", "drift-fixed-point", "drift-qk-norm"):
         assert fs[key].verdict == "reproduced", key
     # rows of E: Q at N = 0 is isotropic (zero-initialised biases); never "reproduced"
     assert fs["drift-qk-without-bias"].verdict in ("not detected", "contradicted")
@@ -147,12 +148,16 @@ def test_findings_on_the_committed_book_runs():
     fs = {f.key: f for f in _book_or_skip().findings()}
     expected = {"drift-output-cosine": ("reproduced", 6e-6, 2e-6), "drift-fixed-point": ("reproduced", 0.42, 0.01),
                 "drift-score-spread": ("reproduced", 6.48, 0.01), "drift-qk-without-bias": ("not detected", 3e-5, 1e-5),
-                "drift-sharper-softmax": ("reproduced", -0.036, 0.001),
+                "drift-sharper-softmax": ("reproduced", -0.036, 0.001), "drift-qk-norm": ("reproduced", 3.74, 0.01),
                 "drift-low-anisotropy": ("reproduced", 0.0004, 0.0001)}
     for key, (verdict, effect, tol) in expected.items():
         assert fs[key].verdict == verdict, key
         assert fs[key].effect.estimate == pytest.approx(effect, abs=tol), key
     assert fs["drift-low-anisotropy"].effect.high < 0.05          # inside the margin: uniform attention
+    # the block and its inputs are the paper's; N*'s order and the low-anisotropy level are read against MiniLM
+    assert fs["drift-output-cosine"].reduced == "" and fs["drift-qk-norm"].reduced == ""
+    assert "all-MiniLM-L6-v2 in place of BERT-base" in fs["drift-fixed-point"].reduced
+    assert fs["drift-low-anisotropy"].reduced == fs["drift-fixed-point"].reduced
 
 
 def test_a_planted_effect_changes_the_verdicts(res):
@@ -170,8 +175,12 @@ def test_a_planted_effect_changes_the_verdicts(res):
     rm = np.asarray(planted.stats["row_max"])
     rm[:, planted.reference_level()] = [3 / res.seq_len, 3.2 / res.seq_len]
     planted.stats["row_max"] = rm.tolist()
+    qn = np.asarray(planted.stats["q_norm"])
+    qn[:, -1] = qn[:, 0] * [0.50, 0.52]                          # queries shrink as the bias grows
+    planted.stats["q_norm"] = qn.tolist()
     before = {f.key: f.verdict for f in res.findings()}
     after = {f.key: f.verdict for f in planted.findings()}
     assert before["drift-qk-without-bias"] != "reproduced" and after["drift-qk-without-bias"] == "reproduced"
     assert before["drift-sharper-softmax"] == "reproduced" and after["drift-sharper-softmax"] == "contradicted"
     assert before["drift-low-anisotropy"] != "contradicted" and after["drift-low-anisotropy"] == "contradicted"
+    assert before["drift-qk-norm"] == "reproduced" and after["drift-qk-norm"] == "contradicted"

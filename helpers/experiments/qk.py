@@ -522,18 +522,43 @@ class Result(results.Result):
                 f"about 1/{float(f'{MULTIBERT_TOKENS / self.tokens_seen:.2g}'):,.0f} of MultiBERT's")
 
 
+    def _reduced(self) -> str:
+        """How the trajectories fall short of the paper's setting: "" on MultiBERT's checkpoints."""
+        if self.source == "multiberts":
+            return ""
+        return (f"on the book's own {self.what.removeprefix('our ').split(',')[0]} BERT at about "
+                f"1/{float(f'{MULTIBERT_TOKENS / self.tokens_seen:.2g}'):,.0f} of MultiBERT's tokens")
+
+    def cannot_test_trajectory(self) -> str:
+        """Why these trajectories cannot test the paper's claims on BERT's pretraining ("" when they can: on
+        MultiBERT's checkpoints, or on a model whose held-out loss ends `TARGET_BELOW_UNIGRAM` nats or more below
+        the unigram predictor)."""
+        if self.source == "multiberts":
+            return ""
+        below = self.pretraining_reading()["below_unigram"]
+        if np.isfinite(below) and below >= TARGET_BELOW_UNIGRAM:
+            return ""
+        ends = (f"ends {below:.2f} nats below the unigram predictor" if np.isfinite(below)
+                else "has no unigram baseline recorded")
+        return (f"the book's own model {ends}, short of the {TARGET_BELOW_UNIGRAM} nats of a model that uses its "
+                "context: its trajectory cannot stand for BERT's pretraining (section 'How far the model learned')")
+
     def findings(self) -> list[Finding]:
         """Godey et al. §5's claims on these runs: alignment of Q̄ and K̄ beyond chance (Fig. 13), its sign in
-        the first layer, the growth of |Q̄·K̄| (Fig. 14), the fall of attention entropy (Fig. 15), the
-        centring test of the paper's reading, and the trained-model bar a CPU cannot reach."""
-        base = dict(paper="godey2024", chapter="qk", measured=self._measured(), scale=self._scale())
+        the first layer, the growth of |Q̄·K̄| (Fig. 14), the fall of attention entropy (Fig. 15) — read from
+        the book's own pretraining, which gives no verdict while that model has not learned
+        (`cannot_test_trajectory`) —, the released models' end state, the centring test (the book's own
+        question), and the trained-model bar a CPU cannot reach."""
+        traj = dict(reduced=self._reduced(), cannot_test=self.cannot_test_trajectory())
+        base = dict(paper="godey2024", chapter="qk", measured=self._measured(), scale=self._scale(),
+                    reduced=traj["reduced"])
         rows = self.layer_rows()
         per_layer = ", ".join(f"layer {r['layer']} {r['aligned'].estimate:.1f}" for r in rows)   # mean over seeds
         layers = self.aligned_layers()
         where_aligned = ("no layer" if not layers else f"layer {layers[0]}" if len(layers) == 1 else
                          "layers " + ", ".join(str(li) for li in layers[:-1]) + f" and {layers[-1]}")
         out = [
-            Finding(key="qk-aligned-heads", where="Fig. 13", section="qk-alignment", **{**base, "measured":
+            Finding(key="qk-aligned-heads", where="Fig. 13", section="qk-alignment", claim_id="godey-fig13-aligned", cannot_test=traj["cannot_test"], **{**base, "measured":
                     f"{base['measured']}; aligned heads per seed of {self.n_heads}: {per_layer} "
                     f"(aligned heads only in {where_aligned})"},
                     claim="Almost all heads see the mean query and the mean key align, in common or opposite "
@@ -542,17 +567,17 @@ class Result(results.Result):
                     quantity=f"share of heads with |cos(Q̄, K̄)| ≥ {self.threshold} at the last step",
                     effect=self.aligned_share(), direction="above", reference=self.chance_share,
                     reference_label=f"chance {self.chance_share:.1e}", paper_value=ALMOST_ALL, digits=2),
-            Finding(key="qk-first-layer-common", where="Fig. 13, §5", section="qk-alignment", **base,
+            Finding(key="qk-first-layer-common", where="Fig. 13, §5", section="qk-alignment", claim_id="godey-fig13-layers", cannot_test=traj["cannot_test"], **base,
                     claim="The first layers display a common-direction dynamic (cos(Q̄, K̄) increases); the last "
                           "layers an opposite-direction one.",
                     quantity="final cos(Q̄, K̄) of layer 0, mean over its heads",
                     effect=self.first_layer_cos(), direction="above", reference=0.0, digits=2),
-            Finding(key="qk-dot-growth", where="Fig. 14", section="qk-scalar-products", **base,
+            Finding(key="qk-dot-growth", where="Fig. 14", section="qk-scalar-products", claim_id="godey-fig14-dot", cannot_test=traj["cannot_test"], **base,
                     claim="The drift of the mean query and key increases the magnitude of their scalar product.",
                     quantity="log10 growth of |Q̄·K̄| from step 0 to the last step, in the layer where it grows least",
                     effect=self.dot_growth(), direction="above", reference=0.0,
                     reference_label="0 (no growth)", digits=2),
-            Finding(key="qk-entropy-falls", where="Fig. 15", section="qk-entropy", **base,
+            Finding(key="qk-entropy-falls", where="Fig. 15", section="qk-entropy", claim_id="godey-fig15-entropy", cannot_test=traj["cannot_test"], **base,
                     claim="Training induces a decay of the attention entropy in all layers.",
                     quantity="fall of the mean attention-row entropy from step 0 to the last step, in the layer "
                              "where it falls least (nats)",
@@ -560,7 +585,7 @@ class Result(results.Result):
         ]
         if self.ablation_summary:
             out.append(Finding(
-                key="qk-centring", where="§6–7, Limitations", section="qk-centring", **{**base, "measured":
+                key="qk-centring", where="§6–7, Limitations", section="qk-centring", claim_id="godey-s6-sharp-attention", kind="extension", **{**base, "measured":
                     f"{base['measured']}; each seed also pretrained with every block output centred over its "
                     "sequence (same initialisation and batches); layers 1 and up, where centring removes the drift"},
                 claim="The drift of queries and keys along a common direction allows sharper attention patterns "
@@ -570,7 +595,7 @@ class Result(results.Result):
                 effect=self.later_interval("diff_drop"), direction="below", reference=0.0, digits=2))
         else:
             out.append(Finding(
-                key="qk-centring", where="§6–7, Limitations", section="qk-centring", **base,
+                key="qk-centring", where="§6–7, Limitations", section="qk-centring", claim_id="godey-s6-sharp-attention", kind="extension", **base,
                 claim="The drift of queries and keys along a common direction allows sharper attention patterns.",
                 quantity="entropy fall with centred minus plain blocks, layers 1 and up (nats)", effect=None,
                 needs="our own pretraining (not MultiBERT)", command="make rerun CHAPTER=qk SCALE=book"))
@@ -580,6 +605,8 @@ class Result(results.Result):
             missing = (f"; not measured: {', '.join(self.end_state_missing)}" if self.end_state_missing else "")
             out.append(Finding(
                 key="qk-end-state", paper="godey2024", chapter="qk", where="Fig. 13, §5", section="qk-end-state",
+                claim_id="godey-fig13-aligned",
+                reduced=f"on {len(self.end_state)} released models' end state in place of MultiBERT's trajectory",
                 measured=f"{names}, as released, on about {max(r['n_sequences'] for r in self.end_state.values())} "
                          "in-domain sequences each (antibody chains, reaction SMILES, WikiText-103); rotary queries "
                          "and keys after the rotation; the untrained twins (same architectures, random init) have "
@@ -593,7 +620,7 @@ class Result(results.Result):
                 effect=self.end_state_aligned(), direction="above", reference=self.end_state_chance_share(),
                 reference_label=f"chance {self.end_state_chance_share():.1e}", paper_value=ALMOST_ALL, digits=2))
         out.append(Finding(
-            key="qk-trained-model", where="§5", section="qk-pretraining", **base,
+            key="qk-trained-model", where="§5", section="qk-pretraining", claim_id="godey-s5-multibert", **base,
             claim="These dynamics are those of BERT's pretraining to its end (MultiBERT: 2M steps of 256 × 512 "
                   "tokens), in a model that has learned to use its context.",
             quantity=f"the same measurements on a model whose held-out MLM loss ends {TARGET_BELOW_UNIGRAM} nats "
