@@ -389,8 +389,8 @@ def test_book_end_state_score_reading(book):
 
 def test_planted_end_state_alignment_changes_the_verdict(book):
     """Plant |cos| = 0.95 in nine heads in ten of every pretrained model: the end-state finding reaches the
-    paper's 'almost all' (reproduced: its interval covers 0.9); plant the twins' cosines in the pretrained models: it is contradicted (at or
-    below chance)."""
+    paper's 'almost all' (reproduced: its interval covers 0.9); plant the twins' cosines in the pretrained models:
+    it is contradicted (at or below chance)."""
     r = copy.deepcopy(book)
     assert by_key(r)["qk-end-state"].verdict == "direction only"
     for rec in r.end_state.values():        # nine heads in ten aligned: the paper's 'almost all'

@@ -231,14 +231,16 @@ class Result(results.Result):
         # order, the low-anisotropy level) come from the reference model, which the paper takes as BERT-base
         against = "" if ref["model"] == PAPER_REFERENCE else f"against {ref['model']} in place of BERT-base"
         return [
-            Finding(key="drift-output-cosine", where="§4.2, Fig. 6", claim_id="godey-fig6-output-cosine",  section="drift-input-output",
+            Finding(key="drift-output-cosine", where="§4.2, Fig. 6",
+                    claim_id="godey-fig6-output-cosine",  section="drift-input-output",
                     claim="The block's output has an average cosine slightly higher than its input's, "
                           "whatever the bias norm.",
                     measured=f"{what}; {len(self.norms)} bias norms from 0 to {max(self.norms):g}",
                     quantity="output − input average cosine at the bias norm where it is smallest "
                              f"(norms with 1 − input cosine > {self.RESOLVABLE:g})",
                     effect=self.cosine_gain(), direction="above", digits=6, **common),
-            Finding(key="drift-fixed-point", where="§4.2, Fig. 6", claim_id="godey-fig6-fixed-point", reduced=against,  section="drift-input-output",
+            Finding(key="drift-fixed-point", where="§4.2, Fig. 6",
+                    claim_id="godey-fig6-fixed-point", reduced=against,  section="drift-input-output",
                     claim="There is a bias norm N* where the block's output norm equals its input norm, of the "
                           "order of the hidden-state norms of the trained model.",
                     measured=f"{what}; N* against {ref['model']}'s layer norms on {ref['sentences']} MRPC "
@@ -247,7 +249,8 @@ class Result(results.Result):
                              "layers",
                     effect=self.fixed_point_ratio(), direction="equal", margin=1.0,
                     reference_label="0 (equal norms; the margin is one order of magnitude)", digits=2, **common),
-            Finding(key="drift-score-spread", where="§4.3, Fig. 7", claim_id="godey-fig7-scores",  section="drift-scores",
+            Finding(key="drift-score-spread", where="§4.3, Fig. 7",
+                    claim_id="godey-fig7-scores",  section="drift-scores",
                     claim="The pre-softmax attention scores move away from zero as the input bias norm grows.",
                     measured=f"{what}; pooled scores QKᵀ/√d_k",
                     quantity=f"log10 of the score sd at N = {max(self.hist_norms):g} over N = 0",
@@ -258,17 +261,20 @@ class Result(results.Result):
                     measured=f"{what}; {len(self.norms)} bias norms from 0 to {max(self.norms):g}",
                     quantity=f"log10 of the mean query norm at N = {max(self.norms):g} over N = 0",
                     effect=self.qk_norm_growth(), direction="above", digits=2, **common),
-            Finding(key="drift-qk-without-bias", where="§4.3, Fig. 8", claim_id="godey-fig8-qk-anisotropic",  section="drift-queries-keys",
+            Finding(key="drift-qk-without-bias", where="§4.3, Fig. 8",
+                    claim_id="godey-fig8-qk-anisotropic",  section="drift-queries-keys",
                     claim="The queries and keys are anisotropic even when no bias is added.",
                     measured=f"{what}; N = 0",
                     quantity="average cosine of the queries at N = 0",
                     effect=self.qk_cos_at_zero(), direction="above", digits=5, **common),
-            Finding(key="drift-sharper-softmax", where="§4.4, Figs. 9-10", claim_id="godey-fig9-sharper",  section="drift-softmax",
+            Finding(key="drift-sharper-softmax", where="§4.4, Figs. 9-10",
+                    claim_id="godey-fig9-sharper",  section="drift-softmax",
                     claim="As the input bias norm grows, the self-attention softmax becomes less entropic.",
                     measured=f"{what}; normalised row entropy",
                     quantity=f"entropy / log L at N = {max(self.norms):g} minus at N = 0",
                     effect=self.entropy_drop(), direction="below", digits=3, **common),
-            Finding(key="drift-low-anisotropy", where="§4.4", claim_id="godey-s44-low-anisotropy", reduced=against,  section="drift-sharpness",
+            Finding(key="drift-low-anisotropy", where="§4.4",
+                    claim_id="godey-s44-low-anisotropy", reduced=against,  section="drift-sharpness",
                     claim="At low anisotropy levels the sharpening is not very important.",
                     measured=f"{what}; at N = {self.norms[k]:.3g}, the largest bias whose input cosine "
                              f"stays at or below {ref['model']}'s most anisotropic layer",

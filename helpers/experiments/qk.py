@@ -558,7 +558,8 @@ class Result(results.Result):
         where_aligned = ("no layer" if not layers else f"layer {layers[0]}" if len(layers) == 1 else
                          "layers " + ", ".join(str(li) for li in layers[:-1]) + f" and {layers[-1]}")
         out = [
-            Finding(key="qk-aligned-heads", where="Fig. 13", section="qk-alignment", claim_id="godey-fig13-aligned", cannot_test=traj["cannot_test"], **{**base, "measured":
+            Finding(key="qk-aligned-heads", where="Fig. 13", section="qk-alignment",
+                    claim_id="godey-fig13-aligned", cannot_test=traj["cannot_test"], **{**base, "measured":
                     f"{base['measured']}; aligned heads per seed of {self.n_heads}: {per_layer} "
                     f"(aligned heads only in {where_aligned})"},
                     claim="Almost all heads see the mean query and the mean key align, in common or opposite "
@@ -567,17 +568,20 @@ class Result(results.Result):
                     quantity=f"share of heads with |cos(Q̄, K̄)| ≥ {self.threshold} at the last step",
                     effect=self.aligned_share(), direction="above", reference=self.chance_share,
                     reference_label=f"chance {self.chance_share:.1e}", paper_value=ALMOST_ALL, digits=2),
-            Finding(key="qk-first-layer-common", where="Fig. 13, §5", section="qk-alignment", claim_id="godey-fig13-layers", cannot_test=traj["cannot_test"], **base,
+            Finding(key="qk-first-layer-common", where="Fig. 13, §5", section="qk-alignment",
+                    claim_id="godey-fig13-layers", cannot_test=traj["cannot_test"], **base,
                     claim="The first layers display a common-direction dynamic (cos(Q̄, K̄) increases); the last "
                           "layers an opposite-direction one.",
                     quantity="final cos(Q̄, K̄) of layer 0, mean over its heads",
                     effect=self.first_layer_cos(), direction="above", reference=0.0, digits=2),
-            Finding(key="qk-dot-growth", where="Fig. 14", section="qk-scalar-products", claim_id="godey-fig14-dot", cannot_test=traj["cannot_test"], **base,
+            Finding(key="qk-dot-growth", where="Fig. 14", section="qk-scalar-products",
+                    claim_id="godey-fig14-dot", cannot_test=traj["cannot_test"], **base,
                     claim="The drift of the mean query and key increases the magnitude of their scalar product.",
                     quantity="log10 growth of |Q̄·K̄| from step 0 to the last step, in the layer where it grows least",
                     effect=self.dot_growth(), direction="above", reference=0.0,
                     reference_label="0 (no growth)", digits=2),
-            Finding(key="qk-entropy-falls", where="Fig. 15", section="qk-entropy", claim_id="godey-fig15-entropy", cannot_test=traj["cannot_test"], **base,
+            Finding(key="qk-entropy-falls", where="Fig. 15", section="qk-entropy",
+                    claim_id="godey-fig15-entropy", cannot_test=traj["cannot_test"], **base,
                     claim="Training induces a decay of the attention entropy in all layers.",
                     quantity="fall of the mean attention-row entropy from step 0 to the last step, in the layer "
                              "where it falls least (nats)",
@@ -585,7 +589,8 @@ class Result(results.Result):
         ]
         if self.ablation_summary:
             out.append(Finding(
-                key="qk-centring", where="§6–7, Limitations", section="qk-centring", claim_id="godey-s6-sharp-attention", kind="extension", **{**base, "measured":
+                key="qk-centring", where="§6–7, Limitations", section="qk-centring",
+                    claim_id="godey-s6-sharp-attention", kind="extension", **{**base, "measured":
                     f"{base['measured']}; each seed also pretrained with every block output centred over its "
                     "sequence (same initialisation and batches); layers 1 and up, where centring removes the drift"},
                 claim="The drift of queries and keys along a common direction allows sharper attention patterns "
@@ -595,7 +600,8 @@ class Result(results.Result):
                 effect=self.later_interval("diff_drop"), direction="below", reference=0.0, digits=2))
         else:
             out.append(Finding(
-                key="qk-centring", where="§6–7, Limitations", section="qk-centring", claim_id="godey-s6-sharp-attention", kind="extension", **base,
+                key="qk-centring", where="§6–7, Limitations", section="qk-centring",
+                claim_id="godey-s6-sharp-attention", kind="extension", **base,
                 claim="The drift of queries and keys along a common direction allows sharper attention patterns.",
                 quantity="entropy fall with centred minus plain blocks, layers 1 and up (nats)", effect=None,
                 needs="our own pretraining (not MultiBERT)", command="make rerun CHAPTER=qk SCALE=book"))
