@@ -35,6 +35,11 @@ STAT_KEYS = ("layer", "median", "skewness", "token_uni", "cls_uni", "ev1")
 QUANTILES = 2001
 #: the Params fields the model part of the chapter does not depend on (its cache key leaves them out)
 NOT_MODEL = ("random_shapes", "random_dim", "mc_samples", "sphere_dims", "radii")
+#: resamples of the sentences behind the §3.2 findings' intervals (`sentence_bootstrap`)
+BOOTSTRAP = 1000
+#: the half-width an exact (unsampled) effect is read with: float64 SVDs and log-space Gamma functions are
+#: accurate far below it
+EXACT_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,9 @@ class Result(results.Result):
     paper_medians: list[float]               # BERT-base on MRPC, first and last layer (data/yan_2022_sv_median.csv)
     second_task_values: dict[str, Any] = field(default_factory=dict)   # "layer i" -> pooled values (Fig. 2)
     gamma_steps: list[dict[str, Any]] = field(default_factory=list)    # Appendix A's Γ-step per (n, k)
+    #: the §3.2 changes on `second_task` (last − first hidden state) over sentences resampled with replacement
+    #: (`sentence_bootstrap`): "median", "token_uni", "cls_uni" -> draws; "n" the sentences resampled
+    sentence_draws: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.tightness = {k: np.asarray(v, dtype=float) for k, v in self.tightness.items()}
@@ -137,6 +145,18 @@ class Result(results.Result):
                 "mid_min": min(cls[1:-1]) if len(cls) > 2 else math.nan, "last": cls[-1],
                 "last_mid": len(cls) - 2}
 
+    def trend(self, stat: str) -> Interval:
+        """The §3.2 change of `stat` ("median", "token_uni", "cls_uni") on the second task — last − first hidden
+        state (for [CLS]: last − layer 1, the embeddings' [CLS] being one vector) — with its 95 % percentile
+        interval over `BOOTSTRAP` resamples of the sentences."""
+        first, last = self.second_task_stats[0], self.second_task_stats[-1]
+        est = (self.cls_uniformity()["last"] - self.cls_uniformity()["layer1"] if stat == "cls_uni"
+               else last[stat] - first[stat])
+        draws = self.sentence_draws.get(stat)
+        if not draws:
+            return Interval(est, float("nan"), float("nan"), 1, "bootstrap")
+        return Interval.from_draws(draws, estimate=est)
+
     def eq8_excess(self) -> float:
         """The largest exact ℓ2 probability minus eq. (8)'s bound over every (n, k, d) case (> 0: the
         bound fails)."""
@@ -154,10 +174,14 @@ class Result(results.Result):
         bert = "bert-base-uncased" if model != "bert-base-uncased" else model
         scale = (f"{model} ({n_last} layers) in place of BERT-base (12)" if model != "bert-base-uncased"
                  else "the paper's model")
-        summ, cls = self.appendix_a_summary, self.cls_uniformity()
+        summ = self.appendix_a_summary
         ratio = max([r["max_ratio"] for r in self.random] + [r["max_ratio"] for r in self.real_model])
+        reduced = (f"on {model} ({n_last} layers) in place of BERT-base (12), {self.n_sentences} sentences"
+                   if model != "bert-base-uncased" else "")
+        exact = dict(tolerance=EXACT_TOLERANCE, reduced="", kind="claim")
+        boot = f"{BOOTSTRAP} resamples of the {self.n_sentences} sentences"
         out = [
-            Finding(key="subspace-bound", paper="yan2022", where="§3.1",
+            Finding(key="subspace-bound", paper="yan2022", where="§3.1", claim_id="yan-theorem",
                     claim="Every token lies within C of the span of the first k right singular vectors, for "
                           "any C between λₖ₊₁ and λₖ",
                     measured=(f"{len(self.random)} random token matrices ({len(s['random_shapes'])} sizes, 3 "
@@ -165,46 +189,54 @@ class Result(results.Result):
                     quantity="largest distance to the span / λₖ₊₁, over rows, cuts and matrices",
                     effect=Interval.exact(ratio), direction="below", reference=1.0,
                     reference_label="1 (the bound)", section="subspace-random", chapter="subspace",
-                    scale="every row and cut; the paper proves it"),
-            Finding(key="subspace-eq8", paper="yan2022", where="App. A, eq. (8)",
+                    exact_why="a maximum over every row and cut of fixed matrices: a bound, not a sample",
+                    scale="every row and cut; the paper proves it", **exact),
+            Finding(key="subspace-gamma-step", paper="yan2022", where="App. A, line before eq. (8)",
+                    claim_id="yan-eq8-step",
+                    claim="The constant of the line before eq. (8) is at most eq. (8)'s 2/(k(n−k)·B(k/2, (n−k)/2))",
+                    measured=f"both constants evaluated in log space for {len(self.gamma_steps)} (n, k)",
+                    quantity="smallest ratio of the line before (8) to eq. (8)'s constant",
+                    effect=Interval.exact(min(r["ratio"] for r in self.gamma_steps)), direction="below",
+                    reference=1.0, reference_label="1", section="subspace-eq8", chapter="subspace",
+                    exact_why="a ratio of Gamma functions computed for each (n, k): an identity, no sampling",
+                    scale="exact", **exact),
+            Finding(key="subspace-eq8", paper="yan2022", where="App. A, eq. (8)", claim_id="yan-eq8",
                     claim="For u uniform on the sphere, P(‖u₁..ₖ‖ ≤ d) is at most "
                           "2·d²ᵏ(1 − dⁿ⁻ᵏ) / (k(n−k)·B(k/2, (n−k)/2))",
                     measured=(f"the exact probability (a Beta law) in {summ['cases']} cases (n, k, d), "
                               f"n in {', '.join(map(str, s['sphere_dims']))}; Monte Carlo for both readings"),
                     quantity="largest exact probability − eq. (8) over the cases",
                     effect=Interval.exact(self.eq8_excess()), direction="below", reference=0.0,
-                    section="subspace-eq8", chapter="subspace", scale="exact; no sampling"),
-            Finding(key="subspace-gamma-step", paper="yan2022", where="App. A, line before eq. (8)",
-                    claim="The constant of the line before eq. (8) is at most eq. (8)'s 2/(k(n−k)·B(k/2, (n−k)/2))",
-                    measured=f"both constants evaluated in log space for {len(self.gamma_steps)} (n, k)",
-                    quantity="smallest ratio of the line before (8) to eq. (8)'s constant",
-                    effect=Interval.exact(min(r["ratio"] for r in self.gamma_steps)), direction="below",
-                    reference=1.0, reference_label="1", section="subspace-eq8", chapter="subspace",
-                    scale="exact"),
-            Finding(key="subspace-median", paper="yan2022", where="§3.2, Fig. 2",
+                    section="subspace-eq8", chapter="subspace",
+                    exact_why="the probability is a regularised Beta function evaluated exactly: no sampling",
+                    scale="exact; no sampling", **exact),
+            Finding(key="subspace-median", paper="yan2022", where="§3.2, Fig. 2", claim_id="yan-fig2-median",
                     claim=(f"The median normalised singular value falls with depth, from {self.paper_medians[0]:g} "
                            f"to {self.paper_medians[-1]:g} (BERT-base, MRPC)"),
-                    measured=on_task, quantity="last − first hidden state median normalised singular value",
-                    effect=Interval.exact(last["median"] - first["median"]), direction="below",
+                    measured=on_task,
+                    quantity=f"last − first hidden state median normalised singular value ({boot})",
+                    effect=self.trend("median"), direction="below",
                     paper_value=self.paper_medians[-1] - self.paper_medians[0], section="subspace-cdf",
-                    chapter="subspace", scale=scale),
+                    chapter="subspace", scale=scale, reduced=reduced),
             Finding(key="subspace-token-uniformity", paper="yan2022", where="§3.2, Fig. 2",
+                    claim_id="yan-fig2-token-uniformity",
                     claim="Token uniformity (the mean cosine between a sentence's tokens) increases as the "
                           "layers go deeper (BERT-base, MRPC)",
-                    measured=on_task, quantity="last − first hidden state token uniformity",
-                    effect=Interval.exact(last["token_uni"] - first["token_uni"]), direction="above",
-                    section="subspace-cdf", chapter="subspace", scale=scale),
+                    measured=on_task, quantity=f"last − first hidden state token uniformity ({boot})",
+                    effect=self.trend("token_uni"), direction="above",
+                    section="subspace-cdf", chapter="subspace", scale=scale, reduced=reduced),
             Finding(key="subspace-cls-uniformity", paper="yan2022", where="§3.2, Fig. 2",
+                    claim_id="yan-fig2-cls-uniformity",
                     claim="[CLS] uniformity (the mean cosine between sentences' [CLS] vectors) increases as the "
                           "layers go deeper (BERT-base, MRPC)",
                     measured=on_task + " (from layer 1: at the embeddings every [CLS] vector is the same)",
-                    quantity="last layer − layer 1 [CLS] uniformity",
-                    effect=Interval.exact(cls["last"] - cls["layer1"]), direction="above",
-                    section="subspace-cls", chapter="subspace", scale=scale),
+                    quantity=f"last layer − layer 1 [CLS] uniformity ({boot})",
+                    effect=self.trend("cls_uni"), direction="above",
+                    section="subspace-cls", chapter="subspace", scale=scale, reduced=reduced),
         ]
         if model != "bert-base-uncased":
             out.append(Finding(
-                key="subspace-bert", paper="yan2022", where="§3.2, Figs. 1–2",
+                key="subspace-bert", paper="yan2022", where="§3.2, Fig. 1", claim_id="yan-fig1-cdf",
                 claim="In BERT-base the singular-value spectrum grows more skewed, layer by layer",
                 measured=f"not run: {bert} comes from the Hugging Face hub",
                 quantity="the §3.2 statistics on BERT-base",
@@ -319,6 +351,52 @@ def model_study(p: Params) -> dict[str, Any]:
             "cdf_stats": stats, "second_task_stats": second_stats, "second_task_values": fig2}
 
 
+def sentence_bootstrap(p: Params) -> dict[str, Any]:
+    """The §3.2 changes on `second_task` over resampled sentences: the pretrained model's hidden states of the
+    first `n_sentences` validation sentences (as `model_study` reads them), then `BOOTSTRAP` resamples of the
+    sentences with replacement, each giving last − first hidden state median normalised singular value (the
+    resample's pooled values, normalised by their largest), mean token cosine, and last − layer 1 mean [CLS]
+    cosine (pairs of distinct sentences: a sentence drawn twice is not paired with itself)."""
+    from ..core import measures as M
+
+    device = choose_device(p.device)
+    sentences = load_glue(p.second_task, "validation").texts()[: p.n_sentences]
+    with quiet_loading():
+        loaded = models.load(p.model, device=device)
+    per_layer, mask = models.hidden_states(loaded, sentences, p.max_length, p.batch_size, desc=p.second_task)
+    lengths = mask.sum(-1)
+    ends = (0, len(per_layer) - 1)
+    spectra, token_uni = {}, {}
+    for layer in ends:
+        sv = M.singular_values(per_layer[layer], mask)
+        spectra[layer] = [sv[i, : int(min(lengths[i], sv.shape[-1]))].double().numpy() for i in range(len(sentences))]
+        token_uni[layer] = M.token_uni(per_layer[layer], mask).double().numpy()
+    grams = {}
+    for layer in (1, ends[1]):
+        cls = per_layer[layer][:, 0, :].double()
+        unit = cls / cls.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        grams[layer] = (unit @ unit.T).numpy()
+    rng = np.random.default_rng(p.seed)
+    n = len(sentences)
+    out: dict[str, Any] = {"median": [], "token_uni": [], "cls_uni": [], "n": n}
+
+    def median(layer, idx):
+        v = np.concatenate([spectra[layer][i] for i in idx])
+        return float(np.median(v / v.max()))
+
+    def cls_mean(layer, counts):
+        same = float((counts ** 2).sum())
+        return float((counts @ grams[layer] @ counts - same) / (n * n - same))
+
+    for _ in range(BOOTSTRAP):
+        idx = rng.integers(0, n, n)
+        counts = np.bincount(idx, minlength=n).astype(float)
+        out["median"].append(median(ends[1], idx) - median(0, idx))
+        out["token_uni"].append(float(token_uni[ends[1]][idx].mean() - token_uni[0][idx].mean()))
+        out["cls_uni"].append(cls_mean(ends[1], counts) - cls_mean(1, counts))
+    return out
+
+
 def run(p: Params) -> Result:
     """Every computation of the chapter, in the order of its sections. The model part goes through the
     committed-results cache (`results/subspace/book/model-spectra.json` at `book` scale: read back in
@@ -326,12 +404,15 @@ def run(p: Params) -> Result:
     seed_everything(p.seed)
     random_rows, curves = random_study(p)
     part, _ = results.cached(p, "model-spectra", lambda: model_study(p), drop=NOT_MODEL)
+    draws, _ = results.cached(p, "sentence-bootstrap", lambda: sentence_bootstrap(p),
+                              drop=(*NOT_MODEL, "task", "untrained_twin"), bootstrap=BOOTSTRAP)
     cases = case_study(p)
     steps = [S.gamma_step(n, k) for n in p.sphere_dims for k in sorted({1, 4, n // 4, n // 2}) if 0 < k < n]
     return Result(
         settings=p.cache_key(), random=random_rows, tightness=curves, tightness_m=max(p.random_shapes),
         appendix_a=cases, appendix_a_summary=case_summary(cases), paper_medians=paper_medians(),
-        gamma_steps=steps, **part)
+        gamma_steps=steps, sentence_draws=draws, **part)
 
 
-__all__ = ["Params", "Result", "run", "random_matrices", "random_study", "case_study", "case_summary"]
+__all__ = ["Params", "Result", "run", "random_matrices", "random_study", "case_study", "case_summary",
+           "sentence_bootstrap"]
