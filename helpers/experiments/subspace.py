@@ -168,7 +168,6 @@ class Result(results.Result):
         s = self.settings
         model, task = s["model"], s["second_task"]
         real = f"{model} on {self.n_sentences} {s['task']} validation sentences"
-        first, last = self.second_task_stats[0], self.second_task_stats[-1]
         n_last = len(self.second_task_stats) - 1
         on_task = f"{model}, {self.n_sentences} {task} validation sentences, embeddings to layer {n_last}"
         bert = "bert-base-uncased" if model != "bert-base-uncased" else model
