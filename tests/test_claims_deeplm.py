@@ -154,6 +154,30 @@ def test_book_findings():
     assert fs["deeplm-tau-0p5-rescues"].effect.estimate == pytest.approx(-0.100, abs=0.01)
 
 
+def test_book_findings_name_their_claims_and_settings():
+    """Each finding names the registry claim it tests; the leakage control (each position sees later tokens)
+    validates the Fig. 7 gap claim and is never counted; the reduced phrase says the budget once, after the
+    verdict; the τ = 0.5 run says it is not the paper's τ, and the claim's verdict is the τ = 1 run's."""
+    from helpers.core.findings import judge
+    from helpers.experiments.findings import claims
+
+    fs = {f.key: f for f in _book().findings()}
+    assert {k: (f.claim_id, f.kind) for k, f in fs.items()} == {
+        "deeplm-post-norm-fails": ("yu-fig7-post-fails", "claim"),
+        "deeplm-deesc-rescues": ("yu-fig7-deesc-vs-post", "claim"),
+        "deeplm-deesc-like-pre-norm": ("yu-fig7-deesc-like-pre", "claim"),
+        "deeplm-leak-rescues": ("yu-fig7-deesc-vs-post", "control"),
+        "deeplm-tau-0p5-rescues": ("yu-fig7-deesc-vs-post", "claim"),
+        "deeplm-paper-scale": ("yu-fig7-deesc-vs-post", "claim")}
+    assert fs["deeplm-deesc-rescues"].reduced == "at 2.0 % of the paper's steps, depth 48 of 60, width 64 of 410"
+    assert fs["deeplm-tau-0p5-rescues"].reduced.endswith("at τ = 0.5 in place of 1")
+    assert fs["deeplm-paper-scale"].reduced == ""
+    by_id = {c.id: c for c in claims("yu2024")}
+    j = judge(by_id["yu-fig7-deesc-vs-post"], list(fs.values()))
+    assert j.deciding.key == "deeplm-deesc-rescues" and j.verdict == "not detected"
+    assert [c.key for c in j.controls] == ["deeplm-leak-rescues"]
+
+
 def test_book_controls_as_the_chapter_reads_them():
     """The controls' reading: the leaky de-escalation ends far below the causal one and below pre-norm on every
     seed; τ = 0.5 ends below post-norm on every seed and above pre-norm beyond its interval."""

@@ -198,14 +198,16 @@ class Result(results.Result):
                     f"{self.steps:,} steps, {n} seed{'s' if n != 1 else ''} per variant")
         scale = (f"{self.scale}: {self.steps:,} of the paper's {paper['steps']:,} steps, depth {self.depth} "
                  f"against {paper.get('depth', 60)}" if paper else self.scale)
-        common = dict(paper="yu2024", where="Fig. 7, §3.4", measured=measured, scale=scale, chapter="deeplm")
+        common = dict(paper="yu2024", where="Fig. 7, §3.4", measured=measured, scale=scale, chapter="deeplm",
+                      reduced=self.reduced())
         out = []
         if "post-norm" in self.variants:
             out.append(Finding(
                 key="deeplm-post-norm-fails", claim="The deep post-norm Transformer 'essentially failed' to train.",
                 quantity="post-norm final training loss − unigram loss, nats per token",
                 effect=self.against_unigram("post-norm"), direction="above", reference=0.0,
-                reference_label="the unigram predictor", section="deeplm-loss", **common))
+                reference_label="the unigram predictor", claim_id="yu-fig7-post-fails", section="deeplm-loss",
+                **common))
         if {"de-escalated", "post-norm"} <= set(self.variants):
             out.append(Finding(
                 key="deeplm-deesc-rescues",
@@ -213,14 +215,14 @@ class Result(results.Result):
                        "with de-escalation at each FFN input."),
                 quantity="de-escalated − post-norm final training loss, nats per token",
                 effect=self.paired("de-escalated", "post-norm"), direction="below",
-                section="deeplm-loss", **common))
+                claim_id="yu-fig7-deesc-vs-post", section="deeplm-loss", **common))
         if {"de-escalated", "pre-norm"} <= set(self.variants):
             out.append(Finding(
                 key="deeplm-deesc-like-pre-norm",
                 claim="The pre-norm and the de-escalated post-norm models 'performed similarly'.",
                 quantity="de-escalated − pre-norm final training loss, nats per token",
                 effect=self.paired("de-escalated", "pre-norm"), direction="equal",
-                margin=self.similar_margin(), section="deeplm-loss", **common))
+                margin=self.similar_margin(), claim_id="yu-fig7-deesc-like-pre", section="deeplm-loss", **common))
         gap_claim = ("There is a huge performance gap between the post-norm model and the post-norm model with "
                      "de-escalation at each FFN input.")
         if {LEAKY, "post-norm"} <= set(self.arms):
@@ -229,6 +231,7 @@ class Result(results.Result):
                 quantity=("de-escalated with the whole sequence's mean (eq. 21 as written: each position sees the "
                           "later tokens through it) − post-norm final training loss, nats per token"),
                 effect=self.paired(LEAKY, "post-norm"), direction="below", section="deeplm-controls",
+                claim_id="yu-fig7-deesc-vs-post", kind="control",
                 **{**common, "measured": measured + f", the leakage control: {_seeds(len(self.histories[LEAKY]))}"}))
         for t in self.control_taus:
             if {tau_arm(t), "post-norm"} <= set(self.arms):
@@ -236,14 +239,31 @@ class Result(results.Result):
                     key=f"deeplm-tau-{t:g}-rescues".replace(".", "p"), claim=gap_claim,
                     quantity=f"de-escalated at τ = {t:g} − post-norm final training loss, nats per token",
                     effect=self.paired(tau_arm(t), "post-norm"), direction="below", section="deeplm-controls",
+                    claim_id="yu-fig7-deesc-vs-post",
                     **{**common, "measured": (measured + f", the de-escalated model at τ = {t:g}: "
-                                              f"{_seeds(len(self.histories[tau_arm(t)]))}")}))
+                                              f"{_seeds(len(self.histories[tau_arm(t)]))}"),
+                       "reduced": ", ".join(filter(None, (self.reduced(), f"at τ = {t:g} in place of {self.tau:g}")))}))
         out.append(Finding(
             key="deeplm-paper-scale", claim="Fig. 7 at the paper's scale: depth 60, width 410, 50,000 iterations.",
             quantity="the three findings above at the paper's scale", effect=None, needs="a GPU",
             command="make rerun CHAPTER=deeplm SCALE=paper", section="deeplm-differences",
-            **{**common, "measured": "not run"}))
+            claim_id="yu-fig7-deesc-vs-post", **{**common, "measured": "not run", "reduced": "", "scale": "paper"}))
         return out
+
+    def reduced(self) -> str:
+        """How this run falls short of the paper's setting, read after a verdict ("at 2.0 % of the paper's steps,
+        depth 48 of 60, width 64 of 410"); "" at the paper's steps, depth and width."""
+        ours, paper = self.budget.get("ours", {}), self.budget.get("paper", {})
+        if not paper:
+            return ""
+        parts = []
+        if self.steps < paper["steps"]:
+            parts.append(f"at {100 * self.steps / paper['steps']:.1f} % of the paper's steps")
+        if self.depth != paper.get("depth", self.depth):
+            parts.append(f"depth {self.depth} of {paper['depth']}")
+        if "d_model" in ours and ours["d_model"] != paper.get("d_model", ours["d_model"]):
+            parts.append(f"width {ours['d_model']} of {paper['d_model']}")
+        return ", ".join(parts)
 
     def steps_near(self, level: float, tol: float = 0.05, window: int = 20) -> dict[str, list[int]]:
         """Per variant and seed, how many steps the training loss's moving average over `window` steps

@@ -30,6 +30,7 @@ from ..book import results
 from ..book.params import ChapterParams, ParameterError, check_heads, positive, rules
 from ..book.runtime import REPO_ROOT, choose_device, progress, seed_everything
 from ..core import escalation as E
+from ..core import measures as M
 from ..core.escalation import first_block_above
 from ..core.findings import Finding
 from ..core.stats import Interval, t_interval
@@ -47,6 +48,12 @@ STEP_FIELDS = ("hf_inits",)
 #: predicted excess over one, (dσ²)², of the prediction (μ̄₁ ≈ 1, μ̄₂ ≈ 0 are approximations)
 EQ18_FRACTION = 0.1
 FFN_INIT_NAMES = {"torch": "PyTorch-default", "xavier": "Xavier"}
+#: the findings in the order of the chapter's sections; where two test one claim, the closer test comes first
+#: (Prop. 2.9's Monte Carlo check before its reading on BERT)
+FINDINGS_ORDER = ("tse-fig1", "tse-fig1-gradient", "tse-fig2-ratio", "tse-fig2-saturation", "tse-fig2-delta-omega",
+                  "tse-ffn-negligible", "tse-prop23", "tse-lemma24", "tse-prop29", "tse-fig1-eq18", "tse-estimate2",
+                  "tse-thm26", "tse-remark28-rate", "tse-fig4-prenorm", "tse-eq20-norm", "tse-fig5-half",
+                  "tse-fig5-tenth", "tse-fig5-one", "tse-tau-threshold", "tse-bounds11", "tse-cor27", "tse-fig8")
 #: where Figure 1's tokens come from: CoLA validation sentences, BERT's uncased WordPiece tokenizer
 TOKENIZER_MODEL = "all-MiniLM-L6-v2"
 
@@ -192,11 +199,16 @@ class Result(results.Result):
     #: Figure 1's BERT per step (`hf.escalation.step_log_odds`), one row per random initialisation:
     #: `increments` (inits, layers, 4) of the log-odds of t_sim, `t_sim` (inits, layers + 1)
     figure1_steps: dict[str, Any] = field(default_factory=dict)
+    #: Figure 1's models per input sentence: `bert`, `albert` (sentences,) — each sentence's last-layer t_sim
+    figure1_sentences: dict[str, Any] = field(default_factory=dict)
+    #: Lemma 2.4 with a single head (the attention of head 0 of the block `lemma24` uses, one d × d value map)
+    lemma24_single: dict[str, float] = field(default_factory=dict)
     scale: str = ""
 
     def __post_init__(self) -> None:
         for name in ("figure1", "figure2", "figure2_other", "figure2_init", "figure2_ablation", "figure3", "figure4",
-                     "figure5", "figure5_other", "figure8", "summary", "tau_sweep", "figure1_steps"):
+                     "figure5", "figure5_other", "figure8", "summary", "tau_sweep", "figure1_steps",
+                     "figure1_sentences"):
             setattr(self, name, _arrays(getattr(self, name)))
 
     # ------------------------------------------------------------ what the findings and the prose read
@@ -305,60 +317,209 @@ class Result(results.Result):
         """The margin of "at eq. (18)'s rate": `EQ18_FRACTION` of the predicted excess over one."""
         return EQ18_FRACTION * (self.eq18_factor() - 1)
 
-    def lemma24_se(self) -> dict[str, float]:
-        """How far the Monte Carlo E[ξ₁], E[ξ₂] lie from Lemma 2.4's formula, in standard errors."""
-        lem = self.lemma24
+    def lemma24_se(self, heads: str = "multi") -> dict[str, float]:
+        """How far the Monte Carlo E[ξ₁], E[ξ₂] lie from Lemma 2.4's formula, in standard errors (`heads`: "multi",
+        the block's 8 heads as Prop. 2.9 averages them; "single", one head)."""
+        lem = self.lemma24 if heads == "multi" else self.lemma24_single
         return {k: abs(lem[f"mc_{k}"] - lem[f"formula_{k}"]) / lem[f"mc_{k}_se"] for k in ("xi1", "xi2")}
 
+    # ------------------------------------------------------------ the statistics of the findings
+
+    def fig1_last(self, draws: int = 2000) -> Interval:
+        """Figure 1's claim: the smaller of BERT's and ALBERT's last-layer t_sim, each the mean over the input
+        sentences, with its percentile bootstrap interval over sentences (the same resampled sentences for both
+        models). Without the per-sentence values: the bare estimate from Figure 1 (no interval)."""
+        f1 = self.figure1
+        est = min(float(f1["bert"]["t_sim"][-1]), float(f1["albert"]["t_sim"][-1]))
+        if not self.figure1_sentences:
+            return Interval(est, math.nan, math.nan, 1, "bootstrap")
+        b, a = (np.asarray(self.figure1_sentences[k], dtype=float) for k in ("bert", "albert"))
+        idx = np.random.default_rng(self.settings["seed"]).integers(0, b.size, (draws, b.size))
+        boot = np.minimum(b[idx].mean(1), a[idx].mean(1))
+        return Interval.from_draws(boot, estimate=min(b.mean(), a.mean()))
+
+    def grad_log_steps(self) -> Interval:
+        """Figure 1's gradient norm: the change of log gradient norm between adjacent BERT layers, mean over the
+        layers with its t-interval over them (0: constant; log 1.01 ≈ 0.01: 1 % per layer)."""
+        return t_interval(np.diff(np.log(np.asarray(self.figure1["bert"]["grad_norm"], dtype=float))))
+
+    def lemma_gap(self, heads: str = "multi") -> Interval:
+        """Lemma 2.4 (`heads="single"`) or Prop. 2.9 (`"multi"`): the Monte Carlo mean of ξ₁ over draws of W minus
+        the formula 1 + α²dσ²μ̄₁², with its normal interval (± 1.96 standard errors of the mean over the draws)."""
+        lem = self.lemma24 if heads == "multi" else self.lemma24_single
+        d, half = lem["mc_xi1"] - lem["formula_xi1"], 1.96 * lem["mc_xi1_se"]
+        draws = self.settings["lemma_trials"]
+        return Interval(d, d - half, d + half, draws, "normal")
+
+    def lemma_margin(self, heads: str = "multi") -> float:
+        """"Alike the formula": within 1 % of its predicted excess over one, α²dσ²μ̄₁²."""
+        lem = self.lemma24 if heads == "multi" else self.lemma24_single
+        return 0.01 * (lem["formula_xi1"] - 1)
+
+    def bounds_min_slack(self) -> float:
+        """The smallest slack of the two bounds (11) over every sample of every family of P (≥ 0 where they hold)."""
+        return min(min(v["min_slack_mu1"], v["min_slack_mu2"]) for v in self.bounds11.values())
+
+    def rate_excess(self) -> tuple[Interval, int]:
+        """Theorem 2.6's conclusion E[r] > 1 where it is weakest: at the block of Figure 3 with the smallest sample
+        mean of r(X, Y), that mean minus one with its normal interval over the draws of W; and the block."""
+        r, se = np.asarray(self.figure3["r"], dtype=float), np.asarray(self.figure3["r_se"], dtype=float)
+        k = int(np.argmin(r))
+        return Interval(r[k] - 1, r[k] - 1 - 1.96 * se[k], r[k] - 1 + 1.96 * se[k], self.settings["w_trials"],
+                        "normal"), k
+
+    def estimate_gap(self) -> Interval:
+        """Fig. 3: how much closer Estimate 2 lies to the sample mean of ξ₁/ξ₂ − 1 than Estimate 1, per block
+        |E1 − mean| − |E2 − mean|, mean over blocks with its t-interval over them."""
+        f3 = self.figure3
+        m = np.asarray(f3["xi_minus_1"], dtype=float)
+        return t_interval(np.abs(np.asarray(f3["est1"]) - m) - np.abs(np.asarray(f3["est2"]) - m))
+
+    def late_rate(self, level: float = 0.9) -> Interval:
+        """Remark 2.8's rate: the diversity contraction 1/r per block over the blocks of Figure 3 whose t_sim exceeds
+        `level`, mean with its t-interval over those blocks (each block's r a mean over the draws of W)."""
+        f3 = self.figure3
+        late = np.asarray(f3["t_sim"], dtype=float) > level
+        return t_interval(1 / np.asarray(f3["r"], dtype=float)[late])
+
+    def saturation_interval(self, draws: int = 1000, level: float = 0.99) -> Interval:
+        """The first block whose mean t_sim exceeds `level` (Fig. 2), with its percentile bootstrap interval over
+        trials (a resample that never exceeds it counts as the depth)."""
+        t = np.asarray(self.figure2["t_sim"], dtype=float)
+        idx = np.random.default_rng(self.settings["seed"]).integers(0, t.shape[0], (draws, t.shape[0]))
+        depth = t.shape[1]
+        boot = [first_block_above(t[i], level) for i in idx]
+        est = first_block_above(t, level)
+        return Interval.from_draws([depth if b is None else b for b in boot],
+                                   estimate=depth if est is None else est)
+
+    def eta_slope(self) -> Interval:
+        """Fig. 8: per t, the least-squares slope of log sd(η) over draws against log d (the `precise` draws), mean
+        over t with its t-interval over them; −1/2 is concentration at the rate 1/√d."""
+        sd = np.log(np.asarray(self.figure8["precise"]["sd"], dtype=float))         # (dims, ts)
+        dims = np.log(np.asarray(self.settings["eta_dims"], dtype=float))
+        return t_interval(np.polyfit(dims, sd, 1)[0])
+
+    def reduced(self, *names: str) -> str:
+        """How this run's Params fall short of the paper's for the fields `names` ("d = 256 of 512, 6 of 50
+        trials"); "" at the paper's setting."""
+        paper = Params.resolve("paper")
+        labels = {"n_tokens": "n = {} of {}", "d_model": "d = {} of {}", "depth": "depth {} of {}",
+                  "trials": "{} of {} trials", "w_trials": "{} of {} draws of W", "prenorm_depth": "depth {} of {}",
+                  "deesc_depth": "depth {} of {}", "deesc_runs": "{} of {} runs", "hf_depth": "depth {} of {}",
+                  "hf_batch": "{} of {} sentences", "lemma_trials": "{} of {} draws",
+                  "eta_draws_precise": "{} of {} draws", "bound_samples": "{} of {} samples"}
+        parts = [labels[k].format(self.settings[k], getattr(paper, k)) for k in names
+                 if self.settings[k] != getattr(paper, k)]
+        return ", ".join(parts)
+
     def findings(self) -> list[Finding]:
-        """The paper's claims of §1-3.2 this chapter tests, computed from the runs."""
-        st, paper = self.settings, Params.resolve("paper")
+        """The paper's claims of §1-3.2 and Appendix A this chapter tests, computed from the runs, in the
+        registry's order (data/claims/yu2024.yaml); the τ threshold is the chapter's own question."""
+        st = self.settings
         stacks = (f"Algorithm-1 stacks at initialisation, n = {st['n_tokens']}, d = {st['d_model']}, "
                   f"h = {st['n_heads']}, σ² = {st['value_scale']:g}/d, {FFN_INIT_NAMES[st['ffn_init']]} FFN")
-        scale = (f"{self.scale}: n = {st['n_tokens']}, d = {st['d_model']} (the paper: n = {paper.n_tokens}, "
-                 f"d = {paper.d_model})")
-        common = dict(paper="yu2024", chapter="tse", scale=scale)
-        f1, post = self.figure1, np.asarray(self.figure2["t_sim"], dtype=float)
+        synth = ("n_tokens", "d_model")
+
+        def common(*names: str) -> dict[str, Any]:
+            red = self.reduced(*names)
+            return dict(paper="yu2024", chapter="tse", reduced=red,
+                        scale=f"{self.scale}: {red}" if red else f"{self.scale}: the paper's setting")
+
+        post = np.asarray(self.figure2["t_sim"], dtype=float)
         pre = np.asarray(self.figure4["t_sim"], dtype=float)
         k = min(st["depth"], pre.shape[1] - 1)
-        tdiv_half = np.asarray(self.figure5["0.5"], dtype=float)[:, -1] if "0.5" in self.figure5 else None
+        bert = (f"random-init transformers BERT and ALBERT of depth {st['hf_depth']} on "
+                f"{st['hf_batch']} CoLA sentences")
+        rate, rate_block = self.rate_excess()
         out = [
-            Finding(key="tse-fig1", where="Fig. 1",
+            Finding(key="tse-remark28-rate", where="Remark 2.8, Fig. 3", claim_id="yu-linear-rate",
+                    claim="Once similarity is high, diversity shrinks per block by the linear rate 1/(1 + α²) = 1/2.",
+                    measured=f"one {stacks}, depth {st['depth']}, step-1 value maps redrawn {st['w_trials']} times "
+                             "per block",
+                    quantity="diversity contraction 1/r per block over the blocks with t_sim > 0.9, mean over them",
+                    effect=self.late_rate(), direction="equal", reference=1 / (1 + st["alpha"] ** 2),
+                    reference_label="1/(1 + α²) = 0.5", margin=0.05, section="tse-fig3",
+                    **common(*synth, "w_trials")),
+            Finding(key="tse-fig1", where="Fig. 1", claim_id="yu-fig1",
                     claim=("In BERT and ALBERT of depth 100 at default initialisation, token similarity "
                            "escalates to unity."),
-                    measured=(f"random-init transformers BERT and ALBERT of depth {st['hf_depth']} on "
-                              f"{st['hf_batch']} CoLA sentences"),
-                    quantity="the smaller of BERT's and ALBERT's last-layer t_sim",
-                    effect=Interval.exact(min(float(f1["bert"]["t_sim"][-1]), float(f1["albert"]["t_sim"][-1]))),
-                    direction="above", reference=0.99, reference_label="0.99 (unity)", section="tse-fig1",
-                    **{**common, "scale": f"{self.scale}: depth {st['hf_depth']} (the paper: {paper.hf_depth})"}),
-            Finding(key="tse-fig2-ratio", where="Fig. 2, §2.4",
-                    claim="The attention step's ξ₁/ξ₂ is around 2 from the very first block.",
-                    measured=f"{st['trials']} {stacks}, depth {st['depth']}",
-                    quantity="the attention step's ξ₁/ξ₂ (step 1: SA + residual) at block 0, mean over trials",
-                    effect=t_interval(np.asarray(self.figure2["xi_ratio"], dtype=float)[:, 0, 0]),
-                    direction="equal", reference=self.paper_fig2["mean xi1/xi2 of step 1 at the first block"],
-                    reference_label="the paper's 2", margin=0.2, section="tse-fig2", **common),
-            Finding(key="tse-ffn-negligible", where="§2.4, Fig. 2",
+                    measured=bert, quantity="the smaller of BERT's and ALBERT's last-layer t_sim, mean over sentences "
+                                            "(bootstrap over sentences)",
+                    effect=self.fig1_last(), direction="above", reference=0.99, reference_label="0.99 (unity)",
+                    section="tse-fig1", digits=4, **common("hf_depth", "hf_batch")),
+            Finding(key="tse-fig1-gradient", where="Fig. 1 (right)", claim_id="yu-fig1-gradient",
+                    claim="The depth-100 BERT's gradient norm stays roughly constant across layers.",
+                    measured=bert.replace(" and ALBERT", ""),
+                    quantity="change of log gradient norm between adjacent layers, mean over layers",
+                    effect=self.grad_log_steps(), direction="equal", margin=math.log(1.01),
+                    reference_label="0 (± log 1.01: 1 % per layer)", section="tse-fig1", digits=4,
+                    **common("hf_depth", "hf_batch")),
+            Finding(key="tse-ffn-negligible", where="§2.4, Fig. 2", claim_id="yu-other-steps-negligible",
                     claim="Steps 2-4 (the LayerNorms and the FFN) have a negligible impact on token similarity.",
                     measured=f"{st['trials']} {stacks}, depth {st['depth']}",
                     quantity="the FFN step's share of the log-odds growth of t_sim until it passes 0.99",
                     effect=self.ffn_share(), direction="equal", reference=0.0, margin=0.1,
-                    reference_label="0 (a share under a tenth counts as negligible)", section="tse-ffn", **common),
-            Finding(key="tse-fig4-prenorm", where="Fig. 4, eq. (20)",
-                    claim="Pre-norm mitigates the escalation implicitly: its token similarity grows more slowly.",
-                    measured=f"{pre.shape[0]} pre-norm (eq. 19) stacks beside {post.shape[0]} post-norm ones",
-                    quantity=f"pre-norm t_sim at block {k}, mean over trials",
-                    effect=t_interval(pre[:, k]), direction="below", reference=float(post[:, k].mean()),
-                    reference_label=f"post-norm's {post[:, k].mean():.3f} at block {k}", section="tse-fig4",
-                    **common),
+                    reference_label="0 (a share under a tenth counts as negligible)", section="tse-ffn",
+                    **common(*synth, "trials")),
+            Finding(key="tse-prop23", where="Prop. 2.3, eq. (6)", claim_id="yu-prop23",
+                    claim="r(X, Y) = 1 + (ξ₁/ξ₂ − 1) t_sim(X) for any pair X, Y.",
+                    measured="8 random float64 pairs X, Y (n = 64, d = 512)",
+                    quantity="max |r − (1 + (ξ₁/ξ₂ − 1) t_sim(X))| over the pairs",
+                    effect=Interval.exact(self.prop23_max_abs_error), tolerance=1e-12,
+                    exact_why="an algebraic identity evaluated in float64: its error is round-off, not sampling",
+                    direction="equal", margin=1e-10, reference_label="0 (± 1e-10: round-off)",
+                    section="tse-identities", **common()),
+        ]
+        if self.lemma24_single:
+            out.append(Finding(
+                key="tse-lemma24", where="Lemma 2.4, eq. (9)", claim_id="yu-lemma24",
+                claim="E[ξ₁] = 1 + α²dσ²μ₁² for Y = X + αPXW with one head.",
+                measured=f"head 0's attention of one block on X ~ N(0, 1), n = {st['n_tokens']}, d = {st['d_model']}; "
+                         f"{st['lemma_trials']} draws of a d × d value map of variance 1/d",
+                quantity="Monte Carlo mean of ξ₁ − the formula",
+                effect=self.lemma_gap("single"), direction="equal", margin=self.lemma_margin("single"),
+                reference_label="0 (± 1 % of the formula's excess over one)", section="tse-identities", digits=4,
+                **common(*synth, "lemma_trials")))
+        out += [
+            Finding(key="tse-bounds11", where="Lemma 2.4, eq. (11)", claim_id="yu-bounds11",
+                    claim="μ₁² ≥ (1 − ω)² and μ₂² ≤ δ² for any row-stochastic P.",
+                    measured=f"{st['bound_samples']} random pairs (X, P) per family, {len(self.bounds11)} families "
+                             f"of row-stochastic P, n = {st['bound_n']}, d = {st['bound_d']}, float64",
+                    quantity="the smallest slack of the two bounds over every sample",
+                    effect=Interval.exact(self.bounds_min_slack()), tolerance=1e-12,
+                    exact_why="a minimum over fixed float64 samples: on them each bound holds or not; only round-off",
+                    direction="above", reference=-1e-10, reference_label="−1e-10 (round-off)",
+                    section="tse-bounds", **common("bound_samples")),
+            Finding(key="tse-thm26", where="Theorem 2.6, eq. (16); Fig. 3", claim_id="yu-thm26",
+                    claim="The SA-plus-residual step raises token similarity in expectation: E[r] > 1.",
+                    measured=f"one {stacks}, depth {st['depth']}, step-1 value maps redrawn {st['w_trials']} times "
+                             "per block",
+                    quantity=f"sample mean of r(X, Y) − 1 at the least escalating block ({rate_block})",
+                    effect=rate, direction="above", section="tse-fig3", digits=4, **common(*synth, "w_trials")),
+            Finding(key="tse-cor27", where="Cor. 2.7", claim_id="yu-cor27",
+                    claim="For doubly stochastic P, ω = 0 (and μ₁ = 1).",
+                    measured=f"{st['bound_samples']} random doubly stochastic P (Sinkhorn), n = {st['bound_n']}, "
+                             "float64",
+                    quantity="ω, mean over the samples",
+                    effect=Interval.exact(self.bounds11["doubly stochastic (Sinkhorn)"]["omega"]), tolerance=1e-12,
+                    exact_why="ω of a doubly stochastic P is zero by algebra; what remains is float64 round-off",
+                    direction="equal", margin=1e-10, reference_label="0 (± 1e-10: round-off)",
+                    section="tse-bounds", **common("bound_samples")),
+            Finding(key="tse-prop29", where="Prop. 2.9, eq. (18)", claim_id="yu-prop29",
+                    claim="With h heads, E[ξ₁] = 1 + α²dσ²μ̄₁², μ̄₁² the head average.",
+                    measured=f"one block's 8-head attention on X ~ N(0, 1), n = {st['n_tokens']}, d = "
+                             f"{st['d_model']}; {st['lemma_trials']} draws of the per-head value maps",
+                    quantity="Monte Carlo mean of ξ₁ − the formula",
+                    effect=self.lemma_gap("multi"), direction="equal", margin=self.lemma_margin("multi"),
+                    reference_label="0 (± 1 % of the formula's excess over one)", section="tse-identities",
+                    digits=4, **common(*synth, "lemma_trials")),
         ]
         if self.figure1_steps:
             n_inits = np.asarray(self.figure1_steps["increments"]).shape[0]
             out.append(Finding(
-                key="tse-fig1-eq18", where="§1 (contributions), eq. (18), Fig. 1",
-                claim=("The driving force behind the escalation is self-attention (other operations in the block "
-                       "do not interfere), at the rate eq. (18) gives: E[ξ₁]/E[ξ₂] ≈ 1 + α²dσ² at "
+                key="tse-fig1-eq18", where="eq. (18), Fig. 1", claim_id="yu-prop29",
+                claim=("BERT's attention step escalates at the rate eq. (18) gives: E[ξ₁]/E[ξ₂] ≈ 1 + α²dσ² at "
                        "near-uniform attention."),
                 measured=(f"{n_inits} random-init transformers BERTs of depth {st['hf_depth']} "
                           f"(initializer_range 0.02) on {st['hf_batch']} CoLA sentences"),
@@ -366,27 +527,88 @@ class Result(results.Result):
                           "while t_sim < 0.99, geometric mean over layers, mean over initialisations"),
                 effect=self.bert_attention_factor(), direction="equal", reference=self.eq18_factor(),
                 reference_label=f"eq. (18)'s {self.eq18_factor():.4f} at d = {st['hf_hidden']}, σ = 0.02",
-                margin=self.eq18_margin(), section="tse-fig1",
-                **{**common, "scale": f"{self.scale}: depth {st['hf_depth']} (the paper: {paper.hf_depth})"}))
-        if tdiv_half is not None and "0.5" in self.paper_fig5:
+                margin=self.eq18_margin(), section="tse-fig1", **common("hf_depth", "hf_batch")))
+        d_o = np.maximum(np.asarray(self.figure2["delta"], dtype=float)[:, 0],
+                         np.asarray(self.figure2["omega"], dtype=float)[:, 0])
+        norm_x = np.asarray(self.figure4["norm_X"], dtype=float)
+        out += [
+            Finding(key="tse-fig2-ratio", where="Fig. 2, §2.4", claim_id="yu-fig2-ratio",
+                    claim="The attention step's ξ₁/ξ₂ is around 2 from the very first block.",
+                    measured=f"{st['trials']} {stacks}, depth {st['depth']}",
+                    quantity="the attention step's ξ₁/ξ₂ (step 1: SA + residual) at block 0, mean over trials",
+                    effect=t_interval(np.asarray(self.figure2["xi_ratio"], dtype=float)[:, 0, 0]),
+                    direction="equal", reference=self.paper_fig2["mean xi1/xi2 of step 1 at the first block"],
+                    reference_label="the paper's 2", margin=0.2, section="tse-fig2", **common(*synth, "trials")),
+            Finding(key="tse-fig2-saturation", where="Fig. 2, §2.4", claim_id="yu-fig2-saturation",
+                    claim="Token similarity approaches its maximum before block 15.",
+                    measured=f"{st['trials']} {stacks}, depth {st['depth']}",
+                    quantity="the first block whose mean t_sim exceeds 0.99 (bootstrap over trials)",
+                    effect=self.saturation_interval(), direction="below",
+                    reference=self.paper_fig2["first block where t_sim > 0.99"], reference_label="block 15",
+                    section="tse-fig2", digits=0, **common(*synth, "trials")),
+            Finding(key="tse-fig2-delta-omega", where="Fig. 2 (right)", claim_id="yu-fig2-delta-omega",
+                    claim="δ and ω are far less than 1 from the start.",
+                    measured=f"{st['trials']} {stacks}, depth {st['depth']}",
+                    quantity="the larger of δ and ω (head averages) at block 0, mean over trials",
+                    effect=t_interval(d_o), direction="below", reference=1.0, reference_label="1",
+                    section="tse-fig2", **common(*synth, "trials")),
+            Finding(key="tse-estimate2", where="Estimates 1-2, Fig. 3", claim_id="yu-estimate2",
+                    claim="Estimate 2 (the spectral gap of P alone) approximates E[ξ₁/ξ₂] − 1 more closely than "
+                          "Estimate 1.",
+                    measured=f"one {stacks}, depth {st['depth']}, step-1 value maps redrawn {st['w_trials']} times "
+                             "per block",
+                    quantity="|Estimate 1 − sample mean of ξ₁/ξ₂ − 1| − |Estimate 2 − sample mean|, mean over blocks",
+                    effect=self.estimate_gap(), direction="above", section="tse-fig3",
+                    **common(*synth, "w_trials")),
+            Finding(key="tse-fig4-prenorm", where="Fig. 4, §3.1", claim_id="yu-fig4-prenorm",
+                    claim="Pre-norm mitigates the escalation implicitly: its token similarity grows more slowly.",
+                    measured=f"{pre.shape[0]} pre-norm (eq. 19) stacks beside {post.shape[0]} post-norm ones",
+                    quantity=f"pre-norm t_sim at block {k}, mean over trials",
+                    effect=t_interval(pre[:, k]), direction="below", reference=float(post[:, k].mean()),
+                    reference_label=f"post-norm's {post[:, k].mean():.3f} at block {k}", section="tse-fig4",
+                    **common(*synth, "trials")),
+            Finding(key="tse-eq20-norm", where="eq. (20), Fig. 4 (right)", claim_id="yu-eq20",
+                    claim="The pre-norm residual stream grows with depth while the attention's input stays at "
+                          "‖LN(·)‖_F.",
+                    measured=f"{pre.shape[0]} pre-norm (eq. 19) stacks, depth {st['prenorm_depth']}",
+                    quantity="‖X‖_F at the last block ÷ at the first, mean over trials",
+                    effect=t_interval(norm_x[:, -1] / norm_x[:, 0]), direction="above", reference=1.0,
+                    reference_label="1", section="tse-fig4", digits=2, **common(*synth, "prenorm_depth")),
+        ]
+        for tau, level, key in (("0.5", 0.5, "tse-fig5-half"), ("0.1", 0.0, "tse-fig5-tenth"),
+                                ("1.0", 1.0, "tse-fig5-one")):
+            if tau not in self.figure5 or tau not in self.paper_fig5:
+                continue
+            tdiv = np.asarray(self.figure5[tau], dtype=float)[:, -1]
             out.append(Finding(
-                key="tse-fig5-half", where="Fig. 5",
-                claim="With de-escalation after every block, token diversity levels off near 0.5 at τ = 0.5.",
-                measured=f"{tdiv_half.size} de-escalated {stacks}, depth {st['deesc_depth']}",
-                quantity="the last block's t_div at τ = 0.5, mean over runs", effect=t_interval(tdiv_half),
-                direction="equal", reference=self.paper_fig5["0.5"], reference_label="the paper's 0.5",
-                margin=0.1, section="tse-fig5", **common))
+                key=key, where="Fig. 5", claim_id="yu-fig5",
+                claim=f"With de-escalation after every block, token diversity levels off near {level:g} at "
+                      f"τ = {float(tau):g}.",
+                measured=f"{tdiv.size} de-escalated {stacks}, depth {st['deesc_depth']}",
+                quantity=f"the last block's t_div at τ = {float(tau):g}, mean over runs", effect=t_interval(tdiv),
+                direction="equal", reference=self.paper_fig5[tau], reference_label=f"the paper's {level:g}",
+                margin=0.1, section="tse-fig5", **common(*synth, "deesc_depth", "deesc_runs")))
+        dims = st["eta_dims"]
+        out.append(Finding(
+            key="tse-fig8", where="App. A, Fig. 8", claim_id="yu-fig8",
+            claim="η concentrates at zero as d grows.",
+            measured=f"X = e vᵀ + tQ, n = {st['eta_n']}, {len(st['eta_ts'])} values of t, d = "
+                     f"{', '.join(str(x) for x in dims)}; {st['eta_draws_precise']} draws of W per (d, t)",
+            quantity="slope of log sd(η) against log d, mean over t",
+            effect=self.eta_slope(), direction="below", reference_label="0 (−1/2: the rate 1/√d)",
+            section="tse-fig8", **common("eta_draws_precise")))
         if self.tau_sweep:
             out.append(Finding(
-                key="tse-tau-threshold", where="Prop. 2.3, Remark 2.8, Fig. 5",
+                key="tse-tau-threshold", where="Prop. 2.3, Remark 2.8, Fig. 5", kind="extension",
                 claim=("By Prop. 2.3 and Remark 2.8's rate 1 + α², de-escalation keeps diversity exactly when "
-                       "τ > τ* = 1 − 1/√(1 + α²) (the chapter's reading of the paper's results)."),
+                       "τ > τ* = 1 − 1/√(1 + α²)."),
                 measured=(f"τ from 0 to 1 in {len(self.tau_sweep['taus'])} steps, {self.tau_sweep['runs']} "
                           f"de-escalated {stacks}, depth {st['deesc_depth']}"),
                 quantity="the τ at which the last block's t_div first reaches 0.5, mean over runs",
                 effect=self.tau_threshold(), direction="equal", reference=self.tau_star(),
-                reference_label=f"τ* = {self.tau_star():.2f}", margin=0.05, section="tse-tau-sweep", **common))
-        return out
+                reference_label=f"τ* = {self.tau_star():.2f}", margin=0.05, section="tse-tau-sweep",
+                **common(*synth, "deesc_depth")))
+        return sorted(out, key=lambda f: FINDINGS_ORDER.index(f.key))
 
 
 # ------------------------------------------------------------------ loops over trials and taus
@@ -458,6 +680,37 @@ def figure1_steps(p: Params, device: torch.device | str = "cpu") -> dict[str, np
         runs.append(step_log_odds(model, ids, enc["attention_mask"].to(device)))
         del model
     return {k: np.stack([r[k] for r in runs]) for k in runs[0]}
+
+
+def figure1_sentences(p: Params, device: torch.device | str = "cpu") -> dict[str, np.ndarray]:
+    """Figure 1's BERT and ALBERT (the same models and batch as `figure1`) per input sentence: each sentence's
+    last-layer t_sim over its real tokens, so that the mean over sentences gets an interval."""
+    with quiet_loading():
+        tokenizer = models.load(TOKENIZER_MODEL).tokenizer
+    sentences = load_glue("CoLA", "validation").sentence1[: p.hf_batch * 8][::8][: p.hf_batch]
+    enc = tokenizer(sentences, padding="longest", truncation=True, max_length=p.hf_seq_len, return_tensors="pt")
+    out = {}
+    for kind in ("bert", "albert"):
+        model = random_encoder(kind, p.hf_depth, p.hf_hidden, p.hf_heads, p.hf_intermediate, p.seed).to(device)
+        ids = enc["input_ids"].clamp(max=model.config.vocab_size - 1).to(device)
+        mask = enc["attention_mask"].to(device)
+        with torch.no_grad():
+            last = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        out[kind] = M.t_sim(last, mask.bool()).cpu().numpy()
+        del model
+    return out
+
+
+def lemma24_single(p: Params) -> dict[str, float]:
+    """Lemma 2.4 with one head: head 0's attention of the block `core.escalation.lemma24_at_init` draws (same X,
+    same P), a d × d value map of variance `value_scale`/d, `lemma_trials` draws."""
+    torch.manual_seed(p.seed)
+    blk = E.PostNormBlock(p.d_model, p.n_heads, p.ffn_mult * p.d_model, value_scale=p.value_scale,
+                          ffn_init=p.ffn_init)
+    X = E.random_input(p.n_tokens, p.d_model, p.seed)
+    with torch.no_grad():
+        P = blk.attn.attention(X)
+    return dict(E.lemma24_monte_carlo(X, P[:1], p.alpha, p.value_scale, p.lemma_trials, p.seed).__dict__)
 
 
 def paper_claims(figure: str) -> dict[str, float]:
@@ -625,6 +878,8 @@ def run(p: Params) -> Result:
         "figure8": _figure8(p), "bounds11": E.bounds11_check(p.bound_n, p.bound_d, p.bound_samples, p.seed)}, **old)
     sweep, _ = results.cached(p, "tau_sweep", lambda: tau_sweep(p, device), drop=STEP_FIELDS)
     steps, _ = results.cached(p, "figure1_steps", lambda: figure1_steps(p, device))
+    sentences, _ = results.cached(p, "figure1_sentences", lambda: figure1_sentences(p, device))
+    single, _ = results.cached(p, "lemma24_single", lambda: lemma24_single(p))
     pieces = _arrays(pieces)
     pieces["figure1"] = _arrays(fig1)
     pieces["figure8"] = _arrays(appendix["figure8"])
@@ -632,9 +887,11 @@ def run(p: Params) -> Result:
     return Result(
         settings=p.cache_key(), prop23_max_abs_error=ident["prop23"], lemma24=ident["lemma24"],
         other_value_scale=p.other_value_scale, paper_fig5=paper_levels(),
-        summary=summarise(pieces, p.share_blocks), tau_sweep=sweep, figure1_steps=steps, scale=p.scale, **pieces)
+        summary=summarise(pieces, p.share_blocks), tau_sweep=sweep, figure1_steps=steps,
+        figure1_sentences=sentences, lemma24_single=single, scale=p.scale, **pieces)
 
 
 __all__ = ["Params", "Result", "run", "postnorm_trials", "prenorm_trials", "deescalated_diversity", "figure1",
-           "summarise", "paper_claims", "paper_levels", "tau_sweep", "figure1_steps", "SWEEP_FIELDS", "STEP_FIELDS",
+           "summarise", "paper_claims", "paper_levels", "tau_sweep", "figure1_steps", "figure1_sentences",
+           "lemma24_single", "SWEEP_FIELDS", "STEP_FIELDS",
            "EQ18_FRACTION"]

@@ -187,19 +187,20 @@ def fig_sweep(res: Result) -> plt.Figure:
 
 def identities_table(res: Result):
     """Prop. 2.3 to round-off and Lemma 2.4 by Monte Carlo."""
-    lem, n, se = res.lemma24, res.settings["lemma_trials"], res.lemma24_se()
-
-    def digits(k: str) -> int:          # two significant digits of the standard error
-        return max(2, 1 - math.floor(math.log10(lem[f"mc_{k}_se"])))
-    return common.table(pd.DataFrame({
-        "quantity": ["max |r − (1 + (ξ₁/ξ₂ − 1) t_sim)| over 8 random pairs (Prop. 2.3)",
-                     f"E[ξ₁]: Monte Carlo ({n} draws of W) vs Lemma 2.4",
-                     f"E[ξ₂]: Monte Carlo ({n} draws of W) vs Lemma 2.4"],
-        "measured": [f"{res.prop23_max_abs_error:.1e}"] + [
-            f"{lem[f'mc_{k}']:.{digits(k)}f} ± {lem[f'mc_{k}_se']:.{digits(k)}f}" for k in ("xi1", "xi2")],
-        "theory": ["0"] + [f"{lem[f'formula_{k}']:.{digits(k)}f}" for k in ("xi1", "xi2")],
-        "distance": ["—"] + [f"{se[k]:.1f} SE" for k in ("xi1", "xi2")],
-    }))
+    n = res.settings["lemma_trials"]
+    rows = [("max |r − (1 + (ξ₁/ξ₂ − 1) t_sim)| over 8 random pairs (Prop. 2.3)",
+             f"{res.prop23_max_abs_error:.1e}", "0", "—")]
+    for heads, lem, name in (("single", res.lemma24_single, "one head (Lemma 2.4)"),
+                             ("multi", res.lemma24, f"{res.settings['n_heads']} heads (Prop. 2.9)")):
+        if not lem:
+            continue
+        se = res.lemma24_se(heads)
+        for k, xi in (("xi1", "ξ₁"), ("xi2", "ξ₂")):
+            dg = max(2, 1 - math.floor(math.log10(lem[f"mc_{k}_se"])))     # two significant digits of the SE
+            rows.append((f"E[{xi}], {name}: Monte Carlo ({n} draws of W) vs the formula",
+                         f"{lem[f'mc_{k}']:.{dg}f} ± {lem[f'mc_{k}_se']:.{dg}f}", f"{lem[f'formula_{k}']:.{dg}f}",
+                         f"{se[k]:.1f} SE"))
+    return common.table(pd.DataFrame(rows, columns=["quantity", "measured", "theory", "distance"]))
 
 
 def _block(v: float | None) -> str:
@@ -314,6 +315,9 @@ def publish(res: Result) -> None:
         "tse-bert-attn-factor": res.bert_attention_factor().text(4, signed=False),
         "tse-bert-ffn-share": res.bert_share((2,)).text(2), "tse-bert-ln-share": res.bert_share((1, 3)).estimate,
         "tse-lemma-se-xi1": res.lemma24_se()["xi1"], "tse-lemma-se-xi2": res.lemma24_se()["xi2"],
+        "tse-fig1-interval": fs["tse-fig1"].effect.text(4, signed=False),
+        "tse-estimate-gap": fs["tse-estimate2"].effect.text(3, signed=False),
+        "tse-late-rate": fs["tse-remark28-rate"].effect.text(3, signed=False),
         "tse-trials": st["trials"], "tse-depth": st["depth"], "tse-w-trials": st["w_trials"],
         "tse-step1-ratio-first": s["step1_ratio_first"],
         "tse-step3-ratio-first": s["step3_ratio_first"], "tse-step3-ratio-first-init": s["step3_ratio_first_init"],
