@@ -1,7 +1,9 @@
-"""The Colab/Binder notebooks: generated from the chapters and in step with them, and a setup cell
-that does nothing inside a clone and clones + installs the book elsewhere."""
+"""The Colab/Binder notebooks: generated from the chapters and in step with them, their Markdown plain
+Jupyter Markdown with the numbers of the book's committed run (no raw MyST), and a setup cell that does
+nothing inside a clone and clones + installs the book elsewhere."""
 
 import builtins
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +16,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import make_notebooks  # noqa: E402
 
-from helpers.book.notebooks import SETUP_TAG, colab_notebook, colab_url, notebook_path, repository  # noqa: E402
+from helpers.book import mystmd  # noqa: E402
+from helpers.book.notebooks import (  # noqa: E402
+    SETUP_TAG,
+    capture_values,
+    colab_notebook,
+    colab_url,
+    glue_values,
+    notebook_path,
+    repository,
+)
 
 CHAPTERS = make_notebooks.chapters()
 
@@ -117,3 +128,131 @@ def test_setup_cell_is_short_and_names_its_overrides():
     source = colab_notebook(CHAPTERS[0]).cells[0].source
     assert len(source.splitlines()) <= 30
     assert "TOKUNI_BOOK_REPO" in source and "TOKUNI_BOOK_BRANCH" in source
+
+
+# --- the notebooks' Markdown: plain Jupyter Markdown, the book's numbers ------------------------------------
+
+
+def _markdown(nb) -> list[str]:
+    return [c.source for c in nb.cells if c.cell_type == "markdown"]
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_notebook_markdown_has_no_raw_myst(md):
+    """No `{role}`, directive fence, `(label)=` target or link to a `.md` page is left in what Colab shows."""
+    import nbformat
+
+    nb = nbformat.read(notebook_path(md), as_version=4)
+    raw = [r for text in _markdown(nb) for r in mystmd.raw_myst(text)]
+    assert not raw, f"{md.stem}: raw MyST in the notebook's Markdown: {raw[:10]}"
+
+
+def test_the_raw_myst_check_catches_what_is_planted():
+    import nbformat
+
+    nb = nbformat.read(notebook_path(CHAPTERS[0]), as_version=4)
+    text = _markdown(nb)[1]
+    assert mystmd.raw_myst(text) == []
+    planted = {"a role": "Each of {glue:text}`vit-steps` steps.",
+               "a citation": "As {cite:t}`yan2022softdecay` say.",
+               "a target": "(vit-section)=",
+               "a directive": "```{note}\nA note.\n```",
+               "a colon directive": ":::{admonition} Title\nA note.\n:::",
+               "a page link": "see [the chapter](tse.md#tse-fig2)"}
+    for what, raw in planted.items():
+        assert mystmd.raw_myst(text + "\n\n" + raw + "\n"), f"{what} not caught: {raw!r}"
+    # code is not prose: a role shown in a code block or as inline code is left alone
+    assert mystmd.raw_myst("```python\n{glue:text}`x`\n```\n") == []
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_every_glue_key_of_a_chapter_has_its_value_and_every_figure_its_cell(md):
+    """Every number the chapter's text glues has a committed value (notebooks/glue-values.json), and every
+    glued figure has a cell that shows it, before its caption, in the notebook."""
+    import nbformat
+
+    used = make_notebooks.used_keys(md)
+    values = glue_values(md.stem)
+    assert used, f"{md.stem}: no glued number?"
+    assert not used - set(values), f"{md.stem}: no value for {sorted(used - set(values))}: run `make notebooks`"
+    figures = re.findall(r"^```\{glue:figure\}\s*(\S+)", md.read_text(encoding="utf-8"), re.M)
+    cells = nbformat.read(notebook_path(md), as_version=4).cells
+    shown = [c.source for c in cells if c.cell_type == "code" and c.source.startswith("figures.common.show(")]
+    assert shown == [f'figures.common.show("{f}")' for f in figures]
+
+
+def test_values_are_those_of_the_book_run():
+    """A spot check that the committed values are what the book shows: one chapter (vit: it reads its
+    committed runs back, ≈ 10-20 s) run at `book` scale as the book build does. `make notebooks` rewrites the
+    values of every chapter."""
+    md = ROOT / "book" / "vit.md"
+    values, drawn, errors = capture_values(md)
+    assert not errors, errors
+    assert values == glue_values("vit"), "the vit chapter publishes other values at `book` scale: run `make notebooks`"
+    assert not make_notebooks.figures_shown_too_early(md, drawn)
+
+
+def _convert(text: str, values: dict | None = None, page: str = "vit") -> list[tuple[str, str]]:
+    return mystmd.Converter(page, values or {}, mystmd.book_index()).cells(text)
+
+
+def test_glue_text_is_formatted_as_myst_nb_does():
+    from myst_nb.core.variables import format_plain_text
+
+    for text, fmt in [("0.123456", ".2f"), ("1234", ","), ("0.0512", ".1%"), ("'6, 12, 24'", "s"),
+                      ("3", "d"), ("2.5e-05", ".0e"), ("-0.25", "+.2f"), ("np.float64(0.5)", "s")]:
+        assert mystmd.format_plain_text(text, fmt) == format_plain_text(text, fmt)
+    [(kind, out)] = _convert("At depth {glue:text}`d`, loss {glue:text}`l:.2f` ({glue:text}`lo:+.1f`), {glue:text}`s`.",
+                             {"d": "80", "l": "2.30258", "lo": "-0.25", "s": "'a_b [1, 2] *c*'"})
+    assert kind == "markdown"
+    # a value is text, never markup: its Markdown characters are escaped
+    assert out == "At depth 80, loss 2.30 (-0.2), a\\_b \\[1, 2\\] \\*c\\*."
+
+
+def test_references_read_as_the_book_prints_them():
+    index = mystmd.book_index()
+    [(_, out)] = _convert("{cite:t}`yan2022softdecay` and {cite:p}`wang2020minilm,reimers2019sbert`; "
+                          "{cite:t}`yu2024shallow`.")
+    assert out == ("Yan et al. (2022) and (Wang et al., 2020; Reimers and Gurevych, 2019); Yu and Zhang (2024).")
+    [(_, out)] = _convert("See {numref}`fig-vit-fig6`, {ref}`vit-tsim-section`, {doc}`findings` and the "
+                          "[token-similarity chapter](tse.md).")
+    page = index.base_url + "book/"
+    assert f"[Fig. 8.1]({page}vit.html#fig-vit-fig6)" in out            # vit is the 8th numbered chapter
+    assert f"[Token similarity during training]({page}vit.html#vit-tsim-section)" in out
+    assert f"[Findings: what holds, claim by claim]({page}findings.html)" in out
+    assert f"[token-similarity chapter]({page}tse.html)" in out
+    assert index.base_url == "https://token-uniformity.github.io/token-uniformity-book/"
+
+
+def test_directives_targets_and_figures_become_markdown():
+    cells = _convert("(x-label)=\n## A section\n\n```{note}\nMind the $d$.\n\nTwo lines.\n```\n\n"
+                     "```{glue:figure} vit-fig6\n:name: fig-vit-fig6\n\nThe caption at depth {glue:text}`d`.\n```\n"
+                     "After.", {"d": "80"})
+    assert cells == [("markdown", "## A section\n\n> **Note.** Mind the $d$.\n>\n> Two lines."),
+                     ("code", 'figures.common.show("vit-fig6")'),
+                     ("markdown", "**Fig. 8.1.** The caption at depth 80."),
+                     ("markdown", "After.")]
+    with pytest.raises(ValueError, match="no plain-Markdown form"):
+        _convert("An {unknownrole}`x` left raw.")
+    with pytest.raises(KeyError, match="no published value"):
+        _convert("A {glue:text}`missing-key` number.")
+
+
+def test_a_figure_is_shown_where_its_cell_asks(monkeypatch):
+    """Without myst-nb (a notebook on Colab) `figures.common.figure` keeps the figure and draws nothing;
+    `figures.common.show(name)` displays it."""
+    import matplotlib.pyplot as plt
+    from IPython import display as ipd
+
+    from helpers.figures import common
+
+    shown = []
+    monkeypatch.setattr(common, "_paste", lambda: None)
+    monkeypatch.setattr(ipd, "display", lambda obj: shown.append(obj))
+    fig = plt.figure()
+    common.figure("test-fig", fig)
+    assert shown == []
+    common.show("test-fig")
+    assert shown == [fig]
+    with pytest.raises(KeyError, match="run the cells above"):
+        common.show("no-such-fig")

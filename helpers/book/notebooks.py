@@ -9,6 +9,8 @@ from typing import Any
 import jupytext
 import nbformat
 
+from . import mystmd
+
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
 
@@ -72,15 +74,39 @@ def repository() -> tuple[str, str]:
     return repo["url"].rstrip("/"), repo.get("branch", "main")
 
 
-def colab_notebook(path: str | Path) -> nbformat.NotebookNode:
-    """A chapter as the notebook its Colab/Binder button opens: the chapter's cells (no outputs)
-    after one setup cell (`SETUP_TEMPLATE`, tagged `setup`)."""
+#: the sentence under a notebook's title, where the chapter's page has its "Open on Colab" link
+NOTE = ("*The numbers in this text are those of the book's committed run ([the chapter in the book]({url})); "
+        "the outputs are your run's.*")
+COLAB_LINE = re.compile(r"^\[Open this chapter on Colab\]\(.*$", re.M)
+
+
+def colab_notebook(path: str | Path, values: dict[str, str] | None = None,
+                   index: mystmd.BookIndex | None = None) -> nbformat.NotebookNode:
+    """A chapter as the notebook its Colab/Binder button opens: one setup cell (`SETUP_TAG`), then the
+    chapter's cells without outputs, its Markdown as plain Jupyter Markdown (`helpers.book.mystmd`: glued
+    numbers as the book shows them, from `values` — default: the committed `glue_values()` —, each glued
+    figure as a cell that shows the reader's own, references as links to the rendered book)."""
     url, branch = repository()
+    path = Path(path)
+    index = index or mystmd.book_index()
+    conv = mystmd.Converter(path.stem, glue_values() if values is None else values, index)
     nb = jupytext.read(str(path))
     nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"},
                    "colab": {"provenance": []}, "jupytext": {"notebook_metadata_filter": "-all"}}
     setup = nbformat.v4.new_code_cell(SETUP_TEMPLATE.format(repo=url, branch=branch), metadata={"tags": [SETUP_TAG]})
-    nb.cells = [setup, *nb.cells]
+    cells = [setup]
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            cells.append(cell)
+            continue
+        for kind, text in conv.cells(cell.source):
+            cells.append(nbformat.v4.new_markdown_cell(text) if kind == "markdown"
+                         else nbformat.v4.new_code_cell(text, metadata={"tags": ["hide-input"]}))
+    first = next(c for c in cells if c.cell_type == "markdown")
+    note = NOTE.format(url=index.page_url(path.stem))
+    first.source = (COLAB_LINE.sub(lambda _: note, first.source, count=1) if COLAB_LINE.search(first.source)
+                    else re.sub(r"^(# .*)$", lambda m: m.group(1) + "\n\n" + note, first.source, count=1, flags=re.M))
+    nb.cells = cells
     for i, cell in enumerate(nb.cells):
         cell.id = f"cell-{i}"                       # stable ids: a regeneration is byte-identical
         if cell.cell_type == "code":
@@ -89,6 +115,67 @@ def colab_notebook(path: str | Path) -> nbformat.NotebookNode:
 
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+#: the values each chapter published in the book's committed run, as `{chapter: {key: text/plain}}`: written
+#: by `make notebooks` (which runs every chapter at `book` scale, as the book build does), read when a
+#: notebook is generated or checked (so that needs no chapter run)
+GLUE_VALUES = NOTEBOOKS / "glue-values.json"
+
+
+#: the environment of `make book`: the committed runs read back (never trained), no progress output
+BOOK_ENV = {"TOKUNI_TRAIN_MISSING": "0", "TOKUNI_NO_PROGRESS": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+            "TQDM_DISABLE": "1", "TRANSFORMERS_VERBOSITY": "error", "PYTHONWARNINGS": "ignore",
+            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+#: where myst-nb's `glue` (what `figures.common.publish` calls in the book build) puts a value's MIME bundle
+GLUE_MIME = "application/papermill.record/"
+
+
+def capture_values(chapter: str | Path, timeout: int = 1800) -> tuple[dict[str, str], dict[str, int], list[str]]:
+    """Run a chapter at `book` scale as the book build does (a kernel in `book/`, `BOOK_ENV`; the
+    bookkeeping cells tagged `remove-cell` left out) and return the `text/plain` of every value it glued
+    that is not a figure — what its `{glue:text}` roles print —, the figures it glued (name: the index of the
+    code cell that drew it, in the chapter's own numbering), and the errors its cells raised."""
+    import os
+
+    from nbclient import NotebookClient
+
+    path = Path(chapter)
+    nb = read_chapter(path)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    nb.cells = [c for c in code if "remove-cell" not in c.metadata.tags]
+    env = {k: v for k, v in os.environ.items() if k not in BOOK_ENV} | BOOK_ENV
+    # the offline switches of the Makefile win where they are set (HF_HUB_OFFLINE=0 on a machine with the hub)
+    env.update({k: os.environ[k] for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+                if k in os.environ})
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(path.parent)}})
+    with client.setup_kernel(env=env):
+        for i, cell in enumerate(nb.cells):
+            client.execute_cell(cell, i)
+    values, figures, errors = {}, {}, []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
+            data = out.get("data", {})
+            if name and any(k.startswith(f"{GLUE_MIME}image/") for k in data):
+                figures[name] = code.index(cell)
+            elif name and f"{GLUE_MIME}text/plain" in data:
+                values[name] = data[f"{GLUE_MIME}text/plain"]
+            if out.get("output_type") == "error":
+                errors.append(f"{cell.source.splitlines()[0]} …: {out['ename']}: {out['evalue']}")
+    return values, figures, errors
+
+
+def glue_values(chapter: str | None = None) -> dict[str, str]:
+    """The committed glued values (`GLUE_VALUES`) of one chapter, or of every chapter in one dict (the keys
+    carry their chapter's name)."""
+    import json
+
+    if not GLUE_VALUES.is_file():
+        raise FileNotFoundError(f"{GLUE_VALUES.name} missing: run `make notebooks`")
+    data = json.loads(GLUE_VALUES.read_text(encoding="utf-8"))
+    if chapter is not None:
+        return dict(data.get(chapter, {}))
+    return {k: v for values in data.values() for k, v in values.items()}
 COLAB_LINK = re.compile(r"https://colab\.research\.google\.com/github/[^)\s]+")
 
 

@@ -40,18 +40,29 @@ def publish(values: Mapping[str, object]) -> None:
         paste(key, value, display=False)
 
 
+#: the figures this run drew, by name: what `show` displays in a chapter's generated notebook
+FIGURES: dict[str, plt.Figure] = {}
+
+
 def figure(name: str, fig: plt.Figure) -> plt.Figure:
-    """Glue `fig` as `name` for a numbered, captioned `{glue:figure}` directive, and close it (so it is
-    not drawn twice). Without myst-nb (a notebook on Colab) the figure is shown in place. Returns the figure."""
+    """Glue `fig` as `name` for a numbered, captioned `{glue:figure}` directive, keep it for `show(name)`,
+    and close it (so it is not drawn where it was made). Returns the figure."""
+    FIGURES[name] = fig
     paste = _paste()
     if paste is not None:
         paste(name, fig, display=False)
-    else:
-        from IPython.display import display
-
-        display(fig)
     plt.close(fig)
     return fig
+
+
+def show(name: str) -> None:
+    """Display the figure this run drew as `name`: a chapter's generated notebook (Colab) has this cell
+    where the book's page has the `{glue:figure}`, with the caption beneath."""
+    if name not in FIGURES:
+        raise KeyError(f"no figure {name!r} was drawn in this run: run the cells above this one first")
+    from IPython.display import display
+
+    display(FIGURES[name])
 
 
 def fmt_number(v: object, digits: int = 3) -> str:
