@@ -524,3 +524,27 @@ def test_final_norm_cosines_read_the_norms_input_and_output():
     r2 = final_norm_cosines(m, Tok(), text, 200, chunk_len=50, batch_size=2)
     assert r2["before"] == pytest.approx(r["before"], abs=1e-6)
     assert abs(r2["after"] - r2["before"]) > 0.01
+
+
+def test_resampled_gram_stats_are_the_average_cosine_and_drift_of_the_resample():
+    """The bootstrap over images of the CNN's flattened maps reads each resample off the Gram matrices: with
+    counts of ones it is the all-pairs average cosine and ‖x̄‖₂; with a resample it equals the direct computation
+    on the drawn vectors, the pairs of a vector with its own copy left out."""
+    from helpers.experiments.anisotropy import resampled_gram_stats
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2, 7, 5)) + np.array([0.0, 2.0])[:, None, None]          # two layers, 7 vectors
+    U = X / np.linalg.norm(X, axis=-1, keepdims=True)
+    C, G = U @ U.transpose(0, 2, 1), X @ X.transpose(0, 2, 1)
+    cos, norm = resampled_gram_stats(C, G, np.ones((1, 7)))
+    for li in range(2):
+        pairs = [U[li, i] @ U[li, j] for i in range(7) for j in range(7) if i != j]
+        assert cos[0, li] == pytest.approx(np.mean(pairs))
+        assert norm[0, li] == pytest.approx(np.linalg.norm(X[li].mean(0)))
+    idx = np.array([0, 0, 3, 5, 5, 5, 6])
+    counts = np.bincount(idx, minlength=7)[None].astype(float)
+    cos, norm = resampled_gram_stats(C, G, counts)
+    for li in range(2):
+        pairs = [U[li, a] @ U[li, b] for ia, a in enumerate(idx) for ib, b in enumerate(idx) if ia != ib and a != b]
+        assert cos[0, li] == pytest.approx(np.mean(pairs))
+        assert norm[0, li] == pytest.approx(np.linalg.norm(X[li, idx].mean(0)))

@@ -137,13 +137,21 @@ def test_isotropic_monte_carlo_matches_the_exact_law(res):
 # ------------------------------------------------------------------ findings
 
 def test_findings_on_the_ci_run(res):
+    """Every finding names its Godey claim and is a sample statistic with a real interval (the CNN's over images,
+    the drift-correlation share over models); a reduced setting says its stand-ins."""
     fs = {f.key: f for f in res.findings()}
-    assert set(fs) == {"anisotropy-transformers", "anisotropy-cnn", "anisotropy-drift-correlation",
-                       "anisotropy-centred-isotropy"}
+    assert set(fs) == {"anisotropy-transformers", "anisotropy-subword", "anisotropy-cnn",
+                       "anisotropy-drift-correlation", "anisotropy-centred-isotropy", "anisotropy-cnn-drift"}
     assert all(f.paper == "godey2024" and f.chapter == "anisotropy" and f.section for f in fs.values())
+    assert all(f.kind == "claim" and f.claim_id.startswith("godey-") and f.reduced for f in fs.values())
+    assert all(f.effect.method != "exact" and f.effect.has_interval for f in fs.values())
     assert fs["anisotropy-transformers"].verdict == "reproduced"
     assert fs["anisotropy-centred-isotropy"].verdict == "contradicted"
     assert fs["anisotropy-cnn"].verdict == "contradicted"          # flattened maps far from isotropic
+    assert fs["anisotropy-cnn"].effect.method == "bootstrap" and fs["anisotropy-cnn"].reduced.startswith("on one CNN")
+    assert fs["anisotropy-drift-correlation"].effect.method == "bootstrap"
+    # the bootstrap's maps are the chapter's flattened maps
+    assert res.cnn_boot["map_cos"] == pytest.approx(res.model("EfficientNet-Lite0")["map_cos_exact"], abs=1e-6)
 
 
 #: the committed book runs: share of models with a significant drift test; the centred cloud's participation ratio
@@ -164,12 +172,26 @@ def _book_or_skip():
 def test_findings_on_the_committed_book_runs():
     r = _book_or_skip()
     fs = {f.key: f for f in r.findings()}
-    expected = {"anisotropy-transformers": ("reproduced", 0.18), "anisotropy-cnn": ("contradicted", 0.25),
+    expected = {"anisotropy-transformers": ("reproduced", 0.18), "anisotropy-subword": ("reproduced", 0.25),
+                "anisotropy-centred-isotropy": ("contradicted", BOOK_PR_SHARE[0]),
+                "anisotropy-bytes": ("reproduced", 0.29), "anisotropy-bytes-vs-smollm2": ("contradicted", -0.30),
+                "anisotropy-bytes-vs-minilm": ("reproduced", 0.07), "anisotropy-speech": ("reproduced", 0.29),
+                "anisotropy-vision": ("reproduced", 0.67), "anisotropy-cnn": ("contradicted", 0.25),
                 "anisotropy-drift-correlation": ("reproduced", BOOK_DRIFT_SHARE),
-                "anisotropy-centred-isotropy": ("contradicted", BOOK_PR_SHARE[0])}
+                "anisotropy-cnn-drift": ("contradicted", 0.68)}
+    assert list(fs) == list(expected.keys())             # the paper's order; for each claim the closest test first
     for key, (verdict, effect) in expected.items():
         assert fs[key].verdict == verdict, key
         assert fs[key].effect.estimate == pytest.approx(effect, abs=0.01), key
+    # the CNN: an interval over 192 images, on one CNN; the drift share: a bootstrap over the 7 models
+    cnn = fs["anisotropy-cnn"].effect
+    assert cnn.method == "bootstrap" and 0.24 < cnn.low < cnn.high < 0.26
+    assert fs["anisotropy-cnn"].reduced == "on one CNN (EfficientNet-Lite0), 192 images"
+    share = fs["anisotropy-drift-correlation"].effect
+    assert share.method == "bootstrap" and share.low == pytest.approx(0.43, abs=0.01) and share.high == 1.0
+    # the CNN's ρ over 18 layers is beyond the |ρ| = 0.47 of p = 0.05 (per position instead: ρ = 0.34, p = 0.17)
+    assert fs["anisotropy-cnn-drift"].margin == pytest.approx(0.468, abs=0.001)
+    assert r.cnn_boot["map_cos"] == pytest.approx(r.model("EfficientNet-Lite0")["map_cos_exact"], abs=1e-6)
     iso = fs["anisotropy-centred-isotropy"].effect
     assert (iso.low, iso.high) == (pytest.approx(BOOK_PR_SHARE[1], abs=0.01), pytest.approx(BOOK_PR_SHARE[2], abs=0.01))
     assert iso.high < anisotropy.A.ISO_SHARE                 # no pretrained layer is one common direction
@@ -208,8 +230,8 @@ def test_a_planted_isotropic_centred_cloud_changes_the_verdict(res):
         d = np.asarray(m["dims"], float)
         m["cos_centred"] = [0.0] * len(d)
         m["cos_centred_se"] = list(1 / np.sqrt(d * planted.n_pairs))
-    cnn = planted.model("EfficientNet-Lite0")
-    cnn["map_cos_exact"] = [0.01] * len(cnn["map_cos_exact"])
+    planted.cnn_boot["map_cos"] = [0.01] * len(planted.cnn_boot["map_cos"])
+    planted.cnn_boot["median_draws"] = list(0.01 + 0.01 * np.sin(np.arange(len(planted.cnn_boot["median_draws"]))))
     before = {f.key: f.verdict for f in res.findings()}
     after = {f.key: f.verdict for f in planted.findings()}
     key = "anisotropy-centred-isotropy"
@@ -245,3 +267,29 @@ def test_zeroed_twins_start_near_zero_instead_of_one_third(res):
     assert abs(rows["all-MiniLM-L6-v2"]["zeroed_emb"]) < 0.05
     assert all(r["zeroed_emb"] < r["twin_emb"] - 0.1 for r in rows.values())
     assert all("token-type embedding zeroed" in z["description"] for z in res.zeroed)
+
+
+def test_planted_effects_change_the_new_findings_verdicts():
+    """On the committed book runs: a speech layer at 0.15 contradicts 'at least 0.2 at every layer'; the byte
+    MLM 0.4 higher at every layer makes it more anisotropic than SmolLM2; a DINOv2 at −0.05 at every layer is
+    below the null; a CNN ρ spread around 0 is 'uncorrelated' (reproduced); no model with a significant drift test leaves
+    the share not detected."""
+    import copy
+
+    r = copy.deepcopy(_book_or_skip())
+    w = r.model("whisper-tiny.en")
+    w["cos_sampled"][4] = w["cos_exact"][4] = 0.15
+    b = r.model("byte-MLM")
+    b["cos_sampled"] = [c + 0.4 for c in b["cos_sampled"]]
+    dino = r.model("DINOv2-S/14")
+    dino["cos_sampled"] = [-0.05] * len(dino["cos_sampled"])
+    r.cnn_boot["rho"] = 0.0
+    r.cnn_boot["rho_draws"] = list(0.2 * np.sin(np.arange(len(r.cnn_boot["rho_draws"]))))
+    for m in r.transformers():
+        m["correlation"] = {**m["correlation"], "spearman_p": 0.5}
+    fs = {f.key: f.verdict for f in r.findings()}
+    assert fs["anisotropy-speech"] == "contradicted"
+    assert fs["anisotropy-bytes-vs-smollm2"] == "reproduced"
+    assert fs["anisotropy-vision"] == "contradicted"
+    assert fs["anisotropy-cnn-drift"] == "reproduced"
+    assert fs["anisotropy-drift-correlation"] == "not detected"

@@ -44,6 +44,14 @@ OFFLINE_MODELS = (
     "chem:rxnmapper-ALBERT", "audio:whisper-tiny.en", "vision:DINOv2-S/14", "vision:EfficientNet-Lite0",
 )
 MODALITIES = ("text", "bytes", "protein", "chem", "audio", "vision")
+#: the paper's models by the names a record holds: a finding on these only is at the paper's setting
+PAPER_NAMES = frozenset(e.split(":", 1)[1] for e in PAPER_ANISOTROPY_MODELS)
+#: the paper's character- and byte-level text models (Fig. 2), among the `text:` entries
+CHARACTER_LEVEL = frozenset({"google/canine-c", "google/canine-s", "google/byt5-small"})
+#: subword models whose last training is a contrastive sentence objective, not a language model's
+SENTENCE_ENCODERS = frozenset({"all-MiniLM-L6-v2"})
+#: the seed of the bootstrap over models (`Result.significant_share`)
+BOOTSTRAP_SEED = 0
 #: models without an untrained twin (not Transformers)
 NO_TWIN = ("EfficientNet-Lite0",)
 #: models with BERT's embedding block (word + position + token type): their untrained twin adds one random
@@ -133,6 +141,8 @@ class Result(results.Result):
     shape_share: float = 1.0
     #: SmolLM2's last point before and after its final RMSNorm (`hf.anisotropy.final_norm_cosines`), when measured
     final_norm: dict[str, Any] | None = None
+    #: the CNN's flattened maps with a bootstrap over images (`cnn_map_bootstrap`), when a CNN is measured
+    cnn_boot: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ lookups
 
@@ -297,85 +307,224 @@ class Result(results.Result):
 
     # ------------------------------------------------------------------ the paper's claims
 
-    def weakest_peak(self) -> tuple[dict[str, Any], int]:
-        """The pretrained Transformer whose most anisotropic layer is least so, and that layer."""
-        m = min(self.transformers(), key=lambda m: max(m["cos_exact"]))
+    def weakest_peak(self, group: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], int]:
+        """The model of `group` (default: the pretrained Transformers) whose most anisotropic layer is least so,
+        and that layer."""
+        m = min(group or self.transformers(), key=lambda m: max(m["cos_exact"]))
         return m, int(np.argmax(m["cos_exact"]))
+
+    def layer_interval(self, m: dict[str, Any], layer: int) -> Interval:
+        """A layer's average cosine over its `n_pairs` sampled pairs, ±1.96 standard errors."""
+        c, se = m["cos_sampled"][layer], m["cos_sampled_se"][layer]
+        return Interval(c, c - 1.96 * se, c + 1.96 * se, self.n_pairs, "normal")
+
+    def null_of(self, group: list[dict[str, Any]]) -> float:
+        """The largest isotropic null (95th percentile of an `n_pairs` average) over the widths of `group`."""
+        return max(self.null_q95(m["dims"][-1]) for m in group)
+
+    def group(self, kind: str) -> list[dict[str, Any]]:
+        """The pretrained Transformers of one kind: "subword" (token-level text), "character" (byte- or
+        character-level text), "speech", "vision"."""
+        def kind_of(m: dict[str, Any]) -> str:
+            if m["modality"] == "bytes" or m["name"] in CHARACTER_LEVEL:
+                return "character"
+            return {"text": "subword", "audio": "speech"}.get(m["modality"], m["modality"])
+        return [m for m in self.transformers() if kind_of(m) == kind]
+
+    def lowest_layer(self, group: list[dict[str, Any]]) -> Interval:
+        """The least anisotropic layer over every model of `group` (sampled pairs, ±1.96 SE)."""
+        m = min(group, key=lambda m: min(m["cos_exact"]))
+        return self.layer_interval(m, int(np.argmin(m["cos_exact"])))
+
+    @staticmethod
+    def mean_over_layers(m: dict[str, Any]) -> tuple[float, float]:
+        """A model's average cosine averaged over its layers (sampled pairs) and its standard error."""
+        c, se = np.asarray(m["cos_sampled"], float), np.asarray(m["cos_sampled_se"], float)
+        return float(c.mean()), float(np.sqrt((se**2).sum()) / len(se))
+
+    def level_gap(self, a: dict[str, Any], b: dict[str, Any]) -> Interval:
+        """Average cosine over layers of `a` minus that of `b`, ±1.96 SE of the pair sampling (normal)."""
+        (ca, sa), (cb, sb) = self.mean_over_layers(a), self.mean_over_layers(b)
+        half = 1.96 * float(np.hypot(sa, sb))
+        return Interval(ca - cb, ca - cb - half, ca - cb + half, self.n_pairs, "normal")
+
+    def cnn(self) -> dict[str, Any] | None:
+        return next((m for m in self.pretrained() if m["name"] in NO_TWIN), None)
 
     def cnn_map_cosine(self) -> Interval | None:
         """The CNN's average cosine of whole flattened maps (the paper's reading of Fig. 4), median over
-        the block outputs (the non-negative stem and head maps left out); None without a CNN."""
-        cnn = next((m for m in self.pretrained() if m["name"] in NO_TWIN), None)
-        if cnn is None:
+        the block outputs (the non-negative stem and head maps left out), with its bootstrap interval over
+        images (`cnn_map_bootstrap`); None without a CNN."""
+        b = self.cnn_boot
+        if not b:
             return None
-        v = np.asarray(cnn.get("map_cos_exact", cnn["cos_exact"]), float)[1:-1]
-        return Interval.exact(float(np.median(v)))
+        return Interval.from_draws(b["median_draws"], estimate=float(np.median(b["map_cos"][1:-1])))
 
-    def significant_share(self) -> Interval:
+    def cnn_drift_rho(self) -> Interval | None:
+        """Spearman ρ across the CNN's layers between ‖x̄‖₂ and the average cosine of its flattened maps (the
+        paper's §3.3 test on a CNN), with its bootstrap interval over images; None without a CNN."""
+        b = self.cnn_boot
+        if not b:
+            return None
+        return Interval.from_draws(b["rho_draws"], estimate=b["rho"])
+
+    @staticmethod
+    def rho_critical(layers: int, alpha: float = 0.05) -> float:
+        """The |ρ| from which a two-sided Spearman test over `layers` points gives p < `alpha` (t approximation)."""
+        from scipy import stats as sps
+
+        t = float(sps.t.ppf(1 - alpha / 2, layers - 2))
+        return t / float(np.sqrt(layers - 2 + t * t))
+
+    def significant_share(self, draws: int = 4000) -> Interval:
         """Share of the pretrained Transformers whose Spearman test of ‖x̄‖₂ against the average cosine
-        across layers gives p < 0.05 (the paper's Fig. 5)."""
-        ms = self.transformers()
-        return Interval.exact(sum(m["correlation"]["spearman_p"] < 0.05 for m in ms) / len(ms))
+        across layers gives p < 0.05 (the paper's Fig. 5), with a bootstrap interval over the models."""
+        hits = np.array([m["correlation"]["spearman_p"] < 0.05 for m in self.transformers()], float)
+        rng = np.random.default_rng(BOOTSTRAP_SEED)
+        boot = hits[rng.integers(0, len(hits), (draws, len(hits)))].mean(1)
+        return Interval.from_draws(boot, estimate=float(hits.mean()))
+
+    def _instead(self, group: list[dict[str, Any]], paper: str) -> str:
+        """"" when every model of `group` is one of the paper's, else "on <models> in place of <paper>"."""
+        if group and all(m["name"] in PAPER_NAMES for m in group):
+            return ""
+        return f"on {' and '.join(m['name'] for m in group)} in place of {paper}"
 
     def findings(self) -> list[Finding]:
-        """The paper's §3 claims and the drift explanation it cites, against the measured models."""
+        """The paper's §3 claims (and the drift explanation it cites), in the paper's order, the test closest
+        to the paper's setting first for each claim."""
         ts = self.transformers()
-        names = ", ".join(m["name"] for m in ts)
-        what = f"{len(ts)} pretrained Transformers ({names}), every layer"
         scale = "models that load offline (the paper: BERT, GPT-2, T5, CANINE, ByT5, wav2vec 2.0, ViT, …)"
-        weak, layer = self.weakest_peak()
-        peak = Interval(weak["cos_sampled"][layer], weak["cos_sampled"][layer] - 1.96 * weak["cos_sampled_se"][layer],
-                        weak["cos_sampled"][layer] + 1.96 * weak["cos_sampled_se"][layer], self.n_pairs, "normal")
-        null = max(self.null_q95(m["dims"][-1]) for m in ts)
-        cnn = next((m for m in self.pretrained() if m["name"] in NO_TWIN), None)
         common = dict(paper="godey2024", chapter="anisotropy", scale=scale)
-        out = [
-            Finding(key="anisotropy-transformers", where="§3.1–3.2, Figs. 1–3", section="anisotropy-layers",
-                    claim="Transformers across tokenisations and modalities display significant anisotropy in at "
-                          "least one of their layers.",
-                    measured=f"{what}; the weakest is {weak['name']} (its layer {layer})",
-                    quantity="the smallest, over models, of the peak-layer average cosine (sampled pairs, ±1.96 SE)",
-                    effect=peak, direction="above", reference=null,
-                    reference_label=f"the isotropic null of a {self.n_pairs:,}-pair average, ≤ {null:.4f}",
-                    digits=3, **common),
-        ]
-        if cnn is not None:
+
+        def peak_finding(key: str, claim_id: str, where: str, claim: str, group: list[dict[str, Any]],
+                         paper: str) -> Finding:
+            weak, layer = self.weakest_peak(group)
+            null = self.null_of(group)
+            names = ", ".join(m["name"] for m in group)
+            return Finding(
+                key=key, claim_id=claim_id, where=where, section="anisotropy-layers", claim=claim,
+                measured=f"{names}, every layer" + (f"; the weakest is {weak['name']} (its layer {layer})"
+                                                    if len(group) > 1 else f"; its peak is layer {layer}"),
+                quantity="the smallest, over models, of the peak-layer average cosine (sampled pairs, ±1.96 SE)",
+                effect=self.layer_interval(weak, layer), direction="above", reference=null,
+                reference_label=f"the isotropic null of a {self.n_pairs:,}-pair average, ≤ {null:.4f}",
+                reduced=self._instead(group, paper), digits=3, **common)
+
+        out = []
+        if ts:
             out.append(Finding(
-                key="anisotropy-cnn", where="§3.2, Fig. 4", section="anisotropy-cnn",
-                claim="Most convolution-based vision models are isotropic (whole feature maps flattened).",
-                measured=f"{cnn['name']} on {cnn['data'].split(':')[0]}, whole maps flattened (one vector per "
-                         "image and block)",
-                quantity="average cosine of whole flattened maps, median over the block outputs",
-                effect=self.cnn_map_cosine(), direction="equal", margin=0.1,
-                reference_label="0 (isotropic)", digits=2, **common))
-        out += [
-            Finding(key="anisotropy-drift-correlation", where="§3.3, Fig. 5", section="anisotropy-drift",
-                    claim="The anisotropy level correlates with the norm of the drift ‖x̄‖₂ across layers for "
-                          "several models (Spearman).",
-                    measured=what, quantity="share of the models with Spearman p < 0.05",
-                    effect=self.significant_share(), direction="above", digits=2, **common),
-        ]
+                key="anisotropy-transformers", claim_id="godey-abstract-modalities", where="abstract; Figs. 1–3",
+                section="anisotropy-layers", claim="Transformers across tokenisations and modalities display "
+                "significant anisotropy in at least one of their layers.",
+                measured=f"{len(ts)} pretrained Transformers ({', '.join(m['name'] for m in ts)}), every layer; the "
+                         f"weakest is {self.weakest_peak()[0]['name']} (its layer {self.weakest_peak()[1]})",
+                quantity="the smallest, over models, of the peak-layer average cosine (sampled pairs, ±1.96 SE)",
+                effect=self.layer_interval(*self.weakest_peak()), direction="above", reference=self.null_of(ts),
+                reference_label=f"the isotropic null of a {self.n_pairs:,}-pair average, ≤ {self.null_of(ts):.4f}",
+                reduced="" if all(m["name"] in PAPER_NAMES for m in ts) else
+                f"on {len(ts)} Transformers that load offline in place of the paper's",
+                digits=3, **common))
+        if sub := self.group("subword"):
+            out.append(peak_finding("anisotropy-subword", "godey-fig1-subword", "Fig. 1",
+                                    "Token-level (subword) language models display high average cosine across their "
+                                    "layers.", sub, "BERT, RoBERTa, GPT-2 and T5"))
         share = self.pr_share_interval()
+        shaped = sorted({s_["name"] for s_ in self.shapes if s_["trained"]})
+        bis = dict(key="anisotropy-centred-isotropy", claim_id="godey-bis-centred", where="§2 (citing Biś et al. 2021)",
+                   section="anisotropy-shape", direction="equal", reference=1.0, margin=1 - A.ISO_SHARE,
+                   reference_label="1 (an isotropic cloud)", digits=2,
+                   claim="Removing the average component from all representations leads to a nearly perfect isotropy.")
         if share is not None:
-            shaped = sorted({s_["name"] for s_ in self.shapes if s_["trained"]})
             out.append(Finding(
-                key="anisotropy-centred-isotropy", where="§2 (citing Biś et al. 2021)", section="anisotropy-shape",
-                claim="Removing the average component from all representations leads to a nearly perfect isotropy.",
-                measured=f"{len(shaped)} pretrained Transformers ({', '.join(shaped)}), every layer, a subsample of "
-                         "the tokens (covariance spectrum)",
+                **bis, measured=f"{len(shaped)} pretrained Transformers ({', '.join(shaped)}), every layer, a "
+                                "subsample of the tokens (covariance spectrum)",
                 quantity="participation ratio of the centred cloud over an isotropic Gaussian's of the same n and d: "
-                         "median [smallest, largest] over layers",
-                effect=share, direction="equal", reference=1.0, margin=1 - A.ISO_SHARE,
-                reference_label="1 (an isotropic cloud)", digits=2, **common))
-        else:
+                         "median [smallest, largest] over layers", effect=share,
+                reduced=f"on {len(shaped)} Transformers that load offline, a {self.shape_share:.0%} subsample of the "
+                        "tokens", **common))
+        elif ts:
             out.append(Finding(
-                key="anisotropy-centred-isotropy", where="§2 (citing Biś et al. 2021)", section="anisotropy-shape",
-                claim="Removing the average component from all representations leads to a nearly perfect isotropy.",
-                measured=f"{what}; {self.n_pairs:,} sampled pairs per layer, mean removed",
+                **bis, measured=f"{len(ts)} pretrained Transformers; {self.n_pairs:,} sampled pairs per layer, mean "
+                                "removed",
                 quantity="effective dimension 1/E[cos²] of the centred cloud over d: median [smallest, largest] "
-                         "over layers",
-                effect=self.centred_share(), direction="equal", reference=1.0, margin=1 - A.ISO_SHARE,
-                reference_label="1 (an isotropic cloud)", digits=2, **common))
+                         "over layers", effect=self.centred_share(),
+                reduced=f"on {len(ts)} Transformers that load offline", **common))
+        char = self.group("character")
+        if char:
+            out.append(peak_finding("anisotropy-bytes", "godey-fig2-character", "Fig. 2",
+                                    "Character- and byte-level language models display significant anisotropy in at "
+                                    "least one of their layers.", char, "CharacterBERT, CANINE, MANTa-LM and ByT5"))
+            for b in char:
+                # a language model's subword objective first (the paper's subword models are LMs); a sentence
+                # encoder's last training is contrastive, which is known to lower anisotropy
+                for s_ in sorted(sub, key=lambda m: m["name"] in SENTENCE_ENCODERS):
+                    slug = "minilm" if "MiniLM" in s_["name"] else re.sub(r"[^a-z0-9]+", "-", s_["name"].lower()
+                                                                                    .split("-")[0])
+                    out.append(Finding(
+                        key=f"anisotropy-bytes-vs-{slug}", claim_id="godey-fig2-bytes-higher", where="Fig. 2",
+                        section="anisotropy-layers",
+                        claim="Models based solely on characters or bytes display even higher anisotropy than subword "
+                              "models.",
+                        measured=f"{b['name']} against {s_['name']}, every layer of each on WikiText-103 test text",
+                        quantity="average cosine over layers (embeddings included), byte-level minus subword "
+                                 "(sampled pairs, ±1.96 SE)",
+                        effect=self.level_gap(b, s_), direction="above",
+                        reduced="" if all(m["name"] in PAPER_NAMES for m in (b, s_)) else
+                        f"on {b['name']} against {s_['name']} (stand-ins)",
+                        digits=3, **common))
+        if speech := self.group("speech"):
+            low = min(speech, key=lambda m: min(m["cos_exact"]))
+            out.append(Finding(
+                key="anisotropy-speech", claim_id="godey-fig3-speech", where="Fig. 3a", section="anisotropy-layers",
+                claim="Every layer of every speech model has an average cosine of at least 0.2.",
+                measured=f"{', '.join(m['name'] for m in speech)}: every layer; the lowest is {low['name']}'s layer "
+                         f"{int(np.argmin(low['cos_exact']))}",
+                quantity="the smallest layer average cosine over the speech models (sampled pairs, ±1.96 SE)",
+                effect=self.lowest_layer(speech), direction="above", reference=0.2, reference_label="the paper's 0.2",
+                reduced=self._instead(speech, "wav2vec 2.0, HuBERT and Whisper-base"), digits=3, **common))
+        if vision := self.group("vision"):
+            out.append(peak_finding("anisotropy-vision", "godey-fig3-vision", "Fig. 3b",
+                                    "Vision Transformers show significant anisotropy on some of their layers.", vision,
+                                    "ViT, BEiT, MiT and DeiT"))
+        cnn = self.cnn()
+        if cnn is not None and self.cnn_boot:
+            n_img = self.cnn_boot["images"]
+            one = f"on one CNN ({cnn['name']}), {n_img} images"
+            out.append(Finding(
+                key="anisotropy-cnn", claim_id="godey-fig4-cnn", where="Fig. 4", section="anisotropy-cnn",
+                claim="Most convolution-based vision models are isotropic (whole feature maps flattened); EfficientNet "
+                      "is among them.",
+                measured=f"{cnn['name']} on {n_img} CIFAR-10 test images, whole maps flattened (one vector per image "
+                         f"and block); {self.cnn_boot['draws']:,} bootstrap resamples of the images",
+                quantity="average cosine of whole flattened maps, median over the block outputs (bootstrap over "
+                         "images)",
+                effect=self.cnn_map_cosine(), direction="equal", margin=0.1, reference_label="0 (isotropic)",
+                reduced=one, digits=2, **common))
+        if ts:
+            out.append(Finding(
+                key="anisotropy-drift-correlation", claim_id="godey-fig5-transformers", where="Fig. 5",
+                section="anisotropy-drift",
+                claim="The anisotropy level correlates with the norm of the drift ‖x̄‖₂ across layers for several "
+                      "models (Spearman).",
+                measured=f"{len(ts)} pretrained Transformers ({', '.join(m['name'] for m in ts)}), every layer",
+                quantity="share of the models with Spearman p < 0.05 (bootstrap over the models)",
+                effect=self.significant_share(), direction="above", digits=2,
+                reduced="" if all(m["name"] in PAPER_NAMES for m in ts) else
+                f"on {len(ts)} Transformers that load offline in place of the paper's", **common))
+        if cnn is not None and self.cnn_boot:
+            layers = len(self.cnn_boot["map_cos"])
+            crit = self.rho_critical(layers)
+            out.append(Finding(
+                key="anisotropy-cnn-drift", claim_id="godey-fig5-cnn", where="Fig. 5", section="anisotropy-drift",
+                claim="The anisotropy of CNNs is generally not correlated with the drift ‖x̄‖₂ across layers.",
+                measured=f"{cnn['name']} on {self.cnn_boot['images']} CIFAR-10 test images, {layers} layers, whole "
+                         f"maps flattened (every spatial position a vector instead: ρ = "
+                         f"{cnn['correlation']['spearman_r']:.2f}, p = {cnn['correlation']['spearman_p']:.2f})",
+                quantity="Spearman ρ across layers between ‖x̄‖₂ and the average cosine (bootstrap over images)",
+                effect=self.cnn_drift_rho(), direction="equal", margin=crit,
+                reference_label=f"0 (no correlation; |ρ| < {crit:.2f} is p > 0.05 over {layers} layers)",
+                reduced=f"on one CNN ({cnn['name']}), {self.cnn_boot['images']} images", digits=2, **common))
         return out
 
 
@@ -507,6 +656,70 @@ def measure(entry: str, untrained: bool, p: Params, device, data: dict[str, Any]
              data=what, correlation=A.drift_correlation(r["cos_exact"], r["mean_norm"]),
              normalised=A.normalised_drift_tests(r["cos_exact"], r["mean_norm"], r["avg_norm"]))
     return r
+
+
+#: bootstrap draws over images of the CNN's flattened-map statistics (`cnn_map_bootstrap`)
+CNN_DRAWS = 2000
+
+
+def resampled_gram_stats(C: np.ndarray, G: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per resample (rows of `counts`: how often each of the n vectors is drawn) and layer (`C`, `G`: (layers, n,
+    n) cosine and raw Gram matrices), the average cosine over the pairs of distinct draws, the pairs of a vector
+    with its own copy left out — (cᵀCc − Σc²) / ((Σc)² − Σc²) — and ‖x̄‖₂ of the resample, √(cᵀGc) / Σc. Counts
+    of ones give the all-pairs average and the mean of the n vectors. Returns two (resamples, layers) arrays."""
+    counts = np.asarray(counts, float)
+    total, self_pairs = counts.sum(1), (counts**2).sum(1)
+    cos = (np.einsum("bi,lij,bj->bl", counts, C, counts) - self_pairs[:, None]) / (total**2 - self_pairs)[:, None]
+    norm = np.sqrt(np.einsum("bi,lij,bj->bl", counts, G, counts)) / total[:, None]
+    return cos, norm
+
+
+@torch.no_grad()
+def cnn_map_bootstrap(entry: str, p: Params, device, data: dict[str, Any], draws: int = CNN_DRAWS
+                      ) -> dict[str, Any]:
+    """Godey et al. Fig. 4 and §3.3 for one CNN, with their sampling over images: every layer's output map
+    flattened to one vector per image (as the paper describes), the Gram matrices of those vectors (raw and
+    normalised) over the `p.images` images, and `draws` bootstrap resamples of the images (multinomial counts
+    c; a resample's average cosine is (cᵀCc − Σc²)/(n² − Σc²), the pairs of an image with its own copy left out,
+    and its ‖x̄‖² = cᵀGc/n²). Returns per layer the exact average cosine and ‖x̄‖₂ of the maps, and per draw the
+    median average cosine over the block outputs (the stem and head left out) and the Spearman ρ across layers
+    between ‖x̄‖₂ and the average cosine."""
+    from scipy import stats as sps
+
+    modality, name = entry.split(":", 1)
+    model, proc, _ = _load(modality, name, False, device, p)
+    if "images" not in data:
+        data["images"] = load_cifar10("test", p.images, p.seed)[0]
+    images = data["images"][:p.images]
+    vecs: list[list[Tensor]] = []
+    for i in range(0, len(images), p.batch_size):
+        px = proc(images=images[i:i + p.batch_size], return_tensors="pt")["pixel_values"].to(device)
+        hs = model(pixel_values=px, output_hidden_states=True).hidden_states
+        for li, h in enumerate(hs):
+            if not vecs:
+                vecs = [[] for _ in hs]
+            vecs[li].append(h.float().flatten(1).cpu())
+    n = len(images)
+    raw, cosg = [], []
+    for per_layer in vecs:
+        X = torch.cat(per_layer).double()
+        G = X @ X.T
+        d = G.diagonal().clamp_min(1e-24).sqrt()
+        raw.append(G.numpy())
+        cosg.append((G / d[:, None] / d[None, :]).numpy())
+    del vecs
+    C, G = np.stack(cosg), np.stack(raw)                              # (layers, n, n)
+    cos_exact, mean_norm = (v[0] for v in resampled_gram_stats(C, G, np.ones((1, n))))
+    rng = np.random.default_rng(stream_seed(p.seed, "cnn-bootstrap"))
+    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=draws).astype(float)        # (draws, n)
+    cos_draws, norm_draws = resampled_gram_stats(C, G, counts)
+    rho = [float(sps.spearmanr(nd, cd).statistic) for nd, cd in zip(norm_draws, cos_draws, strict=True)]
+    return {"name": name, "images": n, "draws": draws, "map_cos": cos_exact.tolist(),
+            "map_mean_norm": mean_norm.tolist(),
+            "median_draws": np.median(cos_draws[:, 1:-1], axis=1).tolist(), "rho_draws": rho,
+            "rho": float(sps.spearmanr(mean_norm, cos_exact).statistic),
+            "layer_low": np.percentile(cos_draws, 2.5, axis=0).tolist(),
+            "layer_high": np.percentile(cos_draws, 97.5, axis=0).tolist()}
 
 
 def gaussian_baseline(d: int, p: Params, bins: int = 120) -> dict[str, Any]:
@@ -673,12 +886,18 @@ def run(p: Params) -> Result:
                                          config=BYTE_MLM.stored())
         except results.MissingRuns:
             byte_rec = None
+    cnn_boot = None
+    cnn_entry = next((e for e in p.models if e.split(":", 1)[1] in NO_TWIN and e not in gone), None)
+    if cnn_entry is not None:
+        cnn_boot, _ = results.cached(p, "cnn-map-bootstrap",
+                                     lambda: cnn_map_bootstrap(cnn_entry, p, choose_device(p.device), {}),
+                                     drop=_MODEL_KEY_DROP, model=cnn_entry, draws=CNN_DRAWS)
     planted = {"clusters + drift": A.cloud_shape(A.planted_clusters_and_drift(seed=p.seed), p.n_pairs, p.seed),
                "isotropic + drift": A.cloud_shape(A.planted_clusters_and_drift(clusters=2000, seed=p.seed),
                                                   p.n_pairs, p.seed)}
     return Result(models=measured, gaussian=[gaussian_baseline(d, p) for d in p.gaussian_dims], byte_mlm=byte_rec,
                   skipped=skipped, n_pairs=p.n_pairs, planted=planted, zeroed=zeroed, shapes=shapes,
-                  shape_share=p.shape_share, final_norm=final_norm)
+                  shape_share=p.shape_share, final_norm=final_norm, cnn_boot=cnn_boot)
 
 
 # ------------------------------------------------------------------ the byte-level MLM trained here (Fig. 2 row)
