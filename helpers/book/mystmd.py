@@ -202,8 +202,10 @@ def glue_text(content: str, values: dict[str, str]) -> str:
 
 
 def _escape(text: str) -> str:
-    """A pasted value as literal Markdown text (the book prints it as text, never as markup)."""
-    return re.sub(r"([\\`*_$<\[\]|])", r"\\\1", text)
+    """A pasted value as literal Markdown text (the book prints it as text, never as markup); brackets
+    stay as they are ("[-0.11, +0.05]" makes no link: no "(" or "[" follows it)."""
+    text = re.sub(r"([\\`*_$<|])", r"\\\1", text)
+    return re.sub(r"\](?=[(\[])", r"\\]", text)
 
 
 # --- converting a chapter's Markdown --------------------------------------------------------------------------
@@ -379,7 +381,7 @@ class Converter:
 
 
 #: what counts as raw MyST in a generated notebook's Markdown: a role, a directive fence, a target
-RAW_MYST = re.compile(r"\{[A-Za-z][\w:-]*\}`|^(`{3,}|:{3,})\{[A-Za-z][\w:-]*\}|^\([^()\s]+\)=\s*$"
+RAW_MYST = re.compile(r"\{[A-Za-z][\w:-]*\}`|^[ \t]*(`{3,}|:{3,})\{[A-Za-z][\w:-]*\}|^\([^()\s]+\)=\s*$"
                       r"|\]\([^)\s]*\.md(#[^)]*)?\)", re.M)
 
 

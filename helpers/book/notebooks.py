@@ -77,7 +77,8 @@ def repository() -> tuple[str, str]:
 #: the sentence under a notebook's title, where the chapter's page has its "Open on Colab" link
 NOTE = ("*The numbers in this text are those of the book's committed run ([the chapter in the book]({url})); "
         "the outputs are your run's.*")
-COLAB_LINE = re.compile(r"^\[Open this chapter on Colab\]\(.*$", re.M)
+#: the page's "Open on Colab" sentence (the link and its parenthesis), which the notebook's note replaces
+COLAB_LINE = re.compile(r"\[Open this chapter on Colab\]\([^)]*\)(?: \([^()]*\))?\.?[ \t]*\n?")
 
 
 def colab_notebook(path: str | Path, values: dict[str, str] | None = None,
@@ -104,8 +105,10 @@ def colab_notebook(path: str | Path, values: dict[str, str] | None = None,
                          else nbformat.v4.new_code_cell(text, metadata={"tags": ["hide-input"]}))
     first = next(c for c in cells if c.cell_type == "markdown")
     note = NOTE.format(url=index.page_url(path.stem))
-    first.source = (COLAB_LINE.sub(lambda _: note, first.source, count=1) if COLAB_LINE.search(first.source)
-                    else re.sub(r"^(# .*)$", lambda m: m.group(1) + "\n\n" + note, first.source, count=1, flags=re.M))
+    if COLAB_LINE.search(first.source):
+        first.source = COLAB_LINE.sub(lambda _: note + "\n\n", first.source, count=1).rstrip()
+    else:
+        first.source = re.sub(r"^(# .*)$", lambda m: m.group(1) + "\n\n" + note, first.source, count=1, flags=re.M)
     nb.cells = cells
     for i, cell in enumerate(nb.cells):
         cell.id = f"cell-{i}"                       # stable ids: a regeneration is byte-identical
