@@ -20,7 +20,7 @@ export HF_DATASETS_OFFLINE ?= $(HF_HUB_OFFLINE)
 export TOKENIZERS_PARALLELISM = false
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
-.PHONY: book test test-fresh test-grid test-slurm unit rerun grid lint clean venv notebooks
+.PHONY: book test test-pages check-pages test-fresh test-grid test-slurm unit rerun grid lint clean venv notebooks
 
 venv: $(STAMP)
 
@@ -74,6 +74,16 @@ test: $(STAMP)
 	    $(ROUND2) $(PYTEST_ARGS); rounds=$$?; \
 	wait $$fresh; fresh_rc=$$?; echo "--- the fresh-venv notebook (run beside the two rounds):"; cat _build/test-fresh.log; \
 	test $$rounds -eq 0 && test $$fresh_rc -eq 0; }
+
+# every page of the built book in headless Chromium at 1280 px (scripts/check_pages.py): a table or figure
+# wider than its column without a scroll box, a clipped cell, a raw MyST role, a traceback or warning in an
+# output, a count printed as a float, a broken link or anchor. Needs Debian's chromium (`apt-get install
+# chromium`; Playwright drives it, no browser download). `make check-pages` checks the current build only
+test-pages: book
+	$(BIN)/python scripts/check_pages.py _build/html
+
+check-pages: $(STAMP)
+	$(BIN)/python scripts/check_pages.py _build/html
 
 # every training chapter's ci grid through `make grid` (submitit local jobs), against its sequential run (≈ 5 min)
 test-grid: $(STAMP)

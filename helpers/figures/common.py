@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 import torch
+from pandas.io.formats.style import Styler  # jinja2, which it needs, comes with torch
 
 
 def set_theme() -> None:
@@ -97,9 +98,46 @@ def mean_sd(mean: float, sd: float, digits: int = 3) -> str:
     return f"{mean:.{digits}f} ± {sd:.{digits}f}" if np.isfinite(sd) else f"{mean:.{digits}f}"
 
 
-def table(df: pd.DataFrame, digits: int = 3, index: bool = False):
-    """A DataFrame styled for reading (`fmt_number` on every cell), without its index unless asked."""
-    sty = df.style.format(lambda v: fmt_number(v, digits))
+#: the box every table of the book is shown in: it scrolls sideways where the table is wider than the page
+#: (`_assets/book.css` styles `.table-scroll`; the inline style holds where that file is absent, on Colab)
+SCROLL_BOX = '<div class="table-scroll" style="overflow-x:auto;max-width:100%">{}</div>'
+
+
+def _whole(col: pd.Series) -> bool:
+    """A float column whose values are all whole numbers (not all zero): counts that a missing value or a
+    mixed frame turned into floats, to be printed as integers ("768", not "768.000")."""
+    if not pd.api.types.is_float_dtype(col.dtype):
+        return False
+    v = col.to_numpy(dtype=float)
+    v = v[np.isfinite(v)]
+    return v.size > 0 and bool(np.all(v == np.round(v))) and bool(np.any(v != 0)) and bool(np.all(np.abs(v) < 2**53))
+
+
+def _cell(digits: int, whole: bool = False):
+    def fmt(v: object) -> str:
+        if whole and isinstance(v, float | np.floating) and np.isfinite(v):
+            return fmt_number(int(v))
+        return fmt_number(v, digits)
+
+    return fmt
+
+
+class Table(Styler):
+    """A styled table that the notebook shows in a sideways-scrolling box (`SCROLL_BOX`): every table of the
+    book fits its text column or scrolls; `to_html()` is the bare table."""
+
+    def _repr_html_(self) -> str:
+        return SCROLL_BOX.format(self.to_html())
+
+
+def table(df: pd.DataFrame, digits: int = 3, index: bool = False) -> Table:
+    """A DataFrame styled for reading (`fmt_number` on every cell; a float column of whole numbers as
+    integers), without its index unless asked, shown in a box that scrolls sideways on a narrow page."""
+    sty = Table(df).format(_cell(digits))
+    if df.columns.is_unique:
+        for name in df.columns:
+            if _whole(df[name]):
+                sty = sty.format(_cell(digits, whole=True), subset=[name])
     return sty if index else sty.hide(axis="index")
 
 
@@ -108,7 +146,7 @@ def scroll(styler):
     columns come first)."""
     from IPython.display import HTML
 
-    return HTML(f'<div style="overflow-x:auto;max-width:100%">{styler.to_html()}</div>')
+    return HTML(SCROLL_BOX.format(styler.to_html()))
 
 
 def _np(a) -> np.ndarray:
