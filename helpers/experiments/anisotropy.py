@@ -394,7 +394,7 @@ class Result(results.Result):
         """The paper's §3 claims (and the drift explanation it cites), in the paper's order, the test closest
         to the paper's setting first for each claim."""
         ts = self.transformers()
-        scale = "models that load offline (the paper: BERT, GPT-2, T5, CANINE, ByT5, wav2vec 2.0, ViT, …)"
+        scale = "the models that load offline"          # which ones stand in for the paper's: each finding's `reduced`
         common = dict(paper="godey2024", chapter="anisotropy", scale=scale)
 
         def peak_finding(key: str, claim_id: str, where: str, claim: str, group: list[dict[str, Any]],

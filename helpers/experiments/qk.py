@@ -518,8 +518,7 @@ class Result(results.Result):
     def _scale(self) -> str:
         if self.source == "multiberts":
             return "paper: MultiBERT"
-        return (f"{self.scale}: {self.tokens_seen:,} tokens per seed, "
-                f"about 1/{float(f'{MULTIBERT_TOKENS / self.tokens_seen:.2g}'):,.0f} of MultiBERT's")
+        return f"{self.scale}: {self.tokens_seen:,} tokens per seed"     # the share of MultiBERT's: `_reduced`
 
 
     def _reduced(self) -> str:

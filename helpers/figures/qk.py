@@ -327,17 +327,29 @@ def seed_frame(res: Result) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: the seed table's two halves (five columns at most each, so that both fit the page)
+SEED_ALIGNMENT = ["seed", "held-out loss", "opposite / common heads", "median onset, opposite", "mean |cos| at the end"]
+SEED_ENTROPY = ["seed", "lowest entropy", "at step", "entropy at the end"]
+
+
 def seed_table(res: Result):
-    return common.table(seed_frame(res), digits=2)
+    """Per seed: held-out loss and the alignment (heads, onset, mean |cos|)."""
+    return common.table(seed_frame(res)[SEED_ALIGNMENT], digits=2)
+
+
+def seed_entropy_table(res: Result):
+    """Per seed: the attention entropy (mean over layers) at its lowest point, when, and at the end."""
+    return common.table(seed_frame(res)[SEED_ENTROPY], digits=2)
 
 
 def pretraining_table(res: Result):
     """Per seed: training loss early and late, held-out MLM loss at the first and last step, timings."""
     first, last = res.steps[0], f"{res.steps[-1]:,}"
-    df = pd.DataFrame([{"seed": r["seed"], "train loss, first 20 steps": r["train_first"],
-                        "last 50 steps": r["train_last"], f"held-out loss, step {first}": r["eval_first"],
-                        f"step {last}": r["eval_final"], "pretraining (min)": r["pretrain_s"] / 60,
-                        "steps/s": r["steps_per_s"]} for r in res.pretraining_rows()])
+    df = pd.DataFrame([{"seed": r["seed"],
+                        "train loss, first 20 → last 50 steps": f"{r['train_first']:.2f} → {r['train_last']:.2f}",
+                        f"held-out loss, step {first} → {last}": f"{r['eval_first']:.2f} → {r['eval_final']:.2f}",
+                        "pretraining (min)": r["pretrain_s"] / 60, "steps/s": r["steps_per_s"]}
+                       for r in res.pretraining_rows()])
     return common.table(df, digits=2)
 
 
@@ -380,7 +392,7 @@ def end_state_figure(res: Result) -> plt.Figure:
         ax.scatter(np.repeat(x, h.shape[1]), h.ravel(), s=6, alpha=0.35, color=pal[0])
         ax.plot(x, [r["trained_cos"] for r in lr], color=pal[0], marker="o", ms=3, label="pretrained (mean)")
         ax.plot(x, [r["twin_cos"] for r in lr], color=pal[1], ls="--", marker="s", ms=3, label="untrained twin")
-        ax.axhline(row["chance"], color="grey", ls=":", lw=1, label=f"chance at this $d_k$ ({row['d_k']})")
+        ax.axhline(row["chance"], color="grey", ls=":", lw=1, label="chance at the head's $d_k$")
         ax.axhline(res.threshold, color="grey", lw=0.5)
         ax.set_ylim(0, 1.02)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -389,7 +401,14 @@ def end_state_figure(res: Result) -> plt.Figure:
         ax.set_title(name, fontsize=10)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
-    axes.flat[0].legend(fontsize=8, loc="upper right")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if n < axes.size:                  # the legend in the empty panel, where it has room at the text's size
+        spare = axes.flat[n]
+        spare.set_visible(True)
+        spare.axis("off")
+        spare.legend(handles, labels, loc="center", fontsize=11, frameon=False)
+    else:
+        axes.flat[0].legend(fontsize=10, loc="upper right")
     fig.suptitle("The mean query and key at the end of real pretraining, per layer")
     fig.tight_layout()
     return common.figure("qk-end-state", fig)
@@ -399,10 +418,11 @@ def end_state_table(res: Result):
     """Per model (`Result.end_state_rows`): heads, aligned heads pretrained / twin, mean |cos(Q̄, K̄)| pretrained
     (bootstrap over heads) and twin, the chance level."""
     df = pd.DataFrame([{"model": r["model"], "layers × heads": f"{r['layers']} × {r['heads']}",
-                        "aligned, pretrained / twin": f"{r['trained']['aligned']} / {r['twin']['aligned']}",
-                        "opposite / common": f"{r['trained']['opposite']} / {r['trained']['common']}",
+                        "aligned: pretrained (opposite / common) / twin":
+                            f"{r['trained']['aligned']} ({r['trained']['opposite']} / {r['trained']['common']}) / "
+                            f"{r['twin']['aligned']}",
                         "mean |cos|, pretrained": r["trained"]["abs_cos"].text(2, signed=False),
-                        "twin": f"{r['twin']['abs_cos'].estimate:.2f}", "chance": f"{r['chance']:.2f}"}
+                        "mean |cos|, twin / chance": f"{r['twin']['abs_cos'].estimate:.2f} / {r['chance']:.2f}"}
                        for r in res.end_state_rows()])
     return common.scroll(common.table(df).set_caption(f"A head is aligned when |cos(Q̄, K̄)| ≥ {res.threshold}"))
 
@@ -531,5 +551,6 @@ def publish(res: Result) -> None:
 __all__ = ["pretraining", "ablation_figure", "fig11", "fig12", "fig13", "fig14", "fig15", "fig19_20", "fig21_22",
            "fig23", "end_state_figure", "end_state_table", "end_state_score_table", "alignment_table",
            "scalar_product_table", "entropy_table", "centring_layer_table",
-           "seed_frame", "seed_table", "pretraining_table", "probe_table", "publish", "scatter_panels",
+           "seed_frame", "seed_table", "seed_entropy_table", "pretraining_table", "probe_table", "publish",
+           "scatter_panels",
            "mean_arrows", "MISSING"]
