@@ -211,6 +211,7 @@ def publish(res: Result) -> None:
         "drift-n-star": res.fixed_point_refined if res.fixed_point_refined is not None else float("nan"),
         "drift-sqrt-d": float(np.sqrt(res.hidden)),
         "drift-seeds": len(res.seeds),
+        "drift-q-norm-growth": res.qk_norm_growth().text(2),
         "drift-variant-seeds": min((res.seeds_of(v) for v in res.variant_stats), default=0),
         "drift-ref-description": res.reference["description"],
         "drift-n-last": res.norms[-1],
