@@ -110,7 +110,7 @@ class LMTask(Task):
 
     def loss(self, model: nn.Module, batch: Tensor):
         loss = model.loss(batch)
-        return loss, {"loss": float(loss.detach())}, len(batch)
+        return loss, {"loss": loss.detach()}, len(batch)             # a tensor: `fit` reads it back in batches
 
     def new_history(self) -> dict:
         return {"loss": [], "eval_step": [], "eval_loss": [], "t_sim": []}
@@ -132,6 +132,9 @@ class LMTask(Task):
 
     def before_training(self, model: nn.Module, history: dict) -> None:
         self.evaluate(model, history, 0)
+
+    def hook_needs_model(self, step: int) -> bool:
+        return step % self.tc.eval_every == 0 or step == self.tc.steps
 
     def after_step(self, model: nn.Module, step: int, stats: dict[str, float], history: dict) -> None:
         self.history = history

@@ -20,6 +20,16 @@ What `fit` guarantees, for every task:
   sees (only initialisation and dropout use the device's own RNG). There is no multi-GPU path (no
   accelerate / DDP). `tests/test_device.py` runs every task's steps, checkpoint and resume on a
   placeholder device (what that does and does not verify is said there).
+* **Compiled, sync-free steps** (`compile=`, on by default on CUDA, off elsewhere). The model's repeated
+  blocks (every child of a `ModuleList` of one class) are compiled one by one with `torch.compile`, so
+  blocks of one shape share one compiled graph and an 80-block model compiles in the time of one block;
+  a model without repeated blocks is compiled whole. The step then reads nothing back from the device:
+  statistics (the loss, the tasks' per-step numbers, which they return as tensors) are collected on the
+  device and read in one transfer every `sync_every` steps, at an epoch's end, at a checkpoint, and
+  before a step whose hook needs the model at that step (`Task.hook_needs_model`); a non-finite loss
+  raises at the step it occurred, as before. Compilation changes results only by round-off (fused
+  kernels); the parameters' names, the checkpoints and the histories are the same. With compilation off
+  `fit` reads each step back as it ends (`sync_every=1`), the eager path it has always run.
 """
 
 from __future__ import annotations
@@ -84,6 +94,32 @@ class Task:
     def before_training(self, model: nn.Module, history: dict) -> None:
         """Called once before the first step of a fresh (not resumed) run."""
 
+    def hook_needs_model(self, step: int) -> bool:
+        """Whether `after_step(step)` reads the model (evaluates, saves weights), so that a sync-free `fit`
+        must run it before step `step + 1`. Default: every step (a task that only records its statistics
+        overrides this)."""
+        return True
+
+
+def compile_blocks(model: nn.Module, **options: Any) -> int:
+    """Compile `model` in place with `torch.compile`: each child of every `ModuleList` whose children are
+    two or more modules of one class (the repeated blocks: one compiled graph serves every block of a
+    shape), or the whole model when it has none. Parameter names and `state_dict` are unchanged. Returns
+    how many modules were compiled."""
+    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m) >= 2
+             and len({type(b) for b in m}) == 1]
+    if not lists:
+        model.compile(**options)
+        return 1
+    for blocks in lists:
+        for b in blocks:
+            b.compile(**options)
+    return sum(len(b) for b in lists)
+
+
+def _resolve_compile(compile: bool | None, dev: torch.device) -> bool:
+    return dev.type == "cuda" if compile is None else bool(compile)
+
 
 def autocast(device: torch.device, precision: str):
     """The autocast context for `precision` on `device` (a no-op for fp32)."""
@@ -95,13 +131,20 @@ def autocast(device: torch.device, precision: str):
 
 
 def fit(task: Task, checkpoint: str | Path | None = None, device: str | torch.device = "cpu",
-        precision: str = "fp32", stop_after_steps: int | None = None, progress_desc: str | None = None
-        ) -> tuple[nn.Module, dict[str, Any]]:
+        precision: str = "fp32", stop_after_steps: int | None = None, progress_desc: str | None = None,
+        compile: bool | None = None, sync_every: int | None = None) -> tuple[nn.Module, dict[str, Any]]:
     """Train `task` to the end (or to `stop_after_steps` steps: a simulated kill) and return
     (model, history). With `checkpoint`, a run that finds a checkpoint there resumes from it, and one
     that finds a finished run returns at once. History keys besides the task's own: `step`,
-    `wall_time_s` (training time summed over resumed segments), `done`, `precision`."""
+    `wall_time_s` (training time summed over resumed segments), `done`, `precision`.
+
+    `compile`: compile the repeated blocks (`compile_blocks`); None (default): on CUDA only. `sync_every`:
+    read the step statistics back every this many steps; None (default): 50 when compiled, else 1 (every
+    step). Neither is a setting of the run: a run may resume with them changed."""
     dev = torch.device(device)
+    compiled = _resolve_compile(compile, dev)
+    every = max(1, int(sync_every if sync_every is not None else (50 if compiled else 1)))
+    own_hook = type(task).after_step is not Task.after_step
     if precision == "bf16" and dev.type == "cpu" and not native_bf16(dev):
         warnings.warn("bf16 autocast on a CPU without native bf16 (AVX-512-BF16 or AMX) is emulated, and its matmuls "
                       "run one to two orders of magnitude slower than fp32: choose precision='fp32' (or 'auto')",
@@ -124,6 +167,8 @@ def fit(task: Task, checkpoint: str | Path | None = None, device: str | torch.de
         task.before_training(model, history)
     if history["done"]:
         return model, history
+    if compiled:
+        compile_blocks(model)
 
     def save() -> None:
         if checkpoint is not None:
@@ -136,9 +181,31 @@ def fit(task: Task, checkpoint: str | Path | None = None, device: str | torch.de
     params = [p for p in model.parameters() if p.requires_grad]
     t0, wall0 = time.perf_counter(), history["wall_time_s"]
     sums: dict[str, float] = history.pop("_epoch_sums", {})
+    pending: list[tuple[int, Tensor, dict[str, Any], int]] = []   # steps whose statistics are still on the device
+
+    def flush() -> None:
+        """Read the pending steps' statistics back (one transfer) and book them in order, as the eager
+        loop books each step: finiteness, epoch sums, the task's step hook."""
+        nonlocal sums
+        if not pending:
+            return
+        steps = list(pending)
+        pending.clear()
+        values = _to_host([(loss, stats) for _, loss, stats, _ in steps])
+        for (s, _, _, n), (value, stats) in zip(steps, values, strict=True):
+            if not math.isfinite(value):
+                raise FloatingPointError(f"{task.name}: loss became {value} at step {s}")
+            for k, v in stats.items():
+                sums[k] = sums.get(k, 0.0) + v * n
+            sums["_n"] = sums.get("_n", 0.0) + n
+            history["step"] = s
+            history["wall_time_s"] = wall0 + time.perf_counter() - t0
+            task.after_step(model, s, stats, history)
+
     bar = progress(range(step, total), desc=progress_desc or task.name, total=total - step)
     for _ in _iterate(bar):
         if stop_after_steps is not None and step >= stop_after_steps:
+            flush()
             history["_epoch_sums"] = sums
             return model, history
         epoch, index = divmod(step, task.steps_per_epoch)
@@ -154,16 +221,11 @@ def fit(task: Task, checkpoint: str | Path | None = None, device: str | torch.de
         if sched is not None:
             sched.step()
         step += 1
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise FloatingPointError(f"{task.name}: loss became {value} at step {step}")
-        for k, v in stats.items():
-            sums[k] = sums.get(k, 0.0) + v * n
-        sums["_n"] = sums.get("_n", 0.0) + n
-        history["step"] = step
-        history["wall_time_s"] = wall0 + time.perf_counter() - t0
-        task.after_step(model, step, stats, history)
+        pending.append((step, loss.detach(), stats, n))
         epoch_end = step % task.steps_per_epoch == 0
+        saving = epoch_end or step == total or bool(task.save_every and step % task.save_every == 0)
+        if len(pending) >= every or saving or (own_hook and task.hook_needs_model(step)):
+            flush()
         if epoch_end:
             n_ex = sums.pop("_n", 1.0)
             means = {k: v / n_ex for k, v in sums.items()}
@@ -171,12 +233,25 @@ def fit(task: Task, checkpoint: str | Path | None = None, device: str | torch.de
             task.after_epoch(model, step // task.steps_per_epoch, means, history)
             history["wall_time_s"] = wall0 + time.perf_counter() - t0
         history["done"] = step == total
-        if epoch_end or history["done"] or (task.save_every and step % task.save_every == 0):
+        if saving:
             history["_epoch_sums"] = sums
             save()
             history.pop("_epoch_sums")
+    flush()
     history["done"] = True
     return model, history
+
+
+def _to_host(items: list[tuple[Tensor, dict[str, Any]]]) -> list[tuple[float, dict[str, float]]]:
+    """[(loss, stats)] with tensors → floats, reading every tensor back in one transfer."""
+    tensors = [t for loss, stats in items for t in (loss, *stats.values()) if isinstance(t, Tensor)]
+    host = torch.stack([t.detach().reshape(()).to(torch.float64) for t in tensors]).tolist() if tensors else []
+    it = iter(host)
+    out = []
+    for loss, stats in items:
+        value = next(it) if isinstance(loss, Tensor) else float(loss)
+        out.append((value, {k: next(it) if isinstance(v, Tensor) else v for k, v in stats.items()}))
+    return out
 
 
 def _iterate(bar: Iterable) -> Iterable:
@@ -197,4 +272,4 @@ def decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
-__all__ = ["PRECISIONS", "Task", "fit", "autocast", "adamw", "decay_groups"]
+__all__ = ["PRECISIONS", "Task", "fit", "compile_blocks", "autocast", "adamw", "decay_groups"]

@@ -322,7 +322,7 @@ class MLMTask(Task):
 
     def loss(self, model, batch: tuple[Tensor, Tensor]):
         loss = mlm_loss(model, *batch)
-        return loss, {"loss": float(loss.detach())}, self.cfg.batch_size
+        return loss, {"loss": loss.detach()}, self.cfg.batch_size   # a tensor: `fit` reads it back in batches
 
     def new_history(self) -> dict:
         return {"loss": [], "eval_loss": {}, "config": self.cfg.stored()}
@@ -340,6 +340,9 @@ class MLMTask(Task):
 
     def before_training(self, model, history: dict) -> None:
         self._snapshot(model, 0, history)
+
+    def hook_needs_model(self, step: int) -> bool:
+        return step in self.cfg.checkpoint_steps
 
     def after_step(self, model, step: int, stats: dict[str, float], history: dict) -> None:
         history["loss"].append(stats["loss"])

@@ -103,8 +103,8 @@ class ViTTask(Task):
         x, y = batch
         logits = model(x)
         loss = nn.functional.cross_entropy(logits.float(), y)
-        acc = float((logits.argmax(-1) == y).float().mean())
-        return loss, {"train_loss": float(loss.detach()), "train_acc": acc}, len(y)
+        acc = (logits.argmax(-1) == y).float().mean()            # tensors: `fit` reads them back in batches
+        return loss, {"train_loss": loss.detach(), "train_acc": acc}, len(y)
 
     def new_history(self) -> dict:
         return {"epoch": [], "train_loss": [], "train_acc": [], "test_loss": [], "test_acc": [], "t_sim": {}}
