@@ -500,7 +500,7 @@ class Result(results.Result):
                 quantity="average cosine of whole flattened maps, median over the block outputs (bootstrap over "
                          "images)",
                 effect=self.cnn_map_cosine(), direction="equal", margin=0.1, reference_label="0 (isotropic)",
-                reduced=one, digits=2, **common))
+                reduced=one, digits=3, **common))
         if ts:
             out.append(Finding(
                 key="anisotropy-drift-correlation", claim_id="godey-fig5-transformers", where="Fig. 5",

@@ -142,11 +142,12 @@ def models_table(res: Result):
     """What was measured, one row per model (its untrained twin, same configuration and data, is
     measured beside it where the last column says so): modality, data, layers, what the model is."""
     names = {m["name"] for m in res.models if not m["trained"]}
-    df = pd.DataFrame([{"model": m["name"], "modality": MODALITY_NAMES.get(m["modality"], m["modality"]),
-                        "measured on": m["data"], "layers": len(m["cos_exact"]) - 1, "what it is": m["description"],
-                        "untrained twin": "yes" if m["name"] in names else "no"}
+    df = pd.DataFrame([{"model": m["name"] + (" (and its twin)" if m["name"] in names else ""),
+                        "modality": MODALITY_NAMES.get(m["modality"], m["modality"]),
+                        "measured on": m["data"], "layers": len(m["cos_exact"]) - 1, "what it is": m["description"]}
                        for m in res.models if m["trained"]])
-    return _scroll(common.table(df).set_caption("Models measured"))
+    return _scroll(common.table(df).set_caption("Models measured; \"and its twin\": its untrained twin (same "
+                                                "configuration, random weights) is measured on the same data"))
 
 
 def summary_table(res: Result):
@@ -158,9 +159,10 @@ def summary_table(res: Result):
         cos = np.asarray(m["cos_exact"])
         a, n = above[m["label"]]
         t = _twin(res, m) if m["trained"] else None
-        rows.append({"model": m["label"], "embeddings": cos[0], "peak": cos.max(), "peak layer": int(cos.argmax()),
-                     "last layer": cos[-1], "layers above the null": f"{a} of {n}",
-                     "layers above its twin": f"{int(np.sum(cos > np.asarray(t['cos_exact'])))} of {n}" if t else ""})
+        twin = f" / {int(np.sum(cos > np.asarray(t['cos_exact'])))}" if t else ""
+        rows.append({"model": m["label"], "embeddings": f"{cos[0]:.3f}",
+                     "peak (layer)": f"{cos.max():.3f} ({int(cos.argmax())})", "last layer": f"{cos[-1]:.3f}",
+                     "layers above the null / its twin": f"{a}{twin} of {n}"})
     return _scroll(common.table(pd.DataFrame(rows)).set_caption(
         "Average cosine over all pairs: embeddings, peak, last layer; layers above the isotropic null and above "
         "the untrained twin"))
@@ -211,31 +213,49 @@ def spectrum_table(res: Result):
     df = pd.DataFrame(res.shape_rows())
     rng = lambda a, b: f"{a:.0f}–{b:.0f}" if np.isfinite(a) else "—"  # noqa: E731
     out = pd.DataFrame({
-        "model": df.model, "d": df.d, "tokens": df.tokens,
-        "PR (pretrained)": [rng(a, b) for a, b in zip(df.pr_min, df.pr_max, strict=True)],
-        "PR (twin)": [rng(a, b) for a, b in zip(df.twin_pr_min, df.twin_pr_max, strict=True)],
-        "PR (isotropic)": [f"{v:.0f}" for v in df.pr_iso],
-        "top-3 share (max)": df.get("top3_max"), "‖x̄‖²/λ₁ (min)": df.get("drift_over_top_min"),
-        "RMS cos after top 10 × √d (max)": df.get("rms10_ratio"),
-        "split-half cos of x̄ (min)": df.get("split_min"), "same, twin": df.get("twin_split_min"),
-        "one common direction": df.get("one common direction"),
-        "drift + low-dim cloud": df.get("drift + low-dimensional cloud"),
-        "no stable drift": df.get("no stable drift"),
+        "model": df.model, "d (tokens)": [f"{d} ({t:,})" for d, t in zip(df.d, df.tokens, strict=True)],
+        "PR, pretrained": [rng(a, b) for a, b in zip(df.pr_min, df.pr_max, strict=True)],
+        "PR, twin": [rng(a, b) for a, b in zip(df.twin_pr_min, df.twin_pr_max, strict=True)],
+        "PR, isotropic": [f"{v:.0f}" for v in df.pr_iso],
     })
     return _scroll(common.table(out, digits=2).set_caption(
-        "The centred cloud's spectrum per layer (a subsample of the tokens): participation ratio (PR) over layers, "
-        "smallest–largest, against the untrained twin's and an isotropic Gaussian's of the same n and d; the "
-        "largest top-3 variance share; the smallest ratio of the mean's squared norm to the top centred eigenvalue; "
-        "the largest RMS cosine once the mean and top 10 directions are removed, over an isotropic cloud's 1/√d; "
-        "the smallest split-half cosine of the mean's direction; layers per class (pretrained)"))
+        "The centred cloud's participation ratio (PR) per layer, smallest–largest over layers (a subsample of the "
+        "tokens), against the untrained twin's and an isotropic Gaussian's of the same n and d"))
+
+
+def shape_table(res: Result):
+    """Per model with a spectrum run (`Result.shape_rows`): the largest top-3 share, the smallest ‖x̄‖²/λ₁, the
+    largest RMS cosine once the top 10 directions are removed over 1/√d, the smallest split-half cosine of x̄."""
+    df = pd.DataFrame(res.shape_rows())
+    split = [f"{a:.2f} / {b:.2f}" if np.isfinite(a) else f"— / {b:.2f}"
+             for a, b in zip(df.get("split_min", np.nan), df.get("twin_split_min", np.nan), strict=True)]
+    out = pd.DataFrame({"model": df.model, "top-3 share (max)": df.get("top3_max"),
+                        "‖x̄‖²/λ₁ (min)": df.get("drift_over_top_min"),
+                        "RMS cos after top 10 × √d (max)": df.get("rms10_ratio"),
+                        "split-half cos of x̄ (min), pretrained / twin": split})
+    return _scroll(common.table(out, digits=2).set_caption(
+        "The centred cloud's shape (pretrained): the largest top-3 variance share; the smallest ratio of the "
+        "mean's squared norm to the top centred eigenvalue; the largest RMS cosine once the mean and top 10 "
+        "directions are removed, over an isotropic cloud's 1/√d; the smallest split-half cosine of the mean"))
+
+
+def makeup_table(res: Result):
+    """Per model with a spectrum run: how many of its pretrained layers fall in each `MAKEUP` class."""
+    df = pd.DataFrame(res.shape_rows())
+    out = pd.DataFrame({"model": df.model, "one common direction": df.get("one common direction"),
+                        "drift + low-dim cloud": df.get("drift + low-dimensional cloud"),
+                        "no stable drift": df.get("no stable drift")})
+    return _scroll(common.table(out, digits=0).set_caption("What each pretrained layer's anisotropy is made of: "
+                                                           "layers per class"))
 
 
 def zeroed_table(res: Result):
     """Per BERT-embedding model: the twin's and the token-type-zeroed twin's average cosine at the embeddings
     and the layers where the pretrained model lies below each (`Result.zeroed_rows`)."""
     df = pd.DataFrame(res.zeroed_rows())
-    out = pd.DataFrame({"model": df.model, "twin, embeddings": df.twin_emb, "zeroed twin, embeddings": df.zeroed_emb,
-                        "zeroed twin, largest": df.zeroed_max,
+    out = pd.DataFrame({"model": df.model, "twin, embeddings": df.twin_emb,
+                        "zeroed twin, embeddings / largest": [f"{a:.3f} / {b:.3f}" for a, b in
+                                                               zip(df.zeroed_emb, df.zeroed_max, strict=True)],
                         "pretrained below twin": [f"{a} of {n}" for a, n in zip(df.below_twin, df.layers, strict=True)],
                         "pretrained below zeroed twin": [f"{a} of {n}" for a, n in
                                                          zip(df.below_zeroed, df.layers, strict=True)]})
@@ -247,15 +267,23 @@ def zeroed_table(res: Result):
 def correlation_table(res: Result):
     """Per model: the paper's tests (‖x̄‖₂ vs average cosine), the Spearman test of the normalised drift,
     and how many layers satisfy avg cos ≈ (‖x̄‖₂ / E‖x‖)² within 0.02."""
-    rows = [{"model": m["label"], "Spearman ρ (‖x̄‖)": m["correlation"]["spearman_r"],
-             "p (‖x̄‖)": m["correlation"]["spearman_p"], "Pearson p (‖x̄‖)": m["correlation"]["pearson_p"],
-             "Spearman ρ (‖x̄‖/E‖x‖)": m["normalised"]["normalised_spearman_r"],
-             "p (‖x̄‖/E‖x‖)": m["normalised"]["normalised_spearman_p"],
+    rows = [{"model": m["label"], "Spearman ρ": m["correlation"]["spearman_r"], "p": m["correlation"]["spearman_p"],
+             "Pearson r": m["correlation"]["pearson_r"], "p (Pearson)": m["correlation"]["pearson_p"]}
+            for m in res.models]
+    return _scroll(common.table(pd.DataFrame(rows), digits=3).set_caption(
+        "The paper's tests (its Figs. 5 and 16): ‖x̄‖₂ against the average cosine across layers"))
+
+
+def normalised_table(res: Result):
+    """Per model: the Spearman test of the normalised drift r = ‖x̄‖₂ / E‖x‖ against the average cosine, and how
+    many layers satisfy avg cos ≈ r² within 0.02."""
+    rows = [{"model": m["label"], "Spearman ρ (r)": m["normalised"]["normalised_spearman_r"],
+             "p (r)": m["normalised"]["normalised_spearman_p"],
              "layers with |cos − r²| < 0.02":
                  f"{m['normalised']['identity_layers_within']} of {m['normalised']['layers']}"}
             for m in res.models]
     return _scroll(common.table(pd.DataFrame(rows), digits=3).set_caption(
-        "Drift vs average cosine across layers: the paper's test and the normalised drift r = ‖x̄‖₂ / E‖x‖"))
+        "The normalised drift r = ‖x̄‖₂ / E‖x‖ against the average cosine across layers"))
 
 
 def byte_mlm_table(res: Result):
@@ -299,6 +327,7 @@ def publish(res: Result) -> None:
     rows = res.centred_rows()
     counts, zrows = res.makeup_counts(), res.zeroed_rows()
     smol_shape = res.shape("SmolLM2-135M-Instruct")
+    byte, speech, boot = res.get("byte-MLM"), res.group("speech"), res.cnn_boot
     common.publish({
         "anisotropy-skipped": "none" if not res.skipped else
         "; ".join(f"{s['model'].split(':', 1)[1]} ({s['reason']})" for s in res.skipped),
@@ -314,6 +343,18 @@ def publish(res: Result) -> None:
         "anisotropy-cnn-pos-max": float(np.max(cnn_pos)),
         "anisotropy-cnn-map-min": float(np.min(cnn_map)),
         "anisotropy-cnn-map-max": float(np.max(cnn_map)),
+        "anisotropy-cnn-images": boot["images"] if boot else 0,
+        "anisotropy-cnn-map-median": res.cnn_map_cosine().text(3, signed=False) if boot else "—",
+        "anisotropy-cnn-layers": len(boot["map_cos"]) if boot else 0,
+        "anisotropy-cnn-rho": res.cnn_drift_rho().text(2) if boot else "—",
+        "anisotropy-cnn-rho-crit": res.rho_critical(len(boot["map_cos"])) if boot else nan,
+        "anisotropy-cnn-pos-rho": cnn["correlation"]["spearman_r"] if cnn else nan,
+        "anisotropy-cnn-pos-p": cnn["correlation"]["spearman_p"] if cnn else nan,
+        "anisotropy-drift-share": res.significant_share().text(2, signed=False) if res.transformers() else "—",
+        "anisotropy-drift-models": len(res.transformers()),
+        "anisotropy-bytes-vs-smollm": res.level_gap(byte, smol).text(3) if byte and smol else "—",
+        "anisotropy-bytes-vs-minilm": res.level_gap(byte, mini).text(3) if byte and mini else "—",
+        "anisotropy-speech-min": res.lowest_layer(speech).text(3, signed=False) if speech else "—",
         "anisotropy-byte-steps": int(b["steps"]) if b else 0,
         "anisotropy-byte-wall-min": float(b["wall_time_s"]) / 60 if b else nan,
         "anisotropy-byte-loss-init": float(b["eval_loss"][steps[0]]) if b else nan,
