@@ -3,6 +3,8 @@
     python scripts/grid.py vit --scale book                       # 2 single-threaded local jobs at a time
     python scripts/grid.py vit --scale book --parallel 4          # 4 at a time
     python scripts/grid.py glue --scale paper --gpus 0 1 2 3      # one job per GPU on one box
+    python scripts/grid.py vit --scale paper --gpus 0 --jobs-per-gpu 6      # six runs share one card
+    python scripts/grid.py deeplm --scale paper --gpus 0 --gib-per-job 8    # as many as fit in its memory
     python scripts/grid.py vit --scale paper --cluster slurm --partition gpu --gpus-per-job 1 --time-min 720
     python scripts/grid.py vit --scale book --list                # the runs, and which the cache holds
     python scripts/grid.py qk --scale book --recipe long --gpus 0 # qk's long pretraining (27x the book's tokens)
@@ -39,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cluster", default="local", choices=("local", "slurm", "debug"))
     ap.add_argument("--parallel", type=int, default=2, help="local jobs at a time (default 2: one per core)")
     ap.add_argument("--gpus", type=int, nargs="*", default=None, help="local GPU ids: one job per GPU")
+    ap.add_argument("--jobs-per-gpu", type=int, default=None, help="local: jobs sharing each GPU (default 1); a "
+                    "paper run uses 1.5-7.4 GiB of an 80 GiB card, and one run alone keeps it a few per cent busy")
+    ap.add_argument("--gib-per-job", type=float, default=None, help="local: pack by memory instead, as many jobs "
+                    "per GPU as fit this peak (GiB, from scripts/bench_gpu.py) with 4 GiB to spare")
     ap.add_argument("--gpus-per-job", type=int, default=0, help="SLURM: GPUs per job")
     ap.add_argument("--cpus-per-job", type=int, default=1)
     ap.add_argument("--partition", default=None, help="SLURM partition")
@@ -48,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--folder", default=str(ROOT / "_build" / "grid-logs"), help="submitit's job folder")
     ap.add_argument("--list", action="store_true", help="list the runs and whether the cache holds them")
     args = ap.parse_args(argv)
+    if args.jobs_per_gpu is not None and args.gib_per_job is not None:
+        print("grid: give --jobs-per-gpu or --gib-per-job, not both", file=sys.stderr)
+        return 2
+    if (args.jobs_per_gpu is not None or args.gib_per_job is not None) and not args.gpus:
+        print("grid: --jobs-per-gpu and --gib-per-job pack jobs onto the cards named by --gpus", file=sys.stderr)
+        return 2
 
     if args.scale != "book":
         os.environ.setdefault("TOKUNI_CACHE_DIR", str(ROOT / "_build" / "grid-cache"))
@@ -75,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         for s in module.runs(p):
             print(f"{'cached ' if s.done() else 'missing'}  {s.name}")
         return 0
+    per_gpu = (grid.jobs_per_gpu_by_memory(args.gib_per_job, args.gpus) if args.gib_per_job is not None
+               else args.jobs_per_gpu or 1)
     ex = grid.executor(args.cluster, args.folder, timeout_min=args.time_min, gpus_per_job=args.gpus_per_job,
                        cpus_per_job=args.cpus_per_job, partition=args.partition,
                        array_parallelism=args.array_parallelism)
@@ -85,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         if all(s.done() for s in specs):
             print(f"{args.chapter} at {args.scale}: all {len(specs)} runs are in the cache")
             return 0
-        rep = grid.run_grid(specs, ex, parallel=args.parallel, gpus=args.gpus)
+        rep = grid.run_grid(specs, ex, parallel=args.parallel, gpus=args.gpus, jobs_per_gpu=per_gpu)
         if rep.failures:
             print(f"{len(rep.failures)} run(s) failed; logs in {args.folder}", file=sys.stderr)
             return 1

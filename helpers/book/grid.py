@@ -82,11 +82,34 @@ class GridReport:
         return sum(s == status for s in self.statuses.values())
 
 
+def jobs_per_gpu_by_memory(gib_per_job: float, gpus: list[int], reserve_gib: float = 4.0) -> int:
+    """How many jobs of `gib_per_job` GiB (a run's peak, e.g. from `scripts/bench_gpu.py`) fit on the smallest
+    of `gpus`, keeping `reserve_gib` free for each process's CUDA context and the allocator's slack."""
+    import torch
+
+    if gib_per_job <= 0:
+        raise ValueError(f"gib_per_job must be positive, got {gib_per_job}")
+    if not torch.cuda.is_available():
+        raise RuntimeError("packing by memory needs CUDA: give --jobs-per-gpu instead")
+    total = min(torch.cuda.get_device_properties(g).total_memory for g in gpus) / 2**30
+    return max(1, int((total - reserve_gib) // gib_per_job))
+
+
+def gpu_slots(gpus: list[int], jobs_per_gpu: int = 1) -> list[int]:
+    """One entry per job that may run at once: each GPU `jobs_per_gpu` times, the GPUs taken in turn (a
+    second job goes onto a card only when every card has one)."""
+    if jobs_per_gpu < 1:
+        raise ValueError(f"jobs_per_gpu must be >= 1, got {jobs_per_gpu}")
+    return [g for _ in range(jobs_per_gpu) for g in gpus]
+
+
 def run_grid(specs: list[RunSpec], ex, parallel: int = 2, gpus: list[int] | None = None, poll_s: float = 1.0,
-             report: Callable[[str], None] = print) -> GridReport:
+             report: Callable[[str], None] = print, jobs_per_gpu: int = 1) -> GridReport:
     """Submit every spec the cache lacks as a job of executor `ex` and wait, at most `parallel` at a time
-    locally (each pinned to one of `gpus` when given); on SLURM one array, throttled by the cluster. Re-running
-    skips finished runs; a killed run resumes from its checkpoint; a run another process holds is skipped."""
+    locally (with `gpus`: `jobs_per_gpu` processes on each of them, each pinned to its card); on SLURM one
+    array, throttled by the cluster. Re-running skips finished runs; a killed run resumes from its checkpoint;
+    a run another process holds is skipped. Packing changes no result: each job is its own process with its
+    own seeds, and a run's numbers do not depend on what else shares its card."""
     out = GridReport()
     t0 = time.time()
     todo = []
@@ -111,7 +134,12 @@ def run_grid(specs: list[RunSpec], ex, parallel: int = 2, gpus: list[int] | None
     def line() -> str:
         done = sum(out.statuses.get(s.name) in ("done", "skipped") for s in todo)
         failed = sum(out.statuses.get(s.name) == "failed" for s in todo)
-        return f"[{time.time() - t0:7.0f} s] done {done}/{len(todo)}, running {len(running)}, failed {failed}"
+        text = f"[{time.time() - t0:7.0f} s] done {done}/{len(todo)}, running {len(running)}, failed {failed}"
+        if gpus and running:
+            per = {g: sum(gp == g for _, _, gp in running) for g in gpus}
+            text += (" (sharing each GPU: " + ", ".join(f"GPU {g}: {k}" for g, k in per.items())
+                     + f"; up to {jobs_per_gpu} a card)")
+        return text
 
     running: list[tuple[RunSpec, Any, int | None]] = []
     if type(ex).__name__ == "SlurmExecutor":
@@ -120,10 +148,13 @@ def run_grid(specs: list[RunSpec], ex, parallel: int = 2, gpus: list[int] | None
         queue: list[RunSpec] = []
     else:
         queue = list(todo)
-    free = list(gpus) if gpus else []
+    free = gpu_slots(gpus, jobs_per_gpu) if gpus else []
+    slots = len(free) if gpus else parallel
+    if gpus and queue:
+        report(f"{min(len(queue), slots)} jobs at a time: {jobs_per_gpu} per GPU on GPU(s) {', '.join(map(str, gpus))}")
     last = ""
     while queue or running:
-        while queue and len(running) < (len(gpus) if gpus else parallel):
+        while queue and len(running) < slots:
             spec = queue.pop(0)
             gpu = free.pop(0) if gpus else None
             running.append((spec, ex.submit(_job_on_gpu, spec, gpu), gpu))
@@ -146,4 +177,4 @@ def run_grid(specs: list[RunSpec], ex, parallel: int = 2, gpus: list[int] | None
     return out
 
 
-__all__ += ["executor", "run_grid", "GridReport"]
+__all__ += ["executor", "run_grid", "GridReport", "gpu_slots", "jobs_per_gpu_by_memory"]
