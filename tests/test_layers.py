@@ -17,7 +17,8 @@ ALLOWED = {
     "data": {"book", "data"},
     "hf": {"core", "book", "data", "hf"},
     "train": {"core", "book", "data", "hf", "train"},
-    "experiments": {"core", "book", "data", "hf", "train", "experiments"},
+    "diagnose": {"core", "book", "data", "hf", "diagnose"},
+    "experiments": {"core", "book", "data", "hf", "train", "diagnose", "experiments"},
     "figures": {"core", "book", "experiments", "figures"},
 }
 

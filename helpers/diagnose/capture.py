@@ -1,0 +1,250 @@
+"""Every layer's representations of a probe, and where the attention projections are reachable the mean
+query and mean key of every head, per probe input — what `diagnose.measures` reads.
+
+A layer's vectors are the tokens of a text or sequence model (special tokens fed but left out), the patch
+tokens of a vision Transformer ([CLS] and registers left out), the spatial positions of a CNN's maps, the
+frames of a speech encoder that cover real audio. At most `max_tokens` vectors per input are kept (evenly
+spaced), so one long input does not outweigh the others."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..book.runtime import progress
+from ..hf.walk import encoder_of
+from .probe import Probe
+
+#: vision Transformers whose first hidden-state token is [CLS] (then `num_register_tokens` registers)
+_CLS_VISION = ("vit", "deit", "beit", "dinov2", "dinov2_with_registers", "data2vec-vision")
+
+
+@dataclass
+class Captured:
+    """`layers[l]` = (X (N, n, d) float32, mask (N, n) bool) for the N probe inputs at layer l (0: the
+    embeddings); `qk[b]` = (mean-query sums (N, h, d_k), mean-key sums (N, h, d_k), vector counts (N,)) of
+    attention call b (block b + 1), or `qk` None with `qk_skipped` saying why."""
+
+    layers: list[tuple[Tensor, Tensor]]
+    units: str
+    qk: list[tuple[Tensor, Tensor, Tensor]] | None = None
+    qk_skipped: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_inputs(self) -> int:
+        return int(self.layers[0][0].shape[0])
+
+
+def _keep_evenly(idx: Tensor, max_tokens: int) -> Tensor:
+    if idx.numel() <= max_tokens:
+        return idx
+    return idx[torch.from_numpy(np.linspace(0, idx.numel() - 1, max_tokens).round().astype(np.int64))]
+
+
+class _Stack:
+    """Collects per-input (n_i, d) vectors of every layer, then pads them to (N, n_max, d) with a mask."""
+
+    def __init__(self) -> None:
+        self.rows: list[list[Tensor]] = []          # layer -> inputs
+
+    def add(self, per_layer: list[Tensor]) -> None:
+        if not self.rows:
+            self.rows = [[] for _ in per_layer]
+        for store, x in zip(self.rows, per_layer, strict=True):
+            store.append(x.float().cpu())
+
+    def padded(self) -> list[tuple[Tensor, Tensor]]:
+        out = []
+        for xs in self.rows:
+            n = max(x.shape[0] for x in xs)
+            X = torch.zeros(len(xs), n, xs[0].shape[-1])
+            m = torch.zeros(len(xs), n, dtype=torch.bool)
+            for i, x in enumerate(xs):
+                X[i, :x.shape[0]] = x
+                m[i, :x.shape[0]] = True
+            out.append((X, m))
+        return out
+
+
+def _qk_capture(model: nn.Module):
+    """A `hf.qk.CallCapture` for the model, or (None, why not)."""
+    from ..hf.qk import CallCapture
+
+    rotary_like = any(isinstance(getattr(m, "q_proj", None), nn.Linear) for m in model.modules())
+    if rotary_like and not any(hasattr(m, "rotary_emb") for m in model.modules()):
+        return None, (f"{type(model).__name__}: its attention projections (q_proj/k_proj) carry no rotary positions; "
+                      "the walker hooks BERT-family `query`/`key` maps and Llama-style rotary attention only")
+    try:
+        return CallCapture(model), ""
+    except (ValueError, AttributeError) as err:
+        return None, f"the walker finds no attention projections: {str(err).splitlines()[0]}"
+
+
+def _qk_sums(cap, keep: Tensor) -> list[tuple[Tensor, Tensor]]:
+    """Per attention call, the sums over each input's kept positions of the queries and keys (B, h, d_k)."""
+    out = []
+    for q, k in zip(cap.q, cap.k, strict=True):
+        w = keep.to(q.device, q.dtype)[:, None, :, None]
+        out.append(((q * w).sum(2).float().cpu(), (k * w).sum(2).float().cpu()))
+    return out
+
+
+class _QKStack:
+    def __init__(self) -> None:
+        self.q: list[list[Tensor]] = []
+        self.k: list[list[Tensor]] = []
+        self.n: list[Tensor] = []
+
+    def add(self, sums: list[tuple[Tensor, Tensor]], counts: Tensor) -> None:
+        if not self.q:
+            self.q, self.k = [[] for _ in sums], [[] for _ in sums]
+        for b, (qs, ks) in enumerate(sums):
+            self.q[b].append(qs)
+            self.k[b].append(ks)
+        self.n.append(counts.float().cpu())
+
+    def result(self) -> list[tuple[Tensor, Tensor, Tensor]]:
+        n = torch.cat(self.n)
+        return [(torch.cat(q), torch.cat(k), n) for q, k in zip(self.q, self.k, strict=True)]
+
+
+@torch.no_grad()
+def capture(loaded, probe: Probe, device: torch.device, batch_size: int, max_tokens: int = 256,
+            qk: bool = True) -> Captured:
+    """Run the probe through `loaded.model` (a `hf.models.Loaded`) and collect every layer's vectors."""
+    model, tok = loaded.model, loaded.tokenizer
+    if probe.modality in ("text", "protein", "chem"):
+        return _sequences(model, tok, probe, device, batch_size, max_tokens, qk)
+    if probe.modality == "vision":
+        return _vision(model, tok, probe, device, batch_size, max_tokens, qk)
+    return _audio(loaded, probe, device, max_tokens)
+
+
+def _encode(tok, items: list[str]) -> tuple[Tensor, Tensor, Tensor]:
+    """(input_ids, attention_mask, keep): keep marks real, non-special tokens."""
+    if hasattr(tok, "all_special_ids") and not hasattr(tok, "batch_decode"):      # hf.sequence_models' tokenizer
+        ids = [tok(s)["input_ids"][:510] for s in items]
+        enc = [[tok.cls_token_id, *x, tok.sep_token_id] for x in ids]
+        L = max(len(e) for e in enc)
+        input_ids = torch.tensor([e + [tok.pad_token_id] * (L - len(e)) for e in enc])
+        attn = torch.tensor([[1] * len(e) + [0] * (L - len(e)) for e in enc])
+        keep = torch.tensor([[0] + [1] * len(x) + [0] * (L - len(x) - 1) for x in ids], dtype=torch.bool)
+        return input_ids, attn, keep
+    enc = tok(items, padding=True, truncation=True, max_length=128, return_tensors="pt",
+              return_special_tokens_mask=True)
+    attn = enc["attention_mask"]
+    keep = attn.bool() & ~enc["special_tokens_mask"].bool()
+    return enc["input_ids"], attn, keep
+
+
+def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk) -> Captured:
+    seq2seq = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
+    net = encoder_of(model) if seq2seq else model
+    cap, why = _qk_capture(net) if want_qk else (None, "not asked for")
+    order = sorted(range(len(probe.items)), key=lambda i: len(probe.items[i]))
+    stack, qks, kept_order = _Stack(), _QKStack(), []
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    if cap is not None:
+        cap.__enter__()
+    try:
+        for idx in progress(batches, desc="forward", total=len(batches)):
+            ids, attn, keep = _encode(tok, [probe.items[i] for i in idx])
+            if cap is not None:
+                cap.clear()
+            out = net(input_ids=ids.to(device), attention_mask=attn.to(device), output_hidden_states=True)
+            hs = getattr(out, "hidden_states", None)
+            if hs is None:
+                raise ValueError(f"{type(net).__name__} returns no hidden states: no layer can be measured")
+            for b, i in enumerate(idx):
+                pos = _keep_evenly(keep[b].nonzero().squeeze(-1), max_tokens)
+                if pos.numel() < 2:
+                    continue                                  # fewer than two tokens: no pair to measure
+                stack.add([h[b, pos.to(h.device)] for h in hs])
+                kept_order.append(i)
+            if cap is not None:
+                sel = torch.zeros_like(keep)
+                rows = [b for b, i in enumerate(idx) if i in set(kept_order)]
+                for b in rows:
+                    sel[b, _keep_evenly(keep[b].nonzero().squeeze(-1), max_tokens)] = True
+                sums = _qk_sums(cap, sel)
+                qks.add([(q[rows], k[rows]) for q, k in sums], sel[rows].sum(-1))
+    finally:
+        if cap is not None:
+            cap.__exit__(None, None, None)
+    if len(kept_order) < 2:
+        raise ValueError("fewer than two probe inputs hold two or more tokens")
+    inv = np.argsort(kept_order)                    # back to the probe's order
+    layers = [(X[inv], m[inv]) for X, m in stack.padded()]
+    qk = [(q[inv], k[inv], n[inv]) for q, k, n in qks.result()] if cap is not None else None
+    notes = [f"{len(probe.items) - len(kept_order)} inputs with fewer than two tokens left out"] \
+        if len(kept_order) < len(probe.items) else []
+    return Captured(layers, "tokens", qk, why, notes)
+
+
+def _vision(model, processor, probe, device, batch_size, max_tokens, want_qk) -> Captured:
+    cfg = getattr(model, "config", None)
+    skip = 1 + int(getattr(cfg, "num_register_tokens", 0) or 0) if getattr(cfg, "model_type", "") in _CLS_VISION \
+        else 0
+    cap, why = _qk_capture(model) if want_qk else (None, "not asked for")
+    if cap is None and not any(isinstance(m, nn.MultiheadAttention) for m in model.modules()) and cfg is None:
+        why = f"{type(model).__name__} has no attention (a convolutional network)"
+    stack, qks, units = _Stack(), _QKStack(), "patch tokens"
+    items = probe.items
+    batches = list(range(0, len(items), batch_size))
+    if cap is not None:
+        cap.__enter__()
+    try:
+        for i in progress(batches, desc="forward", total=len(batches)):
+            batch = items[i:i + batch_size]
+            px = processor(images=batch, return_tensors="pt")["pixel_values"].to(device)
+            if cap is not None:
+                cap.clear()
+            out = model(pixel_values=px, output_hidden_states=True)
+            for b in range(len(batch)):
+                per_layer = []
+                for h in out.hidden_states:
+                    if h.dim() == 4:                                    # a CNN map (B, C, H, W): its positions
+                        units = "spatial positions"
+                        v = h[b].flatten(1).T
+                    else:
+                        v = h[b, skip:]
+                    per_layer.append(v[_keep_evenly(torch.arange(v.shape[0]), max_tokens).to(v.device)])
+                stack.add(per_layer)
+            if cap is not None:
+                L = cap.q[0].shape[2]
+                sel = torch.zeros(len(batch), L, dtype=torch.bool)
+                sel[:, _keep_evenly(torch.arange(skip, L), max_tokens)] = True
+                qks.add(_qk_sums(cap, sel), sel.sum(-1))
+    finally:
+        if cap is not None:
+            cap.__exit__(None, None, None)
+    return Captured(stack.padded(), units, qks.result() if cap is not None else None, why)
+
+
+def _audio(loaded, probe, device, max_tokens) -> Captured:
+    from ..hf import whisper
+
+    model = loaded.model
+    stack = _Stack()
+    why = f"{type(model).__name__}: the walker does not hook a speech encoder's attention projections"
+    if getattr(model.config, "model_type", "") == "whisper":
+        waves = probe.items
+        for i in progress(range(0, len(waves), 8), desc="forward", total=-(-len(waves) // 8)):
+            for clip in whisper.encoder_hidden_states(model, loaded.tokenizer, waves[i:i + 8]):
+                pos = _keep_evenly(torch.arange(clip.shape[1]), max_tokens)
+                stack.add([h[pos] for h in clip])
+        return Captured(stack.padded(), "encoder frames", None, why)
+    enc = encoder_of(model)
+    for w in progress(probe.items, desc="forward", total=len(probe.items)):
+        inp = loaded.tokenizer(w, sampling_rate=16_000, return_tensors="pt").to(device)
+        hs = enc(**inp, output_hidden_states=True).hidden_states
+        pos = _keep_evenly(torch.arange(hs[0].shape[1]), max_tokens)
+        stack.add([h[0, pos.to(h.device)] for h in hs])
+    return Captured(stack.padded(), "frames", None, why)
+
+
+__all__ = ["Captured", "capture"]

@@ -1,0 +1,216 @@
+"""Every measure of the book, per layer, with a bootstrap over the probe's inputs.
+
+One set of bootstrap weights (a multinomial draw of the N inputs, `draws` times) is shared by every layer, every
+measure, the model and its untrained twin: so a curve's interval, the model-minus-twin difference's interval
+(paired: the same inputs in each draw) and any statistic across layers (a rank agreement) all come from the
+same draws. Each measure is computed from per-input sums, so a draw is a weighted sum, never a re-run.
+
+The measures (one row per layer; the three papers' names):
+
+* `cos` — anisotropy (Godey et al. §3): the mean cosine over all pairs of vectors of the probe;
+  `cos_centred` the same once the probe's mean vector is removed (what is left that is not a common drift);
+* `drift` — ‖x̄‖ / √(E‖x − x̄‖²): the norm of the mean vector against the spread around it;
+* `pr` — the participation ratio (Σλ)²/Σλ² of the centred covariance's eigenvalues (d if isotropic);
+  `top3` — the share of the centred variance in its top three directions;
+* `ev1`, `tokenuni`, `rbf_dis` — Yan et al.'s EV₁ (eq. 5), TokenUni (eq. 3) and log RBF_dis (eq. 4) within
+  each input, averaged over inputs; `skew` — the skewness of the inputs' singular values pooled and scaled by
+  the largest (Yan et al. §3.2, the subspace chapter);
+* `t_sim` — Yu & Zhang's token similarity ‖Π₁X‖²/‖X‖² within each input, averaged;
+* `qk_cos` — the cosine between the mean query and the mean key of each head (Godey et al. §5), averaged over
+  the heads of a block (per head in `Measured.qk_heads`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..book.runtime import progress
+from ..core import measures as M
+
+#: measure -> (label, what it says, the value of an isotropic cloud in d dimensions or None)
+MEASURES: dict[str, tuple[str, str]] = {
+    "cos": ("mean cosine", "anisotropy: average cosine over all pairs of vectors (Godey et al.)"),
+    "cos_centred": ("mean cosine, centred", "the same once the mean vector is removed"),
+    "drift": ("drift ‖x̄‖/σ", "norm of the mean vector against the spread around it"),
+    "pr": ("participation ratio", "directions the centred cloud spreads over (d if isotropic)"),
+    "top3": ("top-3 share", "share of the centred variance in its top 3 directions (3/d if isotropic)"),
+    "ev1": ("EV₁", "share of an input's energy in its first singular direction (Yan et al. eq. 5)"),
+    "tokenuni": ("TokenUni", "average cosine of an input's tokens (Yan et al. eq. 3)"),
+    "rbf_dis": ("log RBF_dis", "log mean exp(−2‖x̂ᵢ − x̂ⱼ‖²) within an input (Yan et al. eq. 4); lower = more uniform"),
+    "skew": ("singular-value skew", "skewness of the inputs' normalised singular values (Yan et al. §3.2)"),
+    "t_sim": ("t_sim", "token similarity ‖Π₁X‖²/‖X‖² within an input (Yu & Zhang Def. 1.1)"),
+    "qk_cos": ("cos(q̄, k̄)", "cosine of the mean query and mean key, averaged over a block's heads (Godey et al. §5)"),
+}
+#: the measures that rise as a representation collapses (for rank agreement: `pr` and `rbf_dis` fall)
+COLLAPSE_SIGN = {"cos": 1, "cos_centred": 1, "drift": 1, "pr": -1, "top3": 1, "ev1": 1, "tokenuni": 1,
+                 "rbf_dis": 1, "skew": 1, "t_sim": 1}
+
+
+def bootstrap_weights(n: int, draws: int, seed: int) -> Tensor:
+    """(draws, n) multinomial counts: draw b resamples the n inputs with replacement."""
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, n, (draws, n), generator=g)
+    W = torch.zeros(draws, n, dtype=torch.float64)
+    W.scatter_add_(1, idx, torch.ones_like(idx, dtype=torch.float64))
+    return W
+
+
+@dataclass
+class Measured:
+    """`estimate[m]` (L,) and `draws[m]` (B, L) per measure m; `qk_heads` (L, h) the per-head cosines (NaN at
+    the embeddings); `isoscore` (L,) the IsoScore of each layer's vectors where the package is installed."""
+
+    estimate: dict[str, np.ndarray]
+    draws: dict[str, np.ndarray]
+    qk_heads: np.ndarray | None = None
+    isoscore: np.ndarray | None = None
+    dims: list[int] = field(default_factory=list)
+    vectors: list[int] = field(default_factory=list)
+
+
+def _weighted(W: Tensor, per_input: Tensor) -> Tensor:
+    """(B, …) weighted sums of per-input (N, …) values: the full sample is W = 1."""
+    return (W @ per_input.reshape(per_input.shape[0], -1).double()).reshape(W.shape[0], *per_input.shape[1:])
+
+
+def _mean_cos(S: Tensor, n_self: Tensor, N: Tensor) -> Tensor:
+    """Mean cosine over distinct pairs from the sum S of unit vectors: (‖S‖² − n) / (N(N − 1))."""
+    return (S.square().sum(-1) - n_self) / (N * (N - 1)).clamp_min(1)
+
+
+def _unit(X: Tensor, m: Tensor) -> Tensor:
+    return X / X.norm(dim=-1, keepdim=True).clamp_min(1e-30) * m.unsqueeze(-1)
+
+
+def pooled_measures(X: Tensor, m: Tensor, W: Tensor, k: int = 3, r: int = 32) -> dict[str, Tensor]:
+    """cos, cos_centred, drift, pr and top-k share of the vectors of all inputs pooled, for the full sample
+    (row 0) and each bootstrap draw (rows 1…): returns (B + 1,) tensors.
+
+    A draw's centred covariance is C_b = A_b/N_b − μ_bμ_bᵀ with A_b = Σᵢ wᵢ Cᵢ the weighted sum of the inputs'
+    second moments Cᵢ = XᵢᵀXᵢ. Its participation ratio needs tr C_b and ‖C_b‖²_F, both exact from the inputs'
+    Gram matrix of second moments ⟨Cᵢ, Cⱼ⟩ and ‖Xᵢμ_b‖²; its top-k share takes the top-k Ritz values of C_b in
+    the full sample's top-r principal subspace (exact for the full sample; for a draw a lower bound whose error
+    is of second order in the draw's perturbation)."""
+    Wf = torch.cat([torch.ones(1, W.shape[1], dtype=W.dtype), W])
+    Xd, mf = X.double(), m.double()
+    n = mf.sum(1)
+    Xm = Xd * mf.unsqueeze(-1)
+    N = Wf @ n
+    mean = _weighted(Wf, Xm.sum(1)) / N.unsqueeze(-1)                # (B+1, d)
+    out = {"cos": _mean_cos(_weighted(Wf, _unit(Xd, m).sum(1)), N, N)}
+    xbar = mean[0]
+    out["cos_centred"] = _mean_cos(_weighted(Wf, _unit(Xd - xbar, m).sum(1)), N, N)
+    sq = Wf @ Xm.square().sum((1, 2))                               # Σ w ‖x‖² = tr A_b
+    var = (sq / N - mean.square().sum(-1)).clamp_min(1e-300)          # tr C_b
+    out["drift"] = mean.norm(dim=-1) / var.sqrt()
+    X32 = Xm.float()
+    C_in = torch.einsum("nld,nle->nde", X32, X32).reshape(X.shape[0], -1)      # (N, d²)
+    G = (C_in @ C_in.T).double()                                    # ⟨Cᵢ, Cⱼ⟩_F
+    del C_in
+    AA = ((Wf @ G) * Wf).sum(-1)                                    # ‖A_b‖²_F
+    XmuSq = torch.einsum("nld,bd->bnl", Xm, mean).square().sum(-1)  # (B+1, N): ‖Xᵢμ_b‖²
+    muAmu = (Wf * XmuSq).sum(-1)                                    # μ_bᵀ A_b μ_b
+    mu2 = mean.square().sum(-1)
+    fro2 = AA / N.square() - 2 * muAmu / N + mu2.square()
+    out["pr"] = var.square() / fro2.clamp_min(1e-300)
+    d = X.shape[-1]
+    full = torch.einsum("nld,nle->de", Xm, Xm) / N[0] - torch.outer(xbar, xbar)
+    r = min(d, max(r, k + 1))
+    Q = torch.linalg.eigh(full).eigenvectors[:, -r:]                # (d, r)
+    XQ = Xm @ Q                                                     # (N, n, r)
+    QCQ_in = torch.einsum("nlr,nls->nrs", XQ, XQ)                   # (N, r, r): Qᵀ Cᵢ Q
+    muQ = mean @ Q                                                  # (B+1, r)
+    QCQ = _weighted(Wf, QCQ_in) / N[:, None, None] - torch.einsum("br,bs->brs", muQ, muQ)
+    ritz = torch.linalg.eigvalsh(QCQ).flip(-1)
+    out["top3"] = ritz[:, :min(k, d)].sum(-1) / var
+    return out
+
+
+def per_input_measures(X: Tensor, m: Tensor) -> dict[str, Tensor]:
+    """Yan et al.'s and Yu & Zhang's measures within each input: (N,) each; and its singular values (N, r)."""
+    Xd = X.double()
+    return {"ev1": M.explained_variance(Xd, 1, m), "tokenuni": M.token_uni(Xd, m),
+            "rbf_dis": M.rbf_dis(Xd, mask=m), "t_sim": M.t_sim(Xd, m)}
+
+
+def skew_draws(X: Tensor, m: Tensor, W: Tensor) -> Tensor:
+    """The skewness of the pooled singular values (scaled by the largest present) for the full sample and
+    each draw: (B + 1,)."""
+    s = M.singular_values(X.double(), m)                           # (N, r)
+    n = m.sum(1)
+    valid = torch.arange(s.shape[1]).unsqueeze(0) < n.clamp(max=s.shape[1]).unsqueeze(1)
+    owner = torch.arange(s.shape[0]).unsqueeze(1).expand_as(s)[valid]
+    v = s[valid]
+    Wf = torch.cat([torch.ones(1, W.shape[1], dtype=W.dtype), W])
+    w = Wf[:, owner]                                               # (B+1, T)
+    top = torch.where(w > 0, v.expand_as(w), torch.zeros_like(w)).amax(-1, keepdim=True)
+    x = v / top
+    sw = w.sum(-1, keepdim=True)
+    mu = (w * x).sum(-1, keepdim=True) / sw
+    c = x - mu
+    m2 = (w * c.square()).sum(-1) / sw.squeeze(-1)
+    m3 = (w * c.pow(3)).sum(-1) / sw.squeeze(-1)
+    return m3 / m2.clamp_min(1e-300).pow(1.5)
+
+
+def qk_draws(q: Tensor, k: Tensor, n: Tensor, W: Tensor) -> tuple[Tensor, Tensor]:
+    """cos(q̄_h, k̄_h) averaged over heads for the full sample and each draw (B + 1,), and per head (h,)."""
+    Wf = torch.cat([torch.ones(1, W.shape[1], dtype=W.dtype), W])
+    Q, K = _weighted(Wf, q.double()), _weighted(Wf, k.double())    # (B+1, h, d_k); the count cancels
+    cos = (Q * K).sum(-1) / (Q.norm(dim=-1) * K.norm(dim=-1)).clamp_min(1e-300)
+    return cos.mean(-1), cos[0]
+
+
+def isoscore(X: Tensor, m: Tensor) -> float:
+    """IsoScore (Rudman et al. 2022, the `isoscore` package) of the layer's pooled vectors; NaN without it."""
+    try:
+        from IsoScore.IsoScore import IsoScore
+    except ImportError:
+        return float("nan")
+    return float(IsoScore(X[m].double().numpy()))
+
+
+def measure(layers: list[tuple[Tensor, Tensor]], W: Tensor,
+            qk: list[tuple[Tensor, Tensor, Tensor]] | None = None, with_isoscore: bool = True) -> Measured:
+    """Every measure at every layer for the full sample and the bootstrap draws `W` (B, N)."""
+    rows: dict[str, list[Tensor]] = {name: [] for name in MEASURES if name != "qk_cos"}
+    iso = []
+    Wf = torch.cat([torch.ones(1, W.shape[1], dtype=W.dtype), W])
+    for X, m in progress(layers, desc="measures", total=len(layers)):
+        for name, v in pooled_measures(X, m, W).items():
+            rows[name].append(v)
+        N = Wf.sum(1)
+        for name, v in per_input_measures(X, m).items():
+            rows[name].append((Wf @ v) / N)
+        rows["skew"].append(skew_draws(X, m, W))
+        iso.append(isoscore(X, m) if with_isoscore else float("nan"))
+    est = {k: torch.stack(v, 1)[0].numpy() for k, v in rows.items()}
+    draws = {k: torch.stack(v, 1)[1:].numpy() for k, v in rows.items()}
+    heads = None
+    if qk is not None:
+        per_block = [qk_draws(q, k_, n, W) for q, k_, n in qk]
+        mean = torch.stack([torch.full_like(per_block[0][0], float("nan")), *[c for c, _ in per_block]], 1)
+        est["qk_cos"], draws["qk_cos"] = mean[0].numpy(), mean[1:].numpy()
+        h = per_block[0][1].numel()
+        heads = np.stack([np.full(h, np.nan), *[hc.numpy() for _, hc in per_block]])
+    return Measured(est, draws, heads, np.array(iso), [int(X.shape[-1]) for X, _ in layers],
+                    [int(m.sum()) for _, m in layers])
+
+
+def interval(draws: np.ndarray, estimate: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bounds over the draws (axis 0), shifted so that the draws' median sits on the full-sample
+    `estimate`: a resample repeats inputs, which biases ratio measures (the participation ratio most: repeated
+    vectors concentrate the spectrum), and the shift keeps the spread of the draws without that bias."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)         # a layer without the measure (q/k at embeddings)
+        lo, med, hi = np.nanpercentile(draws, [50 * (1 - level), 50, 50 * (1 + level)], axis=0)
+    return estimate + lo - med, estimate + hi - med
+
+
+__all__ = ["MEASURES", "COLLAPSE_SIGN", "Measured", "bootstrap_weights", "measure", "interval", "pooled_measures",
+           "per_input_measures", "skew_draws", "qk_draws", "isoscore"]

@@ -1,0 +1,239 @@
+"""`tokuni diagnose`: planted models whose answers are known (a common vector, a low-rank cloud, an isotropic
+cloud), the twin of a pretrained model against what the queries-and-keys chapter found, every refusal's one
+line, nothing half-written, and a hub id through the hub stand-in."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import zlib
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import diagnose as D
+from helpers.diagnose import cli, measures, report, run
+from helpers.hf import models
+
+REPO = Path(__file__).resolve().parents[1]
+D_MODEL = 24
+
+
+class WordTokenizer:
+    """Words -> ids by a stable hash; [CLS] (id 1) and [SEP] (id 2) around each sentence, marked special."""
+
+    def __call__(self, texts, padding=True, truncation=True, max_length=128, return_tensors="pt",
+                 return_special_tokens_mask=True):
+        rows = [[1] + [3 + zlib.crc32(w.encode()) % 4000 for w in t.split()][:max_length - 2] + [2] for t in texts]
+        L = max(len(r) for r in rows)
+        ids = torch.tensor([r + [0] * (L - len(r)) for r in rows])
+        attn = torch.tensor([[1] * len(r) + [0] * (L - len(r)) for r in rows])
+        special = torch.tensor([[1] + [0] * (len(r) - 2) + [1] + [0] * (L - len(r)) for r in rows])
+        return {"input_ids": ids, "attention_mask": attn, "special_tokens_mask": special}
+
+
+class Planted(torch.nn.Module):
+    """A model of a type no walker knows: isotropic token vectors (a seeded table), and at each layer
+    l ≥ `start` the map `layer(x)` (a common vector added, a projection to k dimensions)."""
+
+    def __init__(self, layer=None, start: int = 0, layers: int = 4, seed: int = 0) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.table = torch.nn.Parameter(torch.randn(4003, D_MODEL, generator=g), requires_grad=False)
+        self.layer, self.start, self.layers = layer or (lambda x: x), start, layers
+
+    def forward(self, input_ids, attention_mask=None, output_hidden_states=True):
+        x = self.table[input_ids]
+        return SimpleNamespace(hidden_states=tuple(self.layer(x) if i >= self.start else x
+                                                   for i in range(self.layers)))
+
+
+def sentences(n: int = 96, words: int = 20, seed: int = 0) -> D.Probe:
+    rng = np.random.default_rng(seed)
+    items = [" ".join(f"w{int(i)}" for i in rng.integers(0, 100_000, words)) for _ in range(n)]
+    return D.Probe("text", items, f"{n} planted sentences")
+
+
+@pytest.fixture
+def plant(monkeypatch, tmp_path):
+    """diagnose(folder) loads `model` and, as its twin, `twin` (planted modules with the word tokenizer)."""
+    def use(model: Planted, twin: Planted | None = None):
+        def load(name, untrained=False, device="cpu", modality=None):
+            net = (twin or Planted()) if untrained else model
+            return models.Loaded(str(name), str(name), net.eval(), WordTokenizer(), not untrained)
+        monkeypatch.setattr(run.models, "load", load)
+        return str(tmp_path)
+    return use
+
+
+def common(size: float):
+    v = torch.randn(D_MODEL, generator=torch.Generator().manual_seed(7))
+    v = v / v.norm() * size * D_MODEL ** 0.5              # ‖v‖ = size · √(E‖x − x̄‖²) for unit-variance x
+    return lambda x: x + v
+
+
+def low_rank(k: int):
+    Q = torch.linalg.qr(torch.randn(D_MODEL, k, generator=torch.Generator().manual_seed(3))).Q
+    return lambda x: x @ Q @ Q.T
+
+
+def test_common_vector_is_anisotropic_with_the_planted_drift_and_an_isotropic_centred_cloud(plant):
+    d = D.diagnose(plant(Planted(common(2.0), start=1)), sentences(), twin=False, draws=100)
+    drift, cos = d.curve("drift"), d.curve("cos")
+    assert drift["estimate"][0] < 0.15                                   # layer 0: no common vector
+    assert all(lo <= 2.0 <= hi or abs(e - 2.0) < 0.05
+               for e, lo, hi in zip(drift["estimate"][1:], drift["low"][1:], drift["high"][1:], strict=True))
+    assert np.all(cos["low"][1:] > 0.7) and np.all(np.abs(cos["estimate"][:1]) < 0.05)   # 4/(1+4) = 0.8
+    centred = d.curve("cos_centred")
+    assert np.all(np.abs(centred["estimate"]) < 0.02)
+    assert np.all(d.curve("pr")["estimate"] > 0.9 * D_MODEL)           # the centred cloud stays isotropic
+    assert d.skipped["qk_cos"].startswith("the walker finds no attention projections")   # unknown type: skipped
+    assert "ev1" in d.measures and "qk_cos" not in d.measures           # … the rest measured
+
+
+def test_low_rank_cloud_has_the_planted_participation_ratio(plant):
+    d = D.diagnose(plant(Planted(low_rank(4), start=2)), sentences(), twin=False, draws=100)
+    pr, top = d.curve("pr"), d.curve("top3")
+    assert np.all(np.abs(pr["estimate"][2:] - 4) < 0.3) and np.all(pr["low"][2:] < 4.05)
+    assert np.all(pr["estimate"][:2] > 0.9 * D_MODEL)
+    assert np.all(top["estimate"][2:] > 0.7)                             # 3 of 4 equal directions
+    assert np.all(d.curve("ev1")["estimate"][2:] > d.curve("ev1")["estimate"][0])
+
+
+def test_isotropic_model_reads_near_zero_and_equals_its_twin(plant):
+    d = D.diagnose(plant(Planted(), Planted()), sentences(), draws=100)
+    for m in ("cos", "cos_centred", "tokenuni"):
+        c = d.curve(m)
+        assert np.all(np.abs(c["estimate"]) < 0.03) and np.all(c["low"] < 0.02), m
+    assert np.all(d.curve("drift")["estimate"] < 0.1)
+    assert not any(d.differs(m).any() for m in d.measures)             # the twin is the same model here
+
+
+def test_twin_comparison_finds_the_planted_layers(plant):
+    d = D.diagnose(plant(Planted(common(1.0), start=2), Planted()), sentences(), draws=100)
+    assert d.differs("drift").tolist() == [False, False, True, True]
+    assert d.differs("cos").tolist() == [False, False, True, True]
+
+
+def test_bootstrap_draws_are_paired_and_the_identity_of_isoscore(plant):
+    pytest.importorskip("IsoScore")
+    d = D.diagnose(plant(Planted(low_rank(6), start=1), Planted()), sentences(), draws=50)
+    pred = (d.model.estimate["pr"] - 1) / (np.array(d.model.dims) - 1)
+    assert np.allclose(d.model.isoscore, pred, atol=1e-5)               # IsoScore = (PR − 1)/(d − 1)
+    assert "rescaled" in report.isoscore_note(d)
+
+
+def test_pooled_measures_match_the_books_functions():
+    from helpers.core import measures as M
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(30, 12, 16, generator=g) + 0.3
+    m = torch.rand(30, 12, generator=g) < 0.7
+    W = measures.bootstrap_weights(30, 3, 1)
+    o = measures.pooled_measures(X, m, W)
+    P = X[m].double()
+    assert float(o["cos"][0]) == pytest.approx(float(M.pairwise_cosine_mean(P)), abs=1e-9)
+    assert float(o["pr"][0]) == pytest.approx(float(M.participation_ratio(P)), rel=1e-6)
+    assert float(o["top3"][0]) == pytest.approx(float(M.top_k_variance_share(P, 3)), rel=1e-6)
+    idx = torch.repeat_interleave(torch.arange(30), W[0].long())          # draw 1 as the resampled inputs
+    Pb = X[idx][m[idx]].double()
+    assert float(o["pr"][1]) == pytest.approx(float(M.participation_ratio(Pb)), rel=1e-6)
+    assert float(o["drift"][1]) == pytest.approx(float(Pb.mean(0).norm() / (Pb - Pb.mean(0)).square().sum(1)
+                                                       .mean().sqrt()), rel=1e-6)
+
+
+def test_minilm_twin_differs_where_the_queries_and_keys_chapter_found():
+    """The queries-and-keys chapter: MiniLM's aligned heads point opposite ways (cos(q̄, k̄) < 0) in its
+    middle layers, its untrained twin's do not; and training lowers every layer's EV₁ below the twin's."""
+    d = D.diagnose("all-MiniLM-L6-v2", n=32, draws=100)
+    qk = d.curve("qk_cos", "difference")
+    assert np.all(qk["high"][2:6] < 0), qk
+    assert d.differs("ev1").all() and np.all(d.model.estimate["ev1"] < d.twin.estimate["ev1"])
+
+
+def test_report_is_whole_or_absent(plant, tmp_path, monkeypatch):
+    d = D.diagnose(plant(Planted(common(1.0), start=1)), sentences(24), twin=False, draws=20)
+    html_path, json_path = report.write_report(d, tmp_path / "out" / "r")
+    data = json.loads(json_path.read_text())
+    assert data["probe"]["inputs"] == 24 and data["seed"] == 0 and "torch" in data["versions"]
+    assert set(data["measures"]) == set(d.measures) and data["command"]
+    assert html_path.read_text().count("data:image/png;base64,") == 1 and "<table>" in html_path.read_text()
+    monkeypatch.setattr(report, "render_html", lambda d: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        report.write_report(d, tmp_path / "broken")
+    assert not list(tmp_path.glob("broken*")) and not list(tmp_path.glob(".broken*"))
+
+
+def one_line(capsys, argv) -> str:
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("tokuni: "), err
+    return err
+
+
+def test_refusals_are_one_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(run, "_hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    err = one_line(capsys, ["diagnose", "someone/not-here", "--out", str(tmp_path / "x")])
+    assert "someone/not-here" in err and "hub" in err and "all-MiniLM-L6-v2" in err
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n \n")
+    binary = tmp_path / "probe.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    images = tmp_path / "images.txt"
+    images.write_text("a.png\nb.png\n")
+    (tmp_path / "a.png").write_bytes(b"not an image")
+    (tmp_path / "b.png").write_bytes(b"not an image")
+    for f, what in ((empty, "holds 0 input"), (binary, "not UTF-8"), (tmp_path / "missing.txt", "cannot be read")):
+        with pytest.raises(D.ProbeError, match=what) as e:
+            D.read_probe(f, "text")
+        assert str(f) in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(D.ProbeError, match="a.png cannot be decoded as an image"):
+        D.read_probe(images, "vision")
+    assert not list(tmp_path.glob("x.*"))
+
+
+def test_cli_refuses_an_empty_probe_file(capsys, tmp_path, plant):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    name = plant(Planted())
+    err = one_line(capsys, ["diagnose", name, "--probe", str(empty), "--out", str(tmp_path / "r")])
+    assert str(empty) in err
+    assert not list(tmp_path.glob("r.*"))
+
+
+def test_console_script_is_declared():
+    text = (REPO / "pyproject.toml").read_text()
+    assert 'tokuni = "helpers.diagnose.cli:main"' in text
+
+
+def test_hub_id_through_the_hub_stand_in(tmp_path):
+    """A hub id (google-bert/bert-base-uncased, the stand-in's small random-weight copy) diagnosed by the console
+    entry point in a child process pointed at the stand-in."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import hubstandin
+
+    hub = hubstandin.start(models=["google-bert/bert-base-uncased"])
+    try:
+        probe = tmp_path / "probe.txt"
+        probe.write_text("\n".join(f"the cat number {i} sat on the mat near {i + 1} dogs" for i in range(12)))
+        code = textwrap.dedent(f"""
+            import sys
+            from helpers.diagnose.cli import main
+            sys.exit(main(["diagnose", "bert-base-uncased", "--probe", {str(probe)!r}, "--draws", "20",
+                           "--out", {str(tmp_path / "bert")!r}]))
+            """)
+        r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=hubstandin.environment(hub, tmp_path / "home"),
+                           capture_output=True, text=True, timeout=300)
+    finally:
+        hub.stop()
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads((tmp_path / "bert.json").read_text())
+    assert data["source"] == "google-bert/bert-base-uncased" and data["modality"] == "text"
+    assert data["probe"]["inputs"] == 12 and len(data["measures"]["qk_cos"]["model"]["estimate"]) == \
+        len(data["layer_names"])
