@@ -57,8 +57,10 @@ book: $(STAMP) _mathjax/mathjax/tex-chtml.js
 
 # pytest workers of `make test` (xdist, each test file whole in one worker). Two rounds: every chapter and
 # property test; then the claims, page-key and chapter-shape tests and the findings page, which read the Results
-# the chapters saved; the fresh-venv notebook (its own venv and kernel) runs beside both rounds
+# the chapters saved; the fresh-venv notebook (its own venv and kernel) runs beside both rounds, and so do the
+# book build and its browser check (`make test-pages`; TEST_PAGES=0 leaves them out)
 TEST_WORKERS ?= 2
+TEST_PAGES ?= 1
 ROUND2 = tests/test_claims_*.py tests/test_page_keys.py tests/test_chapter_shape.py book/findings.md \
          tests/test_findings_page.py
 
@@ -67,13 +69,18 @@ test: $(STAMP)
 	@# one BLAS/OpenMP thread per worker: two workers of two spinning threads each on two cores ran ~5x slower
 	export TOKUNI_RESULTS_SINCE=$$(date +%s) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 && mkdir -p _build && { \
 	$(BIN)/python -m pytest -q -m fresh -k "$(FRESH_K)" tests/test_fresh_notebooks.py >_build/test-fresh.log 2>&1 & \
-	fresh=$$!; \
+	fresh=$$!; pages=; \
+	if [ "$(TEST_PAGES)" = 1 ]; then env -u TOKUNI_RESULTS_SINCE $(MAKE) --no-print-directory test-pages \
+	    >_build/test-pages.log 2>&1 & pages=$$!; fi; \
 	$(BIN)/python -m pytest -q -rf --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid and not slurm" \
 	    $(addprefix --ignore-glob=,$(ROUND2)) $(PYTEST_ARGS) && \
 	$(BIN)/python -m pytest -q -rf --durations=15 -n $(TEST_WORKERS) --dist loadfile -m "not fresh and not grid and not slurm" \
 	    $(ROUND2) $(PYTEST_ARGS); rounds=$$?; \
 	wait $$fresh; fresh_rc=$$?; echo "--- the fresh-venv notebook (run beside the two rounds):"; cat _build/test-fresh.log; \
-	test $$rounds -eq 0 && test $$fresh_rc -eq 0; }
+	pages_rc=0; if [ -n "$$pages" ]; then wait $$pages; pages_rc=$$?; \
+	    echo "--- the book build and its pages in Chromium (make test-pages, beside the two rounds):"; \
+	    grep -v -E '^\s*$$|reading sources|writing output|copying|Executing notebook|IPKernelApp' _build/test-pages.log | tail -40; fi; \
+	test $$rounds -eq 0 && test $$fresh_rc -eq 0 && test $$pages_rc -eq 0; }
 
 # every page of the built book in headless Chromium at 1280 px (scripts/check_pages.py): a table or figure
 # wider than its column without a scroll box, a clipped cell, a raw MyST role, a traceback or warning in an
