@@ -234,6 +234,8 @@ def test_directives_targets_and_figures_become_markdown():
                      ("markdown", "After.")]
     with pytest.raises(ValueError, match="no plain-Markdown form"):
         _convert("An {unknownrole}`x` left raw.")
+    with pytest.raises(ValueError, match="publish a plain Python number"):
+        _convert("A {glue:text}`x:.2f` number.", {"x": "np.float64(0.5)"})
     with pytest.raises(KeyError, match="no published value"):
         _convert("A {glue:text}`missing-key` number.")
 

@@ -197,8 +197,12 @@ def glue_text(content: str, values: dict[str, str]) -> str:
     """The text of one `{glue:text}` role (`key` or `key:fmt`) from the published `text/plain` values."""
     key, _, fmt = content.rpartition(":") if ":" in content else (content, "", "s")
     if key not in values:
-        raise KeyError(f"no published value for glue key {key!r}")
-    return format_plain_text(values[key], fmt)
+        raise KeyError(f"no published value for glue key {key!r}: run `make notebooks`")
+    try:
+        return format_plain_text(values[key], fmt)
+    except (TypeError, ValueError) as e:   # myst-nb fails on it too: the page would show nothing there
+        raise ValueError(f"glue key {key!r}: {values[key]!r} cannot be formatted as {fmt!r} ({e}); "
+                         "publish a plain Python number") from e
 
 
 def _escape(text: str) -> str:
