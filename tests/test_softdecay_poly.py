@@ -1,4 +1,5 @@
-"""SoftDecay by matrix products (`method="poly"`, the GPU path) against the float64 SVD transform, on
+"""SoftDecay by matrix products (`method="poly"`, the GPU path: Newton–Schulz and a Chebyshev polynomial,
+no eigensolver) against the float64 SVD transform, on
 planted spectra: repeated, tiny and negative-mapped singular values, padding, both Gram sides, gradients;
 a planted wrong spectrum must fail the comparison."""
 
@@ -11,7 +12,7 @@ import torch
 
 from helpers.core import softdecay as S
 
-TOL = 1e-9          # max|Y − Y_svd| / σ_max in float64 (the stated POLY_TOL)
+TOL = 1e-9          # max|Y − Y_svd| / σ_max in float64 (the stated accuracy; POLY_TOL = 1e-10 is the tail bound)
 TOL_F32 = 1e-6      # float32 inputs: the result's own rounding
 
 
@@ -38,6 +39,8 @@ SPECTRA = {
     "geometric to 0.05": torch.exp(torch.linspace(0, math.log(0.05), 24, dtype=torch.float64)) * 40,
     "repeated": torch.tensor([30.0] * 4 + [3.0] * 14 + [1.5] * 6, dtype=torch.float64),
     "negative-mapped (σ < |α|)": torch.linspace(10, 0.3, 24, dtype=torch.float64),
+    "tiny but live (1e-3)": torch.cat([torch.linspace(40, 2, 20, dtype=torch.float64),
+                                       torch.tensor([0.4, 0.1, 0.05, 0.04], dtype=torch.float64)]),
     "tiny (falls back)": torch.cat([torch.linspace(10, 1, 21, dtype=torch.float64),
                                     torch.tensor([1e-2, 1e-6, 1e-9], dtype=torch.float64)]),
 }

@@ -118,10 +118,11 @@ def softdecay_transform(X: Tensor, alpha: float | Tensor = -0.6, mask: Tensor | 
       1e-5·σ_max of a float64 SVD;
       `method="svd"`: a batched `torch.linalg.svd` (the literal algorithm; its backward is
       infinite at repeated singular values).
-      `method="poly"`: the same matrix function as a Chebyshev polynomial of the Gram matrix, by matrix
-      products in float64 (`_gram_poly`): within `POLY_TOL`·σ_max (1e-9) of the float64 SVD transform
-      where the live spectrum has σ_min ≥ 0.02·σ_max, certified per call; other calls (tiny singular values,
-      rank deficiency, a nearly repeated σ_max) fall back to `"gram"`.
+      `method="poly"`: the same transform by matrix products only, in float64 (`_gram_poly`: Newton–Schulz
+      for the Gram matrix's square root and inverse square root, a Chebyshev polynomial for f): within
+      1e-9·σ_max of the float64 SVD transform where the live spectrum has σ_min ≥ 1e-5·σ_max, certified per
+      call; other calls (tinier singular values, rank deficiency, a nearly repeated σ_max) fall back to
+      `"gram"`.
     * α may be a tensor with `requires_grad` (the trainable layer).
     The largest singular value is kept (K = σ_max/f(σ_max)). Singular values σ < −α map to negative
     f(σ): eq. (2) is applied as printed, so those directions change sign after rescaling.
@@ -207,79 +208,21 @@ def _svd_path(X: Tensor, alpha: float | Tensor) -> Tensor:
 
 # ------------------------------------------------------------------ the matrix-product form (GPU)
 
-#: Chebyshev candidates for the certified lower end of the live spectrum, as σ_min/σ_max
-POLY_SPECTRUM_FLOORS = (0.2, 0.1, 0.05, 0.03, 0.02)
-#: the coefficients' tail bound K·Σ_{k≥N}|c_k| (a bound on max|Y − Y_exact|/σ_max) the degree is chosen for
-POLY_TOL = 1e-9
+#: the lower ends of the live spectrum tried (λ_min/λ_max of the Gram matrix; the last: σ_min/σ_max ≥ 1e-5);
+#: the largest one certified sets the Newton–Schulz steps (trained encoders: λ_min/λ_max ≈ 1e-6)
+POLY_LAMBDA_FLOORS = (1e-4, 1e-6, 1e-8, 1e-10)
+#: the coefficient-tail bound on max|Y − Y_exact|/σ_max the Chebyshev degree is chosen for
+POLY_TOL = 1e-10
 #: the largest degree tried before falling back to the eigensolver
-POLY_MAX_DEGREE = 600
+POLY_MAX_DEGREE = 400
 #: relative width of the certified bracket [λ̂, λ̂(1 + τ)] around the largest eigenvalue of the Gram matrix
 POLY_TOP_TAU = 1e-9
 _SQUARINGS = 11                                     # power iteration G^(2^11): gap ratios up to ≈ 0.995 resolve
 
 
-def _cheb_coeffs(lo: Tensor, hi: Tensor, alpha: Tensor, n: int) -> tuple[Tensor, Tensor]:
-    """Chebyshev coefficients (…, n) of ψ and of ∂ψ/∂α on [lo, hi] (per matrix), from n Chebyshev nodes."""
-    j = torch.arange(n, dtype=torch.float64, device=lo.device)
-    theta = torch.pi * (j + 0.5) / n
-    lam = lo[..., None] + (hi - lo)[..., None] * (torch.cos(theta) + 1) / 2
-    psi, _, dpsi_da = _psi_and_derivs(lam, alpha.detach(), 0.0)
-    C = torch.cos(j[:, None] * theta[None, :]) * (2.0 / n)                     # C[k, j] = 2/n cos(k θ_j)
-    return psi @ C.T, dpsi_da @ C.T
-
-
-def _clenshaw(T: Tensor, c: Tensor) -> Tensor:
-    """Σ'_k c_k T_k(T) (first term halved) for symmetric T (…, m, m) and coefficients c (…, N)."""
-    b1 = torch.zeros_like(T)
-    b2 = torch.zeros_like(T)
-    for k in range(c.shape[-1] - 1, 0, -1):
-        b0 = torch.matmul(T, b1).mul_(2).sub_(b2)
-        b0.diagonal(dim1=-2, dim2=-1).add_(c[..., k:k + 1])
-        b2, b1 = b1, b0
-    out = torch.matmul(T, b1).sub_(b2)
-    out.diagonal(dim1=-2, dim2=-1).add_(c[..., :1] / 2)
-    return out
-
-
-def _clenshaw_frechet(T: Tensor, E: Tensor, c: Tensor) -> Tensor:
-    """The Fréchet derivative of X ↦ Σ'_k c_k T_k(X) at T in direction E: the upper-right block of the
-    polynomial at [[T, E], [0, T]], by Clenshaw on (value, derivative) pairs (three products a term)."""
-    b1, b2 = torch.zeros_like(T), torch.zeros_like(T)
-    d1, d2 = torch.zeros_like(T), torch.zeros_like(T)
-    for k in range(c.shape[-1] - 1, 0, -1):
-        d0 = (torch.matmul(T, d1) + torch.matmul(E, b1)).mul_(2).sub_(d2)
-        b0 = torch.matmul(T, b1).mul_(2).sub_(b2)
-        b0.diagonal(dim1=-2, dim2=-1).add_(c[..., k:k + 1])
-        b2, b1, d2, d1 = b1, b0, d1, d0
-    return torch.matmul(T, d1) + torch.matmul(E, b1) - d2
-
-
-class _ChebyshevGramFunction(torch.autograd.Function):
-    """p(G) for symmetric G (…, m, m), p the Chebyshev interpolant of ψ on the certified interval [lo, hi]
-    (per matrix) that holds G's spectrum; backward: the exact Fréchet derivative of p (self-adjoint for
-    symmetric G, so it maps the output's gradient to G's), and ∂/∂α through the coefficients of ∂ψ/∂α."""
-
-    @staticmethod
-    def forward(ctx, G: Tensor, alpha: Tensor, lo: Tensor, hi: Tensor, c: Tensor, dc: Tensor):
-        width = (hi - lo)[..., None, None]
-        eye = torch.eye(G.shape[-1], dtype=G.dtype, device=G.device)
-        T = (2 * G - (hi + lo)[..., None, None] * eye) / width
-        ctx.save_for_backward(T, width, c, dc)
-        ctx.alpha_grad = alpha.requires_grad
-        return _clenshaw(T, c)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        T, width, c, dc = ctx.saved_tensors
-        E = 0.5 * (grad + grad.transpose(-1, -2))
-        gG = _clenshaw_frechet(T, 2 * E / width, c)                # dT/dG = 2/(hi − lo)
-        g_alpha = (E * _clenshaw(T, dc)).sum() if ctx.alpha_grad else None
-        return gG, g_alpha, None, None, None, None
-
-
-def _top_eigen(G: Tensor) -> tuple[Tensor, Tensor]:
-    """(an estimate λ̂ ≤ λ_max of the largest eigenvalue of each symmetric PSD G, differentiable as
-    vᵀGv/vᵀv; the unit vector v) by repeated squaring (G^(2^k), normalised)."""
+def _top_eigen(G: Tensor) -> Tensor:
+    """An estimate λ̂ ≤ λ_max of the largest eigenvalue of each symmetric PSD G, differentiable as vᵀGv
+    (v a unit vector from repeated squaring, G^(2^k) normalised)."""
     with torch.no_grad():
         A = G / G.flatten(-2).norm(dim=-1).clamp_min(_TINY)[..., None, None]
         for _ in range(_SQUARINGS):
@@ -287,21 +230,42 @@ def _top_eigen(G: Tensor) -> tuple[Tensor, Tensor]:
             A = A / A.flatten(-2).norm(dim=-1).clamp_min(_TINY)[..., None, None]
         col = A.norm(dim=-2).argmax(-1)                                            # the dominant column
         v = torch.take_along_dim(A, col[..., None, None], dim=-1)                  # (…, m, 1)
+        v = torch.matmul(G, v / v.norm(dim=-2, keepdim=True).clamp_min(_TINY))     # one more step
         v = v / v.norm(dim=-2, keepdim=True).clamp_min(_TINY)
-        v = torch.matmul(G, v)                                                     # one more step
-        v = v / v.norm(dim=-2, keepdim=True).clamp_min(_TINY)
-    lam = (v * torch.matmul(G, v)).sum((-2, -1))
-    return lam, v
+    return (v * torch.matmul(G, v)).sum((-2, -1))
 
 
-def _gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None) -> Tensor | None:
-    """Algorithm 1 by matrix products only (what a GPU runs fast): Y = K p(G) X with p the Chebyshev
-    interpolant of ψ on an interval [lo, hi] that is *certified* to hold every live eigenvalue of the
-    Gram matrix G (float64 Cholesky factorisations of G − lo·I and hi·I − G succeed, with the padded rows'
-    null space moved inside the interval, where it multiplies zero rows), of the degree whose coefficient
-    tail bounds the error by `POLY_TOL`·σ_max. Returns None (the caller uses the eigensolver) where no
-    interval is certified: σ_min/σ_max below the last of `POLY_SPECTRUM_FLOORS` (tiny singular values, a
-    rank-deficient matrix), a nearly repeated largest singular value, or α outside (−1, 0)."""
+def _cheb_nodes_coeffs(f, hi: Tensor, n: int) -> Tensor:
+    """Chebyshev coefficients (…, n) of s ↦ f(s) on [0, hi] (per matrix) from n Chebyshev nodes."""
+    j = torch.arange(n, dtype=torch.float64, device=hi.device)
+    theta = torch.pi * (j + 0.5) / n
+    s = hi[..., None] * (torch.cos(theta) + 1) / 2
+    C = torch.cos(j[:, None] * theta[None, :]) * (2.0 / n)                     # C[k, j] = 2/n cos(k θ_j)
+    return f(s) @ C.T
+
+
+def _clenshaw(T: Tensor, c: Tensor) -> Tensor:
+    """Σ'_k c_k T_k(T) (first term halved) for symmetric T (…, m, m), coefficients c (…, N); differentiable."""
+    eye = torch.eye(T.shape[-1], dtype=T.dtype, device=T.device)
+    b1 = torch.zeros_like(T)
+    b2 = torch.zeros_like(T)
+    for k in range(c.shape[-1] - 1, 0, -1):
+        b1, b2 = 2 * torch.matmul(T, b1) - b2 + c[..., k, None, None] * eye, b1
+    return torch.matmul(T, b1) - b2 + (c[..., 0, None, None] / 2) * eye
+
+
+def _gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict | None = None) -> Tensor | None:
+    """Algorithm 1 by matrix products only (what a GPU runs fast; its batched eigensolver runs the matrices
+    one by one). With G = X Xᵀ (or XᵀX) = U Σ² Uᵀ, S = G^{1/2} and Q = G^{-1/2} X = U Vᵀ (the polar factor),
+    Algorithm 1 is Y = K f(S) Q: S and G^{-1/2} by the coupled Newton–Schulz iteration (matrix products,
+    quadratic convergence, as many steps as the certified λ_min/λ_max needs), f(S) by Clenshaw's recurrence
+    for the Chebyshev interpolant of f on [0, σ̂_max] (f is analytic there: no lower end is needed), of the
+    degree whose coefficient tail bounds the error by `POLY_TOL`·σ_max; all in float64, differentiated by
+    autograd. The spectrum is certified per call by Cholesky factorisations: hi·I − G (σ_max bracketed to
+    1e-9) and G − lo·I (λ_min ≥ lo, the largest of `POLY_LAMBDA_FLOORS`·λ_max that holds; the padded rows'
+    null space moved inside).
+    Returns None (the caller uses the eigensolver) where that fails (tiny singular values, rank deficiency,
+    a nearly repeated σ_max), where the iteration has not converged, or where α is outside (−1, 0)."""
     a = _as_alpha(alpha, X)
     if isinstance(alpha, Tensor) and alpha.requires_grad:
         a = alpha.to(torch.float64)
@@ -311,9 +275,8 @@ def _gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None) -> Tensor 
     left = n <= d
     Xw = X.to(torch.float64)
     G = Xw @ Xw.transpose(-1, -2) if left else Xw.transpose(-1, -2) @ Xw          # (…, m, m)
-    m = G.shape[-1]
-    eye = torch.eye(m, dtype=G.dtype, device=G.device)
-    lam1, _ = _top_eigen(G)
+    eye = torch.eye(G.shape[-1], dtype=G.dtype, device=G.device)
+    lam1 = _top_eigen(G)
     top = lam1.detach()
     if bool((top <= _TINY).any()):
         return None
@@ -321,33 +284,44 @@ def _gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None) -> Tensor 
         G = G + torch.diag_embed((~mask).to(G.dtype) * top[..., None])
     with torch.no_grad():
         hi = top * (1 + POLY_TOP_TAU)
-        floors = torch.tensor(POLY_SPECTRUM_FLOORS, dtype=G.dtype, device=G.device) ** 2
         Gd = G.detach()
+        floors = torch.tensor(POLY_LAMBDA_FLOORS, dtype=G.dtype, device=G.device)
         probe = torch.cat([(hi[..., None, None] * eye - Gd).unsqueeze(0),
-                           Gd.unsqueeze(0) - (floors.view(-1, *[1] * Gd.dim()) * top[..., None, None]) * eye])
-        ok = torch.linalg.cholesky_ex(probe)[1] == 0                               # (1 + floors, …)
-        if not bool(ok[0].all()) or not bool(ok[1:].any(0).all()):
+                           Gd - (floors.view(-1, *[1] * Gd.dim()) * top[..., None, None]) * eye])
+        ok = (torch.linalg.cholesky_ex(probe)[1] == 0).reshape(len(floors) + 1, -1).all(-1)
+        if not bool(ok[0]) or not bool(ok[1:].any()):
             return None
-        # per matrix, the largest certified floor (ok is monotone in the floor up to round-off)
-        first = ok[1:].to(torch.int8).argmax(0)
-        lo = floors[first] * top
-        c_max = math.sqrt(float((lo / hi).min()))
-        n_max = min(POLY_MAX_DEGREE, int(math.ceil(12.0 / c_max)) + 16)
+        floor_ok = POLY_LAMBDA_FLOORS[int(ok[1:].to(torch.int8).argmax())]           # the largest certified
+        steps = int(math.ceil(math.log(1 / floor_ok) / math.log(2.25))) + 6
+    # coupled Newton–Schulz on A = G/hi (spectrum in (0, 1)): Yk → A^{1/2}, Zk → A^{-1/2}
+    A = G / hi[..., None, None]
+    Yk, Zk = A, eye.expand_as(A)
+    for _ in range(steps):
+        T = 1.5 * eye - 0.5 * torch.matmul(Zk, Yk)
+        Yk, Zk = torch.matmul(Yk, T), torch.matmul(T, Zk)
+    with torch.no_grad():
+        if float((torch.matmul(Zk, Yk) - eye).abs().amax()) > 1e-9:
+            return None
+        s_hi = hi.sqrt()
         smax = top.sqrt()
         K = smax / softdecay(smax, a.detach())
-        c, dc = _cheb_coeffs(lo, hi, a, n_max)
-        tail = c.abs().flip(-1).cumsum(-1).flip(-1) * K[..., None]                  # K·Σ_{k≥N}|c_k|
+        n_max = POLY_MAX_DEGREE
+        c = _cheb_nodes_coeffs(lambda s: softdecay(s, a.detach()), s_hi, n_max)
+        tail = c.abs().flip(-1).cumsum(-1).flip(-1) * (K / smax)[..., None]       # K·Σ_{k≥N}|c_k| / σ_max
         fits = tail.reshape(-1, n_max).amax(0) <= POLY_TOL
         if not bool(fits.any()):
             return None
-        deg = int(fits.to(torch.int8).argmax())
-        c, dc = c[..., :max(deg, 1)], dc[..., :max(deg, 1)]
-    P = _ChebyshevGramFunction.apply(G, a, lo, hi, c, dc)
+        deg = max(1, int(fits.to(torch.int8).argmax()))
+        if info is not None:                                   # what the call used (benchmarks report it)
+            info.update(degree=deg, newton_schulz_steps=steps, lambda_floor=floor_ok)
+    c = _cheb_nodes_coeffs(lambda s: softdecay(s, a), s_hi, n_max)[..., :deg]    # differentiable in α
+    S_hat = Yk * s_hi[..., None, None]                                              # G^{1/2}
+    fS = _clenshaw((2 * S_hat - s_hi[..., None, None] * eye) / s_hi[..., None, None], c)
+    Q = torch.matmul(Zk / s_hi[..., None, None], Xw) if left else torch.matmul(Xw, Zk / s_hi[..., None, None])
     smax = lam1.clamp_min(_TINY).sqrt()
     K = smax / softdecay(smax, a)
-    Y = P @ Xw if left else Xw @ P
+    Y = torch.matmul(fS, Q) if left else torch.matmul(Q, fS)
     return (K[..., None, None] * Y).to(X.dtype)
-
 
 def softdecay_loop_reference(X: Tensor, alpha: float, mask: Tensor | None = None) -> Tensor:
     """The authors' style: one `torch.svd` per example in a Python loop (padding included unless a

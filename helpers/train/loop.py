@@ -106,8 +106,13 @@ def compile_blocks(model: nn.Module, **options: Any) -> int:
     two or more modules of one class (the repeated blocks: one compiled graph serves every block of a
     shape), or the whole model when it has none. Parameter names and `state_dict` are unchanged. Returns
     how many modules were compiled."""
-    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m) >= 2
-             and len({type(b) for b in m}) == 1]
+    lists: list[nn.ModuleList] = []
+    prefixes: list[str] = []
+    for name, m in model.named_modules():                     # outermost lists only (parents come first)
+        if isinstance(m, nn.ModuleList) and len(m) >= 2 and len({type(b) for b in m}) == 1 \
+                and not any(name.startswith(p) for p in prefixes):
+            lists.append(m)
+            prefixes.append(name + ".")
     if not lists:
         model.compile(**options)
         return 1
