@@ -20,7 +20,7 @@ export HF_DATASETS_OFFLINE ?= $(HF_HUB_OFFLINE)
 export TOKENIZERS_PARALLELISM = false
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
-.PHONY: book test test-pages check-pages test-fresh test-grid test-slurm unit rerun grid lint clean venv notebooks
+.PHONY: book test test-pages check-pages test-fresh test-grid test-slurm unit rerun grid bench-gpu lint clean venv notebooks
 
 venv: $(STAMP)
 
@@ -119,6 +119,13 @@ GRID_ARGS ?=
 grid: $(STAMP)
 	@test -n "$(CHAPTER)" || (echo "usage: make grid CHAPTER=<name> SCALE=<ci|book|paper> [PARAMS='-p key value ...'] [GRID_ARGS=...]"; exit 2)
 	$(BIN)/python scripts/grid.py $(CHAPTER) --scale $(SCALE) $(PARAMS) $(GRID_ARGS)
+
+# what a paper run costs on one GPU — the training loops eager and compiled, several runs sharing the card,
+# SoftDecay's overhead — in one call of under 5 minutes (without a GPU: tiny shapes on the CPU), written to
+# results/bench/gpu-<card>.json:  make bench-gpu [BENCH_ARGS='--pack 6']
+BENCH_ARGS ?=
+bench-gpu: $(STAMP)
+	$(BIN)/python scripts/bench_gpu.py $(BENCH_ARGS)
 
 # the Colab notebooks (notebooks/<chapter>.ipynb), generated from the chapters; never edit them by hand
 notebooks: $(STAMP)

@@ -320,6 +320,40 @@ class Result(results.Result):
             vals.append(float("nan") if None in got else float(got[0]) - float(got[1]))
         return float(np.mean(vals)) if vals else float("nan")
 
+    def size_effect(self, level: float = 0.8, model: str | None = None) -> Interval:
+        """App. D.2 (Fig. 8): the change fine-tuning makes to the last layer's `value_at` on the task with the
+        largest training set minus that on the task with the smallest (per comparison seed; each task's
+        pretrained value subtracted, so the sentences' own spectra drop out), with its t interval over seeds.
+        Below 0: the larger training set leaves the more skewed spectrum, the paper's reading."""
+        model = model or self.models[0]
+        tasks = self.size_tasks()
+        if len(tasks) < 2:
+            return Interval(float("nan"), float("nan"), float("nan"), 0, "t")
+        small, large = tasks[0], tasks[-1]
+        raw = {t: self.value_at(t, level, source="raw", model=model).estimate for t in (small, large)}
+        vals = []
+        for seed in self.seeds:
+            a, b = self.run_for(large, "baseline", seed, model), self.run_for(small, "baseline", seed, model)
+            if a is None or b is None:
+                continue
+            va, vb = (_quantile_at(r["history"]["spectra"]["layers"][-1]["quantiles"], level) for r in (a, b))
+            vals.append((va - raw[large]) - (vb - raw[small]))
+        ok = vals and all(np.isfinite(v) for v in raw.values())
+        return t_interval(vals) if ok else Interval(float("nan"), float("nan"), float("nan"), 0, "t")
+
+    def train_sizes(self) -> dict[str, int]:
+        """Training examples per task (of the first comparison seed's baseline), in `size_tasks` order."""
+        return {t: self.run_for(t, "baseline", self.seeds[0])["history"]["train_examples"] for t in self.size_tasks()}
+
+    def expdecay_margin(self) -> float:
+        """What "no substantial improvement" allows (Table 6, App. D.1): the largest |ExpDecay − baseline| the
+        paper reports for BERT-base on any task and metric while calling none of them substantial (points)."""
+        t = paper_tables()
+        bert = t[t.model == "bert-base-uncased"]
+        base = bert[bert.variant == "baseline"].set_index(["task", "metric"]).value
+        exp = bert[bert.variant == "expdecay"].set_index(["task", "metric"]).value
+        return float((exp - base.reindex(exp.index)).abs().max())
+
     def run_hours(self, variant_prefix: str = "", stage: str | None = None) -> float:
         """Hours of training (the runs' epoch times, one process per run) of the runs whose variant label
         starts with `variant_prefix` and, if given, of that `stage`."""
@@ -329,11 +363,13 @@ class Result(results.Result):
     def findings(self) -> list[Finding]:
         """The chapter's findings: SoftDecay − baseline per task (Table 2), the flatter last-layer spectrum
         (App. Fig. 9), ExpDecay − baseline per reading over the tasks (Table 6: "no substantial improvement",
-        read as a change not above zero), and the paper's own models (not testable offline)."""
+        read as alike within the paper's own largest ExpDecay change; the printed formula first), the
+        training-set size (App. D.2, Fig. 8), and the paper's own models (not testable offline)."""
         model = self.models[0]
         out = []
         reported = set(paper_tables().model)
         paper_model = paper_model_for(model, reported)
+        reduced = "" if model == paper_model else f"on {model} in place of {paper_model}"
         for task in self.tasks:
             d = self.differences(task)
             if not d:
@@ -344,14 +380,14 @@ class Result(results.Result):
             n_train = run["history"]["train_examples"]
             name = METRIC_NAMES[metric]
             out.append(Finding(
-                key=f"glue-softdecay-{task.lower()}", paper="yan2022", where="Table 2",
+                key=f"glue-softdecay-{task.lower()}", paper="yan2022", where="Table 2", claim_id="yan-table2-gain",
                 claim=(f"Fine-tuning {paper_model} with SoftDecay raises its {task} validation {name} "
                        f"from {row['paper baseline']:.2f} to {row['paper softdecay']:.2f}"),
                 measured=(f"{model} fine-tuned on {task} ({n_train:,} training examples, {self.epochs} epochs, "
                           f"lr {row['lr']:g}, α₀ {row['α₀']:+.1f}), {len(d)} seeds paired with the baseline"),
                 quantity=f"SoftDecay − baseline validation {name}, points",
                 effect=t_interval(d), direction="above", reference=0.0, reference_label="0",
-                paper_value=self.paper_gain(task), digits=2,
+                paper_value=self.paper_gain(task), digits=2, reduced=reduced,
                 scale=(f"{self.scale}: {model} in place of {paper_model}; {len(d)} seeds where the paper "
                        "reports one run"),
                 section="glue-scores", chapter="glue",
@@ -359,36 +395,54 @@ class Result(results.Result):
         flat = self.flattening()
         if flat.n:
             out.append(Finding(
-                key="glue-flatter-spectrum", paper="yan2022", where="App. D, Fig. 9",
+                key="glue-flatter-spectrum", paper="yan2022", where="App. D, Fig. 9", claim_id="yan-fig9-flatter",
                 claim=(f"Fine-tuned with SoftDecay, {paper_model}'s last layer has a flatter singular-value CDF "
                        f"than fine-tuned without it"),
                 measured=(f"{model} fine-tuned on {', '.join(self.tasks)} with and without SoftDecay, "
                           f"{flat.n} paired seeds, validation sentences"),
                 quantity="SoftDecay − baseline median normalised singular value of the last layer (mean over tasks)",
-                effect=flat, direction="above", digits=3, section="glue-spectra", chapter="glue",
+                effect=flat, direction="above", digits=3, section="glue-spectra", chapter="glue", reduced=reduced,
                 scale=f"{self.scale}: {model} in place of {paper_model}"))
-        paper_ed = self.paper_expdecay_gain()
+        size = self.size_effect()
+        if size.n:
+            sizes = self.train_sizes()
+            small, large = next(iter(sizes)), list(sizes)[-1]
+            out.append(Finding(
+                key="glue-size", paper="yan2022", where="App. D.2, Fig. 8", claim_id="yan-size-uniformity",
+                claim=("Fine-tuned on a larger training set, a model's last layer has a more skewed spectrum (a "
+                       "smaller normalised singular value at CDF 0.8): QNLI (105k) against RTE (2.5k) for BERT"),
+                measured=(f"{model} fine-tuned without SoftDecay on {large} ({sizes[large]:,} training examples) and "
+                          f"{small} ({sizes[small]:,}), {size.n} seeds; {self.spectra_n(large)} validation examples "
+                          "each, read before and after fine-tuning"),
+                quantity=(f"change fine-tuning makes to the last layer's value at CDF 0.8, {large} − {small}"),
+                effect=size, direction="below", digits=3, section="glue-fig8", chapter="glue",
+                reduced=(f"on {model}, {large} against {small}, in place of {paper_model}, QNLI against RTE"
+                         if model != paper_model else ""),
+                scale=f"{self.scale}: {model} in place of {paper_model}; {large} and {small} in place of QNLI and RTE"))
+        paper_ed, margin = self.paper_expdecay_gain(), self.expdecay_margin()
         tasks = ", ".join(self.tasks)
-        for label in self.expdecay_labels():
+        order = [READINGS[r][1] for r in ("all", "top5", "squared")]        # the formula as printed first
+        for label in sorted(self.expdecay_labels(), key=order.index):
             reading = next(k for k, (_s, lab) in READINGS.items() if lab == label)
             eff = self.expdecay_effect(label)
             if not eff.n:
                 continue
             out.append(Finding(
                 key=f"glue-expdecay-{reading}", paper="yan2022", where="Table 6, App. D.1",
+                claim_id="yan-table6-expdecay",
                 claim=(f"An exponential-decay regulariser of the singular values (ExpDecay) brings no substantial "
                        f"improvement: on {tasks} it changes {paper_model}'s score by {paper_ed:+.2f} points on "
                        "average"),
                 measured=(f"{model} fine-tuned on {tasks} with ExpDecay read as `{reading}` "
                           f"({READING_TEXT[reading]}), {eff.n} seeds paired with the baseline"),
                 quantity=f"ExpDecay ({reading}) − baseline, mean over {tasks} of each task's first metric, points",
-                effect=eff, direction="below", reference=0.0, reference_label="0",
-                paper_value=None if np.isnan(paper_ed) else paper_ed, digits=2,
+                effect=eff, direction="equal", margin=margin, reference=0.0, reference_label="0",
+                paper_value=None if np.isnan(paper_ed) else paper_ed, digits=2, reduced=reduced,
                 scale=f"{self.scale}: {model} in place of {paper_model}; {eff.n} seeds where the paper reports one run",
                 section="glue-expdecay", chapter="glue"))
         if not set(self.models) & reported:
             out.append(Finding(
-                key="glue-paper-models", paper="yan2022", where="Table 2, Table 6",
+                key="glue-paper-models", paper="yan2022", where="Table 2, Table 6", claim_id="yan-table2-gain",
                 claim=("SoftDecay improves BERT-base, ALBERT and DistilBERT on most of CoLA, SST-2, MRPC, QNLI "
                        "and RTE, and ExpDecay brings no substantial improvement"),
                 measured="not run: the paper's models and QNLI's training split come from the Hugging Face hub",

@@ -21,6 +21,7 @@ from ..book.params import ChapterParams, nonneg, positive, rules
 from ..book.runtime import REPO_ROOT, choose_device, seed_everything
 from ..core import sts as C
 from ..core.findings import Finding
+from ..core.findings import verdict as verdict_of
 from ..core.softdecay import softdecay_transform
 from ..core.stats import Interval, t_interval
 from ..core.sts import FLIP_FREE, METHODS, PROTOCOLS, apply_method, lsds_score, pool, uniformity_metrics
@@ -449,6 +450,45 @@ class Result(results.Result):
                 return float(r.get(column, np.nan))
         return float("nan")
 
+    # --- Table 1 on every pair (`full_readings`) ------------------------------------------------------
+
+    def full_scores(self, model: str, pooling: str | None = None) -> pd.DataFrame:
+        """Spearman ×100 (paper protocol) of each `READING_METHODS` row (columns) on each set (rows), on every
+        pair of the set, under `pooling` (default: the paper-comparison one)."""
+        s = self.full_readings[model]["draws"][0]["scores"][pooling or self.paper_pooling]
+        df = pd.DataFrame(s).T.loc[self.datasets]
+        df.index.name = "set"
+        return df
+
+    def full_vs_raw(self, model: str, method: str = "SoftDecay (sentence)", pooling: str | None = None) -> Interval:
+        """`method` − raw on every pair, mean over the sets, with its 95 % paired bootstrap interval (transforms
+        fitted once on the full set)."""
+        d, lo, hi = self.full_readings[model]["ci"][pooling or self.paper_pooling][method]
+        return Interval(d, lo, hi, max(20, self.bootstrap // 5), "bootstrap")
+
+    def full_white_minus_sd(self, model: str, whitening: str = "whitening") -> Interval:
+        """whitening − SoftDecay on every pair under the paper-comparison pooling, mean over the sets: the paired
+        bootstrap that refits both transforms on every resample, recentred on the estimate."""
+        d, lo, hi = self.full_readings[model]["refit"][self.paper_pooling][whitening]
+        return Interval(d, *C.recentre(d, lo, hi), refit_draws_n(self.bootstrap), "bootstrap")
+
+    def full_pairs(self, model: str) -> int:
+        return int(sum(self.full_readings[model]["draws"][0]["pairs"].values()))
+
+    def paper_table4_change(self, metric: str, model: str = "BERT") -> float:
+        """The paper's Table 4: `model`+SoftDecay − `model` for `metric`, mean over the sets as printed, leaving
+        out a cell whose SoftDecay value is not below the raw one for EV₁ or TokenUni (STS14's EV₁, evidently
+        transposed: `data/README.md`)."""
+        diffs = []
+        for r in self.paper_table4:
+            if r["metric"] != metric:
+                continue
+            before, after = float(r[model]), float(r[f"{model}+SoftDecay"])
+            if metric != "RBF_dis" and after >= before:
+                continue
+            diffs.append(after - before)
+        return float(np.mean(diffs)) if diffs else float("nan")
+
     # --- findings ---------------------------------------------------------------------------------
 
     def _scale_text(self, model: str) -> str:
@@ -480,8 +520,55 @@ class Result(results.Result):
         pooling = pooling or (self.extra_pooling if model in self.extras else self.pooling)
         return f"{model}, {sets} STS sets ({sub}), {POOLING_TEXT[pooling]}, α = {self.alpha}"
 
+    def _reduced(self, model: str, per: int = 0, draws: int = 1) -> str:
+        """A finding's setting phrase: the encoder in place of the paper's BERT-base-cased, and the subsample
+        ("" for BERT-base-cased on every pair, the paper's setting)."""
+        parts = [] if model == PAPER_BERT else [f"on {model} in place of BERT-base-cased"]
+        if per:
+            parts.append(f"{per:,} pairs per set" + (f", {draws} subsample draws" if draws > 1 else ""))
+        return ", ".join(parts)
+
+    def _per(self, model: str) -> int:
+        """Pairs per set of `model`'s main run (0: every pair)."""
+        return self.extra_max_pairs if model in self.extras else self.max_pairs
+
+    def _full_text(self, model: str) -> str:
+        return (f"{model}, {len(self.datasets)} STS sets (every pair, {self.full_pairs(model):,}), "
+                f"{POOLING_TEXT[self.paper_pooling]}, α = {self.alpha}")
+
+    def _table1_gain(self, model: str, method: str = "SoftDecay (sentence)") -> tuple[Interval, str, str, str]:
+        """`method` − raw for Table 1 on `model`, read from the closest reading there is: every pair
+        (`full_readings`), else the re-reading under the paper-comparison pooling (over its draws), else the
+        main run. Returns (effect, measured, how the interval was made, reduced)."""
+        if model in self.full_readings:
+            return (self.full_vs_raw(model, method), self._full_text(model), "paired bootstrap over the pairs",
+                    self._reduced(model))
+        if self.read(model) is not None:
+            n = self.n_draws(model)
+            per = self.extra_max_pairs if model in self.extras else self.reading_pairs
+            eff = self.over_draws(model, method) if n > 1 else self.reading_vs_raw(model, method)
+            how = f"Student-t over {n} subsample draws" if n > 1 else "paired bootstrap over the pairs"
+            return eff, self._encoder_text(model, self.paper_pooling), how, self._reduced(model, per, n)
+        return (self.vs_raw(model, method), self._encoder_text(model), "paired bootstrap over the pairs",
+                self._reduced(model, self._per(model)))
+
+    def _table1_white(self, model: str) -> tuple[Interval, str, str, str]:
+        """whitening − SoftDecay for Table 1 on `model`, from every pair where it was read, else as
+        `white_minus_sd`. Returns (effect, measured, how the interval was made, reduced)."""
+        how_refit = "paired bootstrap, both transforms refitted on every resample, recentred on the estimate"
+        if model in self.full_readings:
+            return self.full_white_minus_sd(model), self._full_text(model), how_refit, self._reduced(model)
+        effect, how = self.white_minus_sd(model)
+        if self.read(model) is not None:
+            per = self.extra_max_pairs if model in self.extras else self.reading_pairs
+            return effect, self._encoder_text(model, self.paper_pooling), how, self._reduced(
+                model, per, self.n_draws(model))
+        return effect, self._encoder_text(model), how, self._reduced(model, self._per(model))
+
     def findings(self) -> list[Finding]:
-        """The paper's claims this chapter tests, each computed from the runs (verdict by the one rule)."""
+        """The paper's claims this chapter tests, each computed from the runs (verdict by the one rule). Per
+        claim the encoder closest to the paper's BERT-base-cased comes first (the book's MLM BERT, as
+        anisotropic), then MiniLM and SmolLM2; Table 1 is read on every pair where that was run."""
         common = dict(paper="yan2022", chapter="sts")
         first = self.models[0]
         bert = BOOK_BERT if BOOK_BERT in self.extras else None
@@ -490,31 +577,47 @@ class Result(results.Result):
         rerun = dict(needs="the book preset's anisotropic encoders (a run of this scale did not include them)",
                      command=COMMANDS["book"])
         raw, sd, wb = (self.paper_value(m, against=None) for m in ("vanilla", "SoftDecay", "WhiteBERT"))
+        encoders = [("bert", bert or BOOK_BERT), ("minilm", first), ("smollm2", smol or SMOL)]
+        ran = set(self.all_runs())
         claim_gain = ("SoftDecay applied without training to a pretrained encoder's sentence embeddings raises "
                       f"unsupervised STS: BERT-base-cased from {raw:.2f} to {sd:.2f} average Spearman ×100")
-        out.append(Finding(
-            key="sts-gain-bert", where="Table 1", claim=claim_gain,
-            measured=(f"{self._encoder_text(bert)}; anisotropic (mean EV₁ {self.mean_metric(bert, 'vanilla'):.2f})"
-                      if bert else "not run at this scale"),
-            quantity="SoftDecay − raw model, Spearman ×100, mean over the sets (paired bootstrap)",
-            effect=self.vs_raw(bert, "SoftDecay (sentence)") if bert else None,
-            direction="above", paper_value=self.paper_value("SoftDecay"),
-            scale=self._scale_text(bert) if bert else "", section="sts-anisotropic", digits=2,
-            **({} if bert else rerun), **common))
+        for tag, model in encoders:
+            if model not in ran:
+                out.append(Finding(key=f"sts-gain-{tag}", where="Table 1", claim=claim_gain,
+                                   claim_id="yan-table1-gain", measured="not run at this scale",
+                                   quantity="SoftDecay − raw model, Spearman ×100, mean over the sets",
+                                   effect=None, section="sts-anisotropic", **rerun, **common))
+                continue
+            eff, measured, how, reduced = self._table1_gain(model)
+            if tag == "bert":
+                measured += f"; anisotropic (mean EV₁ {self.mean_metric(model, 'vanilla'):.2f})"
+            out.append(Finding(
+                key=f"sts-gain-{tag}", where="Table 1", claim=claim_gain, claim_id="yan-table1-gain",
+                measured=measured, quantity=f"SoftDecay − raw model, Spearman ×100, mean over the sets ({how})",
+                effect=eff, direction="above", paper_value=self.paper_value("SoftDecay"), reduced=reduced,
+                scale=self._reading_scale_text(model) if model not in self.full_readings else
+                f"{self.scale}: {model} on every pair",
+                section="sts-full" if model in self.full_readings else "sts-anisotropic", digits=2, **common))
         claim_white = ("SoftDecay scores above whitening fitted on the test sentences (WhiteBERT): "
                        f"{sd:.2f} against {wb:.2f} on BERT-base-cased")
-        for c in self.white_sd_comparisons():
-            if c["key"] is None:
-                continue                     # SmolLM2's 256-direction whitening: in the chapter's table
-            model = c["model"]
+        for tag, model in encoders:
+            if model not in ran:
+                out.append(Finding(key=f"sts-vs-whitening-{tag}", where="Table 1", claim=claim_white,
+                                   claim_id="yan-table1-whitening", measured="not run at this scale",
+                                   quantity="whitening − SoftDecay, Spearman ×100, mean over the sets",
+                                   effect=None, section="sts-anisotropic", **rerun, **common))
+                continue
+            eff, measured, how, reduced = self._table1_white(model)
             out.append(Finding(
-                key=c["key"], where="Table 1", claim=claim_white,
-                measured=c["measured"], quantity=c["quantity"], effect=c["effect"], direction="below",
-                paper_value=-self.paper_value("SoftDecay", against="WhiteBERT"),
-                scale=self._reading_scale_text(model) if model else "", section="sts-anisotropic", digits=2,
-                extra={"likeness": c["likeness"], "margin": self.match_margin()},
-                **({} if model else rerun), **common))
-        # flip-free SoftDecay on the anisotropic encoders: the first of them that was re-read, else not testable
+                key=f"sts-vs-whitening-{tag}", where="Table 1", claim=claim_white, claim_id="yan-table1-whitening",
+                measured=measured, quantity=f"whitening − SoftDecay, Spearman ×100, mean over the sets ({how})",
+                effect=eff, direction="below", paper_value=-self.paper_value("SoftDecay", against="WhiteBERT"),
+                reduced=reduced, scale=self._reading_scale_text(model) if model not in self.full_readings else
+                f"{self.scale}: {model} on every pair",
+                section="sts-full" if model in self.full_readings else "sts-anisotropic", digits=2,
+                extra={"likeness": verdict_of(eff, "equal", margin=self.match_margin()),
+                       "margin": self.match_margin()}, **common))
+        # flip-free SoftDecay on the anisotropic encoders: the book's own question (the paper's SoftDecay flips)
         reread = [m for m in (bert, smol) if m and self.read(m) is not None]
         model = reread[0] if reread else None
         several = model is not None and self.n_draws(model) > 1
@@ -523,7 +626,7 @@ class Result(results.Result):
         needs = "; ".join(v for v in (self.unavailable.get(BOOK_BERT, ""),) if v) or \
             "the anisotropic encoders re-read under the authors' pooling"
         out.append(Finding(
-            key="sts-flipfree", where="Table 1, property 1",
+            key="sts-flipfree", where="Table 1, property 1", kind="extension",
             claim="SoftDecay raises unsupervised STS with a transform that keeps the order of the singular values "
                   "and the sign of every direction (property 1)",
             measured=(f"{self._encoder_text(model, self.paper_pooling)}; σ clamped at |α|, so no direction flips"
@@ -532,32 +635,48 @@ class Result(results.Result):
             effect=(None if model is None else self.over_draws(model, "SoftDecay (clamped)") if several else
                     self.reading_vs_raw(model, "SoftDecay (clamped)")),
             direction="above", scale=self._reading_scale_text(model) if model else "", section="sts-flips",
+            reduced=self._reduced(model, self.extra_max_pairs, self.n_draws(model)) if model else "",
             digits=2,
             **({} if model else dict(needs=needs + "; SmolLM2: re-read by the book preset (3 subsample draws, "
                                      "about twenty CPU-minutes)", command=COMMANDS["book"])), **common))
-        out.append(Finding(
-            key="sts-uniformity", where="Table 4",
-            claim="SoftDecay makes sentence embeddings more uniform: EV₁, RBF_dis and TokenUni fall on every "
-                  "STS set",
-            measured=self._encoder_text(first), quantity="EV₁ after SoftDecay − before, mean over the sets",
-            effect=self.metric_change(first, "EV1"), direction="below", scale=self._scale_text(first),
-            section="sts-uniformity", digits=3, **common))
-        out.append(Finding(
-            key="sts-lsds", where="Fig. 6",
-            claim="SoftDecay preserves local neighbourhoods better than whitening: lower LSDS on every STS set",
-            measured=f"{self._encoder_text(first)}; LSDS with 12 neighbours, weights normalised to sum to one",
-            quantity="LSDS of SoftDecay − LSDS of whitening, mean over the sets",
-            effect=self.lsds_gap(first, "normalised"), direction="below", scale=self._scale_text(first),
-            section="sts-lsds", digits=3, **common))
+        # Table 4: one claim per measure, each encoder a finding (the book BERT first: as anisotropic as BERT-base)
+        for metric, cid, short, name in (("EV1", "yan-table4-ev1", "ev1", "EV₁"),
+                                         ("RBF_dis", "yan-table4-rbf", "rbf", "RBF_dis"),
+                                         ("TokenUni", "yan-table4-tokenuni", "tokenuni", "TokenUni")):
+            for tag, model in encoders:
+                if model not in ran or not self.all_runs()[model]["table4"]:
+                    continue
+                out.append(Finding(
+                    key=f"sts-{short}-{tag}", where="Table 4", claim_id=cid,
+                    claim=f"SoftDecay makes sentence embeddings more uniform: {name} falls on every STS set",
+                    measured=self._encoder_text(model), quantity=f"{name} after SoftDecay − before, mean over the sets "
+                    "(Student-t over the seven sets)",
+                    effect=self.metric_change(model, metric), direction="below",
+                    paper_value=self.paper_table4_change(metric), reduced=self._reduced(model, self._per(model)),
+                    scale=self._scale_text(model), section="sts-uniformity", digits=3, **common))
+        # Fig. 6: the three readings of eq. (6), the authors' code first (it drew the figure)
+        if self.read(first) is not None and self.read(first).get("lsds"):
+            reduced = self._reduced(first, self.reading_pairs)
+            for key, weights, what in (
+                    ("sts-lsds-authors", "authors", "the authors' code: LLE barycentre weights, self included"),
+                    ("sts-lsds-eq6", "eq. 6", "eq. (6) as printed: raw RBF weights"),
+                    ("sts-lsds", "normalised", "RBF weights normalised to sum to one")):
+                out.append(Finding(
+                    key=key, where="Fig. 6", claim_id="yan-fig6-lsds",
+                    claim="SoftDecay preserves local neighbourhoods better than whitening: lower LSDS on every STS set",
+                    measured=f"{self._encoder_text(first, self.paper_pooling)}; LSDS with 12 neighbours, {what}",
+                    quantity="LSDS of SoftDecay − LSDS of whitening, mean over the sets (Student-t over the sets)",
+                    effect=self.lsds_reading_gap(weights), direction="below", reduced=reduced,
+                    scale=self._reading_scale_text(first), section="sts-lsds", digits=3, **common))
         resolution = self.vs_raw(first, "SoftDecay (sentence)")
         out.append(Finding(
-            key="sts-alpha", where="App. B",
+            key="sts-alpha", where="App. B", claim_id="yan-alpha",
             claim="The STS results do not change significantly across α ∈ {−0.2, …, −1.0}, so α = −0.6 is fixed",
             measured=f"{first}, {len(self.datasets)} STS sets, α swept over {len(self.alpha_scores(first))} values",
             quantity=(f"score at α = {self.alpha_scores(first).index.max()} − at α = "
                       f"{self.alpha_scores(first).index.min()}, Spearman ×100, mean over the sets"),
             effect=self.alpha_effect(first), direction="equal",
-            margin=(resolution.high - resolution.low) / 2,
+            margin=(resolution.high - resolution.low) / 2, reduced=self._reduced(first, self.max_pairs),
             scale=self._scale_text(first), section="sts-alpha", digits=2, **common))
         return out
 

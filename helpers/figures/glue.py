@@ -364,6 +364,8 @@ def publish(res: Result) -> None:
         "glue-holdout-changed": (", ".join(f"{r.task} ({'α₀' if 'α' in r.choice else 'learning rate'})"
                                            for r in held.itertuples() if not r.same) if len(held) else ""),
         "glue-expdecay-paper": res.paper_expdecay_gain(),
+        "glue-expdecay-margin": res.expdecay_margin(),
+        "glue-size": res.size_effect().text(3),
         "glue-expdecay-top5": _expdecay_text(res, "expdecay (top-5)"),
         "glue-expdecay-all": _expdecay_text(res, "expdecay (all)"),
         "glue-expdecay-squared": _expdecay_text(res, "expdecay (squared)"),

@@ -130,6 +130,48 @@ def pooling_table(res: Result):
     return _scroll(common.table(pd.DataFrame(rows), digits=2))
 
 
+def _other_pooling(res: Result) -> str:
+    return next((q for q in res.poolings if q != res.paper_pooling), res.paper_pooling)
+
+
+def full_summary_table(res: Result):
+    """Table 1 on every pair, per encoder read so (`full_readings`) and pooling (the paper-comparison one
+    first): SoftDecay − raw and whitening − raw (paired bootstrap, transforms fitted once), and whitening −
+    SoftDecay with both transforms refitted on every resample (the paper-comparison pooling only)."""
+    rows = []
+    for m in res.full_readings:
+        for q in sorted(res.poolings, key=lambda q: q != res.paper_pooling):
+            rows.append({"encoder": m, "pooling": POOLING_LABEL[q],
+                         "SoftDecay − raw": _iv(res.full_vs_raw(m, "SoftDecay (sentence)", q)),
+                         "whitening − raw": _iv(res.full_vs_raw(m, "whitening", q)),
+                         "whitening − SoftDecay": (_iv(res.full_white_minus_sd(m)) if q == res.paper_pooling
+                                                   else "–")})
+    if not rows:
+        return None          # nothing read on every pair at this scale (the prose says so)
+    return common.table(pd.DataFrame(rows), digits=2)
+
+
+def full_table(res: Result, model: str):
+    """Table 1 on every pair for one encoder: per set (and their mean, `Avg`) the raw model, whitening and
+    SoftDecay under the paper-comparison pooling, then the raw model and SoftDecay under the other one."""
+    if model not in res.full_readings:
+        return None          # not read on every pair at this scale (the prose says so)
+    q, other = res.paper_pooling, _other_pooling(res)
+    a, b = res.full_scores(model, q), res.full_scores(model, other)
+    short = {q: "1 + L", other: "emb. + L"}
+    df = pd.DataFrame({f"raw, {short[q]}": a["vanilla"], f"whitening, {short[q]}": a["whitening"],
+                       f"SoftDecay, {short[q]}": a["SoftDecay (sentence)"],
+                       f"raw, {short[other]}": b["vanilla"], f"SoftDecay, {short[other]}": b["SoftDecay (sentence)"]})
+    df.loc["Avg"] = df.mean()
+    df.index.name = "set"
+    return common.table(df.reset_index(), digits=2)
+
+
+def _text_if_full(res: Result, model: str, get) -> str:
+    """An interval read on every pair, or '–' where `model` was not read on every pair at this scale."""
+    return _iv(get()) if model in res.full_readings else "–"
+
+
 def _draws_iv(res: Result, model: str, method: str, against: str, pooling: str | None = None) -> str:
     """`method` − `against` as the t interval over the subsample draws of a re-read encoder ('–' with one draw
     or none)."""
@@ -270,15 +312,19 @@ def control_table(res: Result):
 
 def lsds_figure(res: Result) -> plt.Figure:
     """LSDS of the identity, whitening and SoftDecay per set, with eq. (6)'s raw RBF weights (left) and
-    weights normalised to sum to one (right)."""
+    weights normalised to sum to one (right); one legend above both panels."""
     ls = pd.DataFrame(res.runs[res.models[0]]["lsds"]).T
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
     for ax, w in zip(axes, ("eq. 6", "normalised"), strict=True):
         ls[[c for c in ls.columns if c.endswith(f"({w})")]].rename(columns=lambda c: c.split(" (")[0]).plot.bar(
-            ax=ax, rot=45, color=["0.6", "tab:blue", "tab:orange"], legend=w == "normalised")
-        ax.set_ylabel("LSDS (12 neighbours)")
-        ax.set_title(f"{w} weights")
-    axes[1].legend(fontsize=LEGEND, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+            ax=ax, rot=45, color=["0.6", "tab:blue", "tab:orange"], legend=False)
+        ax.set_ylabel("LSDS (12 neighbours)", fontsize=LEGEND + 1)
+        ax.set_title(f"{w} weights", fontsize=LEGEND + 2)
+        ax.tick_params(labelsize=LEGEND + 1)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=LEGEND + 1, frameon=False,
+               bbox_to_anchor=(0.5, 1.06))
+    fig.tight_layout()
     return fig
 
 
@@ -289,18 +335,29 @@ def _missing(what: str) -> plt.Figure:
     return fig
 
 
+#: line styles that tell the layers apart beside their colours
+STYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 1)))
+
+
 def _cdf(ax, values, title: str) -> None:
-    common.spectrum_cdfs(ax, values, title=title, xlabel=r"$\sigma/\sigma_{\max}$")
-    ax.legend(fontsize=LEGEND - 1)
+    """One empirical CDF per layer, each in its own colour and line style (the last layer darkest)."""
+    colors = plt.get_cmap("viridis_r")(np.linspace(0.25, 1.0, len(values)))
+    for i, ((label, v), c) in enumerate(zip(values, colors, strict=True)):
+        v = np.sort(np.asarray(v, float).ravel())
+        ax.plot(v, np.arange(1, v.size + 1) / v.size, label=label, color=c, lw=1.8, ls=STYLES[i % len(STYLES)])
+    ax.set_xlabel(r"$\sigma/\sigma_{\max}$", fontsize=LEGEND + 1)
+    ax.set_title(title, fontsize=LEGEND + 1)
+    ax.tick_params(labelsize=LEGEND)
 
 
 def cdf_figure(res: Result) -> plt.Figure:
     """CDFs of the normalised singular values of each layer's sentence-embedding matrix (STS-B) before
-    SoftDecay; after it on the last layer only (as the paper's Fig. 3), and on every layer."""
+    SoftDecay; after it on the last layer only (as the paper's Fig. 3), and on every layer. One legend below
+    the panels names the layers (colour and line style)."""
     cdf = res.runs[res.models[0]].get("cdf")
     if cdf is None:
         return _missing("STS-B")
-    fig, axes = plt.subplots(1, 3, figsize=(9, 3.4), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3.6), sharey=True)
     layers = range(len(cdf["before"]))
     before = [(f"layer {i}", np.asarray(cdf["before"][i]) / max(cdf["before"][i])) for i in layers]
     last = len(before) - 1
@@ -309,6 +366,11 @@ def cdf_figure(res: Result) -> plt.Figure:
          "last layer transformed")
     _cdf(axes[2], [(f"layer {i}", np.asarray(cdf["after"][i]) / max(cdf["after"][i])) for i in layers],
          "every layer transformed")
+    axes[0].set_ylabel("F(x)", fontsize=LEGEND + 1)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, [f"{lab} (after, middle panel)" if i == last else lab for i, lab in enumerate(labels)],
+               loc="lower center", ncol=4, fontsize=LEGEND, frameon=False, bbox_to_anchor=(0.5, -0.14))
+    fig.tight_layout()
     return fig
 
 
@@ -333,42 +395,47 @@ def planted_table(res: Result):
 def _tsne_axes(axes, panels: dict, with_titles: bool = True) -> None:
     for ax, (method, p) in zip(axes, panels.items(), strict=True):
         xy, k = np.asarray(p["xy"]), p["n"]
-        ax.scatter(xy[:k, 0], xy[:k, 1], s=4, c="k", label="sentence 1")
-        ax.scatter(xy[k:, 0], xy[k:, 1], s=4, c="tab:red", label="sentence 2")
+        ax.scatter(xy[:k, 0], xy[:k, 1], s=5, c="k", label="sentence 1")
+        ax.scatter(xy[k:, 0], xy[k:, 1], s=5, c="tab:red", label="sentence 2")
         if with_titles:
-            ax.set_title(f"{method}\nEV₁ {p['EV1']:.3f} · TokenUni {p['TokenUni']:.3f}\n"
-                         f"RBF {p['RBF_dis']:.2f} · LSDS {p['LSDS']:.3f}", fontsize=LEGEND)
+            ax.set_title(method.replace(" (sentence)", ""), fontsize=LEGEND + 2)
+            ax.set_xlabel(f"EV₁ {p['EV1']:.3f} · TokenUni {p['TokenUni']:.3f}\n"
+                          f"RBF {p['RBF_dis']:.2f} · LSDS {p['LSDS']:.3f}", fontsize=LEGEND + 1)
         ax.set_xticks([])
         ax.set_yticks([])
 
 
 def tsne_figure(res: Result) -> plt.Figure:
     """t-SNE of a sample of STS-15 pairs under vanilla, whitening and SoftDecay fitted on the whole set, with
-    the measures of the whole set as scored."""
+    the measures of the whole set as scored (beneath each map)."""
     panels = res.maps.get("sets", {}).get("STS15")
     if panels is None:
         return _missing("STS15")
-    fig, axes = plt.subplots(1, 3, figsize=(9, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3.8))
     _tsne_axes(axes, panels)
-    axes[0].legend(fontsize=LEGEND)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="upper center", ncol=2, fontsize=LEGEND + 1,
+               frameon=False, markerscale=3, bbox_to_anchor=(0.5, 1.07))
+    fig.tight_layout()
     return fig
 
 
 def tsne_grid(res: Result) -> plt.Figure:
-    """t-SNE of every other set, rows vanilla / whitening / SoftDecay (as `tsne_figure`)."""
+    """t-SNE of every other set, rows vanilla / whitening / SoftDecay (as `tsne_figure`), tall enough that the
+    measures beneath each map stay legible at page width."""
     tsne = res.maps.get("sets", {})
     sets = [d for d in res.datasets if d != "STS15" and d in tsne]
     if not sets:
         return _missing("a set other than STS15")
-    fig, axes = plt.subplots(3, len(sets), figsize=(1.5 * len(sets), 5.4), squeeze=False)
+    fig, axes = plt.subplots(3, len(sets), figsize=(9, 7.2), squeeze=False)
     for j, d in enumerate(sets):
         panels = tsne[d]
         _tsne_axes(axes[:, j], panels, with_titles=False)
-        axes[0, j].set_title(d, fontsize=LEGEND + 1)
+        axes[0, j].set_title(d, fontsize=LEGEND + 2)
         for i, (method, p) in enumerate(panels.items()):
-            axes[i, j].set_xlabel(f"EV₁ {p['EV1']:.2f}\nLSDS {p['LSDS']:.2f}", fontsize=LEGEND - 1)
+            axes[i, j].set_xlabel(f"EV₁ {p['EV1']:.2f}\nLSDS {p['LSDS']:.2f}", fontsize=LEGEND + 1)
             if j == 0:
-                axes[i, j].set_ylabel(method.replace(" (sentence)", ""), fontsize=LEGEND)
+                axes[i, j].set_ylabel(method.replace(" (sentence)", ""), fontsize=LEGEND + 2)
+    fig.tight_layout()
     return fig
 
 
@@ -416,6 +483,7 @@ def publish(res: Result) -> None:
         "sts-smol-white-256": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "whitening-256")),
         # whitening − SoftDecay, refitted on every resample
         "sts-paper-white-sd": -res.paper_value("SoftDecay", against="WhiteBERT"),
+        "sts-paper-white-sd-size": res.paper_value("SoftDecay", against="WhiteBERT"),
         "sts-match-margin": res.match_margin(),
         "sts-minilm-white-sd": _iv(res.white_minus_sd(m)[0]),
         "sts-smol-white-sd": _text_if_run(res, SMOL, lambda: res.white_minus_sd(SMOL)[0]),
@@ -450,6 +518,14 @@ def publish(res: Result) -> None:
                                    if "SICK-R" in res.datasets else "–"),
         "sts-minilm-sd-rest-all": (res.drop_one_set(m, "SoftDecay (sentence)", "SICK-R") if "SICK-R" in res.datasets
                                    else float("nan")),
+        # Table 1 on every pair (`full_readings`)
+        "sts-full-minilm-sd": _text_if_full(res, m, lambda: res.full_vs_raw(m)),
+        "sts-full-minilm-sd-emb": _text_if_full(res, m, lambda: res.full_vs_raw(m, pooling=_other_pooling(res))),
+        "sts-full-minilm-white-sd": _text_if_full(res, m, lambda: res.full_white_minus_sd(m)),
+        "sts-full-minilm-raw": res.full_scores(m)["vanilla"].mean() if m in res.full_readings else float("nan"),
+        "sts-full-smol-sd": _text_if_full(res, SMOL, lambda: res.full_vs_raw(SMOL)),
+        "sts-full-smol-white-sd": _text_if_full(res, SMOL, lambda: res.full_white_minus_sd(SMOL)),
+        "sts-full-pairs": res.full_pairs(m) if m in res.full_readings else 0,
         # the contrastive encoder, under the authors' pooling (the re-reading) and the other reading
         "sts-minilm-pairs": res.pairs(m),
         "sts-reading-pairs": res.reading_pairs,
@@ -479,6 +555,8 @@ def publish(res: Result) -> None:
         "sts-alpha-margin": (lambda iv: (iv.high - iv.low) / 2)(res.vs_raw(m, "SoftDecay (sentence)")),
         # Table 4 and LSDS
         "sts-ev1-change": _iv(res.metric_change(m, "EV1"), 3),
+        "sts-bert-ev1-change": _text_if_run(res, BOOK_BERT, lambda: res.metric_change(BOOK_BERT, "EV1")),
+        "sts-paper-ev1-change": res.paper_table4_change("EV1"),
         "sts-paper-sts14-ev1-bert-sd": res.paper_table4_value("STS14", "EV1", "BERT+SoftDecay"),
         "sts-paper-sts14-ev1-albert": res.paper_table4_value("STS14", "EV1", "ALBERT"),
         "sts-lsds-wins": res.lsds_count(m, "normalised"),

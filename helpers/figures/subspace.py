@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import NullFormatter
 
-from ..experiments.subspace import QUANTILES, Result
+from ..experiments.subspace import BOOTSTRAP, EXACT_TOLERANCE, QUANTILES, Result
 from . import common
 
 CHECK_COLUMNS = {"worst_slack": "worst slack", "worst_slack_rel": "worst slack / λ₁", "max_ratio": "max ratio",
@@ -196,6 +196,9 @@ def publish(res: Result) -> None:
         "subspace-paper-median-first": res.paper_medians[0], "subspace-paper-median-last": res.paper_medians[-1],
         "subspace-cls-first": cls["first"], "subspace-cls-mid-min": cls["mid_min"], "subspace-cls-last": cls["last"],
         "subspace-cls-last-mid": cls["last_mid"], "subspace-quantiles": QUANTILES,
+        "subspace-bootstrap": BOOTSTRAP, "subspace-exact-tolerance": EXACT_TOLERANCE,
+        "subspace-median-trend": res.trend("median").text(3), "subspace-token-trend": res.trend("token_uni").text(3),
+        "subspace-cls-trend": res.trend("cls_uni").text(3),
     })
 
 
