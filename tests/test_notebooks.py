@@ -228,7 +228,8 @@ def test_directives_targets_and_figures_become_markdown():
     cells = _convert("(x-label)=\n## A section\n\n```{note}\nMind the $d$.\n\nTwo lines.\n```\n\n"
                      "```{glue:figure} vit-fig6\n:name: fig-vit-fig6\n\nThe caption at depth {glue:text}`d`.\n```\n"
                      "After.", {"d": "80"})
-    assert cells == [("markdown", "## A section\n\n> **Note.** Mind the $d$.\n>\n> Two lines."),
+    assert cells == [("markdown", '<a id="x-label"></a>\n\n## A section\n\n> **Note.** Mind the $d$.\n>\n'
+                                  "> Two lines."),
                      ("code", 'figures.common.show("vit-fig6")'),
                      ("markdown", "**Fig. 8.1.** The caption at depth 80."),
                      ("markdown", "After.")]

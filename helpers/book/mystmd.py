@@ -5,7 +5,8 @@ link opens), so that their text reads as the book's page does:
   with the role's format spec as myst-nb does);
 * a `{glue:figure}` directive becomes a code cell that shows the figure of the reader's own run
   (`figures.common.show("<key>")`) followed by its numbered caption;
-* `(label)=` targets are dropped; `{cite:t}` / `{cite:p}` read "Yan et al. (2022)" / "(Yan et al., 2022)"
+* `(label)=` targets become HTML anchors (`<a id="label"></a>`, which the findings tables' links reach);
+  `{cite:t}` / `{cite:p}` read "Yan et al. (2022)" / "(Yan et al., 2022)"
   (`book/references.bib`); `{numref}`, `{ref}`, `{doc}`, links to a label and links to another chapter's
   `.md` become links to the rendered book's pages (`book_url`);
 * any other directive (an admonition, a note) becomes a blockquote with a bold title; math stays `$…$`.
@@ -332,7 +333,8 @@ class Converter:
 
         while i < len(lines):
             line = lines[i]
-            if TARGET.match(line):
+            if m := TARGET.match(line):                 # an anchor a link in an output (a findings row) can reach
+                buf.extend([f'<a id="{m.group(1)}"></a>', ""])
                 i += 1
                 continue
             if CODE_FENCE.match(line) and not FENCE.match(line):       # a plain code block: verbatim
