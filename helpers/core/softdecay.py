@@ -245,13 +245,17 @@ def _cheb_nodes_coeffs(f, hi: Tensor, n: int) -> Tensor:
 
 
 def _clenshaw(T: Tensor, c: Tensor) -> Tensor:
-    """Σ'_k c_k T_k(T) (first term halved) for symmetric T (…, m, m), coefficients c (…, N); differentiable."""
-    eye = torch.eye(T.shape[-1], dtype=T.dtype, device=T.device)
+    """Σ'_k c_k T_k(T) (first term halved) for symmetric T (B, m, m), coefficients c (B, N); differentiable;
+    two kernels a term (one fused product-and-add, one diagonal add)."""
     b1 = torch.zeros_like(T)
     b2 = torch.zeros_like(T)
     for k in range(c.shape[-1] - 1, 0, -1):
-        b1, b2 = 2 * torch.matmul(T, b1) - b2 + c[..., k, None, None] * eye, b1
-    return torch.matmul(T, b1) - b2 + (c[..., 0, None, None] / 2) * eye
+        b0 = torch.baddbmm(b2, T, b1, beta=-1, alpha=2)
+        b0.diagonal(dim1=-2, dim2=-1).add_(c[:, k:k + 1])
+        b1, b2 = b0, b1
+    out = torch.baddbmm(b2, T, b1, beta=-1)
+    out.diagonal(dim1=-2, dim2=-1).add_(c[:, :1] / 2)
+    return out
 
 
 def _gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict | None = None) -> Tensor | None:
@@ -273,8 +277,10 @@ def _gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict
         return None
     n, d = X.shape[-2], X.shape[-1]
     left = n <= d
-    Xw = X.to(torch.float64)
-    G = Xw @ Xw.transpose(-1, -2) if left else Xw.transpose(-1, -2) @ Xw          # (…, m, m)
+    Xw = X.to(torch.float64).reshape(-1, n, d)                                      # (B, n, d)
+    if mask is not None:
+        mask = mask.reshape(-1, n)
+    G = Xw @ Xw.transpose(-1, -2) if left else Xw.transpose(-1, -2) @ Xw          # (B, m, m)
     eye = torch.eye(G.shape[-1], dtype=G.dtype, device=G.device)
     lam1 = _top_eigen(G)
     top = lam1.detach()
@@ -296,9 +302,10 @@ def _gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict
     # coupled Newton–Schulz on A = G/hi (spectrum in (0, 1)): Yk → A^{1/2}, Zk → A^{-1/2}
     A = G / hi[..., None, None]
     Yk, Zk = A, eye.expand_as(A)
+    eye15 = (1.5 * eye).expand_as(A)
     for _ in range(steps):
-        T = 1.5 * eye - 0.5 * torch.matmul(Zk, Yk)
-        Yk, Zk = torch.matmul(Yk, T), torch.matmul(T, Zk)
+        T = torch.baddbmm(eye15, Zk, Yk, alpha=-0.5)
+        Yk, Zk = torch.bmm(Yk, T), torch.bmm(T, Zk)
     with torch.no_grad():
         if float((torch.matmul(Zk, Yk) - eye).abs().amax()) > 1e-9:
             return None
@@ -321,7 +328,7 @@ def _gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict
     smax = lam1.clamp_min(_TINY).sqrt()
     K = smax / softdecay(smax, a)
     Y = torch.matmul(fS, Q) if left else torch.matmul(Q, fS)
-    return (K[..., None, None] * Y).to(X.dtype)
+    return (K[..., None, None] * Y).to(X.dtype).reshape(X.shape)
 
 def softdecay_loop_reference(X: Tensor, alpha: float, mask: Tensor | None = None) -> Tensor:
     """The authors' style: one `torch.svd` per example in a Python loop (padding included unless a
