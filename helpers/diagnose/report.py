@@ -101,6 +101,16 @@ def isoscore_note(d: Diagnosis) -> str:
             "of the mean's (it is computed on the covariance: a common drift does not change it).")
 
 
+def _source(meta: dict) -> str:
+    """Where the weights came from: the hub id and its commit, the weight package, or the folder (the JSON keeps
+    the full path)."""
+    src, rev = str(meta["source"]), str(meta["revision"])
+    if Path(src).is_absolute() and rev != src:
+        return f"weights <code>{html.escape(rev)}</code>"
+    return f"source <code>{html.escape(src)}</code>" + (f", revision <code>{html.escape(rev)}</code>" if rev != src
+                                                        else "")
+
+
 def render_html(d: Diagnosis) -> str:
     meta = d.meta
     curves = _png(curves_figure(d))
@@ -115,8 +125,7 @@ def render_html(d: Diagnosis) -> str:
 table{{border-collapse:collapse;font-size:14px}}td,th{{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left}}
 img{{max-width:100%}}code{{background:#f4f4f4;padding:1px 4px}}</style></head><body>
 <h1>{esc(meta['model'])}: layer by layer, against its untrained twin</h1>
-<p>{esc(meta['description'])}<br>source <code>{esc(str(meta['source']))}</code>, revision
-<code>{esc(str(meta['revision']))}</code>; {esc(meta['modality'])} model, {len(meta['layer_names'])} layers
+<p>{esc(meta['description'])}<br>{_source(meta)}; {esc(meta['modality'])} model, {len(meta['layer_names'])} layers
 (embeddings first), vectors: {esc(meta['units'])}.</p>
 <p>Probe: {esc(meta['probe']['description'])} (sha256 {esc(meta['probe']['sha256_16'])}). Intervals: 95 %
 bootstrap over the probe's inputs ({meta['draws']} draws, seed {meta['seed']}), the same draws for the model and
