@@ -141,7 +141,8 @@ def test_findings_on_the_ci_run(res):
     the drift-correlation share over models); a reduced setting says its stand-ins."""
     fs = {f.key: f for f in res.findings()}
     assert set(fs) == {"anisotropy-transformers", "anisotropy-subword", "anisotropy-cnn",
-                       "anisotropy-drift-correlation", "anisotropy-centred-isotropy", "anisotropy-cnn-drift"}
+                       "anisotropy-drift-correlation", "anisotropy-centred-isotropy", "anisotropy-cnn-drift",
+                       "anisotropy-single-pair-null"}
     assert all(f.paper == "godey2024" and f.chapter == "anisotropy" and f.section for f in fs.values())
     assert all(f.kind == "claim" and f.claim_id.startswith("godey-") and f.reduced for f in fs.values())
     assert all(f.effect.method != "exact" and f.effect.has_interval for f in fs.values())
@@ -178,7 +179,8 @@ def test_findings_on_the_committed_book_runs():
                 "anisotropy-bytes-vs-minilm": ("reproduced", 0.07), "anisotropy-speech": ("reproduced", 0.29),
                 "anisotropy-vision": ("reproduced", 0.67), "anisotropy-cnn": ("contradicted", 0.25),
                 "anisotropy-drift-correlation": ("reproduced", BOOK_DRIFT_SHARE),
-                "anisotropy-cnn-drift": ("contradicted", 0.68)}
+                "anisotropy-cnn-drift": ("contradicted", 0.68),
+                "anisotropy-single-pair-null": ("reproduced", 0.018)}
     assert list(fs) == list(expected.keys())             # the paper's order; for each claim the closest test first
     for key, (verdict, effect) in expected.items():
         assert fs[key].verdict == verdict, key
@@ -273,7 +275,7 @@ def test_planted_effects_change_the_new_findings_verdicts():
     """On the committed book runs: a speech layer at 0.15 contradicts 'at least 0.2 at every layer'; the byte
     MLM 0.4 higher at every layer makes it more anisotropic than SmolLM2; a DINOv2 at −0.05 at every layer is
     below the null; a CNN ρ spread around 0 is 'uncorrelated' (reproduced); no model with a significant drift test leaves
-    the share not detected."""
+    the share not detected; AntiBERTy at 0.05 in every layer falls below the paper's single-pair line."""
     import copy
 
     r = copy.deepcopy(_book_or_skip())
@@ -287,7 +289,10 @@ def test_planted_effects_change_the_new_findings_verdicts():
     r.cnn_boot["rho_draws"] = list(0.2 * np.sin(np.arange(len(r.cnn_boot["rho_draws"]))))
     for m in r.transformers():
         m["correlation"] = {**m["correlation"], "spearman_p": 0.5}
+    anti = r.model("AntiBERTy")                        # 0.05 on every layer: below the single-pair line at d = 512
+    anti["cos_sampled"] = [0.05] * len(anti["cos_sampled"])
     fs = {f.key: f.verdict for f in r.findings()}
+    assert fs["anisotropy-single-pair-null"] == "contradicted"
     assert fs["anisotropy-speech"] == "contradicted"
     assert fs["anisotropy-bytes-vs-smollm2"] == "reproduced"
     assert fs["anisotropy-vision"] == "contradicted"
