@@ -274,8 +274,9 @@ def test_zeroed_twins_start_near_zero_instead_of_one_third(res):
 def test_planted_effects_change_the_new_findings_verdicts():
     """On the committed book runs: a speech layer at 0.15 contradicts 'at least 0.2 at every layer'; the byte
     MLM 0.4 higher at every layer makes it more anisotropic than SmolLM2; a DINOv2 at −0.05 at every layer is
-    below the null; a CNN ρ spread around 0 is 'uncorrelated' (reproduced); no model with a significant drift test leaves
-    the share not detected; AntiBERTy at 0.05 in every layer falls below the paper's single-pair line."""
+    below the null; a CNN ρ spread around 0 is 'uncorrelated' (reproduced); no model with a significant drift
+    test leaves the share not detected; AntiBERTy at 0.05 in every layer falls below the paper's single-pair
+    line."""
     import copy
 
     r = copy.deepcopy(_book_or_skip())
