@@ -115,6 +115,8 @@ PAGE_JS = r"""
     return r.width > 0 && r.height > 0 && el.getClientRects().length > 0;
   };
   // 1. wide things: tables, figures, images, plots, displayed equations
+  const stats = {tables: article.querySelectorAll('table').length, scrolling: 0,
+                 figures: article.querySelectorAll('img, figure svg, canvas').length};
   const wide = article.querySelectorAll('table, figure, img, svg, canvas, video, iframe, ' +
                                         'mjx-container[display="true"], div.math, .cell_output pre');
   for (const el of wide) {
@@ -131,6 +133,7 @@ PAGE_JS = r"""
         if (hides(a) && a.scrollWidth > a.clientWidth + 1 && a !== article && overrun(a) > tol) { clip = a; break; }
       }
     }
+    if (el.tagName === 'TABLE' && box && box.scrollWidth > box.clientWidth + 1) stats.scrolling += 1;
     if (clip) {
       problems.push({kind: 'clipped', what: describe(el) + ' is cut off by a container that hides its ' +
                      'overflow (' + Math.round(clip.scrollWidth) + ' px of content in ' +
@@ -174,7 +177,7 @@ PAGE_JS = r"""
       .map((el) => ({href: el.getAttribute('href') || el.getAttribute('src'), url: el.href || el.src,
                      text: (el.textContent || el.getAttribute('alt') || '').trim().slice(0, 50),
                      inArticle: article.contains(el)}));
-  return {problems, text, outputs, problematic, ids, links, colWidth};
+  return {problems, text, outputs, problematic, ids, links, colWidth, stats};
 }
 """
 
@@ -272,6 +275,10 @@ def _number_problems(tables: list[dict]) -> list[dict]:
     return problems
 
 
+#: a page that only sends the reader on: <meta http-equiv="Refresh" content="0; url=book/intro.html">
+_REFRESH = re.compile(r'<meta[^>]+http-equiv="refresh"[^>]+url=([^"\s>]+)', re.IGNORECASE)
+
+
 def _wait_ready(page) -> None:
     page.wait_for_load_state("load")
     try:  # MathJax typesets after load: widths of tables with math change with it
@@ -279,6 +286,10 @@ def _wait_ready(page) -> None:
     except Exception:  # noqa: BLE001 - a page without MathJax or with a failing one is still checked
         pass
     page.evaluate("() => document.fonts ? document.fonts.ready.then(() => null) : null")
+
+
+#: what each page held ({root: {page: {"tables", "scrolling", "figures"}}}), for the report
+STATS: dict[str, dict[str, dict]] = {}
 
 
 def check_site(root: Path, width: int = WIDTH, only: list[str] | None = None,
@@ -293,20 +304,22 @@ def check_site(root: Path, width: int = WIDTH, only: list[str] | None = None,
     report: dict[str, list[dict]] = {}
     anchors: dict[str, set[str]] = {}
     links: dict[str, list[dict]] = {}
+    seen = STATS.setdefault(str(root), {})
     with serve(root) as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=executable, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": width, "height": HEIGHT})
         failed: list[str] = []
         page.on("response", lambda r: failed.append(r.url) if r.status >= 400 else None)
         for name in names:
-            failed.clear()
-            page.goto(base + name, wait_until="load")
-            _wait_ready(page)
-            if page.url.split("#")[0] != base + name:  # a redirect (the book's index.html): its target is checked
-                landed = unquote(urlparse(page.url).path)[1:]
+            refresh = _REFRESH.search((root / name).read_text(errors="replace")[:2000])
+            if refresh:  # a redirect (the book's index.html): its target is checked as a page of its own
+                landed = (Path(name).parent / unquote(refresh.group(1).split("#")[0])).as_posix()
                 report[name] = [] if (root / landed).is_file() else [
                     {"kind": "broken link", "what": f"redirects to {landed}: not built"}]
                 continue
+            failed.clear()
+            page.goto(base + name, wait_until="load")
+            _wait_ready(page)
             info = page.evaluate(PAGE_JS, {})
             problems = list(info["problems"])
             problems += _text_problems(info)
@@ -314,6 +327,7 @@ def check_site(root: Path, width: int = WIDTH, only: list[str] | None = None,
             for url in sorted(set(failed)):
                 problems.append({"kind": "broken link", "what": f"the page loads {url[len(base):]}: not built"})
             report[name] = problems
+            seen[name] = info["stats"]
             anchors[name] = set(info["ids"])
             links[name] = info["links"]
         browser.close()
@@ -355,13 +369,20 @@ def _check_links(root: Path, base: str, report: dict, anchors: dict[str, set[str
                                          "what": f"{href!r}{label}{where}: {rel} has no #{frag}"})
 
 
-def format_report(report: dict[str, list[dict]]) -> str:
+def _n(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def format_report(report: dict[str, list[dict]], stats: dict[str, dict] | None = None) -> str:
     lines = []
     for name, problems in report.items():
+        st = (stats or {}).get(name)
+        held = (f"  ({_n(st['tables'], 'table')}, {st['scrolling']} scrolling sideways; {_n(st['figures'], 'figure')})"
+                if st and (st["tables"] or st["figures"]) else "")
         if not problems:
-            lines.append(f"ok    {name}")
+            lines.append(f"ok    {name}{held}")
             continue
-        lines.append(f"FAIL  {name}: {len(problems)} problem{'s' if len(problems) > 1 else ''}")
+        lines.append(f"FAIL  {name}: {len(problems)} problem{'s' if len(problems) > 1 else ''}{held}")
         for p in problems:
             lines.append(f"      - {p['kind']}: {p['what']}")
     bad = sum(1 for p in report.values() if p)
@@ -385,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     t0 = time.perf_counter()
     report = check_site(root, width=args.width, only=args.page)
-    print(format_report(report))
+    print(format_report(report, STATS.get(str(root.resolve()))))
     print(f"checked in {time.perf_counter() - t0:.1f} s at {args.width} px")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1, ensure_ascii=False))

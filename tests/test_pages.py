@@ -136,3 +136,14 @@ def test_table_formats_whole_columns_as_integers():
     assert ">768<" in html and "768.000" not in html
     assert ">1.000<" in html and ">0.250<" in html  # a column with a fraction keeps its decimals
     assert ">0.000<" in html  # zeros alone are not counts
+
+
+@browser
+def test_redirect_page_is_checked_by_its_target(tmp_path):
+    (tmp_path / "index.html").write_text('<meta http-equiv="Refresh" content="0; url=book/intro.html" />')
+    report = check_pages.check_site(tmp_path)
+    assert _kinds(report, "index") == ["broken link"], check_pages.format_report(report)
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "intro.html").write_text(PAGE.format(body="<p>The book.</p>"))
+    report = check_pages.check_site(tmp_path)
+    assert report == {"book/intro.html": [], "index.html": []}, check_pages.format_report(report)
