@@ -523,8 +523,6 @@ def publish(res: Result) -> None:
         "sts-full-minilm-sd-emb": _text_if_full(res, m, lambda: res.full_vs_raw(m, pooling=_other_pooling(res))),
         "sts-full-minilm-white-sd": _text_if_full(res, m, lambda: res.full_white_minus_sd(m)),
         "sts-full-minilm-raw": res.full_scores(m)["vanilla"].mean() if m in res.full_readings else float("nan"),
-        "sts-full-smol-sd": _text_if_full(res, SMOL, lambda: res.full_vs_raw(SMOL)),
-        "sts-full-smol-white-sd": _text_if_full(res, SMOL, lambda: res.full_white_minus_sd(SMOL)),
         "sts-full-pairs": res.full_pairs(m) if m in res.full_readings else 0,
         # the contrastive encoder, under the authors' pooling (the re-reading) and the other reading
         "sts-minilm-pairs": res.pairs(m),
