@@ -237,3 +237,28 @@ def test_hub_id_through_the_hub_stand_in(tmp_path):
     assert data["source"] == "google-bert/bert-base-uncased" and data["modality"] == "text"
     assert data["probe"]["inputs"] == 12 and len(data["measures"]["qk_cos"]["model"]["estimate"]) == \
         len(data["layer_names"])
+
+
+def test_query_key_maps_without_rotary_positions_are_hooked():
+    """A DINOv2 (q_proj/k_proj maps, no rotary positions; a tiny random one): cos(q̄, k̄) per block and head."""
+    from PIL import Image
+    from transformers import Dinov2Config, Dinov2Model
+
+    from helpers.diagnose.capture import capture
+
+    torch.manual_seed(0)
+    net = Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                   image_size=28, patch_size=14)).eval()
+
+    def processor(images, return_tensors="pt"):
+        return {"pixel_values": torch.stack([torch.from_numpy(np.asarray(im, dtype=np.float32)).permute(2, 0, 1)
+                                             / 255 for im in images])}
+
+    rng = np.random.default_rng(0)
+    probe = D.Probe("vision", [Image.fromarray(rng.integers(0, 255, (28, 28, 3), dtype=np.uint8)) for _ in range(6)],
+                    "6 noise images")
+    cap = capture(models.Loaded("tiny", "tiny", net, processor, True), probe, torch.device("cpu"), 4)
+    assert cap.qk is not None and len(cap.qk) == 2 and cap.qk[0][0].shape == (6, 4, 8)
+    assert cap.units == "patch tokens" and cap.layers[0][0].shape == (6, 4, 32)        # [CLS] left out: 2 × 2 patches
+    got = measures.measure(cap.layers, measures.bootstrap_weights(6, 10, 0), cap.qk, with_isoscore=False)
+    assert got.qk_heads.shape == (3, 4) and np.isnan(got.qk_heads[0]).all() and np.isfinite(got.qk_heads[1:]).all()

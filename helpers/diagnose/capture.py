@@ -70,16 +70,75 @@ class _Stack:
         return out
 
 
+#: names of a block's query and key maps in the architectures without rotary positions that `hf.qk.CallCapture`
+#: does not hook (DINOv2, ViT and Whisper in transformers 5: q_proj/k_proj; MPNet: q/k; DistilBERT: q_lin/k_lin)
+_QK_NAMES = (("q_proj", "k_proj"), ("q", "k"), ("q_lin", "k_lin"))
+
+
+class LinearQKCapture:
+    """Per-head queries and keys of each block's query and key maps (no rotary positions), read from the maps'
+    outputs by forward hooks: `q`, `k` lists of (B, h, L, d_k) in block order, as `hf.qk.CallCapture` gives."""
+
+    def __init__(self, model: nn.Module) -> None:
+        from ..hf.walk import transformer_layers
+
+        cfg = getattr(model, "config", None)
+        self.heads = int(getattr(cfg, "num_attention_heads", 0) or getattr(cfg, "encoder_attention_heads", 0) or 0)
+        if not self.heads:
+            raise ValueError("cannot tell the number of attention heads")
+        self.pairs = []
+        for block in transformer_layers(model):
+            found = None
+            for mod in block.modules():
+                for qn, kn in _QK_NAMES:
+                    q, k = getattr(mod, qn, None), getattr(mod, kn, None)
+                    if isinstance(q, nn.Linear) and isinstance(k, nn.Linear):
+                        found = (q, k)
+                        break
+                if found:
+                    break
+            if found is None:
+                raise ValueError(f"block {type(block).__name__} has no query/key linear maps")
+            self.pairs.append(found)
+        self.q: list[Tensor] = []
+        self.k: list[Tensor] = []
+        self._handles: list = []
+
+    def _hook(self, store: list):
+        def hook(_mod, _inp, out: Tensor) -> None:
+            B, L, D = out.shape
+            store.append(out.detach().view(B, L, self.heads, D // self.heads).transpose(1, 2))
+        return hook
+
+    def clear(self) -> None:
+        self.q.clear()
+        self.k.clear()
+
+    def __enter__(self) -> LinearQKCapture:
+        for q, k in self.pairs:
+            self._handles += [q.register_forward_hook(self._hook(self.q)), k.register_forward_hook(self._hook(self.k))]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+
 def _qk_capture(model: nn.Module):
-    """A `hf.qk.CallCapture` for the model, or (None, why not)."""
+    """A capture of every block's per-head queries and keys — `hf.qk.CallCapture` for BERT-family and
+    Llama-style rotary attention, `LinearQKCapture` for query/key maps without rotary positions — or (None, why
+    not)."""
     from ..hf.qk import CallCapture
 
     rotary_like = any(isinstance(getattr(m, "q_proj", None), nn.Linear) for m in model.modules())
-    if rotary_like and not any(hasattr(m, "rotary_emb") for m in model.modules()):
-        return None, (f"{type(model).__name__}: its attention projections (q_proj/k_proj) carry no rotary positions; "
-                      "the walker hooks BERT-family `query`/`key` maps and Llama-style rotary attention only")
+    if not rotary_like or any(hasattr(m, "rotary_emb") for m in model.modules()):
+        try:
+            return CallCapture(model), ""
+        except (ValueError, AttributeError):
+            pass
     try:
-        return CallCapture(model), ""
+        return LinearQKCapture(model), ""
     except (ValueError, AttributeError) as err:
         return None, f"the walker finds no attention projections: {str(err).splitlines()[0]}"
 
