@@ -70,18 +70,24 @@ def tsim(res: Result) -> plt.Figure:
 
 
 def final_table(res: Result):
-    """Per variant: final training loss (last 5 % of steps) and held-out loss, mean and range over seeds,
-    t_sim of the last block, seconds per step."""
-    tr, ev, ts, secs = res.final_train(), res.final_eval(), res.last_t_sim(), res.seconds_per_step()
+    """Per variant: final training loss (last 5 % of steps) with its range over seeds, held-out loss and t_sim of
+    the last block, means over seeds (`runs_table` has each variant's runs: diverged, seconds per step)."""
+    tr, ev, ts = res.final_train(), res.final_eval(), res.last_t_sim()
     rows = []
     for v in res.arms:
         lo, hi = np.nanmin(tr[v]), np.nanmax(tr[v])
         rows.append({"variant": v, "final train loss": np.nanmean(tr[v]),
                      "range over seeds": f"{lo:.3f}" if f"{lo:.3f}" == f"{hi:.3f}" else f"{lo:.3f}–{hi:.3f}",
-                     "held-out loss": np.nanmean(ev[v]), "last-block t_sim": ts[v],
-                     "diverged runs": sum(bool(h.get("diverged")) for h in res.histories[v]),
-                     "s per step": secs[v]})
+                     "held-out loss": np.nanmean(ev[v]), "last-block t_sim": ts[v]})
     return common.table(pd.DataFrame(rows), digits=3)
+
+
+def runs_table(res: Result):
+    """Per variant: how many runs (seeds), how many diverged, and the mean seconds per training step."""
+    secs = res.seconds_per_step()
+    return common.table(pd.DataFrame([{"variant": v, "runs": len(res.histories[v]),
+                                       "diverged runs": sum(bool(h.get("diverged")) for h in res.histories[v]),
+                                       "s per step": secs[v]} for v in res.arms]), digits=2)
 
 
 def differences_table(res: Result):
@@ -159,4 +165,4 @@ def publish(res: Result) -> None:
     })
 
 
-__all__ = ["fig7", "tsim", "final_table", "differences_table", "publish", "PAIRS"]
+__all__ = ["fig7", "tsim", "final_table", "runs_table", "differences_table", "publish", "PAIRS"]

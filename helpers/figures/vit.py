@@ -157,16 +157,18 @@ def final_table(res: Result):
     return common.table(pd.DataFrame(rows))
 
 
-def gap_table(res: Result):
-    """Per block type and depth, each variant's final training loss minus pre-norm's and de-escalated
-    minus plain post-norm at the same rate (`Result.gap`: seed-paired mean [95 % t-interval], ↑ above 0,
-    ↓ below)."""
+def gap_table(res: Result, block: str = "A1"):
+    """Per depth, with Algorithm 1's blocks (`block="A1"`) or standard blocks ("std"), each variant's final
+    training loss minus pre-norm's and de-escalated minus plain post-norm at the same rate (`Result.gap`:
+    seed-paired mean [95 % t-interval], ↑ above 0, ↓ below)."""
     pairs = [("de-escalated", "pre-norm"), ("de-escalated", "post-norm-full-lr"), ("post-norm", "pre-norm"),
              ("post-norm-full-lr", "pre-norm")]
     rows = []
     for _, r in _blocks(res):
+        if ("A1" if r is res else "std") != block:
+            continue
         for d in r.depths:
-            row: dict[str, object] = {"block": "A1" if r is res else "std", "depth": d}
+            row: dict[str, object] = {"depth": d}
             for a, b in pairs:
                 if a in r.variants and b in r.variants:
                     row[f"{NAMES[a]} − {NAMES[b]}"] = _interval(r.gap(a, b, d))
@@ -174,25 +176,20 @@ def gap_table(res: Result):
     return common.table(pd.DataFrame(rows))
 
 
-def block_table(res: Result):
-    """Per depth and variant, the final training loss and test accuracy (means over seeds) and the last
-    block's t_sim (`Result.run_t_sim`, first seed), Algorithm 1's blocks (A1) beside standard blocks (std)."""
-    blocks = _blocks(res)
+def block_table(res: Result, block: str = "A1"):
+    """Per depth and variant, the final training loss and test accuracy (means over seeds) and the last block's
+    t_sim (`Result.run_t_sim`, first seed), with Algorithm 1's blocks (`block="A1"`) or standard blocks ("std")."""
+    r = dict(("A1" if b is res else "std", b) for _, b in _blocks(res)).get(block)
     rows = []
     for d in res.depths:
+        if r is None or str(d) not in (r.sweep or {str(r.depth): 0}):
+            continue
         for v in res.variants:
-            row: dict[str, object] = {"depth": d, "variant": NAMES.get(v, v)}
-            for what in ("loss", "acc", "t_sim"):
-                for _, r in blocks:
-                    tag = "A1" if r is res else "std"
-                    if str(d) not in (r.sweep or {str(r.depth): 0}):
-                        row[f"{what} {tag}"] = np.nan
-                        continue
-                    hs = r.runs(d)[v]
-                    row[f"{what} {tag}"] = (float(np.mean([h["train_loss"][-1] for h in hs])) if what == "loss" else
-                                            float(np.mean([h["test_acc"][-1] for h in hs])) if what == "acc" else
-                                            r.run_t_sim(v, d))
-            rows.append(row)
+            hs = r.runs(d)[v]
+            rows.append({"depth": d, "variant": NAMES.get(v, v),
+                         "final train loss": float(np.mean([h["train_loss"][-1] for h in hs])),
+                         "test accuracy": float(np.mean([h["test_acc"][-1] for h in hs])),
+                         "last-block t_sim": r.run_t_sim(v, d)})
     return common.table(pd.DataFrame(rows), digits=3)
 
 
