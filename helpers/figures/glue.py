@@ -53,22 +53,25 @@ def _pct(new: float, base: float) -> str:
     return "" if pd.isna(new) or pd.isna(base) or not base else f"{100 * (new - base) / abs(base):+.1f}"
 
 
+def _task_metric(task: str, metric: str) -> str:
+    return f"{task} ({METRIC_NAMES[metric]})"
+
+
 def summary_table(res: Result):
     """The paper's Table 2 beside ours, key columns first: the majority-class floor, our baseline and
-    SoftDecay (mean ± sd over seeds, Δ% as the paper's), the paper's baseline, SoftDecay and Δ%."""
+    SoftDecay (mean ± sd over seeds, Δ% as the paper's), then the paper's baseline → SoftDecay (Δ%)."""
     t = frame(res.summary)
     shown = format_pm(t)
-    out = pd.DataFrame({"task": t.task, "metric": t.metric.map(METRIC_NAMES)})
+    out = pd.DataFrame({"task (metric)": [_task_metric(a, b) for a, b in zip(t.task, t.metric, strict=True)]})
     if len(res.models) > 1:
         out.insert(0, "model", t.model)
     out["majority class"] = shown["majority class"]
     out["baseline"] = shown["baseline"]
     if "softdecay" in t:
-        out["SoftDecay"] = shown["softdecay"]
-        out["Δ %"] = shown["softdecay Δ%"]
-    out["paper baseline"] = shown["paper baseline"]
-    out["paper SoftDecay"] = shown["paper softdecay"]
-    out["paper Δ %"] = [_pct(a, b) for a, b in zip(t["paper softdecay"], t["paper baseline"], strict=True)]
+        out["SoftDecay (Δ %)"] = [f"{a} ({b})" for a, b in zip(shown["softdecay"], shown["softdecay Δ%"], strict=True)]
+    out["paper: baseline → SoftDecay (Δ %)"] = [
+        "" if pd.isna(a) or pd.isna(b) else f"{b:.2f} → {a:.2f} ({_pct(a, b)})"
+        for a, b in zip(t["paper softdecay"], t["paper baseline"], strict=True)]
     return common.table(out)
 
 
@@ -80,7 +83,7 @@ def paired_table(res: Result):
     rows = []
     for _, r in df.iterrows():
         paper = res.paper_gain(r.task, r.metric)
-        rows.append({"task": r.task, "metric": METRIC_NAMES[r.metric],
+        rows.append({"task (metric)": _task_metric(r.task, r.metric),
                      "SoftDecay − baseline [95 % interval]": res.paired_interval(r.task, "softdecay", r.metric).text(2),
                      "seeds above 0": f"{r.wins} of {r.seeds}", "detectable (80 % power)": f"{r.detectable:.1f}",
                      "paper gain": "" if pd.isna(paper) else f"{paper:+.2f}"})
@@ -97,7 +100,7 @@ def expdecay_table(res: Result):
     for _, r in df.iterrows():
         s = summary[(summary.task == r.task) & (summary.metric == r.metric) & (summary.model == r.model)].iloc[0]
         paper = s["paper expdecay"] - s["paper baseline"]
-        rows.append({"task": r.task, "metric": METRIC_NAMES[r.metric],
+        rows.append({"task (metric)": _task_metric(r.task, r.metric),
                      "reading": r.variant.removeprefix("expdecay (").rstrip(")"),
                      "per-seed differences": ", ".join(f"{d:+.1f}" for d in r.differences),
                      "mean [95 % interval]": res.paired_interval(r.task, r.variant, r.metric).text(1),
@@ -113,9 +116,10 @@ def selection_table(res: Result):
         return common.table(pd.DataFrame({"selection": ["none: a single learning rate and α₀"]}))
     df = df.drop(columns=["model"] if len(res.models) == 1 else [])
     df["value"] = [f"{v:g}" for v in df["value"]]
-    df["metric"] = df["metric"].map(METRIC_NAMES)
+    df["task (metric)"] = [_task_metric(a, b) for a, b in zip(df["task"], df["metric"], strict=True)]
     df["chosen"] = df["chosen"].map({True: "✓", False: ""})
-    return common.table(df, digits=2)
+    df = df.drop(columns=["task", "metric"])
+    return common.table(df[["task (metric)", *[c for c in df.columns if c != "task (metric)"]]], digits=2)
 
 
 def holdout_table(res: Result):
@@ -189,10 +193,18 @@ def alpha_figure(res: Result) -> plt.Figure:
 
 
 def alpha_table(res: Result):
+    """The learned α per task: its initial value and its mean ± sd over the seeds after each epoch."""
     df = frame(res.alphas)
-    if not df.empty and len(res.models) == 1:
-        df = df.drop(columns="model")
-    return common.table(df, digits=3)
+    if df.empty:
+        return common.table(df)
+    out = df[[c for c in ("model", "task", "initial α") if c in df.columns]].copy()
+    if len(res.models) == 1 and "model" in out:
+        out = out.drop(columns="model")
+    epochs = sorted({int(c.split()[3]) for c in df.columns if c.startswith("α after epoch") and c.endswith("mean")})
+    for e in epochs:
+        out[f"after epoch {e}"] = [common.mean_sd(m, s, 3) for m, s in
+                                   zip(df[f"α after epoch {e} mean"], df[f"α after epoch {e} sd"], strict=True)]
+    return common.table(out, digits=3)
 
 
 def training_curves(res: Result) -> plt.Figure:

@@ -115,19 +115,25 @@ def _read_models(res: Result) -> list[str]:
     return [m for m in res.all_runs() if res.read(m) is not None]
 
 
-def pooling_table(res: Result):
-    """Table 1 Avg (paper protocol, mean over the sets) of each method under both readings of the authors'
-    pooling, per encoder; the paper-comparison reading first."""
+#: the pooling table's two halves: the paper's rows, and the book's own
+POOLING_PARTS = {"paper": ("vanilla", "whitening", "SoftDecay (sentence)"),
+                 "ours": ("whitening-256", "de-escalation", "SoftDecay (clamped)", "SoftDecay (rescaled)")}
+
+
+def pooling_table(res: Result, part: str = "paper"):
+    """Table 1 Avg (paper protocol, mean over the sets) under both readings of the authors' pooling, per
+    encoder (the paper-comparison reading first): the paper's rows (`part="paper"`) or the book's own
+    (`part="ours"`)."""
     rows = []
     for m in _read_models(res):
         for q in sorted(res.poolings, key=lambda q: q != res.paper_pooling):
             scores = res.reading_scores(m, q).mean()
-            rows.append({"encoder": m, "pooling": POOLING_LABEL[q] + (" (paper default)" if q == res.paper_pooling
-                                                                       else ""),
-                         **{SHORT[k]: scores[k] for k in SHORT if k in scores}})
+            rows.append({"encoder, pooling": f"{m}, {POOLING_LABEL[q]}" + (" (paper default)"
+                                                                          if q == res.paper_pooling else ""),
+                         **{SHORT[k]: scores[k] for k in POOLING_PARTS[part] if k in scores}})
     if not rows:
         return None          # nothing to show at this scale (the prose says what was run)
-    return _scroll(common.table(pd.DataFrame(rows), digits=2))
+    return common.table(pd.DataFrame(rows), digits=2)
 
 
 def _other_pooling(res: Result) -> str:
@@ -181,13 +187,14 @@ def _draws_iv(res: Result, model: str, method: str, against: str, pooling: str |
 
 
 def white_sd_table(res: Result):
-    """whitening − SoftDecay per encoder and whitening variant, with its interval, how it was made and the
-    verdicts on the paper's ordering and on 'whitening matches SoftDecay' (within ±the margin)."""
+    """whitening − SoftDecay per encoder and whitening variant (both refitted on every resample, the interval
+    recentred on the estimate), over the subsample draws, and the verdict on 'whitening matches SoftDecay'
+    (within ±the margin)."""
     rows = [{"encoder": c["model"],
              "whitening": "first 256 directions" if c["whitening"] == "whitening-256" else "full",
-             "whitening − SoftDecay [95 %]": _iv(c["effect"]), "interval": c["how"],
+             "whitening − SoftDecay [95 %]": _iv(c["effect"]),
              "over subsample draws [95 %]": _draws_iv(res, c["model"], c["whitening"], "SoftDecay (sentence)"),
-             "SoftDecay ahead (paper)": c["verdict"], "alike within ±margin": c["likeness"]}
+             "alike within ±margin": c["likeness"]}
             for c in res.white_sd_comparisons() if c["effect"] is not None]
     if not rows:
         return None          # nothing to show at this scale (the prose says what was run)
@@ -265,7 +272,11 @@ def alpha_sweep_figure(res: Result) -> plt.Figure:
 
 
 def alpha_sweep_table(res: Result):
-    return common.table(res.alpha_scores(res.models[0]).reset_index(), digits=2)
+    """Spearman ×100 of sentence-level SoftDecay per set (rows) and α (columns)."""
+    df = res.alpha_scores(res.models[0]).T
+    df.columns = [f"α = {a:g}" for a in df.columns]
+    df.index.name = "set"
+    return common.table(df.reset_index(), digits=2)
 
 
 #: the flips table's columns: every count is summed over the two sentence matrices of a set (first and
@@ -278,20 +289,25 @@ def flips_table(res: Result):
     """Per encoder and set: SoftDecay's sign-flipped directions under each scaling, out of the rank
     (both summed over the set's two sentence matrices), with the smallest and largest singular value."""
     parts = [res.flips(m).reset_index().assign(encoder=m) for m in res.all_runs()]
-    df = pd.concat(parts)[["encoder", "set", *FLIP_COLUMNS]].rename(columns=FLIP_COLUMNS)
-    return common.table(df, digits=3)
+    df = pd.concat(parts)
+    out = pd.DataFrame({"encoder, set": [f"{e}, {d}" for e, d in zip(df.encoder, df.set, strict=True)],
+                        "rank": df["rank"],
+                        "σ min – max": [f"{a:.3g} – {b:.3g}" for a, b in zip(df.sigma_min, df.sigma_max, strict=True)],
+                        **{FLIP_COLUMNS[k]: df[k] for k in ("raw", "sqrt_n", "max")}})
+    return common.table(out, digits=3)
 
 
 def table4(res: Result):
     """Table 4: EV₁, log RBF_dis and TokenUni per set (rows) of the raw, whitened and SoftDecay
     embeddings, the paper's BERT columns beside."""
     t4 = res.runs[res.models[0]]["table4"]
-    rows = [{"set": d, "metric": metric, **{k: t4[d][k][metric] for k in ("vanilla", "whitening", "SoftDecay")},
-             "paper BERT": res.paper_table4_value(d, metric, "BERT"),
-             "paper BERT+SoftDecay": res.paper_table4_value(d, metric, "BERT+SoftDecay")}
+    name = {"EV1": "EV₁", "RBF_dis": "RBF_dis", "TokenUni": "TokenUni"}
+    rows = [{"set, measure": f"{d}, {name[metric]}",
+             **{k: t4[d][k][metric] for k in ("vanilla", "whitening", "SoftDecay")},
+             "paper: BERT → +SoftDecay": (f"{res.paper_table4_value(d, metric, 'BERT'):.4g} → "
+                                          f"{res.paper_table4_value(d, metric, 'BERT+SoftDecay'):.4g}")}
             for metric in ("EV1", "RBF_dis", "TokenUni") for d in res.datasets]
-    df = pd.DataFrame(rows).rename(columns={"vanilla": "raw", "metric": "measure"})
-    return common.table(df.replace({"EV1": "EV₁"}), digits=3)
+    return common.table(pd.DataFrame(rows).rename(columns={"vanilla": "raw"}), digits=3)
 
 
 def control_table(res: Result):
@@ -305,8 +321,9 @@ def control_table(res: Result):
         inputs = {"sentence embeddings": {"before": t["vanilla"], "after": t["SoftDecay"]},
                   **run["control"].get(d, {})}
         for kind, c in inputs.items():
-            rows.append({"set": d, "input": kind, **{f"{short[k]} before": v for k, v in c["before"].items()},
-                         **{f"{short[k]} after": v for k, v in c["after"].items()}})
+            rows.append({"set, input": f"{d}, {kind}",
+                         **{f"{short[k]}: before → after": f"{c['before'][k]:.3f} → {c['after'][k]:.3f}"
+                            for k in c["before"]}})
     return common.table(pd.DataFrame(rows), digits=3)
 
 

@@ -130,17 +130,19 @@ def case_summary_table(res: Result):
 def case_table(res: Result, rows: int = 12):
     """The first `rows` cases at the middle radius: bound, exact, Monte Carlo, whether ℓ2 violates it."""
     case = pd.DataFrame(res.appendix_a)
-    df = case[case.d == res.middle_radius()].head(rows)[["n", "k", "d", "bound", "exact_l2", "mc_l1", "l2_violates"]]
-    df["l2_violates"] = df["l2_violates"].map({True: "yes", False: ""})
-    df = df.rename(columns={"bound": "eq. (8)", "exact_l2": "exact ℓ2", "mc_l1": "MC ℓ1",
-                            "l2_violates": "ℓ2 above (8)"})
-    return common.table(df)
+    df = case[case.d == res.middle_radius()].head(rows)
+    out = pd.DataFrame({"n, k, d": [f"{n}, {k}, {d:g}" for n, k, d in zip(df.n, df.k, df.d, strict=True)],
+                        "eq. (8)": df.bound, "exact ℓ2": df.exact_l2, "MC ℓ1": df.mc_l1,
+                        "ℓ2 above (8)": df.l2_violates.map({True: "yes", False: ""})})
+    return common.table(out)
 
 
 def cdf_table(res: Result):
     """Median and skewness of the normalised singular values, token and [CLS] uniformity and EV₁,
     per layer, pretrained and untrained twin."""
-    return common.table(pd.DataFrame(res.cdf_stats).rename(columns=STAT_COLUMNS), digits=3)
+    df = pd.DataFrame(res.cdf_stats)
+    df.insert(0, "hidden state", [f"{m}, layer {i}" for m, i in zip(df.pop("model"), df.pop("layer"), strict=True)])
+    return common.table(df.rename(columns=STAT_COLUMNS), digits=3)
 
 
 def comparison_table(res: Result):
