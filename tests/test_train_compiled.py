@@ -82,6 +82,9 @@ def test_the_cpu_default_is_the_eager_path(monkeypatch):
     _run(_lm(steps=2, eval_every=2))
     assert not calls
     assert loop._resolve_compile(None, torch.device("cuda")) and not loop._resolve_compile(None, torch.device("cpu"))
+    from helpers.train.glue import GlueTask
+
+    assert lm.LMTask.compilable and not GlueTask.compilable        # the SoftDecay layer keeps Python state
 
 
 def test_compile_blocks_compiles_each_repeated_block():

@@ -138,6 +138,9 @@ class GlueTask(Task):
     """One GLUE fine-tuning run as a `fit` task: seeded length-grouped batches per epoch, cross-entropy
     (+ the ExpDecay penalty for that variant), validation metrics after every epoch."""
 
+    #: eager on every device: the SoftDecay layer counts its calls and reads the forward pass's mask
+    compilable = False
+
     def __init__(self, cfg: FinetuneConfig, model: nn.Module, tok: Any, train_set: Encoded, eval_set: Encoded) -> None:
         self.cfg, self.tok, self.train_set, self.eval_set = cfg, tok, train_set, eval_set
         self._model = model

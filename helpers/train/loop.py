@@ -64,6 +64,9 @@ class Task:
     save_every: int | None = None
     #: clip the global gradient norm to this value (None: no clipping)
     clip_norm: float | None = None
+    #: whether `fit(compile=None)` compiles this task's model on CUDA (False: a model whose blocks keep
+    #: Python state between calls, which compiled code would guard on or recompile for)
+    compilable: bool = True
 
     def settings(self) -> dict[str, Any]:
         """Every setting of the run (checked against a checkpoint before resuming). Override."""
@@ -143,11 +146,12 @@ def fit(task: Task, checkpoint: str | Path | None = None, device: str | torch.de
     that finds a finished run returns at once. History keys besides the task's own: `step`,
     `wall_time_s` (training time summed over resumed segments), `done`, `precision`.
 
-    `compile`: compile the repeated blocks (`compile_blocks`); None (default): on CUDA only. `sync_every`:
+    `compile`: compile the repeated blocks (`compile_blocks`); None (default): on CUDA, for a
+    `task.compilable` task. `sync_every`:
     read the step statistics back every this many steps; None (default): 50 when compiled, else 1 (every
     step). Neither is a setting of the run: a run may resume with them changed."""
     dev = torch.device(device)
-    compiled = _resolve_compile(compile, dev)
+    compiled = _resolve_compile(compile, dev) and (compile is not None or task.compilable)
     every = max(1, int(sync_every if sync_every is not None else (50 if compiled else 1)))
     own_hook = type(task).after_step is not Task.after_step
     if precision == "bf16" and dev.type == "cpu" and not native_bf16(dev):
