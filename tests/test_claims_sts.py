@@ -34,7 +34,9 @@ def book():
 
     if not (REPO_ROOT / "results" / "sts" / "book" / "sts-extra-book-mlm-bert.json").is_file():
         pytest.skip("the book's STS runs are not committed")
-    r = sts.run(sts.Params.resolve("book"))
+    # train_missing=False: a run the book preset lists but nobody committed (the book BERT on every pair) is
+    # reported in `unavailable`, never computed here
+    r = sts.run(sts.Params.resolve("book", train_missing=False))
     assert all(r.from_cache.values()), "the book runs must come from the committed results"
     return r
 
