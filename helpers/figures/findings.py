@@ -220,7 +220,8 @@ def publish(col: Collected) -> None:
         "findings-yan2022-reduced": c["yan2022"]["reduced"],
         "findings-yan2022-untested": c["yan2022"]["untested"],
         "findings-yan2022-reproduced": n("yan2022", "paper", "reproduced") + n("yan2022", "reduced", "reproduced"),
-        "findings-yan2022-contradicted": n("yan2022", "paper", "contradicted") + n("yan2022", "reduced", "contradicted"),
+        "findings-yan2022-contradicted": (n("yan2022", "paper", "contradicted")
+                                          + n("yan2022", "reduced", "contradicted")),
         "findings-godey2024-claims": c["godey2024"]["claims"],
         "findings-godey2024-paper": c["godey2024"]["paper"],
         "findings-godey2024-reduced": c["godey2024"]["reduced"],
