@@ -68,7 +68,8 @@ PAGE_JS = r"""
     else if (figcap && figcap.textContent.trim()) name += ' "' + figcap.textContent.trim().slice(0, 70) + '"';
     else {
       const head = el.tagName === 'TABLE' && el.querySelector('thead, tr');
-      if (head) name += ' [' + head.textContent.trim().replace(/\s+/g, ' | ').slice(0, 70) + ']';
+      if (head) name += ' [' + [...head.querySelectorAll('th, td')].map((c) => c.textContent.trim())
+                                  .join(' | ').replace(/\s+/g, ' ').slice(0, 70) + ']';
       else if (el.getAttribute && el.getAttribute('alt')) name += ' (' + el.getAttribute('alt').slice(0, 50) + ')';
     }
     if (sec) name += ' in §' + sec.id;
