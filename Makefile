@@ -1,4 +1,5 @@
 # The token-uniformity book. Two commands from a bare Python 3.11:  make book  |  make test
+# (make test also opens every built page in Debian's chromium: `apt-get install chromium`, or TEST_PAGES=0)
 # GPU users: choose the torch build, e.g.
 #   make book TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
 PYTHON ?= python3
