@@ -86,9 +86,14 @@ test: $(STAMP)
 # every page of the built book in headless Chromium at 1280 px (scripts/check_pages.py): a table or figure
 # wider than its column without a scroll box, a clipped cell, a raw MyST role, a traceback or warning in an
 # output, a count printed as a float, a broken link or anchor. Needs Debian's chromium (`apt-get install
-# chromium`; Playwright drives it, no browser download). `make check-pages` checks the current build only
-test-pages: book
-	$(BIN)/python scripts/check_pages.py _build/html
+# chromium`; Playwright drives it, no browser download). The build's warnings (_build/book.log) fail the page they
+# concern: a glued value that could not be formatted leaves a gap in its sentence. `make check-pages` checks the
+# current build only (without its log)
+test-pages: $(STAMP)
+	@mkdir -p _build
+	{ $(MAKE) --no-print-directory book 2>&1; echo $$? >_build/book.rc; } | tee _build/book.log
+	@test "$$(cat _build/book.rc)" -eq 0
+	$(BIN)/python scripts/check_pages.py _build/html --build-log _build/book.log
 
 check-pages: $(STAMP)
 	$(BIN)/python scripts/check_pages.py _build/html

@@ -41,6 +41,11 @@ SKIP_DIRS = {"_static", "_sources", "_images", "_sphinx_design_static", "mathjax
 #: a MyST role or directive that was not rendered: {glue:text}`key`, {cite}`x`, ```{figure}
 RAW_MYST = re.compile(r"\{(?:glue|cite|numref|ref|eq|doc|download|term|math|abbr|sub|sup)(?::[\w-]+)?\}`"
                       r"|\{glue:|\{cite[:}]|\{numref\}|```\{|:::\{")
+#: a value pasted as its Python repr instead of its text: np.float64(77.18), tensor(0.5)
+RAW_VALUE = re.compile(r"\b(?:np|numpy)\.(?:float|int|uint|bool_|str_)\w*\(|\btensor\(|\barray\(\[")
+#: a warning of the book build (Sphinx, myst-nb): `book/sts.md:87: WARNING: Failed to format …` — a glued value
+#: that failed leaves a gap in the sentence, which the page alone does not show
+BUILD_WARNING = re.compile(r"^(?P<where>\S+?):?(?P<line>\d+)?: WARNING: (?P<msg>.*)$", re.MULTILINE)
 #: what a traceback or a warning looks like in a cell's output
 OUTPUT_ALARM = re.compile(r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Warning|Error)\b|\bWarning\b|"
                           r"\bWARNING\b")
@@ -218,6 +223,10 @@ def _text_problems(info: dict) -> list[dict]:
         at = info["text"].find(m)
         around = " ".join(info["text"][max(0, at - 40): at + 60].split())
         problems.append({"kind": "raw MyST", "what": f"{m!r} left in the page: …{around}…"})
+    for m in sorted({m.group(0) for m in RAW_VALUE.finditer(info["text"])}):
+        at = info["text"].find(m)
+        around = " ".join(info["text"][max(0, at - 40): at + 60].split())
+        problems.append({"kind": "raw value", "what": f"a value printed as its Python repr: …{around}…"})
     for out in info["outputs"]:
         alarm = OUTPUT_ALARM.search(out["text"])
         if out["stderr"] or alarm:
@@ -374,6 +383,21 @@ def _n(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
+def build_warnings(log: str, root: Path) -> dict[str, list[dict]]:
+    """The book build's warnings (its log, ANSI colours and all), by the page they concern."""
+    log = re.sub(r"\x1b\[[0-9;]*m", "", log)
+    out: dict[str, list[dict]] = {}
+    for m in BUILD_WARNING.finditer(log):
+        where = m.group("where")
+        page = "(the build)"
+        for name in pages(root):
+            if where.endswith(name[: -len(".html")] + ".md") or where.endswith(name[: -len(".html")] + ".ipynb"):
+                page = name
+        line = f" (line {m.group('line')})" if m.group("line") else ""
+        out.setdefault(page, []).append({"kind": "build warning", "what": f"{m.group('msg').strip()}{line}"})
+    return out
+
+
 def format_report(report: dict[str, list[dict]], stats: dict[str, dict] | None = None) -> str:
     lines = []
     for name, problems in report.items():
@@ -397,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--width", type=int, default=WIDTH, help="viewport width in px (default: 1280)")
     ap.add_argument("--page", action="append", help="check only this page (name or file); repeatable")
     ap.add_argument("--json", help="also write the report as JSON to this file")
+    ap.add_argument("--build-log", help="the book build's output: its warnings fail the page they concern (a "
+                                        "glued value that could not be formatted leaves a gap in a sentence)")
     args = ap.parse_args(argv)
     root = Path(args.root)
     if not (root / "index.html").is_file() and not pages(root):
@@ -407,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     t0 = time.perf_counter()
     report = check_site(root, width=args.width, only=args.page)
+    if args.build_log:
+        for name, problems in build_warnings(Path(args.build_log).read_text(errors="replace"), root).items():
+            report.setdefault(name, []).extend(problems)
     print(format_report(report, STATS.get(str(root.resolve()))))
     print(f"checked in {time.perf_counter() - t0:.1f} s at {args.width} px")
     if args.json:

@@ -147,3 +147,28 @@ def test_redirect_page_is_checked_by_its_target(tmp_path):
     (tmp_path / "book" / "intro.html").write_text(PAGE.format(body="<p>The book.</p>"))
     report = check_pages.check_site(tmp_path)
     assert report == {"book/intro.html": [], "index.html": []}, check_pages.format_report(report)
+
+
+@browser
+def test_value_printed_as_its_repr_fails(tmp_path):
+    report = check_pages.check_site(_site(tmp_path, index="<p>MiniLM scores np.float64(77.18) raw.</p>"))
+    assert _kinds(report, "index") == ["raw value"], check_pages.format_report(report)
+
+
+def test_build_warnings_fail_their_page(tmp_path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "sts.html").write_text("<p>page</p>")
+    log = ("\x1b[91m/repo/book/sts.md:87: WARNING: Failed to format text/plain data: could not convert string to "
+           "float: 'np.float64(77.18)' [mystnb.glue]\x1b[39;49;00m\n"
+           "[IPKernelApp] WARNING | Kernel is running over TCP without encryption.\n")
+    found = check_pages.build_warnings(log, tmp_path)
+    assert list(found) == ["book/sts.html"] and "Failed to format" in found["book/sts.html"][0]["what"]
+
+
+def test_publish_hands_numpy_scalars_over_as_python_numbers(monkeypatch):
+    from helpers.figures import common
+
+    pasted = {}
+    monkeypatch.setattr(common, "_paste", lambda: lambda key, value, display: pasted.update({key: value}))
+    common.publish({"x": np.float64(77.18), "n": np.int64(3), "s": "text"})
+    assert pasted == {"x": 77.18, "n": 3, "s": "text"} and type(pasted["x"]) is float and type(pasted["n"]) is int

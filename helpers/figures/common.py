@@ -38,7 +38,9 @@ def publish(values: Mapping[str, object]) -> None:
     if paste is None:
         return
     for key, value in values.items():
-        paste(key, value, display=False)
+        # a NumPy scalar as a Python number: its text is `77.18`, not `np.float64(77.18)`, which a role's
+        # format (`{glue:text}`key:.2f``) cannot read and which would be printed as it is
+        paste(key, value.item() if isinstance(value, np.generic) else value, display=False)
 
 
 #: the figures this run drew, by name: what `show` displays in a chapter's generated notebook
