@@ -53,7 +53,8 @@ SKIPPED: dict[str, list[str]] = {"anisotropy": ["protein:AntiBERTy"]}
 HUB_DATASETS = {"anisotropy": ("Salesforce/wikitext", "bisectgroup/USPTO_50K", "uoft-cs/cifar10"),
                 "deeplm": ("Salesforce/wikitext",), "drift": ("nyu-mll/glue",), "glue": ("nyu-mll/glue",),
                 "qk": ("Salesforce/wikitext",), "sts": ("mteb/stsbenchmark-sts", "mteb/sts12-sts"),
-                "subspace": ("nyu-mll/glue",), "tse": ("nyu-mll/glue",), "vit": ("uoft-cs/cifar10",)}
+                "subspace": ("nyu-mll/glue",), "synthesis": ("Salesforce/wikitext",), "tse": ("nyu-mll/glue",),
+                "vit": ("uoft-cs/cifar10",)}
 
 RUNNER = r"""
 import json, sys, time, nbformat
