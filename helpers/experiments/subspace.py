@@ -399,13 +399,16 @@ def sentence_bootstrap(p: Params) -> dict[str, Any]:
 def run(p: Params) -> Result:
     """Every computation of the chapter, in the order of its sections. The model part goes through the
     committed-results cache (`results/subspace/book/model-spectra.json` at `book` scale: read back in
-    a second); the random matrices and Appendix A take a few seconds and are computed every time."""
+    a second), and so does Appendix A's Monte Carlo (`appendix-a.json`, deterministic: about 10 s to redraw);
+    the random matrices take a second and are computed every time."""
     seed_everything(p.seed)
     random_rows, curves = random_study(p)
     part, _ = results.cached(p, "model-spectra", lambda: model_study(p), drop=NOT_MODEL)
     draws, _ = results.cached(p, "sentence-bootstrap", lambda: sentence_bootstrap(p),
                               drop=(*NOT_MODEL, "task", "untrained_twin"), bootstrap=BOOTSTRAP)
-    cases = case_study(p)
+    keep = ("seed", "sphere_dims", "radii", "mc_samples")
+    cases, _ = results.cached(p, "appendix-a", lambda: case_study(p),
+                              drop=tuple(f for f in p.cache_key() if f not in keep))
     steps = [S.gamma_step(n, k) for n in p.sphere_dims for k in sorted({1, 4, n // 4, n // 2}) if 0 < k < n]
     return Result(
         settings=p.cache_key(), random=random_rows, tightness=curves, tightness_m=max(p.random_shapes),
