@@ -210,37 +210,62 @@ def publish(col: Collected) -> None:
         forest(col, p)
     c = col.claim_counts()
 
-    def n(p: str, setting: str, *verdicts: str) -> int:
-        return sum(c[p]["verdicts"][setting][v] for v in verdicts)
+    def n(p: str, verdict: str, settings: tuple[str, ...] = ("paper", "reduced")) -> int:
+        """`p`'s tested claims with `verdict`, at the given settings."""
+        return sum(c[p]["verdicts"][s][verdict] for s in settings)
 
     ext = col.extensions()
+    by_key = {f.key: f for f in col.findings}
+
+    def eff(key: str) -> str:
+        """A finding's effect as the summary quotes it ('—' when the chapter gives no such finding at this scale)."""
+        return by_key[key].effect_text() if key in by_key else "—"
+
     common.publish({
         "findings-yan2022-claims": c["yan2022"]["claims"],
         "findings-yan2022-paper": c["yan2022"]["paper"],
         "findings-yan2022-reduced": c["yan2022"]["reduced"],
         "findings-yan2022-untested": c["yan2022"]["untested"],
-        "findings-yan2022-reproduced": n("yan2022", "paper", "reproduced") + n("yan2022", "reduced", "reproduced"),
-        "findings-yan2022-contradicted": (n("yan2022", "paper", "contradicted")
-                                          + n("yan2022", "reduced", "contradicted")),
+        "findings-yan2022-reproduced": n("yan2022", "reproduced"),
+        "findings-yan2022-reproduced-paper": n("yan2022", "reproduced", ("paper",)),
+        "findings-yan2022-contradicted": n("yan2022", "contradicted"),
         "findings-godey2024-claims": c["godey2024"]["claims"],
         "findings-godey2024-paper": c["godey2024"]["paper"],
         "findings-godey2024-reduced": c["godey2024"]["reduced"],
         "findings-godey2024-untested": c["godey2024"]["untested"],
-        "findings-godey2024-reproduced": (n("godey2024", "paper", "reproduced")
-                                          + n("godey2024", "reduced", "reproduced")),
-        "findings-godey2024-contradicted": (n("godey2024", "paper", "contradicted")
-                                            + n("godey2024", "reduced", "contradicted")),
+        "findings-godey2024-reproduced": n("godey2024", "reproduced"),
+        "findings-godey2024-reproduced-paper": n("godey2024", "reproduced", ("paper",)),
+        "findings-godey2024-contradicted": n("godey2024", "contradicted"),
         "findings-yu2024-claims": c["yu2024"]["claims"],
         "findings-yu2024-paper": c["yu2024"]["paper"],
         "findings-yu2024-reduced": c["yu2024"]["reduced"],
         "findings-yu2024-untested": c["yu2024"]["untested"],
-        "findings-yu2024-reproduced": n("yu2024", "paper", "reproduced") + n("yu2024", "reduced", "reproduced"),
-        "findings-yu2024-contradicted": n("yu2024", "paper", "contradicted") + n("yu2024", "reduced", "contradicted"),
+        "findings-yu2024-reproduced": n("yu2024", "reproduced"),
+        "findings-yu2024-reproduced-paper": n("yu2024", "reproduced", ("paper",)),
+        "findings-yu2024-contradicted": n("yu2024", "contradicted"),
         "findings-claims": sum(c[p]["claims"] for p in c),
         "findings-tests": sum(f.kind == "claim" for f in col.findings),
         "findings-controls": len(col.controls()),
         "findings-extensions": len(ext),
         "findings-extensions-reproduced": sum(f.verdict == "reproduced" for f in ext),
+        # the effects the per-paper summaries quote (tests/test_findings_page.py pins the verdicts they state)
+        "findings-eff-anisotropy-transformers": eff("anisotropy-transformers"),
+        "findings-eff-anisotropy-drift-correlation": eff("anisotropy-drift-correlation"),
+        "findings-eff-anisotropy-speech": eff("anisotropy-speech"),
+        "findings-eff-anisotropy-cnn": eff("anisotropy-cnn"),
+        "findings-eff-anisotropy-bytes-vs-smollm2": eff("anisotropy-bytes-vs-smollm2"),
+        "findings-eff-drift-qk-norm": eff("drift-qk-norm"),
+        "findings-eff-drift-sharper-softmax": eff("drift-sharper-softmax"),
+        "findings-eff-qk-end-state": eff("qk-end-state"),
+        "findings-eff-tse-fig1": eff("tse-fig1"),
+        "findings-eff-tse-fig2-ratio": eff("tse-fig2-ratio"),
+        "findings-eff-tse-remark28-rate": eff("tse-remark28-rate"),
+        "findings-eff-tse-fig5-half": eff("tse-fig5-half"),
+        "findings-eff-vit-post-behind-pre": eff("vit-post-behind-pre"),
+        "findings-eff-vit-deesc-vs-pre": eff("vit-deesc-vs-pre"),
+        "findings-eff-vit-deesc-vs-pre-standard": eff("vit-deesc-vs-pre-standard"),
+        "findings-eff-deeplm-post-norm-fails": eff("deeplm-post-norm-fails"),
+        "findings-eff-deeplm-deesc-rescues": eff("deeplm-deesc-rescues"),
     })
 
 
