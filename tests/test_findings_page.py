@@ -155,6 +155,10 @@ def test_every_finding_names_a_claim_of_the_registry_and_a_planted_orphan_is_cau
 #: the verdicts the findings page's per-paper summaries state in words (book/findings.md), by finding key; the
 #: numbers beside them are glued, the words are pinned here on the committed book runs
 STATED = {
+    "subspace-bound": "reproduced", "subspace-eq8": "contradicted", "subspace-gamma-step": "contradicted",
+    "sts-ev1-bert": "reproduced", "sts-gain-bert": "direction only", "glue-flatter-spectrum": "reproduced",
+    "sts-vs-whitening-bert": "contradicted", "sts-gain-minilm": "contradicted", "sts-lsds-authors": "not detected",
+    "glue-softdecay-rte": "not detected",
     "anisotropy-transformers": "reproduced", "anisotropy-speech": "reproduced",
     "anisotropy-drift-correlation": "reproduced", "drift-qk-norm": "reproduced", "drift-sharper-softmax": "reproduced",
     "anisotropy-cnn": "contradicted", "anisotropy-bytes-vs-smollm2": "contradicted",

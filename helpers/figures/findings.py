@@ -249,6 +249,13 @@ def publish(col: Collected) -> None:
         "findings-extensions": len(ext),
         "findings-extensions-reproduced": sum(f.verdict == "reproduced" for f in ext),
         # the effects the per-paper summaries quote (tests/test_findings_page.py pins the verdicts they state)
+        "findings-eff-sts-ev1-bert": eff("sts-ev1-bert"),
+        "findings-eff-sts-gain-bert": eff("sts-gain-bert"),
+        "findings-eff-glue-flatter-spectrum": eff("glue-flatter-spectrum"),
+        "findings-eff-sts-vs-whitening-bert": eff("sts-vs-whitening-bert"),
+        "findings-eff-sts-gain-minilm": eff("sts-gain-minilm"),
+        "findings-eff-sts-lsds-authors": eff("sts-lsds-authors"),
+        "findings-eff-glue-softdecay-rte": eff("glue-softdecay-rte"),
         "findings-eff-anisotropy-transformers": eff("anisotropy-transformers"),
         "findings-eff-anisotropy-drift-correlation": eff("anisotropy-drift-correlation"),
         "findings-eff-anisotropy-speech": eff("anisotropy-speech"),
