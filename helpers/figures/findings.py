@@ -135,7 +135,7 @@ def extensions_table(col: Collected):
                 f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
-def _label(j: Judged, width: int = 46) -> str:
+def _label(j: Judged, width: int = 44) -> str:
     return "\n".join(textwrap.wrap(f"{j.claim.where}: {j.claim.claim}", width, max_lines=2, placeholder=" …"))
 
 
@@ -148,7 +148,7 @@ def forest(col: Collected, paper: str) -> plt.Figure:
     common.set_theme()
     rows = [j for j in col.judged(paper) if j.deciding is not None and j.deciding.effect is not None]
     n = max(len(rows), 1)
-    fig, ax = plt.subplots(figsize=(9, 0.46 * n + 1.4))
+    fig, ax = plt.subplots(figsize=(8, 0.46 * n + 1.4))
     reach = [2.2]
     for i, j in enumerate(rows):
         f, y = j.deciding, n - 1 - i
@@ -170,9 +170,9 @@ def forest(col: Collected, paper: str) -> plt.Figure:
         ax.plot(est / s, y, "o", color=colour, ms=5)
         if pv is not None:
             ax.plot(pv / s, y, "D", mfc="none", mec="0.25", ms=6)
-        ax.text(1.02, y, f.effect_text(), va="center", fontsize=8.5, family="monospace",
+        ax.text(1.02, y, f.effect_text(), va="center", fontsize=9, family="monospace",
                 transform=ax.get_yaxis_transform())
-        ax.text(-0.02, y, _label(j) + (" (own scale)" if own else ""), va="center", ha="right", fontsize=8.5,
+        ax.text(-0.02, y, _label(j) + (" (own scale)" if own else ""), va="center", ha="right", fontsize=9,
                 transform=ax.get_yaxis_transform())
     ax.axvline(0, color="0.3", lw=1)
     ax.axvline(1, color="0.6", lw=0.8, ls=":")
