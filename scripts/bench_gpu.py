@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from helpers.book import runtime  # noqa: E402
-from helpers.train.loop import autocast, compile_blocks  # noqa: E402
+from helpers.train.loop import compile_blocks, optimiser_step  # noqa: E402
 
 #: per loop: shapes at `paper` size and at `tiny` size, optimiser steps of one run, runs in the grid
 LOOPS = {
@@ -121,15 +121,7 @@ def time_loop(name: str, shape: dict, dev: torch.device, precision: str, compile
     def step(i: int):
         model.train()
         batch = task.batch(0, i % task.steps_per_epoch, dev)
-        with autocast(dev, precision):
-            loss, _, _ = task.loss(model, batch)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if task.clip_norm is not None:
-            torch.nn.utils.clip_grad_norm_(params, task.clip_norm)
-        opt.step()
-        if sched is not None:
-            sched.step()
+        loss, _, _ = optimiser_step(task, model, batch, opt, sched, params, dev, precision)
         return loss.detach() if compiled else float(loss.detach())       # eager: read back every step
 
     t = time.perf_counter()

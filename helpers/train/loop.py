@@ -138,6 +138,22 @@ def autocast(device: torch.device, precision: str):
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
+def optimiser_step(task: Task, model: nn.Module, batch: Any, opt, sched, params, dev: torch.device,
+                   precision: str) -> tuple[Tensor, Any, Any]:
+    """One optimiser step on `batch`: the task's loss under `precision`, backward, gradient clipping at the task's
+    norm, the optimiser and scheduler steps. Returns the task's (loss, statistics, count), still on the device."""
+    with autocast(dev, precision):
+        loss, stats, n = task.loss(model, batch)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if task.clip_norm is not None:
+        torch.nn.utils.clip_grad_norm_(params, task.clip_norm)
+    opt.step()
+    if sched is not None:
+        sched.step()
+    return loss, stats, n
+
+
 def fit(task: Task, checkpoint: str | Path | None = None, device: str | torch.device = "cpu",
         precision: str = "fp32", stop_after_steps: int | None = None, progress_desc: str | None = None,
         compile: bool | None = None, sync_every: int | None = None) -> tuple[nn.Module, dict[str, Any]]:
@@ -220,15 +236,7 @@ def fit(task: Task, checkpoint: str | Path | None = None, device: str | torch.de
         epoch, index = divmod(step, task.steps_per_epoch)
         model.train()
         batch = task.batch(epoch, index, dev)
-        with autocast(dev, precision):
-            loss, stats, n = task.loss(model, batch)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if task.clip_norm is not None:
-            torch.nn.utils.clip_grad_norm_(params, task.clip_norm)
-        opt.step()
-        if sched is not None:
-            sched.step()
+        loss, stats, n = optimiser_step(task, model, batch, opt, sched, params, dev, precision)
         step += 1
         pending.append((step, loss.detach(), stats, n))
         epoch_end = step % task.steps_per_epoch == 0
@@ -281,4 +289,4 @@ def decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
-__all__ = ["PRECISIONS", "Task", "fit", "compile_blocks", "autocast", "adamw", "decay_groups"]
+__all__ = ["PRECISIONS", "Task", "fit", "optimiser_step", "compile_blocks", "autocast", "adamw", "decay_groups"]
