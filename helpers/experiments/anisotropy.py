@@ -920,9 +920,11 @@ def run(p: Params) -> Result:
     planted = {"clusters + drift": A.cloud_shape(A.planted_clusters_and_drift(seed=p.seed), p.n_pairs, p.seed),
                "isotropic + drift": A.cloud_shape(A.planted_clusters_and_drift(clusters=2000, seed=p.seed),
                                                   p.n_pairs, p.seed)}
+    # cheap and deterministic: read back where committed, else computed (even by a run that may not train)
     keep = ("seed", "gaussian_dims", "gaussian_samples")
-    gaussian, _ = results.cached(p, "gaussian-baseline", lambda: [gaussian_baseline(d, p) for d in p.gaussian_dims],
-                                 drop=tuple(f for f in p.cache_key() if f not in keep))
+    gaussian, _ = results.cached_run(p.CHAPTER, "gaussian-baseline", p,
+                                     p.cache_key(drop=tuple(f for f in p.cache_key() if f not in keep)),
+                                     lambda: [gaussian_baseline(d, p) for d in p.gaussian_dims], p.scale)
     return Result(models=measured, gaussian=gaussian, byte_mlm=byte_rec,
                   skipped=skipped, n_pairs=p.n_pairs, planted=planted, zeroed=zeroed, shapes=shapes,
                   shape_share=p.shape_share, final_norm=final_norm, cnn_boot=cnn_boot)

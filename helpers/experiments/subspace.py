@@ -407,8 +407,9 @@ def run(p: Params) -> Result:
     draws, _ = results.cached(p, "sentence-bootstrap", lambda: sentence_bootstrap(p),
                               drop=(*NOT_MODEL, "task", "untrained_twin"), bootstrap=BOOTSTRAP)
     keep = ("seed", "sphere_dims", "radii", "mc_samples")
-    cases, _ = results.cached(p, "appendix-a", lambda: case_study(p),
-                              drop=tuple(f for f in p.cache_key() if f not in keep))
+    cases, _ = results.cached_run(p.CHAPTER, "appendix-a", p, p.cache_key(drop=tuple(f for f in p.cache_key()
+                                                                              if f not in keep)),
+                                  lambda: case_study(p), p.scale)
     steps = [S.gamma_step(n, k) for n in p.sphere_dims for k in sorted({1, 4, n // 4, n // 2}) if 0 < k < n]
     return Result(
         settings=p.cache_key(), random=random_rows, tightness=curves, tightness_m=max(p.random_shapes),

@@ -194,6 +194,7 @@ def _model_specs() -> dict[str, tuple[str, dict, Callable]]:
         "google/canine-c": ("CanineModel", dict(SMALL, downsampling_rate=4), _tok_canine),
         "google/canine-s": ("CanineModel", dict(SMALL, downsampling_rate=4), _tok_canine),
         "sentence-transformers/all-MiniLM-L6-v2": ("BertModel", bert, _tok_bert_uncased),
+        "sentence-transformers/all-mpnet-base-v2": ("MPNetModel", dict(SMALL, vocab_size=30527), _tok_bert_uncased),
         "facebook/wav2vec2-base-960h": ("Wav2Vec2ForCTC", dict(SMALL, vocab_size=32, conv_dim=(32, 32),
                                                                conv_stride=(5, 2), conv_kernel=(10, 3),
                                                                num_conv_pos_embeddings=16,
