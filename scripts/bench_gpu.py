@@ -42,6 +42,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import bench_softdecay  # noqa: E402
 
 from helpers.book import runtime  # noqa: E402
 from helpers.train.loop import compile_blocks, optimiser_step  # noqa: E402
@@ -186,15 +189,7 @@ def softdecay_overhead(dev: torch.device, size: str, reps: int) -> dict:
     ids = torch.randint(1000, 30000, (batch, seq), generator=g).to(dev)
 
     def timed(fn) -> float:
-        fn()
-        _sync(dev)
-        out = []
-        for _ in range(reps):
-            t = time.perf_counter()
-            fn()
-            _sync(dev)
-            out.append(time.perf_counter() - t)
-        return statistics.median(out)
+        return bench_softdecay.timed(fn, dev, reps)            # the one timer: warm-up, synchronised, median
 
     model.eval()
     with torch.no_grad():

@@ -646,15 +646,22 @@ def deescalated_diversity(n: int, d: int, heads: int, depth: int, runs: int, tau
             for tau in taus}
 
 
+def figure1_batch(p: Params):
+    """Figure 1's input: `hf_batch` CoLA validation sentences (every 8th), BERT's uncased tokenizer, truncated at
+    `hf_seq_len` and padded to the longest. Returns (sentences, encoding)."""
+    with quiet_loading():
+        tokenizer = models.load(TOKENIZER_MODEL).tokenizer
+    sentences = load_glue("CoLA", "validation").sentence1[: p.hf_batch * 8][::8][: p.hf_batch]
+    return sentences, tokenizer(sentences, padding="longest", truncation=True, max_length=p.hf_seq_len,
+                                return_tensors="pt")
+
+
 def figure1(p: Params, device: torch.device | str = "cpu") -> dict[str, dict[str, np.ndarray]]:
     """Random-init BERT and ALBERT of depth `hf_depth` on a batch of `hf_batch` CoLA validation
     sentences (every 8th) tokenised with BERT's uncased tokenizer, truncated at `hf_seq_len` and padded
     to the longest (padding masked); gradient norms for BERT only. The weights are drawn on CPU
     (the same model on every device) and moved to `device` with the batch."""
-    with quiet_loading():
-        tokenizer = models.load(TOKENIZER_MODEL).tokenizer
-    sentences = load_glue("CoLA", "validation").sentence1[: p.hf_batch * 8][::8][: p.hf_batch]
-    enc = tokenizer(sentences, padding="longest", truncation=True, max_length=p.hf_seq_len, return_tensors="pt")
+    sentences, enc = figure1_batch(p)
     out = {}
     for kind in ("bert", "albert"):
         model = random_encoder(kind, p.hf_depth, p.hf_hidden, p.hf_heads, p.hf_intermediate, p.seed).to(device)
@@ -669,10 +676,7 @@ def figure1(p: Params, device: torch.device | str = "cpu") -> dict[str, dict[str
 def figure1_steps(p: Params, device: torch.device | str = "cpu") -> dict[str, np.ndarray]:
     """Figure 1's BERT step by step (`hf.escalation.step_log_odds`), for `hf_inits` random initialisations
     (seeds p.seed, p.seed + 1, …; the first is Figure 1's model) on Figure 1's CoLA batch."""
-    with quiet_loading():
-        tokenizer = models.load(TOKENIZER_MODEL).tokenizer
-    sentences = load_glue("CoLA", "validation").sentence1[: p.hf_batch * 8][::8][: p.hf_batch]
-    enc = tokenizer(sentences, padding="longest", truncation=True, max_length=p.hf_seq_len, return_tensors="pt")
+    sentences, enc = figure1_batch(p)
     runs = []
     for i in progress(range(p.hf_inits), desc="BERT per step", total=p.hf_inits):
         model = random_encoder("bert", p.hf_depth, p.hf_hidden, p.hf_heads, p.hf_intermediate, p.seed + i).to(device)
@@ -685,10 +689,7 @@ def figure1_steps(p: Params, device: torch.device | str = "cpu") -> dict[str, np
 def figure1_sentences(p: Params, device: torch.device | str = "cpu") -> dict[str, np.ndarray]:
     """Figure 1's BERT and ALBERT (the same models and batch as `figure1`) per input sentence: each sentence's
     last-layer t_sim over its real tokens, so that the mean over sentences gets an interval."""
-    with quiet_loading():
-        tokenizer = models.load(TOKENIZER_MODEL).tokenizer
-    sentences = load_glue("CoLA", "validation").sentence1[: p.hf_batch * 8][::8][: p.hf_batch]
-    enc = tokenizer(sentences, padding="longest", truncation=True, max_length=p.hf_seq_len, return_tensors="pt")
+    sentences, enc = figure1_batch(p)
     out = {}
     for kind in ("bert", "albert"):
         model = random_encoder(kind, p.hf_depth, p.hf_hidden, p.hf_heads, p.hf_intermediate, p.seed).to(device)
