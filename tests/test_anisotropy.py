@@ -548,3 +548,41 @@ def test_resampled_gram_stats_are_the_average_cosine_and_drift_of_the_resample()
         pairs = [U[li, a] @ U[li, b] for ia, a in enumerate(idx) for ib, b in enumerate(idx) if ia != ib and a != b]
         assert cos[0, li] == pytest.approx(np.mean(pairs))
         assert norm[0, li] == pytest.approx(np.linalg.norm(X[li, idx].mean(0)))
+
+
+def test_resampled_frame_stats_are_the_average_cosine_and_drift_of_the_resampled_recordings():
+    """The bootstrap over recordings of a speech model reads each resample off per-recording sums: with counts
+    of ones it is the all-pairs average cosine and ‖x̄‖₂ of every frame; with a resample it equals the direct
+    computation on the frames of the drawn recordings, the pairs of a frame with itself and its copies left out.
+    A wrong count of same-frame pairs (planted) misses it."""
+    from helpers.experiments.anisotropy import resampled_frame_stats
+
+    rng = np.random.default_rng(1)
+    lengths = [3, 5, 2, 4]
+    frames = [rng.normal(size=(2, k, 6)) + np.array([0.0, 1.5])[:, None, None] for k in lengths]   # two layers
+    units = [f / np.linalg.norm(f, axis=-1, keepdims=True) for f in frames]
+    U = np.stack([u.sum(1) for u in units])
+    X = np.stack([f.sum(1) for f in frames])
+    n = np.asarray(lengths, float)
+
+    def direct(recs):
+        out_cos, out_norm = [], []
+        for li in range(2):
+            vecs = [(r, i) for r in recs for i in range(lengths[r])]
+            pairs = [units[a][li, i] @ units[b][li, j] for (a, i) in vecs for (b, j) in vecs if (a, i) != (b, j)]
+            out_cos.append(np.mean(pairs))
+            out_norm.append(np.linalg.norm(np.concatenate([frames[r][li] for r in recs]).mean(0)))
+        return np.array(out_cos), np.array(out_norm)
+
+    cos, norm = resampled_frame_stats(U, X, n, np.ones((1, 4)))
+    c0, n0 = direct([0, 1, 2, 3])
+    assert cos[0] == pytest.approx(c0) and norm[0] == pytest.approx(n0)
+    recs = [1, 1, 3, 0]
+    counts = np.bincount(recs, minlength=4)[None].astype(float)
+    cos, norm = resampled_frame_stats(U, X, n, counts)
+    c1, n1 = direct(recs)
+    assert cos[0] == pytest.approx(c1) and norm[0] == pytest.approx(n1)
+    # the pairs of a frame with its own copies kept in (only self-pairs left out): a different number
+    N = counts[0] @ n
+    wrong = (np.einsum("c,cld->ld", counts[0], U) ** 2).sum(-1) - N
+    assert not np.allclose(cos[0], wrong / (N * N - N))

@@ -41,11 +41,13 @@ PAPER_ANISOTROPY_MODELS = (
 #: every real model that loads offline here, one per row of the chapter (modality:name)
 OFFLINE_MODELS = (
     "text:all-MiniLM-L6-v2", "text:SmolLM2-135M-Instruct", "bytes:byte-MLM", "protein:AntiBERTy",
-    "chem:rxnmapper-ALBERT", "audio:whisper-tiny.en", "vision:DINOv2-S/14", "vision:EfficientNet-Lite0",
+    "chem:rxnmapper-ALBERT", "audio:whisper-base", "audio:whisper-tiny.en", "vision:DINOv2-S/14", "vision:EfficientNet-Lite0",
 )
 MODALITIES = ("text", "bytes", "protein", "chem", "audio", "vision")
+#: the paper's models that load offline here, under the names their records hold (the hub id's model)
+PAPER_OFFLINE = {"whisper-base": "openai/whisper-base"}
 #: the paper's models by the names a record holds: a finding on these only is at the paper's setting
-PAPER_NAMES = frozenset(e.split(":", 1)[1] for e in PAPER_ANISOTROPY_MODELS)
+PAPER_NAMES = frozenset(e.split(":", 1)[1] for e in PAPER_ANISOTROPY_MODELS) | frozenset(PAPER_OFFLINE)
 #: the paper's character- and byte-level text models (Fig. 2), among the `text:` entries
 CHARACTER_LEVEL = frozenset({"google/canine-c", "google/canine-s", "google/byt5-small"})
 #: subword models whose last training is a contrastive sentence objective, not a language model's
@@ -143,6 +145,8 @@ class Result(results.Result):
     final_norm: dict[str, Any] | None = None
     #: the CNN's flattened maps with a bootstrap over images (`cnn_map_bootstrap`), when a CNN is measured
     cnn_boot: dict[str, Any] | None = None
+    #: the paper's speech model (Whisper base) with a bootstrap over recordings (`speech_drift_bootstrap`)
+    speech_boot: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ lookups
 
@@ -368,6 +372,14 @@ class Result(results.Result):
             return None
         return Interval.from_draws(b["rho_draws"], estimate=b["rho"])
 
+    def speech_drift_rho(self) -> Interval | None:
+        """Spearman ρ across Whisper base's layers between ‖x̄‖₂ and the average cosine (the paper's §3.3 test
+        on its speech model), with its bootstrap interval over recordings; None when not measured."""
+        b = self.speech_boot
+        if not b:
+            return None
+        return Interval.from_draws(b["rho_draws"], estimate=b["rho"])
+
     @staticmethod
     def rho_critical(layers: int, alpha: float = 0.05) -> float:
         """The |ρ| from which a two-sided Spearman test over `layers` points gives p < `alpha` (t approximation)."""
@@ -485,15 +497,28 @@ class Result(results.Result):
                         f"on {b['name']} against {s_['name']} (stand-ins)",
                         digits=3, **common))
         if speech := self.group("speech"):
+            speech_claim = dict(claim_id="godey-fig3-speech", where="Fig. 3a", section="anisotropy-layers",
+                                claim="Every layer of every speech model has an average cosine of at least 0.2.",
+                                direction="above", reference=0.2, reference_label="the paper's 0.2")
+            quantity = "the smallest layer average cosine over the speech models (sampled pairs, ±1.96 SE)"
+            # the paper's own model first: it decides the claim
+            for m in (m for m in speech if m["name"] in PAPER_OFFLINE):
+                out.append(Finding(
+                    key=f"anisotropy-speech-{m['name']}", **speech_claim,
+                    measured=f"{m['name']}'s encoder, every layer; its lowest is layer {int(np.argmin(m['cos_exact']))}",
+                    quantity="the lowest layer average cosine of its encoder (sampled pairs, ±1.96 SE)",
+                    effect=self.lowest_layer([m]),
+                    reduced=f"on {m['name']} alone (one of the paper's three speech models), FSDD spoken digits in "
+                            "place of Common Voice", digits=3, **common))
             low = min(speech, key=lambda m: min(m["cos_exact"]))
+            names = " and ".join(m["name"] for m in speech)
             out.append(Finding(
-                key="anisotropy-speech", claim_id="godey-fig3-speech", where="Fig. 3a", section="anisotropy-layers",
-                claim="Every layer of every speech model has an average cosine of at least 0.2.",
+                key="anisotropy-speech", **speech_claim,
                 measured=f"{', '.join(m['name'] for m in speech)}: every layer; the lowest is {low['name']}'s layer "
                          f"{int(np.argmin(low['cos_exact']))}",
-                quantity="the smallest layer average cosine over the speech models (sampled pairs, ±1.96 SE)",
-                effect=self.lowest_layer(speech), direction="above", reference=0.2, reference_label="the paper's 0.2",
-                reduced=self._instead(speech, "wav2vec 2.0, HuBERT and Whisper-base"), digits=3, **common))
+                quantity=quantity, effect=self.lowest_layer(speech),
+                reduced=f"on {names}, FSDD spoken digits in place of the paper's three models on Common Voice",
+                digits=3, **common))
         if vision := self.group("vision"):
             out.append(peak_finding("anisotropy-vision", "godey-fig3-vision", "Fig. 3b",
                                     "Vision Transformers show significant anisotropy on some of their layers.", vision,
@@ -523,6 +548,22 @@ class Result(results.Result):
                 effect=self.significant_share(), direction="above", digits=2,
                 reduced="" if all(m["name"] in PAPER_NAMES for m in ts) else
                 f"on {len(ts)} Transformers that load offline in place of the paper's", **common))
+        if self.speech_boot:
+            b = self.speech_boot
+            layers = len(b["cos"])
+            crit = self.rho_critical(layers)
+            out.append(Finding(
+                key="anisotropy-speech-drift", claim_id="godey-fig5-speech", where="Fig. 5", section="anisotropy-drift",
+                claim="Some speech models (HuBERT and Whisper-base) display anisotropy that cannot be correlated with "
+                      "the drift effect.",
+                measured=f"{b['name']}'s encoder on {b['clips']} FSDD recordings ({b['frames']:,} positions), {layers} "
+                         f"layers (the stem's output and each block's); {b['draws']:,} bootstrap resamples of the "
+                         f"recordings (on all of them, p = {b['p']:.2f})",
+                quantity="Spearman ρ across layers between ‖x̄‖₂ and the average cosine (bootstrap over recordings)",
+                effect=self.speech_drift_rho(), direction="equal", margin=crit,
+                reference_label=f"0 (no correlation; |ρ| < {crit:.2f} is p > 0.05 over {layers} layers)",
+                reduced=f"on {b['name']} alone (HuBERT does not load offline), FSDD spoken digits in place of Common "
+                        "Voice", digits=2, **common))
         if cnn is not None and self.cnn_boot:
             layers = len(self.cnn_boot["map_cos"])
             crit = self.rho_critical(layers)
@@ -594,8 +635,8 @@ def _load(modality: str, name: str, untrained: bool, device, p: Params | None = 
             model = load_step(BYTE_MLM, folder, BYTE_MLM.steps, bytelevel.VOCAB_SIZE, device)
         kind = "randomly initialised (untrained) twin" if untrained else "trained here"
         return model.to(device), bytelevel.ByteTokenizer(), BYTE_MLM_DESCRIPTION + f" [{kind}]"
-    if name == whisper.NAME:
-        model, proc = whisper.load_whisper(untrained=untrained, device=device)
+    if name in whisper.VARIANTS:
+        model, proc = whisper.load_whisper(untrained=untrained, device=device, name=name)
         kind = "randomly initialised (untrained) twin" if untrained else "pretrained"
         return model, proc, models.DESCRIPTIONS.get(name, name) + f" [{kind}]"
     loaded = models.load(name, untrained=untrained, modality="vision" if modality == "vision" else
@@ -645,7 +686,7 @@ def measure(entry: str, untrained: bool, p: Params, device, data: dict[str, Any]
                 f"{len(seqs)} USPTO-50K test reactions, atom maps stripped, atom-level SMILES tokens")
         what += f": {r['tokens']:,} tokens ({unk} unknown)"
     elif modality == "audio":
-        if name == whisper.NAME:
+        if name in whisper.VARIANTS:
             if "speech" not in data:
                 data["speech"] = digit_sequences(p.speech_per_speaker, 5, seed=p.seed)
             waves = [s_.waveform for s_ in data["speech"]]
@@ -745,6 +786,59 @@ def cnn_map_bootstrap(entry: str, p: Params, device, data: dict[str, Any], draws
             "rho": float(sps.spearmanr(mean_norm, cos_exact).statistic),
             "layer_low": np.percentile(cos_draws, 2.5, axis=0).tolist(),
             "layer_high": np.percentile(cos_draws, 97.5, axis=0).tolist()}
+
+
+#: the speech model whose drift test (the paper's §3.3 on Whisper-base) gets a bootstrap over recordings
+SPEECH_DRIFT_MODEL = "audio:whisper-base"
+
+
+def resampled_frame_stats(U: np.ndarray, X: np.ndarray, n: np.ndarray, counts: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """Per resample and layer, the average cosine and ‖x̄‖₂ of the frames of resampled recordings.
+
+    `U[c, l]`: recording c's sum of unit-normalised frame vectors at layer l, `X[c, l]` the sum of its raw frame
+    vectors, `n[c]` its frame count; `counts` (draws, recordings) multinomial counts w. With N = Σ w_c n_c and
+    S = Σ w_c U_c, the average cosine over pairs of distinct frames is (‖S‖² − Σ w_c² n_c) / (N² − Σ w_c² n_c)
+    (the pairs of a frame with itself and its own copies left out; w = 1 gives every pair of distinct frames,
+    the record's `cos_exact`), and ‖x̄‖₂ = ‖Σ w_c X_c‖ / N."""
+    N = counts @ n
+    same = (counts ** 2) @ n
+    S = np.einsum("kc,cld->kld", counts, U)
+    cos = ((S ** 2).sum(-1) - same[:, None]) / (N ** 2 - same)[:, None]
+    norm = np.linalg.norm(np.einsum("kc,cld->kld", counts, X), axis=-1) / N[:, None]
+    return cos, norm
+
+
+@torch.no_grad()
+def speech_drift_bootstrap(entry: str, p: Params, device, data: dict[str, Any], draws: int = CNN_DRAWS
+                           ) -> dict[str, Any]:
+    """Godey et al. §3.3 (Fig. 5) for one Whisper model, with its sampling over recordings: the encoder's
+    states on the chapter's FSDD recordings (the positions that cover audio), per recording and layer the sums
+    of `resampled_frame_stats`, and `draws` bootstrap resamples of the recordings. Returns per layer the
+    average cosine and ‖x̄‖₂ of all frames, the Spearman ρ across layers between them (and its p), and ρ per
+    draw."""
+    from scipy import stats as sps
+
+    modality, name = entry.split(":", 1)
+    model, proc, _ = _load(modality, name, False, device, p)
+    if "speech" not in data:
+        data["speech"] = digit_sequences(p.speech_per_speaker, 5, seed=p.seed)
+    waves = [s_.waveform for s_ in data["speech"]]
+    U, X, n = [], [], []
+    for h in whisper.encoder_hidden_states(model, proc, waves):      # (layers + 1, frames, d)
+        h = h.double()
+        U.append((h / h.norm(dim=-1, keepdim=True).clamp_min(1e-12)).sum(1).numpy())
+        X.append(h.sum(1).numpy())
+        n.append(h.shape[1])
+    U, X, n = np.stack(U), np.stack(X), np.asarray(n, float)
+    cos, norm = (v[0] for v in resampled_frame_stats(U, X, n, np.ones((1, len(n)))))
+    rng = np.random.default_rng(stream_seed(p.seed, "speech-bootstrap"))
+    counts = rng.multinomial(len(n), np.full(len(n), 1.0 / len(n)), size=draws).astype(float)
+    cos_draws, norm_draws = resampled_frame_stats(U, X, n, counts)
+    rho = [float(sps.spearmanr(nd, cd).statistic) for nd, cd in zip(norm_draws, cos_draws, strict=True)]
+    test = sps.spearmanr(norm, cos)
+    return {"name": name, "clips": len(n), "frames": int(n.sum()), "draws": draws, "cos": cos.tolist(),
+            "mean_norm": norm.tolist(), "rho": float(test.statistic), "p": float(test.pvalue), "rho_draws": rho}
 
 
 def gaussian_baseline(d: int, p: Params, bins: int = 120) -> dict[str, Any]:
@@ -917,6 +1011,12 @@ def run(p: Params) -> Result:
         cnn_boot, _ = results.cached(p, "cnn-map-bootstrap",
                                      lambda: cnn_map_bootstrap(cnn_entry, p, choose_device(p.device), {}),
                                      drop=_MODEL_KEY_DROP, model=cnn_entry, draws=CNN_DRAWS)
+    speech_boot = None
+    if SPEECH_DRIFT_MODEL in p.models and SPEECH_DRIFT_MODEL not in gone:
+        speech_boot, _ = results.cached(p, "speech-drift-bootstrap",
+                                        lambda: speech_drift_bootstrap(SPEECH_DRIFT_MODEL, p, choose_device(p.device),
+                                                                       {}),
+                                        drop=_MODEL_KEY_DROP, model=SPEECH_DRIFT_MODEL, draws=CNN_DRAWS)
     planted = {"clusters + drift": A.cloud_shape(A.planted_clusters_and_drift(seed=p.seed), p.n_pairs, p.seed),
                "isotropic + drift": A.cloud_shape(A.planted_clusters_and_drift(clusters=2000, seed=p.seed),
                                                   p.n_pairs, p.seed)}
@@ -927,7 +1027,8 @@ def run(p: Params) -> Result:
                                      lambda: [gaussian_baseline(d, p) for d in p.gaussian_dims], p.scale)
     return Result(models=measured, gaussian=gaussian, byte_mlm=byte_rec,
                   skipped=skipped, n_pairs=p.n_pairs, planted=planted, zeroed=zeroed, shapes=shapes,
-                  shape_share=p.shape_share, final_norm=final_norm, cnn_boot=cnn_boot)
+                  shape_share=p.shape_share, final_norm=final_norm, cnn_boot=cnn_boot,
+                  speech_boot=speech_boot)
 
 
 # ------------------------------------------------------------------ the byte-level MLM trained here (Fig. 2 row)

@@ -317,7 +317,9 @@ def publish(res: Result) -> None:
     common.figure("anisotropy-spectrum", fig_spectrum(res))
     z = res.sampling_z()
     mini, mini_twin = res.get("all-MiniLM-L6-v2"), res.get("all-MiniLM-L6-v2", False)
-    smol, whisper_twin = res.get("SmolLM2-135M-Instruct"), res.get("whisper-tiny.en", False)
+    smol = res.get("SmolLM2-135M-Instruct")
+    whisper_twins = [t for t in (res.get(n, False) for n in ("whisper-base", "whisper-tiny.en")) if t]
+    base, sboot = res.get("whisper-base"), res.speech_boot
     cnn = res.get("EfficientNet-Lite0")
     cnn_map = np.asarray(cnn.get("map_cos_exact", [nan] * 3) if cnn else [nan] * 3)[1:-1]
     cnn_pos = np.asarray(cnn["cos_exact"] if cnn else [nan] * 3)[1:-1]
@@ -338,7 +340,18 @@ def publish(res: Result) -> None:
         "anisotropy-minilm-last": float(mini["cos_exact"][-1]) if mini else nan,
         "anisotropy-minilm-null": res.null_q95(mini["dims"][-1]) if mini else nan,
         "anisotropy-minilm-twin-emb": float(mini_twin["cos_exact"][0]) if mini_twin else nan,
-        "anisotropy-whisper-twin-last": float(whisper_twin["cos_exact"][-1]) if whisper_twin else nan,
+        "anisotropy-whisper-twin-min": min(min(t["cos_exact"]) for t in whisper_twins) if whisper_twins else nan,
+        "anisotropy-whisper-twin-max": max(max(t["cos_exact"]) for t in whisper_twins) if whisper_twins else nan,
+        "anisotropy-speech-base-min": res.lowest_layer([base]).text(3, signed=False) if base else "—",
+        "anisotropy-speech-base-first": float(base["cos_exact"][0]) if base else nan,
+        "anisotropy-speech-base-peak": float(max(base["cos_exact"])) if base else nan,
+        "anisotropy-speech-rho": res.speech_drift_rho().text(2) if sboot else "—",
+        "anisotropy-speech-p": float(sboot["p"]) if sboot else nan,
+        "anisotropy-speech-layers": len(sboot["cos"]) if sboot else 0,
+        "anisotropy-speech-clips": sboot["clips"] if sboot else 0,
+        "anisotropy-speech-norm-first": float(sboot["mean_norm"][0]) if sboot else nan,
+        "anisotropy-speech-norm-last": float(sboot["mean_norm"][-1]) if sboot else nan,
+        "anisotropy-speech-cos-last": float(sboot["cos"][-1]) if sboot else nan,
         "anisotropy-cnn-pos-min": float(np.min(cnn_pos)),
         "anisotropy-cnn-pos-max": float(np.max(cnn_pos)),
         "anisotropy-cnn-map-min": float(np.min(cnn_map)),
