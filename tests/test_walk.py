@@ -49,3 +49,23 @@ def test_final_layernorm_of_albert_counts_its_shared_calls():
     model = AlbertModel(AlbertConfig(num_hidden_layers=6, num_hidden_groups=1, embedding_size=16, **SMALL))
     parent, name, calls = walk.final_layernorm(model)
     assert isinstance(getattr(parent, name), torch.nn.LayerNorm) and calls == 6
+
+
+def test_mpnet_blocks_and_final_layernorm_take_softdecay():
+    """MPNet (all-mpnet-base-v2's architecture): its blocks are `encoder.layer`, its last block's output
+    LayerNorm is where SoftDecay goes (as BERT's), and the inserted layer trains (α gets a finite gradient)."""
+    from transformers import MPNetConfig, MPNetForSequenceClassification
+
+    from helpers.hf import softdecay_layer
+
+    torch.manual_seed(0)
+    model = MPNetForSequenceClassification(MPNetConfig(num_hidden_layers=3, vocab_size=100, **SMALL))
+    assert len(walk.transformer_layers(model)) == 3
+    parent, name, calls = walk.final_layernorm(model)
+    assert parent is model.mpnet.encoder.layer[-1].output and name == "LayerNorm" and calls == 1
+    softdecay_layer.insert_softdecay(model, alpha=-0.5)
+    ids = torch.randint(3, 100, (2, 7))
+    loss = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=torch.tensor([0, 1])).loss
+    loss.backward()
+    sd = softdecay_layer.find_softdecay(model)
+    assert sd is not None and torch.isfinite(sd.softdecay.alpha.grad) and sd.softdecay.alpha.grad.abs() > 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from torch import nn
 
 #: model families whose blocks are `encoder.layer` (BERT-like encoders and ViT-like vision models)
-_ENCODER_LAYER = ("bert", "roberta", "xlm-roberta", "electra", "camembert", "vit", "dinov2", "deit", "beit",
+_ENCODER_LAYER = ("bert", "roberta", "xlm-roberta", "electra", "camembert", "mpnet", "vit", "dinov2", "deit", "beit",
                   "canine", "data2vec-text")
 
 
@@ -60,11 +60,11 @@ def num_heads(module: nn.Module, model: nn.Module) -> int:
 
 def final_layernorm(model: nn.Module) -> tuple[nn.Module, str, int]:
     """(parent module, attribute name, calls per forward) of the last layer's final LayerNorm of a
-    BERT / RoBERTa / ALBERT / DistilBERT model (with or without a task head)."""
+    BERT / RoBERTa / MPNet / ALBERT / DistilBERT model (with or without a task head)."""
     base = base_model(model)
     cfg = base.config
     kind = cfg.model_type
-    if kind in ("bert", "roberta", "xlm-roberta", "electra", "camembert"):
+    if kind in ("bert", "roberta", "xlm-roberta", "electra", "camembert", "mpnet"):
         return base.encoder.layer[-1].output, "LayerNorm", 1
     if kind == "distilbert":
         return base.transformer.layer[-1], "output_layer_norm", 1
@@ -73,7 +73,7 @@ def final_layernorm(model: nn.Module) -> tuple[nn.Module, str, int]:
         # num_hidden_layers / num_hidden_groups times, each time through all of its inner layers
         calls = cfg.num_hidden_layers // cfg.num_hidden_groups
         return base.encoder.albert_layer_groups[-1].albert_layers[-1], "full_layer_layer_norm", calls
-    raise ValueError(f"SoftDecay insertion is implemented for bert, roberta, albert and distilbert, not {kind!r}")
+    raise ValueError(f"SoftDecay insertion is implemented for bert, roberta, mpnet, albert and distilbert, not {kind!r}")
 
 
 __all__ = ["base_model", "encoder_of", "transformer_layers", "attention_modules", "num_heads", "final_layernorm"]
