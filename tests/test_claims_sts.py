@@ -12,6 +12,7 @@ from helpers import experiments
 from helpers.core.findings import CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, NOT_DETECTED, NOT_TESTABLE, REPRODUCED
 
 SMOL = "SmolLM2-135M-Instruct"
+MPNET = "all-mpnet-base-v2"
 
 sts = experiments.sts
 
@@ -48,7 +49,7 @@ def by_key(findings):
 # --- findings ---------------------------------------------------------------------------------------
 
 NOT_AT_CI = ("sts-gain-bert", "sts-gain-smollm2", "sts-vs-whitening-smollm2", "sts-vs-whitening-bert",
-             "sts-flipfree")
+             "sts-flipfree", "sts-gain-mpnet", "sts-vs-whitening-mpnet")
 AT_CI = ("sts-gain-minilm", "sts-vs-whitening-minilm", "sts-ev1-minilm", "sts-rbf-minilm", "sts-tokenuni-minilm",
          "sts-lsds-authors", "sts-lsds-eq6", "sts-lsds", "sts-alpha")
 
@@ -57,8 +58,9 @@ def test_ci_findings_are_computed_and_say_what_ci_did_not_run(res):
     fs = by_key(res.findings())
     assert set(fs) == {*NOT_AT_CI, *AT_CI}
     assert all(f.paper == "yan2022" and f.chapter == "sts" and f.section.startswith("sts-") for f in fs.values())
-    for key in NOT_AT_CI:                                          # ci: no anisotropic encoder
+    for key in NOT_AT_CI:                                          # ci: no anisotropic encoder, no mpnet
         assert fs[key].verdict == NOT_TESTABLE and "SCALE=book" in fs[key].command
+    assert "every pair" in fs["sts-gain-mpnet"].needs and fs["sts-gain-mpnet"].section == "sts-full"
     # SoftDecay lowers EV₁ on every set, at any size (by less than on the paper's BERT: direction only)
     assert fs["sts-ev1-minilm"].verdict in (REPRODUCED, DIRECTION_ONLY) and fs["sts-ev1-minilm"].effect.high < 0
     assert fs["sts-lsds"].verdict == REPRODUCED
@@ -152,11 +154,15 @@ SMOL_DRAWS = {"sts-gain-smollm2": (REPRODUCED, 10.49, 7.68, 13.31),
 #: the paper's, and whitening's lead over SoftDecay smaller than the paper's
 SMOL_FULL = {"sts-gain-smollm2": (DIRECTION_ONLY, 11.55, 10.66, 12.37),
              "sts-vs-whitening-smollm2": (DIRECTION_ONLY, -1.66, -2.41, -0.92)}
+#: all-mpnet-base-v2 (a contrastive sentence encoder of BERT-base's size) on every pair, layers 1 + L: SoftDecay
+#: loses; whitening is behind SoftDecay by more than the paper's 3.49 (refitted, recentred)
+MPNET_FULL = {"sts-gain-mpnet": (CONTRADICTED, -0.48, -0.68, -0.29),
+              "sts-vs-whitening-mpnet": (DIRECTION_ONLY, -4.98, -5.68, -4.27)}
 
 
 def test_book_findings_are_pinned(book):
     fs = by_key(book.findings())
-    assert len(fs) == 20                 # Table 1: 2 claims × 3 encoders; flip-free; Table 4: 3 × 3; LSDS: 3; α
+    assert len(fs) == 22                 # Table 1: 2 claims × 4 encoders; flip-free; Table 4: 3 × 3; LSDS: 3; α
     smol256 = [c for c in book.white_sd_comparisons() if c["whitening"] == "whitening-256"][0]
     assert smol256["key"] is None and smol256["verdict"] == "not detected"           # shown beside, in the table
     assert (smol256["effect"].estimate, smol256["effect"].low, smol256["effect"].high) == (
@@ -171,6 +177,7 @@ def test_book_findings_are_pinned(book):
             f"on {SMOL} in place of BERT-base-cased")
         assert fs["sts-vs-whitening-smollm2"].effect == book.full_white_minus_sd(SMOL)
         pinned.update(SMOL_FULL)
+    pinned.update(MPNET_FULL)
     for key, (verdict, est, lo, hi) in pinned.items():
         f = fs[key]
         assert f.verdict == verdict, key
@@ -189,6 +196,19 @@ def test_book_findings_are_pinned(book):
     # the closest test to the paper's setting is listed first per claim: the book BERT (as anisotropic as BERT-base)
     order = [f.key for f in book.findings()]
     assert order.index("sts-gain-bert") < order.index("sts-gain-minilm") < order.index("sts-gain-smollm2")
+    # mpnet, read on every pair only, comes last under each claim: the verdicts the claims had stay theirs
+    assert order.index("sts-gain-smollm2") < order.index("sts-gain-mpnet") < order.index("sts-vs-whitening-bert")
+    assert order.index("sts-vs-whitening-smollm2") < order.index("sts-vs-whitening-mpnet")
+    for key in MPNET_FULL:                                          # named for what it is, not as BERT-base
+        f = fs[key]
+        assert f.reduced == (f"on {MPNET} (a contrastive sentence encoder of BERT-base's size, not a raw MLM) "
+                             "in place of BERT-base-cased") and f.setting == "reduced"
+        assert "not a raw MLM" in f.measured and "109.5M parameters" in f.measured and "every pair" in f.scale
+        assert f.section == "sts-full"
+    assert fs["sts-gain-mpnet"].effect == book.full_vs_raw(MPNET)
+    assert fs["sts-vs-whitening-mpnet"].effect == book.full_white_minus_sd(MPNET)
+    assert fs["sts-vs-whitening-mpnet"].size_side() == "larger"
+    assert fs["sts-vs-whitening-mpnet"].extra["likeness"] == CONTRADICTED
     assert order.index("sts-lsds-authors") < order.index("sts-lsds-eq6") < order.index("sts-lsds")
 
 
@@ -202,6 +222,39 @@ def test_table1_on_every_pair(book):
     assert book.full_white_minus_sd(m).low < book.full_white_minus_sd(m).estimate < book.full_white_minus_sd(m).high
     assert "SmolLM2-135M-Instruct (every pair)" in book.unavailable or SMOL in book.full_readings
     assert "book-mlm-bert (every pair)" in book.unavailable
+
+
+def test_mpnet_on_every_pair(book):
+    """all-mpnet-base-v2 (BERT-base's size, contrastive) as the chapter states it: read back from its committed
+    every-pair reading; raw 79.83 (layers 1 + L) and 80.27 (embeddings + L); SoftDecay loses under both poolings,
+    whitening more; it is the least anisotropic encoder under either pooling, and SoftDecay gains exactly on the
+    strongly anisotropic encoders; its flips (hundreds of directions on some sets) do not carry the loss."""
+    assert book.from_cache[f"full {MPNET}"] and book.full_only() == [MPNET]
+    assert book.full_pairs(MPNET) == 18850
+    emb = "first_last"
+    assert book.full_scores(MPNET)["vanilla"].mean() == pytest.approx(79.83, abs=0.01)
+    assert book.full_scores(MPNET, emb)["vanilla"].mean() == pytest.approx(80.27, abs=0.01)
+    for q in book.poolings:
+        assert book.full_vs_raw(MPNET, pooling=q).high < 0, q
+        assert book.full_vs_raw(MPNET, "whitening", q).high < book.full_vs_raw(MPNET, pooling=q).low, q
+    sd_emb = book.full_vs_raw(MPNET, pooling=emb)
+    assert (sd_emb.estimate, sd_emb.low, sd_emb.high) == (
+        pytest.approx(-0.63, abs=0.006), pytest.approx(-0.83, abs=0.006), pytest.approx(-0.44, abs=0.006))
+    ev1 = {q: book.full_anisotropy(MPNET, pooling=q) for q in book.poolings}
+    assert ev1[book.paper_pooling] == pytest.approx(0.154, abs=0.001) and ev1[emb] == pytest.approx(0.082, abs=0.001)
+    for m in book.readings:                                         # the least anisotropic, under either pooling
+        for q in book.poolings:
+            assert ev1[q] < book.anisotropy(m, "EV1", q), (m, q)
+    gains = {m: book.full_vs_raw(m) for m in (book.models[0], SMOL, MPNET)}
+    gains["book-mlm-bert"] = book.over_draws("book-mlm-bert", "SoftDecay (sentence)")
+    strong = {m for m in gains if (book.full_anisotropy(m) if m in book.full_readings else book.anisotropy(m)) > 0.5}
+    assert strong == {SMOL, "book-mlm-bert"}
+    assert all((gains[m].low > 0) == (m in strong) and (gains[m].high < 0) == (m not in strong) for m in gains)
+    fl = book.full_flip_counts(MPNET)
+    assert (fl["SoftDecay (sentence)"].min(), fl["SoftDecay (sentence)"].max()) == (7, 467)
+    assert (fl["directions"] == 1536).all() and (fl["SoftDecay (clamped)"] == 0).all()
+    clamped = book.full_vs_raw(MPNET, "SoftDecay (clamped)")
+    assert abs(clamped.estimate - book.full_vs_raw(MPNET).estimate) < 0.05 and clamped.high < 0
 
 
 def test_a_planted_effect_changes_the_verdicts(book):
@@ -221,6 +274,30 @@ def test_a_planted_effect_changes_the_verdicts(book):
     ci = planted.full_readings[planted.models[0]]["ci"][planted.paper_pooling]
     ci["SoftDecay (sentence)"] = [v + 2.0 for v in ci["SoftDecay (sentence)"]]
     assert by_key(planted.findings())["sts-gain-minilm"].verdict == DIRECTION_ONLY   # short of the paper's +8.29
+
+
+def test_a_planted_mpnet_effect_changes_its_findings_not_the_claims(book):
+    """all-mpnet-base-v2 on every pair: SoftDecay lifted by 8.7 points covers the paper's +8.29 (contradicted →
+    reproduced); whitening − SoftDecay raised by 10 points puts whitening ahead (direction only → contradicted).
+    The two claims keep their verdicts: mpnet is listed after the book BERT, whose test decides."""
+    from helpers.core.findings import judge
+    from helpers.experiments.findings import claims
+
+    table1 = [c for c in claims("yan2022") if c.id in ("yan-table1-gain", "yan-table1-whitening")]
+    assert len(table1) == 2
+    planted = copy.deepcopy(book)
+    ci = planted.full_readings[MPNET]["ci"][planted.paper_pooling]
+    ci["SoftDecay (sentence)"] = [v + 8.7 for v in ci["SoftDecay (sentence)"]]
+    refit = planted.full_readings[MPNET]["refit"][planted.paper_pooling]
+    refit["whitening"] = [v + 10.0 for v in refit["whitening"]]
+    before, after = by_key(book.findings()), by_key(planted.findings())
+    assert (before["sts-gain-mpnet"].verdict, after["sts-gain-mpnet"].verdict) == (CONTRADICTED, REPRODUCED)
+    assert (before["sts-vs-whitening-mpnet"].verdict, after["sts-vs-whitening-mpnet"].verdict) == (
+        DIRECTION_ONLY, CONTRADICTED)
+    for claim in table1:
+        was, now = judge(claim, book.findings()), judge(claim, planted.findings())
+        assert was.deciding.key.endswith("-bert") and now.deciding.key == was.deciding.key
+        assert now.verdict == was.verdict, claim.id
 
 
 def test_planted_table4_and_lsds_effects_change_their_verdicts(book):

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..core.stats import Interval
 from ..core.sts import FLIP_FREE, METHODS
-from ..experiments.sts import BOOK_BERT, PLANT_METHODS, POOLING_LABEL, SMOL, Result
+from ..experiments.sts import BOOK_BERT, MPNET, PLANT_METHODS, POOLING_LABEL, SMOL, Result
 from . import common
 
 #: what each of our rows is, said in the tables
@@ -142,12 +142,13 @@ def _other_pooling(res: Result) -> str:
 
 def full_summary_table(res: Result):
     """Table 1 on every pair, per encoder read so (`full_readings`) and pooling (the paper-comparison one
-    first): SoftDecay − raw and whitening − raw (paired bootstrap, transforms fitted once), and whitening −
-    SoftDecay with both transforms refitted on every resample (the paper-comparison pooling only)."""
+    first): the raw model's Avg, SoftDecay − raw and whitening − raw (paired bootstrap, transforms fitted once),
+    and whitening − SoftDecay with both transforms refitted on every resample (the paper-comparison pooling
+    only)."""
     rows = []
     for m in res.full_readings:
         for q in sorted(res.poolings, key=lambda q: q != res.paper_pooling):
-            rows.append({"encoder": m, "pooling": POOLING_LABEL[q],
+            rows.append({"encoder": m, "pooling": POOLING_LABEL[q], "raw": res.full_scores(m, q)["vanilla"].mean(),
                          "SoftDecay − raw": _iv(res.full_vs_raw(m, "SoftDecay (sentence)", q)),
                          "whitening − raw": _iv(res.full_vs_raw(m, "whitening", q)),
                          "whitening − SoftDecay": (_iv(res.full_white_minus_sd(m)) if q == res.paper_pooling
@@ -178,6 +179,17 @@ def _text_if_full(res: Result, model: str, get) -> str:
     return _iv(get()) if model in res.full_readings else "–"
 
 
+def _full_number(res: Result, model: str, get) -> float:
+    """A number read on every pair, or NaN where `model` was not read on every pair at this scale."""
+    return float(get()) if model in res.full_readings else float("nan")
+
+
+def _full_flips(res: Result, model: str, column: str, how: str) -> int | float:
+    """The fewest (`how="min"`) or most (`"max"`) of a flip-count column over the sets on every pair (NaN where
+    `model` was not read on every pair)."""
+    return int(getattr(res.full_flip_counts(model)[column], how)()) if model in res.full_readings else float("nan")
+
+
 def _draws_iv(res: Result, model: str, method: str, against: str, pooling: str | None = None) -> str:
     """`method` − `against` as the t interval over the subsample draws of a re-read encoder ('–' with one draw
     or none)."""
@@ -204,14 +216,17 @@ def white_sd_table(res: Result):
 def flipfree_table(res: Result, pooling: str | None = None):
     """Per encoder: SoftDecay and its flip-free variants minus the raw model (paired bootstrap, draw 0; and
     the t interval over the subsample draws where there are several), and the directions each turns around
-    (most over the sets and draws, of the live directions)."""
+    (most over the sets and draws, of the live directions). An encoder read on every pair only
+    (`Result.full_only`) follows, from that reading."""
     rows = []
-    for m in _read_models(res):
-        fl = res.flip_counts(m, pooling)
+    every = [(m, True) for m in res.full_only()]
+    for m, full in [(m, False) for m in _read_models(res)] + every:
+        fl = res.full_flip_counts(m, pooling) if full else res.flip_counts(m, pooling)
         for method in ("SoftDecay (sentence)", *FLIP_FREE):
-            rows.append({"encoder": m, "method": SHORT[method], "Δ vs raw [95 %]": _iv(res.reading_vs_raw(m, method,
-                                                                                                        pooling)),
-                         "over subsample draws [95 %]": _draws_iv(res, m, method, "vanilla", pooling),
+            diff = res.full_vs_raw(m, method, pooling) if full else res.reading_vs_raw(m, method, pooling)
+            rows.append({"encoder": f"{m} (every pair)" if full else m, "method": SHORT[method],
+                         "Δ vs raw [95 %]": _iv(diff),
+                         "over subsample draws [95 %]": "–" if full else _draws_iv(res, m, method, "vanilla", pooling),
                          "flipped (most per set)": int(fl[method].max()),
                          "live directions (fewest per set)": int(fl["directions"].min())})
     if not rows:
@@ -231,10 +246,14 @@ def drivers_table(res: Result, model: str | None = None, pooling: str | None = N
 
 def anisotropy_table(res: Result):
     """Per encoder and pooling, means over the sets: EV₁ (eq. 5) before and after whitening, EV₁ of the
-    centred rows (a dominant variance direction) and the common mean's share of the second moment."""
+    centred rows (a dominant variance direction) and the common mean's share of the second moment. An encoder
+    read on every pair only (`Result.full_only`) follows, from that reading."""
     names = {"EV1": "EV₁", "EV1_whitened": "EV₁ whitened", "EV1_centred": "EV₁ centred", "mean_share": "mean's share"}
     rows = [{"encoder": m, "pooling": POOLING_LABEL[q], **{v: res.anisotropy(m, k, q) for k, v in names.items()}}
             for m in _read_models(res) for q in res.poolings]
+    rows += [{"encoder": f"{m} (every pair)", "pooling": POOLING_LABEL[q],
+              **{v: res.full_anisotropy(m, k, q) for k, v in names.items()}}
+             for m in res.full_only() for q in res.poolings]
     if not rows:
         return None          # nothing to show at this scale (the prose says what was run)
     return common.table(pd.DataFrame(rows), digits=4)
@@ -541,6 +560,22 @@ def publish(res: Result) -> None:
         "sts-full-minilm-white-sd": _text_if_full(res, m, lambda: res.full_white_minus_sd(m)),
         "sts-full-minilm-raw": res.full_scores(m)["vanilla"].mean() if m in res.full_readings else float("nan"),
         "sts-full-pairs": res.full_pairs(m) if m in res.full_readings else 0,
+        "sts-full-minilm-ev1": _full_number(res, m, lambda: res.full_anisotropy(m)),
+        "sts-full-smol-ev1": _full_number(res, SMOL, lambda: res.full_anisotropy(SMOL)),
+        # all-mpnet-base-v2, read on every pair only (a contrastive sentence encoder of BERT-base's size)
+        "sts-full-mpnet-raw": _full_number(res, MPNET, lambda: res.full_scores(MPNET)["vanilla"].mean()),
+        "sts-full-mpnet-raw-emb": _full_number(
+            res, MPNET, lambda: res.full_scores(MPNET, _other_pooling(res))["vanilla"].mean()),
+        "sts-full-mpnet-sd": _text_if_full(res, MPNET, lambda: res.full_vs_raw(MPNET)),
+        "sts-full-mpnet-sd-emb": _text_if_full(res, MPNET, lambda: res.full_vs_raw(MPNET, pooling=_other_pooling(res))),
+        "sts-full-mpnet-white": _text_if_full(res, MPNET, lambda: res.full_vs_raw(MPNET, "whitening")),
+        "sts-full-mpnet-white-sd": _text_if_full(res, MPNET, lambda: res.full_white_minus_sd(MPNET)),
+        "sts-full-mpnet-clamped": _text_if_full(res, MPNET, lambda: res.full_vs_raw(MPNET, "SoftDecay (clamped)")),
+        "sts-mpnet-ev1": _full_number(res, MPNET, lambda: res.full_anisotropy(MPNET)),
+        "sts-mpnet-ev1-emb": _full_number(res, MPNET, lambda: res.full_anisotropy(MPNET, pooling=_other_pooling(res))),
+        "sts-mpnet-flips-min": _full_flips(res, MPNET, "SoftDecay (sentence)", "min"),
+        "sts-mpnet-flips-max": _full_flips(res, MPNET, "SoftDecay (sentence)", "max"),
+        "sts-mpnet-live": _full_flips(res, MPNET, "directions", "min"),
         # the contrastive encoder, under the authors' pooling (the re-reading) and the other reading
         "sts-minilm-pairs": res.pairs(m),
         "sts-reading-pairs": res.reading_pairs,
