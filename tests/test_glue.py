@@ -440,3 +440,116 @@ def test_selection_changes_set_each_choice_beside_its_held_out_twin():
     assert df.loc["α", "on validation"] == -0.2 and df.loc["α", "on held-out train"] == -0.5
     assert df.loc["α", "held-out score"] == 0.72 and df.loc["α", "validation score"] == 0.61
     assert glue.holdout_selection(GlueParams.resolve("ci")) == []
+
+
+def planted_wide(base=(60.0, 62.0, 64.0), diffs=(3.0, 2.0, 4.0), minilm=(55.0, 56.0, 54.0, 57.0, 55.5),
+                 minilm_sd=None):
+    """A Result holding only what the larger encoder's statistics read: its runs on RTE (`base` and `base +
+    diffs` on seeds 0, 1, …) and the grid model's tuned RTE baselines (`minilm` on seeds 1, 2, …; with SoftDecay
+    runs `minilm_sd` and a summary row when given, so the grid's RTE finding is made too)."""
+    def wide(variant, seed, acc):
+        return {"model": "all-mpnet-base-v2", "task": "RTE", "variant": variant,
+                "alpha": -0.5 if variant == "softdecay" else None, "lr": 2e-5, "seed": seed, "from_cache": True,
+                "final": {"acc": acc}, "val_acc": [acc - 2, acc - 1, acc], "val_loss": [0.69, 0.66, 0.64],
+                "train_loss": [0.69, 0.6, 0.5], "alpha_path": [-0.5] * 3, "train_examples": 2490,
+                "epoch_seconds": [1.0] * 3}
+
+    def grid(variant, seed, acc):
+        return {"model": "all-MiniLM-L6-v2", "task": "RTE", "variant": variant, "alpha": -0.2, "reading": None,
+                "lr": 5e-5, "seed": seed, "stage": "comparison", "from_cache": True,
+                "history": {"final": {"acc": acc}, "train_examples": 2490,
+                            "spectra": {"layers": [{"median": 0.3, "quantiles": [0.0, 0.3, 1.0]}]}}}
+    seeds = list(range(1, len(minilm) + 1))
+    runs = [grid("baseline", s, a) for s, a in zip(seeds, minilm, strict=True)]
+    summary = []
+    if minilm_sd is not None:
+        runs += [grid("softdecay", s, a) for s, a in zip(seeds, minilm_sd, strict=True)]
+        summary = [{"model": "all-MiniLM-L6-v2", "task": "RTE", "metric": "acc", "lr": 5e-5, "α₀": -0.2,
+                    "paper baseline": 64.98, "paper softdecay": 68.23}]
+    return glue.Result(
+        models=["all-MiniLM-L6-v2"], tasks=["RTE"], seeds=seeds, scale="book", epochs=3, train_examples=0, runs=runs,
+        selection=[], summary=summary, paired=[], paper_gains=[], spectrum=[], alphas=[], architectures=[], timing=[],
+        wide_model="all-mpnet-base-v2", wide_majority={"acc": 52.7},
+        wide=[wide("baseline", s, a) for s, a in enumerate(base)]
+        + [wide("softdecay", s, a + d) for s, (a, d) in enumerate(zip(base, diffs, strict=True))])
+
+
+def test_wide_statistics_on_planted_runs():
+    """The larger encoder's paired SoftDecay − baseline (t over seeds), its baseline against the majority class
+    (t over seeds) and against the grid model's tuned baseline (Welch, unpaired), on planted scores."""
+    from scipy import stats
+
+    r = planted_wide()
+    assert r.wide_seeds() == [0, 1, 2] and r.wide_differences() == pytest.approx([3.0, 2.0, 4.0])
+    d = r.wide_interval()
+    half = stats.t.ppf(0.975, 2) * np.std([3.0, 2.0, 4.0], ddof=1) / np.sqrt(3)
+    assert (d.estimate, d.low, d.high, d.n) == (pytest.approx(3.0), pytest.approx(3.0 - half),
+                                                pytest.approx(3.0 + half), 3)
+    assert r.wide_score().estimate == pytest.approx(62.0) and r.wide_score("softdecay").estimate == pytest.approx(65.0)
+    assert r.wide_over_majority().estimate == pytest.approx(62.0 - 52.7) and r.wide_over_majority().low > 0
+    w = r.wide_over_grid()
+    ci = stats.ttest_ind([60.0, 62.0, 64.0], [55.0, 56.0, 54.0, 57.0, 55.5], equal_var=False).confidence_interval()
+    assert (w.estimate, w.low, w.high) == (pytest.approx(62.0 - 55.5), pytest.approx(ci.low), pytest.approx(ci.high))
+    assert r.minilm_score().estimate == pytest.approx(55.5)
+    assert r.wide_detectable() == pytest.approx(glue.detectable_effect([3.0, 2.0, 4.0]))
+    assert r.wide_paper() == (pytest.approx(64.98), pytest.approx(68.23))
+    assert r.wide_hours() == pytest.approx(6 * 3 / 3600) and r.wide_alpha() == -0.5
+    # a seed with one variant only is left out of the pairs; no runs: NaN, no error
+    r.wide = [x for x in r.wide if not (x["seed"] == 2 and x["variant"] == "softdecay")]
+    assert r.wide_seeds() == [0, 1] and r.wide_interval().n == 2
+    empty = planted_wide()
+    empty.wide, empty.wide_model, empty.wide_majority = [], "", {}
+    assert empty.wide_finding() is None and math.isnan(empty.wide_interval().estimate)
+    assert math.isnan(empty.wide_over_grid().estimate) and math.isnan(empty.wide_over_majority().estimate)
+    assert empty.wide_seeds() == [] and math.isnan(empty.wide_detectable())
+
+
+@pytest.mark.parametrize("diffs, verdict", [((3.0, 2.5, 3.5), "reproduced"), ((9.0, 10.0, 11.0), "direction only"),
+                                            ((-4.0, 1.0, 4.0), "not detected"), ((-3.0, -2.5, -3.5), "contradicted")])
+def test_the_wide_finding_follows_its_planted_differences(diffs, verdict):
+    """The larger encoder's RTE finding tests Table 2's claim against the paper's BERT-base gain (+3.25), says it
+    is reduced (the model, α₀ not selected), and is listed after the grid's RTE finding, so the claim's verdict
+    is the grid's whatever the larger encoder shows."""
+    from helpers.core.findings import judge
+    from helpers.experiments.findings import claims
+
+    r = planted_wide(diffs=diffs, minilm_sd=(55.0, 56.0, 54.0, 57.0, 55.5))      # the grid: no difference at all
+    fs = r.findings()
+    keys = [f.key for f in fs]
+    assert keys.index("glue-softdecay-rte") < keys.index("glue-softdecay-rte-mpnet")
+    f = fs[keys.index("glue-softdecay-rte-mpnet")]
+    assert f.verdict == verdict and f.claim_id == "yan-table2-gain" and f.paper_value == pytest.approx(3.25)
+    assert f.effect.n == 3 and f.effect.estimate == pytest.approx(np.mean(diffs))
+    assert f.reduced.startswith("on all-mpnet-base-v2 in place of bert-base-uncased") and "not selected" in f.reduced
+    assert "3 seeds" in f.scale and "fixed" in f.scale and "contrastively" in f.measured
+    claim = next(c for c in claims("yan2022") if c.id == "yan-table2-gain")
+    j = judge(claim, fs)
+    assert j.deciding.key == "glue-softdecay-rte" and j.verdict == fs[keys.index("glue-softdecay-rte")].verdict
+
+
+def test_wide_runs_are_the_committed_runs_keys():
+    """The larger encoder's runs are named and keyed as they were made (the book preset with the model, RTE,
+    lr 2e-5, α₀ −0.5, 3 seeds and nothing selected), and the new fields change no run's key; at ci there are
+    none."""
+    p = GlueParams.resolve("book")
+    specs = glue.wide_specs(p)
+    made = GlueParams.resolve("book", models=("all-mpnet-base-v2",), tasks=("RTE",), variants=("baseline", "softdecay"),
+                              lrs=(2e-5,), alphas=(-0.5,), seeds=3, expdecay_readings=("all",), expdecay_seeds=1)
+    want = [glue._spec(made, "all-mpnet-base-v2", "RTE", k, -0.5 if k == "softdecay" else None, None, 2e-5, s)
+            for k in ("baseline", "softdecay") for s in made.comparison_seeds()]
+    assert [s.name for s in specs] == [s.name for s in want] and [s.key for s in specs] == [s.key for s in want]
+    assert [s.extra["seed"] for s in specs] == [0, 1, 2, 0, 1, 2]
+    args = ("all-MiniLM-L6-v2", "RTE", "baseline", None, None, 5e-5, 1)
+    assert glue._spec(p, *args).key == glue._spec(p.with_(wide_model="", wide_seeds=1), *args).key
+    assert not glue.wide_specs(GlueParams.resolve("ci"))
+    assert [s.name for s in glue.runs(p)[-len(specs):]] == [s.name for s in specs]
+    with pytest.raises(ParameterError):
+        GlueParams.resolve("book", wide_seeds=0)
+
+
+def test_wide_table_on_planted_runs():
+    """One row per seed, then the means with their intervals and the paper's BERT-base run."""
+    t = glue_fig.wide_table(planted_wide()).data
+    assert list(t["seed"]) == ["0", "1", "2", "mean [95 % interval]", "paper: BERT-base, one run"]
+    assert list(t["SoftDecay − baseline"][:3]) == ["+3.0", "+2.0", "+4.0"]
+    assert t["baseline after each epoch"][0] == "58.0, 59.0, 60.0" and t["SoftDecay − baseline"][4] == "+3.25"

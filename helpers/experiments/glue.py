@@ -19,7 +19,7 @@ from ..core.findings import Finding
 from ..core.stats import Interval, t_interval
 from ..data.glue import TASK_METRICS, _int_label, encode_task, glue_metrics
 from ..hf.glue import architecture_check, layer_spectra
-from ..hf.models import quiet_loading
+from ..hf.models import DESCRIPTIONS, quiet_loading
 from ..train.glue import FinetuneConfig, finetune, load_classifier
 
 Task = Literal["CoLA", "SST-2", "MRPC", "QNLI", "RTE"]
@@ -71,6 +71,11 @@ class Params(ChapterParams):
     #: AVX-512-BF16 CPU, tests/test_train.py checks it follows fp32), fp32 elsewhere; the committed book
     #: runs are bf16 (the book preset pins it); SoftDecay's eigendecomposition runs in float64 either way
     precision: Literal["fp32", "bf16", "auto"] = "auto"
+    #: a larger encoder fine-tuned on RTE beside the grid ("" = none): its baseline and SoftDecay at the paper's
+    #: learning rate and one α₀ (`WIDE_LR`, `WIDE_ALPHA`; nothing selected) on `wide_seeds` seeds from `seed`, every
+    #: other setting the grid's (`wide_params`)
+    wide_model: str = ""
+    wide_seeds: int = 3
 
     CHAPTER: ClassVar[str] = "glue"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -80,7 +85,7 @@ class Params(ChapterParams):
         # ExpDecay's three readings run at the selected learning rate on the 5 comparison seeds, as SoftDecay
         "book": dict(lrs=(2e-5, 5e-5, 1e-4), alphas=(-0.2, -0.5, -0.8), seeds=5,
                      variants=("baseline", "softdecay", "expdecay"), expdecay_readings=("top5", "all", "squared"),
-                     expdecay_seeds=5, precision="bf16"),
+                     expdecay_seeds=5, precision="bf16", wide_model="all-mpnet-base-v2", wide_seeds=3),
         "paper": dict(models=("bert-base-uncased", "albert-base-v1", "distilbert-base-uncased", "roberta-base"),
                       tasks=("CoLA", "SST-2", "MRPC", "QNLI", "RTE"), alphas=(-0.2, -0.5, -0.8), seeds=3,
                       expdecay_readings=("top5", "all", "squared"), spectra_examples=1000),
@@ -94,7 +99,7 @@ class Params(ChapterParams):
         expdecay_readings=(lambda v: len(v) > 0 and len(set(v)) == len(v), "needs at least one reading, no repeats"),
         alpha_lr=positive, epochs=positive, batch_size=positive, expdecay_seeds=nonneg,
         max_length=(lambda v: 8 <= v <= 512, "must lie in [8, 512]"), seeds=positive,
-        train_examples=nonneg, eval_examples=nonneg,
+        train_examples=nonneg, eval_examples=nonneg, wide_seeds=positive,
         selection_holdout=(lambda v: 0 <= v < 1, "must lie in [0, 1): 0 selects on the validation split"),
         spectra_examples=(lambda v: v >= 2, "needs >= 2 examples"),
     )
@@ -142,6 +147,13 @@ class Result(results.Result):
     #: only, [] when they are not committed): the selection table's rows plus `holdout`
     holdout_selection: list = field(default_factory=list)
     spectra_examples: int = 0
+    #: the larger encoder fine-tuned on RTE beside the grid (`Params.wide_model`; "" and [] when none): one record
+    #: per run (model, task, variant, alpha, lr, seed, from_cache, `final` scores, per-epoch `val_acc`,
+    #: `val_loss`, `train_loss` and learned `alpha_path`, train_examples, epoch_seconds), and the majority class's
+    #: scores on that task
+    wide_model: str = ""
+    wide: list = field(default_factory=list)
+    wide_majority: dict = field(default_factory=dict)
 
     def run_for(self, task: str, variant: str, seed: int, model: str | None = None) -> dict | None:
         """The comparison run record of (model, task, variant label, seed), or None."""
@@ -360,8 +372,112 @@ class Result(results.Result):
         return float(sum(sum(r["history"]["epoch_seconds"]) for r in self.runs
                          if r["variant"].startswith(variant_prefix) and stage in (None, r["stage"])) / 3600)
 
+    # --- the larger encoder on RTE (`wide`) ------------------------------------------------------------------
+
+    def wide_seeds(self) -> list[int]:
+        """The seeds on which the larger encoder ran both the baseline and SoftDecay, in order."""
+        by = {v: {r["seed"] for r in self.wide if r["variant"] == v} for v in ("baseline", "softdecay")}
+        return sorted(by["baseline"] & by["softdecay"])
+
+    def wide_run(self, variant: str, seed: int) -> dict | None:
+        """The larger encoder's run record of `variant` on `seed`, or None."""
+        return next((r for r in self.wide if (r["variant"], r["seed"]) == (variant, seed)), None)
+
+    def wide_scores(self, variant: str = "baseline", metric: str = "acc") -> list[float]:
+        """The larger encoder's final validation `metric` of `variant` on every seed it ran, in seed order."""
+        return [r["final"][metric] for r in sorted(self.wide, key=lambda r: r["seed"]) if r["variant"] == variant]
+
+    def wide_differences(self, metric: str = "acc") -> list[float]:
+        """Per seed: the larger encoder's SoftDecay − baseline final validation `metric` (points), in seed order."""
+        return [self.wide_run("softdecay", s)["final"][metric] - self.wide_run("baseline", s)["final"][metric]
+                for s in self.wide_seeds()]
+
+    def wide_interval(self, metric: str = "acc") -> Interval:
+        """The larger encoder's mean paired SoftDecay − baseline with its 95 % Student-t interval over seeds."""
+        return _t_or_nan(self.wide_differences(metric))
+
+    def wide_score(self, variant: str = "baseline", metric: str = "acc") -> Interval:
+        """The larger encoder's mean final validation `metric` of `variant` with its t interval over seeds."""
+        return _t_or_nan(self.wide_scores(variant, metric))
+
+    def wide_over_majority(self, metric: str = "acc") -> Interval:
+        """The larger encoder's baseline minus the majority class (a fixed score), t interval over seeds:
+        above 0 when it learns the task beyond always answering the most frequent label."""
+        major = self.wide_majority.get(metric, float("nan"))
+        return _t_or_nan([s - major for s in self.wide_scores("baseline", metric)])
+
+    def minilm_scores(self, task: str = "RTE", metric: str | None = None) -> list[float]:
+        """The grid model's (`models[0]`) tuned baseline on `task`: final validation score per comparison seed."""
+        metric = metric or primary_metric(task)
+        return [r["history"]["final"][metric] for s in self.seeds
+                if (r := self.run_for(task, "baseline", s)) is not None]
+
+    def minilm_score(self, task: str = "RTE", metric: str | None = None) -> Interval:
+        """The grid model's tuned baseline on `task`: mean over the comparison seeds with its t interval."""
+        return _t_or_nan(self.minilm_scores(task, metric))
+
+    def wide_over_grid(self, metric: str = "acc") -> Interval:
+        """The larger encoder's baseline minus the grid model's tuned baseline on the same task (different seeds
+        and learning rates, so unpaired): difference of the means with Welch's 95 % t interval."""
+        task = self.wide[0]["task"] if self.wide else "RTE"
+        return welch_interval(self.wide_scores("baseline", metric), self.minilm_scores(task, metric))
+
+    def wide_detectable(self, metric: str = "acc", power: float = 0.8) -> float:
+        """The smallest true SoftDecay − baseline these seeds of the larger encoder detect with `power`."""
+        return detectable_effect(self.wide_differences(metric), power)
+
+    def wide_final_losses(self, variant: str = "baseline") -> list[float]:
+        """The larger encoder's training loss after the last epoch of `variant`, per seed in seed order."""
+        return [r["train_loss"][-1] for r in sorted(self.wide, key=lambda r: r["seed"]) if r["variant"] == variant]
+
+    def wide_final_loss(self, variant: str = "baseline") -> Interval:
+        """The mean of `wide_final_losses` with its t interval over seeds."""
+        return _t_or_nan(self.wide_final_losses(variant))
+
+    def wide_alpha(self) -> float:
+        """The initial α of the larger encoder's SoftDecay runs (NaN without them)."""
+        return next((float(r["alpha"]) for r in self.wide if r["variant"] == "softdecay"), float("nan"))
+
+    def wide_hours(self) -> float:
+        """Hours of training of the larger encoder's runs (their epoch times, one process per run)."""
+        return float(sum(sum(r["epoch_seconds"]) for r in self.wide) / 3600)
+
+    def wide_paper(self, metric: str = "acc") -> tuple[float, float]:
+        """The paper's (baseline, SoftDecay) on the larger encoder's task for the model set beside it (Table 2)."""
+        task = self.wide[0]["task"] if self.wide else WIDE_TASK
+        model = paper_model_for(self.wide_model, set(paper_tables().model))
+        return paper_value(model, task, metric, "baseline"), paper_value(model, task, metric, "softdecay")
+
+    def wide_finding(self) -> Finding | None:
+        """Table 2's RTE gain tested on the larger encoder (None without its runs): listed after the grid's
+        per-task findings, so the claim's verdict stays the grid's (`core.findings.judge` takes the first)."""
+        d = self.wide_differences()
+        if not d:
+            return None
+        model, first = self.wide_model, self.wide_run("softdecay", self.wide_seeds()[0])
+        task, lr, alpha = first["task"], first["lr"], first["alpha"]
+        paper_model = paper_model_for(model, set(paper_tables().model))
+        base, sd = self.wide_paper()
+        what = DESCRIPTIONS.get(model, "").split(": ", 1)[-1]
+        return Finding(
+            key=f"glue-softdecay-{task.lower()}-{SHORT_NAMES.get(model, model.lower())}", paper="yan2022",
+            where="Table 2", claim_id="yan-table2-gain",
+            claim=f"Fine-tuning {paper_model} with SoftDecay raises its {task} validation accuracy from {base:.2f} "
+                  f"to {sd:.2f}",
+            measured=(f"{model} fine-tuned on {task} ({first['train_examples']:,} training examples, "
+                      f"{len(first['val_acc'])} epochs, lr {lr:g}, α₀ {alpha:+.1f}, neither selected), {len(d)} seeds "
+                      "paired with the baseline" + (f"; {model} is {what}" if what else "")),
+            quantity=f"SoftDecay − baseline validation accuracy on {task}, points",
+            effect=t_interval(d), direction="above", reference=0.0, reference_label="0", paper_value=sd - base,
+            digits=2, reduced=f"on {model} in place of {paper_model}, with α₀ {alpha:+.1f} fixed, not selected",
+            scale=(f"{self.scale}: {model} in place of {paper_model}; {len(d)} seeds where the paper reports one run; "
+                   f"lr {lr:g} (the paper's) and α₀ {alpha:+.1f} fixed, where the paper selects α₀ from -0.2, -0.5 "
+                   "and -0.8"),
+            section="glue-rte-wide", chapter="glue", extra={"detectable_80": self.wide_detectable()})
+
     def findings(self) -> list[Finding]:
-        """The chapter's findings: SoftDecay − baseline per task (Table 2), the flatter last-layer spectrum
+        """The chapter's findings: SoftDecay − baseline per task (Table 2), then on RTE with the larger encoder
+        (`wide_finding`, after the grid's so that the claim's verdict stays the grid's), the flatter last-layer spectrum
         (App. Fig. 9), ExpDecay − baseline per reading over the tasks (Table 6: "no substantial improvement",
         read as alike within the paper's own largest ExpDecay change; the printed formula first), the
         training-set size (App. D.2, Fig. 8), and the paper's own models (not testable offline)."""
@@ -392,6 +508,9 @@ class Result(results.Result):
                        "reports one run"),
                 section="glue-scores", chapter="glue",
                 extra={"detectable_80": self.detectable(task)}))
+        wide = self.wide_finding()
+        if wide is not None:
+            out.append(wide)
         flat = self.flattening()
         if flat.n:
             out.append(Finding(
@@ -452,6 +571,75 @@ class Result(results.Result):
         return out
 
 
+#: the larger encoder's runs (`Params.wide_model`): the task, the paper's learning rate (App. B) and the middle of
+#: its α₀ grid, both fixed (no selection stage)
+WIDE_TASK, WIDE_LR, WIDE_ALPHA = "RTE", 2e-5, -0.5
+#: the short name a finding key gives a model
+SHORT_NAMES = {"all-mpnet-base-v2": "mpnet", "all-MiniLM-L6-v2": "minilm"}
+
+
+def _t_or_nan(values) -> Interval:
+    """`t_interval` of `values`, or an all-NaN interval of n 0 when there are none."""
+    return t_interval(values) if len(values) else Interval(float("nan"), float("nan"), float("nan"), 0, "t")
+
+
+def welch_interval(a, b, level: float = 0.95) -> Interval:
+    """mean(a) − mean(b) of two independent samples with Welch's Student-t interval (Welch–Satterthwaite
+    degrees of freedom); NaN bounds when either sample has fewer than two values, all NaN when one is empty."""
+    from scipy import stats
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not a.size or not b.size:
+        return Interval(float("nan"), float("nan"), float("nan"), 0, "t", level)
+    diff = float(a.mean() - b.mean())
+    if a.size < 2 or b.size < 2:
+        return Interval(diff, float("nan"), float("nan"), int(a.size + b.size), "t", level)
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    if va + vb == 0:
+        return Interval(diff, diff, diff, int(a.size + b.size), "t", level)
+    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    half = float(stats.t.ppf(0.5 + level / 2, df) * np.sqrt(va + vb))
+    return Interval(diff, diff - half, diff + half, int(a.size + b.size), "t", level)
+
+
+def paper_value(model: str, task: str, metric: str, variant: str) -> float:
+    """One number of the paper's Table 2 / Table 6 (NaN where it reports none)."""
+    t = paper_tables()
+    hit = t[(t.model == model) & (t.task == task) & (t.metric == metric) & (t.variant == variant)]
+    return float(hit.value.iloc[0]) if len(hit) else float("nan")
+
+
+def wide_params(p: Params) -> Params | None:
+    """The Params of the larger encoder's runs (None when `p.wide_model` is ""): `wide_model` on `WIDE_TASK`,
+    baseline and SoftDecay at `WIDE_LR` and `WIDE_ALPHA` (so no selection: the seeds start at `p.seed`),
+    `wide_seeds` seeds; every other setting (epochs, batch, length, precision, …) is `p`'s."""
+    if not p.wide_model:
+        return None
+    return p.with_(models=(p.wide_model,), tasks=(WIDE_TASK,), variants=("baseline", "softdecay"), lrs=(WIDE_LR,),
+                   alphas=(WIDE_ALPHA,), seeds=p.wide_seeds, expdecay_readings=("all",), expdecay_seeds=1,
+                   selection_holdout=0.0)
+
+
+def wide_specs(p: Params) -> list[results.RunSpec]:
+    """The larger encoder's runs as the grid runner takes them: baseline then SoftDecay, each on every seed."""
+    q = wide_params(p)
+    if q is None:
+        return []
+    return [_spec(q, q.wide_model, WIDE_TASK, kind, WIDE_ALPHA if kind == "softdecay" else None, None, WIDE_LR, seed)
+            for kind in q.variants for seed in q.comparison_seeds()]
+
+
+def wide_record(spec: results.RunSpec, h: dict, hit: bool) -> dict:
+    """One run of the larger encoder as the Result keeps it: its settings, final scores and per-epoch curves."""
+    v = spec.extra
+    return {"model": v["model"], "task": v["task"], "variant": v["variant"], "alpha": v["alpha"], "lr": v["lr"],
+            "seed": v["seed"], "from_cache": hit, "final": h["final"],
+            "val_acc": [e.get("acc") for e in h.get("eval", [])],
+            "val_loss": [e.get("loss") for e in h.get("eval", [])],
+            "train_loss": list(h.get("train_loss", [])), "alpha_path": list(h.get("alpha", [])),
+            "train_examples": h.get("train_examples"), "epoch_seconds": list(h.get("epoch_seconds", []))}
+
+
 def _quantile_at(quantiles: list[float], level: float) -> float:
     """The `level` quantile of a CDF stored as equally spaced quantiles (level 0 .. 1), interpolated."""
     q = np.asarray(quantiles, dtype=float)
@@ -503,7 +691,7 @@ def finetune_one(p: Params, model: str, task: str, kind: str, alpha: float | Non
 
 #: the Params fields a single run replaces by its own values in the cache key
 GRID = ("models", "tasks", "variants", "alphas", "lrs", "seeds", "seed", "expdecay_readings", "expdecay_seeds",
-        "selection_holdout")
+        "selection_holdout", "wide_model", "wide_seeds")
 
 
 def _run_values(model, task, kind, alpha, reading, lr, seed, holdout: float = 0.0) -> dict[str, Any]:
@@ -597,7 +785,8 @@ def _plan_task(p: Params, model: str, task: str, one) -> list[dict]:
 def runs(p: Params) -> list[results.RunSpec]:
     """The heavy runs `run(p)` makes, as the grid runner takes them (`make grid`), as far as they can be named
     now: a task's comparison runs depend on its selection runs' scores, so until those are in the cache only
-    the selection runs are listed (the runner lists again when they are made)."""
+    the selection runs are listed (the runner lists again when they are made). The larger encoder's runs
+    (`wide_specs`) come last."""
     specs: list[results.RunSpec] = []
 
     def one(model, task, kind, alpha, reading, lr, seed, stage):
@@ -610,7 +799,7 @@ def runs(p: Params) -> list[results.RunSpec]:
                 _plan_task(p, model, task, one)
             except _Undecided:
                 continue
-    return specs
+    return specs + wide_specs(p)
 
 
 #: the held-out share of the training split the chapter's second selection is read at (committed runs only)
@@ -685,6 +874,10 @@ def run(p: Params) -> Result:
                "steps/epoch": r["history"]["steps_per_epoch"], "s/epoch": float(np.mean(r["history"]["epoch_seconds"]))}
               for r in records]
     first = p.comparison_seeds()[0]
+    specs = wide_specs(p)
+    with quiet_loading():
+        wide = [wide_record(s, h, hit) for s, (h, hit) in
+                zip(specs, results.execute_all(specs, train_missing=p.train_missing), strict=True)]
     with quiet_loading():
         raw, _ = results.cached(p, "glue-raw-spectra", lambda: raw_spectra(p),
                                 drop=tuple(f for f in p.cache_key() if f not in
@@ -696,7 +889,8 @@ def run(p: Params) -> Result:
                   paper_gains=paper_gains().to_dict("records"),
                   spectrum=spectrum_summary(grid, first).to_dict("records"),
                   alphas=alpha_table(grid).to_dict("records"), architectures=architecture_check(p.seed),
-                  timing=timing, raw=raw, spectra_examples=p.spectra_examples)
+                  timing=timing, raw=raw, spectra_examples=p.spectra_examples, wide_model=p.wide_model, wide=wide,
+                  wide_majority=majority_baseline(WIDE_TASK) if wide else {})
 
 
 def side_measurements() -> dict[str, Any]:

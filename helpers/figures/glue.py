@@ -320,6 +320,27 @@ def spectrum_table(res: Result):
     return common.table(out)
 
 
+def wide_table(res: Result):
+    """The larger encoder on RTE, seed by seed: baseline and SoftDecay final validation accuracy, their
+    difference, and the baseline's accuracy after each epoch; then the means with their 95 % t intervals,
+    and the paper's BERT-base run beside them."""
+    if not res.wide:
+        return common.table(pd.DataFrame({res.wide_model or "larger encoder": ["not run at this scale"]}))
+    rows = []
+    for seed in res.wide_seeds():
+        b, s = res.wide_run("baseline", seed), res.wide_run("softdecay", seed)
+        rows.append({"seed": str(seed), "baseline": f"{b['final']['acc']:.1f}", "SoftDecay": f"{s['final']['acc']:.1f}",
+                     "SoftDecay − baseline": f"{s['final']['acc'] - b['final']['acc']:+.1f}",
+                     "baseline after each epoch": ", ".join(f"{a:.1f}" for a in b["val_acc"])})
+    rows.append({"seed": "mean [95 % interval]", "baseline": res.wide_score("baseline").text(1, signed=False),
+                 "SoftDecay": res.wide_score("softdecay").text(1, signed=False),
+                 "SoftDecay − baseline": res.wide_interval().text(1), "baseline after each epoch": ""})
+    base, sd = res.wide_paper()
+    rows.append({"seed": "paper: BERT-base, one run", "baseline": f"{base:.2f}", "SoftDecay": f"{sd:.2f}",
+                 "SoftDecay − baseline": f"{sd - base:+.2f}", "baseline after each epoch": ""})
+    return common.table(pd.DataFrame(rows))
+
+
 def timing_table(res: Result):
     df = frame(res.timing).groupby(["task", "variant"], as_index=False)[["steps/epoch", "s/epoch"]].mean()
     return common.table(df, digits=1)
@@ -404,6 +425,18 @@ def publish(res: Result) -> None:
         "glue-sst2-steps-per-epoch": f"{sst2.get('steps_per_full_epoch', 0):,}",
         "glue-sst2-run-minutes": sst2.get("estimated_seconds_per_3_epoch_run", float("nan")) / 60,
         "glue-sst2-grid-hours": sst2.get("estimated_cpu_hours_per_task_grid"),
+        "glue-wide-model": res.wide_model, "glue-wide-seeds": len(res.wide_seeds()),
+        "glue-wide-alpha": res.wide_alpha(),
+        "glue-wide-base": res.wide_score("baseline").text(1, signed=False),
+        "glue-wide-majority": res.wide_majority.get("acc", float("nan")),
+        "glue-wide-over-majority": res.wide_over_majority().text(1),
+        "glue-wide-minilm": res.minilm_score(res.wide[0]["task"] if res.wide else "RTE").estimate,
+        "glue-wide-over-minilm": res.wide_over_grid().text(1),
+        "glue-wide-sd": res.wide_interval().text(2),
+        "glue-wide-sd-low": res.wide_interval().low, "glue-wide-sd-high": res.wide_interval().high,
+        "glue-wide-detectable": res.wide_detectable(), "glue-wide-hours": res.wide_hours(),
+        "glue-wide-loss-base": res.wide_final_loss("baseline").estimate,
+        "glue-wide-loss-sd": res.wide_final_loss("softdecay").estimate,
     })
     common.figure("glue-paired", paired_figure(res))
     common.figure("glue-alpha", alpha_figure(res))
