@@ -164,9 +164,11 @@ def test_every_finding_names_a_claim_of_the_registry_and_a_planted_orphan_is_cau
 STATED = {
     "subspace-bound": "reproduced", "subspace-eq8": "contradicted", "subspace-gamma-step": "contradicted",
     "sts-ev1-bert": "reproduced", "sts-gain-bert": "direction only", "glue-flatter-spectrum": "reproduced",
-    "sts-vs-whitening-bert": "contradicted", "sts-gain-minilm": "contradicted", "sts-lsds-authors": "not detected",
-    "glue-softdecay-rte": "not detected",
+    "sts-vs-whitening-bert": "contradicted", "sts-gain-minilm": "contradicted", "sts-gain-mpnet": "contradicted",
+    "sts-lsds-authors": "not detected",
+    "glue-softdecay-rte": "not detected", "glue-softdecay-rte-mpnet": "not detected",
     "anisotropy-transformers": "reproduced", "anisotropy-speech": "reproduced",
+    "anisotropy-speech-whisper-base": "reproduced", "anisotropy-speech-drift": "contradicted",
     "anisotropy-drift-correlation": "reproduced", "drift-qk-norm": "reproduced", "drift-sharper-softmax": "reproduced",
     "anisotropy-cnn": "contradicted", "anisotropy-bytes-vs-smollm2": "contradicted",
     "qk-end-state": "direction only", "qk-aligned-heads": "not testable here",
