@@ -41,7 +41,8 @@ PAPER_ANISOTROPY_MODELS = (
 #: every real model that loads offline here, one per row of the chapter (modality:name)
 OFFLINE_MODELS = (
     "text:all-MiniLM-L6-v2", "text:SmolLM2-135M-Instruct", "bytes:byte-MLM", "protein:AntiBERTy",
-    "chem:rxnmapper-ALBERT", "audio:whisper-base", "audio:whisper-tiny.en", "vision:DINOv2-S/14", "vision:EfficientNet-Lite0",
+    "chem:rxnmapper-ALBERT", "audio:whisper-base", "audio:whisper-tiny.en",
+    "vision:DINOv2-S/14", "vision:EfficientNet-Lite0",
 )
 MODALITIES = ("text", "bytes", "protein", "chem", "audio", "vision")
 #: the paper's models that load offline here, under the names their records hold (the hub id's model)
@@ -505,7 +506,8 @@ class Result(results.Result):
             for m in (m for m in speech if m["name"] in PAPER_OFFLINE):
                 out.append(Finding(
                     key=f"anisotropy-speech-{m['name']}", **speech_claim,
-                    measured=f"{m['name']}'s encoder, every layer; its lowest is layer {int(np.argmin(m['cos_exact']))}",
+                    measured=f"{m['name']}'s encoder, every layer; its lowest is layer "
+                             f"{int(np.argmin(m['cos_exact']))}",
                     quantity="the lowest layer average cosine of its encoder (sampled pairs, ±1.96 SE)",
                     effect=self.lowest_layer([m]),
                     reduced=f"on {m['name']} alone (one of the paper's three speech models), FSDD spoken digits in "

@@ -73,7 +73,8 @@ def final_layernorm(model: nn.Module) -> tuple[nn.Module, str, int]:
         # num_hidden_layers / num_hidden_groups times, each time through all of its inner layers
         calls = cfg.num_hidden_layers // cfg.num_hidden_groups
         return base.encoder.albert_layer_groups[-1].albert_layers[-1], "full_layer_layer_norm", calls
-    raise ValueError(f"SoftDecay insertion is implemented for bert, roberta, mpnet, albert and distilbert, not {kind!r}")
+    raise ValueError(f"SoftDecay insertion is implemented for bert, roberta, mpnet, albert and distilbert, "
+                     f"not {kind!r}")
 
 
 __all__ = ["base_model", "encoder_of", "transformer_layers", "attention_modules", "num_heads", "final_layernorm"]
