@@ -193,7 +193,7 @@ def test_findings_on_the_committed_book_runs():
     share = fs["anisotropy-drift-correlation"].effect
     assert share.method == "bootstrap" and share.low == pytest.approx(0.375, abs=0.01) and share.high == 1.0
     # the paper's own speech model decides its claims: Whisper base, every layer above 0.2 (lowest: the last);
-    # the paper's drift test on it: a perfect-rank negative ρ over its 7 layers in every resample of the recordings
+    # the paper's drift test on it: a strong negative ρ over its 7 layers, the same in every resample of the recordings
     base = fs["anisotropy-speech-whisper-base"]
     assert base.claim_id == fs["anisotropy-speech"].claim_id and "one of the paper's three" in base.reduced
     assert int(np.argmin(r.model("whisper-base")["cos_exact"])) == 6
