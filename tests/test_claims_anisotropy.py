@@ -299,6 +299,8 @@ def test_planted_effects_change_the_new_findings_verdicts():
     dino["cos_sampled"] = [-0.05] * len(dino["cos_sampled"])
     r.cnn_boot["rho"] = 0.0
     r.cnn_boot["rho_draws"] = list(0.2 * np.sin(np.arange(len(r.cnn_boot["rho_draws"]))))
+    r.speech_boot["rho"] = 0.1                          # Whisper base: ρ spread around 0.1, inside ±0.75
+    r.speech_boot["rho_draws"] = list(0.1 + 0.3 * np.sin(np.arange(len(r.speech_boot["rho_draws"]))))
     for m in r.transformers():
         m["correlation"] = {**m["correlation"], "spearman_p": 0.5}
     anti = r.model("AntiBERTy")                        # 0.05 on every layer: below the single-pair line at d = 512
@@ -306,6 +308,7 @@ def test_planted_effects_change_the_new_findings_verdicts():
     fs = {f.key: f.verdict for f in r.findings()}
     assert fs["anisotropy-single-pair-null"] == "contradicted"
     assert fs["anisotropy-speech"] == "contradicted"
+    assert fs["anisotropy-speech-drift"] == "reproduced"          # the paper's "cannot be correlated"
     assert fs["anisotropy-bytes-vs-smollm2"] == "reproduced"
     assert fs["anisotropy-vision"] == "contradicted"
     assert fs["anisotropy-cnn-drift"] == "reproduced"

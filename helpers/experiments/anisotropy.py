@@ -368,18 +368,25 @@ class Result(results.Result):
     def cnn_drift_rho(self) -> Interval | None:
         """Spearman ρ across the CNN's layers between ‖x̄‖₂ and the average cosine of its flattened maps (the
         paper's §3.3 test on a CNN), with its bootstrap interval over images; None without a CNN."""
-        b = self.cnn_boot
-        if not b:
-            return None
-        return Interval.from_draws(b["rho_draws"], estimate=b["rho"])
+        return self._boot_rho(self.cnn_boot)
+
+    @staticmethod
+    def _boot_rho(b: dict[str, Any] | None) -> Interval | None:
+        """The Spearman ρ of a bootstrap record (`rho`, `rho_draws`) as an Interval; None without one."""
+        return Interval.from_draws(b["rho_draws"], estimate=b["rho"]) if b else None
+
+    def _no_correlation(self, layers: int, over: str) -> dict[str, Any]:
+        """What a finding of "not correlated with the drift" (the paper's §3.3 test) measures and predicts: the
+        Spearman ρ across `layers` layers, alike 0 within the |ρ| from which p < 0.05, bootstrapped `over`."""
+        crit = self.rho_critical(layers)
+        return dict(quantity=f"Spearman ρ across layers between ‖x̄‖₂ and the average cosine (bootstrap over {over})",
+                    direction="equal", margin=crit, section="anisotropy-drift", where="Fig. 5", digits=2,
+                    reference_label=f"0 (no correlation; |ρ| < {crit:.2f} is p > 0.05 over {layers} layers)")
 
     def speech_drift_rho(self) -> Interval | None:
         """Spearman ρ across Whisper base's layers between ‖x̄‖₂ and the average cosine (the paper's §3.3 test
         on its speech model), with its bootstrap interval over recordings; None when not measured."""
-        b = self.speech_boot
-        if not b:
-            return None
-        return Interval.from_draws(b["rho_draws"], estimate=b["rho"])
+        return self._boot_rho(self.speech_boot)
 
     @staticmethod
     def rho_critical(layers: int, alpha: float = 0.05) -> float:
@@ -553,32 +560,26 @@ class Result(results.Result):
         if self.speech_boot:
             b = self.speech_boot
             layers = len(b["cos"])
-            crit = self.rho_critical(layers)
             out.append(Finding(
-                key="anisotropy-speech-drift", claim_id="godey-fig5-speech", where="Fig. 5", section="anisotropy-drift",
+                key="anisotropy-speech-drift", claim_id="godey-fig5-speech",
                 claim="Some speech models (HuBERT and Whisper-base) display anisotropy that cannot be correlated with "
                       "the drift effect.",
                 measured=f"{b['name']}'s encoder on {b['clips']} FSDD recordings ({b['frames']:,} positions), {layers} "
                          f"layers (the stem's output and each block's); {b['draws']:,} bootstrap resamples of the "
                          f"recordings (on all of them, p = {b['p']:.2f})",
-                quantity="Spearman ρ across layers between ‖x̄‖₂ and the average cosine (bootstrap over recordings)",
-                effect=self.speech_drift_rho(), direction="equal", margin=crit,
-                reference_label=f"0 (no correlation; |ρ| < {crit:.2f} is p > 0.05 over {layers} layers)",
+                effect=self.speech_drift_rho(), **self._no_correlation(layers, "recordings"),
                 reduced=f"on {b['name']} alone (HuBERT does not load offline), FSDD spoken digits in place of Common "
-                        "Voice", digits=2, **common))
+                        "Voice", **common))
         if cnn is not None and self.cnn_boot:
             layers = len(self.cnn_boot["map_cos"])
-            crit = self.rho_critical(layers)
             out.append(Finding(
-                key="anisotropy-cnn-drift", claim_id="godey-fig5-cnn", where="Fig. 5", section="anisotropy-drift",
+                key="anisotropy-cnn-drift", claim_id="godey-fig5-cnn",
                 claim="The anisotropy of CNNs is generally not correlated with the drift ‖x̄‖₂ across layers.",
                 measured=f"{cnn['name']} on {self.cnn_boot['images']} CIFAR-10 test images, {layers} layers, whole "
                          f"maps flattened (every spatial position a vector instead: ρ = "
                          f"{cnn['correlation']['spearman_r']:.2f}, p = {cnn['correlation']['spearman_p']:.2f})",
-                quantity="Spearman ρ across layers between ‖x̄‖₂ and the average cosine (bootstrap over images)",
-                effect=self.cnn_drift_rho(), direction="equal", margin=crit,
-                reference_label=f"0 (no correlation; |ρ| < {crit:.2f} is p > 0.05 over {layers} layers)",
-                reduced=f"on one CNN ({cnn['name']}), {self.cnn_boot['images']} images", digits=2, **common))
+                effect=self.cnn_drift_rho(), **self._no_correlation(layers, "images"),
+                reduced=f"on one CNN ({cnn['name']}), {self.cnn_boot['images']} images", **common))
         if ts:
             low, gap = self.single_pair_margin()
             out.append(Finding(
