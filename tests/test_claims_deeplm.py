@@ -174,7 +174,7 @@ def test_book_findings_name_their_claims_and_settings():
     assert fs["deeplm-paper-scale"].reduced == ""
     by_id = {c.id: c for c in claims("yu2024")}
     j = judge(by_id["yu-fig7-deesc-vs-post"], list(fs.values()))
-    assert j.deciding.key == "deeplm-deesc-rescues" and j.verdict == "not detected"
+    assert j.lead.key == "deeplm-deesc-rescues" and j.verdict == "not detected"
     assert [c.key for c in j.controls] == ["deeplm-leak-rescues"]
 
 

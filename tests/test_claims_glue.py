@@ -216,7 +216,7 @@ def test_softdecay_on_the_larger_encoder(book):
     assert f.verdict == "not detected" and f.effect.n == 3 and f.paper_value == pytest.approx(3.25)
     assert f.reduced == "on all-mpnet-base-v2 in place of bert-base-uncased, with α₀ -0.5 fixed, not selected"
     claim = next(c for c in claims("yan2022") if c.id == "yan-table2-gain")
-    assert judge(claim, fs).deciding.key == "glue-softdecay-rte"
+    assert judge(claim, fs).lead.key == "glue-softdecay-rte"
 
 
 def test_a_planted_gain_on_the_larger_encoder_changes_its_verdict_not_the_claims(book):

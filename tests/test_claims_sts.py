@@ -296,7 +296,7 @@ def test_a_planted_mpnet_effect_changes_its_findings_not_the_claims(book):
         DIRECTION_ONLY, CONTRADICTED)
     for claim in table1:
         was, now = judge(claim, book.findings()), judge(claim, planted.findings())
-        assert was.deciding.key.endswith("-bert") and now.deciding.key == was.deciding.key
+        assert was.lead.key.endswith("-bert") and now.lead.key == was.lead.key
         assert now.verdict == was.verdict, claim.id
 
 

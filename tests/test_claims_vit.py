@@ -176,7 +176,7 @@ def test_book_findings_name_their_claims_and_settings(book):
     assert all("1.66" not in f.scale for f in fs.values())
     by_id = {c.id: c for c in claims("yu2024")}
     j = judge(by_id["yu-fig6-deesc-vs-pre"], list(fs.values()))
-    assert j.deciding.key == "vit-deesc-vs-pre" and j.verdict == CONTRADICTED
+    assert j.lead.key == "vit-deesc-vs-pre" and j.verdict == CONTRADICTED
 
 
 def test_a_planted_effect_changes_the_verdicts(book):

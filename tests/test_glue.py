@@ -524,7 +524,7 @@ def test_the_wide_finding_follows_its_planted_differences(diffs, verdict):
     assert "3 seeds" in f.scale and "fixed" in f.scale and "contrastively" in f.measured
     claim = next(c for c in claims("yan2022") if c.id == "yan-table2-gain")
     j = judge(claim, fs)
-    assert j.deciding.key == "glue-softdecay-rte" and j.verdict == fs[keys.index("glue-softdecay-rte")].verdict
+    assert j.lead.key == "glue-softdecay-rte" and j.verdict == fs[keys.index("glue-softdecay-rte")].verdict
 
 
 def test_wide_runs_are_the_committed_runs_keys():

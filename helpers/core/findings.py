@@ -3,15 +3,17 @@
 A **claim** (`Claim`) is one statement of a paper that a reader would quote: the abstract's, a numbered figure,
 table, proposition, or a section's statement, with the paper's number where it gives one and a predicate. The
 claims live in `data/claims/<paper>.yaml`, listed once each, in the paper's order; which claims exist is kept
-apart from which ones this book tests.
+apart from which ones this book tests. A claim may state its `scope` (the models it is about), that it is about a
+class of models (`class_of`), and which of its tests decides when they disagree (`decides`, with `decides_why`).
 
 A **finding** (`Finding`) is one test: an effect with its interval, what it predicts, and at which setting it was
 run. Each chapter's `Result.findings()` computes its findings from its runs. A finding is of one of three kinds:
 
 * `"claim"` — it tests the paper's claim `claim_id` (several findings may test one claim: one per encoder,
-  reading or block type);
-* `"control"` — a check of the method (a leakage control, a planted case) shown beside the claim `claim_id`
-  it validates, never counted;
+  reading or block type); a test outside the claim's scope (`out_of_scope`, with the reason: a contrastive
+  encoder for a claim about raw language models) is shown with the claim as evidence, never deciding or counting;
+* `"control"` — a check of the method (a leakage control, a planted case, a shuffled set) shown beside the claim
+  `claim_id` it validates, never counted;
 * `"extension"` — a question of the book's own, counted on its own.
 
 **The verdict of a finding** (`verdict`), for an effect whose interval is [low, high], a paper's side
@@ -26,7 +28,16 @@ run. Each chapter's `Result.findings()` computes its findings from its runs. A f
 * for a claim that two things are *alike* (`direction="equal"`, with a `margin`): **reproduced** when the
   interval lies inside ±margin, **contradicted** when it lies wholly outside it on one side, **inconclusive**
   otherwise;
-* **inconclusive** — no interval to test (a single seed);
+* for a one-sided bound (`direction="at most"` or `"at least"`, with a `margin`: "no substantial improvement" is
+  at most +margin): **reproduced** when the interval lies wholly within the bound, **contradicted** when wholly
+  beyond it, **inconclusive** otherwise — an effect on the other side of the reference never contradicts it;
+* for a claim of *no effect* stated without a margin (`direction="none"`: the paper's own test did not reject
+  zero): **contradicted** when the interval excludes the reference, **not detected** otherwise (the row says what
+  the interval excludes);
+* **inconclusive** — no interval to test (a single seed); a sampled quantity whose interval has zero width (no
+  resample moved it: the resampling unit carries no uncertainty) unless the finding says why that is right
+  (`point_why`: a discrete quantity no resample moves); or the same quantity under two procedures
+  (`alternatives`) that give different verdicts — a verdict stands only where every procedure gives it;
 * **not testable here** — no effect measured (the run needs a GPU or the hub: `needs`, `command`), or the
   chapter says its run cannot test the claim (`cannot_test`).
 
@@ -37,13 +48,24 @@ statistic always has an interval.
 **The setting.** `reduced` is empty for a test at the paper's setting (its model, its budget) and otherwise a
 short phrase that says how the test falls short of it ("at 1.7 % of the paper's steps", "on MiniLM-L6 in place of
 BERT-base"); the phrase is part of the verdict's text (`Finding.verdict_text`), and the counts keep the two
-settings apart.
+settings apart. A stand-in says how far it is from the paper's model on the baseline the paper reports
+(`standin`: "raw STS 40.92 against BERT-base-cased's 62.97"); a verdict read from a near-identity or with
+another limit says so in its row (`caveat`).
 
-**The verdict of a claim** (`judge`) — one rule: of the claim's findings of kind `"claim"` that give a verdict,
-the one closest to the paper's setting decides (a test at the paper's setting before a reduced one; among equals,
-the first as its chapter lists it — each chapter lists its closest test first); the others are shown beneath it.
-A claim whose findings all need a GPU or the hub is *not testable here*; a claim with no finding is *not tested
-here*, with the registry's reason.
+**The verdict of a claim** (`judge`) — one rule, over the claim's in-scope tests of kind `"claim"` that give a
+verdict:
+
+1. tests at the paper's setting decide before reduced ones (the paper's own model and budget is the closest
+   evidence there is); the others are shown beside them;
+2. among the tests that decide, one verdict shared by all is the claim's; tests that disagree make the claim
+   **mixed** ("mixed: reproduced on A; contradicted on B"), counted as such — unless the registry names the test
+   that decides (`decides`) and says why (`decides_why`: the closest to the paper's model and budget, then the
+   strongest evidence);
+3. a claim about a class of models (`class_of`: "most CNN-based vision models") whose deciding tests cover fewer
+   than two of its members (`Finding.members`) cannot be reproduced or contradicted for the class: its verdict
+   is **on one model** (with the member's verdict in its text), counted apart;
+4. a claim whose tests all need a GPU or the hub is *not testable here*; a claim with no in-scope finding is *not
+   tested here*, with the registry's reason (out-of-scope evidence still shown).
 """
 
 from __future__ import annotations
@@ -60,12 +82,18 @@ CONTRADICTED = "contradicted"
 INCONCLUSIVE = "inconclusive"
 NOT_TESTABLE = "not testable here"
 NOT_TESTED = "not tested here"
+MIXED = "mixed"
+ON_ONE_MODEL = "on one model"
 #: the verdict vocabulary of a finding, in the order the findings page counts them
 VERDICTS = (REPRODUCED, DIRECTION_ONLY, NOT_DETECTED, INCONCLUSIVE, CONTRADICTED, NOT_TESTABLE)
-#: a claim's verdicts: a finding's, and "not tested here" for a claim no chapter tests
-CLAIM_VERDICTS = (*VERDICTS, NOT_TESTED)
+#: a claim's verdicts: a finding's; "mixed" (its deciding tests disagree), "on one model" (a class claim tested on
+#: one member), and "not tested here" for a claim no chapter tests
+CLAIM_VERDICTS = (REPRODUCED, DIRECTION_ONLY, NOT_DETECTED, INCONCLUSIVE, CONTRADICTED, MIXED, ON_ONE_MODEL,
+                  NOT_TESTABLE, NOT_TESTED)
 #: the kinds of finding
 KINDS = ("claim", "control", "extension")
+#: the directions a finding's claim can take
+DIRECTIONS = ("above", "below", "equal", "at most", "at least", "none")
 
 #: the three papers, by the key a Finding names them with
 PAPERS = {
@@ -74,7 +102,7 @@ PAPERS = {
     "yu2024": "Yu & Zhang 2024 (escalation)",
 }
 
-Direction = Literal["above", "below", "equal"]
+Direction = Literal["above", "below", "equal", "at most", "at least", "none"]
 Kind = Literal["claim", "control", "extension"]
 
 
@@ -85,28 +113,51 @@ def _bounds(effect: Interval, tolerance: float | None) -> tuple[float, float]:
     return effect.low, effect.high
 
 
+def zero_width(effect: Interval | None) -> bool:
+    """True for a sampled effect (not `exact`) whose interval has zero width: every resample gave the same
+    value, so the resampling unit carries none of the uncertainty."""
+    if effect is None or effect.method == "exact" or not effect.has_interval:
+        return False
+    return effect.high - effect.low <= 1e-12 * max(1.0, abs(effect.estimate))
+
+
 def verdict(effect: Interval | None, direction: Direction, reference: float = 0.0,
             paper_value: float | None = None, margin: float | None = None,
-            tolerance: float | None = None) -> str:
+            tolerance: float | None = None, point_why: str = "") -> str:
     """The one rule that turns an effect into a verdict (see the module's docstring). `direction`: the
-    side of `reference` the paper's claim puts the effect on ("above", "below"), or "equal" for a claim
-    that two things are alike within ±`margin`; `tolerance`: the half-width an exact effect is read with."""
+    side of `reference` the paper's claim puts the effect on ("above", "below"), "equal" for a claim
+    that two things are alike within ±`margin`, "at most" / "at least" for a one-sided bound at
+    reference ± `margin`, "none" for a claim of no effect without a margin; `tolerance`: the half-width an
+    exact effect is read with; `point_why`: why a zero-width interval on a sampled quantity is right (else it
+    is inconclusive)."""
     if effect is None:
         return NOT_TESTABLE
-    if direction not in ("above", "below", "equal"):
-        raise ValueError(f"direction {direction!r}: use 'above', 'below' or 'equal'")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction {direction!r}: use one of {DIRECTIONS}")
     if effect.method != "exact" and not effect.has_interval:
+        return INCONCLUSIVE
+    if zero_width(effect) and not point_why:
         return INCONCLUSIVE
     lo, hi = _bounds(effect, tolerance)
     lo, hi = lo - reference, hi - reference
-    if direction == "equal":
-        if margin is None or margin <= 0:
-            raise ValueError("an 'equal' claim needs a positive margin")
-        if -margin <= lo and hi <= margin:
+    if direction in ("equal", "at most", "at least"):
+        if margin is None or (margin <= 0 if direction == "equal" else margin < 0):
+            raise ValueError(f"an {direction!r} claim needs a {'positive' if direction == 'equal' else ''} margin")
+        if direction == "equal":
+            if -margin <= lo and hi <= margin:
+                return REPRODUCED
+            if lo > margin or hi < -margin:
+                return CONTRADICTED
+            return INCONCLUSIVE
+        if direction == "at least":
+            lo, hi = -hi, -lo                      # at least −margin ⇔ −effect at most +margin
+        if hi <= margin:
             return REPRODUCED
-        if lo > margin or hi < -margin:
+        if lo > margin:
             return CONTRADICTED
         return INCONCLUSIVE
+    if direction == "none":
+        return CONTRADICTED if (lo > 0 or hi < 0) else NOT_DETECTED
     sign = 1.0 if direction == "above" else -1.0
     lo, hi = sorted((sign * lo, sign * hi))          # the paper's side is now positive
     if lo > 0:
@@ -124,9 +175,9 @@ def size_side(effect: Interval | None, direction: Direction, reference: float = 
               paper_value: float | None = None, tolerance: float | None = None) -> str:
     """For a 'direction only' effect: "smaller" when its interval lies wholly short of the paper's size,
     "larger" when wholly beyond it; "" otherwise."""
-    if effect is None or paper_value is None or direction == "equal":
+    if effect is None or paper_value is None or direction not in ("above", "below"):
         return ""
-    if verdict(effect, direction, reference, paper_value, tolerance=tolerance) != DIRECTION_ONLY:
+    if verdict(effect, direction, reference, paper_value, tolerance=tolerance, point_why="-") != DIRECTION_ONLY:
         return ""
     sign = 1.0 if direction == "above" else -1.0
     lo, hi = _bounds(effect, tolerance)
@@ -142,7 +193,10 @@ class Claim:
     "Fig. 6", "Prop. 2.3", "§3.3"); `section`: the paper's section it belongs to, for the page's order;
     `claim`: the claim in one sentence as the paper makes it; `predicate`: what would make it true, precisely (a
     side, a size, or alike within a margin), with the paper's number; `untested`: why no chapter tests it, and
-    `command` what would, for a claim no finding attaches to."""
+    `command` what would, for a claim no finding attaches to; `scope`: the models the claim is about (tests
+    outside it are marked `out_of_scope` by their chapter); `class_of`: set for a claim about a class of models
+    (a verdict needs two members); `decides`, `decides_why`: the finding that decides when its tests disagree,
+    and why."""
 
     id: str
     paper: str
@@ -153,12 +207,18 @@ class Claim:
     paper_value: str = ""
     untested: str = ""
     command: str = ""
+    scope: str = ""
+    class_of: str = ""
+    decides: str = ""
+    decides_why: str = ""
 
     def __post_init__(self) -> None:
         if self.paper not in PAPERS:
             raise ValueError(f"claim {self.id!r}: paper {self.paper!r} is not one of {sorted(PAPERS)}")
         if not (self.claim and self.predicate and self.where):
             raise ValueError(f"claim {self.id!r} needs where, claim and predicate")
+        if bool(self.decides) != bool(self.decides_why):
+            raise ValueError(f"claim {self.id!r}: a deciding test (decides) comes with the reason (decides_why)")
 
 
 @dataclass(frozen=True)
@@ -176,7 +236,12 @@ class Finding:
     paper's setting, else how the test falls short of it ("at 2 % of the paper's steps"); `cannot_test`: the
     chapter's reason its run cannot test the claim (then no verdict); `scale`: the run's scale against the
     paper's, in full; `section`: the label of the chapter section that shows it; `needs`, `command`: for a claim
-    not testable here."""
+    not testable here; `label`: the test's short name among its claim's tests ("book MLM BERT", "τ = 1/2");
+    `members`: the models the test measured, for a claim about a class; `out_of_scope`: why the test lies
+    outside its claim's scope (shown, never deciding); `point_why`: why a zero-width interval is right;
+    `alternatives`: the same effect under other procedures, `(name, Interval)` pairs (the verdict stands only
+    where each gives it); `standin`: how far a stand-in is from the paper's model on the paper's baseline;
+    `caveat`: a limit of the reading the row must carry (a test that is nearly a definition)."""
 
     key: str
     paper: str
@@ -202,6 +267,13 @@ class Finding:
     tolerance: float | None = None
     exact_why: str = ""
     cannot_test: str = ""
+    label: str = ""
+    members: tuple[str, ...] = ()
+    out_of_scope: str = ""
+    point_why: str = ""
+    alternatives: tuple[tuple[str, Interval], ...] = ()
+    standin: str = ""
+    caveat: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -217,34 +289,73 @@ class Finding:
             if self.tolerance is None or self.tolerance < 0 or not self.exact_why:
                 raise ValueError(f"finding {self.key!r}: an exact effect states its tolerance and why it has no "
                                  "sampling (exact_why); a sample statistic has an interval")
-        verdict(self.effect, self.direction, self.reference, self.paper_value, self.margin, self.tolerance)
+        object.__setattr__(self, "members", tuple(self.members))
+        object.__setattr__(self, "alternatives", tuple((str(n), i) for n, i in self.alternatives))
+        self._rule(self.effect)
+
+    def _rule(self, effect: Interval | None) -> str:
+        return verdict(effect, self.direction, self.reference, self.paper_value, self.margin, self.tolerance,
+                       self.point_why)
+
+    @property
+    def primary_verdict(self) -> str:
+        """The verdict of `effect` alone (the first procedure)."""
+        return NOT_TESTABLE if self.cannot_test else self._rule(self.effect)
+
+    def alternative_verdicts(self) -> list[tuple[str, str]]:
+        """(procedure, verdict) of each alternative procedure."""
+        return [(name, self._rule(iv)) for name, iv in self.alternatives]
 
     @property
     def verdict(self) -> str:
-        if self.cannot_test:
-            return NOT_TESTABLE
-        return verdict(self.effect, self.direction, self.reference, self.paper_value, self.margin, self.tolerance)
+        v = self.primary_verdict
+        if v != NOT_TESTABLE and any(a != v for _, a in self.alternative_verdicts()):
+            return INCONCLUSIVE
+        return v
+
+    def flags(self) -> list[str]:
+        """Why the rule set this finding's verdict aside, in words (empty when it did not)."""
+        out = []
+        if not self.cannot_test and zero_width(self.effect) and not self.point_why:
+            out.append(f"zero-width interval over {self.effect.n} resamples: the resampling unit carries none of "
+                       "the uncertainty, so the rule reads it as inconclusive")
+        alt = self.alternative_verdicts()
+        if alt and any(a != self.primary_verdict for _, a in alt):
+            said = "; ".join(f"{n}: {v}" for n, v in [("main procedure", self.primary_verdict), *alt])
+            out.append(f"procedures disagree ({said}), so no verdict stands")
+        return out
 
     @property
     def setting(self) -> str:
         """"paper" at the paper's setting, "reduced" otherwise."""
         return "reduced" if self.reduced else "paper"
 
+    @property
+    def in_scope(self) -> bool:
+        return not self.out_of_scope
+
     def size_side(self) -> str:
         """"smaller" or "larger" than the paper's size, for a 'direction only' verdict; "" otherwise."""
-        if self.cannot_test:
+        if self.cannot_test or self.verdict != DIRECTION_ONLY:
             return ""
         return size_side(self.effect, self.direction, self.reference, self.paper_value, self.tolerance)
+
+    def verdict_words(self) -> str:
+        """The verdict with its size: 'direction only (larger than the paper's)'."""
+        side = self.size_side()
+        return self.verdict + (f" ({side} than the paper's)" if side else "")
 
     def verdict_text(self) -> str:
         """The verdict with its setting in the words: 'direction only (larger than the paper's) at 1.7 % of the
         paper's steps'; 'reproduced' at the paper's setting."""
-        v = self.verdict
-        side = self.size_side()
-        text = v + (f" ({side} than the paper's)" if side else "")
-        if v == NOT_TESTABLE:
+        text = self.verdict_words()
+        if self.verdict == NOT_TESTABLE:
             return text
         return f"{text} {self.reduced}" if self.reduced else text
+
+    def name(self) -> str:
+        """The test's short name among its claim's tests: `label`, else its members, else its key."""
+        return self.label or ", ".join(self.members) or self.key
 
     def effect_text(self) -> str:
         """The effect as '+0.055 [+0.041, +0.070]', an exact one as '+0.999 (exact, ± 1e-06)' ('—' when not
@@ -268,52 +379,98 @@ class Finding:
         d = asdict(self)
         d["verdict"] = self.verdict
         d["verdict_text"] = self.verdict_text()
+        d["flags"] = self.flags()
         return d
 
 
 @dataclass(frozen=True)
 class Judged:
-    """A claim with its findings and its verdict (`judge`): `deciding`, the finding that gives the verdict
-    (None when no finding gives one); `others`, the claim's other tests; `controls`, the checks of the
-    method shown beside it."""
+    """A claim with its findings and its verdict (`judge`): `deciding`, the tests whose verdicts make the
+    claim's (one when they agree or the registry names it; several for a mixed claim; none when no test gives a
+    verdict); `others`, the claim's other in-scope tests; `out_of_scope`, the tests outside its scope;
+    `controls`, the checks of the method shown beside it; `underlying`, for a claim tested on one member of its
+    class, the verdict its tests give."""
 
     claim: Claim
     verdict: str
-    deciding: Finding | None = None
+    deciding: tuple[Finding, ...] = ()
     others: tuple[Finding, ...] = ()
     controls: tuple[Finding, ...] = ()
+    out_of_scope: tuple[Finding, ...] = ()
+    underlying: str = ""
+
+    @property
+    def lead(self) -> Finding | None:
+        """The first deciding test (the row's effect), or None."""
+        return self.deciding[0] if self.deciding else None
 
     @property
     def setting(self) -> str:
         """"paper", "reduced", or "untested" (no finding gave a verdict)."""
-        return self.deciding.setting if self.deciding is not None else "untested"
+        if not self.deciding:
+            return "untested"
+        return "paper" if all(f.setting == "paper" for f in self.deciding) else "reduced"
+
+    @property
+    def split(self) -> bool:
+        """True when the deciding tests disagree."""
+        return len({f.verdict_words() for f in self.deciding}) > 1
+
+    def _tests_text(self) -> str:
+        by: dict[str, list[str]] = {}
+        for f in self.deciding:
+            by.setdefault(f.verdict_words(), []).append(f.name())
+        return "; ".join(f"{v} on {', '.join(names)}" for v, names in by.items())
 
     def verdict_text(self) -> str:
-        if self.deciding is not None:
-            return self.deciding.verdict_text()
+        """'mixed: reproduced on A; contradicted on B'; 'on one model: contradicted on X'; a single deciding
+        test's own text; the bare verdict otherwise."""
+        if self.verdict == MIXED:
+            return f"{MIXED}: {self._tests_text()}"
+        if self.verdict == ON_ONE_MODEL:
+            members = sorted({m for f in self.deciding for m in f.members}) or [self.deciding[0].name()]
+            under = self._tests_text() if self.split else self.deciding[0].verdict_words()
+            return f"{ON_ONE_MODEL} ({', '.join(members)}): {under}"
+        if len(self.deciding) == 1:
+            return self.deciding[0].verdict_text()
+        if self.deciding:
+            return f"{self.deciding[0].verdict_words()} on each of {len(self.deciding)} tests"
         return self.verdict
 
     @property
     def findings(self) -> tuple[Finding, ...]:
-        return tuple(f for f in (self.deciding, *self.others) if f is not None)
+        """Every in-scope test: the deciding ones first."""
+        return (*self.deciding, *self.others)
 
 
 def judge(claim: Claim, findings) -> Judged:
-    """A claim's verdict from its findings, by the rule of the module's docstring: of the findings of kind
-    "claim" that test it and give a verdict, the first at the paper's setting decides, else the first."""
+    """A claim's verdict from all its in-scope tests, by the rule of the module's docstring."""
     tests = [f for f in findings if f.kind == "claim" and f.claim_id == claim.id]
     controls = tuple(f for f in findings if f.kind == "control" and f.claim_id == claim.id)
-    giving = [f for f in tests if f.verdict != NOT_TESTABLE]
+    inscope = [f for f in tests if f.in_scope]
+    outside = tuple(f for f in tests if not f.in_scope)
+    giving = [f for f in inscope if f.verdict != NOT_TESTABLE]
     if not giving:
-        return Judged(claim, NOT_TESTABLE if tests else NOT_TESTED, None, tuple(tests), controls)
-    deciding = next((f for f in giving if f.setting == "paper"), giving[0])
-    return Judged(claim, deciding.verdict, deciding, tuple(f for f in tests if f is not deciding), controls)
+        v = NOT_TESTABLE if inscope else NOT_TESTED
+        return Judged(claim, v, (), tuple(inscope), controls, outside)
+    named = [f for f in giving if f.key == claim.decides]
+    if claim.decides and not named and claim.decides not in {f.key for f in tests}:
+        raise ValueError(f"claim {claim.id!r} is decided by {claim.decides!r}, which is not one of its tests")
+    at_paper = [f for f in giving if f.setting == "paper"]
+    deciding = named or at_paper or giving
+    rest = tuple(f for f in inscope if f not in deciding)
+    verdicts = {f.verdict_words() for f in deciding}
+    v = deciding[0].verdict if len(verdicts) == 1 else MIXED
+    if claim.class_of and len({m for f in deciding for m in (f.members or (f.key,))}) < 2:
+        return Judged(claim, ON_ONE_MODEL, tuple(deciding), rest, controls, outside, underlying=v)
+    return Judged(claim, v, tuple(deciding), rest, controls, outside)
 
 
 def count_claims(judged) -> dict[str, dict[str, Any]]:
     """Per paper: how many claims, how many tested at the paper's setting, at a reduced one, not at all, and the
     verdicts per setting — `{paper: {"claims": n, "paper": n, "reduced": n, "untested": n,
-    "verdicts": {setting: {verdict: n}}}}`. A claim counts once, whatever the number of its findings."""
+    "verdicts": {setting: {verdict: n}}}}`. A claim counts once, whatever the number of its findings; a mixed
+    claim counts as mixed, a class claim tested on one member as "on one model"."""
     out = {p: {"claims": 0, "paper": 0, "reduced": 0, "untested": 0,
                "verdicts": {s: {v: 0 for v in CLAIM_VERDICTS} for s in ("paper", "reduced", "untested")}}
            for p in PAPERS}
@@ -334,5 +491,6 @@ def count_verdicts(findings) -> dict[str, dict[str, int]]:
 
 
 __all__ = ["Interval", "Claim", "Finding", "Judged", "t_interval", "verdict", "size_side", "judge", "count_claims",
-           "count_verdicts", "VERDICTS", "CLAIM_VERDICTS", "KINDS", "PAPERS", "REPRODUCED", "DIRECTION_ONLY",
-           "NOT_DETECTED", "CONTRADICTED", "INCONCLUSIVE", "NOT_TESTABLE", "NOT_TESTED"]
+           "count_verdicts", "zero_width", "VERDICTS", "CLAIM_VERDICTS", "KINDS", "PAPERS", "DIRECTIONS",
+           "REPRODUCED", "DIRECTION_ONLY", "NOT_DETECTED", "CONTRADICTED", "INCONCLUSIVE", "NOT_TESTABLE",
+           "NOT_TESTED", "MIXED", "ON_ONE_MODEL"]

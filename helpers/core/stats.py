@@ -12,14 +12,16 @@ from typing import Any, Literal
 
 import numpy as np
 
-Method = Literal["t", "bootstrap", "exact", "normal", "range"]
+Method = Literal["t", "bootstrap", "exact", "normal", "range", "fisher-z", "jackknife", "subsample", "cross-fit"]
 
 
 @dataclass(frozen=True)
 class Interval:
     """An estimate with its interval: `estimate` in [`low`, `high`] at `level`, from `n` units (seeds,
     bootstrap draws, layers) by `method` — "t" (Student-t over seeds), "bootstrap" (percentile),
-    "normal" (± z·SE), "range" (min–max), or "exact" (a computed value: low = high = estimate)."""
+    "normal" (± z·SE), "range" (min–max), "fisher-z" (a correlation's interval on Fisher's z scale over its `n`
+    points), "jackknife" (leave-one-unit-out), "subsample" (half-samples without replacement), "cross-fit" (fit on
+    one half, score the other), or "exact" (a computed value: low = high = estimate)."""
 
     estimate: float
     low: float
@@ -93,6 +95,73 @@ def t_interval(values, level: float = 0.95) -> Interval:
     return Interval(m, m - half, m + half, int(d.size), "t", level)
 
 
+def spearman_exact_p(x, y, max_exact: int = 9, draws: int = 200_000, seed: int = 0) -> float:
+    """Two-sided p-value of Spearman's ρ between `x` and `y` under the permutation null: exact over all n!
+    orderings for n ≤ `max_exact` (as the paper's test, for a handful of layers), otherwise Monte Carlo over
+    `draws` random permutations (add-one corrected). Ties are ranked by their mean rank."""
+    from itertools import permutations
+
+    from scipy import stats
+
+    rx, ry = stats.rankdata(np.asarray(x, float)), stats.rankdata(np.asarray(y, float))
+    n = rx.size
+    if n < 3:
+        raise ValueError("a rank correlation test needs at least 3 points")
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    denom = math.sqrt(float((rx * rx).sum() * (ry * ry).sum()))
+    if denom == 0:
+        return 1.0
+    obs = abs(float((rx * ry).sum())) / denom
+    eps = 1e-12
+    if n <= max_exact:
+        perms = np.array(list(permutations(range(n))))
+        r = np.abs(ry[perms] @ rx) / denom
+        return float((r >= obs - eps).mean())
+    rng = np.random.default_rng(seed)
+    idx = np.argsort(rng.random((draws, n)), axis=1)
+    r = np.abs(ry[idx] @ rx) / denom
+    return float(((r >= obs - eps).sum() + 1) / (draws + 1))
+
+
+def rank_correlation_interval(x, y, level: float = 0.95) -> Interval:
+    """Spearman's ρ between `x` and `y` with an interval whose unit is the points themselves (the layers of a
+    model, not the inputs they were measured on): Fisher's z = atanh ρ with the standard error
+    √((1 + ρ²/2)/(n − 3)) of Bonett & Wright (2000), mapped back, so it stays inside [−1, 1]. A perfect
+    ρ = ±1 is read as ±(1 − 1/n²) on the z scale, so its interval keeps a width (n points cannot prove a perfect
+    population correlation). Needs n ≥ 4."""
+    from scipy import stats
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    n = x.size
+    if n < 4:
+        raise ValueError("a Fisher-z interval of a rank correlation needs at least 4 points")
+    rho = float(stats.spearmanr(x, y).statistic)
+    r = float(np.clip(rho, -(1 - 1 / n**2), 1 - 1 / n**2))
+    se = math.sqrt((1 + r * r / 2) / (n - 3))
+    z = math.atanh(r)
+    q = float(stats.norm.ppf(0.5 + level / 2))
+    low, high = math.tanh(z - q * se), math.tanh(z + q * se)
+    return Interval(rho, min(low, rho), max(high, rho), int(n), "fisher-z", level)
+
+
+def jackknife_interval(values, statistic, level: float = 0.95) -> Interval:
+    """`statistic(values)` with its leave-one-out jackknife interval over the units of `values` (the first axis:
+    layers, models, seeds): pseudo-values n·θ − (n − 1)·θ₍₋ᵢ₎, their mean ± t·SE with n − 1 degrees of freedom.
+    The estimate is the statistic on all units."""
+    from scipy import stats
+
+    v = np.asarray(values)
+    n = len(v)
+    if n < 3:
+        raise ValueError("a jackknife needs at least 3 units")
+    theta = float(statistic(v))
+    loo = np.array([float(statistic(np.delete(v, i, axis=0))) for i in range(n)])
+    pseudo = n * theta - (n - 1) * loo
+    se = float(pseudo.std(ddof=1) / math.sqrt(n))
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * se
+    return Interval(theta, theta - half, theta + half, n, "jackknife", level)
+
+
 def moving_average(x, window: int) -> np.ndarray:
     """The mean over each `window` consecutive entries of a loss history (length len(x) − window + 1;
     `x` itself, as floats, when `window` ≤ 1 or longer than the history). A NaN (a diverged step) stays
@@ -103,4 +172,5 @@ def moving_average(x, window: int) -> np.ndarray:
     return np.convolve(x, np.ones(window) / window, mode="valid")
 
 
-__all__ = ["Interval", "t_interval", "moving_average"]
+__all__ = ["Interval", "t_interval", "moving_average", "spearman_exact_p", "rank_correlation_interval",
+           "jackknife_interval"]
