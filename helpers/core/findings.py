@@ -37,7 +37,8 @@ run. Each chapter's `Result.findings()` computes its findings from its runs. A f
 * **inconclusive** — no interval to test (a single seed); a sampled quantity whose interval has zero width (no
   resample moved it: the resampling unit carries no uncertainty) unless the finding says why that is right
   (`point_why`: a discrete quantity no resample moves); or the same quantity under two procedures
-  (`alternatives`) that give different verdicts — a verdict stands only where every procedure gives it;
+  (`alternatives`) that give different verdicts — a verdict stands only where every procedure gives it (where
+  they agree on the paper's side and differ only on its size, the verdict is direction only);
 * **not testable here** — no effect measured (the run needs a GPU or the hub: `needs`, `command`), or the
   chapter says its run cannot test the claim (`cannot_test`).
 
@@ -241,7 +242,9 @@ class Finding:
     outside its claim's scope (shown, never deciding); `point_why`: why a zero-width interval is right;
     `alternatives`: the same effect under other procedures, `(name, Interval)` pairs (the verdict stands only
     where each gives it); `standin`: how far a stand-in is from the paper's model on the paper's baseline;
-    `caveat`: a limit of the reading the row must carry (a test that is nearly a definition)."""
+    `caveat`: a limit of the reading the row must carry (a test that is nearly a definition); `size_word`: a size
+    word of the claim ("slightly", "huge") for which no `margin` is stated: an effect on the paper's side is then
+    read as direction only, since nothing says how large "slightly" is."""
 
     key: str
     paper: str
@@ -274,6 +277,7 @@ class Finding:
     alternatives: tuple[tuple[str, Interval], ...] = ()
     standin: str = ""
     caveat: str = ""
+    size_word: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -309,8 +313,12 @@ class Finding:
     @property
     def verdict(self) -> str:
         v = self.primary_verdict
-        if v != NOT_TESTABLE and any(a != v for _, a in self.alternative_verdicts()):
-            return INCONCLUSIVE
+        alt = {a for _, a in self.alternative_verdicts()}
+        if v != NOT_TESTABLE and alt - {v}:
+            # procedures on the paper's side that differ only on the paper's size agree on the direction
+            return DIRECTION_ONLY if alt | {v} == {REPRODUCED, DIRECTION_ONLY} else INCONCLUSIVE
+        if v == REPRODUCED and self.size_word and self.margin is None:
+            return DIRECTION_ONLY
         return v
 
     def flags(self) -> list[str]:
@@ -322,7 +330,9 @@ class Finding:
         alt = self.alternative_verdicts()
         if alt and any(a != self.primary_verdict for _, a in alt):
             said = "; ".join(f"{n}: {v}" for n, v in [("main procedure", self.primary_verdict), *alt])
-            out.append(f"procedures disagree ({said}), so no verdict stands")
+            out.append(f"procedures disagree ({said}), so " + ("only the direction stands"
+                                                              if self.verdict == DIRECTION_ONLY else
+                                                              "no verdict stands"))
         return out
 
     @property
@@ -336,13 +346,16 @@ class Finding:
 
     def size_side(self) -> str:
         """"smaller" or "larger" than the paper's size, for a 'direction only' verdict; "" otherwise."""
-        if self.cannot_test or self.verdict != DIRECTION_ONLY:
+        if self.cannot_test or self.primary_verdict != DIRECTION_ONLY:
             return ""
         return size_side(self.effect, self.direction, self.reference, self.paper_value, self.tolerance)
 
     def verdict_words(self) -> str:
-        """The verdict with its size: 'direction only (larger than the paper's)'."""
+        """The verdict with its size: 'direction only (larger than the paper's)'; 'direction only (the paper's
+        "slightly" states no size)'."""
         side = self.size_side()
+        if not side and self.verdict == DIRECTION_ONLY and self.size_word and self.margin is None:
+            return f'{self.verdict} (the paper\'s "{self.size_word}" states no size)'
         return self.verdict + (f" ({side} than the paper's)" if side else "")
 
     def verdict_text(self) -> str:
@@ -432,7 +445,12 @@ class Judged:
             under = self._tests_text() if self.split else self.deciding[0].verdict_words()
             return f"{ON_ONE_MODEL} ({', '.join(members)}): {under}"
         if len(self.deciding) == 1:
-            return self.deciding[0].verdict_text()
+            text = self.deciding[0].verdict_text()
+            differ = [f for f in self.others if f.verdict != NOT_TESTABLE
+                      and f.verdict_words() != self.deciding[0].verdict_words()]
+            if differ:
+                text += "; the other tests: " + "; ".join(f"{f.verdict_words()} on {f.name()}" for f in differ)
+            return text
         if self.deciding:
             return f"{self.deciding[0].verdict_words()} on each of {len(self.deciding)} tests"
         return self.verdict

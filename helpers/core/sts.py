@@ -212,6 +212,100 @@ def refit_bootstrap(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, .
     return out
 
 
+def half_sample_indices(subsets, draws: int, seed: int) -> list[np.ndarray]:
+    """`draws` half-samples of the pairs without replacement, stratified by subset (each subset gives
+    ⌊n_s/2⌋ of its n_s pairs, at least one): sorted index arrays. No pair appears twice in a half-sample, so a
+    transform fitted on it sees only distinct rows."""
+    sub = np.asarray(subsets)
+    rng = np.random.default_rng(seed)
+    groups = [np.flatnonzero(sub == s) for s in dict.fromkeys(sub.tolist())]
+    return [np.sort(np.concatenate([rng.choice(g, max(1, len(g) // 2), replace=False) for g in groups]))
+            for _ in range(draws)]
+
+
+def halfsample_refit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, ...], draws: int = 100,
+                     seed: int = 0, alpha: float = -0.6, protocol: str = "subset-mean") -> dict[str, np.ndarray]:
+    """Subsampling without replacement (m-out-of-n with m = n/2; Politis & Romano 1994): on each of `draws`
+    stratified half-samples every transform is fitted on the half-sample's own pairs, as `apply_method` fits
+    it on a whole set, and scored there. With m = n/2 the finite-population factor (1 − m/n)/m equals 1/n, so the
+    spread of the half-sample scores is the sampling spread of a score on n pairs without rescaling; their
+    mean estimates the score of a transform fitted on n/2 distinct pairs. Estimate and interval come from the
+    same fits (`same_fit_interval`). Returns {method: (draws,) scores}, paired across methods."""
+    g, sub = np.asarray(gold, float), np.asarray(subsets)
+    out = {m: np.empty(draws) for m in methods}
+    for b, idx in enumerate(half_sample_indices(sub, draws, seed)):
+        i = torch.as_tensor(idx)
+        for m in methods:
+            x, y = apply_method(m, e1[i], e2[i], alpha)
+            out[m][b] = score(cosines(x, y), g[idx], sub[idx], protocol)
+    return out
+
+
+def fitted_map(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6):
+    """The transform of `apply_method` fitted on (e1, e2), as a function that applies it to other rows
+    (x1, x2) -> (y1, y2): whitening's (μ, W) from the concatenation; SoftDecay's linear map from each sentence
+    matrix X = U diag(σ) Vᵀ to Algorithm 1's output, V diag(K f(σ)/σ) Vᵀ over the live directions (the map
+    that sends X to `softdecay_transform(X)`), applied to the new rows of the same side."""
+    if method in ("vanilla", "SoftDecay (token)"):
+        return lambda x1, x2: (x1, x2)
+    if method.startswith("whitening"):
+        both = torch.cat([e1, e2])
+        k = 256 if method.endswith("256") else None
+        mu, W = whitening_fit(both, min(k, both.shape[1]) if k else None)
+        return lambda x1, x2: (whitening_apply(x1, mu, W), whitening_apply(x2, mu, W))
+    if method == "SoftDecay (sentence)":
+        def linear(X: Tensor) -> Tensor:
+            X64 = X.double()
+            U, sv, Vh = torch.linalg.svd(X64, full_matrices=False)
+            live = sv > 1e-10 * sv.max()
+            Y = softdecay_transform(X64, alpha)
+            gain = ((U.T @ Y) * Vh).sum(-1) / sv.clamp_min(1e-300)      # K f(σ)/σ per direction
+            V = Vh[live].T
+            return V @ torch.diag(gain[live]) @ V.T
+        M1, M2 = linear(e1), linear(e2)
+        return lambda x1, x2: ((x1.double() @ M1).to(x1.dtype), (x2.double() @ M2).to(x2.dtype))
+    raise ValueError(f"no out-of-sample map for {method!r}")
+
+
+def crossfit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, ...], splits: int = 20, boot: int = 50,
+             seed: int = 0, alpha: float = -0.6, protocol: str = "subset-mean") -> dict[str, np.ndarray]:
+    """Cross-fitting: the pairs split at random into two halves (stratified by subset), each transform fitted
+    on one half and applied to the other (`fitted_map`), and the other way round, so every pair is scored by a
+    transform that never saw it; repeated over `splits` random splits. For each split, `boot` paired bootstrap
+    resamples of the scored pairs (the fitted transforms held fixed) give the score's sampling spread.
+    Returns {method: (splits, boot + 1) scores}: column 0 each split's score on all pairs, the rest its
+    resamples — paired across methods (same splits, same resamples)."""
+    g, sub = np.asarray(gold, float), np.asarray(subsets)
+    n = len(g)
+    out = {m: np.empty((splits, boot + 1)) for m in methods}
+    for k, half in enumerate(half_sample_indices(sub, splits, seed)):
+        a = np.zeros(n, bool)
+        a[half] = True
+        ia, ib = torch.as_tensor(np.flatnonzero(a)), torch.as_tensor(np.flatnonzero(~a))
+        idx = bootstrap_indices(sub, boot, seed + 1 + k)
+        for m in methods:
+            cos = np.empty(n)
+            for fit, apply in ((ia, ib), (ib, ia)):
+                x, y = fitted_map(m, e1[fit], e2[fit], alpha)(e1[apply], e2[apply])
+                cos[apply.numpy()] = cosines(x, y)
+            out[m][k, 0] = score(cos, g, sub, protocol)
+            out[m][k, 1:] = score_draws(cos[idx], g[idx], sub[idx[0]], protocol)
+    return out
+
+
+def same_fit_interval(draws: np.ndarray, level: float = 0.95, method: str = "subsample") -> Interval:
+    """A difference's estimate and interval from one set of fits: for half-samples, the mean of the draws and
+    their percentile interval; for cross-fitting ((splits, boot + 1) draws), the mean of the splits' scores and
+    the percentile interval of every split's resamples pooled (the split's own randomness and the pairs')."""
+    d = np.asarray(draws, float)
+    if d.ndim == 2:
+        est, pool_ = float(d[:, 0].mean()), d[:, 1:].ravel()
+    else:
+        est, pool_ = float(d.mean()), d
+    lo, hi = np.nanpercentile(pool_, [50 * (1 - level), 50 * (1 + level)])
+    return Interval(est, float(lo), float(hi), int(pool_.size), method, level)
+
+
 def recentre(point: float, low: float, high: float) -> tuple[float, float]:
     """A refitted bootstrap interval moved onto the full-set estimate: (point + low − c, point + high − c),
     c the midpoint of [low, high]. A resample holds about 63 % distinct pairs, and a transform fitted on

@@ -214,8 +214,8 @@ class Result(results.Result):
                 claim=("There is a huge performance gap between the post-norm model and the post-norm model "
                        "with de-escalation at each FFN input."),
                 quantity="de-escalated − post-norm final training loss, nats per token",
-                effect=self.paired("de-escalated", "post-norm"), direction="below",
-                claim_id="yu-fig7-deesc-vs-post", section="deeplm-loss", **common))
+                effect=self.paired("de-escalated", "post-norm"), direction="below", size_word="huge",
+                label=f"τ = {self.tau:g}", claim_id="yu-fig7-deesc-vs-post", section="deeplm-loss", **common))
         if {"de-escalated", "pre-norm"} <= set(self.variants):
             out.append(Finding(
                 key="deeplm-deesc-like-pre-norm",
@@ -239,7 +239,7 @@ class Result(results.Result):
                     key=f"deeplm-tau-{t:g}-rescues".replace(".", "p"), claim=gap_claim,
                     quantity=f"de-escalated at τ = {t:g} − post-norm final training loss, nats per token",
                     effect=self.paired(tau_arm(t), "post-norm"), direction="below", section="deeplm-controls",
-                    claim_id="yu-fig7-deesc-vs-post",
+                    claim_id="yu-fig7-deesc-vs-post", size_word="huge", label=f"τ = {t:g}",
                     **{**common, "measured": (measured + f", the de-escalated model at τ = {t:g}: "
                                               f"{_seeds(len(self.histories[tau_arm(t)]))}"),
                        "reduced": ", ".join(filter(None, (self.reduced(), f"at τ = {t:g} in place of {self.tau:g}")))}))

@@ -470,6 +470,7 @@ class Result(results.Result):
             quantity=f"SoftDecay − baseline validation accuracy on {task}, points",
             effect=t_interval(d), direction="above", reference=0.0, reference_label="0", paper_value=sd - base,
             digits=2, reduced=f"on {model} in place of {paper_model}, with α₀ {alpha:+.1f} fixed, not selected",
+            label=f"{task}, {model}",
             scale=(f"{self.scale}: {model} in place of {paper_model}; {len(d)} seeds where the paper reports one run; "
                    f"lr {lr:g} (the paper's) and α₀ {alpha:+.1f} fixed, where the paper selects α₀ from -0.2, -0.5 "
                    "and -0.8"),
@@ -503,7 +504,7 @@ class Result(results.Result):
                           f"lr {row['lr']:g}, α₀ {row['α₀']:+.1f}), {len(d)} seeds paired with the baseline"),
                 quantity=f"SoftDecay − baseline validation {name}, points",
                 effect=t_interval(d), direction="above", reference=0.0, reference_label="0",
-                paper_value=self.paper_gain(task), digits=2, reduced=reduced,
+                paper_value=self.paper_gain(task), digits=2, reduced=reduced, label=f"{task}, {model}",
                 scale=(f"{self.scale}: {model} in place of {paper_model}; {len(d)} seeds where the paper "
                        "reports one run"),
                 section="glue-scores", chapter="glue",
@@ -555,8 +556,10 @@ class Result(results.Result):
                 measured=(f"{model} fine-tuned on {tasks} with ExpDecay read as `{reading}` "
                           f"({READING_TEXT[reading]}), {eff.n} seeds paired with the baseline"),
                 quantity=f"ExpDecay ({reading}) − baseline, mean over {tasks} of each task's first metric, points",
-                effect=eff, direction="equal", margin=margin, reference=0.0, reference_label="0",
-                paper_value=None if np.isnan(paper_ed) else paper_ed, digits=2, reduced=reduced,
+                effect=eff, direction="at most", margin=margin, reference=0.0,
+                reference_label=f"+{margin:.2f} (no substantial improvement: at most the largest change the paper "
+                                "still calls none; a loss does not contradict it)",
+                paper_value=None if np.isnan(paper_ed) else paper_ed, digits=2, reduced=reduced, label=reading,
                 scale=f"{self.scale}: {model} in place of {paper_model}; {eff.n} seeds where the paper reports one run",
                 section="glue-expdecay", chapter="glue"))
         if not set(self.models) & reported:

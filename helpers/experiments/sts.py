@@ -136,6 +136,15 @@ _NOT_READINGS = ("models", "extra_models", "extra_pooling", "extra_max_pairs", "
 POOLING_LABEL = {"first_last_l1": "layers 1 + L", "first_last": "embeddings + layer L", "last": "layer L",
                  "cls": "[CLS]"}
 PLANT_METHODS = ("vanilla", "whitening", "de-escalation", "SoftDecay (sentence)", "SoftDecay (σ/√N)")
+#: how the cross-fitted interval of whitening − SoftDecay is made, as a finding says it
+CROSSFIT_HOW = ("cross-fitted: each pair scored by transforms fitted on the other half, 20 random splits, pairs "
+                "resampled within each")
+#: why the contrastive encoders lie outside the scope of Table 1's and Table 4's claims
+CONTRASTIVE_SCOPE = ("a contrastive sentence encoder, trained to spread sentence embeddings apart; the claim is about "
+                     "raw pre-trained language models used without training")
+#: each encoder's short name among a claim's tests
+LABEL = {"book-mlm-bert": "book MLM BERT", "all-MiniLM-L6-v2": "MiniLM", "SmolLM2-135M-Instruct": "SmolLM2",
+         "all-mpnet-base-v2": "mpnet"}
 #: the anisotropic encoders of the mechanism test, by the names the findings read them under
 BOOK_BERT = "book-mlm-bert"
 SMOL = "SmolLM2-135M-Instruct"
@@ -196,6 +205,8 @@ class Result(results.Result):
     maps: dict = field(default_factory=dict)
     #: encoder -> `readings` on every pair of every set (one draw; no planted experiment)
     full_readings: dict = field(default_factory=dict)
+    #: encoder -> `samefit`: whitening − SoftDecay under half-sampling and cross-fitting
+    samefit: dict = field(default_factory=dict)
 
     # --- reading the runs -------------------------------------------------------------------------
 
@@ -243,6 +254,13 @@ class Result(results.Result):
         """SoftDecay's change of a Table 4 metric (after − before) per set, mean with its t-interval."""
         t4 = self.all_runs()[model]["table4"]
         return t_interval([t4[d]["SoftDecay"][metric] - t4[d]["vanilla"][metric] for d in self.datasets])
+
+    def control_gap(self, model: str, metric: str = "EV1", kind: str = "gaussian") -> Interval:
+        """Table 4's control: `metric` after SoftDecay of a structureless set (`kind`: "gaussian", "shuffled") −
+        after SoftDecay of the sentence embeddings, per set, mean with its t-interval over the sets."""
+        run = self.all_runs()[model]
+        return t_interval([run["control"][d][kind]["after"][metric] - run["table4"][d]["SoftDecay"][metric]
+                           for d in self.datasets if d in run["control"]])
 
     def lsds_gap(self, model: str, weights: str = "normalised") -> Interval:
         """LSDS of SoftDecay − LSDS of whitening per set (k = 12; `weights` "normalised" or "eq. 6"),
@@ -329,16 +347,42 @@ class Result(results.Result):
 
     def white_minus_sd(self, model: str, whitening: str = "whitening",
                        pooling: str | None = None) -> tuple[Interval, str]:
-        """whitening − SoftDecay (mean over the sets, Spearman ×100) with the paired bootstrap that refits
-        both transforms on every resample, and how the interval was made. For an encoder without
-        readings (not on this machine) the committed run's per-set differences give a Student-t
-        interval over the sets instead."""
+        """whitening − SoftDecay (mean over the sets, Spearman ×100) under a procedure whose estimate and interval
+        come from the same fits, and how it was made: cross-fitting where the encoder's same-fit run exists
+        (`samefit`), else the encoder's subsample draws, each fitted on its own pairs (Student-t over the draws),
+        else — one draw only — the paired bootstrap that refits both transforms on every resample (its resamples
+        repeat pairs, which handicaps whitening: `refit_shift`). For an encoder without readings the committed
+        run's per-set differences give a Student-t interval over the sets."""
+        q = pooling or self.paper_pooling
+        same = self.samefit.get(model)
+        if same is not None and q == same["pooling"]:
+            return self.samefit_iv(model, whitening, "crossfit"), CROSSFIT_HOW
         rd = self.read(model)
+        if rd is not None and self.n_draws(model) > 1:
+            return (self.over_draws(model, whitening, "SoftDecay (sentence)", q),
+                    f"subsamples of {self._per_reading(model)} pairs per set without replacement, each fitted on its "
+                    f"own pairs; Student-t over {self.n_draws(model)} draws")
         if rd is not None:
-            d, lo, hi = rd["refit"][pooling or self.paper_pooling][whitening]
-            return (Interval(d, *C.recentre(d, lo, hi), refit_draws_n(self.bootstrap), "bootstrap"),
-                    "paired bootstrap, both transforms refitted on every resample, recentred on the estimate")
+            d, lo, hi = rd["refit"][q][whitening]
+            return (Interval(d, lo, hi, refit_draws_n(self.bootstrap), "bootstrap"),
+                    "paired bootstrap, both transforms refitted on every resample (resamples repeat pairs)")
         return self.across_sets(model, whitening, "SoftDecay (sentence)"), "t-interval over the seven sets"
+
+    def samefit_iv(self, model: str, whitening: str = "whitening", how: str = "crossfit") -> Interval:
+        """whitening − SoftDecay from `model`'s same-fit run: "crossfit" (every pair scored by transforms fitted
+        on the other half) or "halfsample" (transforms fitted on each half-sample without replacement)."""
+        d, lo, hi = self.samefit[model][how][whitening]
+        st = self.samefit[model]["settings"]
+        n = st["splits"] * st["split_boot"] if how == "crossfit" else st["halves"]
+        return Interval(d, lo, hi, n, "cross-fit" if how == "crossfit" else "subsample")
+
+    def fullfit_white_minus_sd(self, model: str, whitening: str = "whitening") -> float:
+        """whitening − SoftDecay with both transforms fitted once on every pair (the paper's point estimate; no
+        interval of its own)."""
+        return float(self.samefit[model]["fullfit"][whitening])
+
+    def _per_reading(self, model: str) -> int:
+        return self.extra_max_pairs if model in self.extras else self.reading_pairs
 
     def refit_shift(self, model: str, whitening: str = "whitening", pooling: str | None = None) -> float:
         """How far the refitted draws of whitening − SoftDecay sit from the full-set estimate (the midpoint of
@@ -474,11 +518,10 @@ class Result(results.Result):
         d, lo, hi = self.full_readings[model]["ci"][pooling or self.paper_pooling][method]
         return Interval(d, lo, hi, max(20, self.bootstrap // 5), "bootstrap")
 
-    def full_white_minus_sd(self, model: str, whitening: str = "whitening") -> Interval:
-        """whitening − SoftDecay on every pair under the paper-comparison pooling, mean over the sets: the paired
-        bootstrap that refits both transforms on every resample, recentred on the estimate."""
-        d, lo, hi = self.full_readings[model]["refit"][self.paper_pooling][whitening]
-        return Interval(d, *C.recentre(d, lo, hi), refit_draws_n(self.bootstrap), "bootstrap")
+    def full_white_minus_sd(self, model: str, whitening: str = "whitening") -> Interval | None:
+        """whitening − SoftDecay on every pair under the paper-comparison pooling, mean over the sets, cross-fitted
+        (`samefit_iv`); None when the encoder's same-fit run is not here."""
+        return self.samefit_iv(model, whitening) if model in self.samefit else None
 
     def full_pairs(self, model: str) -> int:
         return int(sum(self.full_readings[model]["draws"][0]["pairs"].values()))
@@ -580,18 +623,44 @@ class Result(results.Result):
         return (self.vs_raw(model, method), self._encoder_text(model), "paired bootstrap over the pairs",
                 self._reduced(model, self._per(model)))
 
-    def _table1_white(self, model: str) -> tuple[Interval, str, str, str]:
-        """whitening − SoftDecay for Table 1 on `model`, from every pair where it was read, else as
-        `white_minus_sd`. Returns (effect, measured, how the interval was made, reduced)."""
-        how_refit = "paired bootstrap, both transforms refitted on every resample, recentred on the estimate"
-        if model in self.full_readings:
-            return self.full_white_minus_sd(model), self._full_text(model), how_refit, self._reduced(model)
+    def _table1_white(self, model: str) -> tuple[Interval, str, str, str, tuple, str]:
+        """whitening − SoftDecay for Table 1 on `model`: cross-fitted, with the half-sampling procedure as its
+        alternative, where the encoder's same-fit run exists; else as `white_minus_sd` (one procedure). Returns
+        (effect, measured, how the interval was made, reduced, alternatives, caveat)."""
+        if model in self.samefit:
+            pairs = sum(self.samefit[model]["pairs"].values())
+            full = model in self.full_readings and pairs == self.full_pairs(model)
+            measured = self._full_text(model) if full else self._encoder_text(model, self.paper_pooling)
+            per = 0 if full else self._per_reading(model) or self.max_pairs
+            alt = (("half-samples without replacement", self.samefit_iv(model, how="halfsample")),)
+            caveat = (f"transforms fitted once on all {pairs:,} pairs (the paper's estimate, no interval of its own): "
+                      f"{self.fullfit_white_minus_sd(model):+.2f}")
+            return self.samefit_iv(model), measured, CROSSFIT_HOW, self._reduced(model, per), alt, caveat
         effect, how = self.white_minus_sd(model)
+        caveat = ("one procedure only: the cross-fitted reading needs the encoder's sentence embeddings"
+                  + (", hence its weights (`python scripts/export_book_model.py --train`)" if model == BOOK_BERT
+                     else ""))
         if self.read(model) is not None:
-            per = self.extra_max_pairs if model in self.extras else self.reading_pairs
-            return effect, self._encoder_text(model, self.paper_pooling), how, self._reduced(
-                model, per, self.n_draws(model))
-        return effect, self._encoder_text(model), how, self._reduced(model, self._per(model))
+            return (effect, self._encoder_text(model, self.paper_pooling), how,
+                    self._reduced(model, self._per_reading(model), self.n_draws(model)), (), caveat)
+        return effect, self._encoder_text(model), how, self._reduced(model, self._per(model)), (), caveat
+
+    def _standin(self, model: str) -> str:
+        """How far `model` is from BERT-base-cased on the baseline the paper reports (Table 1's raw Avg), under
+        the reading its Table 1 findings use."""
+        if model in self.full_readings:
+            raw = float(self.full_scores(model)["vanilla"].mean())
+        elif self.read(model) is not None:
+            raw = float(np.mean([self.reading_avg(model, "vanilla", None, d) for d in range(self.n_draws(model))]))
+        else:
+            raw = self.averages[model]["subset-mean"]["vanilla"]
+        return (f"raw STS {raw:.2f} against BERT-base-cased's {self.paper_value('vanilla', against=None):.2f} "
+                "(Table 1 Avg)")
+
+    def _standin_t4(self, model: str, metric: str, name: str) -> str:
+        """How far `model`'s raw embeddings are from the paper's BERT on a Table 4 measure."""
+        paper = np.mean([float(r["BERT"]) for r in self.paper_table4 if r["metric"] == metric])
+        return f"raw {name} {self.mean_metric(model, 'vanilla', metric):.3f} against BERT's {paper:.3f} (Table 4)"
 
     def findings(self) -> list[Finding]:
         """The paper's claims this chapter tests, each computed from the runs (verdict by the one rule). Per
@@ -624,6 +693,8 @@ class Result(results.Result):
                                    **unread.get(model, rerun), **common))
                 continue
             eff, measured, how, reduced = self._table1_gain(model)
+            scope = dict(label=LABEL.get(model, model), members=(model,), standin=self._standin(model),
+                         out_of_scope=CONTRASTIVE_SCOPE if model in (first, MPNET) else "")
             if tag == "bert":
                 measured += f"; anisotropic (mean EV₁ {self.mean_metric(model, 'vanilla'):.2f})"
             if model in KIND_TEXT:
@@ -634,18 +705,26 @@ class Result(results.Result):
                 effect=eff, direction="above", paper_value=self.paper_value("SoftDecay"), reduced=reduced,
                 scale=self._reading_scale_text(model) if model not in self.full_readings else
                 f"{self.scale}: {model} on every pair",
-                section="sts-full" if model in self.full_readings else "sts-anisotropic", digits=2, **common))
+                section="sts-full" if model in self.full_readings else "sts-anisotropic", digits=2, **scope,
+                **common))
         claim_white = ("SoftDecay scores above whitening fitted on the test sentences (WhiteBERT): "
                        f"{sd:.2f} against {wb:.2f} on BERT-base-cased")
+        samefit_needs = dict(needs="the encoder's same-fit run on every pair (cross-fitting and half-sampling of "
+                                   "whitening − SoftDecay; it encodes every pair again)", command=COMMANDS["book"])
         for tag, model in table1:
-            if model not in ran1:
+            if model not in ran1 or (model not in ran and model not in self.samefit):
                 out.append(Finding(key=f"sts-vs-whitening-{tag}", where="Table 1", claim=claim_white,
                                    claim_id="yan-table1-whitening", measured="not run at this scale",
+                                   label=LABEL.get(model, model), members=(model,),
+                                   out_of_scope=CONTRASTIVE_SCOPE if model in (first, MPNET) else "",
                                    quantity="whitening − SoftDecay, Spearman ×100, mean over the sets",
                                    effect=None, section="sts-full" if model in unread else "sts-anisotropic",
-                                   **unread.get(model, rerun), **common))
+                                   **(samefit_needs if model in ran1 else unread.get(model, rerun)), **common))
                 continue
-            eff, measured, how, reduced = self._table1_white(model)
+            eff, measured, how, reduced, alt, caveat = self._table1_white(model)
+            scope = dict(label=LABEL.get(model, model), members=(model,), standin=self._standin(model),
+                         out_of_scope=CONTRASTIVE_SCOPE if model in (first, MPNET) else "", alternatives=alt,
+                         caveat=caveat)
             if model in KIND_TEXT:
                 measured += f"; {KIND_TEXT[model]} ({SIZE_TEXT[model]})"
             out.append(Finding(
@@ -656,7 +735,7 @@ class Result(results.Result):
                 f"{self.scale}: {model} on every pair",
                 section="sts-full" if model in self.full_readings else "sts-anisotropic", digits=2,
                 extra={"likeness": verdict_of(eff, "equal", margin=self.match_margin()),
-                       "margin": self.match_margin()}, **common))
+                       "margin": self.match_margin()}, **scope, **common))
         # flip-free SoftDecay on the anisotropic encoders: the book's own question (the paper's SoftDecay flips)
         reread = [m for m in (bert, smol) if m and self.read(m) is not None]
         model = reread[0] if reread else None
@@ -693,7 +772,24 @@ class Result(results.Result):
                     "(Student-t over the seven sets)",
                     effect=self.metric_change(model, metric), direction="below",
                     paper_value=self.paper_table4_change(metric), reduced=self._reduced(model, self._per(model)),
-                    scale=self._scale_text(model), section="sts-uniformity", digits=3, **common))
+                    scale=self._scale_text(model), section="sts-uniformity", digits=3, label=LABEL.get(model, model),
+                    members=(model,), standin=self._standin_t4(model, metric, name),
+                    out_of_scope=CONTRASTIVE_SCOPE if model == first else "", **common))
+            control = self.all_runs()[first].get("control") if first in ran else None
+            if control:
+                out.append(Finding(
+                    key=f"sts-control-{short}", where="Table 4", claim_id=cid, kind="control",
+                    claim=f"SoftDecay's {name} after the transform is what it imposes on any matrix of this shape: a "
+                          "Gaussian set with the embeddings' mean and spread ends where the sentence embeddings end",
+                    measured=f"{first}, {len(control)} STS sets: each set's sentence embeddings and a Gaussian set of "
+                             "the same shape, mean and spread, both through SoftDecay",
+                    quantity=f"{name} after SoftDecay of the Gaussian set − of the sentence embeddings, mean over the "
+                             "sets (Student-t over the sets)",
+                    effect=self.control_gap(first, metric), direction="equal",
+                    margin=0.1 * abs(self.metric_change(first, metric).estimate),
+                    reference_label="0 (alike within a tenth of the embeddings' own change)",
+                    reduced=self._reduced(first, self._per(first)), scale=self._scale_text(first),
+                    section="sts-uniformity", digits=3, label=LABEL.get(first, first), **common))
         # Fig. 6: the three readings of eq. (6), the authors' code first (it drew the figure)
         if self.read(first) is not None and self.read(first).get("lsds"):
             reduced = self._reduced(first, self.reading_pairs)
@@ -707,7 +803,9 @@ class Result(results.Result):
                     measured=f"{self._encoder_text(first, self.paper_pooling)}; LSDS with 12 neighbours, {what}",
                     quantity="LSDS of SoftDecay − LSDS of whitening, mean over the sets (Student-t over the sets)",
                     effect=self.lsds_reading_gap(weights), direction="below", reduced=reduced,
-                    scale=self._reading_scale_text(first), section="sts-lsds", digits=3, **common))
+                    scale=self._reading_scale_text(first), section="sts-lsds", digits=3, members=(first,),
+                    label={"authors": "the authors' code", "eq. 6": "eq. (6) as printed",
+                           "normalised": "normalised weights"}[weights], **common))
         resolution = self.vs_raw(first, "SoftDecay (sentence)")
         out.append(Finding(
             key="sts-alpha", where="App. B", claim_id="yan-alpha",
@@ -862,6 +960,78 @@ def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> di
                           for k in ("mean", "spike")}
     out["cpu_s"] = time.process_time() - t0
     return out
+
+
+def samefit_settings(p: Params) -> dict[str, int]:
+    """The same-fit procedures' sizes: half-samples (as many as the refitted bootstrap's draws), cross-fit
+    splits, and bootstrap resamples of the scored pairs per split."""
+    return {"halves": refit_draws(p), "splits": 20, "split_boot": max(20, p.bootstrap // 20)}
+
+
+def _pooled(loaded, name: str, ds, pooling: str, p: Params, tag: str) -> tuple[Tensor, Tensor]:
+    """The two sentence matrices of `ds` under `pooling`, kept on disk under `_build/sts-embeddings/` (never
+    committed: a re-reading of the same sentences by the same encoder then skips the encoder pass)."""
+    import hashlib
+
+    root = (results.cache_dir() or REPO_ROOT / "_build") / "sts-embeddings"
+    h = hashlib.sha256("\x1f".join([name, tag, pooling, str(p.max_length), p.source, *ds.sentence1,
+                                     *ds.sentence2]).encode()).hexdigest()[:16]
+    path = root / f"{name.replace('/', '_')}-{tag}-{pooling}-{h}.pt"
+    if path.is_file():
+        got = torch.load(path)
+        return got["p1"], got["p2"]
+    model = loaded()
+    e1 = encode(model, list(ds.sentence1), p.max_length, p.batch_size, None, desc=f"{tag} s1")
+    e2 = encode(model, list(ds.sentence2), p.max_length, p.batch_size, None, desc=f"{tag} s2")
+    p1, p2 = pool(e1, pooling), pool(e2, pooling)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"p1": p1, "p2": p2}, path)
+    return p1, p2
+
+
+def samefit(loaded, name: str, p: Params, max_pairs: int) -> dict:
+    """whitening − SoftDecay (Table 1's ordering) under procedures whose estimate and interval come from the same
+    fits, per whitening variant, mean over the sets, under `paper_pooling` (`core.sts.halfsample_refit`,
+    `core.sts.crossfit`):
+
+    * `halfsample[w]`: [estimate, low, high] over stratified half-samples without replacement, every transform
+      fitted on each half-sample's own pairs (as the paper fits it on the test set);
+    * `crossfit[w]`: [estimate, low, high], every pair scored by transforms fitted on the other half;
+    * `fullfit[w]`: the difference with the transforms fitted once on all pairs (the paper's estimate, shown
+      beside, read by neither procedure);
+    * `pairs`, `settings`, `cpu_s`. `loaded` is a function that loads the encoder (called only when an
+      embedding is not on disk)."""
+    t0 = time.process_time()
+    st = samefit_settings(p)
+    sd, whites = "SoftDecay (sentence)", REFIT_METHODS[:2]
+    half: dict = {m: [] for m in REFIT_METHODS}
+    cross: dict = {m: [] for m in REFIT_METHODS}
+    full: dict = {m: [] for m in REFIT_METHODS}
+    pairs = {}
+    for dname in p.datasets:
+        whole = load_sts(dname, p.source)
+        ds = _take(whole, _subsample_idx(len(whole), max_pairs, p.seed))
+        p1, p2 = _pooled(loaded, name, ds, p.paper_pooling, p, dname)
+        gold, sub = np.asarray(ds.scores, float), np.asarray(ds.subsets)
+        pairs[dname] = len(gold)
+        for m, r in C.halfsample_refit(p1, p2, gold, sub, REFIT_METHODS, st["halves"], p.seed, p.alpha).items():
+            half[m].append(r)
+        for m, r in C.crossfit(p1, p2, gold, sub, REFIT_METHODS, st["splits"], st["split_boot"], p.seed,
+                               p.alpha).items():
+            cross[m].append(r)
+        for m in REFIT_METHODS:
+            full[m].append(C.score(C.cosines(*apply_method(m, p1, p2, p.alpha)), gold, sub))
+
+    def iv(draws: dict, w: str, how: str) -> list[float]:
+        d = np.mean(draws[w], 0) - np.mean(draws[sd], 0)
+        i = C.same_fit_interval(d, method=how)
+        return [i.estimate, i.low, i.high]
+
+    return {"pairs": pairs, "settings": st, "pooling": p.paper_pooling,
+            "halfsample": {w: iv(half, w, "subsample") for w in whites},
+            "crossfit": {w: iv(cross, w, "cross-fit") for w in whites},
+            "fullfit": {w: float(np.mean(full[w]) - np.mean(full[sd])) for w in whites},
+            "cpu_s": time.process_time() - t0}
 
 
 #: the transforms the t-SNE maps (Figs. 4, 7) show, and the name each has in Table 4 and the LSDS runs
@@ -1075,6 +1245,19 @@ def readings_cached(p: Params, name: str, max_pairs: int, compute) -> tuple[dict
                           max_pairs=max_pairs, draws=draws, planted=planted)
 
 
+def samefit_models(p: Params) -> list[tuple[str, int]]:
+    """The encoders whose Table 1 ordering (whitening − SoftDecay) is read under the same-fit procedures, with
+    their pairs per set: every encoder read on every pair (`full_readings`), else the first model on its reading
+    pairs."""
+    return [(m, 0) for m in p.full_readings] or [(p.models[0], p.reading_pairs or p.max_pairs)]
+
+
+def samefit_cached(p: Params, name: str, max_pairs: int, loaded) -> tuple[dict, bool]:
+    """`samefit` of encoder `name` through the results cache (`sts-samefit-<name>`)."""
+    return results.cached(p, f"sts-samefit-{name.replace('/', '_')}", lambda: samefit(loaded, name, p, max_pairs),
+                          drop=_NOT_READINGS, model=name, max_pairs=max_pairs, **samefit_settings(p))
+
+
 def run(p: Params) -> Result:
     """Every model of `p`, each through the committed-results cache (key: the Params with `models`
     replaced by the run's `model`), the anisotropic `extra_models` (fewer pairs, `extra_pooling`),
@@ -1122,6 +1305,16 @@ def run(p: Params) -> Result:
                     drop=_NOT_READINGS, model=name, max_pairs=0, draws=1, planted=False)
             except (ModelUnavailable, results.MissingRuns) as err:
                 unavailable[f"{name} (every pair)"] = str(err)
+        same = {}
+        for name, mp in samefit_models(p):
+            def load(n=name):
+                if n not in loaded:
+                    loaded[n] = hm.load(n, device=device)
+                return loaded[n]
+            try:
+                same[name], from_cache[f"same-fit {name}"] = samefit_cached(p, name, mp, load)
+            except (ModelUnavailable, results.MissingRuns) as err:
+                unavailable[f"{name} (same-fit procedures)"] = str(err)
         first = p.models[0]
         model = loaded.get(first) or hm.load(first, device=device)
         drawn, from_cache["maps"] = results.cached(
@@ -1139,4 +1332,4 @@ def run(p: Params) -> Result:
                   paper_table4=paper4, encoder_demo=demo, bootstrap=p.bootstrap, max_pairs=p.max_pairs,
                   extra_max_pairs=p.extra_max_pairs, readings=read, unavailable=unavailable,
                   paper_pooling=p.paper_pooling, poolings=list(p.poolings), plant_directions=p.plant_directions,
-                  reading_pairs=p.reading_pairs or p.max_pairs, maps=drawn, full_readings=full)
+                  reading_pairs=p.reading_pairs or p.max_pairs, maps=drawn, full_readings=full, samefit=same)

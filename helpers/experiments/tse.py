@@ -393,6 +393,19 @@ class Result(results.Result):
         return Interval.from_draws([depth if b is None else b for b in boot],
                                    estimate=depth if est is None else est)
 
+    def saturation_point_why(self, level: float = 0.99) -> str:
+        """Why the saturation block's bootstrap interval has no width: a block index, and the mean t_sim over the
+        trials steps across `level` between two blocks by more than the trials move it."""
+        t = np.asarray(self.figure2["t_sim"], dtype=float)
+        k = first_block_above(t, level)
+        if k is None or k == 0:
+            return ""
+        own = [first_block_above(row[None], level) for row in t]
+        own = [t.shape[1] if b is None else b for b in own]
+        return (f"a block index: the mean t_sim over {t.shape[0]} trials is {t[:, k - 1].mean():.4f} at block "
+                f"{k - 1} and {t[:, k].mean():.4f} at block {k}, so no resample of the trials moves the first block "
+                f"above {level} (each trial's own first block lies in {min(own)}–{max(own)})")
+
     def eta_slope(self) -> Interval:
         """Fig. 8: per t, the least-squares slope of log sd(η) over draws against log d (the `precise` draws), mean
         over t with its t-interval over them; −1/2 is concentration at the rate 1/√d."""
@@ -545,7 +558,8 @@ class Result(results.Result):
                     quantity="the first block whose mean t_sim exceeds 0.99 (bootstrap over trials)",
                     effect=self.saturation_interval(), direction="below",
                     reference=self.paper_fig2["first block where t_sim > 0.99"], reference_label="block 15",
-                    section="tse-fig2", digits=0, **common(*synth, "trials")),
+                    point_why=self.saturation_point_why(), section="tse-fig2", digits=0,
+                    **common(*synth, "trials")),
             Finding(key="tse-fig2-delta-omega", where="Fig. 2 (right)", claim_id="yu-fig2-delta-omega",
                     claim="δ and ω are far less than 1 from the start.",
                     measured=f"{st['trials']} {stacks}, depth {st['depth']}",
@@ -580,14 +594,22 @@ class Result(results.Result):
             if tau not in self.figure5 or tau not in self.paper_fig5:
                 continue
             tdiv = np.asarray(self.figure5[tau], dtype=float)[:, -1]
+            # at τ = 1 eq. (21) removes the whole token mean, and a matrix with zero mean has t_div 1 by definition
+            identity = tau == "1.0" and float(np.abs(tdiv - 1).max()) < 1e-9
             out.append(Finding(
                 key=key, where="Fig. 5", claim_id="yu-fig5",
                 claim=f"With de-escalation after every block, token diversity levels off near {level:g} at "
                       f"τ = {float(tau):g}.",
                 measured=f"{tdiv.size} de-escalated {stacks}, depth {st['deesc_depth']}",
-                quantity=f"the last block's t_div at τ = {float(tau):g}, mean over runs", effect=t_interval(tdiv),
-                direction="equal", reference=self.paper_fig5[tau], reference_label=f"the paper's {level:g}",
-                margin=0.1, section="tse-fig5", **common(*synth, "deesc_depth", "deesc_runs")))
+                quantity=f"the last block's t_div at τ = {float(tau):g}, mean over runs",
+                effect=Interval.exact(float(tdiv.mean())) if identity else t_interval(tdiv),
+                tolerance=1e-9 if identity else None,
+                exact_why=(f"at τ = 1 eq. (21) removes the whole token mean, and a matrix of zero mean has t_div = 1 "
+                           f"by definition: every one of the {tdiv.size} runs gives 1 to round-off"
+                           if identity else ""),
+                label=f"τ = {float(tau):g}", direction="equal", reference=self.paper_fig5[tau],
+                reference_label=f"the paper's {level:g}", margin=0.1, section="tse-fig5",
+                **common(*synth, "deesc_depth", "deesc_runs")))
         dims = st["eta_dims"]
         out.append(Finding(
             key="tse-fig8", where="App. A, Fig. 8", claim_id="yu-fig8",

@@ -459,7 +459,8 @@ class Result(results.Result):
                     measured=self._measured(d, a1, "de-escalated and pre-norm"),
                     quantity=f"de-escalated − pre-norm final training loss at depth {d}, Algorithm 1's blocks (nats)",
                     effect=self.gap("de-escalated", "pre-norm"), direction="below", claim_id="yu-fig6-deesc-vs-pre",
-                    reduced=self.reduced(d), section="vit-depth80-section", **common),
+                    reduced=self.reduced(d), section="vit-depth80-section", label="Algorithm 1's blocks",
+                    size_word="slightly", **common),
         ]
         std = self.standard_result()
         if std is not None:
@@ -471,7 +472,8 @@ class Result(results.Result):
                                        "de-escalated and pre-norm"),
                 quantity=f"de-escalated − pre-norm final training loss at depth {std.depth}, standard blocks (nats)",
                 effect=std.gap("de-escalated", "pre-norm"), direction="below", section="vit-depth80-section",
-                claim_id="yu-fig6-deesc-vs-pre", reduced=std.reduced(std.depth), **common))
+                claim_id="yu-fig6-deesc-vs-pre", reduced=std.reduced(std.depth), label="standard blocks",
+                size_word="slightly", **common))
         c = self.confirm_depth
         if c is not None and "algorithm1-torch-ffn-init" in self.confirm[str(c)]:
             out.append(Finding(
@@ -483,7 +485,8 @@ class Result(results.Result):
                 quantity=f"de-escalated − pre-norm final training loss at depth {c}, Algorithm 1's blocks with "
                          "PyTorch's FFN initialisation (nats)",
                 effect=self.ablation_gaps(c)["algorithm1-torch-ffn-init"], direction="below",
-                claim_id="yu-fig6-deesc-vs-pre", reduced=self.reduced(c), section="vit-ablation-section", **common))
+                claim_id="yu-fig6-deesc-vs-pre", reduced=self.reduced(c), section="vit-ablation-section",
+                label="Algorithm 1's blocks, PyTorch's FFN initialisation", size_word="slightly", **common))
         da, scales, lacking = self.ablation_depth, self.ffn_scale_blocks(), self.ffn_scale_missing()
         if scales or lacking:
             tested = len(scales) >= 2

@@ -211,7 +211,7 @@ def spectrum_cdfs(ax: plt.Axes, values_by_layer: Sequence[tuple[str, np.ndarray]
 #: how each verdict is shown (the rule itself is `helpers.core.findings.verdict`)
 VERDICT_COLOURS = {"reproduced": "#1b7837", "direction only": "#7fbc41", "not detected": "#8c8c8c",
                    "inconclusive": "#bf812d", "contradicted": "#c51b7d", "not testable here": "#4393c3",
-                   "not tested here": "#6c6c6c"}
+                   "not tested here": "#6c6c6c", "mixed": "#762a83", "on one model": "#b35806"}
 #: how a finding's kind is said beneath its verdict (a paper's claim says nothing)
 KIND_TEXT = {"claim": "", "control": "a control of the method (not counted)", "extension": "the book's own question"}
 
@@ -257,11 +257,17 @@ def findings_frame(findings, link_prefix: str = "", local: bool = False) -> pd.D
         if local:
             href = f"#{f.section}" if f.section else ""
         verdict = verdict_html(f.verdict, f.verdict_text())
-        if f.cannot_test:
-            verdict += f'<br><small style="color:#555">{f.cannot_test}</small>'
+        for note in (f.cannot_test, f.out_of_scope and f"outside the claim's scope: {f.out_of_scope}", *f.flags()):
+            if note:
+                verdict += f'<br><small style="color:#555">{note}</small>'
         effect = f.effect_text() if f.effect is not None else f"needs {f.needs}: <code>{f.command}</code>"
         if f.excludes() and f.verdict in ("not detected", "inconclusive"):
             effect += f"<br><small>{f.excludes()}</small>"
+        for name, iv in f.alternatives:
+            effect += f"<br><small>{name}: {iv.text(f.digits)}</small>"
+        for note in (f.standin and f"stand-in: {f.standin}", f.caveat):
+            if note:
+                effect += f"<br><small>{note}</small>"
         rows.append({"verdict": verdict, "paper": PAPERS[f.paper].split(" (")[0], "where": f.where,
                      "kind": KIND_TEXT[f.kind],
                      "claim": f.claim, "effect": f"{f.quantity}: {effect}",

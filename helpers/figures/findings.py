@@ -35,22 +35,43 @@ def _link(f: Finding, prefix: str = "") -> str:
 
 
 def _finding_line(f: Finding) -> str:
-    """One test in the details of a claim: its verdict in words, what it measured, its effect, its chapter."""
+    """One test in the details of a claim: its verdict in words, what it measured, its effect (and its other
+    procedures), why the rule set it aside, its stand-in's distance from the paper's model, its chapter."""
     eff = f.effect_text() if f.effect is not None else f"needs {_esc(f.needs)}: <code>{_esc(f.command)}</code>"
     if f.excludes() and f.verdict in ("not detected", "inconclusive"):
         eff += f" ({f.excludes()})"
+    alt = "".join(f"; {_esc(n)}: {iv.text(f.digits)}" for n, iv in f.alternatives)
     why = f" — {_esc(f.cannot_test)}" if f.cannot_test else ""
+    notes = "".join(f" <i>{_esc(x)}.</i>" for x in (*f.flags(), f.standin and f"Stand-in: {f.standin}", f.caveat)
+                    if x)
     return (f"<li>{common.verdict_html(f.verdict, f.verdict_text())}{why}: {_esc(f.claim)} "
-            f"<i>{_esc(f.quantity)}</i> {eff}. Measured: {_esc(f.measured)}"
-            + (f" ({_esc(f.scale)})" if f.scale else "") + f". {_link(f)}</li>")
+            f"<i>{_esc(f.quantity)}</i> {eff}{alt}. Measured: {_esc(f.measured)}"
+            + (f" ({_esc(f.scale)})" if f.scale else "") + f".{notes} {_link(f)}</li>")
 
 
 def _details(j: Judged) -> str:
-    """What a reader opens to see how a claim was tested: the predicate, every test, the controls, the command."""
+    """What a reader opens to see how a claim was tested: the predicate and scope, the deciding tests, the other
+    in-scope tests, the evidence outside the claim's scope, the controls, the command."""
     parts = [f"<p><b>Predicate.</b> {_esc(j.claim.predicate)}</p>"]
-    if j.findings:
-        parts.append("<p><b>Tests</b> (the first decides):</p><ul>" + "".join(_finding_line(f) for f in j.findings)
-                     + "</ul>")
+    if j.claim.scope:
+        parts.append(f"<p><b>Scope.</b> {_esc(j.claim.scope)}</p>")
+    if j.claim.class_of:
+        parts.append(f"<p><b>A claim about a class</b> ({_esc(j.claim.class_of)}): a verdict for the class needs "
+                     "at least two of its members.</p>")
+    if j.deciding:
+        head = ("Deciding test" if len(j.deciding) == 1 else "Deciding tests (a claim's verdict comes from all of "
+                "them: they " + ("disagree" if j.split else "agree") + ")")
+        if j.claim.decides:
+            head = f"Deciding test (the registry: {_esc(j.claim.decides_why)})"
+        parts.append(f"<p><b>{head}:</b></p><ul>" + "".join(_finding_line(f) for f in j.deciding) + "</ul>")
+    if j.others:
+        parts.append("<p><b>Other tests</b> (" + ("the paper's setting decides before a reduced one"
+                                                  if j.deciding and j.setting == "paper" else "not deciding")
+                     + "):</p><ul>" + "".join(_finding_line(f) for f in j.others) + "</ul>")
+    if j.out_of_scope:
+        parts.append("<p><b>Evidence outside the claim's scope</b> (shown, neither deciding nor counted):</p><ul>"
+                     + "".join(f"{_finding_line(f)[:-5]} <i>Outside the scope: {_esc(f.out_of_scope)}.</i></li>"
+                               for f in j.out_of_scope) + "</ul>")
     if j.controls:
         parts.append("<p><b>Controls</b> (checks of the method, not counted):</p><ul>"
                      + "".join(_finding_line(f) for f in j.controls) + "</ul>")
@@ -62,32 +83,38 @@ def _details(j: Judged) -> str:
 
 
 def _verdict_cell(j: Judged) -> str:
-    cell = common.verdict_html(j.verdict)
-    d = j.deciding
-    if d is not None:
-        side = d.size_side()
-        if side:
-            cell += f" ({side} than the paper's)"
-        cell += _small(_esc(d.reduced) if d.reduced else "at the paper's setting")
-    elif j.findings:
-        cell += _small(_esc(j.findings[0].needs or "its run cannot test it"))
-    return cell
+    d = j.lead
+    if d is None:
+        cell = common.verdict_html(j.verdict)
+        if j.findings:
+            cell += _small(_esc(j.findings[0].needs or "its run cannot test it"))
+        return cell
+    if j.verdict in ("mixed", "on one model") or len(j.deciding) > 1:
+        cell = common.verdict_html(j.verdict, _esc(j.verdict_text()))
+    else:
+        cell = common.verdict_html(j.verdict, _esc(d.verdict_words()))
+    settings = sorted({f.reduced or "at the paper's setting" for f in j.deciding})
+    return cell + _small(_esc("; ".join(settings)))
 
 
 def _effect_cell(j: Judged) -> str:
-    d = j.deciding
+    d = j.lead
     if d is None:
         return "—"
     cell = f'<span style="white-space:nowrap">{d.effect_text()}</span>'
+    if len(j.deciding) > 1:
+        cell = "<br>".join(f'<span style="white-space:nowrap">{_esc(f.name())}: {f.effect_text()}</span>'
+                           for f in j.deciding)
     ref = f"reference {_esc(d.reference_label)}"
     if d.paper_value is not None:
         ref += f"; paper {d.paper_value:+.{d.digits}f}"
     elif j.claim.paper_value:
         ref += f"; paper {_esc(j.claim.paper_value)}"
-    n = len(j.findings) - 1
+    n = len(j.others) + len(j.out_of_scope)
     if n:
         ref += f"; {n} more test{'s' if n > 1 else ''}"
-    return cell + _small(f"{_esc(d.quantity)}; {ref}")
+    notes = [x for x in (d.standin and f"stand-in: {d.standin}", d.caveat, *d.flags()) if x]
+    return cell + _small(f"{_esc(d.quantity)}; {ref}" + "".join(f"; {_esc(x)}" for x in notes))
 
 
 def claims_table(col: Collected, paper: str):
@@ -146,12 +173,12 @@ def forest(col: Collected, paper: str) -> plt.Figure:
     largest magnitude and its label ends with '(own scale)'. Diamonds: the paper's value; grey band: the margin
     of a claim of likeness. The effect in its own units is on the right."""
     common.set_theme()
-    rows = [j for j in col.judged(paper) if j.deciding is not None and j.deciding.effect is not None]
+    rows = [j for j in col.judged(paper) if j.lead is not None and j.lead.effect is not None]
     n = max(len(rows), 1)
     fig, ax = plt.subplots(figsize=(8, 0.46 * n + 1.4))
     reach = [2.2]
     for i, j in enumerate(rows):
-        f, y = j.deciding, n - 1 - i
+        f, y = j.lead, n - 1 - i
         sign = -1.0 if f.direction == "below" else 1.0
         e = f.effect.shift(f.reference)
         tol = (f.tolerance or 0.0) if f.effect.method == "exact" else 0.0
