@@ -139,7 +139,7 @@ def test_a_claim_is_judged_by_its_closest_test_and_counted_once():
     reduced = finding(key="a", effect=iv(0.1, 0.3), reduced="at 2 % of the steps")
     at_paper = finding(key="b", effect=iv(-0.1, 0.3))
     j = fd.judge(c, [reduced, at_paper])
-    assert j.deciding is at_paper and j.verdict == fd.NOT_DETECTED and j.others == (reduced,)
+    assert j.deciding == (at_paper,) and j.verdict == fd.NOT_DETECTED and j.others == (reduced,)
     assert fd.judge(c, [reduced]).verdict_text() == "reproduced at 2 % of the steps"
     base = [reduced]
     counts = fd.count_claims([fd.judge(c, base), fd.judge(other, base)])["yu2024"]
@@ -151,7 +151,7 @@ def test_a_claim_is_judged_by_its_closest_test_and_counted_once():
     assert counts["claims"] == 2 and counts["reduced"] == 1 and counts["untested"] == 1
     assert counts["verdicts"]["reduced"][fd.REPRODUCED] == 1 and counts["verdicts"]["paper"][fd.REPRODUCED] == 0
     lost = fd.judge(other, control)
-    assert lost.verdict == fd.NOT_TESTED and lost.controls and lost.deciding is None
+    assert lost.verdict == fd.NOT_TESTED and lost.controls and lost.lead is None
     needs = finding(key="g", effect=None, needs="GPU", command="make rerun CHAPTER=vit SCALE=paper")
     assert fd.judge(c, [needs]).verdict == fd.NOT_TESTABLE
 
@@ -179,3 +179,189 @@ def test_verdicts_are_counted_per_paper():
     c = fd.count_verdicts([finding(), finding(paper="yan2022", effect=iv(0.1, 0.2), claim_id="yan-x")])
     assert c["yu2024"][fd.NOT_DETECTED] == 1 and c["yan2022"][fd.REPRODUCED] == 1
     assert sum(sum(v.values()) for v in c.values()) == 2 and set(c["godey2024"]) == set(fd.VERDICTS)
+
+
+
+# --- the claim's verdict from all its in-scope tests -------------------------------------------------------------
+
+def test_a_planted_disagreeing_in_scope_test_makes_a_claim_mixed():
+    """Two reduced tests: one agreeing test keeps the verdict; a planted contradicting one splits the claim, and the
+    split is what the verdict says and how it is counted."""
+    c = claim()
+    a = finding(key="a", effect=iv(0.1, 0.3), reduced="on A", label="A")
+    b = finding(key="b", effect=iv(0.2, 0.4), reduced="on B", label="B")
+    agree = fd.judge(c, [a, b])
+    assert agree.verdict == fd.REPRODUCED and len(agree.deciding) == 2 and not agree.split
+    planted = finding(key="b", effect=iv(-0.4, -0.2), reduced="on B", label="B")
+    split = fd.judge(c, [a, planted])
+    assert split.verdict == fd.MIXED and split.split
+    assert split.verdict_text() == "mixed: reproduced on A; contradicted on B"
+    counts = fd.count_claims([split])["yu2024"]["verdicts"]["reduced"]
+    assert counts[fd.MIXED] == 1 and counts[fd.REPRODUCED] == 0
+
+
+def test_the_registry_can_name_the_deciding_test_and_must_say_why():
+    c = fd.Claim(id="yu-fig6", paper="yu2024", where="Fig. 6", claim="c", predicate="p", decides="b",
+                 decides_why="the paper's own blocks")
+    a = finding(key="a", effect=iv(0.1, 0.3), reduced="on A", label="A")
+    b = finding(key="b", effect=iv(-0.4, -0.2), reduced="on B", label="B")
+    j = fd.judge(c, [a, b])
+    assert j.verdict == fd.CONTRADICTED and j.lead is b and "the other tests: reproduced on A" in j.verdict_text()
+    with pytest.raises(ValueError, match="decides_why"):
+        fd.Claim(id="x", paper="yu2024", where="w", claim="c", predicate="p", decides="b")
+    with pytest.raises(ValueError, match="not one of its tests"):
+        fd.judge(fd.Claim(id="yu-fig6", paper="yu2024", where="w", claim="c", predicate="p", decides="zz",
+                          decides_why="w"), [a])
+
+
+def test_out_of_scope_evidence_is_shown_but_neither_decides_nor_counts():
+    c = claim()
+    inside = finding(key="a", effect=iv(0.1, 0.3), reduced="on A")
+    outside = finding(key="m", effect=iv(-0.4, -0.2), reduced="on MiniLM", out_of_scope="a contrastive encoder")
+    j = fd.judge(c, [inside, outside])
+    assert j.verdict == fd.REPRODUCED and j.out_of_scope == (outside,) and outside not in j.findings
+    only = fd.judge(c, [outside])
+    assert only.verdict == fd.NOT_TESTED and only.out_of_scope == (outside,)
+
+
+def test_a_class_claim_tested_on_one_member_is_counted_apart():
+    c = fd.Claim(id="godey-fig4-cnn", paper="godey2024", where="Fig. 4", claim="most CNNs", predicate="p",
+                 class_of="CNN-based vision models")
+    one = finding(key="a", paper="godey2024", claim_id="godey-fig4-cnn", effect=iv(0.2, 0.3), reduced="r",
+                  members=("EfficientNet-Lite0",))
+    j = fd.judge(c, [one])
+    assert j.verdict == fd.ON_ONE_MODEL and j.underlying == fd.REPRODUCED
+    assert j.verdict_text() == "on one model (EfficientNet-Lite0): reproduced"
+    same_member = finding(key="b", paper="godey2024", claim_id="godey-fig4-cnn", effect=iv(0.2, 0.3), reduced="r",
+                          members=("EfficientNet-Lite0",))
+    assert fd.judge(c, [one, same_member]).verdict == fd.ON_ONE_MODEL
+    two = finding(key="c", paper="godey2024", claim_id="godey-fig4-cnn", effect=iv(0.1, 0.4), reduced="r",
+                  members=("ResNet-18",))
+    assert fd.judge(c, [one, two]).verdict == fd.REPRODUCED
+    assert fd.count_claims([j])["godey2024"]["verdicts"]["reduced"][fd.ON_ONE_MODEL] == 1
+
+
+# --- uncertainty at the claim's own unit --------------------------------------------------------------------------
+
+def test_a_zero_width_interval_on_a_sampled_quantity_is_flagged_unless_it_says_why():
+    point = Interval(-0.93, -0.93, -0.93, 2000, "bootstrap")
+    f = finding(effect=point, direction="none")
+    assert f.verdict == fd.INCONCLUSIVE and "zero-width" in f.flags()[0]
+    why = finding(effect=Interval(12, 12, 12, 1000, "bootstrap"), direction="below", reference=15,
+                  point_why="a block index no resample moves")
+    assert why.verdict == fd.REPRODUCED and not why.flags()
+    assert fd.zero_width(point) and not fd.zero_width(Interval.exact(1.0))
+
+
+def test_a_seven_layer_exact_rank_series_gets_a_p_value_and_an_interval_with_width():
+    """The input bootstrap of a rank correlation over 7 layers that never reorder is a point; the layer-level
+    test is not: the exact permutation p of a perfect ordering is 2/7!, and the Fisher-z interval has width."""
+    from helpers.core.stats import rank_correlation_interval, spearman_exact_p
+
+    x, y = np.arange(7.0), -np.arange(7.0) ** 1.5
+    assert spearman_exact_p(x, y) == pytest.approx(2 / 5040)
+    iv7 = rank_correlation_interval(x, y)
+    assert iv7.estimate == pytest.approx(-1.0) and iv7.low <= iv7.estimate <= iv7.high
+    assert iv7.high - iv7.low > 0.1 and iv7.method == "fisher-z" and iv7.n == 7
+    assert finding(effect=iv7, direction="none").verdict == fd.CONTRADICTED
+    noisy = np.array([0.3, -1.2, 0.8, 0.1, -0.5, 1.1, -0.2])
+    assert spearman_exact_p(x, noisy) > 0.05
+    assert finding(effect=rank_correlation_interval(x, noisy), direction="none").verdict == fd.NOT_DETECTED
+
+
+def test_the_exact_spearman_p_matches_the_permutation_distribution():
+    from scipy import stats
+
+    from helpers.core.stats import spearman_exact_p
+
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=8), rng.normal(size=8)
+    exact = spearman_exact_p(x, y)
+    mc = spearman_exact_p(x, y, max_exact=3, draws=100_000)
+    assert abs(exact - mc) < 0.01
+    big_x, big_y = rng.normal(size=30), rng.normal(size=30)
+    assert abs(spearman_exact_p(big_x, big_y) - stats.spearmanr(big_x, big_y).pvalue) < 0.03
+
+
+def test_the_jackknife_interval_moves_with_the_units():
+    from helpers.core.stats import jackknife_interval
+
+    v = np.array([1.0, 2.0, 3.0, 4.0, 10.0])
+    j = jackknife_interval(v, np.mean)
+    assert j.estimate == pytest.approx(4.0) and j.low < 4.0 < j.high and j.method == "jackknife"
+    assert jackknife_interval(np.ones(5), np.mean).high == pytest.approx(1.0)
+
+
+# --- no verdict decided by a correction ---------------------------------------------------------------------------
+
+def test_procedures_that_disagree_leave_no_verdict():
+    main = iv(-0.5, -0.2)
+    agree = finding(effect=main, direction="below", alternatives=(("half-samples", iv(-0.6, -0.1)),))
+    assert agree.verdict == fd.REPRODUCED and not agree.flags()
+    split = finding(effect=main, direction="below", alternatives=(("half-samples", iv(-0.3, 0.4)),))
+    assert split.verdict == fd.INCONCLUSIVE and "procedures disagree" in split.flags()[0]
+    size_only = finding(effect=main, direction="below", paper_value=-0.3,
+                        alternatives=(("half-samples", iv(-0.25, -0.05)),))
+    assert size_only.verdict == fd.DIRECTION_ONLY
+
+
+def test_a_refitted_interval_contains_its_estimate():
+    """Half-sampling and cross-fitting take their estimate and interval from the same fits: on a planted set where
+    whitening fitted on few distinct rows is handicapped, each interval still holds its own estimate, unlike the
+    full-set estimate beside a with-replacement refit."""
+    import torch
+
+    from helpers.core import sts as C
+
+    g = torch.Generator().manual_seed(0)
+    n, d = 240, 48
+    z = torch.randn(n, d, generator=g)
+    common = 3 * torch.randn(d, generator=g)
+    e1 = z + common + 0.6 * torch.randn(n, d, generator=g)
+    e2 = z + common + 0.6 * torch.randn(n, d, generator=g)
+    gold = torch.nn.functional.cosine_similarity(z + 0.5 * torch.randn(n, d, generator=g), z).numpy()
+    sub = np.array(["a"] * 120 + ["b"] * 120)
+    methods = ("whitening", "SoftDecay (sentence)")
+    half = C.halfsample_refit(e1, e2, gold, sub, methods, 30, 0)
+    cross = C.crossfit(e1, e2, gold, sub, methods, 6, 20, 0)
+    for draws, how in ((half["whitening"] - half["SoftDecay (sentence)"], "subsample"),
+                       (cross["whitening"] - cross["SoftDecay (sentence)"], "cross-fit")):
+        i = C.same_fit_interval(draws, method=how)
+        assert i.low <= i.estimate <= i.high and i.high > i.low and i.method == how
+    halves = C.half_sample_indices(sub, 5, 0)
+    assert all(len(np.unique(h)) == len(h) == 120 for h in halves)
+
+
+def test_the_out_of_sample_softdecay_map_is_algorithm_1_on_its_own_rows():
+    import torch
+
+    from helpers.core import sts as C
+    from helpers.core.softdecay import softdecay_transform
+
+    g = torch.Generator().manual_seed(3)
+    e1, e2 = torch.randn(80, 16, generator=g, dtype=torch.float64), torch.randn(80, 16, generator=g,
+                                                                              dtype=torch.float64)
+    y1, y2 = C.fitted_map("SoftDecay (sentence)", e1, e2)(e1, e2)
+    assert torch.allclose(y1, softdecay_transform(e1, -0.6), atol=1e-6)
+    assert torch.allclose(y2, softdecay_transform(e2, -0.6), atol=1e-6)
+    w1, _ = C.fitted_map("whitening", e1, e2)(e1, e2)
+    assert torch.allclose(w1, C.apply_method("whitening", e1, e2)[0], atol=1e-8)
+
+
+# --- predicates say what the paper says ---------------------------------------------------------------------------
+
+def test_a_one_sided_predicate_is_not_contradicted_by_an_effect_on_the_other_side():
+    """"No substantial improvement" (at most +2.04): a loss of 4.17 points reproduces it; only a gain beyond the
+    bound contradicts it."""
+    loss = finding(effect=iv(-6.0, -2.3, -4.17), direction="at most", margin=2.04)
+    assert loss.verdict == fd.REPRODUCED
+    assert finding(effect=iv(-6.0, -2.3), direction="equal", margin=2.04).verdict == fd.CONTRADICTED
+    assert finding(effect=iv(2.5, 4.0), direction="at most", margin=2.04).verdict == fd.CONTRADICTED
+    assert finding(effect=iv(1.0, 3.0), direction="at most", margin=2.04).verdict == fd.INCONCLUSIVE
+    assert finding(effect=iv(-4.0, -2.5), direction="at least", margin=2.04).verdict == fd.CONTRADICTED
+
+
+def test_a_size_word_without_a_margin_gives_at_most_direction_only():
+    f = finding(effect=iv(-0.5, -0.2), direction="below", size_word="slightly")
+    assert f.verdict == fd.DIRECTION_ONLY and "states no size" in f.verdict_words()
+    assert finding(effect=iv(-0.5, -0.2), direction="below").verdict == fd.REPRODUCED
