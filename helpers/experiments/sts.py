@@ -7,6 +7,7 @@ flips (Fig. 3), t-SNE maps (Figs. 4, 7), and the planted-anisotropy experiment. 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
@@ -416,6 +417,35 @@ class Result(results.Result):
                 "likeness": verdict(effect, "equal", margin=self.match_margin()) if effect is not None else ""})
         return out
 
+    def white_sd_procedures(self) -> list[dict]:
+        """whitening − SoftDecay (full whitening, mean over the sets) per encoder under every procedure this scale
+        ran: cross-fitted and half-sampled (`samefit`, same fits for estimate and interval), over subsample draws
+        each fitted on its own pairs, the paired bootstrap that refits on every resample (its resamples repeat
+        pairs: shown, never deciding), and the transforms fitted once on all pairs (a point). Each: encoder,
+        procedure, Interval (or a bare point), whether a finding reads it."""
+        out = []
+        for model in [*dict.fromkeys([BOOK_BERT, SMOL, self.models[0], *self.full_readings])]:
+            if model in self.samefit:
+                n = sum(self.samefit[model]["pairs"].values())
+                out += [{"encoder": model, "procedure": f"cross-fitted, {n:,} pairs", "effect": self.samefit_iv(model),
+                         "decides": True},
+                        {"encoder": model, "procedure": f"half-samples without replacement, {n:,} pairs",
+                         "effect": self.samefit_iv(model, how="halfsample"), "decides": True},
+                        {"encoder": model, "procedure": f"fitted once on all {n:,} pairs (a point)",
+                         "effect": Interval(self.fullfit_white_minus_sd(model), math.nan, math.nan, 1, "t"),
+                         "decides": False}]
+            if self.read(model) is not None:
+                k = self.n_draws(model)
+                if k > 1:
+                    what = f"{k} subsamples of {self._per_reading(model)} pairs per set, each fitted on its own pairs"
+                    out.append({"encoder": model, "procedure": what, "decides": model not in self.samefit,
+                                "effect": self.over_draws(model, "whitening", "SoftDecay (sentence)")})
+                d, lo, hi = self.readings[model]["refit"][self.paper_pooling]["whitening"]
+                out.append({"encoder": model, "procedure": "bootstrap refitted on every resample (repeats pairs)",
+                            "effect": Interval(d, lo, hi, refit_draws_n(self.bootstrap), "bootstrap"),
+                            "decides": False})
+        return out
+
     def match_margin(self) -> float:
         """What 'whitening matches SoftDecay' allows: the smallest SoftDecay − WhiteBERT gap the paper
         reports as a win over its four PTLMs (Table 1 Avg)."""
@@ -688,6 +718,8 @@ class Result(results.Result):
             if model not in ran1:
                 out.append(Finding(key=f"sts-gain-{tag}", where="Table 1", claim=claim_gain,
                                    claim_id="yan-table1-gain", measured="not run at this scale",
+                                   label=LABEL.get(model, model), members=(model,),
+                                   out_of_scope=CONTRASTIVE_SCOPE if model in (first, MPNET) else "",
                                    quantity="SoftDecay − raw model, Spearman ×100, mean over the sets",
                                    effect=None, section="sts-full" if model in unread else "sts-anisotropic",
                                    **unread.get(model, rerun), **common))

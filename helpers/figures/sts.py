@@ -143,8 +143,7 @@ def _other_pooling(res: Result) -> str:
 def full_summary_table(res: Result):
     """Table 1 on every pair, per encoder read so (`full_readings`) and pooling (the paper-comparison one
     first): the raw model's Avg, SoftDecay − raw and whitening − raw (paired bootstrap, transforms fitted once),
-    and whitening − SoftDecay with both transforms refitted on every resample (the paper-comparison pooling
-    only)."""
+    and whitening − SoftDecay cross-fitted (the paper-comparison pooling only; '–' where that run is not here)."""
     rows = []
     for m in res.full_readings:
         for q in sorted(res.poolings, key=lambda q: q != res.paper_pooling):
@@ -199,15 +198,13 @@ def _draws_iv(res: Result, model: str, method: str, against: str, pooling: str |
 
 
 def white_sd_table(res: Result):
-    """whitening − SoftDecay per encoder and whitening variant (both refitted on every resample, the interval
-    recentred on the estimate), over the subsample draws, and the verdict on 'whitening matches SoftDecay'
-    (within ±the margin)."""
-    rows = [{"encoder": c["model"],
-             "whitening": "first 256 directions" if c["whitening"] == "whitening-256" else "full",
-             "whitening − SoftDecay [95 %]": _iv(c["effect"]),
-             "over subsample draws [95 %]": _draws_iv(res, c["model"], c["whitening"], "SoftDecay (sentence)"),
-             "alike within ±margin": c["likeness"]}
-            for c in res.white_sd_comparisons() if c["effect"] is not None]
+    """whitening − SoftDecay per encoder under every procedure (`Result.white_sd_procedures`): the interval, and
+    whether a finding reads it (the same-fit procedures; the subsample draws where those are not run)."""
+    rows = [{"encoder": c["encoder"], "procedure": c["procedure"],
+             "whitening − SoftDecay [95 %]": _iv(c["effect"]) if c["effect"].has_interval
+             else f"{c['effect'].estimate:+.2f}",
+             "read by the finding": "yes" if c["decides"] else ""}
+            for c in res.white_sd_procedures()]
     if not rows:
         return None          # nothing to show at this scale (the prose says what was run)
     return _scroll(common.table(pd.DataFrame(rows)))
@@ -517,25 +514,21 @@ def publish(res: Result) -> None:
         "sts-smol-gain": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "SoftDecay (sentence)")),
         "sts-smol-white": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "whitening")),
         "sts-smol-white-256": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "whitening-256")),
-        # whitening − SoftDecay, refitted on every resample
+        # whitening − SoftDecay under the same-fit procedures
         "sts-paper-white-sd": -res.paper_value("SoftDecay", against="WhiteBERT"),
         "sts-paper-white-sd-size": res.paper_value("SoftDecay", against="WhiteBERT"),
-        "sts-match-margin": res.match_margin(),
         "sts-minilm-white-sd": _iv(res.white_minus_sd(m)[0]),
         "sts-smol-white-sd": _text_if_run(res, SMOL, lambda: res.white_minus_sd(SMOL)[0]),
-        "sts-smol-white256-sd": _text_if_run(res, SMOL, lambda: res.white_minus_sd(SMOL, "whitening-256")[0]),
+        "sts-smol-white-sd-half": _iv(res.samefit_iv(SMOL, how="halfsample")) if SMOL in res.samefit else "–",
         "sts-smol-draws": res.n_draws(SMOL) if res.read(SMOL) else 0,
         "sts-smol-flips-max": int(res.flip_counts(SMOL)["SoftDecay (sentence)"].max()) if res.read(SMOL) else 0,
         "sts-smol-live-min": int(res.flip_counts(SMOL)["directions"].min()) if res.read(SMOL) else 0,
         "sts-smol-sd-draws": _text_if_draws(res, SMOL, "SoftDecay (sentence)"),
         "sts-smol-clamped-draws": _text_if_draws(res, SMOL, "SoftDecay (clamped)"),
-        "sts-smol-white-draws": _text_if_draws(res, SMOL, "whitening", "SoftDecay (sentence)"),
-        "sts-smol-white256-draws": _text_if_draws(res, SMOL, "whitening-256", "SoftDecay (sentence)"),
         "sts-bert-white-sd": _text_if_run(res, BOOK_BERT, lambda: res.white_minus_sd(BOOK_BERT)[0]),
         "sts-bert-draws": res.n_draws(BOOK_BERT) if res.read(BOOK_BERT) else 0,
         "sts-bert-sd-draws": _text_if_draws(res, BOOK_BERT, "SoftDecay (sentence)"),
         "sts-bert-clamped-draws": _text_if_draws(res, BOOK_BERT, "SoftDecay (clamped)"),
-        "sts-bert-white-draws": _text_if_draws(res, BOOK_BERT, "whitening", "SoftDecay (sentence)"),
         "sts-bert-deesc-draws": _text_if_draws(res, BOOK_BERT, "de-escalation"),
         "sts-bert-flips-reread-min": (int(res.flip_counts(BOOK_BERT)["SoftDecay (sentence)"].min())
                                       if res.read(BOOK_BERT) else 0),
