@@ -116,9 +116,9 @@ def test_collect_rejects_repeated_keys_and_lists_chapters_without_findings(monke
 
 def test_a_planted_effect_changes_a_verdict_on_the_page(monkeypatch):
     """The page's verdicts are computed from the committed runs: read the deep LM chapter's book runs, plant
-    a gain for de-escalation (its losses lowered by half a nat on every seed: inside the paper's size, not beyond
-    it) and the page's verdict for 'de-escalation closes the post-norm gap' becomes reproduced, and so does the
-    claim's."""
+    a gain for de-escalation (its losses lowered by half a nat on every seed) and the page's verdict for
+    'de-escalation closes the post-norm gap' turns from not detected to the paper's side (direction only: the
+    paper's "huge" has no stated size), and so does the claim's."""
     import copy
 
     import numpy as np
@@ -137,12 +137,13 @@ def test_a_planted_effect_changes_a_verdict_on_the_page(monkeypatch):
     monkeypatch.setattr(deeplm, "run", lambda p: planted)
     after = {f.key: f for f in page.collect("book", ["deeplm"]).findings}
     key = "deeplm-deesc-rescues"
-    assert before[key].verdict != "reproduced" and after[key].verdict == "reproduced"
+    # the paper's "huge" gap states no size, so a gain on the paper's side reads direction only
+    assert before[key].verdict == "not detected" and after[key].verdict == "direction only"
     assert after[key].effect.estimate == pytest.approx(before[key].effect.estimate - 0.5, abs=1e-6)
     claim = next(c for c in page.claims() if c.id == after[key].claim_id)
     from helpers.core.findings import judge
 
-    assert judge(claim, list(after.values())).verdict == "reproduced"
+    assert judge(claim, list(after.values())).verdict == "direction only"        # the registry's deciding test
 
 
 def test_every_finding_names_a_claim_of_the_registry_and_a_planted_orphan_is_caught():
