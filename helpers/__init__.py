@@ -7,7 +7,9 @@ chapter: Params, Result, run) and `figures` (one module per chapter). Chapters i
 `experiments` and `figures`.
 """
 
-__version__ = "0.2.0"
+#: the one version of the package: pyproject.toml reads it from here (`[tool.setuptools.dynamic]`), so the
+#: installed package, `tokuni --version` and every diagnosis's JSON say the same
+__version__ = "0.3.0"
 
 import warnings as _warnings
 

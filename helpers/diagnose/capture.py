@@ -3,8 +3,15 @@ query and mean key of every head, per probe input — what `diagnose.measures` r
 
 A layer's vectors are the tokens of a text or sequence model (special tokens fed but left out), the patch
 tokens of a vision Transformer ([CLS] and registers left out), the spatial positions of a CNN's maps, the
-frames of a speech encoder that cover real audio. At most `max_tokens` vectors per input are kept (evenly
-spaced), so one long input does not outweigh the others."""
+frames of a speech encoder that cover real audio. One number, `max_tokens`, bounds the vectors of one input, so
+one long input does not outweigh the others:
+
+* text and sequences: the input is cut to its first `max_tokens` tokens before the forward pass (the special
+  tokens the tokenizer adds come on top, up to the model's own length limit). Cutting before the model, not
+  after, keeps a long line's forward pass as cheap as a short one's, and every vector measured is one the model
+  computed on the text it was given; `Captured.cut` counts the inputs cut;
+* images and recordings: the model sees the whole input, and at most `max_tokens` of its patch tokens,
+  positions or frames are kept, evenly spaced (their number is set by the model, not by the input)."""
 
 from __future__ import annotations
 
@@ -33,6 +40,7 @@ class Captured:
     qk: list[tuple[Tensor, Tensor, Tensor]] | None = None
     qk_skipped: str = ""
     notes: list[str] = field(default_factory=list)
+    cut: int = 0
 
     @property
     def n_inputs(self) -> int:
@@ -183,17 +191,55 @@ def capture(loaded, probe: Probe, device: torch.device, batch_size: int, max_tok
     return _audio(loaded, probe, device, max_tokens)
 
 
-def _encode(tok, items: list[str]) -> tuple[Tensor, Tensor, Tensor]:
-    """(input_ids, attention_mask, keep): keep marks real, non-special tokens."""
-    if hasattr(tok, "all_special_ids") and not hasattr(tok, "batch_decode"):      # hf.sequence_models' tokenizer
-        ids = [tok(s)["input_ids"][:510] for s in items]
+def _vocab_tokenizer(tok) -> bool:
+    """Whether `tok` is `hf.sequence_models.VocabTokenizer` (residues, SMILES atoms) rather than a Hugging Face
+    tokenizer."""
+    return hasattr(tok, "all_special_ids") and not hasattr(tok, "batch_decode")
+
+
+def token_counts(tok, items: list[str]) -> list[int]:
+    """How many real (non-special) tokens each input holds, before any cut."""
+    if _vocab_tokenizer(tok):
+        return [len(tok(s)["input_ids"]) for s in items]
+    return [len(x) for x in tok(items, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]]
+
+
+def check_tokens(tok, items: list[str], max_tokens: int) -> int:
+    """Refuse (`ProbeError`, one line) a probe in which fewer than two inputs hold two tokens or more, before any
+    forward pass; return how many inputs `max_tokens` cuts."""
+    from .probe import ProbeError
+
+    counts = token_counts(tok, items)
+    usable = sum(c >= 2 for c in counts)
+    if usable < 2:
+        raise ProbeError(f"the probe's inputs hold {max(counts)} token(s) at most, and {usable} of {len(counts)} "
+                         "hold two or more: a measure needs two inputs of two tokens or more (one input per line)")
+    return sum(c > max_tokens for c in counts)
+
+
+def _max_length(tok, max_tokens: int) -> int:
+    """`max_tokens` real tokens plus the special tokens the tokenizer adds, within the model's own limit."""
+    try:
+        extra = int(tok.num_special_tokens_to_add())
+    except (AttributeError, TypeError, NotImplementedError):
+        extra = 2
+    limit = getattr(tok, "model_max_length", None)
+    total = max_tokens + extra
+    return min(total, int(limit)) if isinstance(limit, int) and 0 < limit < 1_000_000 else total
+
+
+def _encode(tok, items: list[str], max_tokens: int = 256) -> tuple[Tensor, Tensor, Tensor]:
+    """(input_ids, attention_mask, keep): each input cut to its first `max_tokens` tokens (special tokens added
+    beyond); keep marks real, non-special tokens."""
+    if _vocab_tokenizer(tok):                                       # hf.sequence_models' tokenizer
+        ids = [tok(s)["input_ids"][:min(max_tokens, 510)] for s in items]
         enc = [[tok.cls_token_id, *x, tok.sep_token_id] for x in ids]
         L = max(len(e) for e in enc)
         input_ids = torch.tensor([e + [tok.pad_token_id] * (L - len(e)) for e in enc])
         attn = torch.tensor([[1] * len(e) + [0] * (L - len(e)) for e in enc])
         keep = torch.tensor([[0] + [1] * len(x) + [0] * (L - len(x) - 1) for x in ids], dtype=torch.bool)
         return input_ids, attn, keep
-    enc = tok(items, padding=True, truncation=True, max_length=128, return_tensors="pt",
+    enc = tok(items, padding=True, truncation=True, max_length=_max_length(tok, max_tokens), return_tensors="pt",
               return_special_tokens_mask=True)
     attn = enc["attention_mask"]
     keep = attn.bool() & ~enc["special_tokens_mask"].bool()
@@ -201,6 +247,7 @@ def _encode(tok, items: list[str]) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk) -> Captured:
+    cut = check_tokens(tok, probe.items, max_tokens)
     seq2seq = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
     net = encoder_of(model) if seq2seq else model
     cap, why = _qk_capture(net) if want_qk else (None, "not asked for")
@@ -211,13 +258,15 @@ def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk) -> Ca
         cap.__enter__()
     try:
         for idx in progress(batches, desc="forward", total=len(batches)):
-            ids, attn, keep = _encode(tok, [probe.items[i] for i in idx])
+            ids, attn, keep = _encode(tok, [probe.items[i] for i in idx], max_tokens)
             if cap is not None:
                 cap.clear()
             out = net(input_ids=ids.to(device), attention_mask=attn.to(device), output_hidden_states=True)
             hs = getattr(out, "hidden_states", None)
             if hs is None:
-                raise ValueError(f"{type(net).__name__} returns no hidden states: no layer can be measured")
+                from .checks import DiagnoseError
+
+                raise DiagnoseError(f"{type(net).__name__} returns no hidden states: no layer can be measured")
             for b, i in enumerate(idx):
                 pos = _keep_evenly(keep[b].nonzero().squeeze(-1), max_tokens)
                 if pos.numel() < 2:
@@ -235,13 +284,17 @@ def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk) -> Ca
         if cap is not None:
             cap.__exit__(None, None, None)
     if len(kept_order) < 2:
-        raise ValueError("fewer than two probe inputs hold two or more tokens")
+        from .probe import ProbeError
+
+        raise ProbeError("fewer than two probe inputs hold two or more tokens")
     inv = np.argsort(kept_order)                    # back to the probe's order
     layers = [(X[inv], m[inv]) for X, m in stack.padded()]
     qk = [(q[inv], k[inv], n[inv]) for q, k, n in qks.result()] if cap is not None else None
     notes = [f"{len(probe.items) - len(kept_order)} inputs with fewer than two tokens left out"] \
         if len(kept_order) < len(probe.items) else []
-    return Captured(layers, "tokens", qk, why, notes)
+    if cut:
+        notes.append(f"{cut} inputs longer than {max_tokens} tokens cut to their first {max_tokens}")
+    return Captured(layers, "tokens", qk, why, notes, cut)
 
 
 def _vision(model, processor, probe, device, batch_size, max_tokens, want_qk) -> Captured:
@@ -306,4 +359,4 @@ def _audio(loaded, probe, device, max_tokens) -> Captured:
     return Captured(stack.padded(), "frames", None, why)
 
 
-__all__ = ["Captured", "capture"]
+__all__ = ["Captured", "capture", "check_tokens", "token_counts"]

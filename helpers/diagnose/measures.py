@@ -202,6 +202,62 @@ def measure(layers: list[tuple[Tensor, Tensor]], W: Tensor,
                     [int(m.sum()) for _, m in layers])
 
 
+def _quantile(level: float, twins: int, init: np.ndarray | float = 1.0, probe: np.ndarray | float = 0.0):
+    """The two-sided quantile for one more draw, D/√(init + probe): Student-t with Welch–Satterthwaite's degrees
+    of freedom, (K − 1)·((init + probe)/init)² — K − 1 where the twins' spread (estimated from K values) dominates,
+    towards the normal where the probe's variance (estimated from the bootstrap draws) does; normal with a single
+    twin, whose spread cannot be measured."""
+    from scipy import stats
+
+    p = 0.5 + level / 2
+    if twins < 2:
+        return float(stats.norm.ppf(p))
+    init, probe = np.asarray(init, dtype=float), np.asarray(probe, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(init > 0, (twins - 1) * ((init + probe) / np.where(init > 0, init, 1)) ** 2, np.inf)
+    return np.where(np.isfinite(df), stats.t.ppf(p, np.minimum(df, 1e6)), stats.norm.ppf(p))
+
+
+def twin_band(twin_estimates: np.ndarray, twin_draws: np.ndarray, level: float = 0.95) -> dict[str, np.ndarray]:
+    """Where an untrained model of this architecture lies, per layer: the twins' mean with a prediction band,
+    mean ± q·√(s²(1 + 1/K) + v), s² the variance of the K twins' estimates (the initialisation), v the bootstrap
+    variance of their mean (the probe's inputs), q Student-t's (`_quantile`).
+    `twin_estimates` (K, L), `twin_draws` (K, B, L)."""
+    K = twin_estimates.shape[0]
+    mean = twin_estimates.mean(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        s2 = twin_estimates.var(0, ddof=1) if K >= 2 else np.zeros_like(mean)
+        v = np.nanvar(twin_draws.mean(0), axis=0, ddof=1)
+        half = _quantile(level, K, s2 * (1 + 1 / K), v) * np.sqrt(s2 * (1 + 1 / K) + v)
+    return {"estimate": mean, "low": mean - half, "high": mean + half, "spread": np.sqrt(s2)}
+
+
+def compare(model_estimate: np.ndarray, model_draws: np.ndarray, twin_estimates: np.ndarray,
+            twin_draws: np.ndarray, level: float = 0.95, cells: int = 1) -> dict[str, np.ndarray]:
+    """Model − twins, per layer: the difference from the twins' mean, D = m − t̄, with the interval
+    D ± q·√(s²(1 + 1/K) + v): s² the variance of the K twins' estimates (how far two random initialisations of
+    the architecture lie apart), v the bootstrap variance of m_b − t̄_b over the probe's inputs (paired: the same
+    draws for the model and every twin), q Student-t's (`_quantile`: K − 1 degrees of freedom where the twins'
+    spread dominates, more where the probe's variance does) at level 1 − (1 − level)/cells
+    (Bonferroni over the `cells` (layer, measure) cells a report reads, so that a random model of the same
+    architecture is called different nowhere with probability about `level`). With one twin, s² cannot be
+    measured and the interval covers the inputs only (a normal quantile). `differs`: the interval excludes 0;
+    `score`: D over the half-width (beyond ±1: differs).
+    Shapes: model (L,), (B, L); twins (K, L), (K, B, L)."""
+    K = twin_estimates.shape[0]
+    diff = model_estimate - twin_estimates.mean(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        s2 = twin_estimates.var(0, ddof=1) if K >= 2 else np.zeros_like(diff)
+        v = np.nanvar(model_draws - twin_draws.mean(0), axis=0, ddof=1)
+        init = s2 * (1 + 1 / K)
+        half = _quantile(1 - (1 - level) / max(cells, 1), K, init, v) * np.sqrt(init + v)
+        differs = np.isfinite(diff) & np.isfinite(half) & (np.abs(diff) > half)
+    return {"estimate": diff, "low": diff - half, "high": diff + half, "differs": differs,
+            "score": np.where(half > 0, diff / np.where(half > 0, half, 1), np.nan)}
+
+
 def interval(draws: np.ndarray, estimate: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bounds over the draws (axis 0), shifted so that the draws' median sits on the full-sample
     `estimate`: a resample repeats inputs, which biases ratio measures (the participation ratio most: repeated
@@ -212,5 +268,5 @@ def interval(draws: np.ndarray, estimate: np.ndarray, level: float = 0.95) -> tu
     return estimate + lo - med, estimate + hi - med
 
 
-__all__ = ["MEASURES", "COLLAPSE_SIGN", "Measured", "bootstrap_weights", "measure", "interval", "pooled_measures",
-           "per_input_measures", "skew_draws", "qk_draws", "isoscore"]
+__all__ = ["MEASURES", "COLLAPSE_SIGN", "Measured", "bootstrap_weights", "measure", "interval", "compare", "twin_band",
+           "pooled_measures", "per_input_measures", "skew_draws", "qk_draws", "isoscore"]

@@ -14,8 +14,11 @@ import numpy as np
 #: the modalities a probe can hold, with what one input is
 MODALITIES = {"text": "a sentence", "protein": "an antibody chain (one-letter residues)",
               "chem": "a reaction SMILES", "vision": "an image", "audio": "a 16 kHz waveform"}
-#: default probe sizes: MiniLM and its twin on 128 sentences take well under a minute on 2 CPU cores
+#: default probe sizes: MiniLM and its five twins on 128 sentences take about a minute on 2 CPU cores
 DEFAULT_SIZE = {"text": 128, "protein": 64, "chem": 64, "vision": 48, "audio": 32}
+#: the most inputs a probe may hold (a default probe's `-n`, or a probe file's lines): every layer of the model
+#: and of each twin keeps every input's vectors in memory, and the measures' cost grows with the inputs
+MAX_SIZE = {"text": 2048, "protein": 1024, "chem": 1024, "vision": 512, "audio": 256}
 
 
 class ProbeError(ValueError):
@@ -24,17 +27,22 @@ class ProbeError(ValueError):
 
 @dataclass
 class Probe:
+    """`items`: the inputs; `source`: "default" or the probe file's path; `made`: how a default probe is made
+    again (modality, n, seed), or the file's own SHA-256."""
+
     modality: str
     items: list
     description: str
     source: str = "default"
     labels: list[str] = field(default_factory=list)
+    made: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.items)
 
     def fingerprint(self) -> str:
-        """sha256 (first 16 hex) over the inputs: two reports on the same probe show the same value."""
+        """sha256 (64 hex) over the inputs, each followed by a NUL byte (text as UTF-8, a waveform as float32, an
+        image as its RGB bytes): two reports on the same probe show the same value."""
         h = hashlib.sha256()
         for x in self.items:
             if isinstance(x, str):
@@ -44,11 +52,16 @@ class Probe:
             else:                                   # a PIL image
                 h.update(np.asarray(x.convert("RGB")).tobytes())
             h.update(b"\0")
-        return h.hexdigest()[:16]
+        return h.hexdigest()
 
     def to_json(self) -> dict:
-        return {"modality": self.modality, "inputs": len(self.items), "description": self.description,
-                "source": self.source, "sha256_16": self.fingerprint()}
+        """What the probe was and how to have it again: the inputs themselves for text-like probes, the file's
+        path (and its SHA-256) or the default probe's recipe for images and recordings."""
+        out = {"modality": self.modality, "inputs": len(self.items), "description": self.description,
+               "source": self.source, "sha256": self.fingerprint(), **self.made}
+        if self.modality in ("text", "protein", "chem"):
+            out["items"] = list(self.items)
+        return out
 
 
 def _spread(n_total: int, n: int) -> list[int]:
@@ -78,9 +91,17 @@ def wikitext_sentences(n: int, min_words: int = 8, max_words: int = 40) -> list[
 
 def default_probe(modality: str, n: int | None = None, seed: int = 0) -> Probe:
     """The default probe of a modality, from the offline mirror (or the hub where the mirror is absent)."""
+    if modality not in MODALITIES:
+        raise ProbeError(f"unknown modality {modality!r}: use one of {sorted(MODALITIES)}")
     n = DEFAULT_SIZE[modality] if n is None else n
-    if n < 2:
-        raise ProbeError(f"a probe needs at least 2 inputs, asked for {n}")
+    if not 2 <= n <= MAX_SIZE[modality]:
+        raise ProbeError(f"-n {n}: a {modality} probe holds 2 to {MAX_SIZE[modality]} inputs")
+    probe = _default(modality, n, seed)
+    probe.made = {"default": {"modality": modality, "n": n, "seed": seed}}
+    return probe
+
+
+def _default(modality: str, n: int, seed: int) -> Probe:
     if modality == "text":
         items = wikitext_sentences(n)
         return Probe("text", items, f"{len(items)} WikiText-103 validation sentences (8-40 words, spread over "
@@ -111,10 +132,9 @@ def default_probe(modality: str, n: int | None = None, seed: int = 0) -> Probe:
     raise ProbeError(f"unknown modality {modality!r}: use one of {sorted(MODALITIES)}")
 
 
-def read_probe(path: str | Path, modality: str) -> Probe:
-    """The user's probe: a UTF-8 text file with one input per line — the input itself for text, protein and
-    chem, the path of an image or a WAV file (relative to the file) for vision and audio. Raises `ProbeError`
-    with one line naming the file when it is missing, empty or cannot be decoded."""
+def read_lines(path: str | Path) -> tuple[list[str], str]:
+    """The non-empty lines of a probe file and the file's SHA-256; `ProbeError` (one line naming the file) when
+    it cannot be read, is not UTF-8, holds fewer than 2 inputs or more than any modality allows."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -127,8 +147,21 @@ def read_probe(path: str | Path, modality: str) -> Probe:
     lines = [x.strip() for x in text.splitlines() if x.strip()]
     if len(lines) < 2:
         raise ProbeError(f"probe file {path}: holds {len(lines)} input(s); a probe needs at least 2, one per line")
+    return lines, hashlib.sha256(raw).hexdigest()
+
+
+def read_probe(path: str | Path, modality: str) -> Probe:
+    """The user's probe: a UTF-8 text file with one input per line — the input itself for text, protein and
+    chem, the path of an image or a WAV file (relative to the file) for vision and audio. Raises `ProbeError`
+    with one line naming the file when it is missing, empty or cannot be decoded."""
+    path = Path(path)
+    lines, digest = read_lines(path)
+    if len(lines) > MAX_SIZE.get(modality, 0):
+        raise ProbeError(f"probe file {path}: holds {len(lines)} inputs; a {modality} probe holds at most "
+                         f"{MAX_SIZE.get(modality, 0)}")
+    made = {"path": str(path.resolve()), "file_sha256": digest}
     if modality in ("text", "protein", "chem"):
-        return Probe(modality, lines, f"{len(lines)} inputs from {path.name}", source=str(path))
+        return Probe(modality, lines, f"{len(lines)} inputs from {path.name}", source=str(path), made=made)
     items = []
     for line in lines:
         f = (path.parent / line) if not Path(line).is_absolute() else Path(line)
@@ -146,7 +179,8 @@ def read_probe(path: str | Path, modality: str) -> Probe:
             raise ProbeError(f"probe file {path}: {line} cannot be decoded as "
                              f"{'an image' if modality == 'vision' else 'a WAV file'} ({type(err).__name__})") from None
     return Probe(modality, items, f"{len(items)} {'images' if modality == 'vision' else 'recordings'} listed in "
-                                  f"{path.name}", source=str(path))
+                                  f"{path.name}", source=str(path), made=made)
 
 
-__all__ = ["MODALITIES", "DEFAULT_SIZE", "Probe", "ProbeError", "default_probe", "read_probe", "wikitext_sentences"]
+__all__ = ["MODALITIES", "DEFAULT_SIZE", "MAX_SIZE", "Probe", "ProbeError", "default_probe", "read_probe", "read_lines",
+           "wikitext_sentences"]

@@ -1,5 +1,6 @@
-"""The report of a diagnosis: one self-contained HTML page (figures embedded as PNG) and the JSON of every
-number, written whole or not at all."""
+"""The report of a diagnosis: one self-contained HTML page (figures embedded as PNG) that opens with what the
+model does differently from its untrained twins, and the JSON of every number and of how to rerun it, written
+whole or not at all."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import base64
 import html
 import io
 import json
+import time
 from pathlib import Path
 
 import numpy as np
 
 from ..book.results import write_atomic
-from .measures import MEASURES
+from .checks import check_out
+from .measures import COLLAPSE_SIGN, MEASURES
 from .run import Diagnosis
 
 
@@ -23,8 +26,9 @@ def _png(fig) -> str:
 
 
 def curves_figure(d: Diagnosis, measures: list[str] | None = None, ncols: int = 4):
-    """Per-layer curves of every measure, the model against its untrained twin, with their 95 % intervals;
-    a layer where the two differ beyond their intervals is marked with a dot on the model's curve."""
+    """Per-layer curves of every measure: the model with its 95 % interval over the inputs, the untrained twins'
+    mean with the band a random model of the architecture falls in; a layer where the model differs from its
+    twins (`Diagnosis.differs`) is marked with a dot on the model's curve."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -34,17 +38,19 @@ def curves_figure(d: Diagnosis, measures: list[str] | None = None, ncols: int = 
     nrows = -(-len(names) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 2.5 * nrows), squeeze=False)
     x = np.arange(d.layers)
+    k = len(d.twins)
+    twin_label = f"untrained twins ({k}): mean and 95 % band" if k > 1 else "untrained twin"
     for ax, m in zip(axes.flat, names, strict=False):
         for which, colour in (("twin", "0.55"), ("model", "C0")):
-            if which == "twin" and d.twin is None:
+            if which == "twin" and not d.twins:
                 continue
             c = d.curve(m, which)
-            ax.plot(x, c["estimate"], color=colour, lw=1.6, label="untrained twin" if which == "twin" else "model")
+            ax.plot(x, c["estimate"], color=colour, lw=1.6, label=twin_label if which == "twin" else "model")
             ax.fill_between(x, c["low"], c["high"], color=colour, alpha=0.25, lw=0)
-        if d.twin is not None:
+        if d.twins:
             diff = d.differs(m)
             est = d.model.estimate[m]
-            ax.plot(x[diff], est[diff], "o", color="C3", ms=3.5, label="differs from twin")
+            ax.plot(x[diff], est[diff], "o", color="C3", ms=3.5, label="differs from the twins")
         ax.set_title(MEASURES[m][0], fontsize=10)
         ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -57,34 +63,85 @@ def curves_figure(d: Diagnosis, measures: list[str] | None = None, ncols: int = 
 
 
 def heads_figure(d: Diagnosis):
-    """cos(q̄, k̄) of every head and block, model (and twin) as heat maps."""
+    """cos(q̄, k̄) of every head and block, model (and the first twin) as heat maps on one labelled colour
+    scale."""
     import matplotlib.pyplot as plt
 
     panels = [("model", d.model.qk_heads)]
     if d.twin is not None and d.twin.qk_heads is not None:
-        panels.append(("untrained twin", d.twin.qk_heads))
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.0), squeeze=False)
+        panels.append((f"untrained twin (seed {d.meta['seed']})", d.twin.qk_heads))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels) + 0.8, 3.0), squeeze=False)
     for ax, (title, h) in zip(axes[0], panels, strict=True):
         im = ax.imshow(h[1:].T, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto",
                        extent=(0.5, h.shape[0] - 0.5, h.shape[1] - 0.5, -0.5))
-        ax.set_title(f"cos(q̄, k̄) per head: {title}", fontsize=10)
+        ax.set_title(title, fontsize=10)
         ax.set_xlabel("block", fontsize=8)
         ax.set_ylabel("head", fontsize=8)
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8)
+    bar = fig.colorbar(im, ax=axes[0].tolist(), shrink=0.85)
+    bar.set_label("cos(mean query, mean key) of the head\n(−1 opposite, 0 orthogonal, +1 aligned)", fontsize=8)
     return fig
 
 
-def _differs_rows(d: Diagnosis) -> str:
-    if d.twin is None:
-        return "<tr><td colspan=4>no twin measured (--no-twin)</td></tr>"
+def _layers_text(names: list[str], total: int) -> str:
+    if not names:
+        return "—"
+    return "every layer" if len(names) == total else ", ".join(names)
+
+
+def summary_html(d: Diagnosis) -> str:
+    """The report's first lines: per measure, which direction means collapse, and in which layers the model is
+    more (or less) collapsed than its untrained twins."""
+    esc = html.escape
+    if not d.twins:
+        return "<p>No untrained twins were measured (<code>--twins 0</code>), so nothing is compared.</p>"
+    cells = sum(int(d.differs(m).sum()) for m in d.measures)
+    k = len(d.twins)
+    head = (f"<p><b>The model differs from its {k} untrained twin{'s' if k > 1 else ''} in {cells} of {d.cells} "
+            "(layer, measure) cells.</b> A cell differs where the model lies outside the twins' spread combined "
+            f"with the probe's interval, at 95 % over all {d.cells} cells at once, so that a random model of this "
+            "architecture reads as no difference.")
+    if k == 1:
+        head += " <b>With one twin the initialisation's spread is not measured:</b> two random models can differ."
+    rows = []
+    for r in d.summary():
+        if "more_collapsed" in r:
+            more = _layers_text(r["more_collapsed"], d.layers)
+            less = _layers_text(r["less_collapsed"], d.layers)
+        else:
+            more = "higher in " + _layers_text(r["higher"], d.layers) if r["higher"] else "—"
+            less = "lower in " + _layers_text(r["lower"], d.layers) if r["lower"] else "—"
+        rows.append(f"<tr><td>{esc(r['label'])}</td><td>{esc(r['collapse'])}</td><td>{esc(more)}</td>"
+                    f"<td>{esc(less)}</td></tr>")
+    return (head + "</p>\n<table><tr><th>measure</th><th>collapse is</th><th>more collapsed than the twins in</th>"
+            "<th>less collapsed than the twins in</th></tr>\n" + "\n".join(rows) + "</table>")
+
+
+def differs_grid(d: Diagnosis) -> str:
+    """Measures × layers: ▲ where the model lies above its twins by the rule, ▼ below, · within them; red
+    where that is more collapsed, blue where less."""
+    if not d.twins:
+        return "<p>No twins measured.</p>"
+    esc = html.escape
+    head = "".join(f"<th>{i}</th>" for i in range(d.layers))
     rows = []
     for m in d.measures:
-        diff = d.differs(m)
-        layers = [d.meta["layer_names"][i] for i in np.flatnonzero(diff)]
-        rows.append(f"<tr><td>{html.escape(MEASURES[m][0])}</td><td>{html.escape(MEASURES[m][1])}</td>"
-                    f"<td>{int(diff.sum())} of {int(np.isfinite(d.model.estimate[m]).sum())}</td>"
-                    f"<td>{html.escape(', '.join(layers) or '—')}</td></tr>")
-    return "\n".join(rows)
+        c = d.curve(m, "difference")
+        sign = COLLAPSE_SIGN.get(m, 0)
+        cells = []
+        for i, diff in enumerate(d.differs(m)):
+            if not np.isfinite(c["estimate"][i]):
+                cells.append("<td></td>")
+            elif not diff:
+                cells.append('<td class="same">·</td>')
+            else:
+                up = bool(c["estimate"][i] > 0)
+                cls = "" if not sign else ("more" if up == (sign > 0) else "less")
+                cells.append(f'<td class="{cls}">{"▲" if up else "▼"}</td>')
+        rows.append(f"<tr><td>{esc(MEASURES[m][0])}</td>{''.join(cells)}</tr>")
+    return ('<table class="grid"><tr><th>measure / layer</th>' + head + "</tr>\n" + "\n".join(rows) + "</table>\n"
+            '<p class="small">▲ above the twins, ▼ below, · within them; <span class="more">red</span>: more '
+            'collapsed than the twins, <span class="less">blue</span>: less collapsed (by the measure\'s direction '
+            "of collapse); layer 0 is the embeddings.</p>")
 
 
 def isoscore_note(d: Diagnosis) -> str:
@@ -101,60 +158,83 @@ def isoscore_note(d: Diagnosis) -> str:
             "of the mean's (it is computed on the covariance: a common drift does not change it).")
 
 
-def _source(meta: dict) -> str:
-    """Where the weights came from: the hub id and its commit, the weight package, or the folder (the JSON keeps
-    the full path)."""
-    src, rev = str(meta["source"]), str(meta["revision"])
-    if Path(src).is_absolute() and rev != src:
-        return f"weights <code>{html.escape(rev)}</code>"
-    return f"source <code>{html.escape(src)}</code>" + (f", revision <code>{html.escape(rev)}</code>" if rev != src
-                                                        else "")
+def _weights(meta: dict) -> str:
+    """Where the weights came from: the hub id and the commit it resolved to, or the files' SHA-256 (the JSON
+    keeps them all)."""
+    w = meta.get("weights") or {}
+    esc = html.escape
+    if "hub_id" in w:
+        return (f"hub id <code>{esc(str(w['hub_id']))}</code>, revision <code>{esc(str(w['revision']))}</code> "
+                f"resolved to commit <code>{esc(str(w.get('resolved_commit')))}</code>")
+    files = w.get("sha256", {})
+    first = ", ".join(f"{esc(k)} <code>{v[:16]}…</code>" for k, v in list(files.items())[:2])
+    more = f" and {len(files) - 2} more" if len(files) > 2 else ""
+    pk = f"; packages {esc(', '.join(w['packages']))}" if w.get("packages") else ""
+    return f"weights read from disk, SHA-256: {first}{more}{pk}"
 
 
 def render_html(d: Diagnosis) -> str:
     meta = d.meta
+    esc = html.escape
     curves = _png(curves_figure(d))
     heads = f'<img alt="per-head q/k alignment" src="data:image/png;base64,{_png(heads_figure(d))}">' \
         if d.model.qk_heads is not None else ""
-    skipped = "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in d.skipped.items())
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in d.notes)
-    esc = html.escape
+    skipped = "".join(f"<li><b>{esc(k)}</b>: {esc(v)}</li>" for k, v in d.skipped.items())
+    notes = "".join(f"<li>{esc(n)}</li>" for n in d.notes)
+    tw = meta.get("twins") or {}
+    twins = (f"{tw['count']} untrained twin{'s' if tw['count'] > 1 else ''} (seeds "
+             f"{', '.join(map(str, tw['seeds']))}): {esc(tw['what'])}. Rule: {esc(tw['rule'])}.") if tw else \
+        "no untrained twins."
+    git = meta.get("git") or {}
+    commit = (git.get("commit") or "not a git checkout")[:12] + (" (uncommitted changes)" if git.get("dirty") else "")
+    secs = meta.get("seconds") or {}
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>tokuni diagnose {esc(meta['model'])}</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}}
 table{{border-collapse:collapse;font-size:14px}}td,th{{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left}}
-img{{max-width:100%}}code{{background:#f4f4f4;padding:1px 4px}}</style></head><body>
-<h1>{esc(meta['model'])}: layer by layer, against its untrained twin</h1>
-<p>{esc(meta['description'])}<br>{_source(meta)}; {esc(meta['modality'])} model, {len(meta['layer_names'])} layers
-(embeddings first), vectors: {esc(meta['units'])}.</p>
-<p>Probe: {esc(meta['probe']['description'])} (sha256 {esc(meta['probe']['sha256_16'])}). Intervals: 95 %
-bootstrap over the probe's inputs ({meta['draws']} draws, seed {meta['seed']}), the same draws for the model and
-its twin, so a difference is paired. Twin: {esc(str(meta['twin']))}.</p>
+table.grid td,table.grid th{{padding:2px 4px;text-align:center;font-size:13px}}
+table.grid td:first-child{{text-align:left}}
+.more{{color:#c0392b;font-weight:bold}}.less{{color:#2471a3;font-weight:bold}}.same{{color:#aaa}}
+.small{{font-size:13px;color:#555}}img{{max-width:100%}}code{{background:#f4f4f4;padding:1px 4px}}</style></head><body>
+<h1>{esc(meta['model'])}: layer by layer, against its untrained twins</h1>
+<p>{esc(meta['description'])}. {esc(meta['modality'])} model, {len(meta['layer_names'])} layers (embeddings
+first), vectors: {esc(meta['units'])}.</p>
+<h2>Summary</h2>
+{summary_html(d)}
 <h2>Every measure per layer</h2>
 <img alt="per-layer curves" src="data:image/png;base64,{curves}">
-<h2>Where the model differs from its twin beyond the intervals</h2>
-<table><tr><th>measure</th><th>what it is</th><th>layers that differ</th><th>which</th></tr>
-{_differs_rows(d)}</table>
+<h2>Where the model differs from its twins, layer by layer</h2>
+{differs_grid(d)}
 {"<h2>Mean query against mean key, per head</h2>" + heads if heads else ""}
 <h2>IsoScore beside the book's measures</h2><p>{esc(isoscore_note(d))}</p>
 {"<h2>Skipped</h2><ul>" + skipped + "</ul>" if skipped else ""}
 {"<h2>Notes</h2><ul>" + notes + "</ul>" if notes else ""}
-<p style="color:#666;font-size:13px">Command: <code>{esc(meta['command'])}</code>; {meta['seconds']} s on
+<h2>What was run</h2>
+<p class="small">Probe: {esc(meta['probe']['description'])} (SHA-256 {esc(meta['probe']['sha256'][:16])}…);
+{esc(meta['truncation']['rule'])} (max_tokens {meta['truncation']['max_tokens']}). Intervals: 95 % bootstrap over
+the probe's inputs ({meta['draws']} draws, seed {meta['seed']}), the same draws for the model and every twin.
+Twins: {twins} Weights: {_weights(meta)}.</p>
+<p class="small">Command: <code>{esc(meta['command'])}</code>; tokuni {esc(meta['tool_version'])}, commit
+{esc(commit)}; {esc(meta['written_at'] or '')}; {secs.get('diagnose_wall')} s ({secs.get('diagnose_cpu')} CPU-s) on
 {esc(meta['device'])}; versions: {esc(', '.join(f'{k} {v}' for k, v in meta['versions'].items()))}.
-Every number: the JSON file beside this page.</p>
+Every number, and the arguments that rerun it: the JSON file beside this page.</p>
 </body></html>
 """
 
 
 def write_report(d: Diagnosis, out: str | Path) -> tuple[Path, Path]:
-    """Write `<out>.html` and `<out>.json`. Both are rendered in memory first and then written atomically, so a
-    failure leaves neither (or the previous pair) behind, never half a file."""
+    """Write `<out>.html` and `<out>.json` (the folder made if needed; `checks.check_out` first). Both are
+    rendered in memory and then written atomically, so a failure or an interrupt leaves neither (or the previous
+    pair) behind, never half a file. The JSON records the process's CPU time up to the writing."""
     import matplotlib.pyplot as plt
 
     out = Path(out)
+    check_out(out)
     page = render_html(d)
     plt.close("all")
-    data = json.dumps(d.to_json(), indent=1, ensure_ascii=False)
+    record = d.to_json()
+    record["seconds"] = {**(record.get("seconds") or {}), "process_cpu": round(time.process_time(), 1)}
+    data = json.dumps(record, indent=1, ensure_ascii=False)
     html_path, json_path = out.with_name(out.name + ".html"), out.with_name(out.name + ".json")
     html_path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(json_path, data)
@@ -168,4 +248,5 @@ def write_report(d: Diagnosis, out: str | Path) -> tuple[Path, Path]:
     return html_path, json_path
 
 
-__all__ = ["write_report", "render_html", "curves_figure", "heads_figure", "isoscore_note"]
+__all__ = ["write_report", "render_html", "curves_figure", "heads_figure", "isoscore_note", "summary_html",
+           "differs_grid"]

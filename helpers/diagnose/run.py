@@ -1,23 +1,40 @@
-"""`diagnose(model)`: load a model and its untrained twin, run a probe through both, measure every layer with
-intervals over the probe's inputs, and say which layers differ from the twin beyond their intervals."""
+"""`diagnose(model)`: check every option, the model and the probe, then load the model and several untrained
+twins (the same architecture, random weights drawn with seeds seed, seed + 1, …), run the probe through each,
+measure every layer with intervals over the probe's inputs, and say where the model lies outside what its twins
+give: the twins' spread (the initialisation) combined with the probe's interval (the inputs)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..book.runtime import choose_device, device_description, package_versions
+from ..book.runtime import REPO_ROOT, choose_device, device_description, package_versions, run_seeds
 from ..hf import models
 from . import measures as DM
 from .capture import capture
-from .probe import Probe, default_probe, read_probe
+from .checks import (
+    DiagnoseError,
+    check_device,
+    check_folder,
+    check_memory,
+    check_options,
+    dims_of,
+    looks_like_path,
+    modality_of_config,
+)
+from .probe import MAX_SIZE, Probe, ProbeError, default_probe, read_probe
 
 #: the offline models a diagnosis loads by name (besides hub ids and local folders)
 OFFLINE_MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2", "SmolLM2-135M-Instruct", "AntiBERTy", "rxnmapper-ALBERT",
@@ -25,27 +42,27 @@ OFFLINE_MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2", "SmolLM2-135M-Instruc
 #: modality of the offline models that are not plain text
 _MODALITY = {"AntiBERTy": "protein", "rxnmapper-ALBERT": "chem", "EfficientNet-Lite0": "vision",
              "whisper-tiny.en": "audio", "whisper-base": "audio"}
-_VISION_TYPES = ("vit", "deit", "beit", "dinov2", "dinov2_with_registers", "convnext", "resnet", "swin",
-                 "data2vec-vision", "efficientnet", "mobilevit")
-_AUDIO_TYPES = ("whisper", "wav2vec2", "hubert", "wavlm", "data2vec-audio")
+#: the default number of untrained twins
+TWINS = 5
+#: the default bound on the vectors of one input (`capture`: a text is cut to its first `max_tokens` tokens)
+MAX_TOKENS = 256
+#: files whose SHA-256 the JSON records for a model read from disk
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".gguf", ".ckpt")
+#: the packages whose versions the JSON records, besides `book.runtime.package_versions`'
+_MORE_VERSIONS = ("tokenizers", "isoscore", "matplotlib", "safetensors", "huggingface_hub", "token-uniformity-book")
 
 
-def modality_of(name: str) -> str:
-    """text | protein | chem | vision | audio: from the book's tables for its offline models, else from the
-    model's config (its `model_type`)."""
-    if name in _MODALITY:
-        return _MODALITY[name]
-    if name in models.MODALITY:
-        return models.MODALITY[name]
-    if name in OFFLINE_MODELS:
-        return "text"
-    try:
-        from transformers import AutoConfig
+def _offline(name: str) -> bool:
+    return name in OFFLINE_MODELS or name in models.OFFLINE_PACKAGES
 
-        kind = AutoConfig.from_pretrained(models.resolve_source(name)).model_type
-    except Exception:  # noqa: BLE001 - the load that follows gives the one-line refusal
-        return "text"
-    return "vision" if kind in _VISION_TYPES else "audio" if kind in _AUDIO_TYPES else "text"
+
+def kind_of(name: str) -> str:
+    """"offline" (a name the book loads without the hub), "folder" (a path), or "hub" (a hub id)."""
+    if _offline(name) and not Path(name).is_dir():
+        return "offline"
+    if looks_like_path(name) or Path(name).exists():
+        return "folder"
+    return "hub"
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
@@ -62,9 +79,9 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 
 
 def check_available(name: str) -> None:
-    """Refuse at once, in one line, a model that is neither offline, nor a local folder, nor on a reachable hub
-    (instead of the hub client's minutes of retries)."""
-    if name in OFFLINE_MODELS or name in models.OFFLINE_PACKAGES or Path(name).is_dir():
+    """Refuse at once, in one line, a hub id when the hub is switched off or cannot be reached (instead of the
+    hub client's minutes of retries)."""
+    if kind_of(name) != "hub":
         return
     offline = os.environ.get("HF_HUB_OFFLINE", "0").upper() in ("1", "ON", "YES", "TRUE")
     if offline or not _hub_reachable():
@@ -76,27 +93,163 @@ def check_available(name: str) -> None:
                                f"copy. Offline models: {', '.join(OFFLINE_MODELS)}")
 
 
-def revision_of(loaded) -> str:
-    """The hub commit the weights came from, else the version of the package that ships them, else the folder."""
-    commit = getattr(getattr(loaded.model, "config", None), "_commit_hash", None)
-    if commit:
-        return str(commit)
-    pkg = models.OFFLINE_PACKAGES.get(loaded.name)
-    if pkg:
-        return pkg[2]
-    return loaded.source
+def resolve_revision(name: str, revision: str | None) -> str:
+    """The commit a hub id's `revision` (branch, tag or commit; None: main) points to now, asked of the hub, so
+    that the model is loaded at that commit and the JSON records exactly what was measured."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError, RevisionNotFoundError
+
+    from ..hf.loading import ModelUnavailable
+
+    try:
+        sha = HfApi().model_info(models.resolve_source(name), revision=revision).sha
+    except RevisionNotFoundError:
+        raise DiagnoseError(f"--revision {revision}: {name} has no such branch, tag or commit") from None
+    except (HfHubHTTPError, OSError, ValueError) as err:
+        raise ModelUnavailable(f"cannot resolve {name!r} at revision {revision or 'main'} on the hub "
+                               f"({str(err).splitlines()[0][:160]})") from None
+    if not sha:
+        raise ModelUnavailable(f"the hub gives no commit for {name!r} at revision {revision or 'main'}")
+    return sha
+
+
+def model_config(name: str, revision: str | None = None) -> dict | None:
+    """The model's config as a dict, read without running any of its code: a folder's config.json (checked:
+    `checks.check_folder`), an offline model's where it ships one, a hub id's through `AutoConfig` with
+    `trust_remote_code=False`; None where there is none to read (GGUF, CTranslate2, plain PyTorch weights)."""
+    import json
+
+    kind = kind_of(name)
+    if kind == "folder":
+        return check_folder(name)
+    if kind == "offline":
+        try:
+            folder = models.offline_path(name) if name not in ("whisper-tiny.en", "whisper-base") else None
+        except models.ModelUnavailable:
+            return None
+        for f in (folder / "config.json", folder / "AntiBERTy_md_smooth" / "config.json") if folder else ():
+            if f.is_file():
+                try:
+                    return json.loads(f.read_text(encoding="utf-8"))
+                except ValueError:
+                    return None
+        return None
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(models.resolve_source(name), revision=revision,
+                                          trust_remote_code=False).to_dict()
+    except ValueError as err:
+        if "custom code" in str(err):
+            raise DiagnoseError(f"{name} needs custom code (an auto_map in its config), which tokuni never runs") \
+                from None
+        return None
+    except OSError:
+        return None
+
+
+def modality_of(name: str, config: dict | None = None) -> str:
+    """text | protein | chem | vision | audio: from the book's tables for its offline models, else from the
+    model's config (its `model_type`), read without running any of its code."""
+    if name in _MODALITY:
+        return _MODALITY[name]
+    if name in models.MODALITY:
+        return models.MODALITY[name]
+    if name in OFFLINE_MODELS:
+        return "text"
+    if config is None:
+        try:
+            config = model_config(name)
+        except DiagnoseError:
+            config = None
+    return modality_of_config(config or {})
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def weights_record(name: str, loaded, kind: str, revision: str | None = None,
+                   commit: str | None = None) -> dict[str, Any]:
+    """Where the weights came from, precisely enough to load the same ones again: for a hub id the revision asked
+    for and the commit it resolved to (`resolve_revision`; the model was loaded at that commit); for anything
+    read from disk (a folder, a weight package, a model split over packages) the SHA-256 of every weight file and
+    of config.json, with the pip packages that ship them."""
+    if kind == "hub":
+        return {"hub_id": loaded.source, "revision": revision or "main", "resolved_commit": commit}
+    if name in ("whisper-tiny.en", "whisper-base"):
+        from ..hf.whisper import package_dir
+
+        folder = Path(package_dir(name))
+    else:
+        folder = Path(loaded.source)
+    gguf = models.OFFLINE_PACKAGES.get(name, (None, None, None, None))[3]
+    files = [folder / gguf] if gguf else sorted(f for f in folder.rglob("*") if f.is_file() and (
+        f.suffix in _WEIGHT_SUFFIXES or f.name == "config.json"))
+    out: dict[str, Any] = {"folder": str(folder), "sha256": {str(f.relative_to(folder)): _sha256(f) for f in files}}
+    packages = []
+    if name in models.OFFLINE_PACKAGES:
+        packages.append(models.OFFLINE_PACKAGES[name][2])
+    from ..hf.split_weights import SPLIT
+
+    if name in SPLIT:
+        packages += SPLIT[name].specs
+        out["assembled_sha256"] = {SPLIT[name].assembled: SPLIT[name].sha256}
+    if name == "whisper-tiny.en":
+        from ..hf.whisper import PIP_SPEC
+
+        packages.append(PIP_SPEC)
+    if packages:
+        out["packages"] = packages
+    return out
+
+
+def git_commit() -> dict[str, Any]:
+    """The project's commit (full hash) and whether the checkout has uncommitted changes to tracked files; None
+    outside a git checkout (an installed wheel)."""
+    if not (REPO_ROOT / ".git").exists():
+        return {"commit": None, "dirty": None}
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": head or None, "dirty": bool(dirty)}
+
+
+def versions() -> dict[str, str]:
+    out = package_versions()
+    for name in _MORE_VERSIONS:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
 
 
 @dataclass
 class Diagnosis:
-    """A model's per-layer measures beside its untrained twin's. `model` / `twin`: `measures.Measured`
-    (estimate and bootstrap draws per measure); `meta`: model id, revision, probe, seed, versions, command."""
+    """A model's per-layer measures beside its untrained twins'. `model`: `measures.Measured` (estimate and
+    bootstrap draws per measure); `twins`: one `Measured` per twin (seeds `meta["twins"]["seeds"]`), measured on
+    the same bootstrap draws; `meta`: what was run and how to run it again (see `to_json`)."""
 
     meta: dict[str, Any]
     model: DM.Measured
-    twin: DM.Measured | None = None
+    twins: list[DM.Measured] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    level: float = 0.95
+
+    @property
+    def twin(self) -> DM.Measured | None:
+        """The first twin (seed `seed`), or None."""
+        return self.twins[0] if self.twins else None
 
     @property
     def layers(self) -> int:
@@ -106,43 +259,90 @@ class Diagnosis:
     def measures(self) -> list[str]:
         return [m for m in DM.MEASURES if m in self.model.estimate]
 
+    @cached_property
+    def cells(self) -> int:
+        """The (layer, measure) cells the comparison with the twins reads (Bonferroni's count)."""
+        return int(sum(np.isfinite(self.model.estimate[m]).sum() for m in self.measures))
+
+    def _twin_arrays(self, measure: str) -> tuple[np.ndarray, np.ndarray]:
+        return (np.stack([t.estimate[measure] for t in self.twins]),
+                np.stack([t.draws[measure] for t in self.twins]))
+
+    @cached_property
+    def _compared(self) -> dict[str, dict[str, np.ndarray]]:
+        out = {}
+        for m in self.measures:
+            est, draws = self._twin_arrays(m)
+            out[m] = DM.compare(self.model.estimate[m], self.model.draws[m], est, draws, self.level, self.cells)
+        return out
+
     def curve(self, measure: str, which: str = "model") -> dict[str, np.ndarray]:
-        """estimate, low, high per layer of `which` ("model", "twin", or "difference": model − twin, paired)."""
+        """estimate, low, high per layer of `which`: "model" (95 % bootstrap over the inputs), "twin" (the
+        twins' mean with a 95 % prediction band for a random model: `measures.twin_band`), "difference" (model −
+        twins' mean, with the simultaneous interval of `measures.compare`)."""
         if which == "difference":
-            est = self.model.estimate[measure] - self.twin.estimate[measure]
-            draws = self.model.draws[measure] - self.twin.draws[measure]
-        else:
-            got = self.model if which == "model" else self.twin
-            est, draws = got.estimate[measure], got.draws[measure]
-        lo, hi = DM.interval(draws, est)
+            return {k: self._compared[measure][k] for k in ("estimate", "low", "high")}
+        if which == "twin":
+            return DM.twin_band(*self._twin_arrays(measure), self.level)
+        est, draws = self.model.estimate[measure], self.model.draws[measure]
+        lo, hi = DM.interval(draws, est, self.level)
         return {"estimate": est, "low": lo, "high": hi}
 
     def differs(self, measure: str) -> np.ndarray:
-        """Per layer: whether model − twin's interval excludes 0 (False where either is undefined)."""
-        c = self.curve(measure, "difference")
-        with np.errstate(invalid="ignore"):
-            return np.asarray((c["low"] > 0) | (c["high"] < 0))
+        """Per layer: whether the model lies outside its twins' spread combined with the probe's interval
+        (`measures.compare`); all False without twins."""
+        if not self.twins:
+            return np.zeros(self.layers, dtype=bool)
+        return self._compared[measure]["differs"]
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Per measure: what its direction of collapse is, and the layers where the model is more and less
+        collapsed than its twins (by the `differs` rule)."""
+        rows = []
+        names = self.meta["layer_names"]
+        for m in self.measures:
+            sign = DM.COLLAPSE_SIGN.get(m, 0)
+            row = {"measure": m, "label": DM.MEASURES[m][0],
+                   "collapse": {1: "higher", -1: "lower"}.get(sign, "no direction of collapse")}
+            if self.twins:
+                c = self._compared[m]
+                up = c["differs"] & (c["estimate"] > 0)
+                down = c["differs"] & (c["estimate"] < 0)
+                more, less = (up, down) if sign >= 0 else (down, up)
+                row["higher"] = [names[i] for i in np.flatnonzero(up)]
+                row["lower"] = [names[i] for i in np.flatnonzero(down)]
+                if sign:
+                    row["more_collapsed"] = [names[i] for i in np.flatnonzero(more)]
+                    row["less_collapsed"] = [names[i] for i in np.flatnonzero(less)]
+            rows.append(row)
+        return rows
 
     def to_json(self) -> dict[str, Any]:
         def arr(a):
             return [None if not np.isfinite(x) else round(float(x), 6) for x in np.asarray(a, dtype=float)]
 
-        out: dict[str, Any] = {**self.meta, "skipped": self.skipped, "notes": self.notes, "measures": {}}
+        out: dict[str, Any] = {**self.meta, "skipped": self.skipped, "notes": self.notes, "level": self.level,
+                               "measures": {}}
         for m in self.measures:
             label, what = DM.MEASURES[m]
-            row: dict[str, Any] = {"label": label, "what": what}
-            for which in ("model", "twin", "difference") if self.twin is not None else ("model",):
-                row[which] = {k: arr(v) for k, v in self.curve(m, which).items()}
-            if self.twin is not None:
+            row: dict[str, Any] = {"label": label, "what": what, "collapse_sign": DM.COLLAPSE_SIGN.get(m, 0),
+                                   "model": {k: arr(v) for k, v in self.curve(m, "model").items()}}
+            if self.twins:
+                band = self.curve(m, "twin")
+                row["twin"] = {k: arr(band[k]) for k in ("estimate", "low", "high")}
+                row["twin_spread"] = arr(band["spread"])
+                row["twins"] = [arr(t.estimate[m]) for t in self.twins]
+                row["difference"] = {k: arr(v) for k, v in self.curve(m, "difference").items()}
                 row["differs"] = [bool(x) for x in self.differs(m)]
             out["measures"][m] = row
+        out["summary"] = self.summary()
         if self.model.qk_heads is not None:
             out["qk_heads"] = {"model": [arr(r) for r in self.model.qk_heads]}
             if self.twin is not None and self.twin.qk_heads is not None:
                 out["qk_heads"]["twin"] = [arr(r) for r in self.twin.qk_heads]
         iso = {"model": arr(self.model.isoscore)}
-        if self.twin is not None:
-            iso["twin"] = arr(self.twin.isoscore)
+        if self.twins:
+            iso["twins"] = [arr(t.isoscore) for t in self.twins]
         out["isoscore"] = iso
         out["dims"], out["vectors"] = self.model.dims, self.model.vectors
         return out
@@ -153,24 +353,64 @@ def _batch(modality: str, device: torch.device) -> int:
     return base * 4 if device.type == "cuda" else base
 
 
-def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twin: bool = True, n: int | None = None,
-             seed: int = 0, draws: int = 200, device: str = "auto", max_tokens: int = 256,
-             command: str | None = None) -> Diagnosis:
+def _vectors_per_input(probe: Probe, modality: str, max_tokens: int) -> int:
+    """An upper bound on the vectors one input gives (for the memory estimate): a text's bytes (no tokenizer
+    makes more tokens than that, specials aside), else `max_tokens`."""
+    if modality in ("text", "protein", "chem"):
+        return min(max_tokens, max(len(s.encode()) for s in probe.items))
+    return max_tokens
+
+
+def _description(name: str, kind: str, loaded, config: dict | None) -> str:
+    """What the model is, as far as the tool can know: the book's line for its offline models; for a folder or
+    a hub id its architecture, never a claim that its weights are trained."""
+    if kind == "offline":
+        return loaded.description
+    known = models.HUB_DESCRIPTIONS.get(loaded.source) or models.DESCRIPTIONS.get(name)
+    if known:
+        return known
+    arch = (config or {}).get("model_type") or type(loaded.model).__name__
+    if kind == "folder":
+        return (f"a {arch} model read from a local folder; whether its weights are trained, the tool cannot "
+                "tell")
+    return f"{name}: a {arch} model from the Hugging Face hub, weights as published there"
+
+
+def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twins: int = TWINS, n: int | None = None,
+             seed: int = 0, draws: int = 200, device: str = "auto", max_tokens: int = MAX_TOKENS,
+             revision: str | None = None, command: str | None = None, argv: list[str] | None = None) -> Diagnosis:
     """Diagnose `model` (a hub id, a local folder, or one of `OFFLINE_MODELS`) layer by layer on `probe` (a
-    `Probe`, a probe file, or None: the modality's default probe of `n` inputs), beside its untrained twin
-    (same config, seeded random weights) unless `twin=False`. Raises `hf.loading.ModelUnavailable` for a model
-    that cannot be had, `probe.ProbeError` for an empty or undecodable probe file."""
-    t0 = time.perf_counter()
-    dev = choose_device(device)
+    `Probe`, a probe file, or None: the modality's default probe of `n` inputs), beside `twins` untrained twins
+    (same config, random weights drawn with seeds seed, seed + 1, …; 0: none). Every option, the model (its
+    folder's files, or the hub) and the probe are checked before any model is loaded: a refusal raises
+    `checks.DiagnoseError`, `probe.ProbeError` or `hf.loading.ModelUnavailable`, each with a one-line message."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    check_options(draws, twins, max_tokens, seed)
+    check_device(device)
+    kind = kind_of(model)
+    if revision is not None and kind != "hub":
+        raise DiagnoseError(f"--revision {revision}: applies to a hub id only, and {model} is "
+                            f"{'a local folder' if kind == 'folder' else 'an offline model'}")
     check_available(model)
-    modality = modality_of(model)
-    loaded = models.load(model, device=dev, modality="text" if modality in ("protein", "chem") else modality)
+    commit = resolve_revision(model, revision) if kind == "hub" else None
+    config = model_config(model, commit)
+    modality = modality_of(model, config)
     if probe is None:
         probe = default_probe(modality, n, seed)
+    elif n is not None:
+        raise DiagnoseError("-n sets the size of the default probe and a probe file's lines are its inputs: give "
+                            "one of -n and --probe")
     elif not isinstance(probe, Probe):
         probe = read_probe(probe, modality)
     if probe.modality != modality and not {probe.modality, modality} <= {"text", "protein", "chem"}:
-        raise ValueError(f"the probe holds {probe.modality} inputs; {model} takes {modality}")
+        raise ProbeError(f"the probe holds {probe.modality} inputs; {model} takes {modality}")
+    if len(probe) > MAX_SIZE[probe.modality]:
+        raise ProbeError(f"the probe holds {len(probe)} inputs; a {probe.modality} probe holds at most "
+                         f"{MAX_SIZE[probe.modality]}")
+    need = check_memory(len(probe), _vectors_per_input(probe, modality, max_tokens), dims_of(config or {}), draws)
+    dev = choose_device(device)
+    tok_modality = "text" if modality in ("protein", "chem") else modality
+    loaded = models.load(model, device=dev, modality=tok_modality, revision=commit)
     bs = _batch(modality, dev)
     cap = capture(loaded, probe, dev, bs, max_tokens)
     W = DM.bootstrap_weights(cap.n_inputs, draws, seed)
@@ -178,37 +418,91 @@ def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twin
     skipped = {} if cap.qk is not None else {"qk_cos": cap.qk_skipped}
     if np.isnan(got.isoscore).all():
         skipped["isoscore"] = "the `isoscore` package is not installed (`pip install --no-deps isoscore`)"
-    rev, description, source = revision_of(loaded), loaded.description, loaded.source
-    twin_got = None
-    if twin:
-        del loaded
-        twin_loaded = models.load(model, untrained=True, device=dev,
-                                  modality="text" if modality in ("protein", "chem") else modality)
-        tcap = capture(twin_loaded, probe, dev, bs, max_tokens, qk=cap.qk is not None)
-        twin_got = DM.measure(tcap.layers, W, tcap.qk)
-    n_layers = len(cap.layers)
+    weights = weights_record(model, loaded, kind, revision, commit)
+    description = _description(model, kind, loaded, config)
+    want_qk, n_layers, units, notes, cut = cap.qk is not None, len(cap.layers), cap.units, cap.notes, cap.cut
+    del loaded, cap
+    seeds = run_seeds(seed, twins) if twins else []
+    twin_got = []
+    for s in seeds:
+        twin_loaded = models.load(model, untrained=True, device=dev, modality=tok_modality, revision=commit, seed=s)
+        tcap = capture(twin_loaded, probe, dev, bs, max_tokens, qk=want_qk)
+        del twin_loaded
+        twin_got.append(DM.measure(tcap.layers, W, tcap.qk))
+        del tcap
+    truncation = {"max_tokens": max_tokens, "inputs_cut": cut,
+                  "rule": ("each input cut to its first max_tokens tokens before the forward pass (special tokens "
+                           "added beyond, within the model's length limit)" if modality in ("text", "protein", "chem")
+                           else "the whole input goes through the model; at most max_tokens of its "
+                                f"{units} are kept, evenly spaced")}
     meta = {
         "tool": "tokuni diagnose",
+        "tool_version": _version(),
+        "git": git_commit(),
+        "written_at": None,
         "model": model,
+        "kind": kind,
         "description": description,
-        "source": source,
-        "revision": rev,
+        "source": weights.get("hub_id") or weights.get("folder"),
+        "weights": weights,
         "modality": modality,
-        "units": cap.units,
+        "units": units,
         "layer_names": ["embeddings"] + [f"block {i}" for i in range(1, n_layers)],
         "probe": probe.to_json(),
+        "truncation": truncation,
         "seed": seed,
         "draws": draws,
-        "level": 0.95,
-        "twin": "same config, seeded random weights (torch.manual_seed(0))" if twin else None,
+        "twins": {"count": len(seeds), "seeds": seeds,
+                  "what": "the same config with random weights drawn after torch.manual_seed(seed) for each seed",
+                  "rule": differs_rule(len(seeds))} if seeds else None,
         "device": device_description(dev),
-        "versions": package_versions(),
+        "memory_estimate_gib": round(need / 2**30, 2) if need else None,
+        "versions": versions(),
+        "argv": argv or rerun_argv(model, probe, twins=twins, seed=seed, draws=draws, max_tokens=max_tokens,
+                                   revision=revision, device=device),
         "command": command or "python: helpers.diagnose.diagnose(" + repr(model) + ")",
         "seconds": None,
     }
-    d = Diagnosis(meta, got, twin_got, skipped, cap.notes)
-    d.meta["seconds"] = round(time.perf_counter() - t0, 1)
+    d = Diagnosis(meta, got, twin_got, skipped, notes)
+    d.meta["seconds"] = {"diagnose_wall": round(time.perf_counter() - t0, 1),
+                         "diagnose_cpu": round(time.process_time() - c0, 1)}
+    d.meta["written_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     return d
+
+
+def differs_rule(twins: int) -> str:
+    """The rule that calls a layer different from the twins, in words."""
+    if twins >= 2:
+        return ("a layer differs where model − twins' mean lies outside ±t·√(s²(1 + 1/K) + v): s² the variance of "
+                f"the K = {twins} twins (the initialisation), v the bootstrap variance over the probe's inputs, t "
+                "Student-t's (K − 1 degrees of freedom where the twins' spread dominates, more where the inputs' does: "
+                "Welch-Satterthwaite) at 95 % simultaneous over the report's (layer, measure) cells (Bonferroni)")
+    return ("one twin: the initialisation's spread is not measured, so a layer differs where model − twin lies "
+            "outside the probe's interval alone (normal, 95 % simultaneous over the report's cells); two random "
+            "models can differ by this rule")
+
+
+def _version() -> str:
+    import helpers  # the package's one version (pyproject reads it too)
+
+    return helpers.__version__
+
+
+def rerun_argv(model: str, probe: Probe, *, twins: int, seed: int, draws: int, max_tokens: int,
+               revision: str | None, device: str) -> list[str]:
+    """The `tokuni` arguments that make the same measurement again (the report's prefix aside): a default probe
+    by its size, a probe file by its path."""
+    argv = ["diagnose", model]
+    default = probe.made.get("default")
+    if default:
+        argv += ["-n", str(default["n"])]
+    elif probe.made.get("path"):
+        argv += ["--probe", probe.made["path"]]
+    argv += ["--twins", str(twins), "--seed", str(seed), "--draws", str(draws), "--max-tokens", str(max_tokens),
+             "--device", device]
+    if revision:
+        argv += ["--revision", revision]
+    return argv
 
 
 def command_line(argv: list[str] | None = None) -> str:
@@ -216,7 +510,10 @@ def command_line(argv: list[str] | None = None) -> str:
 
 
 def default_out(model: str) -> Path:
-    return Path("tokuni-" + model.replace("/", "_").replace(":", "_"))
+    """`tokuni-<model>` in the working folder (a path's separators as underscores)."""
+    stem = model.rstrip("/").replace("/", "_").replace(":", "_").lstrip("._~")
+    return Path("tokuni-" + (stem or "model"))
 
 
-__all__ = ["OFFLINE_MODELS", "Diagnosis", "diagnose", "modality_of", "revision_of", "default_out"]
+__all__ = ["OFFLINE_MODELS", "TWINS", "MAX_TOKENS", "Diagnosis", "diagnose", "modality_of", "model_config",
+           "kind_of", "weights_record", "resolve_revision", "git_commit", "rerun_argv", "default_out", "differs_rule"]

@@ -154,12 +154,15 @@ class Loaded:
         return what + f" [{kind}]"
 
 
-def load(name: str, untrained: bool = False, device: str | torch.device = "cpu", modality: str | None = None) -> Loaded:
+def load(name: str, untrained: bool = False, device: str | torch.device = "cpu", modality: str | None = None,
+         seed: int = 0, revision: str | None = None) -> Loaded:
     """Load model and tokenizer by hub id, local folder or offline package name, eager attention
     (so attentions can be returned), eval mode. `untrained=True` builds the same architecture
-    from its config with fresh random weights — the untrained twin, never passed off as trained.
-    `modality` (text | vision | audio; known for the offline models) picks the tokenizer, image
-    processor or feature extractor."""
+    from its config with fresh random weights drawn after `torch.manual_seed(seed)` — the untrained
+    twin, never passed off as trained. `modality` (text | vision | audio; known for the offline models) picks
+    the tokenizer, image processor or feature extractor; `revision` (a hub id's branch, tag or commit) is passed
+    to the hub. No code shipped with a model is ever run: every `from_pretrained` gets
+    `trust_remote_code=False`, so a folder that needs its own code is refused, never executed."""
     from transformers import (
         AutoConfig,
         AutoFeatureExtractor,
@@ -172,37 +175,44 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
     if name in ("whisper-tiny.en", "whisper-base"):   # a CTranslate2 file, converted by helpers.hf.whisper
         from .whisper import load_whisper, package_dir
 
-        model, proc = load_whisper(untrained=untrained, device=device, name=name)
+        model, proc = load_whisper(untrained=untrained, device=device, name=name, seed=seed)
         return Loaded(name, str(package_dir(name)), model, proc, not untrained)
     source = resolve_source(name)
     from .sequence_models import LOADERS
 
     if name in LOADERS:                        # weight packages that are not Hugging Face model folders
-        model, tok = LOADERS[name](Path(source), untrained)
+        model, tok = LOADERS[name](Path(source), untrained, seed)
         return Loaded(name, source, model.to(device).eval(), tok, not untrained)
     gguf = OFFLINE_PACKAGES.get(name, (None, None, None, None))[3]
     kw = {"gguf_file": gguf} if gguf else {}
+    if revision:
+        kw["revision"] = revision
+    kw["trust_remote_code"] = False
     modality = modality or MODALITY.get(name, "text")
     auto = AutoModelForCausalLM if gguf else AutoModel
     try:
         if modality == "vision":
-            tok = AutoImageProcessor.from_pretrained(source)
+            tok = AutoImageProcessor.from_pretrained(source, **kw)
         elif modality == "audio":
-            tok = AutoFeatureExtractor.from_pretrained(source)
+            tok = AutoFeatureExtractor.from_pretrained(source, **kw)
         else:
             tok = AutoTokenizer.from_pretrained(source, **kw)
         with quiet_loading():
             if untrained:
                 cfg = AutoConfig.from_pretrained(source, **kw)
-                torch.manual_seed(0)
-                model = auto.from_config(cfg, attn_implementation="eager")
+                torch.manual_seed(seed)
+                model = auto.from_config(cfg, attn_implementation="eager", trust_remote_code=False)
             else:
                 model = auto.from_pretrained(source, attn_implementation="eager", dtype=torch.float32, **kw)
         if modality == "text" and getattr(tok, "pad_token", None) is None and getattr(tok, "eos_token", None):
             tok.pad_token = tok.eos_token          # decoders (Llama, GPT-2) ship no pad token; masks hide it
             tok.padding_side = "right"
     except (OSError, ValueError) as err:
-        offline = sorted([k for k in OFFLINE_PACKAGES if "/" not in k] + list(SHARED_MODELS) + list(SPLIT_MODELS))
+        if "custom code" in str(err):
+            raise ModelUnavailable(f"cannot load {name!r}: it needs its own code (an auto_map in its config), which "
+                                   "this book never runs") from None
+        offline = sorted([k for k in OFFLINE_PACKAGES if "/" not in k] + list(SHARED_MODELS) + list(SPLIT_MODELS)
+                         + ["whisper-tiny.en", "whisper-base"] + list(BOOK_MODELS))
         raise ModelUnavailable(
             f"cannot load {name!r}: not a local folder, not an offline package, and the Hugging Face hub "
             f"is not reachable from here ({str(err).splitlines()[0][:160]}). Offline models: {offline}. "

