@@ -586,3 +586,51 @@ def test_resampled_frame_stats_are_the_average_cosine_and_drift_of_the_resampled
     N = counts[0] @ n
     wrong = (np.einsum("c,cld->ld", counts[0], U) ** 2).sum(-1) - N
     assert not np.allclose(cos[0], wrong / (N * N - N))
+
+
+def test_centred_resamples_are_the_mean_removed_cosine_of_the_resample():
+    """`centred_cosine_resamples`: with every group once, the mean-removed average cosine over all pairs (brute
+    force) and the raw one; a resample of the groups is centred on its own mean, the pairs of a vector with its
+    own copies left out; a leave-one-out resample is the statistic without that group."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 8)) + 3 * rng.normal(size=8)
+    groups = np.repeat(np.arange(12), 10)
+
+    def brute(idx):
+        Y = X[idx] - X[idx].mean(0)
+        U = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+        same = idx[:, None] == idx[None, :]
+        return float((U @ U.T)[~same].mean())
+
+    counts = np.vstack([rng.multinomial(12, np.full(12, 1 / 12), size=3), 1 - np.eye(12)[:2]])
+    full, raw, draws = A.centred_cosine_resamples(X, groups, counts, block=2)
+    assert full == pytest.approx(brute(np.arange(120)), abs=1e-12)
+    U = X / np.linalg.norm(X, axis=1, keepdims=True)
+    assert raw == pytest.approx(((U @ U.T).sum() - 120) / (120 * 119), abs=1e-12)
+    for c, v in zip(counts, draws, strict=True):
+        idx = np.concatenate([np.tile(np.nonzero(groups == k)[0], int(c[k])) for k in range(12)])
+        assert v == pytest.approx(brute(idx), abs=1e-12)
+
+
+def test_the_drift_test_over_layers_gives_a_perfect_rank_order_a_width_and_its_exact_p():
+    """Seven layers in perfect rank order: every bootstrap over inputs that keeps the order gives ρ = 1 with no
+    width; over the layers the exact p is 2/7! and the Fisher-z interval has a width (7 points cannot prove a
+    perfect correlation); the jackknife over the layers has none (every leave-one-out ρ is 1)."""
+    t = X.drift_layer_test(tuple(float(v) for v in range(1, 8)), (0.1, 0.2, 0.25, 0.3, 0.5, 0.55, 0.9))
+    assert t["rho"] == pytest.approx(1.0) and t["p_exact"] == pytest.approx(2 / math.factorial(7))
+    iv = t["fisher"]
+    assert iv.method == "fisher-z" and iv.n == 7 and 0 < iv.low < iv.high <= 1 and iv.high - iv.low > 0.1
+    assert t["jackknife"].high - t["jackknife"].low < 1e-12
+    assert -1 <= t["pearson"].low < t["pearson"].high <= 1
+
+
+def test_following_the_drift_needs_a_positive_significant_correlation():
+    """A strong negative ρ (Whisper base's kind) is significant but does not follow the drift; a positive one
+    does; a weak one does not."""
+    layers = tuple(float(v) for v in range(7))
+    neg = X.drift_layer_test(layers, (0.9, 0.8, 0.85, 0.6, 0.5, 0.45, 0.3))
+    pos = X.drift_layer_test(layers, (0.3, 0.45, 0.5, 0.6, 0.85, 0.8, 0.9))
+    weak = X.drift_layer_test(layers, (0.5, 0.3, 0.6, 0.2, 0.55, 0.4, 0.45))
+    assert neg["p_exact"] < 0.05 and neg["rho"] < 0 and not X.Result.follows(neg)
+    assert pos["p_exact"] < 0.05 and X.Result.follows(pos)
+    assert weak["p_exact"] > 0.05 and not X.Result.follows(weak)

@@ -137,27 +137,38 @@ def test_isotropic_monte_carlo_matches_the_exact_law(res):
 # ------------------------------------------------------------------ findings
 
 def test_findings_on_the_ci_run(res):
-    """Every finding names its Godey claim and is a sample statistic with a real interval (the CNN's over images,
-    the drift-correlation share over models); a reduced setting says its stand-ins."""
+    """Every finding names its Godey claim and the models it measured, and is a sample statistic with a real
+    interval (the CNN's over images, the drift share over models — with a width though all three models here follow
+    the drift —, the drift tests over layers, Biś et al.'s cosine over MiniLM's text chunks); a reduced setting says
+    its stand-ins."""
     fs = {f.key: f for f in res.findings()}
     assert set(fs) == {"anisotropy-transformers", "anisotropy-subword", "anisotropy-cnn",
-                       "anisotropy-drift-correlation", "anisotropy-centred-isotropy", "anisotropy-cnn-drift",
-                       "anisotropy-single-pair-null"}
+                       "anisotropy-drift-correlation", "anisotropy-centred-isotropy", "anisotropy-centred-spread",
+                       "anisotropy-cnn-drift", "anisotropy-single-pair-null"}
     assert all(f.paper == "godey2024" and f.chapter == "anisotropy" and f.section for f in fs.values())
-    assert all(f.kind == "claim" and f.claim_id.startswith("godey-") and f.reduced for f in fs.values())
-    assert all(f.effect.method != "exact" and f.effect.has_interval for f in fs.values())
+    assert all(f.claim_id.startswith("godey-") and f.reduced and f.members and f.label for f in fs.values())
+    assert {k for k, f in fs.items() if f.kind != "claim"} == {"anisotropy-centred-spread"}
+    assert fs["anisotropy-centred-spread"].kind == "extension"
+    assert all(f.effect.method != "exact" and f.effect.has_interval and not f.flags() for f in fs.values())
     assert fs["anisotropy-transformers"].verdict == "reproduced"
-    assert fs["anisotropy-centred-isotropy"].verdict == "contradicted"
+    assert fs["anisotropy-centred-isotropy"].verdict == "reproduced"        # the average cosine: ≈ 0 once centred
+    assert fs["anisotropy-centred-isotropy"].effect.method == "jackknife" and fs["anisotropy-centred-isotropy"].caveat
+    assert fs["anisotropy-centred-spread"].verdict == "contradicted"        # the shape: far from isotropic
     assert fs["anisotropy-cnn"].verdict == "contradicted"          # flattened maps far from isotropic
     assert fs["anisotropy-cnn"].effect.method == "bootstrap" and fs["anisotropy-cnn"].reduced.startswith("on one CNN")
-    assert fs["anisotropy-drift-correlation"].effect.method == "bootstrap"
-    # the bootstrap's maps are the chapter's flattened maps
+    assert fs["anisotropy-drift-correlation"].effect.method == "binomial"
+    assert fs["anisotropy-cnn-drift"].effect.method == "fisher-z" and fs["anisotropy-cnn-drift"].direction == "none"
+    assert all("nearly a definition" in fs[k].caveat for k in ("anisotropy-drift-correlation", "anisotropy-cnn-drift"))
+    # the bootstrap's maps are the chapter's flattened maps; MiniLM's jackknife reads the record's vectors
     assert res.cnn_boot["map_cos"] == pytest.approx(res.model("EfficientNet-Lite0")["map_cos_exact"], abs=1e-6)
+    (jk,) = res.centred_jack
+    assert jk["raw"] == pytest.approx(res.model("all-MiniLM-L6-v2")["cos_exact"], abs=1e-6)
 
 
-#: the committed book runs: share of models with a significant drift test; the centred cloud's participation ratio
-#: over the isotropic Gaussian's (median, smallest, largest over the pretrained layers)
-BOOK_DRIFT_SHARE, BOOK_PR_SHARE = 0.75, (0.12, 0.005, 0.36)
+#: the committed book runs: share of models whose anisotropy follows the drift (positive ρ, exact p < 0.05), with
+#: its exact binomial interval over the 8 models; the centred cloud's participation ratio over the isotropic
+#: Gaussian's (median, smallest, largest over the pretrained layers)
+BOOK_DRIFT_SHARE, BOOK_PR_SHARE = (0.625, 0.245, 0.915), (0.12, 0.005, 0.36)
 
 
 def _book_or_skip():
@@ -165,7 +176,8 @@ def _book_or_skip():
 
     p = anisotropy.Params.resolve("book")
     folder = REPO_ROOT / "results" / "anisotropy" / "book"
-    if len(list(folder.glob("model-*.json"))) < 2 * len(p.models) - 1 or not list(folder.glob("shape-*.json")):
+    if len(list(folder.glob("model-*.json"))) < 2 * len(p.models) - 1 or not list(folder.glob("shape-*.json")) \
+            or len(list(folder.glob("centred-jackknife-*.json"))) < len(anisotropy.CENTRED_MODELS):
         pytest.skip("anisotropy book runs not committed")
     return anisotropy.run(p.with_(train_missing=False))     # every run read back from the cache
 
@@ -174,38 +186,71 @@ def test_findings_on_the_committed_book_runs():
     r = _book_or_skip()
     fs = {f.key: f for f in r.findings()}
     expected = {"anisotropy-transformers": ("reproduced", 0.18), "anisotropy-subword": ("reproduced", 0.25),
-                "anisotropy-centred-isotropy": ("contradicted", BOOK_PR_SHARE[0]),
+                "anisotropy-centred-isotropy": ("reproduced", 0.032),
+                "anisotropy-centred-spread": ("contradicted", BOOK_PR_SHARE[0]),
                 "anisotropy-bytes": ("reproduced", 0.29), "anisotropy-bytes-vs-smollm2": ("contradicted", -0.30),
                 "anisotropy-bytes-vs-minilm": ("reproduced", 0.07),
                 "anisotropy-speech-whisper-base": ("reproduced", 0.34), "anisotropy-speech": ("reproduced", 0.29),
                 "anisotropy-vision": ("reproduced", 0.67), "anisotropy-cnn": ("contradicted", 0.25),
-                "anisotropy-drift-correlation": ("reproduced", BOOK_DRIFT_SHARE),
-                "anisotropy-speech-drift": ("contradicted", -0.93), "anisotropy-cnn-drift": ("contradicted", 0.68),
+                "anisotropy-drift-correlation": ("reproduced", BOOK_DRIFT_SHARE[0]),
+                "anisotropy-speech-drift": ("contradicted", -0.93),
+                "anisotropy-speech-drift-sign": ("reproduced", -0.93), "anisotropy-cnn-drift": ("contradicted", 0.68),
                 "anisotropy-single-pair-null": ("reproduced", 0.018)}
     assert list(fs) == list(expected.keys())             # the paper's order; for each claim the closest test first
     for key, (verdict, effect) in expected.items():
         assert fs[key].verdict == verdict, key
         assert fs[key].effect.estimate == pytest.approx(effect, abs=0.01), key
-    # the CNN: an interval over 192 images, on one CNN; the drift share: a bootstrap over the 8 models
+        assert not fs[key].flags(), key                  # no zero-width interval, no procedures that disagree
+        assert fs[key].members and fs[key].label, key
+    # class claims: a byte-level test names the byte-level model only; the CNN tests name the CNN
+    assert fs["anisotropy-bytes-vs-smollm2"].members == fs["anisotropy-bytes-vs-minilm"].members == ("byte-MLM",)
+    assert fs["anisotropy-cnn"].members == fs["anisotropy-cnn-drift"].members == ("EfficientNet-Lite0",)
+    # the CNN: an interval over 192 images, on one CNN
     cnn = fs["anisotropy-cnn"].effect
     assert cnn.method == "bootstrap" and 0.24 < cnn.low < cnn.high < 0.26
     assert fs["anisotropy-cnn"].reduced == "on one CNN (EfficientNet-Lite0), 192 images"
-    share = fs["anisotropy-drift-correlation"].effect
-    assert share.method == "bootstrap" and share.low == pytest.approx(0.375, abs=0.01) and share.high == 1.0
-    # the paper's own speech model decides its claims: Whisper base, every layer above 0.2 (lowest: the last);
-    # the paper's drift test on it: a strong negative ρ over its 7 layers, the same in every resample of the recordings
-    base = fs["anisotropy-speech-whisper-base"]
-    assert base.claim_id == fs["anisotropy-speech"].claim_id and "one of the paper's three" in base.reduced
-    assert int(np.argmin(r.model("whisper-base")["cos_exact"])) == 6
-    rho = fs["anisotropy-speech-drift"]
-    assert rho.effect.method == "bootstrap" and rho.effect.high < -rho.margin
-    assert rho.margin == pytest.approx(0.754, abs=0.01)
+    # the drift share counts a positive ρ with exact p < 0.05 only: 5 of 8 (6 have p < 0.05, Whisper base's is
+    # negative); Pearson (App. A) also counts 5; an exact binomial interval over the 8 models
+    share = fs["anisotropy-drift-correlation"]
+    assert share.effect.method == "binomial" and share.effect.n == 8
+    assert (share.effect.low, share.effect.high) == pytest.approx(BOOK_DRIFT_SHARE[1:], abs=0.001)
+    assert r.share_counts() == {"models": 8, "spearman": 5, "pearson": 5, "either_sign": 6, "negative": 1}
+    base = r.model_test(r.model("whisper-base"))
+    assert base["p_exact"] < 0.05 and base["rho"] < 0 and not r.follows(base)
+    for key in ("anisotropy-drift-correlation", "anisotropy-speech-drift", "anisotropy-speech-drift-sign",
+                "anisotropy-cnn-drift"):
+        assert "nearly a definition" in fs[key].caveat, key
+    # the paper's own speech model decides its claims: Whisper base's encoder, every layer above 0.2 (lowest: the
+    # last); the paper's drift test on it at its unit, the 7 layers: ρ −0.93, exact p = 34/5040, a Fisher-z interval
+    # that excludes 0 and stays negative; Pearson (App. A) is not significant; the bootstrap over recordings: no width
+    base_f = fs["anisotropy-speech-whisper-base"]
+    assert base_f.claim_id == fs["anisotropy-speech"].claim_id and "one of the paper's three" in base_f.reduced
+    assert "encoder" in base_f.measured and int(np.argmin(r.model("whisper-base")["cos_exact"])) == 6
+    t = r.speech_test()
+    assert t["layers"] == 7 and t["p_exact"] == pytest.approx(34 / 5040, abs=1e-9) and t["pearson_p"] > 0.05
+    lit, sign = fs["anisotropy-speech-drift"], fs["anisotropy-speech-drift-sign"]
+    assert lit.effect == sign.effect and lit.effect.method == "fisher-z" and lit.effect.n == 7
+    assert -1 < lit.effect.low < lit.effect.high < 0 and lit.direction == "none"
+    assert sign.direction == "at most" and sign.margin == 0
+    assert t["input_bootstrap"].high - t["input_bootstrap"].low < 1e-9           # the data do not move the order
     assert r.speech_boot["cos"] == pytest.approx(r.model("whisper-base")["cos_exact"], abs=1e-4)
-    assert r.speech_boot["p"] < 0.01 and r.speech_boot["mean_norm"][-1] > r.speech_boot["mean_norm"][0]
-    # the CNN's ρ over 18 layers is beyond the |ρ| = 0.47 of p = 0.05 (per position instead: ρ = 0.34, p = 0.17)
-    assert fs["anisotropy-cnn-drift"].margin == pytest.approx(0.468, abs=0.001)
+    assert r.speech_boot["mean_norm"][-1] > r.speech_boot["mean_norm"][0]
+    # the CNN's ρ over 18 flattened maps excludes 0 at its unit, the layers (per position instead: p > 0.05)
+    c = r.cnn_test()
+    assert c["layers"] == 18 and c["p_exact"] < 0.01 and fs["anisotropy-cnn-drift"].effect.low > 0.2
+    assert r.model_test(r.cnn())["p_exact"] > 0.05
     assert r.cnn_boot["map_cos"] == pytest.approx(r.model("EfficientNet-Lite0")["map_cos_exact"], abs=1e-6)
-    iso = fs["anisotropy-centred-isotropy"].effect
+    # Biś et al.'s cosine: SmolLM2's layer 3 comes closest to the isotropic line at d = 576, about half of it, by the
+    # jackknife over its 47 text chunks and by the sampled pairs alike; the jackknife reads the record's vectors
+    bis = fs["anisotropy-centred-isotropy"]
+    assert bis.effect.method == "jackknife" and bis.effect.n == 47 and "layer 3" in bis.measured
+    assert bis.margin == pytest.approx(anisotropy.A.isotropic_cosine_quantile(0.95, 576))
+    assert 0 < bis.effect.low and bis.effect.high < 0.6 * bis.margin
+    assert [v for _, v in bis.alternative_verdicts()] == ["reproduced"]
+    for j in r.centred_jack:
+        assert j["raw"] == pytest.approx(r.model(j["name"])["cos_exact"], abs=1e-6), j["name"]
+    assert max(row["pairs_reach"] for row in r.centred_rows_by_layer() if "jackknife" not in row) < 0.1
+    iso = fs["anisotropy-centred-spread"].effect
     assert (iso.low, iso.high) == (pytest.approx(BOOK_PR_SHARE[1], abs=0.01), pytest.approx(BOOK_PR_SHARE[2], abs=0.01))
     assert iso.high < anisotropy.A.ISO_SHARE                 # no pretrained layer is one common direction
     assert r.makeup_counts()["one common direction"] == 0
@@ -230,6 +275,23 @@ def test_findings_on_the_committed_book_runs():
     assert sum(row["below_zeroed"] for row in zeroed.values()) <= 1                   # … only against the shared vector
 
 
+def test_the_claims_these_findings_decide_on_the_committed_book_runs():
+    """The registry's verdicts from these tests: the speech claim reads two ways on one model (mixed); the class
+    claims (CNNs, byte-level models) are tested on one member each."""
+    from helpers.experiments import findings as F
+
+    fs = _book_or_skip().findings()
+    claims = {c.id: c for c in F.claims("godey2024")}
+    j = F.judge(claims["godey-fig5-speech"], fs)
+    assert j.verdict == "mixed" and {f.key for f in j.deciding} == {"anisotropy-speech-drift",
+                                                                      "anisotropy-speech-drift-sign"}
+    assert F.judge(claims["godey-fig5-transformers"], fs).verdict == "reproduced"
+    assert F.judge(claims["godey-bis-centred"], fs).verdict == "reproduced"
+    for cid in ("godey-fig4-cnn", "godey-fig5-cnn", "godey-fig2-bytes-higher"):
+        if claims[cid].class_of:
+            assert F.judge(claims[cid], fs).verdict == "on one model", cid
+
+
 def test_a_planted_isotropic_centred_cloud_changes_the_verdict(res):
     """Plant a centred cloud with the standard errors an isotropic cloud would give (E[cos²] = 1/d) in
     every layer of every Transformer: the centred-isotropy finding turns to reproduced. Plant a flat
@@ -237,8 +299,8 @@ def test_a_planted_isotropic_centred_cloud_changes_the_verdict(res):
     import copy
 
     planted = copy.deepcopy(res)
-    for s_ in planted.shapes:                # the spectrum runs: an isotropic Gaussian's participation ratio
-        s_["pr"] = list(s_["pr_iso"])
+    for s_ in planted.shapes:                # the spectrum runs: about an isotropic Gaussian's participation ratio
+        s_["pr"] = list(np.asarray(s_["pr_iso"]) * (1 + 0.05 * np.sin(np.arange(len(s_["pr_iso"])))))
     for m in planted.transformers():
         d = np.asarray(m["dims"], float)
         m["cos_centred"] = [0.0] * len(d)
@@ -247,7 +309,7 @@ def test_a_planted_isotropic_centred_cloud_changes_the_verdict(res):
     planted.cnn_boot["median_draws"] = list(0.01 + 0.01 * np.sin(np.arange(len(planted.cnn_boot["median_draws"]))))
     before = {f.key: f.verdict for f in res.findings()}
     after = {f.key: f.verdict for f in planted.findings()}
-    key = "anisotropy-centred-isotropy"
+    key = "anisotropy-centred-spread"
     assert before[key] == "contradicted" and after[key] == "reproduced"
     assert before["anisotropy-cnn"] == "contradicted" and after["anisotropy-cnn"] == "reproduced"
 
@@ -285,9 +347,9 @@ def test_zeroed_twins_start_near_zero_instead_of_one_third(res):
 def test_planted_effects_change_the_new_findings_verdicts():
     """On the committed book runs: a speech layer at 0.15 contradicts 'at least 0.2 at every layer'; the byte
     MLM 0.4 higher at every layer makes it more anisotropic than SmolLM2; a DINOv2 at −0.05 at every layer is
-    below the null; a CNN ρ spread around 0 is 'uncorrelated' (reproduced); no model with a significant drift
-    test leaves the share not detected; AntiBERTy at 0.05 in every layer falls below the paper's single-pair
-    line."""
+    below the null; a CNN whose flattened maps' cosine does not follow ‖x̄‖₂ across its layers is 'not correlated';
+    AntiBERTy at 0.05 in every layer falls below the paper's single-pair line; a mean-removed cosine beyond the
+    isotropic line (jackknife and sampled pairs alike) contradicts Biś et al."""
     import copy
 
     r = copy.deepcopy(_book_or_skip())
@@ -297,19 +359,68 @@ def test_planted_effects_change_the_new_findings_verdicts():
     b["cos_sampled"] = [c + 0.4 for c in b["cos_sampled"]]
     dino = r.model("DINOv2-S/14")
     dino["cos_sampled"] = [-0.05] * len(dino["cos_sampled"])
-    r.cnn_boot["rho"] = 0.0
-    r.cnn_boot["rho_draws"] = list(0.2 * np.sin(np.arange(len(r.cnn_boot["rho_draws"]))))
-    r.speech_boot["rho"] = 0.1                          # Whisper base: ρ spread around 0.1, inside ±0.75
-    r.speech_boot["rho_draws"] = list(0.1 + 0.3 * np.sin(np.arange(len(r.speech_boot["rho_draws"]))))
-    for m in r.transformers():
-        m["correlation"] = {**m["correlation"], "spearman_p": 0.5}
+    order = np.argsort(np.argsort(r.cnn_boot["map_mean_norm"]))     # the rank of each layer's ‖x̄‖₂
+    r.cnn_boot["map_cos"] = [0.3 + 0.01 * ((7 * int(k)) % 18) for k in order]   # a scrambled rank order
     anti = r.model("AntiBERTy")                        # 0.05 on every layer: below the single-pair line at d = 512
     anti["cos_sampled"] = [0.05] * len(anti["cos_sampled"])
+    smol = r.model("SmolLM2-135M-Instruct")            # layer 3 beyond the line at d = 576 (±0.069)
+    jk = next(j for j in r.centred_jack if j["name"] == "SmolLM2-135M-Instruct")
+    jk["centred"][3] = 0.09
+    jk["leave_one_out"][3] = list(0.09 + 0.001 * np.sin(np.arange(len(jk["leave_one_out"][3]))))
+    smol["cos_centred"][3] = 0.09
     fs = {f.key: f.verdict for f in r.findings()}
+    assert abs(r.cnn_test()["rho"]) < 0.3
     assert fs["anisotropy-single-pair-null"] == "contradicted"
     assert fs["anisotropy-speech"] == "contradicted"
-    assert fs["anisotropy-speech-drift"] == "reproduced"          # the paper's "cannot be correlated"
     assert fs["anisotropy-bytes-vs-smollm2"] == "reproduced"
     assert fs["anisotropy-vision"] == "contradicted"
-    assert fs["anisotropy-cnn-drift"] == "reproduced"
-    assert fs["anisotropy-drift-correlation"] == "not detected"
+    assert fs["anisotropy-cnn-drift"] == "not detected"
+    assert fs["anisotropy-centred-isotropy"] == "contradicted"
+
+
+def test_whisper_base_turned_toward_no_correlation_flips_its_literal_test():
+    """Whisper base's 7 layers: a ρ near 0 leaves 'cannot be correlated' standing (the literal test: not detected)
+    and leaves the sign undecided; a strong positive ρ (what a drift explanation needs) contradicts the paper's
+    point; a perfect negative rank order keeps a width over the layers (never a zero-width, inconclusive point)."""
+    import copy
+
+    r0 = _book_or_skip()
+    keys = ("anisotropy-speech-drift", "anisotropy-speech-drift-sign")
+
+    def planted(cos):
+        r = copy.deepcopy(r0)
+        r.speech_boot["cos"] = list(cos)
+        fs = {f.key: f for f in r.findings()}
+        return [fs[k] for k in keys]
+
+    norm = np.asarray(r0.speech_boot["mean_norm"])
+    rank = np.argsort(np.argsort(norm))                                  # 0 … 6, the order of ‖x̄‖₂
+    lit, sign = planted(0.3 + 0.01 * np.array([3, 6, 1, 4, 0, 5, 2])[rank])   # a scrambled order: ρ near 0
+    assert abs(lit.effect.estimate) < 0.5 and lit.verdict == "not detected" and lit.excludes()
+    assert sign.verdict == "inconclusive"
+    lit, sign = planted(0.3 + 0.01 * rank)                               # follows ‖x̄‖₂ perfectly: ρ = +1
+    assert lit.verdict == "contradicted" and sign.verdict == "contradicted"
+    lit, sign = planted(0.3 - 0.01 * rank)                               # a perfect negative order: ρ = −1
+    assert lit.effect.estimate == pytest.approx(-1) and lit.effect.high - lit.effect.low > 0.1
+    assert lit.verdict == "contradicted" and sign.verdict == "reproduced" and not lit.flags()
+
+
+def test_the_sign_aware_share_drops_a_negative_correlation():
+    """Turn MiniLM's correlation negative (its layers' cosines in the reverse order of ‖x̄‖₂): it stays
+    significant, but no longer counts as following the drift; turn every model negative and the share no longer
+    excludes 0 (its exact binomial interval keeps a width at 0 of 8)."""
+    import copy
+
+    r = copy.deepcopy(_book_or_skip())
+    before = r.share_counts()
+    mini = r.model("all-MiniLM-L6-v2")
+    mini["cos_exact"] = list(np.sort(mini["cos_exact"])[np.argsort(np.argsort(-np.asarray(mini["mean_norm"])))])
+    after = r.share_counts()
+    assert r.model_test(mini)["p_exact"] < 0.05 and r.model_test(mini)["rho"] < 0
+    assert after["either_sign"] == before["either_sign"] and after["spearman"] == before["spearman"] - 1
+    assert after["negative"] == before["negative"] + 1
+    for m in r.transformers():
+        m["cos_exact"] = list(np.sort(m["cos_exact"])[np.argsort(np.argsort(-np.asarray(m["mean_norm"])))])
+    assert r.share_counts()["spearman"] == 0
+    share = {f.key: f for f in r.findings()}["anisotropy-drift-correlation"]
+    assert share.verdict == "not detected" and share.effect.low == 0 < share.effect.high and share.excludes()

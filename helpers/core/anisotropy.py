@@ -268,6 +268,43 @@ def isotropic_mean_cosine_quantile(q: float, d: int, n_pairs: int) -> float:
     return float(stats.norm.ppf(q) / math.sqrt(d * n_pairs))
 
 
+def centred_cosine_resamples(X, groups, counts, block: int = 100) -> tuple[float, float, np.ndarray]:
+    """The average cosine of a layer's vectors once their mean is removed (Biś et al. 2021), over all pairs,
+    and the same under resamples of the groups the vectors come in (sequences, images, clips), each resample
+    centred on its *own* mean.
+
+    `X` (n, d): the layer's vectors; `groups` (n,): the group of each vector, 0 … K−1; `counts` (draws, K): how
+    often each group is drawn. With w_i the count of vector i's group, N = Σ w_i and μ = Σ w_i x_i / N, the unit
+    centred vectors are u_i = (x_i − μ)/‖x_i − μ‖ and the average cosine over pairs of distinct draws is
+    (‖Σ w_i u_i‖² − Σ w_i²)/(N² − Σ w_i²): the pairs of a vector with itself and with its own copies left out.
+    ‖x_i − μ‖² = ‖x_i‖² − 2 x_i·μ + ‖μ‖² and Σ w_i u_i = Σ (w_i/r_i) x_i − μ Σ w_i/r_i, so a block of draws
+    costs two matrix products. Returns (centred average cosine over all pairs, raw average cosine over all
+    pairs — the record's `cos_exact` —, the centred average cosine of each draw)."""
+    X = torch.as_tensor(X).double()
+    g = torch.as_tensor(np.asarray(groups), dtype=torch.long)
+    counts = torch.as_tensor(np.asarray(counts, float), dtype=torch.float64)
+    k = int(g.max()) + 1
+    sums = torch.zeros(k, X.shape[1], dtype=torch.float64).index_add_(0, g, X)
+    q = (X * X).sum(1)
+
+    def centred(c: Tensor) -> Tensor:                         # c: (b, K) counts → (b,) centred average cosines
+        w = c[:, g].T                                           # (n, b)
+        total, same = w.sum(0), (w * w).sum(0)
+        mu = (c @ sums) / total[:, None]                        # (b, d)
+        r = (q[:, None] - 2 * (X @ mu.T) + (mu * mu).sum(1)[None, :]).clamp_min(1e-300).sqrt()
+        a = w / r
+        s = a.T @ X - a.sum(0)[:, None] * mu
+        return ((s * s).sum(1) - same) / (total**2 - same)
+
+    full = float(centred(torch.ones(1, k, dtype=torch.float64))[0])
+    unit = X / X.norm(dim=1, keepdim=True).clamp_min(1e-300)
+    n = X.shape[0]
+    raw = float((unit.sum(0).square().sum() - n) / (n * (n - 1)))
+    draws = torch.cat([centred(counts[i:i + block]) for i in range(0, len(counts), block)]) if len(counts) else \
+        torch.zeros(0, dtype=torch.float64)
+    return full, raw, draws.numpy()
+
+
 # ------------------------------------------------------------------ the shape of the centred cloud
 
 

@@ -6,6 +6,7 @@ correlation tests and the isotropic-Gaussian baseline."""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from ..book.params import ChapterParams, positive, rules
 from ..book.runtime import choose_device, seed_everything, stream_seed
 from ..core import anisotropy as A
 from ..core.findings import Finding
-from ..core.stats import Interval
+from ..core.stats import Interval, jackknife_interval, rank_correlation_interval, spearman_exact_p
 from ..data import DataUnavailable, load_cifar10, load_common_voice, load_wikitext103
 from ..data.sequences import load_antibody_chains, load_uspto50k_reactions
 from ..data.speech import digit_sequences
@@ -53,8 +54,10 @@ PAPER_NAMES = frozenset(e.split(":", 1)[1] for e in PAPER_ANISOTROPY_MODELS) | f
 CHARACTER_LEVEL = frozenset({"google/canine-c", "google/canine-s", "google/byt5-small"})
 #: subword models whose last training is a contrastive sentence objective, not a language model's
 SENTENCE_ENCODERS = frozenset({"all-MiniLM-L6-v2"})
-#: the seed of the bootstrap over models (`Result.significant_share`)
-BOOTSTRAP_SEED = 0
+#: the paper's significance level (Fig. 5: p > 0.05 is "no significant correlation")
+ALPHA = 0.05
+#: how close avg cos and (‖x̄‖₂ / E‖x‖)² must be for a layer to count as satisfying the identity
+IDENTITY_TOL = 0.02
 #: models without an untrained twin (not Transformers)
 NO_TWIN = ("EfficientNet-Lite0",)
 #: models with BERT's embedding block (word + position + token type): their untrained twin adds one random
@@ -148,6 +151,8 @@ class Result(results.Result):
     cnn_boot: dict[str, Any] | None = None
     #: the paper's speech model (Whisper base) with a bootstrap over recordings (`speech_drift_bootstrap`)
     speech_boot: dict[str, Any] | None = None
+    #: the mean-removed average cosine of `CENTRED_MODELS` with a jackknife over their inputs (`centred_jackknife`)
+    centred_jack: list[dict[str, Any]] = field(default_factory=list)
 
     # ------------------------------------------------------------------ lookups
 
@@ -365,44 +370,140 @@ class Result(results.Result):
             return None
         return Interval.from_draws(b["median_draws"], estimate=float(np.median(b["map_cos"][1:-1])))
 
-    def cnn_drift_rho(self) -> Interval | None:
-        """Spearman ρ across the CNN's layers between ‖x̄‖₂ and the average cosine of its flattened maps (the
-        paper's §3.3 test on a CNN), with its bootstrap interval over images; None without a CNN."""
-        return self._boot_rho(self.cnn_boot)
+    # ------------------------------------------------------------------ the drift test across layers (Fig. 5, App. A)
 
     @staticmethod
-    def _boot_rho(b: dict[str, Any] | None) -> Interval | None:
-        """The Spearman ρ of a bootstrap record (`rho`, `rho_draws`) as an Interval; None without one."""
-        return Interval.from_draws(b["rho_draws"], estimate=b["rho"]) if b else None
+    def layer_test(mean_norm, cos) -> dict[str, Any]:
+        """The paper's §3.3 test at its own unit, the layers (`drift_layer_test`)."""
+        return drift_layer_test(tuple(float(v) for v in mean_norm), tuple(float(v) for v in cos))
 
-    def _no_correlation(self, layers: int, over: str) -> dict[str, Any]:
-        """What a finding of "not correlated with the drift" (the paper's §3.3 test) measures and predicts: the
-        Spearman ρ across `layers` layers, alike 0 within the |ρ| from which p < 0.05, bootstrapped `over`."""
-        crit = self.rho_critical(layers)
-        return dict(quantity=f"Spearman ρ across layers between ‖x̄‖₂ and the average cosine (bootstrap over {over})",
-                    direction="equal", margin=crit, section="anisotropy-drift", where="Fig. 5", digits=2,
-                    reference_label=f"0 (no correlation; |ρ| < {crit:.2f} is p > 0.05 over {layers} layers)")
+    def model_test(self, m: dict[str, Any]) -> dict[str, Any]:
+        """`layer_test` of one model's record: ‖x̄‖₂ against the all-pairs average cosine across its layers."""
+        return self.layer_test(m["mean_norm"], m["cos_exact"])
 
-    def speech_drift_rho(self) -> Interval | None:
-        """Spearman ρ across Whisper base's layers between ‖x̄‖₂ and the average cosine (the paper's §3.3 test
-        on its speech model), with its bootstrap interval over recordings; None when not measured."""
-        return self._boot_rho(self.speech_boot)
+    def speech_test(self) -> dict[str, Any] | None:
+        """`layer_test` of Whisper base's encoder (the bootstrap record's layers), with the Spearman ρ of its
+        bootstrap over recordings as `input_bootstrap`; None when not measured."""
+        b = self.speech_boot
+        if not b:
+            return None
+        return self.layer_test(b["mean_norm"], b["cos"]) | {
+            "input_bootstrap": Interval.from_draws(b["rho_draws"], estimate=b["rho"])}
 
-    @staticmethod
-    def rho_critical(layers: int, alpha: float = 0.05) -> float:
-        """The |ρ| from which a two-sided Spearman test over `layers` points gives p < `alpha` (t approximation)."""
+    def cnn_test(self) -> dict[str, Any] | None:
+        """`layer_test` of the CNN's flattened maps (the paper's reading), with the Spearman ρ of its bootstrap
+        over images as `input_bootstrap`; None without a CNN."""
+        b = self.cnn_boot
+        if not b:
+            return None
+        return self.layer_test(b["map_mean_norm"], b["map_cos"]) | {
+            "input_bootstrap": Interval.from_draws(b["rho_draws"], estimate=b["rho"])}
+
+    def identity_layers(self, models: list[dict[str, Any]]) -> tuple[int, int]:
+        """Of the layers of `models`, how many satisfy avg cos ≈ (‖x̄‖₂ / E‖x‖)² within `IDENTITY_TOL`, and how
+        many there are (a CNN read as whole flattened maps: its maps' cosines and drift ratios)."""
+        within = total = 0
+        for m in models:
+            if "map_cos_exact" in m:
+                gap = np.abs(np.asarray(m["map_cos_exact"]) - np.square(m["map_drift_ratio"]))
+                within, total = within + int((gap < IDENTITY_TOL).sum()), total + gap.size
+            else:
+                within += m["normalised"]["identity_layers_within"]
+                total += m["normalised"]["layers"]
+        return within, total
+
+    def definition_caveat(self, models: list[dict[str, Any]]) -> str:
+        """The caveat every verdict read from the paper's drift test carries: it is nearly a definition."""
+        within, total = self.identity_layers(models)
+        return (f"nearly a definition: the average cosine equals (‖x̄‖₂ / E‖x‖)² within {IDENTITY_TOL} on {within} "
+                f"of these {total} layers, so the test measures that identity, blurred by how the scale E‖x‖ "
+                "moves across layers")
+
+    def significant_share(self) -> Interval:
+        """Share of the pretrained Transformers whose anisotropy follows the drift by the paper's test: a
+        positive Spearman ρ across layers between ‖x̄‖₂ and the average cosine with the exact permutation
+        p < 0.05 (a negative one is not "following"), with its exact binomial (Clopper–Pearson) interval over the
+        models — which keeps a width when every model, or none, follows."""
         from scipy import stats as sps
 
-        t = float(sps.t.ppf(1 - alpha / 2, layers - 2))
-        return t / float(np.sqrt(layers - 2 + t * t))
+        hits = [self.follows(self.model_test(m)) for m in self.transformers()]
+        k, n = int(sum(hits)), len(hits)
+        ci = sps.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+        return Interval(k / n, float(ci.low), float(ci.high), n, "binomial")
 
-    def significant_share(self, draws: int = 4000) -> Interval:
-        """Share of the pretrained Transformers whose Spearman test of ‖x̄‖₂ against the average cosine
-        across layers gives p < 0.05 (the paper's Fig. 5), with a bootstrap interval over the models."""
-        hits = np.array([m["correlation"]["spearman_p"] < 0.05 for m in self.transformers()], float)
-        rng = np.random.default_rng(BOOTSTRAP_SEED)
-        boot = hits[rng.integers(0, len(hits), (draws, len(hits)))].mean(1)
-        return Interval.from_draws(boot, estimate=float(hits.mean()))
+    @staticmethod
+    def follows(t: dict[str, Any], reading: str = "spearman") -> bool:
+        """A layer test that says the anisotropy follows the drift: positive and p < 0.05 (Spearman with its
+        exact permutation p; `reading="pearson"`: Pearson's r and its p, the paper's Fig. 16)."""
+        if reading == "pearson":
+            return t["pearson_p"] < ALPHA and t["pearson_r"] > 0
+        return t["p_exact"] < ALPHA and t["rho"] > 0
+
+    def share_counts(self) -> dict[str, int]:
+        """Over the pretrained Transformers: how many follow the drift (Spearman, Pearson), how many have a
+        significant Spearman test of either sign (the count the paper's bars give), and how many are negative
+        among those."""
+        tests = [self.model_test(m) for m in self.transformers()]
+        sig = [t for t in tests if t["p_exact"] < ALPHA]
+        return {"models": len(tests), "spearman": sum(self.follows(t) for t in tests),
+                "pearson": sum(self.follows(t, "pearson") for t in tests), "either_sign": len(sig),
+                "negative": sum(t["rho"] < 0 for t in sig)}
+
+    # ------------------------------------------------------------------ Biś et al.: the cosine once the mean is removed
+
+    @staticmethod
+    def isotropic_line(d: int) -> float:
+        """The 95th percentile of one isotropic pair's cosine at width d (the paper's Appendix B line)."""
+        return A.isotropic_cosine_quantile(0.95, int(d))
+
+    @staticmethod
+    def jackknife(theta: float, loo) -> Interval:
+        """`theta` with its leave-one-out jackknife interval from the leave-one-out values `loo`: pseudo-values
+        K·θ − (K − 1)·θ₍₋ᵢ₎, θ ± t·SE with K − 1 degrees of freedom (`core.stats.jackknife_interval`'s rule)."""
+        from scipy import stats as sps
+
+        loo = np.asarray(loo, float)
+        k = loo.size
+        pseudo = k * theta - (k - 1) * loo
+        half = float(sps.t.ppf(0.975, k - 1)) * float(pseudo.std(ddof=1) / np.sqrt(k))
+        return Interval(theta, theta - half, theta + half, k, "jackknife")
+
+    def centred_pairs(self, m: dict[str, Any], layer: int) -> Interval:
+        """A layer's mean-removed average cosine over its `n_pairs` sampled pairs, ±1.96 standard errors."""
+        c, se = m["cos_centred"][layer], m["cos_centred_se"][layer]
+        return Interval(c, c - 1.96 * se, c + 1.96 * se, self.n_pairs, "normal")
+
+    def centred_rows_by_layer(self) -> list[dict[str, Any]]:
+        """Per pretrained Transformer, its layer whose mean-removed average cosine reaches furthest toward the
+        isotropic line (the reach: the larger |bound| of its interval over the line): the sampled pairs' reading
+        for every model, and the jackknife over inputs where measured (`centred_jack`)."""
+        rows = []
+        for m in self.transformers():
+            line = np.array([self.isotropic_line(d) for d in m["dims"]])
+            pairs = [self.centred_pairs(m, i) for i in range(len(line))]
+            reach = [max(abs(iv.low), abs(iv.high)) / q for iv, q in zip(pairs, line, strict=True)]
+            row = {"model": m["name"], "d": int(m["dims"][-1]), "layer": int(np.argmax(reach)),
+                   "pairs": pairs[int(np.argmax(reach))], "pairs_reach": float(max(reach))}
+            j = next((r for r in self.centred_jack if r["name"] == m["name"]), None)
+            if j is not None:
+                jk = [self.jackknife(c, loo) for c, loo in zip(j["centred"], j["leave_one_out"], strict=True)]
+                jr = [max(abs(iv.low), abs(iv.high)) / q for iv, q in zip(jk, line, strict=True)]
+                k = int(np.argmax(jr))
+                row |= {"jk_layer": k, "jackknife": jk[k], "jk_reach": float(jr[k]), "jk_pairs": pairs[k],
+                        "unit": j["unit"], "inputs": j["inputs"]}
+            row["line"] = float(line[row.get("jk_layer", row["layer"])])
+            rows.append(row)
+        return rows
+
+    def centred_decider(self) -> dict[str, Any] | None:
+        """The layer that decides Biś et al.'s test: over the models read with the jackknife over inputs, the
+        layer whose interval reaches furthest toward the isotropic line; without such a reading, the layer whose
+        sampled pairs reach furthest. None without Transformers."""
+        rows = self.centred_rows_by_layer()
+        jk = [r for r in rows if "jackknife" in r]
+        if jk:
+            return max(jk, key=lambda r: r["jk_reach"])
+        return max(rows, key=lambda r: r["pairs_reach"]) if rows else None
 
     def single_pair_margin(self) -> tuple[dict[str, Any], Interval]:
         """The paper's Fig. 18 reading: per pretrained Transformer, its average cosine over layers (sampled pairs)
@@ -423,24 +524,28 @@ class Result(results.Result):
 
     def findings(self) -> list[Finding]:
         """The paper's §3 claims (and the drift explanation it cites), in the paper's order, the test closest
-        to the paper's setting first for each claim."""
+        to the paper's setting first for each claim. Every test names the models it measured (`members`)."""
         ts = self.transformers()
+        names = tuple(m["name"] for m in ts)
         scale = "the models that load offline"          # which ones stand in for the paper's: each finding's `reduced`
         common = dict(paper="godey2024", chapter="anisotropy", scale=scale)
+        offline = "" if all(m["name"] in PAPER_NAMES for m in ts) else \
+            f"on {len(ts)} Transformers that load offline in place of the paper's"
 
         def peak_finding(key: str, claim_id: str, where: str, claim: str, group: list[dict[str, Any]],
                          paper: str) -> Finding:
             weak, layer = self.weakest_peak(group)
             null = self.null_of(group)
-            names = ", ".join(m["name"] for m in group)
+            listed = ", ".join(m["name"] for m in group)
             return Finding(
                 key=key, claim_id=claim_id, where=where, section="anisotropy-layers", claim=claim,
-                measured=f"{names}, every layer" + (f"; the weakest is {weak['name']} (its layer {layer})"
-                                                    if len(group) > 1 else f"; its peak is layer {layer}"),
+                measured=f"{listed}, every layer" + (f"; the weakest is {weak['name']} (its layer {layer})"
+                                                     if len(group) > 1 else f"; its peak is layer {layer}"),
                 quantity="the smallest, over models, of the peak-layer average cosine (sampled pairs, ±1.96 SE)",
                 effect=self.layer_interval(weak, layer), direction="above", reference=null,
                 reference_label=f"the isotropic null of a {self.n_pairs:,}-pair average, ≤ {null:.4f}",
-                reduced=self._instead(group, paper), digits=3, **common)
+                reduced=self._instead(group, paper), digits=3, label=listed,
+                members=tuple(m["name"] for m in group), **common)
 
         out = []
         if ts:
@@ -448,39 +553,17 @@ class Result(results.Result):
                 key="anisotropy-transformers", claim_id="godey-abstract-modalities", where="abstract; Figs. 1–3",
                 section="anisotropy-layers", claim="Transformers across tokenisations and modalities display "
                 "significant anisotropy in at least one of their layers.",
-                measured=f"{len(ts)} pretrained Transformers ({', '.join(m['name'] for m in ts)}), every layer; the "
+                measured=f"{len(ts)} pretrained Transformers ({', '.join(names)}), every layer; the "
                          f"weakest is {self.weakest_peak()[0]['name']} (its layer {self.weakest_peak()[1]})",
                 quantity="the smallest, over models, of the peak-layer average cosine (sampled pairs, ±1.96 SE)",
                 effect=self.layer_interval(*self.weakest_peak()), direction="above", reference=self.null_of(ts),
                 reference_label=f"the isotropic null of a {self.n_pairs:,}-pair average, ≤ {self.null_of(ts):.4f}",
-                reduced="" if all(m["name"] in PAPER_NAMES for m in ts) else
-                f"on {len(ts)} Transformers that load offline in place of the paper's",
-                digits=3, **common))
+                reduced=offline, digits=3, label=f"{len(ts)} Transformers", members=names, **common))
         if sub := self.group("subword"):
             out.append(peak_finding("anisotropy-subword", "godey-fig1-subword", "Fig. 1",
                                     "Token-level (subword) language models display high average cosine across their "
                                     "layers.", sub, "BERT, RoBERTa, GPT-2 and T5"))
-        share = self.pr_share_interval()
-        shaped = sorted({s_["name"] for s_ in self.shapes if s_["trained"]})
-        bis = dict(key="anisotropy-centred-isotropy", claim_id="godey-bis-centred", where="§2 (citing Biś et al. 2021)",
-                   section="anisotropy-shape", direction="equal", reference=1.0, margin=1 - A.ISO_SHARE,
-                   reference_label="1 (an isotropic cloud)", digits=2,
-                   claim="Removing the average component from all representations leads to a nearly perfect isotropy.")
-        if share is not None:
-            out.append(Finding(
-                **bis, measured=f"{len(shaped)} pretrained Transformers ({', '.join(shaped)}), every layer, a "
-                                "subsample of the tokens (covariance spectrum)",
-                quantity="participation ratio of the centred cloud over an isotropic Gaussian's of the same n and d: "
-                         "median [smallest, largest] over layers", effect=share,
-                reduced=f"on {len(shaped)} Transformers that load offline, a {self.shape_share:.0%} subsample of the "
-                        "tokens", **common))
-        elif ts:
-            out.append(Finding(
-                **bis, measured=f"{len(ts)} pretrained Transformers; {self.n_pairs:,} sampled pairs per layer, mean "
-                                "removed",
-                quantity="effective dimension 1/E[cos²] of the centred cloud over d: median [smallest, largest] "
-                         "over layers", effect=self.centred_share(),
-                reduced=f"on {len(ts)} Transformers that load offline", **common))
+        out += self._centred_findings(common)
         char = self.group("character")
         if char:
             out.append(peak_finding("anisotropy-bytes", "godey-fig2-character", "Fig. 2",
@@ -492,6 +575,7 @@ class Result(results.Result):
                 for s_ in sorted(sub, key=lambda m: m["name"] in SENTENCE_ENCODERS):
                     slug = "minilm" if "MiniLM" in s_["name"] else re.sub(r"[^a-z0-9]+", "-", s_["name"].lower()
                                                                                     .split("-")[0])
+                    short = "MiniLM" if "MiniLM" in s_["name"] else s_["name"].split("-")[0]
                     out.append(Finding(
                         key=f"anisotropy-bytes-vs-{slug}", claim_id="godey-fig2-bytes-higher", where="Fig. 2",
                         section="anisotropy-layers",
@@ -503,31 +587,33 @@ class Result(results.Result):
                         effect=self.level_gap(b, s_), direction="above",
                         reduced="" if all(m["name"] in PAPER_NAMES for m in (b, s_)) else
                         f"on {b['name']} against {s_['name']} (stand-ins)",
-                        digits=3, **common))
+                        digits=3, label=f"{b['name']} vs {short}", members=(b["name"],), **common))
         if speech := self.group("speech"):
             speech_claim = dict(claim_id="godey-fig3-speech", where="Fig. 3a", section="anisotropy-layers",
                                 claim="Every layer of every speech model has an average cosine of at least 0.2.",
                                 direction="above", reference=0.2, reference_label="the paper's 0.2")
-            quantity = "the smallest layer average cosine over the speech models (sampled pairs, ±1.96 SE)"
             # the paper's own model first: it decides the claim
             for m in (m for m in speech if m["name"] in PAPER_OFFLINE):
                 out.append(Finding(
                     key=f"anisotropy-speech-{m['name']}", **speech_claim,
-                    measured=f"{m['name']}'s encoder, every layer; its lowest is layer "
+                    measured=f"{m['name']}'s encoder only, every layer; its lowest is layer "
                              f"{int(np.argmin(m['cos_exact']))}",
                     quantity="the lowest layer average cosine of its encoder (sampled pairs, ±1.96 SE)",
                     effect=self.lowest_layer([m]),
-                    reduced=f"on {m['name']} alone (one of the paper's three speech models), FSDD spoken digits in "
-                            "place of Common Voice", digits=3, **common))
+                    reduced=f"on {m['name']}'s encoder alone (one of the paper's three speech models), FSDD spoken "
+                            "digits in place of Common Voice", digits=3, label=f"{m['name']} encoder",
+                    members=(m["name"],), **common))
             low = min(speech, key=lambda m: min(m["cos_exact"]))
-            names = " and ".join(m["name"] for m in speech)
+            listed = " and ".join(m["name"] for m in speech)
             out.append(Finding(
                 key="anisotropy-speech", **speech_claim,
-                measured=f"{', '.join(m['name'] for m in speech)}: every layer; the lowest is {low['name']}'s layer "
-                         f"{int(np.argmin(low['cos_exact']))}",
-                quantity=quantity, effect=self.lowest_layer(speech),
-                reduced=f"on {names}, FSDD spoken digits in place of the paper's three models on Common Voice",
-                digits=3, **common))
+                measured=f"the encoders of {', '.join(m['name'] for m in speech)}: every layer; the lowest is "
+                         f"{low['name']}'s layer {int(np.argmin(low['cos_exact']))}",
+                quantity="the smallest layer average cosine over the speech encoders (sampled pairs, ±1.96 SE)",
+                effect=self.lowest_layer(speech),
+                reduced=f"on the encoders of {listed}, FSDD spoken digits in place of the paper's three models on "
+                        "Common Voice", digits=3, label=f"{listed} encoders",
+                members=tuple(m["name"] for m in speech), **common))
         if vision := self.group("vision"):
             out.append(peak_finding("anisotropy-vision", "godey-fig3-vision", "Fig. 3b",
                                     "Vision Transformers show significant anisotropy on some of their layers.", vision,
@@ -535,7 +621,6 @@ class Result(results.Result):
         cnn = self.cnn()
         if cnn is not None and self.cnn_boot:
             n_img = self.cnn_boot["images"]
-            one = f"on one CNN ({cnn['name']}), {n_img} images"
             out.append(Finding(
                 key="anisotropy-cnn", claim_id="godey-fig4-cnn", where="Fig. 4", section="anisotropy-cnn",
                 claim="Most convolution-based vision models are isotropic (whole feature maps flattened); EfficientNet "
@@ -545,41 +630,9 @@ class Result(results.Result):
                 quantity="average cosine of whole flattened maps, median over the block outputs (bootstrap over "
                          "images)",
                 effect=self.cnn_map_cosine(), direction="equal", margin=0.1, reference_label="0 (isotropic)",
-                reduced=one, digits=3, **common))
-        if ts:
-            out.append(Finding(
-                key="anisotropy-drift-correlation", claim_id="godey-fig5-transformers", where="Fig. 5",
-                section="anisotropy-drift",
-                claim="The anisotropy level correlates with the norm of the drift ‖x̄‖₂ across layers for several "
-                      "models (Spearman).",
-                measured=f"{len(ts)} pretrained Transformers ({', '.join(m['name'] for m in ts)}), every layer",
-                quantity="share of the models with Spearman p < 0.05 (bootstrap over the models)",
-                effect=self.significant_share(), direction="above", digits=2,
-                reduced="" if all(m["name"] in PAPER_NAMES for m in ts) else
-                f"on {len(ts)} Transformers that load offline in place of the paper's", **common))
-        if self.speech_boot:
-            b = self.speech_boot
-            layers = len(b["cos"])
-            out.append(Finding(
-                key="anisotropy-speech-drift", claim_id="godey-fig5-speech",
-                claim="Some speech models (HuBERT and Whisper-base) display anisotropy that cannot be correlated with "
-                      "the drift effect.",
-                measured=f"{b['name']}'s encoder on {b['clips']} FSDD recordings ({b['frames']:,} positions), {layers} "
-                         f"layers (the stem's output and each block's); {b['draws']:,} bootstrap resamples of the "
-                         f"recordings (on all of them, p = {b['p']:.2f})",
-                effect=self.speech_drift_rho(), **self._no_correlation(layers, "recordings"),
-                reduced=f"on {b['name']} alone (HuBERT does not load offline), FSDD spoken digits in place of Common "
-                        "Voice", **common))
-        if cnn is not None and self.cnn_boot:
-            layers = len(self.cnn_boot["map_cos"])
-            out.append(Finding(
-                key="anisotropy-cnn-drift", claim_id="godey-fig5-cnn",
-                claim="The anisotropy of CNNs is generally not correlated with the drift ‖x̄‖₂ across layers.",
-                measured=f"{cnn['name']} on {self.cnn_boot['images']} CIFAR-10 test images, {layers} layers, whole "
-                         f"maps flattened (every spatial position a vector instead: ρ = "
-                         f"{cnn['correlation']['spearman_r']:.2f}, p = {cnn['correlation']['spearman_p']:.2f})",
-                effect=self.cnn_drift_rho(), **self._no_correlation(layers, "images"),
-                reduced=f"on one CNN ({cnn['name']}), {self.cnn_boot['images']} images", **common))
+                reduced=f"on one CNN ({cnn['name']}), {n_img} images", digits=3, label=cnn["name"],
+                members=(cnn["name"],), **common))
+        out += self._drift_findings(ts, offline, common)
         if ts:
             low, gap = self.single_pair_margin()
             out.append(Finding(
@@ -592,8 +645,136 @@ class Result(results.Result):
                 quantity="average cosine over layers minus the single-pair 95th percentile at the model's width, "
                          "smallest over models (sampled pairs, ±1.96 SE)",
                 effect=gap, direction="above", reference_label="0 (on the paper's line)",
-                reduced="" if all(m["name"] in PAPER_NAMES for m in ts) else
-                f"on {len(ts)} Transformers that load offline in place of the paper's", digits=3, **common))
+                reduced=offline, digits=3, label=f"{len(ts)} Transformers", members=names, **common))
+        return out
+
+    def _centred_findings(self, common: dict[str, Any]) -> list[Finding]:
+        """Biś et al.'s "removing the mean gives a nearly perfect isotropy", as they read it (the average cosine,
+        against the paper's isotropic line), and the book's test of the centred cloud's shape (an extension)."""
+        ts = self.transformers()
+        if not ts:
+            return []
+        out = []
+        dec = self.centred_decider()
+        claim = "Removing the average component from all representations leads to a nearly perfect isotropy."
+        where = "§2 (citing Biś et al. 2021)"
+        rows = self.centred_rows_by_layer()
+        if "jackknife" in dec:
+            jk = [r for r in rows if "jackknife" in r]
+            rest = [r for r in rows if "jackknife" not in r]
+            others = (f"; the other models' layers, by {self.n_pairs:,} sampled pairs, reach at most "
+                      f"{max(r['pairs_reach'] for r in rest):.0%} of their line" if rest else "")
+            measured = (f"{', '.join(r['model'] for r in jk)}: every layer, the mean removed, a jackknife over their "
+                        f"inputs (text chunks, images); the closest to the line is {dec['model']}'s layer "
+                        f"{dec['jk_layer']} ({dec['inputs']} {dec['unit']}, d = {dec['d']}){others}")
+            effect, quantity = dec["jackknife"], ("average cosine after removing the mean, at the layer closest to the "
+                                                  "isotropic line (jackknife over the inputs)")
+            alternatives = (("±1.96 SE over the sampled pairs", dec["jk_pairs"]),)
+            members = tuple(r["model"] for r in jk)
+        else:
+            measured = (f"{len(ts)} pretrained Transformers, every layer, {self.n_pairs:,} sampled pairs, the mean "
+                        f"removed; the closest to the line is {dec['model']}'s layer {dec['layer']} (d = {dec['d']})")
+            effect, quantity = dec["pairs"], ("average cosine after removing the mean, at the layer closest to the "
+                                              "isotropic line (sampled pairs, ±1.96 SE)")
+            alternatives, members = (), tuple(r["model"] for r in rows)
+        out.append(Finding(
+            key="anisotropy-centred-isotropy", claim_id="godey-bis-centred", where=where, section="anisotropy-shape",
+            claim=claim, measured=measured, quantity=quantity, effect=effect, alternatives=alternatives,
+            direction="equal", reference=0.0, margin=dec["line"],
+            reference_label=f"0, within the 95th percentile of one isotropic pair's cosine at d = {dec['d']} "
+                            f"(±{dec['line']:.3f}, the paper's Appendix B line)",
+            reduced=f"on {len(ts)} Transformers that load offline in place of Biś et al.'s language models",
+            caveat="centred vectors sum to zero, so their average cosine is near 0 whatever the cloud's shape: this "
+                   "test can hardly fail (the centred cloud's spread, the extension beside it, can)",
+            digits=4, label=dec["model"], members=members, **common))
+        share = self.pr_share_interval()
+        if share is not None:
+            shaped = sorted({s_["name"] for s_ in self.shapes if s_["trained"]})
+            out.append(Finding(
+                key="anisotropy-centred-spread", claim_id="godey-bis-centred", kind="extension", where=where,
+                section="anisotropy-shape",
+                claim="Once the mean is removed, the cloud spreads over as many directions as an isotropic Gaussian's "
+                      "of the same size (the shape, which the average cosine cannot see).",
+                measured=f"{len(shaped)} pretrained Transformers ({', '.join(shaped)}), every layer, a "
+                         f"{self.shape_share:.0%} subsample of the tokens (covariance spectrum)",
+                quantity="participation ratio of the centred cloud over an isotropic Gaussian's of the same n and d: "
+                         "median [smallest, largest] over layers", effect=share,
+                direction="equal", reference=1.0, margin=1 - A.ISO_SHARE, reference_label="1 (an isotropic cloud)",
+                reduced=f"on {len(shaped)} Transformers that load offline, a {self.shape_share:.0%} subsample of the "
+                        "tokens",
+                caveat="the interval is the range over layers (every layer must lie within the margin), not a "
+                       "sampling interval",
+                digits=2, label=f"{len(shaped)} Transformers", members=tuple(shaped), **common))
+        return out
+
+    def _drift_findings(self, ts: list[dict[str, Any]], offline: str, common: dict[str, Any]) -> list[Finding]:
+        """The paper's Fig. 5 test at its unit, the layers: the share of Transformers whose anisotropy follows
+        the drift, Whisper base's two readings, the CNN's."""
+        out = []
+        if ts:
+            c = self.share_counts()
+            out.append(Finding(
+                key="anisotropy-drift-correlation", claim_id="godey-fig5-transformers", where="Fig. 5",
+                section="anisotropy-drift",
+                claim="The anisotropy level correlates with the norm of the drift ‖x̄‖₂ across layers for several "
+                      "models (Spearman): it follows the drift.",
+                measured=f"{len(ts)} pretrained Transformers ({', '.join(m['name'] for m in ts)}), every layer; "
+                         f"{c['either_sign']} have p < {ALPHA} of either sign, {c['negative']} of them negative; by "
+                         f"Pearson (App. A) {c['pearson']} follow the drift",
+                quantity=f"share of the models with a positive Spearman ρ across layers and exact permutation p < "
+                         f"{ALPHA} (exact binomial interval over the models)",
+                effect=self.significant_share(), direction="above", digits=2, reduced=offline,
+                caveat=self.definition_caveat(ts), label=f"{len(ts)} Transformers",
+                members=tuple(m["name"] for m in ts), **common))
+        if (t := self.speech_test()) is not None:
+            b = self.speech_boot
+            base = dict(where="Fig. 5", section="anisotropy-drift", claim_id="godey-fig5-speech",
+                        measured=f"{b['name']}'s encoder only, on {b['clips']} FSDD recordings ({b['frames']:,} "
+                                 f"positions), {t['layers']} layers (the stem's output and each block's): exact "
+                                 f"permutation p = {t['p_exact']:.4f}; jackknife over the layers "
+                                 f"{t['jackknife'].text(2)}; Pearson r = {t['pearson_r']:.2f}, p = "
+                                 f"{t['pearson_p']:.3f} (App. A); bootstrap over the recordings "
+                                 f"{t['input_bootstrap'].text(2)} (a stable layer order: no width)",
+                        quantity="Spearman ρ across layers between ‖x̄‖₂ and the average cosine (Fisher-z interval "
+                                 "over the layers)",
+                        effect=t["fisher"], reduced=f"on {b['name']}'s encoder alone (HuBERT does not load "
+                                                    "offline), FSDD spoken digits in place of Common Voice",
+                        caveat=self.definition_caveat([m for m in ts if m["name"] == b["name"]] or ts),
+                        members=(b["name"],), digits=2,
+                        extra={"p_exact": t["p_exact"], "pearson_r": t["pearson_r"], "pearson_p": t["pearson_p"],
+                               "jackknife": t["jackknife"].text(2), "input_bootstrap": t["input_bootstrap"].text(2)})
+            out.append(Finding(
+                key="anisotropy-speech-drift", **base, direction="none",
+                claim="Some speech models (HuBERT and Whisper-base) display anisotropy that cannot be correlated with "
+                      "the drift effect — the literal test: no significant Spearman correlation across layers.",
+                reference_label="0 (no correlation: the paper's p > 0.05)", label=f"{b['name']} encoder, the test",
+                **common))
+            out.append(Finding(
+                key="anisotropy-speech-drift-sign", **base, direction="at most", margin=0.0,
+                claim="Some speech models (HuBERT and Whisper-base) display anisotropy that cannot be correlated with "
+                      "the drift effect — the paper's point: the drift does not explain it (a drift explanation needs "
+                      "a positive monotonic relation).",
+                reference_label="0 (at most: a drift explanation needs ρ > 0)", label=f"{b['name']} encoder, the sign",
+                **common))
+        cnn = self.cnn()
+        if cnn is not None and (t := self.cnn_test()) is not None:
+            pos = self.model_test(cnn)
+            out.append(Finding(
+                key="anisotropy-cnn-drift", claim_id="godey-fig5-cnn", where="Fig. 5", section="anisotropy-drift",
+                claim="The anisotropy of CNNs is generally not correlated with the drift ‖x̄‖₂ across layers.",
+                measured=f"{cnn['name']} on {self.cnn_boot['images']} CIFAR-10 test images, {t['layers']} layers, "
+                         f"whole maps flattened: exact permutation p = {t['p_exact']:.4f}; jackknife over the layers "
+                         f"{t['jackknife'].text(2)}; Pearson r = {t['pearson_r']:.2f}, p = {t['pearson_p']:.4f} "
+                         f"(App. A); bootstrap over the images {t['input_bootstrap'].text(2)}; every spatial "
+                         f"position a vector instead: ρ = {pos['rho']:.2f}, p = {pos['p_exact']:.2f}",
+                quantity="Spearman ρ across layers between ‖x̄‖₂ and the average cosine of flattened maps (Fisher-z "
+                         "interval over the layers)",
+                effect=t["fisher"], direction="none", reference_label="0 (no correlation: the paper's p > 0.05)",
+                reduced=f"on one CNN ({cnn['name']}), {self.cnn_boot['images']} images",
+                caveat=self.definition_caveat([cnn]), label=cnn["name"], members=(cnn["name"],), digits=2,
+                extra={"p_exact": t["p_exact"], "pearson_r": t["pearson_r"], "pearson_p": t["pearson_p"],
+                       "jackknife": t["jackknife"].text(2), "input_bootstrap": t["input_bootstrap"].text(2)},
+                **common))
         return out
 
 
@@ -645,6 +826,29 @@ def _load(modality: str, name: str, untrained: bool, device, p: Params | None = 
     loaded = models.load(name, untrained=untrained, modality="vision" if modality == "vision" else
                          ("audio" if modality == "audio" else "text"), device=device)
     return loaded.model, loaded.tokenizer, loaded.description
+
+
+@functools.lru_cache(maxsize=512)
+def drift_layer_test(mean_norm: tuple[float, ...], cos: tuple[float, ...]) -> dict[str, Any]:
+    """Godey et al.'s §3.3 test (Fig. 5) and its Pearson reading (App. A, Fig. 16) with the layers as the unit,
+    as the paper's test has them: Spearman's ρ across layers between ‖x̄‖₂ and the average cosine, its exact
+    permutation p (over all n! orderings up to 9 layers, Monte Carlo beyond: `core.stats.spearman_exact_p`),
+    its Fisher-z interval over the layers (`core.stats.rank_correlation_interval`) and its jackknife over
+    the layers (degenerate for a perfect rank order); Pearson's r with its p and Fisher-z interval."""
+    from scipy import stats as sps
+
+    x, y = np.asarray(mean_norm, float), np.asarray(cos, float)
+    n = x.size
+    rho = lambda v: float(sps.spearmanr(v[:, 0], v[:, 1]).statistic)  # noqa: E731
+    pr = sps.pearsonr(x, y)
+    r = float(np.clip(pr.statistic, -(1 - 1 / n**2), 1 - 1 / n**2))
+    half = 1.96 / np.sqrt(n - 3)
+    est = float(pr.statistic)
+    low, high = float(np.tanh(np.arctanh(r) - half)), float(np.tanh(np.arctanh(r) + half))
+    return {"layers": int(n), "rho": float(sps.spearmanr(x, y).statistic), "p_exact": spearman_exact_p(x, y),
+            "fisher": rank_correlation_interval(x, y), "jackknife": jackknife_interval(np.column_stack([x, y]), rho),
+            "pearson_r": est, "pearson_p": float(pr.pvalue),
+            "pearson": Interval(est, min(low, est), max(high, est), int(n), "fisher-z")}
 
 
 def _spread(n_total: int, k: int) -> list[int]:
@@ -844,6 +1048,84 @@ def speech_drift_bootstrap(entry: str, p: Params, device, data: dict[str, Any], 
             "mean_norm": norm.tolist(), "rho": float(test.statistic), "p": float(test.pvalue), "rho_draws": rho}
 
 
+#: the models whose mean-removed average cosine is read with a jackknife over their inputs (`centred_jackknife`):
+#: the three whose sampled pairs put a layer closest to the isotropic line
+CENTRED_MODELS = ("text:all-MiniLM-L6-v2", "text:SmolLM2-135M-Instruct", "vision:DINOv2-S/14")
+
+
+@torch.no_grad()
+def layer_vectors(entry: str, p: Params, device, data: dict[str, Any]) -> tuple[list[Tensor], np.ndarray, str]:
+    """Every layer's vectors of one pretrained text or vision Transformer on the chapter's data, as `measure`
+    takes them (text: `p.text_tokens` tokens in chunks spread over WikiText-103, special tokens fed but left
+    out; vision: the patch tokens of `p.images` CIFAR-10 images, [CLS] left out), with the input each vector
+    comes from. Returns (one (n, d) float32 tensor per layer, the input index of each vector, the unit's name)."""
+    modality, name = entry.split(":", 1)
+    model, tok, _ = _load(modality, name, False, device, p)
+    layers: list[list[Tensor]] = []
+    owner: list[np.ndarray] = []
+
+    def add(states, keep: Tensor, first: int) -> None:
+        per_row = keep.sum(1).tolist()
+        owner.append(np.repeat(np.arange(first, first + len(per_row)), per_row))
+        for li, h in enumerate(states):
+            if len(layers) <= li:
+                layers.append([])
+            layers[li].append(h.float().cpu()[keep])
+
+    if modality == "text":
+        if "text" not in data:
+            data["text"] = load_wikitext103(p.text_split)
+        n_layers = getattr(model.config, "num_hidden_layers", 12)
+        budget = p.text_tokens if n_layers <= 12 else min(p.text_tokens, p.decoder_tokens)
+        ids = tok(data["text"], add_special_tokens=False, return_attention_mask=False, verbose=False)["input_ids"]
+        pre, post = H.specials(tok)
+        pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+        seqs = H.spread_chunks(ids, budget, p.chunk_len)
+        dev = next(model.parameters()).device
+        for i in range(0, len(seqs), p.batch_size):
+            batch = [pre + c + post for c in seqs[i:i + p.batch_size]]
+            L = max(len(e) for e in batch)
+            input_ids = torch.tensor([e + [pad] * (L - len(e)) for e in batch], device=dev)
+            attn = torch.tensor([[1] * len(e) + [0] * (L - len(e)) for e in batch], device=dev)
+            keep = torch.tensor([[0] * len(pre) + [1] * (len(e) - len(pre) - len(post)) + [0] * (L - len(e) + len(post))
+                                 for e in batch], dtype=torch.bool)
+            add(model(input_ids=input_ids, attention_mask=attn, output_hidden_states=True).hidden_states, keep, i)
+        unit = "text chunks"
+    elif modality == "vision":
+        if "images" not in data:
+            data["images"] = load_cifar10("test", p.images, p.seed)[0]
+        images, skip, bs = data["images"][:p.images], vision_special_tokens(model), 16
+        dev = next(model.parameters()).device
+        for i in range(0, len(images), bs):
+            px = tok(images=images[i:i + bs], return_tensors="pt")["pixel_values"].to(dev)
+            states = model(pixel_values=px, output_hidden_states=True).hidden_states
+            keep = torch.zeros(states[0].shape[:2], dtype=torch.bool)
+            keep[:, skip:] = True
+            add(states, keep, i)
+        unit = "images"
+    else:
+        raise ValueError(f"{entry}: the centred bootstrap reads text and vision Transformers")
+    return [torch.cat(h) for h in layers], np.concatenate(owner), unit
+
+
+def centred_jackknife(entry: str, p: Params, device, data: dict[str, Any]) -> dict[str, Any]:
+    """Biś et al.'s test with its sampling over inputs, for one model: per layer the average cosine over all
+    pairs once the mean is removed, and the same with each input (text chunk or image) left out in turn, the
+    rest centred on its own mean (`core.anisotropy.centred_cosine_resamples`) — a jackknife over the inputs.
+    The raw all-pairs average cosine is kept as a check that these are the record's vectors."""
+    vecs, owner, unit = layer_vectors(entry, p, device, data)
+    k = int(owner.max()) + 1
+    leave_one_out = 1.0 - np.eye(k)
+    centred, raw, loo = [], [], []
+    for X in vecs:
+        c, r, dr = A.centred_cosine_resamples(X, owner, leave_one_out)
+        centred.append(c)
+        raw.append(r)
+        loo.append(dr.tolist())
+    return {"name": entry.split(":", 1)[1], "unit": unit, "inputs": k, "vectors": int(len(owner)),
+            "dims": [int(X.shape[1]) for X in vecs], "centred": centred, "leave_one_out": loo, "raw": raw}
+
+
 def gaussian_baseline(d: int, p: Params, bins: int = 120) -> dict[str, Any]:
     """Appendix B for one dimension d: Monte Carlo cosines of isotropic Gaussians against the exact law."""
     samples = A.sample_isotropic_cosines(d, p.gaussian_samples, stream_seed(p.seed, "gaussian", d))
@@ -1020,6 +1302,15 @@ def run(p: Params) -> Result:
                                         lambda: speech_drift_bootstrap(SPEECH_DRIFT_MODEL, p, choose_device(p.device),
                                                                        {}),
                                         drop=_MODEL_KEY_DROP, model=SPEECH_DRIFT_MODEL, draws=CNN_DRAWS)
+    centred_jack = []
+    for entry in (e for e in CENTRED_MODELS if e in p.models and e not in gone):
+        try:
+            rec, _ = results.cached(p, f"centred-jackknife-{_slug(entry, 'pretrained')}",
+                                    lambda e=entry: centred_jackknife(e, p, choose_device(p.device), {}),
+                                    drop=_MODEL_KEY_DROP, model=entry, **_special_key(entry))
+        except results.MissingRuns:
+            continue                                    # the book build without the committed run: pairs only
+        centred_jack.append(rec)
     planted = {"clusters + drift": A.cloud_shape(A.planted_clusters_and_drift(seed=p.seed), p.n_pairs, p.seed),
                "isotropic + drift": A.cloud_shape(A.planted_clusters_and_drift(clusters=2000, seed=p.seed),
                                                   p.n_pairs, p.seed)}
@@ -1031,7 +1322,7 @@ def run(p: Params) -> Result:
     return Result(models=measured, gaussian=gaussian, byte_mlm=byte_rec,
                   skipped=skipped, n_pairs=p.n_pairs, planted=planted, zeroed=zeroed, shapes=shapes,
                   shape_share=p.shape_share, final_norm=final_norm, cnn_boot=cnn_boot,
-                  speech_boot=speech_boot)
+                  speech_boot=speech_boot, centred_jack=centred_jack)
 
 
 # ------------------------------------------------------------------ the byte-level MLM trained here (Fig. 2 row)

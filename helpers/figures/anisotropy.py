@@ -13,7 +13,7 @@ from ..experiments.anisotropy import Result
 from . import common
 
 MARKERS = {"text": "o", "bytes": "D", "protein": "P", "chem": "X", "audio": "^", "vision": "s"}
-#: p-values below this are drawn at it (scipy's t-approximation gives 0 or 1e-300 for perfect ranks)
+#: p-values below this are drawn at it (Pearson's t-test gives 1e-16 and less for near-perfect lines)
 FLOOR = 1e-16
 MODALITY_NAMES = {"text": "text (subword tokens)", "bytes": "text (bytes)", "protein": "protein (residues)",
                   "chem": "chemistry (SMILES atoms)", "audio": "speech", "vision": "vision"}
@@ -71,15 +71,15 @@ def fig_drift(res: Result) -> plt.Figure:
     axes[0].set_title("(a) average cosine against the squared normalised drift", fontsize=10)
     labels = [m["label"] for m in res.models]
     y = np.arange(len(labels))
-    raw = [max(m["correlation"]["spearman_p"], FLOOR) for m in res.models]
-    norm = [max(m["normalised"]["normalised_spearman_p"], FLOOR) for m in res.models]
+    raw = [max(res.model_test(m)["p_exact"], FLOOR) for m in res.models]
+    norm = [max(res.layer_test(m["drift_ratio"], m["cos_exact"])["p_exact"], FLOOR) for m in res.models]
     axes[1].barh(y - 0.2, raw, height=0.4, color="C3", label="‖x̄‖₂ (the paper's test)")
     axes[1].barh(y + 0.2, norm, height=0.4, color="C0", label="‖x̄‖₂ / E‖x‖ (normalised)")
     axes[1].set_yticks(y, labels, fontsize=8)
     axes[1].axvline(0.05, color="r", ls="--", lw=1)
     axes[1].set_xscale("log")
-    axes[1].set_xlim(FLOOR / 10, 2)
-    axes[1].set_xlabel(f"p-value (below {FLOOR:.0e} drawn at it)")
+    axes[1].set_xlim(1e-6, 2)
+    axes[1].set_xlabel("exact permutation p-value")
     axes[1].legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=1, title="(b) Spearman p-value of",
                    title_fontsize=9)
     axes[1].invert_yaxis()
@@ -95,14 +95,17 @@ def fig_correlation(res: Result) -> plt.Figure:
     labels = [m["label"] for m in res.models]
     fig, axes = plt.subplots(1, 2, figsize=(11, 2.6 + 0.3 * len(labels)), sharey=True)
     for ax, test in zip(axes, ("spearman", "pearson"), strict=True):
-        pv = [max(m["correlation"][f"{test}_p"], FLOOR) for m in res.models]
-        ax.barh(labels, pv, color=["0.25" if v < 0.05 else "0.7" for v in pv])
+        tests = [res.model_test(m) for m in res.models]
+        pv = [max(t["p_exact" if test == "spearman" else "pearson_p"], FLOOR) for t in tests]
+        sign = [t["rho" if test == "spearman" else "pearson_r"] for t in tests]
+        ax.barh(labels, pv, color=["0.7" if v >= 0.05 else ("C0" if r > 0 else "C3") for v, r in
+                                   zip(pv, sign, strict=True)])
         ax.axvline(0.05, color="r", ls="--", lw=1)
         ax.set_xscale("log")
-        ax.set_xlabel(f"{test.title()} p-value")
+        ax.set_xlabel("Spearman p-value (exact permutation)" if test == "spearman" else "Pearson p-value")
     axes[0].invert_yaxis()
-    fig.suptitle("‖x̄‖₂ against the average cosine across layers: dark, p < 0.05; light (right of the dashed "
-                 "line), p > 0.05")
+    fig.suptitle("‖x̄‖₂ against the average cosine across layers: p < 0.05 with a positive (blue) or negative "
+                 "(red) correlation; grey, p > 0.05")
     return fig
 
 
@@ -265,13 +268,53 @@ def zeroed_table(res: Result):
 
 
 def correlation_table(res: Result):
-    """Per model: the paper's tests (‖x̄‖₂ vs average cosine), the Spearman test of the normalised drift,
-    and how many layers satisfy avg cos ≈ (‖x̄‖₂ / E‖x‖)² within 0.02."""
-    rows = [{"model": m["label"], "Spearman ρ": m["correlation"]["spearman_r"], "p": m["correlation"]["spearman_p"],
-             "Pearson r": m["correlation"]["pearson_r"], "p (Pearson)": m["correlation"]["pearson_p"]}
-            for m in res.models]
-    return _scroll(common.table(pd.DataFrame(rows), digits=3).set_caption(
-        "The paper's tests (its Figs. 5 and 16): ‖x̄‖₂ against the average cosine across layers"))
+    """Per pretrained model: the paper's tests (‖x̄‖₂ against the average cosine across layers) at their unit,
+    the layers — Spearman ρ with its Fisher-z interval and exact permutation p, Pearson r and its p — and whether
+    the anisotropy follows the drift (positive, p < 0.05)."""
+    rows = []
+    for m in res.pretrained():
+        t = res.model_test(m)
+        rows.append({"model": m["name"], "layers": t["layers"], "Spearman ρ [over layers]": t["fisher"].text(2),
+                     "p (exact)": f"{t['p_exact']:.2g}", "Pearson r": f"{t['pearson_r']:+.2f}",
+                     "p (Pearson)": f"{t['pearson_p']:.2g}", "follows the drift": "yes" if res.follows(t) else "no"})
+    return _scroll(common.table(pd.DataFrame(rows)).set_caption(
+        "The paper's tests (its Figs. 5 and 16) across each model's layers: ‖x̄‖₂ against the average cosine (per "
+        "position for the CNN); the interval's unit is the layers (Fisher z), the p-value is the exact permutation "
+        "test (Monte Carlo beyond 9 layers)"))
+
+
+def layer_test_table(res: Result):
+    """The two drift tests the findings read (Whisper base's encoder, the CNN's flattened maps) under every
+    procedure: Spearman ρ with its Fisher-z interval and its jackknife over the layers, the bootstrap over
+    inputs, the exact permutation p, and Pearson's reading."""
+    rows = []
+    for name, t in (("Whisper base encoder", res.speech_test()), ("EfficientNet-Lite0, flattened maps",
+                                                                    res.cnn_test())):
+        if t is None:
+            continue
+        rows.append({"model": name, "layers": t["layers"], "ρ, Fisher z over layers": t["fisher"].text(2),
+                     "ρ, jackknife over layers": t["jackknife"].text(2),
+                     "ρ, bootstrap over inputs": t["input_bootstrap"].text(2), "p (exact)": f"{t['p_exact']:.4f}",
+                     "Pearson r [over layers]": t["pearson"].text(2), "p (Pearson)": f"{t['pearson_p']:.3f}"})
+    return _scroll(common.table(pd.DataFrame(rows)).set_caption(
+        "The drift tests the findings read, under each procedure: the layers are the unit of the paper's test; the "
+        "bootstrap over inputs varies the data, not the layers"))
+
+
+def centred_cosine_table(res: Result):
+    """Per pretrained Transformer (`Result.centred_rows_by_layer`): the layer whose mean-removed average cosine
+    reaches furthest toward the isotropic line, with its interval (sampled pairs; the jackknife over inputs where
+    measured) and the line at its width."""
+    rows = []
+    for r in res.centred_rows_by_layer():
+        jk = "jackknife" in r
+        rows.append({"model": r["model"], "layer": r["jk_layer"] if jk else r["layer"],
+                     "sampled pairs": (r["jk_pairs"] if jk else r["pairs"]).text(4),
+                     "jackknife over inputs": f"{r['jackknife'].text(4)} ({r['inputs']} {r['unit']})" if jk else "—",
+                     "isotropic line ±": f"{r['line']:.3f}"})
+    return _scroll(common.table(pd.DataFrame(rows)).set_caption(
+        "The average cosine once the mean is removed, at each model's layer closest to the isotropic line (the 95th "
+        "percentile of one isotropic pair's cosine at its width, the paper's Appendix B)"))
 
 
 def normalised_table(res: Result):
@@ -330,6 +373,8 @@ def publish(res: Result) -> None:
     counts, zrows = res.makeup_counts(), res.zeroed_rows()
     smol_shape = res.shape("SmolLM2-135M-Instruct")
     byte, speech, boot = res.get("byte-MLM"), res.group("speech"), res.cnn_boot
+    st, ct, pos = res.speech_test(), res.cnn_test(), (res.model_test(cnn) if cnn else None)
+    share, dec = res.share_counts(), res.centred_decider()
     common.publish({
         "anisotropy-skipped": "none" if not res.skipped else
         "; ".join(f"{s['model'].split(':', 1)[1]} ({s['reason']})" for s in res.skipped),
@@ -345,9 +390,12 @@ def publish(res: Result) -> None:
         "anisotropy-speech-base-min": res.lowest_layer([base]).text(3, signed=False) if base else "—",
         "anisotropy-speech-base-first": float(base["cos_exact"][0]) if base else nan,
         "anisotropy-speech-base-peak": float(max(base["cos_exact"])) if base else nan,
-        "anisotropy-speech-rho": res.speech_drift_rho().text(2) if sboot else "—",
-        "anisotropy-speech-p": float(sboot["p"]) if sboot else nan,
-        "anisotropy-speech-layers": len(sboot["cos"]) if sboot else 0,
+        "anisotropy-speech-rho": st["fisher"].text(2) if st else "—",
+        "anisotropy-speech-p": st["p_exact"] if st else nan,
+        "anisotropy-speech-pearson-r": st["pearson_r"] if st else nan,
+        "anisotropy-speech-pearson-p": st["pearson_p"] if st else nan,
+        "anisotropy-speech-boot": st["input_bootstrap"].text(2) if st else "—",
+        "anisotropy-speech-layers": st["layers"] if st else 0,
         "anisotropy-speech-clips": sboot["clips"] if sboot else 0,
         "anisotropy-speech-norm-first": float(sboot["mean_norm"][0]) if sboot else nan,
         "anisotropy-speech-norm-last": float(sboot["mean_norm"][-1]) if sboot else nan,
@@ -359,12 +407,16 @@ def publish(res: Result) -> None:
         "anisotropy-cnn-images": boot["images"] if boot else 0,
         "anisotropy-cnn-map-median": res.cnn_map_cosine().text(3, signed=False) if boot else "—",
         "anisotropy-cnn-layers": len(boot["map_cos"]) if boot else 0,
-        "anisotropy-cnn-rho": res.cnn_drift_rho().text(2) if boot else "—",
-        "anisotropy-cnn-rho-crit": res.rho_critical(len(boot["map_cos"])) if boot else nan,
-        "anisotropy-cnn-pos-rho": cnn["correlation"]["spearman_r"] if cnn else nan,
-        "anisotropy-cnn-pos-p": cnn["correlation"]["spearman_p"] if cnn else nan,
+        "anisotropy-cnn-rho": ct["fisher"].text(2) if ct else "—",
+        "anisotropy-cnn-p": ct["p_exact"] if ct else nan,
+        "anisotropy-cnn-pos-rho": pos["rho"] if pos else nan,
+        "anisotropy-cnn-pos-p": pos["p_exact"] if pos else nan,
         "anisotropy-drift-share": res.significant_share().text(2, signed=False) if res.transformers() else "—",
-        "anisotropy-drift-models": len(res.transformers()),
+        "anisotropy-drift-models": share["models"],
+        "anisotropy-drift-follow": share["spearman"],
+        "anisotropy-drift-either": share["either_sign"],
+        "anisotropy-drift-negative": share["negative"],
+        "anisotropy-drift-pearson": share["pearson"],
         "anisotropy-bytes-vs-smollm": res.level_gap(byte, smol).text(3) if byte and smol else "—",
         "anisotropy-bytes-vs-minilm": res.level_gap(byte, mini).text(3) if byte and mini else "—",
         "anisotropy-speech-min": res.lowest_layer(speech).text(3, signed=False) if speech else "—",
@@ -378,6 +430,13 @@ def publish(res: Result) -> None:
         "anisotropy-planted-d": planted["d"],
         "anisotropy-iso-planted-cos": iso["cos"],
         "anisotropy-centred-max": max(r["centred_max"] for r in rows if r["model"] not in ("EfficientNet-Lite0",)),
+        "anisotropy-centred-model": dec["model"] if dec else "—",
+        "anisotropy-centred-layer": dec.get("jk_layer", dec["layer"]) if dec else 0,
+        "anisotropy-centred-value": dec["jackknife"].text(4) if dec and "jackknife" in dec else "—",
+        "anisotropy-centred-inputs": dec.get("inputs", 0) if dec else 0,
+        "anisotropy-centred-unit": dec.get("unit", "inputs") if dec else "inputs",
+        "anisotropy-centred-line": dec["line"] if dec else nan,
+        "anisotropy-centred-d": dec["d"] if dec else 0,
         "anisotropy-null-single": sum(a for a, _ in res.above_single_pair().values()),
         "anisotropy-null-mean": sum(a for a, _ in res.above_isotropic().values()),
         "anisotropy-null-layers": sum(n for _, n in res.above_isotropic().values()),
