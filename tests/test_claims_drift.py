@@ -128,6 +128,7 @@ def test_findings_on_the_ci_run(res):
     assert all(f.effect.n == 2 for k, f in fs.items() if k != "drift-fixed-point")
     for key in ("drift-score-spread", "drift-sharper-softmax", "drift-fixed-point", "drift-qk-norm"):
         assert fs[key].verdict == "reproduced", key
+    assert fs["drift-output-cosine"].verdict in ("direction only", "not detected")     # "slightly": no size
     # rows of E: Q at N = 0 is isotropic (zero-initialised biases); never "reproduced"
     assert fs["drift-qk-without-bias"].verdict in ("not detected", "contradicted")
     assert abs(fs["drift-qk-without-bias"].effect.estimate) < 0.01
@@ -146,7 +147,7 @@ def _book_or_skip():
 def test_findings_on_the_committed_book_runs():
     """Each book finding's verdict and effect, pinned (3 seeds; the embedding layer on one)."""
     fs = {f.key: f for f in _book_or_skip().findings()}
-    expected = {"drift-output-cosine": ("reproduced", 6e-6, 2e-6), "drift-fixed-point": ("reproduced", 0.42, 0.01),
+    expected = {"drift-output-cosine": ("direction only", 6e-6, 2e-6), "drift-fixed-point": ("reproduced", 0.42, 0.01),
                 "drift-score-spread": ("reproduced", 6.48, 0.01), "drift-qk-without-bias": ("not detected", 3e-5, 1e-5),
                 "drift-sharper-softmax": ("reproduced", -0.036, 0.001), "drift-qk-norm": ("reproduced", 3.74, 0.01),
                 "drift-low-anisotropy": ("reproduced", 0.0004, 0.0001)}
@@ -154,6 +155,10 @@ def test_findings_on_the_committed_book_runs():
         assert fs[key].verdict == verdict, key
         assert fs[key].effect.estimate == pytest.approx(effect, abs=tol), key
     assert fs["drift-low-anisotropy"].effect.high < 0.05          # inside the margin: uniform attention
+    # "slightly higher": on the paper's side, with no size to hold it to
+    gain = fs["drift-output-cosine"]
+    assert gain.primary_verdict == "reproduced" and gain.size_word == "slightly" and gain.margin is None
+    assert "states no size" in gain.verdict_words()
     # the block and its inputs are the paper's; N*'s order and the low-anisotropy level are read against MiniLM
     assert fs["drift-output-cosine"].reduced == "" and fs["drift-qk-norm"].reduced == ""
     assert "all-MiniLM-L6-v2 in place of BERT-base" in fs["drift-fixed-point"].reduced
@@ -178,8 +183,12 @@ def test_a_planted_effect_changes_the_verdicts(res):
     qn = np.asarray(planted.stats["q_norm"])
     qn[:, -1] = qn[:, 0] * [0.50, 0.52]                          # queries shrink as the bias grows
     planted.stats["q_norm"] = qn.tolist()
+    oc = np.asarray(planted.stats["out_cos"])
+    oc[:, 1] = np.asarray(planted.stats["in_cos"])[:, 1] - [0.010, 0.011]     # the output less aligned at one norm
+    planted.stats["out_cos"] = oc.tolist()
     before = {f.key: f.verdict for f in res.findings()}
     after = {f.key: f.verdict for f in planted.findings()}
+    assert before["drift-output-cosine"] != "contradicted" and after["drift-output-cosine"] == "contradicted"
     assert before["drift-qk-without-bias"] != "reproduced" and after["drift-qk-without-bias"] == "reproduced"
     assert before["drift-sharper-softmax"] == "reproduced" and after["drift-sharper-softmax"] == "contradicted"
     assert before["drift-low-anisotropy"] != "contradicted" and after["drift-low-anisotropy"] == "contradicted"

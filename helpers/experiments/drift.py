@@ -238,7 +238,8 @@ class Result(results.Result):
                     measured=f"{what}; {len(self.norms)} bias norms from 0 to {max(self.norms):g}",
                     quantity="output − input average cosine at the bias norm where it is smallest "
                              f"(norms with 1 − input cosine > {self.RESOLVABLE:g})",
-                    effect=self.cosine_gain(), direction="above", digits=6, **common),
+                    effect=self.cosine_gain(), direction="above", size_word="slightly", label="rows of E",
+                    digits=6, **common),
             Finding(key="drift-fixed-point", where="§4.2, Fig. 6",
                     claim_id="godey-fig6-fixed-point", reduced=against,  section="drift-input-output",
                     claim="There is a bias norm N* where the block's output norm equals its input norm, of the "

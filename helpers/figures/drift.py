@@ -212,6 +212,8 @@ def publish(res: Result) -> None:
         "drift-sqrt-d": float(np.sqrt(res.hidden)),
         "drift-seeds": len(res.seeds),
         "drift-q-norm-growth": res.qk_norm_growth().text(2),
+        "drift-cosine-gain": res.cosine_gain().text(6),
+        "drift-q-cos0": res.qk_cos_at_zero().text(5),
         "drift-variant-seeds": min((res.seeds_of(v) for v in res.variant_stats), default=0),
         "drift-ref-description": res.reference["description"],
         "drift-n-last": res.norms[-1],
