@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-Method = Literal["t", "bootstrap", "exact", "normal", "range", "fisher-z", "jackknife", "subsample", "cross-fit"]
+Method = Literal["t", "bootstrap", "exact", "normal", "range", "fisher-z", "jackknife", "subsample", "cross-fit",
+                 "binomial"]
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,8 @@ class Interval:
     bootstrap draws, layers) by `method` — "t" (Student-t over seeds), "bootstrap" (percentile),
     "normal" (± z·SE), "range" (min–max), "fisher-z" (a correlation's interval on Fisher's z scale over its `n`
     points), "jackknife" (leave-one-unit-out), "subsample" (half-samples without replacement), "cross-fit" (fit on
-    one half, score the other), or "exact" (a computed value: low = high = estimate)."""
+    one half, score the other), "binomial" (Clopper–Pearson, a share of `n` units), or "exact" (a computed value:
+    low = high = estimate)."""
 
     estimate: float
     low: float
