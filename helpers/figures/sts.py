@@ -516,7 +516,6 @@ def publish(res: Result) -> None:
         "sts-smol-white-256": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "whitening-256")),
         # whitening − SoftDecay under the same-fit procedures
         "sts-paper-white-sd": -res.paper_value("SoftDecay", against="WhiteBERT"),
-        "sts-paper-white-sd-size": res.paper_value("SoftDecay", against="WhiteBERT"),
         "sts-minilm-white-sd": _iv(res.white_minus_sd(m)[0]),
         "sts-smol-white-sd": _text_if_run(res, SMOL, lambda: res.white_minus_sd(SMOL)[0]),
         "sts-smol-white-sd-half": _iv(res.samefit_iv(SMOL, how="halfsample")) if SMOL in res.samefit else "–",
@@ -562,7 +561,6 @@ def publish(res: Result) -> None:
         "sts-full-mpnet-sd": _text_if_full(res, MPNET, lambda: res.full_vs_raw(MPNET)),
         "sts-full-mpnet-sd-emb": _text_if_full(res, MPNET, lambda: res.full_vs_raw(MPNET, pooling=_other_pooling(res))),
         "sts-full-mpnet-white": _text_if_full(res, MPNET, lambda: res.full_vs_raw(MPNET, "whitening")),
-        "sts-full-mpnet-white-sd": _text_if_full(res, MPNET, lambda: res.full_white_minus_sd(MPNET)),
         "sts-full-mpnet-clamped": _text_if_full(res, MPNET, lambda: res.full_vs_raw(MPNET, "SoftDecay (clamped)")),
         "sts-mpnet-ev1": _full_number(res, MPNET, lambda: res.full_anisotropy(MPNET)),
         "sts-mpnet-ev1-emb": _full_number(res, MPNET, lambda: res.full_anisotropy(MPNET, pooling=_other_pooling(res))),
