@@ -1,6 +1,7 @@
 """The synthesis chapter's findings (the book's own questions across the three papers' measures), on its `ci`
-result (all-MiniLM-L6-v2 and its twin) and on the committed `book` runs when present, and a planted effect that
-changes a verdict."""
+result (all-MiniLM-L6-v2 and its five twins) and on the committed `book` runs when present; planted effects that
+change a verdict; intervals that are the percentiles of their draws (none moved or clipped) over the inputs only
+(the models are not resampled); the drift identity."""
 
 import copy
 
@@ -40,17 +41,67 @@ def test_operations_on_minilm(res):
 
 
 def test_twin_differs(res):
-    """MiniLM differs from its untrained twin in most (layer, measure) cells."""
+    """MiniLM lies outside its five untrained twins' spread (combined with the probe's interval) in most
+    (layer, measure) cells."""
+    run = res.run_of("all-MiniLM-L6-v2")
+    assert run["twin_seeds"] == [0, 1, 2, 3, 4] and len(run["curves"]["ev1"]["twins"]) == 5
     assert res.differing_share().estimate > 0.5
 
 
+def test_intervals_are_the_draws_percentiles_never_moved_or_clipped(res):
+    """A correlation's interval is the percentile interval of its draws as they are: within [−1, 1] with no
+    clipping, and equal to np.percentile of the draws; nothing forces it to contain the estimate."""
+    run = res.run_of("all-MiniLM-L6-v2")
+    for key, row in run["ranked"]["model"].items():
+        a, b = key.split("|")
+        iv = res.agreement(a, b)
+        lo, hi = np.percentile(row["draws"], [2.5, 97.5])
+        assert (iv.low, iv.high) == (pytest.approx(lo), pytest.approx(hi)) and -1 <= iv.low <= iv.high <= 1
+
+
+def test_draws_near_one_stay_below_one(res):
+    """Planted: ρ draws of 0.90 to 1.00 around an estimate of 1.00 — the old re-centring pushed such draws past 1
+    and clipped them; the interval now lies within the draws, and need not contain the estimate."""
+    planted = copy.deepcopy(res)
+    row = planted.runs[0]["ranked"]["model"]["cos|ev1"]
+    row["estimate"] = 1.0
+    row["draws"] = list(np.linspace(0.90, 1.00, len(row["draws"])))
+    iv = planted.agreement("cos", "ev1")
+    assert iv.estimate == 1.0 and iv.high <= 1.0 and iv.low == pytest.approx(np.percentile(row["draws"], 2.5))
+
+
+def test_models_are_not_resampled(res):
+    """Planted: a second copy of MiniLM's run shifted by +0.2. The mean over the two models moves by 0.1 and
+    its interval keeps the width of the inputs' interval — the models are the population, not a sample of
+    one, so their spread does not enter the interval."""
+    one = res.change("ev1_softdecay", "ev1_raw")
+    planted = copy.deepcopy(res)
+    twin = copy.deepcopy(planted.runs[0])
+    twin["name"] = "shifted copy"
+    for k in ("ev1_softdecay",):
+        twin["operations"][k] = {"estimate": twin["operations"][k]["estimate"] + 0.2,
+                                 "draws": list(np.array(twin["operations"][k]["draws"]) + 0.2)}
+    planted.runs.append(twin)
+    two = planted.change("ev1_softdecay", "ev1_raw")
+    assert two.estimate == pytest.approx(one.estimate + 0.1)
+    assert two.high - two.low == pytest.approx(one.high - one.low, rel=1e-6)
+
+
+def test_mean_cosine_is_nearly_a_function_of_the_drift(res):
+    """For vectors of one norm the mean cosine is D²/(1 + D²), D = ‖x̄‖/σ: in MiniLM it lies within 0.1 of it at
+    every layer, and the two rank the layers alike — so their agreement is close to an identity."""
+    ident = res.drift_identity()["all-MiniLM-L6-v2"]
+    assert ident["gap"] < 0.1 and ident["rho"] > 0.9
+    assert res.drift_identity_holds(0.1)["holds"] == ["all-MiniLM-L6-v2"]
+
+
 def test_a_planted_effect_changes_a_verdict(res):
-    """SoftDecay made to raise EV₁ (its after-values planted 0.1 above the raw ones): the finding reads
-    contradicted."""
+    """SoftDecay made to raise EV₁ (its after-values planted at 1.5 times the raw ones, draw by draw): the
+    finding reads contradicted."""
     planted = copy.deepcopy(res)
     ops = planted.runs[0]["operations"]
-    ops["ev1_softdecay"] = {"estimate": ops["ev1_raw"]["estimate"] + 0.1,
-                            "draws": list(np.array(ops["ev1_raw"]["draws"]) + 0.1)}
+    ops["ev1_softdecay"] = {"estimate": ops["ev1_raw"]["estimate"] * 1.5,
+                            "draws": list(np.array(ops["ev1_raw"]["draws"]) * 1.5)}
     assert {f.key: f.verdict for f in planted.findings()}["synthesis-softdecay-ev1"] == "contradicted"
 
 
@@ -62,8 +113,15 @@ def test_book_runs_when_committed():
     except Exception as err:  # noqa: BLE001 - MissingRuns: not all committed yet
         pytest.skip(f"book runs not all committed: {type(err).__name__}")
     assert len(book.runs) + len(book.missing) == len(p.models)
-    assert all(f.effect.has_interval for f in book.findings())
+    assert all(r["twin_seeds"] == [0, 1, 2, 3, 4] for r in book.runs)
+    findings = book.findings()
+    assert all(f.effect.has_interval and f.effect.low <= f.effect.estimate <= f.effect.high for f in findings)
+    assert {f.key: f.verdict for f in findings} == {f.key: "reproduced" for f in findings}      # all eight
     assert book.agreement("t_sim", "ev1").estimate > 0.5
     cos_ev1 = book.agreement("cos", "ev1")          # the chapter: excludes both no and perfect agreement
     assert 0 < cos_ev1.low and cos_ev1.high < 1
     assert book.lowered_both("softdecay") >= len(book.runs) - 2
+    identity = book.drift_identity_holds(0.1)       # the chapter: the cosine-drift agreement is near an identity
+    assert identity["apart"] == ["SmolLM2-135M-Instruct"] and len(identity["holds"]) == len(book.runs) - 1
+    share = book.differing_share()                  # every model differs from its twins, none everywhere
+    assert 0.3 < share.low and share.high < 1

@@ -1,11 +1,17 @@
 """The synthesis chapter: the three papers' measures on the same models, through `tokuni diagnose`.
 
-For every offline model and its untrained twin: every measure per layer with bootstrap draws over the probe's
-inputs (`helpers.diagnose`); from the same draws, how well the measures agree on which layers are most
-collapsed (Spearman correlation across layers); and at the layer the model's EV₁ rates most collapsed, what
-three operations do to each input's EV₁ and t_sim — SoftDecay (Yan et al. Algorithm 1), whitening, and removing
-the input's mean token (Π₁^⊥, de-escalation's operation, Yu & Zhang eq. 21) — against an isotropic Gaussian
-matrix of each input's shape."""
+For every offline model and its untrained twins (the same architecture with random weights, several seeds):
+every measure per layer with bootstrap draws over the probe's inputs (`helpers.diagnose`), and where the model
+lies outside its twins' spread combined with the probe's interval (`diagnose.measures.compare`); from the same
+draws, how well the measures agree on which layers are most collapsed (Spearman correlation across layers); and
+at the layer the model's EV₁ rates most collapsed, what three operations do to each input's EV₁ and t_sim —
+SoftDecay (Yan et al. Algorithm 1), whitening, and removing the input's mean token (Π₁^⊥, de-escalation's
+operation, Yu & Zhang eq. 21) — against an isotropic Gaussian matrix of each input's shape.
+
+The models are a convenience sample (the ones that load offline), so a statement across models is about these
+models: a mean over models comes with an interval over the probes' inputs only (each draw takes every model's
+draw b), never one that resamples the models as if they were drawn from a population. Every interval is the
+percentile interval of its draws as they are: no draw is moved, none clipped."""
 
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from scipy import stats as sps
 
 from ..book import results
 from ..book.params import ChapterParams, rules
-from ..book.runtime import choose_device, seed_everything
+from ..book.runtime import choose_device, run_seeds, seed_everything
 from ..core import measures as M
 from ..core.findings import Finding
 from ..core.softdecay import softdecay_transform, whitening_apply, whitening_fit
@@ -52,7 +58,8 @@ class Params(ChapterParams):
     image_inputs: int = 32
     audio_inputs: int = 12
     draws: int = 200
-    max_tokens: int = 128          # vectors kept per input (evenly spaced)
+    twins: int = 5                 # untrained twins per model (seeds seed, seed + 1, …)
+    max_tokens: int = 128          # a text cut to its first 128 tokens; at most 128 patches / frames per input
     alpha: float = -0.6            # SoftDecay's α (Yan et al.'s default)
 
     CHAPTER: ClassVar[str] = "synthesis"
@@ -67,17 +74,13 @@ class Params(ChapterParams):
         image_inputs=(lambda v: v >= 8, "needs at least 8 inputs"),
         audio_inputs=(lambda v: v >= 4, "needs at least 4 inputs"),
         draws=(lambda v: v >= 20, "needs at least 20 bootstrap draws"),
+        twins=(lambda v: v >= 2, "needs at least 2 twins (the spread of random initialisations)"),
         alpha=(lambda v: -1 <= v < 0, "SoftDecay's α lies in [−1, 0)"),
     )
 
 
 def _inputs(p: Params, modality: str) -> int:
     return {"vision": p.image_inputs, "audio": p.audio_inputs}.get(modality, p.text_inputs)
-
-
-def _centre(draws: np.ndarray, estimate: float) -> np.ndarray:
-    """Bootstrap draws moved so that their median sits on the full-sample estimate (as `diagnose` reads them)."""
-    return np.asarray(draws, dtype=float) - np.nanmedian(draws) + estimate
 
 
 def _spearman_rows(est: dict[str, np.ndarray], draws: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
@@ -113,9 +116,16 @@ def _operations(X: torch.Tensor, m: torch.Tensor, alpha: float, seed: int) -> di
     return out
 
 
+def _mean_ranked(rows: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """The twins' rank correlations averaged over the twins, for the estimate and each draw."""
+    return {k: {"estimate": float(np.mean([r[k]["estimate"] for r in rows])),
+                "draws": np.mean([r[k]["draws"] for r in rows], axis=0).tolist()} for k in rows[0]}
+
+
 def model_study(p: Params, name: str) -> dict[str, Any]:
-    """One model and its twin: every measure per layer (estimates, intervals, paired differences), the rank
-    agreement of the measures, and the three operations at the model's most collapsed layer by EV₁."""
+    """One model and its twins: every measure per layer (estimates, intervals; the twins' mean, spread and
+    band; model − twins with the rule that calls a layer different), the rank agreement of the measures, and
+    the three operations at the model's most collapsed layer by EV₁."""
     seed_everything(p.seed)
     dev = choose_device(p.device)
     modality = modality_of(name)
@@ -128,21 +138,30 @@ def model_study(p: Params, name: str) -> dict[str, Any]:
     del loaded
     W = DM.bootstrap_weights(cap.n_inputs, p.draws, p.seed)
     got = DM.measure(cap.layers, W, cap.qk, with_isoscore=False)
-    twin_loaded = HM.load(name, untrained=True, device=dev, modality=tok_modality)
-    tcap = capture(twin_loaded, probe, dev, batch, p.max_tokens, qk=cap.qk is not None)
-    del twin_loaded
-    twin = DM.measure(tcap.layers, W, tcap.qk, with_isoscore=False)
+    seeds = run_seeds(p.seed, p.twins)
+    twins = []
+    for s in seeds:
+        twin_loaded = HM.load(name, untrained=True, device=dev, modality=tok_modality, seed=s)
+        tcap = capture(twin_loaded, probe, dev, batch, p.max_tokens, qk=cap.qk is not None)
+        del twin_loaded
+        twins.append(DM.measure(tcap.layers, W, tcap.qk, with_isoscore=False))
+        del tcap
+    cells = int(sum(np.isfinite(got.estimate[m]).sum() for m in got.estimate))
     curves: dict[str, Any] = {}
     for meas in got.estimate:
-        row = {}
-        for which, est, dr in (("model", got.estimate[meas], got.draws[meas]),
-                               ("twin", twin.estimate[meas], twin.draws[meas]),
-                               ("difference", got.estimate[meas] - twin.estimate[meas],
-                                got.draws[meas] - twin.draws[meas])):
-            lo, hi = DM.interval(dr, est, LEVEL)
-            row[which] = {"estimate": est.tolist(), "low": lo.tolist(), "high": hi.tolist()}
-        curves[meas] = row
-    ranked = {w: _spearman_rows(g.estimate, g.draws) for w, g in (("model", got), ("twin", twin))}
+        lo, hi = DM.interval(got.draws[meas], got.estimate[meas], LEVEL)
+        t_est = np.stack([t.estimate[meas] for t in twins])
+        t_draws = np.stack([t.draws[meas] for t in twins])
+        band = DM.twin_band(t_est, t_draws, LEVEL)
+        diff = DM.compare(got.estimate[meas], got.draws[meas], t_est, t_draws, LEVEL, cells)
+        curves[meas] = {
+            "model": {"estimate": got.estimate[meas].tolist(), "low": lo.tolist(), "high": hi.tolist()},
+            "twin": {k: band[k].tolist() for k in ("estimate", "low", "high")},
+            "twin_spread": band["spread"].tolist(), "twins": t_est.tolist(),
+            "difference": {k: diff[k].tolist() for k in ("estimate", "low", "high")},
+            "differs": diff["differs"].tolist()}
+    ranked = {"model": _spearman_rows(got.estimate, got.draws),
+              "twin": _mean_ranked([_spearman_rows(t.estimate, t.draws) for t in twins])}
     layer = int(np.nanargmax(got.estimate["ev1"]))
     X, m = cap.layers[layer]
     ops = _operations(X, m, p.alpha, p.seed)
@@ -154,8 +173,8 @@ def model_study(p: Params, name: str) -> dict[str, Any]:
                                       "draws": pooled["cos_centred"][1:].tolist()}
     return {"name": name, "description": description, "modality": modality, "units": cap.units,
             "probe": probe.description, "inputs": cap.n_inputs, "vectors": int(cap.layers[-1][1].sum()),
-            "dims": got.dims, "layers": len(cap.layers), "curves": curves, "ranked": ranked,
-            "qk_skipped": cap.qk_skipped if cap.qk is None else "", "operation_layer": layer,
+            "dims": got.dims, "layers": len(cap.layers), "twin_seeds": seeds, "cells": cells, "curves": curves,
+            "ranked": ranked, "qk_skipped": cap.qk_skipped if cap.qk is None else "", "operation_layer": layer,
             "operations": op_draws}
 
 
@@ -179,32 +198,34 @@ class Result(results.Result):
         return next(r for r in self.runs if r["name"] == name)
 
     def _mean_over_models(self, get) -> Interval:
-        """The mean over models of a per-model statistic, with a two-level bootstrap interval: draw b resamples
-        the models (with replacement) and takes draw b of each model chosen (its probe's inputs resampled; each
-        model's draws centred on its estimate). So the interval holds both what another set of models and what
-        other inputs would give; with one model it is the bootstrap over that model's inputs."""
+        """The mean over the models of a per-model statistic, with the percentile interval of its bootstrap
+        draws: draw b is the mean over models of each model's draw b (its probe's inputs resampled). The models
+        are fixed — a convenience sample, the population the statement is about — so the interval covers the
+        inputs only. The draws are used as they are (none moved or clipped), so a bounded statistic's interval
+        stays within its bounds; with one model it is that model's bootstrap interval."""
         est = np.array([get(r)["estimate"] for r in self.runs], dtype=float)
-        dr = np.array([_centre(get(r)["draws"], e) for r, e in zip(self.runs, est, strict=True)])   # (K, B)
-        K, B = dr.shape
-        pick = np.random.default_rng(self.settings.get("seed", 0)).integers(0, K, (B, K))
-        means = np.nanmean(dr[pick, np.arange(B)[:, None]], axis=1)
+        dr = np.array([np.asarray(get(r)["draws"], dtype=float) for r in self.runs])       # (K, B)
+        means = np.nanmean(dr, axis=0)
         lo, hi = np.nanpercentile(means, [50 * (1 - self.level), 50 * (1 + self.level)])
-        e = float(np.nanmean(est))
-        return Interval(e, min(float(lo), e), max(float(hi), e), B, "bootstrap", self.level)
+        return Interval(float(np.nanmean(est)), float(lo), float(hi), int(np.isfinite(means).sum()), "bootstrap",
+                        self.level)
 
     def per_model(self, get) -> dict[str, Interval]:
+        """Per model, the statistic with the percentile interval of its bootstrap draws (none moved)."""
         out = {}
         for r in self.runs:
             g = get(r)
-            d = _centre(g["draws"], g["estimate"])
+            d = np.asarray(g["draws"], dtype=float)
             lo, hi = np.nanpercentile(d, [50 * (1 - self.level), 50 * (1 + self.level)])
-            out[r["name"]] = Interval(g["estimate"], float(lo), float(hi), len(d), "bootstrap", self.level)
+            out[r["name"]] = Interval(g["estimate"], float(lo), float(hi), int(np.isfinite(d).sum()), "bootstrap",
+                                      self.level)
         return out
 
     def agreement(self, a: str, b: str, which: str = "model") -> Interval:
-        """Mean over models of the Spearman correlation across layers of measures `a` and `b`."""
+        """Mean over models of the Spearman correlation across layers of measures `a` and `b` (`which`: "model",
+        or "twin": each model's twins' correlation averaged over its twins)."""
         key = f"{a}|{b}" if f"{a}|{b}" in self.runs[0]["ranked"][which] else f"{b}|{a}"
-        return self._mean_over_models(lambda r: r["ranked"][which][key]).clip(-1.0, 1.0)
+        return self._mean_over_models(lambda r: r["ranked"][which][key])
 
     def agreement_matrix(self, which: str = "model") -> np.ndarray:
         """(measures × measures) mean Spearman estimates over models (1 on the diagonal)."""
@@ -243,7 +264,7 @@ class Result(results.Result):
     def agreement_per_model(self, a: str, b: str, which: str = "model") -> dict[str, Interval]:
         """Per model, the Spearman correlation across layers of `a` and `b` with its interval over inputs."""
         key = f"{a}|{b}" if f"{a}|{b}" in self.runs[0]["ranked"][which] else f"{b}|{a}"
-        return {n: i.clip(-1.0, 1.0) for n, i in self.per_model(lambda r: r["ranked"][which][key]).items()}
+        return self.per_model(lambda r: r["ranked"][which][key])
 
     def least_agreeing(self, a: str, b: str) -> tuple[str, Interval]:
         """The model whose layers `a` and `b` rank least alike, and its correlation."""
@@ -268,14 +289,38 @@ class Result(results.Result):
         return sum(ev[n].high < 0 and ts[n].high < 0 for n in self.names)
 
     def differing_share(self) -> Interval:
-        """Mean over models of the share of (layer, measure) cells where the model differs from its twin."""
-        shares = []
-        for r in self.runs:
-            cells = [(lo > 0 or hi < 0) for meas in RANKED
-                     for lo, hi in zip(r["curves"][meas]["difference"]["low"], r["curves"][meas]["difference"]["high"],
-                                       strict=True) if lo is not None and not math.isnan(lo)]
-            shares.append(np.mean(cells))
+        """Mean over models of the share of (layer, measure) cells of `RANKED` where the model lies outside its
+        twins' spread combined with the probe's interval (`diagnose.measures.compare`), with the models' range."""
+        shares = [self.differing_share_of(r["name"]) for r in self.runs]
         return Interval(float(np.mean(shares)), float(min(shares)), float(max(shares)), len(shares), "range")
+
+    def differing_share_of(self, name: str) -> float:
+        r = self.run_of(name)
+        cells = [bool(d) for meas in RANKED
+                 for d, e in zip(r["curves"][meas]["differs"], r["curves"][meas]["difference"]["estimate"],
+                                 strict=True) if e is not None and not math.isnan(e)]
+        return float(np.mean(cells))
+
+    def drift_identity(self) -> dict[str, dict[str, float]]:
+        """How close the mean cosine is to a function of the drift D = ‖x̄‖/σ alone: with vectors of one norm r,
+        r² = ‖x̄‖² + σ² and the mean cosine over pairs is about ‖x̄‖²/r² = D²/(1 + D²). Per model: the Spearman
+        correlation across layers of the mean cosine with D²/(1 + D²), and the largest gap between the two."""
+        out = {}
+        for r in self.runs:
+            cos = np.array(r["curves"]["cos"]["model"]["estimate"], dtype=float)
+            d = np.array(r["curves"]["drift"]["model"]["estimate"], dtype=float)
+            pred = d**2 / (1 + d**2)
+            out[r["name"]] = {"rho": float(sps.spearmanr(cos, pred).statistic),
+                              "gap": float(np.nanmax(np.abs(cos - pred)))}
+        return out
+
+    def drift_identity_holds(self, gap: float = 0.1) -> dict[str, Any]:
+        """The models whose mean cosine lies within `gap` of D²/(1 + D²) at every layer (`holds`), the others
+        (`apart`), and the largest gap among the others (`apart_gap`, 0 when there are none)."""
+        per = self.drift_identity()
+        apart = [n for n, v in per.items() if v["gap"] > gap]
+        return {"holds": [n for n in per if n not in apart], "apart": apart,
+                "apart_gap": max((per[n]["gap"] for n in apart), default=0.0)}
 
     def reduced(self) -> str:
         n = len(self.runs)
@@ -287,9 +332,12 @@ class Result(results.Result):
 
     def findings(self) -> list[Finding]:
         red = self.reduced()
-        measured = f"{', '.join(self.names)}; {self.draws} bootstrap draws over each probe's inputs"
+        measured = (f"{', '.join(self.names)}; {self.draws} bootstrap draws over each probe's inputs; the mean "
+                    "over these models, with an interval over the inputs (the models are a convenience sample, "
+                    "the population the statement is about)")
         common = dict(chapter="synthesis", kind="extension", claim_id="", reduced=red, measured=measured,
-                      scale="the book's offline models; the papers measure one model family each")
+                      scale="the book's offline models (those that load offline, not a sample of a population); "
+                            "the papers measure one model family each")
         return [
             Finding(key="synthesis-agree-cos-ev1", paper="godey2024", where="§3 (mean cosine) with Yan eq. (5)",
                     claim="Godey et al.'s anisotropy (mean cosine) and Yan et al.'s EV₁ rank a model's layers alike",

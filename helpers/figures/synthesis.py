@@ -17,10 +17,13 @@ LABELS = {"cos": "mean cos", "cos_centred": "mean cos, centred", "drift": "drift
           "qk_cos": "cos(q̄, k̄)"}
 COLOURS = {"cos": "C0", "ev1": "C1", "t_sim": "C2"}
 AUTHORS = {"godey2024": "Godey et al.", "yan2022": "Yan et al.", "yu2024": "Yu & Zhang"}
+#: how close the mean cosine must lie to D²/(1 + D²) at every layer for the chapter to say the identity holds
+IDENTITY_TOLERANCE = 0.1
 
 
 def curves(res: Result) -> plt.Figure:
-    """Per model, the three papers' headline measures per layer (model solid with its interval, twin dashed)."""
+    """Per model, the three papers' headline measures per layer (model solid with its interval, the untrained
+    twins' mean dashed)."""
     common.set_theme()
     n = len(res.runs)
     cols = min(3, n)
@@ -41,7 +44,7 @@ def curves(res: Result) -> plt.Figure:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     handles.append(plt.Line2D([], [], color="0.4", ls="--"))
-    labels.append("untrained twin")
+    labels.append(f"untrained twins (mean of {res.settings['twins']})")
     fig.legend(handles, labels, loc="upper center", ncol=4, frameon=False, fontsize=9, bbox_to_anchor=(0.5, 1.04))
     fig.tight_layout()
     return fig
@@ -71,10 +74,11 @@ def agreement(res: Result) -> plt.Figure:
 
 def collapsed_table(res: Result):
     """Per model, the layer each headline measure rates most collapsed, and the share of (layer, measure)
-    cells where the model differs from its twin beyond the intervals."""
+    cells where the model lies outside its twins' spread combined with the probe's interval."""
     picks = {m: res.most_collapsed(m) for m in ("cos", "ev1", "t_sim", "pr")}
     rows = [{"model": r["name"], "modality": r["modality"], "layers": r["layers"] - 1,
-             **{f"most collapsed: {LABELS[m]}": picks[m][r["name"]] for m in picks}}
+             **{f"most collapsed: {LABELS[m]}": picks[m][r["name"]] for m in picks},
+             "differs from twins": f"{res.differing_share_of(r['name']):.2f}"}
             for r in res.runs]
     return common.table(pd.DataFrame(rows))
 
@@ -104,16 +108,21 @@ def publish(res: Result) -> None:
     share = res.differing_share()
     least, least_rho = res.least_agreeing("t_sim", "ev1")
     skewed, skew = res.largest_centred_excess()
+    identity = res.drift_identity_holds(IDENTITY_TOLERANCE)
     common.publish({
         "synthesis-n-models": len(res.runs), "synthesis-models": ", ".join(res.names),
         "synthesis-text-inputs": res.settings["text_inputs"], "synthesis-image-inputs": res.settings["image_inputs"],
         "synthesis-audio-inputs": res.settings["audio_inputs"], "synthesis-draws": res.draws,
+        "synthesis-twins": res.settings["twins"],
         "synthesis-max-tokens": res.settings["max_tokens"], "synthesis-alpha": res.settings["alpha"],
         "synthesis-agree-cos-ev1": f["synthesis-agree-cos-ev1"].effect.text(2),
         "synthesis-agree-tsim-ev1": f["synthesis-agree-tsim-ev1"].effect.text(2),
         "synthesis-agree-cos-tsim": f["synthesis-agree-cos-tsim"].effect.text(2),
         "synthesis-agree-cos-pr": res.agreement("cos", "pr").text(2),
         "synthesis-agree-cos-drift": res.agreement("cos", "drift").text(2),
+        "synthesis-identity-tolerance": IDENTITY_TOLERANCE, "synthesis-identity-holds": len(identity["holds"]),
+        "synthesis-identity-apart": ", ".join(identity["apart"]) or "none",
+        "synthesis-identity-apart-gap": identity["apart_gap"],
         "synthesis-agree-pr-ev1": res.agreement("pr", "ev1").text(2),
         "synthesis-agree-cos-ev1-twin": res.agreement("cos", "ev1", "twin").text(2),
         "synthesis-same-layer": res.headline_same_layer(),
