@@ -202,6 +202,10 @@ first), vectors: {esc(meta['units'])}.</p>
 <h2>Summary</h2>
 {summary_html(d)}
 <h2>Every measure per layer</h2>
+<p class="small">Blue: the model with its 95 % interval over the probe's inputs. Grey: the untrained twins'
+mean and the band a random model of this architecture falls in at one layer (95 %). A red dot marks a layer
+where the model differs from its twins by the summary's rule, which holds for all cells at once and so asks for
+more than leaving the band.</p>
 <img alt="per-layer curves" src="data:image/png;base64,{curves}">
 <h2>Where the model differs from its twins, layer by layer</h2>
 {differs_grid(d)}
