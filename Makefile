@@ -21,7 +21,7 @@ export HF_DATASETS_OFFLINE ?= $(HF_HUB_OFFLINE)
 export TOKENIZERS_PARALLELISM = false
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
-.PHONY: book test test-pages check-pages test-fresh test-grid test-slurm unit rerun grid bench-gpu lint clean venv notebooks
+.PHONY: book test cff-venv test-pages check-pages test-fresh test-grid test-slurm unit rerun grid bench-gpu lint clean venv notebooks
 
 venv: $(STAMP)
 
@@ -65,7 +65,17 @@ TEST_PAGES ?= 1
 ROUND2 = tests/test_claims_*.py tests/test_page_keys.py tests/test_chapter_shape.py book/findings.md \
          tests/test_findings_page.py
 
-test: $(STAMP)
+# cffconvert, CITATION.cff's validator, pins jsonschema 3.2 and the book's venv needs jsonschema 4 (nbformat,
+# jupyter-book): it gets a venv of its own, from the exact versions in cffconvert.txt
+CFF_VENV ?= .venv-cff
+cff-venv: $(CFF_VENV)/.installed
+$(CFF_VENV)/.installed: cffconvert.txt
+	@test -x $(CFF_VENV)/bin/python || $(PYTHON) -m venv $(CFF_VENV)
+	$(CFF_VENV)/bin/python -m pip install -q -r cffconvert.txt
+	@touch $@
+test unit: export CFFCONVERT = $(abspath $(CFF_VENV))/bin/cffconvert
+
+test: $(STAMP) $(CFF_VENV)/.installed
 	$(BIN)/ruff check helpers tests scripts conftest.py
 	@# one BLAS/OpenMP thread per worker: two workers of two spinning threads each on two cores ran ~5x slower
 	export TOKUNI_RESULTS_SINCE=$$(date +%s) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 && mkdir -p _build && { \
@@ -111,7 +121,7 @@ test-slurm: $(STAMP)
 test-fresh: $(STAMP)
 	$(BIN)/python -m pytest -q -m fresh tests/test_fresh_notebooks.py
 
-unit: $(STAMP)
+unit: $(STAMP) $(CFF_VENV)/.installed
 	$(BIN)/python -m pytest -q tests $(PYTEST_ARGS)
 
 # make rerun CHAPTER=tse SCALE=paper PARAMS='-p depth 80'
