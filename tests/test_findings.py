@@ -365,3 +365,155 @@ def test_a_size_word_without_a_margin_gives_at_most_direction_only():
     f = finding(effect=iv(-0.5, -0.2), direction="below", size_word="slightly")
     assert f.verdict == fd.DIRECTION_ONLY and "states no size" in f.verdict_words()
     assert finding(effect=iv(-0.5, -0.2), direction="below").verdict == fd.REPRODUCED
+
+
+# --- the findings as data: findings.json (against its JSON Schema) and findings.csv -------------------------------
+
+def planted_collection():
+    """A planted collection: a claim decided at the paper's setting beside a reduced test, an out-of-scope test, a
+    control, a test that needs a GPU, a single-seed extension (no interval: nulls) and an untested claim."""
+    from helpers.experiments.findings import Collected
+
+    mk = dict(measured="m", quantity="q", chapter="vit", section="vit-sweep")
+    fs = [fd.Finding(key="vit-a", paper="yu2024", where="Fig. 6", claim="a", effect=iv(-0.15, -0.05),
+                     direction="below", claim_id="yu-fig6", **mk),
+          fd.Finding(key="vit-b", paper="yu2024", where="Fig. 6", claim="b", effect=iv(-0.3, 0.1),
+                     direction="below", claim_id="yu-fig6", reduced="at 2 % of the paper's steps", **mk),
+          fd.Finding(key="vit-c", paper="yu2024", where="Fig. 6", claim="c", effect=iv(0.1, 0.2), direction="below",
+                     claim_id="yu-fig6", out_of_scope="a contrastive encoder",
+                     alternatives=(("half-sampled", iv(0.05, 0.25)),), **mk),
+          fd.Finding(key="vit-ctl", paper="yu2024", where="Fig. 6", claim="ctl", effect=iv(0.2, 0.4),
+                     claim_id="yu-fig6", kind="control", **mk),
+          fd.Finding(key="vit-gpu", paper="godey2024", where="Fig. 11", claim="g", effect=None, needs="a GPU",
+                     command="make rerun CHAPTER=vit SCALE=paper", claim_id="godey-fig11", **mk),
+          fd.Finding(key="vit-ext", paper="yu2024", where="eq. (18)", claim="e",
+                     effect=Interval(0.3, math.nan, math.nan, 1, "t"), kind="extension", **mk)]
+    claims = [fd.Claim(id="yu-fig6", paper="yu2024", where="Fig. 6", claim="c6", predicate="below 0"),
+              fd.Claim(id="godey-fig11", paper="godey2024", where="Fig. 11", claim="c11", predicate="p"),
+              fd.Claim(id="yan-table3", paper="yan2022", where="Table 3", claim="t3", predicate="p",
+                       untested="needs DistilBERT", command="make rerun CHAPTER=glue SCALE=paper")]
+    return Collected(scale="book", findings=fs, claims=claims, chapters=["vit"])
+
+
+@pytest.fixture(scope="module")
+def validator():
+    import jsonschema
+
+    from helpers.experiments.findings import dataset_schema
+
+    schema = dataset_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _errors(validator, data):
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(data)]
+
+
+def test_the_planted_dataset_holds_every_claim_and_test_and_meets_its_schema(validator, tmp_path):
+    import json
+
+    import pandas as pd
+
+    from helpers.experiments.findings import CSV_COLUMNS, write_dataset
+
+    paths = write_dataset(planted_collection(), tmp_path, commit="0123456789abcdef0123456789abcdef01234567-dirty")
+    data = json.loads(paths["json"].read_text(encoding="utf-8"))         # strict JSON: NaN would not load as null
+    assert _errors(validator, data) == []
+    assert json.loads(paths["schema"].read_text()) == validator.schema
+    assert (data["scale"], data["chapters"], data["commit"][-6:]) == ("book", ["vit"], "-dirty")
+    by = {r["claim_id"]: r for r in data["claims"]}
+    assert list(by) == ["yu-fig6", "godey-fig11", "yan-table3", "vit-ext"]       # the registry's claims, then ours
+    fig6 = by["yu-fig6"]
+    assert (fig6["verdict"], fig6["setting"], fig6["kind"]) == ("reproduced", "paper", "claim")
+    assert [t["key"] for t in fig6["deciding"]] == ["vit-a"] and [t["key"] for t in fig6["others"]] == ["vit-b"]
+    assert [t["key"] for t in fig6["out_of_scope"]] == ["vit-c"] and [t["key"] for t in fig6["controls"]] == ["vit-ctl"]
+    a = fig6["deciding"][0]
+    assert (a["estimate"], a["low"], a["high"], a["method"], a["n"], a["level"]) == (
+        pytest.approx(-0.1), -0.15, -0.05, "t", 5, 0.95)
+    assert a["command"] == fig6["command"] == "make rerun CHAPTER=vit SCALE=book"
+    assert a["page"] == "book/vit.html#vit-sweep" and fig6["commit"] == data["commit"]
+    assert fig6["out_of_scope"][0]["alternatives"][0]["name"] == "half-sampled"
+    gpu = by["godey-fig11"]
+    assert (gpu["verdict"], gpu["setting"], gpu["command"]) == ("not testable here", "untested",
+                                                               "make rerun CHAPTER=vit SCALE=paper")
+    assert gpu["others"][0]["estimate"] is None and gpu["others"][0]["method"] is None
+    assert (by["yan-table3"]["verdict"], by["yan-table3"]["command"]) == ("not tested here",
+                                                                         "make rerun CHAPTER=glue SCALE=paper")
+    ext = by["vit-ext"]
+    assert (ext["kind"], ext["verdict"], ext["deciding"][0]["low"]) == ("extension", "inconclusive", None)
+    assert data["counts"]["yu2024"]["verdicts"]["paper"]["reproduced"] == 1
+    assert data["extension_counts"]["yu2024"]["inconclusive"] == 1
+
+    df = pd.read_csv(paths["csv"])                       # one row per test; a claim with none, one empty row
+    assert list(df.columns) == list(CSV_COLUMNS) and len(df) == 4 + 1 + 1 + 1
+    assert df.groupby("claim_id", sort=False)["test_role"].apply(list).fillna("").to_dict()["yu-fig6"] == [
+        "deciding", "other", "out of scope", "control"]
+    assert df.loc[df.claim_id == "yan-table3", "test_key"].isna().all()
+    assert df.loc[df.test_key == "vit-a", "test_low"].item() == -0.15
+    assert df.loc[df.test_key == "vit-c", "test_alternatives"].item().startswith("half-sampled: ")
+
+
+@pytest.mark.parametrize("plant, where", [
+    (lambda d: d["claims"][0].update(verdict="confirmed"), "claims/0/verdict"),
+    (lambda d: d["claims"][0]["deciding"][0].update(verdict="mostly"), "claims/0/deciding/0/verdict"),
+    (lambda d: d["claims"][0].pop("claim_id"), "claims/0"),
+    (lambda d: d["claims"][0].update(claim_id=""), "claims/0/claim_id"),
+    (lambda d: d["claims"][0]["deciding"][0].update(low="-0.15"), "claims/0/deciding/0/low"),
+    (lambda d: d["claims"][0]["deciding"][0].update(high=[-0.05]), "claims/0/deciding/0/high"),
+    (lambda d: d["claims"][0]["deciding"][0].update(n=2.5), "claims/0/deciding/0/n"),
+    (lambda d: d["claims"][0].update(setting="somewhere"), "claims/0/setting"),
+    (lambda d: d["claims"][0]["deciding"][0].update(direction="sideways"), "claims/0/deciding/0/direction"),
+    (lambda d: d["claims"][0]["deciding"][0].pop("command"), "claims/0/deciding/0"),
+    (lambda d: d.update(commit="HEAD"), "commit"),
+    (lambda d: d.update(generated_at="yesterday"), "generated_at"),
+    (lambda d: d["counts"]["yan2022"].update(claims=-1), "counts/yan2022/claims"),
+    (lambda d: d["claims"][0].update(surprise=1), "claims/0"),
+])
+def test_the_schema_rejects_a_planted_bad_record(validator, plant, where):
+    """A verdict outside the vocabulary, a missing claim id, an interval given as a string, a missing command, a
+    field the schema does not know: each is rejected, at the place it was planted."""
+    data = planted_collection().to_dataset(commit=None)
+    assert _errors(validator, data) == []
+    plant(data)
+    errors = _errors(validator, data)
+    assert errors and any(e.startswith(where + ":") for e in errors), errors
+
+
+def test_the_schema_speaks_the_rules_vocabulary(validator):
+    """The schema's enums are the verdicts, kinds, directions, interval methods and papers of the code."""
+    from typing import get_args
+
+    from helpers.core.stats import Method
+
+    defs = validator.schema["$defs"]
+    assert defs["claim"]["properties"]["verdict"]["enum"] == list(fd.CLAIM_VERDICTS)
+    assert defs["test"]["properties"]["verdict"]["enum"] == list(fd.VERDICTS)
+    assert defs["test"]["properties"]["kind"]["enum"] == list(fd.KINDS)
+    assert defs["test"]["properties"]["direction"]["enum"] == list(fd.DIRECTIONS)
+    assert defs["test"]["properties"]["method"]["enum"] == [*get_args(Method), None]
+    assert defs["claim"]["properties"]["paper"]["enum"] == list(fd.PAPERS)
+
+
+def test_the_committed_runs_of_two_chapters_make_a_dataset_that_meets_its_schema(validator, tmp_path, monkeypatch):
+    """glue and vit at `book` scale, read back from their committed results (never trained here: a missing run
+    stops the test): every claim of the registry is present, and each glue or vit test sits under its claim."""
+    import json
+
+    import pandas as pd
+
+    from helpers.experiments.findings import claims, collect, write_dataset
+
+    monkeypatch.setenv("TOKUNI_TRAIN_MISSING", "0")
+    col = collect("book", chapters=["glue", "vit"])
+    paths = write_dataset(col, tmp_path)
+    data = json.loads(paths["json"].read_text(encoding="utf-8"))
+    assert _errors(validator, data) == []
+    ids = [r["claim_id"] for r in data["claims"] if r["kind"] == "claim"]
+    assert ids == [c.id for c in claims()]
+    shown = {t["key"] for r in data["claims"] for part in ("deciding", "others", "out_of_scope", "controls")
+             for t in r[part]}
+    assert shown == {f.key for f in col.findings} and {t.split("-")[0] for t in shown} == {"glue", "vit"}
+    assert sum(c["claims"] for c in data["counts"].values()) == len(ids)
+    df = pd.read_csv(paths["csv"])
+    assert set(df.test_key.dropna()) == shown and df.claim_id.nunique() == len(data["claims"])

@@ -8,23 +8,55 @@ in the book's chapter order. Nothing is typed here: a finding's number and verdi
 Under the test suite (`TOKUNI_RESULTS_SINCE` set by the nbval plugin to the session's start) a chapter's
 Result that its own notebook saved during this session, with the same parameters, is read back instead of
 running the chapter a second time.
+
+**The findings as data.** `Collected.to_dataset()` turns the same collection the page shows into plain data:
+one record per claim (the registry's claims in the papers' order, then the book's own questions), each with its
+verdict and its tests (deciding, other in-scope, out of scope, controls) with their numbers, the command that
+reruns each and the commit; `write_dataset(col, folder)` writes it as `findings.json` (described by
+`findings.schema.json`, JSON Schema draft 2020-12, written beside it) and `findings.csv` (one row per test, the
+claim's columns repeated on each; a claim no test meets has one row with empty test columns).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import math
 import os
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from ..book import runtime
-from ..book.results import _jsonable
-from ..core.findings import PAPERS, VERDICTS, Claim, Finding, Judged, count_claims, count_verdicts, judge
+from ..book.results import _jsonable, write_atomic
+from ..core.findings import (
+    INCONCLUSIVE,
+    NOT_DETECTED,
+    NOT_TESTABLE,
+    PAPERS,
+    VERDICTS,
+    Claim,
+    Finding,
+    Judged,
+    count_claims,
+    count_verdicts,
+    judge,
+)
 
 #: the claims registry: one YAML file per paper, the claims in the paper's order
 CLAIMS_DIR = runtime.REPO_ROOT / "data" / "claims"
+#: the JSON Schema (draft 2020-12) of `Collected.to_dataset()`, shipped with the package
+SCHEMA_PATH = Path(__file__).with_name("findings.schema.json")
+#: where the book build writes the dataset (`make book` copies it to the site's root)
+DATASET_DIR = runtime.REPO_ROOT / "_build" / "findings"
+#: the version of the dataset's layout; the schema's `format` holds the same number
+DATASET_FORMAT = 1
+#: a test's part in its claim's verdict
+ROLES = ("deciding", "other", "out of scope", "control")
 
 
 def claims(paper: str | None = None) -> list[Claim]:
@@ -65,13 +97,15 @@ def _saved(module, p) -> object | None:
 
 @dataclass
 class Collected:
-    """Every chapter's findings at one scale, and the chapters that do not yet give findings."""
+    """Every chapter's findings at one scale, and the chapters that do not yet give findings; `chapters`: the
+    chapters collected, in order."""
 
     scale: str
     findings: list[Finding] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
 
     claims: list[Claim] = field(default_factory=list)
+    chapters: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, dict[str, int]]:
         """{paper: {verdict: count}} over the findings (every kind; the page counts claims: `claim_counts`)."""
@@ -101,13 +135,175 @@ class Collected:
         """The findings that need a GPU or the hub, each with its command."""
         return [f for f in self.findings if f.effect is None]
 
+    def to_dataset(self, commit: str | None = None, generated_at: str | None = None) -> dict[str, Any]:
+        """The collection as plain data (JSON-able, described by `SCHEMA_PATH`): the scale, the book's version,
+        the UTC time, the commit (`git_commit()` unless given), the chapters collected, the claim counts per paper
+        (`claim_counts`) and those of the book's own questions, and `claims`: one record per registry claim in
+        the papers' order, then one per book's own question (`kind` "extension"), each with its verdict, setting
+        and tests. A test's `command` reruns it: the finding's own, else `make rerun CHAPTER=<its chapter>
+        SCALE=<scale>`. Numbers that are not finite (a single seed's interval) are null."""
+        from .. import __version__
+
+        commit = git_commit() if commit is None else commit
+        records = [_claim_record(j, self.scale, commit) for j in self.judged()]
+        records += [_extension_record(f, self.scale, commit) for f in self.extensions()]
+        return {
+            "format": DATASET_FORMAT,
+            "book_version": __version__,
+            "scale": self.scale,
+            "generated_at": generated_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "commit": commit or None,
+            "chapters": list(self.chapters),
+            "pending": list(self.pending),
+            "papers": dict(PAPERS),
+            "counts": self.claim_counts(),
+            "extension_counts": count_verdicts(self.extensions()),
+            "claims": records,
+        }
+
+
+def git_commit() -> str | None:
+    """The book's commit (`git rev-parse HEAD`), with "-dirty" when tracked files have uncommitted changes; None
+    outside a git checkout."""
+    from ..diagnose.run import git_commit as _git
+
+    g = _git()
+    return None if not g["commit"] else g["commit"] + ("-dirty" if g["dirty"] else "")
+
+
+def _number(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _interval(iv) -> dict[str, Any]:
+    if iv is None:
+        return {"estimate": None, "low": None, "high": None, "method": None, "n": None, "level": None}
+    return {"estimate": _number(iv.estimate), "low": _number(iv.low), "high": _number(iv.high),
+            "method": iv.method, "n": int(iv.n), "level": float(iv.level)}
+
+
+def _test_record(f: Finding, role: str, scale: str) -> dict[str, Any]:
+    """One test as plain data: what it measured, its interval, what the claim predicts, its verdict, the command
+    that reruns it."""
+    page = f"book/{f.chapter}.html" + (f"#{f.section}" if f.section else "") if f.chapter else None
+    return {
+        "key": f.key, "label": f.name(), "role": role, "kind": f.kind, "chapter": f.chapter or None,
+        "where": f.where, "claim": f.claim, "measured": f.measured, "quantity": f.quantity, "scale": f.scale,
+        **_interval(f.effect), "effect_text": f.effect_text(),
+        "alternatives": [{"name": n, **_interval(iv), "verdict": v}
+                         for (n, iv), (_, v) in zip(f.alternatives, f.alternative_verdicts(), strict=True)],
+        "direction": f.direction, "reference": _number(f.reference), "reference_label": f.reference_label,
+        "paper_value": _number(f.paper_value), "margin": _number(f.margin), "tolerance": _number(f.tolerance),
+        "verdict": f.verdict, "verdict_text": f.verdict_text(), "setting": f.setting, "reduced": f.reduced,
+        "excludes": f.excludes() if f.verdict in (NOT_DETECTED, INCONCLUSIVE) else "",
+        "flags": f.flags(), "members": list(f.members), "out_of_scope": f.out_of_scope, "standin": f.standin,
+        "caveat": f.caveat, "size_word": f.size_word, "cannot_test": f.cannot_test, "needs": f.needs,
+        "command": f.command or (f"make rerun CHAPTER={f.chapter} SCALE={scale}" if f.chapter else None),
+        "page": page,
+    }
+
+
+def _claim_record(j: Judged, scale: str, commit: str | None) -> dict[str, Any]:
+    c = j.claim
+    tests = {"deciding": [_test_record(f, "deciding", scale) for f in j.deciding],
+             "others": [_test_record(f, "other", scale) for f in j.others],
+             "out_of_scope": [_test_record(f, "out of scope", scale) for f in j.out_of_scope],
+             "controls": [_test_record(f, "control", scale) for f in j.controls]}
+    first = (tests["deciding"] or tests["others"] or [{}])[0]
+    return {
+        "paper": c.paper, "claim_id": c.id, "kind": "claim", "where": c.where, "section": c.section,
+        "claim": c.claim, "predicate": c.predicate, "paper_value": c.paper_value, "scope": c.scope,
+        "class_of": c.class_of, "setting": j.setting, "verdict": j.verdict, "verdict_text": j.verdict_text(),
+        "underlying": j.underlying, "decides": c.decides, "decides_why": c.decides_why, "untested": c.untested,
+        "command": c.command or first.get("command") or None, "commit": commit or None, **tests,
+    }
+
+
+def _extension_record(f: Finding, scale: str, commit: str | None) -> dict[str, Any]:
+    """A book's own question as a claim record of kind "extension": its one test decides unless it needs a GPU
+    or the hub."""
+    test = _test_record(f, "deciding", scale)
+    gives = f.verdict != NOT_TESTABLE
+    if not gives:
+        test["role"] = "other"
+    return {
+        "paper": f.paper, "claim_id": f.key, "kind": "extension", "where": f.where, "section": "",
+        "claim": f.claim, "predicate": "", "paper_value": "", "scope": "", "class_of": "",
+        "setting": f.setting if gives else "untested", "verdict": f.verdict,
+        "verdict_text": f.verdict_text(), "underlying": "", "decides": "", "decides_why": "", "untested": "",
+        "command": test["command"], "commit": commit or None,
+        "deciding": [test] if gives else [], "others": [] if gives else [test], "out_of_scope": [], "controls": [],
+    }
+
+
+#: the flat CSV's columns: the claim's (repeated on each of its tests), then the test's (prefixed `test_`)
+CLAIM_COLUMNS = ("paper", "claim_id", "kind", "where", "claim", "paper_value", "scope", "setting", "verdict",
+                 "verdict_text", "command", "commit", "scale")
+TEST_COLUMNS = ("role", "key", "label", "chapter", "kind", "estimate", "low", "high", "method", "n", "level",
+                "paper_value", "reference", "direction", "margin", "tolerance", "verdict", "verdict_text",
+                "setting", "reduced", "quantity", "measured", "out_of_scope", "alternatives", "flags", "command",
+                "page")
+CSV_COLUMNS = CLAIM_COLUMNS + tuple(f"test_{c}" for c in TEST_COLUMNS)
+
+
+def dataset_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The flat table of `to_dataset()`'s data: one row per test of a claim (deciding, other, out of scope,
+    control, in that order), the claim's columns repeated on each; a claim with no test is one row whose test
+    columns are empty. Lists are joined with "; " (an alternative procedure as "name: estimate [low, high]
+    verdict")."""
+    def cell(test: dict[str, Any], col: str) -> Any:
+        v = test.get(col)
+        if col == "alternatives":
+            return "; ".join(f"{a['name']}: {a['estimate']} [{a['low']}, {a['high']}] {a['verdict']}" for a in v)
+        if col == "flags":
+            return "; ".join(v)
+        return v
+
+    rows = []
+    for rec in data["claims"]:
+        head = {c: (data["scale"] if c == "scale" else rec[c]) for c in CLAIM_COLUMNS}
+        tests = [*rec["deciding"], *rec["others"], *rec["out_of_scope"], *rec["controls"]]
+        for t in tests or [{}]:
+            rows.append({**head, **{f"test_{c}": (cell(t, c) if t else None) for c in TEST_COLUMNS}})
+    return rows
+
+
+def dataset_csv(data: dict[str, Any]) -> str:
+    """`dataset_rows(data)` as CSV text (a header of `CSV_COLUMNS`; an empty cell for null)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for row in dataset_rows(data):
+        w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    return buf.getvalue()
+
+
+def dataset_schema() -> dict[str, Any]:
+    """The JSON Schema of `Collected.to_dataset()`."""
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def write_dataset(col: Collected, folder: str | os.PathLike | None = None, **to_dataset: Any) -> dict[str, Path]:
+    """Write `col.to_dataset()` into `folder` (default `DATASET_DIR`) as `findings.json` and `findings.csv`, with
+    the schema beside them (`findings.schema.json`); each file written atomically. Returns {"json", "csv",
+    "schema"}: their paths."""
+    out = Path(folder) if folder is not None else DATASET_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    data = col.to_dataset(**to_dataset)
+    paths = {"json": out / "findings.json", "csv": out / "findings.csv", "schema": out / SCHEMA_PATH.name}
+    write_atomic(paths["json"], json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+    write_atomic(paths["csv"], dataset_csv(data))
+    if paths["schema"].resolve() != SCHEMA_PATH.resolve():
+        write_atomic(paths["schema"], SCHEMA_PATH.read_text(encoding="utf-8"))
+    return paths
+
 
 def collect(scale: str = "book", chapters: list[str] | None = None) -> Collected:
     """Run (or read back) every chapter at `scale` and collect its findings."""
     from importlib import import_module
 
-    out = Collected(scale=scale, claims=claims())
-    for ch in chapters or chapter_order():
+    out = Collected(scale=scale, claims=claims(), chapters=list(chapters or chapter_order()))
+    for ch in out.chapters:
         module = import_module(f"{__package__}.{ch}")
         p = module.Params.resolve(scale)
         res = _saved(module, p) or module.run(p)
@@ -124,4 +320,6 @@ def collect(scale: str = "book", chapters: list[str] | None = None) -> Collected
     return out
 
 
-__all__ = ["collect", "claims", "chapter_order", "Collected", "PAPERS", "VERDICTS", "CLAIMS_DIR"]
+__all__ = ["collect", "claims", "chapter_order", "Collected", "PAPERS", "VERDICTS", "CLAIMS_DIR", "write_dataset",
+           "dataset_rows", "dataset_csv", "dataset_schema", "git_commit", "SCHEMA_PATH", "DATASET_DIR", "ROLES",
+           "CSV_COLUMNS"]
