@@ -53,6 +53,11 @@ book: $(STAMP) _mathjax/mathjax/tex-chtml.js
 	    echo "helpers/, results/ or data/ changed since the last build: re-executing every chapter"; \
 	    rm -rf _build/.jupyter_cache _build/.doctrees; fi
 	$(BIN)/jupyter-book build . --builder html
+	@# the findings as data, written by the findings page (helpers.experiments.findings.write_dataset), go to the
+	@# site's root: findings.json, findings.csv and findings.schema.json
+	@test -f _build/findings/findings.json || { echo "no _build/findings/ (the findings page came from the cache):" \
+	    "rm -rf _build/.jupyter_cache, then make book"; exit 1; }
+	cp _build/findings/findings.json _build/findings/findings.csv _build/findings/findings.schema.json _build/html/
 	@touch _build/.book-stamp
 	@echo "HTML: _build/html/index.html"
 

@@ -421,6 +421,7 @@ def test_the_planted_dataset_holds_every_claim_and_test_and_meets_its_schema(val
     data = json.loads(paths["json"].read_text(encoding="utf-8"))         # strict JSON: NaN would not load as null
     assert _errors(validator, data) == []
     assert json.loads(paths["schema"].read_text()) == validator.schema
+    assert all(p.stat().st_mode & 0o444 == 0o444 for p in paths.values())           # the site serves them
     assert (data["scale"], data["chapters"], data["commit"][-6:]) == ("book", ["vit"], "-dirty")
     by = {r["claim_id"]: r for r in data["claims"]}
     assert list(by) == ["yu-fig6", "godey-fig11", "yan-table3", "vit-ext"]       # the registry's claims, then ours

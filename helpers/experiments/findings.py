@@ -285,8 +285,8 @@ def dataset_schema() -> dict[str, Any]:
 
 def write_dataset(col: Collected, folder: str | os.PathLike | None = None, **to_dataset: Any) -> dict[str, Path]:
     """Write `col.to_dataset()` into `folder` (default `DATASET_DIR`) as `findings.json` and `findings.csv`, with
-    the schema beside them (`findings.schema.json`); each file written atomically. Returns {"json", "csv",
-    "schema"}: their paths."""
+    the schema beside them (`findings.schema.json`); each file written atomically, readable by all. Returns
+    {"json", "csv", "schema"}: their paths."""
     out = Path(folder) if folder is not None else DATASET_DIR
     out.mkdir(parents=True, exist_ok=True)
     data = col.to_dataset(**to_dataset)
@@ -295,6 +295,8 @@ def write_dataset(col: Collected, folder: str | os.PathLike | None = None, **to_
     write_atomic(paths["csv"], dataset_csv(data))
     if paths["schema"].resolve() != SCHEMA_PATH.resolve():
         write_atomic(paths["schema"], SCHEMA_PATH.read_text(encoding="utf-8"))
+    for path in paths.values():
+        path.chmod(0o644)                  # published files: readable by the web server, as the build's own are
     return paths
 
 
