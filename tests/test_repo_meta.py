@@ -76,7 +76,7 @@ def test_the_tests_workflow_runs_make_test_as_ci_does():
     # Debian's chromium, as .ci/run installs it: a bookworm image with Python 3.11
     assert job["container"]["image"] == "python:3.11-bookworm"
     runs = [s.get("run", "") for s in job["steps"]]
-    assert ".ci/run" in runs and "make test" in (REPO_ROOT / ".ci" / "run").read_text()
+    assert "bash .ci/run" in runs and "make test" in (REPO_ROOT / ".ci" / "run").read_text()
 
 
 def test_the_pages_workflow_publishes_the_book_build():
