@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -503,10 +502,6 @@ def rerun_argv(model: str, probe: Probe, *, twins: int, seed: int, draws: int, m
     if revision:
         argv += ["--revision", revision]
     return argv
-
-
-def command_line(argv: list[str] | None = None) -> str:
-    return "tokuni " + " ".join(sys.argv[1:] if argv is None else argv)
 
 
 def default_out(model: str) -> Path:

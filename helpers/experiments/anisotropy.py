@@ -529,8 +529,8 @@ class Result(results.Result):
         names = tuple(m["name"] for m in ts)
         scale = "the models that load offline"          # which ones stand in for the paper's: each finding's `reduced`
         common = dict(paper="godey2024", chapter="anisotropy", scale=scale)
-        offline = "" if all(m["name"] in PAPER_NAMES for m in ts) else \
-            f"on {len(ts)} Transformers that load offline in place of the paper's"
+        offline = ("" if all(m["name"] in PAPER_NAMES for m in ts) else
+                   f"on {len(ts)} Transformers that load offline in place of the paper's")
 
         def peak_finding(key: str, claim_id: str, where: str, claim: str, group: list[dict[str, Any]],
                          paper: str) -> Finding:
@@ -1156,8 +1156,8 @@ def _slug(entry: str, kind: str) -> str:
 
 def _special_key(entry: str) -> dict[str, str]:
     """Part of a vision Transformer's cache key: its [CLS] token is left out (text models' specials always were)."""
-    return {"special_tokens": "excluded"} if entry.startswith("vision:") and entry.split(":", 1)[1] not in NO_TWIN \
-        else {}
+    vision = entry.startswith("vision:") and entry.split(":", 1)[1] not in NO_TWIN
+    return {"special_tokens": "excluded"} if vision else {}
 
 
 def _reason(err: Exception) -> str:

@@ -269,8 +269,8 @@ class Result(results.Result):
         if source == "raw":
             rows = self.raw.get(model, {}).get(task)
             vals = [] if rows is None else [_quantile_at(rows[layer]["quantiles"], level)]
-            return Interval(vals[0], float("nan"), float("nan"), 1, "exact") if vals else \
-                Interval(float("nan"), float("nan"), float("nan"), 0, "t")
+            return (Interval(vals[0], float("nan"), float("nan"), 1, "exact") if vals else
+                    Interval(float("nan"), float("nan"), float("nan"), 0, "t"))
         vals = [_quantile_at(r["history"]["spectra"]["layers"][layer]["quantiles"], level) for seed in self.seeds
                 if (r := self.run_for(task, "baseline", seed, model)) is not None]
         return t_interval(vals) if vals else Interval(float("nan"), float("nan"), float("nan"), 0, "t")
@@ -449,8 +449,8 @@ class Result(results.Result):
         return paper_value(model, task, metric, "baseline"), paper_value(model, task, metric, "softdecay")
 
     def wide_finding(self) -> Finding | None:
-        """Table 2's RTE gain tested on the larger encoder (None without its runs): listed after the grid's
-        per-task findings, so the claim's verdict stays the grid's (`core.findings.judge` takes the first)."""
+        """Table 2's RTE gain tested on the larger encoder (None without its runs), listed after the grid's
+        per-task findings; a reduced test in the claim's scope, it decides beside them (`core.findings.judge`)."""
         d = self.wide_differences()
         if not d:
             return None
@@ -478,7 +478,7 @@ class Result(results.Result):
 
     def findings(self) -> list[Finding]:
         """The chapter's findings: SoftDecay − baseline per task (Table 2), then on RTE with the larger encoder
-        (`wide_finding`, after the grid's so that the claim's verdict stays the grid's), the flatter last-layer spectrum
+        (`wide_finding`, after the grid's; it decides beside them), the flatter last-layer spectrum
         (App. Fig. 9), ExpDecay − baseline per reading over the tasks (Table 6: "no substantial improvement",
         read as alike within the paper's own largest ExpDecay change; the printed formula first), the
         training-set size (App. D.2, Fig. 8), and the paper's own models (not testable offline)."""

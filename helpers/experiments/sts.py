@@ -118,8 +118,9 @@ def refit_draws_n(bootstrap: int) -> int:
     return max(20, bootstrap // 10)
 
 
-def reading_bootstrap(p: Params) -> int:
-    """Paired bootstrap draws (transforms fitted once) of the readings: a fifth of `bootstrap`, at least 20."""
+def reading_bootstrap(p) -> int:
+    """Paired bootstrap draws (transforms fitted once) of the readings: a fifth of `bootstrap`, at least 20
+    (`p`: the Params, or a Result, which carries its run's `bootstrap`)."""
     return max(20, p.bootstrap // 5)
 
 
@@ -335,7 +336,7 @@ class Result(results.Result):
         """`method` − raw, mean over the sets, with its 95 % paired bootstrap interval (transforms fitted
         once on the full set; draw 0)."""
         d, lo, hi = self.readings[model]["ci"][pooling or self.paper_pooling][method]
-        return Interval(d, lo, hi, max(20, self.bootstrap // 5), "bootstrap")
+        return Interval(d, lo, hi, reading_bootstrap(self), "bootstrap")
 
     def reading_diffs(self, model: str, method: str, pooling: str | None = None) -> pd.Series:
         """`method` − raw on each set (draw 0): what drives the mean."""
@@ -396,8 +397,6 @@ class Result(results.Result):
         whitening, each on its own): the interval, how it was made, the verdict on the paper's ordering
         (SoftDecay ahead) and on 'alike within ±`match_margin`'. `key`: the finding it is (None: shown in
         the chapter's table only)."""
-        from ..core.findings import verdict
-
         first = self.models[0]
         bert = BOOK_BERT if BOOK_BERT in self.extras else None
         smol = SMOL if SMOL in self.extras else None
@@ -413,8 +412,8 @@ class Result(results.Result):
                 "key": key, "model": model, "whitening": white, "effect": effect, "how": how,
                 "measured": self._encoder_text(model, pooled if reread else None) if model else "not run at this scale",
                 "quantity": f"{what} − SoftDecay, Spearman ×100, mean over the sets ({how or 'not run'})",
-                "verdict": verdict(effect, "below") if effect is not None else "",
-                "likeness": verdict(effect, "equal", margin=self.match_margin()) if effect is not None else ""})
+                "verdict": verdict_of(effect, "below") if effect is not None else "",
+                "likeness": verdict_of(effect, "equal", margin=self.match_margin()) if effect is not None else ""})
         return out
 
     def white_sd_procedures(self) -> list[dict]:
@@ -456,9 +455,7 @@ class Result(results.Result):
 
     def likeness(self, model: str, whitening: str = "whitening", pooling: str | None = None) -> str:
         """The verdict on 'whitening matches SoftDecay' (within ±`match_margin`) from the refitted interval."""
-        from ..core.findings import verdict
-
-        return verdict(self.white_minus_sd(model, whitening, pooling)[0], "equal", margin=self.match_margin())
+        return verdict_of(self.white_minus_sd(model, whitening, pooling)[0], "equal", margin=self.match_margin())
 
     def n_draws(self, model: str) -> int:
         return len(self.readings[model]["draws"])
@@ -546,7 +543,7 @@ class Result(results.Result):
         """`method` − raw on every pair, mean over the sets, with its 95 % paired bootstrap interval (transforms
         fitted once on the full set)."""
         d, lo, hi = self.full_readings[model]["ci"][pooling or self.paper_pooling][method]
-        return Interval(d, lo, hi, max(20, self.bootstrap // 5), "bootstrap")
+        return Interval(d, lo, hi, reading_bootstrap(self), "bootstrap")
 
     def full_white_minus_sd(self, model: str, whitening: str = "whitening") -> Interval | None:
         """whitening − SoftDecay on every pair under the paper-comparison pooling, mean over the sets, cross-fitted
@@ -774,8 +771,8 @@ class Result(results.Result):
         several = model is not None and self.n_draws(model) > 1
         how = (f"Student-t interval over {self.n_draws(model)} subsample draws" if several else
                "paired bootstrap over the pairs of one subsample draw")
-        needs = "; ".join(v for v in (self.unavailable.get(BOOK_BERT, ""),) if v) or \
-            "the anisotropic encoders re-read under the authors' pooling"
+        needs = ("; ".join(v for v in (self.unavailable.get(BOOK_BERT, ""),) if v)
+                 or "the anisotropic encoders re-read under the authors' pooling")
         out.append(Finding(
             key="sts-flipfree", where="Table 1, property 1", kind="extension",
             claim="SoftDecay raises unsupervised STS with a transform that keeps the order of the singular values "

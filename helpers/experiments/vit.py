@@ -668,8 +668,8 @@ def _ablation_grid(p: Params, depth: int, blocks, sweep, standard, seeds, dev, d
             out[block] = {v: done[block][v] for v in ABLATION_VARIANTS}
             continue
         q = p.with_(block=block, standard_depths=(), ablations=(), confirm_blocks=())
-        if block in FFN_SCALES and not p.train_missing and results.persists(p.scale) and \
-                not all(s.done() for s in _specs(q, depth, ABLATION_VARIANTS, seeds, datasets)):
+        if (block in FFN_SCALES and not p.train_missing and results.persists(p.scale)
+                and not all(s.done() for s in _specs(q, depth, ABLATION_VARIANTS, seeds, datasets))):
             missing.append(block)
             continue
         out[block], h = _grid(q, depth, ABLATION_VARIANTS, seeds, dev, datasets)
