@@ -227,7 +227,10 @@ def test_an_old_pickled_params_takes_the_new_fields_defaults():
 def test_planted_effects_change_the_verdicts():
     r = _book()
     planted = {f.key: f for f in _shifted(r, "de-escalated", -0.5).findings()}
-    assert planted["deeplm-deesc-rescues"].verdict == "reproduced"
+    # the paper calls the rescue "huge" and gives it no number: a rescue of any size reads direction only
+    assert planted["deeplm-deesc-rescues"].verdict == "direction only"
+    assert {f.key: f for f in _shifted(r, "de-escalated", +5.0).findings()}["deeplm-deesc-rescues"].verdict == (
+        "contradicted")
     gap = r.unigram_nats - float(r.final_train()["post-norm"].mean())
     failed = {f.key: f for f in _shifted(r, "post-norm", gap + 0.2).findings()}
     assert failed["deeplm-post-norm-fails"].verdict == "reproduced"
@@ -242,7 +245,7 @@ def test_planted_effects_change_the_verdicts():
     r3 = copy.deepcopy(r)
     r3.histories[deeplm.tau_arm(0.5)] = copy.deepcopy(r.histories["de-escalated"])
     half = {f.key: f for f in _shifted(r3, deeplm.tau_arm(0.5), -0.5).findings()}
-    assert half["deeplm-tau-0p5-rescues"].verdict == "reproduced" and half["deeplm-tau-0p5-rescues"].effect.n == 3
+    assert half["deeplm-tau-0p5-rescues"].verdict == "direction only" and half["deeplm-tau-0p5-rescues"].effect.n == 3
 
 
 def test_first_position_cost_is_a_sixty_fourth_of_the_gain_over_unigram():

@@ -189,11 +189,12 @@ def test_planted_common_direction_in_layer_0_flips_its_verdict(book):
         cos[-1].reshape(-1)[: 1 + (i + 1) % 2] = 0.0
         r.runs[str(s)]["cos"] = cos.tolist()
     assert would(by_key(r)["qk-aligned-heads"]) == "reproduced"
-    for s in r.seeds:                          # every head aligned: beyond the paper's 'almost all' size
-        cos = np.asarray(r.runs[str(s)]["cos"], dtype=float)
+    for s in r.seeds:        # every head aligned on every seed: a zero-width interval over the seeds, which the
+        cos = np.asarray(r.runs[str(s)]["cos"], dtype=float)       # rule does not let stand without a reason
         cos[-1] = np.sign(cos[-1] + 1e-9) * 0.95
         r.runs[str(s)]["cos"] = cos.tolist()
-    assert would(by_key(r)["qk-aligned-heads"]) == "direction only"
+    assert by_key(r)["qk-aligned-heads"].effect.low == by_key(r)["qk-aligned-heads"].effect.high == 1.0
+    assert would(by_key(r)["qk-aligned-heads"]) == "inconclusive"
 
 
 def test_planted_loss_of_sharpening_with_centred_blocks_is_detected(book):

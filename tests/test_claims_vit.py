@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 from testutil import ci_result
 
-from helpers.core.findings import CONTRADICTED, INCONCLUSIVE, NOT_DETECTED, NOT_TESTABLE, REPRODUCED, Finding
+from helpers.core.findings import (
+    CONTRADICTED,
+    DIRECTION_ONLY,
+    INCONCLUSIVE,
+    NOT_DETECTED,
+    NOT_TESTABLE,
+    REPRODUCED,
+    Finding,
+)
 from helpers.experiments import vit
 
 KEYS = ["vit-post-behind-pre", "vit-deesc-vs-post", "vit-deesc-vs-pre", "vit-deesc-vs-pre-standard",
@@ -139,8 +147,8 @@ def test_findings_at_ci_scale(res):
 
 #: every book finding: (verdict, effect estimate to 2 decimals)
 BOOK = {"vit-post-behind-pre": (REPRODUCED, 0.32), "vit-deesc-vs-post": (NOT_DETECTED, -0.03),
-        "vit-deesc-vs-pre": (CONTRADICTED, 0.29), "vit-deesc-vs-pre-standard": (REPRODUCED, -0.22),
-        "vit-deesc-vs-pre-torch-ffn": (REPRODUCED, -0.12), "vit-ffn-scale": (REPRODUCED, 0.08),
+        "vit-deesc-vs-pre": (CONTRADICTED, 0.29), "vit-deesc-vs-pre-standard": (DIRECTION_ONLY, -0.22),
+        "vit-deesc-vs-pre-torch-ffn": (DIRECTION_ONLY, -0.12), "vit-ffn-scale": (REPRODUCED, 0.08),
         "vit-alike-tokens": (NOT_DETECTED, 0.02),
         "vit-paper-scale": (NOT_TESTABLE, None)}
 
@@ -181,16 +189,17 @@ def test_book_findings_name_their_claims_and_settings(book):
 
 def test_a_planted_effect_changes_the_verdicts(book):
     """Shift the de-escalated model's final losses at depth 80 (Algorithm 1's blocks) down by 0.5 nats:
-    the finding 'de-escalated below pre-norm' turns from contradicted to reproduced, and the one against
-    plain post-norm from not detected to reproduced; putting plain post-norm 0.3 nats behind pre-norm at
+    the finding 'de-escalated slightly below pre-norm' turns from contradicted to direction only (the paper's
+    "slightly" has no number, so no size can be confirmed), and the one against plain post-norm from not
+    detected to reproduced; putting plain post-norm 0.3 nats behind pre-norm at
     depth 48 (standard blocks, where its tokens are alike) makes the tokens-alike finding reproduced."""
     planted = copy.deepcopy(book)
     for h in planted.sweep[str(planted.depth)]["de-escalated"]:
         h["train_loss"][-1] -= 0.5
     planted.histories = planted.sweep[str(planted.depth)]
     fs = {f.key: f for f in planted.findings()}
-    assert fs["vit-deesc-vs-pre"].verdict == REPRODUCED and fs["vit-deesc-vs-post"].verdict == REPRODUCED
-    assert fs["vit-deesc-vs-pre-standard"].verdict == REPRODUCED          # the standard blocks are untouched
+    assert fs["vit-deesc-vs-pre"].verdict == DIRECTION_ONLY and fs["vit-deesc-vs-post"].verdict == REPRODUCED
+    assert fs["vit-deesc-vs-pre-standard"].verdict == DIRECTION_ONLY      # the standard blocks are untouched
     behind = copy.deepcopy(book)
     for h in behind.standard["48"]["post-norm-full-lr"]:
         h["train_loss"][-1] += 0.3
