@@ -90,25 +90,48 @@ def paper_rows(res: Result, model: str) -> tuple[str, list[dict]]:
     return label, [r for r in res.paper_table1 if r["model"] == label]
 
 
+#: Table 1's short row names, explained in the legend beneath it (`TABLE1_LEGEND`)
+TABLE1_ROWS = {"vanilla": "raw", "whitening": "whitening", "whitening-256": "whitening-256",
+               "de-escalation": "mean removed", "SoftDecay (sentence)": "SoftDecay",
+               "SoftDecay (token)": "SoftDecay, tokens", "SoftDecay (σ/√N)": "SoftDecay σ/√N",
+               "SoftDecay (σ/σ_max)": "SoftDecay σ/max σ", "SoftDecay (clamped)": "SoftDecay, clamped",
+               "SoftDecay (rescaled)": "SoftDecay, rescaled"}
+#: what each short row name of Table 1 stands for
+TABLE1_NOTES = {"whitening": "fitted on the test pairs, WhiteBERT-style", "whitening-256": "its first 256 directions",
+                "de-escalation": "Yu & Zhang eq. (21)", "SoftDecay (sentence)": "of the sentence matrix (the paper's)",
+                "SoftDecay (token)": "of each sentence's tokens (ours)",
+                "SoftDecay (σ/√N)": "of the singular values divided by √N (ours)",
+                "SoftDecay (σ/σ_max)": "of the singular values divided by the largest (ours)",
+                "SoftDecay (clamped)": "σ clamped at |α| (flip-free, ours)",
+                "SoftDecay (rescaled)": "σ_min scaled to |α| (flip-free, ours)"}
+
+
 def table1(res: Result, model: str | None = None):
-    """Table 1 for one encoder (paper protocol): method, Avg and its difference from the raw model
-    first, then the seven sets; the paper's matching rows below (for a model the paper did not run,
-    BERT-base-cased's, labelled). In a box that scrolls sideways on a narrow page."""
+    """Table 1 for one encoder (paper protocol): a row per method (short names, explained beneath) with its Avg
+    and the seven sets, the paper's matching rows below (for a model the paper did not run, BERT-base-cased's,
+    labelled). The differences from the raw model, with their intervals, are the averages table's."""
+    from html import escape
+
+    from IPython.display import HTML
+
     model = model or res.models[0]
-    rows = []
+    rows, shown = [], []
     for method in METHODS:
         if method not in res.all_runs()[model]["scores"]["subset-mean"][res.datasets[0]]:
             continue
-        rows.append({"row": LABELS[method], "Avg": res.averages[model]["subset-mean"][method],
-                     "Δ vs raw [95 %]": "" if method == "vanilla" else _iv(res.vs_raw(model, method)),
+        shown.append(method)
+        rows.append({"method": TABLE1_ROWS[method], "Avg": res.averages[model]["subset-mean"][method],
                      **dict(zip(res.datasets, res.set_scores(model, method), strict=True))})
     label, paper = paper_rows(res, model)
-    other = "" if label == PAPER_MODEL.get(model) else ", another model"
     for r in paper:
         if r["method"] in PAPER_MATCH.values():
-            rows.append({"row": f"paper: {label}{other}, {r['method']}", "Avg": r["Avg"], "Δ vs raw [95 %]": "",
+            rows.append({"method": f"paper: {r['method']}", "Avg": r["Avg"],
                          **{d: r.get(d, np.nan) for d in res.datasets}})
-    return _scroll(common.table(pd.DataFrame(rows), digits=2))
+    other = "" if label == PAPER_MODEL.get(model) else f" (the paper did not run {model})"
+    legend = "; ".join(f"{escape(TABLE1_ROWS[m])}: {escape(TABLE1_NOTES[m])}" for m in shown if m in TABLE1_NOTES)
+    legend += f"; paper: the paper's rows for {escape(label)}{escape(other)}" if paper else ""
+    html = common.table(pd.DataFrame(rows), digits=2, compact=True).to_html()
+    return HTML(common.SCROLL_BOX.format(html + f'<p class="table-legend"><small>{legend}.</small></p>'))
 
 
 def _read_models(res: Result) -> list[str]:
@@ -519,6 +542,8 @@ def publish(res: Result) -> None:
         "sts-minilm-white-sd": _iv(res.white_minus_sd(m)[0]),
         "sts-smol-white-sd": _text_if_run(res, SMOL, lambda: res.white_minus_sd(SMOL)[0]),
         "sts-smol-white-sd-half": _iv(res.samefit_iv(SMOL, how="halfsample")) if SMOL in res.samefit else "–",
+        "sts-mpnet-white-sd": _iv(res.samefit_iv(MPNET)) if MPNET in res.samefit else "–",
+        "sts-mpnet-white-sd-half": _iv(res.samefit_iv(MPNET, how="halfsample")) if MPNET in res.samefit else "–",
         "sts-smol-draws": res.n_draws(SMOL) if res.read(SMOL) else 0,
         "sts-smol-flips-max": int(res.flip_counts(SMOL)["SoftDecay (sentence)"].max()) if res.read(SMOL) else 0,
         "sts-smol-live-min": int(res.flip_counts(SMOL)["directions"].min()) if res.read(SMOL) else 0,
