@@ -3,10 +3,16 @@
     python scripts/check_pages.py _build/html          (make test-pages: builds the book first)
 
 Each page is served from a local HTTP server and read by Chromium (Debian's `chromium`, driven by
-Playwright; no browser is downloaded) at 1280 px wide. A page fails on:
+Playwright; no browser is downloaded) at 1280 px wide. Its height is measured as a reader first sees it; then
+every collapsed block (`<details>`: a dropdown, a hidden cell output, a claim's "how it was tested") is opened,
+so that what it holds is checked too. A page fails on:
 
 * a table, figure, image or displayed equation wider than its text column (or running past its right edge)
   without a horizontal scroll container around it, or cut off by a container that hides its overflow;
+* a table that needs its scroll container: wider than the box it sits in, so that a reader scrolls sideways
+  to read it (the box keeps the page from breaking; the table should still fit its column);
+* a page taller than its limit in `MAX_HEIGHT` (px at 1280 px wide, collapsed blocks closed): only the pages
+  named there have one;
 * a clipped table cell: content wider than a cell (or a box inside it) whose overflow is hidden;
 * a raw MyST role or directive left in the text (`{glue:…}`, `{cite}`, `{numref}`, ```` ```{ ````, …);
 * a traceback, a warning or a stderr stream in a cell output, or a docutils error left in the page;
@@ -34,6 +40,9 @@ from urllib.parse import unquote, urldefrag, urlparse
 
 WIDTH = 1280
 HEIGHT = 900
+#: the tallest a page may be, in px at `WIDTH` with its collapsed blocks closed: the findings page lists every
+#: claim of three papers and stays a page a reader scrolls through, not a register
+MAX_HEIGHT = {"book/findings.html": 12_000}
 #: Debian's Chromium (`apt-get install chromium`); $CHROMIUM overrides it
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 #: folders of the build that hold assets, not pages
@@ -49,6 +58,17 @@ BUILD_WARNING = re.compile(r"^(?P<where>\S+?):?(?P<line>\d+)?: WARNING: (?P<msg>
 #: what a traceback or a warning looks like in a cell's output
 OUTPUT_ALARM = re.compile(r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Warning|Error)\b|\bWarning\b|"
                           r"\bWARNING\b")
+
+#: run in the page before anything is measured: its height as a reader first sees it, then every collapsed block
+#: (`<details>`) opened, so that the tables and figures it holds are laid out and checked
+OPEN_JS = r"""
+() => {
+  const height = Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0);
+  const closed = [...document.querySelectorAll('details:not([open])')];
+  for (const d of closed) d.open = true;
+  return {height, opened: closed.length};
+}
+"""
 
 #: run in the page: every problem of layout and text, the page's anchors and its links
 PAGE_JS = r"""
@@ -139,7 +159,12 @@ PAGE_JS = r"""
         if (hides(a) && a.scrollWidth > a.clientWidth + 1 && a !== article && overrun(a) > tol) { clip = a; break; }
       }
     }
-    if (el.tagName === 'TABLE' && box && box.scrollWidth > box.clientWidth + 1) stats.scrolling += 1;
+    if (el.tagName === 'TABLE' && box && box.scrollWidth > box.clientWidth + 1) {
+      stats.scrolling += 1;
+      problems.push({kind: 'scrolling table', what: describe(el) + ' needs a sideways scroll: ' +
+                     Math.round(box.scrollWidth) + ' px of table in a ' + Math.round(box.clientWidth) +
+                     ' px box (fewer or narrower columns, shorter labels, or split it)'});
+    }
     if (clip) {
       problems.push({kind: 'clipped', what: describe(el) + ' is cut off by a container that hides its ' +
                      'overflow (' + Math.round(clip.scrollWidth) + ' px of content in ' +
@@ -298,13 +323,14 @@ def _wait_ready(page) -> None:
     page.evaluate("() => document.fonts ? document.fonts.ready.then(() => null) : null")
 
 
-#: what each page held ({root: {page: {"tables", "scrolling", "figures"}}}), for the report
+#: what each page held ({root: {page: {"tables", "scrolling", "figures", "height", "opened"}}}), for the report
 STATS: dict[str, dict[str, dict]] = {}
 
 
 def check_site(root: Path, width: int = WIDTH, only: list[str] | None = None,
-               executable: str = CHROMIUM) -> dict[str, list[dict]]:
-    """Every page of the build at `root` in Chromium at `width` px: {page: [problem, ...]} (empty: fine)."""
+               executable: str = CHROMIUM, max_height: dict[str, int] | None = None) -> dict[str, list[dict]]:
+    """Every page of the build at `root` in Chromium at `width` px: {page: [problem, ...]} (empty: fine).
+    `max_height`: {page: px} in place of `MAX_HEIGHT`."""
     from playwright.sync_api import sync_playwright
 
     root = Path(root).resolve()
@@ -330,8 +356,15 @@ def check_site(root: Path, width: int = WIDTH, only: list[str] | None = None,
             failed.clear()
             page.goto(base + name, wait_until="load")
             _wait_ready(page)
+            shape = page.evaluate(OPEN_JS)
+            _wait_ready(page)
             info = page.evaluate(PAGE_JS, {})
+            info["stats"].update(shape)
             problems = list(info["problems"])
+            limit = (MAX_HEIGHT if max_height is None else max_height).get(name)
+            if limit is not None and shape["height"] > limit:
+                problems.append({"kind": "tall page", "what": f"{shape['height']:,} px tall at {width} px wide "
+                                                              f"(its limit: {limit:,} px)"})
             problems += _text_problems(info)
             problems += _number_problems(page.evaluate(TABLES_JS))
             for url in sorted(set(failed)):
@@ -402,8 +435,12 @@ def format_report(report: dict[str, list[dict]], stats: dict[str, dict] | None =
     lines = []
     for name, problems in report.items():
         st = (stats or {}).get(name)
-        held = (f"  ({_n(st['tables'], 'table')}, {st['scrolling']} scrolling sideways; {_n(st['figures'], 'figure')})"
-                if st and (st["tables"] or st["figures"]) else "")
+        held = ""
+        if st and (st["tables"] or st["figures"]):
+            held = f"{_n(st['tables'], 'table')}, {st['scrolling']} scrolling sideways; {_n(st['figures'], 'figure')}; "
+        if st and "height" in st:
+            held = f"  ({held}{st['height']:,} px tall" + (f", {st['opened']} collapsed blocks opened)"
+                                                         if st.get("opened") else ")")
         if not problems:
             lines.append(f"ok    {name}{held}")
             continue

@@ -1,5 +1,6 @@
 """The browser check of the built book (scripts/check_pages.py) on small planted pages, and the table helpers
-every chapter's tables go through (a scroll container around each; whole numbers printed as integers).
+every chapter's tables go through (a scroll container around each, which a table must not need; whole numbers
+printed as integers).
 
 The planted pages are served locally and read by Chromium as the book's pages are (`make test-pages` runs the
 check over the whole build). Without Debian's `chromium` or the `playwright` package the browser tests skip."""
@@ -34,6 +35,8 @@ table {{ border-collapse: collapse; }} td, th {{ padding: 2px 8px; }}
 WIDE_TABLE = ("<table><caption>Twelve wide columns</caption><thead><tr>{}</tr></thead><tbody><tr>{}</tr></tbody>"
               "</table>").format("".join(f"<th>column number {i}</th>" for i in range(12)),
                                  "".join(f"<td>{i}.25</td>" for i in range(12)))
+NARROW_TABLE = ("<table><caption>Three columns</caption><thead><tr><th>set</th><th>raw</th><th>SoftDecay</th></tr>"
+                "</thead><tbody><tr><td>STS-B</td><td>0.25</td><td>0.50</td></tr></tbody></table>")
 #: a 10 × 10 SVG image, drawn 1000 px wide
 WIDE_IMAGE = ('<figure><img alt="plot" style="width:1000px;height:50px" src="data:image/svg+xml,%3Csvg '
               'xmlns=%27http://www.w3.org/2000/svg%27 width=%2710%27 height=%2710%27/%3E">'
@@ -53,7 +56,8 @@ def _kinds(report: dict, page: str) -> list[str]:
 @browser
 def test_clean_page_passes(tmp_path):
     site = _site(tmp_path, index='<p>Text with a <a href="other.html#results">link</a>.</p>'
-                                  '<div style="overflow-x:auto">' + WIDE_TABLE + "</div>"
+                                  '<div style="overflow-x:auto">' + NARROW_TABLE + "</div>"
+                                  '<details><summary>Show the table</summary>' + NARROW_TABLE + "</details>"
                                   '<table><tr><td>768</td><td>0.250</td></tr><tr><td>1,024</td><td>1.000</td></tr></table>',
                  other='<section id="results"><p>Results.</p></section>')
     report = check_pages.check_site(site)
@@ -65,6 +69,47 @@ def test_overflowing_table_fails(tmp_path):
     report = check_pages.check_site(_site(tmp_path, index=WIDE_TABLE))
     assert _kinds(report, "index") == ["wide table"], check_pages.format_report(report)
     assert "Twelve wide columns" in report["index.html"][0]["what"]
+
+
+@browser
+def test_table_that_needs_its_scroll_box_fails(tmp_path):
+    """A scroll box keeps a wide table from breaking the page, but a reader still scrolls sideways to read it:
+    the page fails, and the report counts the table as scrolling."""
+    site = _site(tmp_path, index='<div class="table-scroll" style="overflow-x:auto;max-width:100%">' + WIDE_TABLE
+                                 + "</div>")
+    report = check_pages.check_site(site)
+    assert _kinds(report, "index") == ["scrolling table"], check_pages.format_report(report)
+    assert "Twelve wide columns" in report["index.html"][0]["what"]
+    assert check_pages.STATS[str(site.resolve())]["index.html"]["scrolling"] == 1
+
+
+@browser
+def test_tables_in_collapsed_blocks_are_opened_and_checked(tmp_path):
+    """A table in a closed <details> (a dropdown, a hidden cell output) has no width until it is opened: the check
+    opens every such block, so a wide or scrolling table inside one fails as it would outside."""
+    closed = '<details class="hide above-input"><summary>Show the table</summary>{}</details>'
+    site = _site(tmp_path, index=closed.format(WIDE_TABLE),
+                 other=closed.format('<div style="overflow-x:auto">' + WIDE_TABLE + "</div>"))
+    report = check_pages.check_site(site)
+    assert _kinds(report, "index") == ["wide table"], check_pages.format_report(report)
+    assert _kinds(report, "other") == ["scrolling table"], check_pages.format_report(report)
+    assert check_pages.STATS[str(site.resolve())]["index.html"]["opened"] == 1
+
+
+@browser
+def test_a_page_taller_than_its_limit_fails_and_only_pages_with_a_limit_are_held_to_one(tmp_path):
+    """The height is the page as a reader first sees it (collapsed blocks closed); only the pages named in the
+    limits have one (the book's: the findings page alone)."""
+    tall = '<div style="height:5000px">a long list</div>'
+    folded = '<details><summary>Show the list</summary><div style="height:5000px">a long list</div></details>'
+    site = _site(tmp_path, index=tall, other=tall, folded=folded)
+    report = check_pages.check_site(site, max_height={"index.html": 3000, "folded.html": 3000})
+    assert _kinds(report, "index") == ["tall page"], check_pages.format_report(report)
+    assert "3,000 px" in report["index.html"][0]["what"]
+    assert report["other.html"] == [] and report["folded.html"] == [], check_pages.format_report(report)
+    assert check_pages.STATS[str(site.resolve())]["folded.html"]["height"] < 3000
+    assert list(check_pages.MAX_HEIGHT) == ["book/findings.html"]
+    assert check_pages.MAX_HEIGHT["book/findings.html"] <= 12_000
 
 
 @browser
@@ -116,16 +161,19 @@ def test_integer_count_as_float_fails(tmp_path):
 
 @browser
 def test_common_table_scrolls_and_prints_counts_as_integers(tmp_path):
-    """A wide table from `figures.common.table` sits in a scroll container, and a count column that pandas
-    turned into floats (a missing value) prints as integers."""
+    """A table from `figures.common.table` sits in a scroll container, so a wide one never breaks the page but
+    fails as a table to scroll sideways; a count column that pandas turned into floats (a missing value) prints
+    as integers."""
     from helpers.figures import common
 
     df = pd.DataFrame({f"a long column name {i}": np.linspace(0.1, 0.7, 3) + i for i in range(12)})
     df.insert(0, "d_model", [768.0, 1024.0, np.nan])
     html = common.table(df)._repr_html_()
     assert "768.000" not in html and ">768<" in html and ">1,024<" in html
-    report = check_pages.check_site(_site(tmp_path, index=html))
-    assert report == {"index.html": []}, check_pages.format_report(report)
+    narrow = common.table(df.iloc[:, :3])._repr_html_()
+    report = check_pages.check_site(_site(tmp_path, index=narrow, wide=html))
+    assert report["index.html"] == [], check_pages.format_report(report)
+    assert _kinds(report, "wide") == ["scrolling table"], check_pages.format_report(report)
 
 
 def test_table_formats_whole_columns_as_integers():
