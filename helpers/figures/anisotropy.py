@@ -277,16 +277,16 @@ def correlation_table(res: Result):
         rows.append({"model": m["name"], "layers": t["layers"], "Spearman ρ [over layers]": t["fisher"].text(2),
                      "p (exact)": f"{t['p_exact']:.2g}", "Pearson r": f"{t['pearson_r']:+.2f}",
                      "p (Pearson)": f"{t['pearson_p']:.2g}", "follows the drift": "yes" if res.follows(t) else "no"})
-    return _scroll(common.table(pd.DataFrame(rows)).set_caption(
+    return _scroll(common.table(pd.DataFrame(rows), compact=True).set_caption(
         "The paper's tests (its Figs. 5 and 16) across each model's layers: ‖x̄‖₂ against the average cosine (per "
         "position for the CNN); the interval's unit is the layers (Fisher z), the p-value is the exact permutation "
         "test (Monte Carlo beyond 9 layers)"))
 
 
 def layer_test_table(res: Result):
-    """The two drift tests the findings read (Whisper base's encoder, the CNN's flattened maps) under every
-    procedure: Spearman ρ with its Fisher-z interval and its jackknife over the layers, the bootstrap over
-    inputs, the exact permutation p, and Pearson's reading."""
+    """The two drift tests the findings read (Whisper base's encoder, the CNN's flattened maps), a column each, under
+    every procedure, a row each: Spearman ρ with its Fisher-z interval and its jackknife over the layers, the
+    bootstrap over inputs, the exact permutation p, and Pearson's reading."""
     rows = []
     for name, t in (("Whisper base encoder", res.speech_test()), ("EfficientNet-Lite0, flattened maps",
                                                                     res.cnn_test())):
@@ -296,7 +296,10 @@ def layer_test_table(res: Result):
                      "ρ, jackknife over layers": t["jackknife"].text(2),
                      "ρ, bootstrap over inputs": t["input_bootstrap"].text(2), "p (exact)": f"{t['p_exact']:.4f}",
                      "Pearson r [over layers]": t["pearson"].text(2), "p (Pearson)": f"{t['pearson_p']:.3f}"})
-    return _scroll(common.table(pd.DataFrame(rows)).set_caption(
+    # a column per model, a row per procedure: eight columns side by side would not fit the page (as objects, so
+    # that the layer counts stay integers)
+    df = pd.DataFrame(rows).set_index("model").astype(object).T.rename_axis(columns="procedure")
+    return _scroll(common.table(df, index=True).set_caption(
         "The drift tests the findings read, under each procedure: the layers are the unit of the paper's test; the "
         "bootstrap over inputs varies the data, not the layers"))
 

@@ -3,6 +3,7 @@ figures glued for myst-nb (`{glue:text}` / `{glue:figure}`), tables formatted fo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -132,14 +133,40 @@ class Table(Styler):
         return SCROLL_BOX.format(self.to_html())
 
 
-def table(df: pd.DataFrame, digits: int = 3, index: bool = False) -> Table:
+#: the longest heading of one word a compact table keeps whole
+COMPACT_NOWRAP = 24
+
+
+#: a number as the tables print it: 2.65e-08, −0.93, 1,024, 63 %
+_NUMBER = re.compile(r"[+\-−]?[\d.,]+(?:e[+\-]?\d+)?\s?%?")
+
+
+def _whole_number(text: str) -> str:
+    """CSS that keeps a number (2.65e-08, −0.93) on one line instead of breaking it at its hyphen; '' for other
+    text, which wraps as it must."""
+    return "white-space: nowrap" if _NUMBER.fullmatch(text.strip()) else ""
+
+
+def _whole_word(text: str) -> str:
+    """CSS that keeps a heading of one word ("STS-B", "reproduced") on one line; '' for a heading with spaces."""
+    return "white-space: nowrap" if " " not in text.strip() and len(text) <= COMPACT_NOWRAP else ""
+
+
+def table(df: pd.DataFrame, digits: int = 3, index: bool = False, compact: bool = False) -> Table:
     """A DataFrame styled for reading (`fmt_number` on every cell; a float column of whole numbers as
-    integers), without its index unless asked, shown in a box that scrolls sideways on a narrow page."""
+    integers), without its index unless asked, shown in a box that scrolls sideways on a narrow page.
+    `compact`: for a table of many narrow columns, less room between columns, its numbers and its one-word headings
+    kept whole, so that it fits the text column without breaking a number at its sign or exponent."""
     sty = Table(df).format(_cell(digits))
     if df.columns.is_unique:
         for name in df.columns:
             if _whole(df[name]):
                 sty = sty.format(_cell(digits, whole=True), subset=[name])
+    if compact:
+        sty = sty.set_table_styles([{"selector": "td, th", "props": [("padding", "0.25em 0.35em")]}], overwrite=False)
+        sty = sty.map(lambda v: _whole_number(fmt_number(v, digits)))
+        sty = sty.map_index(lambda v: _whole_word(str(v)), axis="columns")
+
     return sty if index else sty.hide(axis="index")
 
 
@@ -223,31 +250,48 @@ def verdict_html(verdict: str, text: str | None = None) -> str:
 
 def findings_table(findings):
     """A chapter's findings as the table its first output cell shows, four columns that fit a page: the
-    verdict in words with the setting it was reached at (paper, where and kind beneath), what was tested, the
-    effect with its interval (reference and the paper's value beneath), and a link to the section that shows it;
-    the same records the findings page collects, one row each."""
+    verdict in words (paper, where and kind beneath), what was tested (with what set its verdict aside, or why it
+    lies outside its claim's scope, beneath), the effect with its interval (reference and the paper's value
+    beneath), and a link to the section that shows it; the same records the findings page collects, one row each.
+    The setting a verdict was reached at is a mark on the verdict (ᵃ, ᵇ, …) and a line in the legend beneath the
+    table, so that a long setting is said once, not wrapped into every row's narrow verdict column."""
+    from html import escape
+
+    from IPython.display import HTML
+
     df = findings_frame(findings, local=True)
     if df.empty:
         return df
     small = '<br><small style="color:#555">{}</small>'.format
+    marks = {s: chr(ord("a") + i) for i, s in enumerate(dict.fromkeys(s for s in df["setting"] if s))}
     out = pd.DataFrame({
-        "verdict": [v + small(f"{p}, {w}" + (f"; {k}" if k else ""))
-                    for v, p, w, k in zip(df["verdict"], df["paper"], df["where"], df["kind"], strict=True)],
-        "tested": df["claim"],
+        "verdict": [v + (f"<sup>{marks[s]}</sup>" if s else "") + small(f"{p}, {w}" + (f"; {k}" if k else ""))
+                    for v, s, p, w, k in zip(df["verdict"], df["setting"], df["paper"], df["where"], df["kind"],
+                                             strict=True)],
+        "tested": [c + "".join(small(n) for n in notes) for c, notes in zip(df["claim"], df["notes"], strict=True)],
         "effect [95 % interval]": [e + small(f"reference {r}")
                                    for e, r in zip(df["effect"], df["reference"], strict=True)],
         "": df["section"]})
-    return scroll(out.style.hide(axis="index")
-                  .set_table_attributes('class="findings-table"')
-                  .set_properties(subset=["verdict"], **{"min-width": "9em"})
-                  .set_properties(subset=["tested"], **{"min-width": "14em"})
-                  .set_properties(subset=["effect [95 % interval]"], **{"min-width": "13em"}))
+    html = (out.style.hide(axis="index")
+            .set_table_attributes('class="findings-table"')
+            .set_properties(subset=["verdict"], **{"min-width": "8em", "width": "22%"})
+            .set_properties(subset=["tested"], **{"min-width": "12em"})
+            .set_properties(subset=["effect [95 % interval]"], **{"min-width": "11em", "width": "30%"})
+            .to_html())
+    if marks:
+        lines = [f"<sup>{m}</sup> {escape(s)}" for s, m in marks.items()]
+        if any(not s for s in df["setting"]):
+            lines.append("unmarked: at the paper's setting")
+        html += ('<p class="findings-settings"><small>The setting of each verdict: ' + ("<br>" if len(lines) > 2
+                 else "") + ("<br>" if len(lines) > 2 else "; ").join(lines) + ".</small></p>")
+    return HTML(SCROLL_BOX.format(html))
 
 
 def findings_frame(findings, link_prefix: str = "", local: bool = False) -> pd.DataFrame:
     """The findings as a table: paper, where, claim, chapter (a link to the section), the effect with its
-    interval, the verdict in words with its setting (`verdict`), the kind, what was measured at which scale
-    (`measured`; the scale alone in `scale`). `local`: the links point into the chapter's own page
+    interval, the verdict in words (`verdict`), the setting it was reached at (`setting`: "" at the paper's), what
+    set the verdict aside or put the test outside its claim's scope (`notes`, a list), the kind, what was measured
+    at which scale (`measured`; the scale alone in `scale`). `local`: the links point into the chapter's own page
     (`section`: "→")."""
     from ..core.findings import PAPERS
 
@@ -256,10 +300,9 @@ def findings_frame(findings, link_prefix: str = "", local: bool = False) -> pd.D
         href = f"{link_prefix}{f.chapter}.html" + (f"#{f.section}" if f.section else "")
         if local:
             href = f"#{f.section}" if f.section else ""
-        verdict = verdict_html(f.verdict, f.verdict_text())
-        for note in (f.cannot_test, f.out_of_scope and f"outside the claim's scope: {f.out_of_scope}", *f.flags()):
-            if note:
-                verdict += f'<br><small style="color:#555">{note}</small>'
+        verdict = verdict_html(f.verdict, f.verdict_words())
+        notes = [n for n in (f.cannot_test, f.out_of_scope and f"outside the claim's scope: {f.out_of_scope}",
+                             *f.flags()) if n]
         effect = f.effect_text() if f.effect is not None else f"needs {f.needs}: <code>{f.command}</code>"
         if f.excludes() and f.verdict in ("not detected", "inconclusive"):
             effect += f"<br><small>{f.excludes()}</small>"
@@ -268,7 +311,8 @@ def findings_frame(findings, link_prefix: str = "", local: bool = False) -> pd.D
         for note in (f.standin and f"stand-in: {f.standin}", f.caveat):
             if note:
                 effect += f"<br><small>{note}</small>"
-        rows.append({"verdict": verdict, "paper": PAPERS[f.paper].split(" (")[0], "where": f.where,
+        rows.append({"verdict": verdict, "setting": "" if f.verdict == "not testable here" else f.reduced,
+                     "notes": notes, "paper": PAPERS[f.paper].split(" (")[0], "where": f.where,
                      "kind": KIND_TEXT[f.kind],
                      "claim": f.claim, "effect": f"{f.quantity}: {effect}",
                      "reference": f.reference_label + ("" if f.paper_value is None

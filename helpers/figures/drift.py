@@ -129,18 +129,18 @@ def sharpness(res: Result) -> plt.Figure:
 
 
 def variants_table(res: Result):
-    """The two input variants at N = 0 and at the largest N."""
-    rows = []
+    """The two input variants at N = 0 and at the largest N: a column each, a row per quantity (eight quantities
+    side by side would not fit the page)."""
+    cols = {}
     for v in res.variants():
         for j in (0, len(res.norms) - 1):
-            rows.append({"inputs": VARIANT_LABELS[v], "N": res.norms[j],
-                         **{col: float(res.stat(name, v)[:, j].mean()) for col, name in (
-                             ("input cos", "in_cos"), ("Q cos", "q_cos"), ("K cos", "k_cos"),
-                             ("E‖x + b‖", "in_norm"), ("row max × L", "row_max"),
-                             ("entropy / log L", "entropy_norm"))}})
-    df = pd.DataFrame(rows)
-    df["row max × L"] *= res.seq_len
-    return common.table(df, digits=3).set_caption(
+            cols[f"{VARIANT_LABELS[v]}, N = {res.norms[j]:g}"] = {
+                q: float(res.stat(name, v)[:, j].mean()) * (res.seq_len if name == "row_max" else 1)
+                for q, name in (("input cos", "in_cos"), ("Q cos", "q_cos"), ("K cos", "k_cos"),
+                                ("E‖x + b‖", "in_norm"), ("row max × L", "row_max"),
+                                ("entropy / log L", "entropy_norm"))}
+    df = pd.DataFrame(cols).rename_axis(columns="inputs, bias norm N")
+    return common.table(df, digits=3, index=True).set_caption(
         f"Rows of E against BERT's embedding layer as inputs ({seed_note(res)})")
 
 
@@ -157,12 +157,12 @@ def reference_table(res: Result):
 def scores_table(res: Result, rows: int = 8):
     """Mean and sd of the pre-softmax scores over seeds, at about `rows` bias norms."""
     m, sd = res.stat("score_mean"), res.stat("score_std")
-    df = pd.DataFrame({"N": res.norms, "score mean (seed-avg)": m.mean(0), "min over seeds": m.min(0),
-                       "max over seeds": m.max(0), "score sd (seed-avg)": sd.mean(0),
-                       "within-row sd": res.stat("score_row_sd").mean(0),
+    df = pd.DataFrame({"N": res.norms, "mean": m.mean(0), "min over seeds": m.min(0),
+                       "max over seeds": m.max(0), "sd": sd.mean(0),
+                       "sd within rows": res.stat("score_row_sd").mean(0),
                        "row-constant share of variance": res.stat("score_rowconst_frac").mean(0)})
-    return common.table(df.iloc[:: max(1, len(df) // rows)], digits=4).set_caption(
-        "Pre-softmax scores QKᵀ/√d_k against the bias norm N")
+    return common.table(df.iloc[:: max(1, len(df) // rows)], digits=3, compact=True).set_caption(
+        "Pre-softmax scores QKᵀ/√d_k against the bias norm N (mean and sd: averaged over seeds)")
 
 
 def fixed_point_table(res: Result):
@@ -188,9 +188,11 @@ def softmax_table(res: Result):
             "onset_1mcos": "1 − input cos there", "row_max_l_last": f"row max × L at N = {max(res.norms):g}",
             "entropy_last": f"entropy / log L at N = {max(res.norms):g}"}
     df = pd.DataFrame(res.softmax_rows())
-    df.insert(0, "inputs", df.pop("variant").map(VARIANT_LABELS))
-    df = df[["inputs", *cols]].rename(columns=cols)
-    return common.table(df, digits=3).set_caption(
+    df.index = df.pop("variant").map(VARIANT_LABELS)
+    # a column per input variant, a row per quantity (nine quantities side by side would not fit the page); as
+    # objects, so that the seed counts stay integers
+    df = df[list(cols)].rename(columns=cols).astype(object).T.rename_axis(columns="inputs")
+    return common.table(df, digits=3, index=True).set_caption(
         f"Where the attention leaves uniform (mean over seeds; uniform: row max below {res.uniform_tol:g}/L)")
 
 

@@ -76,11 +76,12 @@ def collapsed_table(res: Result):
     """Per model, the layer each headline measure rates most collapsed, and the share of (layer, measure)
     cells where the model lies outside its twins' spread combined with the probe's interval."""
     picks = {m: res.most_collapsed(m) for m in ("cos", "ev1", "t_sim", "pr")}
-    rows = [{"model": r["name"], "modality": r["modality"], "layers": r["layers"] - 1,
-             **{f"most collapsed: {LABELS[m]}": picks[m][r["name"]] for m in picks},
-             "differs from twins": f"{res.differing_share_of(r['name']):.2f}"}
+    rows = [{("", "model"): r["name"], ("", "modality"): r["modality"], ("", "layers"): r["layers"] - 1,
+             **{("most collapsed layer by", LABELS[m].replace("− ", "−\u00a0")): picks[m][r["name"]] for m in picks},
+             ("", "differs from twins"): f"{res.differing_share_of(r['name']):.2f}"}
             for r in res.runs]
-    return common.table(pd.DataFrame(rows))
+    # one header over the four layer columns keeps each of them as narrow as its numbers
+    return common.table(pd.DataFrame(rows, columns=pd.MultiIndex.from_tuples(list(rows[0]))), compact=True)
 
 
 def operations_table(res: Result):
