@@ -1,5 +1,6 @@
 """The findings page (`book/findings.md`): the chapters' findings collected in the book's order, the
-verdicts counted per paper, the table, the forest figure and the list of what needs a GPU or the hub."""
+verdicts counted per paper, the tested claims and the untested ones, the forest figure and the list of what needs
+a GPU or the hub."""
 
 import math
 
@@ -59,20 +60,46 @@ def test_claims_are_counted_once_per_paper_and_setting_from_planted_findings():
     assert [f.key for f in col.extensions()] == ["tse-e"] and [f.key for f in col.controls()] == ["deeplm-ctl"]
 
 
-def test_the_claims_table_has_a_row_per_claim_and_its_details():
+def test_the_claims_list_has_an_item_per_tested_claim_and_the_untested_ones_a_line_each():
     col = planted()
     html = figures.findings.claims_table(col, "yan2022").data
-    assert html.count("<tr>") == 1 + 2 and html.count("<details>") == 2
-    assert "needs DistilBERT" in html and "make rerun CHAPTER=glue SCALE=paper" in html
+    assert html.count("<li><details>") == 1 and "<tr" not in html        # an item for Table 1; Table 3 is untested
     assert "excludes effects below -0.500 and above +2.500" in html and "paper +3.000" in html
+    untested = figures.findings.untested_list(col, "yan2022").data
+    assert untested.count("<li><details>") == 1 and "<tr" not in untested
+    assert "yan-table3" in untested and "Table 3" in untested and "make rerun CHAPTER=glue SCALE=paper" in untested
+    assert "needs DistilBERT" in untested
+    godey = figures.findings.untested_list(col, "godey2024").data          # a test that needs a GPU decides nothing
+    assert "godey-fig11" in godey and "needs GPU" in godey and "--recipe long --gpus 0" in godey
     yu = figures.findings.claims_table(col, "yu2024").data
     assert "at 1.7 % of the paper&#x27;s steps" in yu or "at 1.7 % of the paper's steps" in yu
     assert "Controls" in yu and 'href="vit.html#vit-sweep"' in yu
     assert "tse-e" not in yu and "Fig. 6" in figures.findings.extensions_table(col).data + yu
+    assert "Every claim" in figures.findings.untested_list(col, "yu2024").data
     assert [f.key for f in col.untestable()] == ["qk-c"]
     assert "--recipe long --gpus 0" in figures.findings.untestable(col).data
-    fig = figures.findings.forest(col, "yu2024")
-    assert len(fig.axes[0].lines) >= 2 * 2          # an interval and an estimate per tested claim
+
+
+def test_the_forest_draws_only_the_tests_with_a_paper_size_at_reading_size_with_whole_labels():
+    """A row for each deciding test whose paper gives a size (here Table 1's, +3.0), none for those on their own
+    scale; every text at least 11 px once the figure is scaled to the 688 px text column; a long claim wrapped
+    whole, never cut with an ellipsis."""
+    import dataclasses
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    col = planted()
+    long = "SoftDecay applied without training raises the score " * 6
+    col.claims[0] = dataclasses.replace(col.claims[0], claim=long.strip())
+    assert [f.key for _, f in figures.findings.forest_rows(col)] == ["sts-b"]
+    fig = figures.findings.forest(col)
+    FigureCanvasAgg(fig)
+    texts = [t for t in fig.findobj(matplotlib.text.Text) if t.get_text().strip() and t.get_visible()]
+    width = fig.get_tightbbox(fig.canvas.get_renderer()).width         # inches, as the page's image is cropped
+    assert min(t.get_fontsize() for t in texts) * figures.findings.PAGE_PX / (72 * width) >= 11
+    label = next(t.get_text() for t in texts if "SoftDecay applied" in t.get_text())
+    assert "…" not in label and " ".join(label.split()) == f"Yan et al. 2022, Table 1: {long.strip()}"
+    assert "own scale" not in " ".join(t.get_text() for t in texts)
 
 
 def test_the_registry_lists_each_claim_once_in_the_papers_order():

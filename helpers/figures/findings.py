@@ -1,16 +1,21 @@
-"""The findings page: per paper, its claims counted by setting and verdict, one row per claim (the deciding
-test's verdict in words, the effect with its interval and the paper's value; how it was tested a click away),
-a forest figure of the tested claims; then the book's own questions and the commands of what needs a GPU or the
-hub. Draws and formats only: claims, findings and verdicts come from `helpers.experiments.findings.collect` and
-`core.findings.judge`."""
+"""The findings page: per paper, its claims counted by setting and verdict, one row per tested claim (the
+deciding test's verdict in words, the effect with its interval and the paper's value; how it was tested a click
+away) and a line per claim no test decides (why, and the command that would test it); a forest figure of the
+tests whose paper gives a size, the three papers together; then the book's own questions and the commands of what
+needs a GPU or the hub. Draws and formats only: claims, findings and verdicts come from
+`helpers.experiments.findings.collect` and `core.findings.judge`."""
 
 from __future__ import annotations
 
 import html
+import math
+import re
 import textwrap
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
+from matplotlib.transforms import blended_transform_factory
 
 from ..core.findings import CLAIM_VERDICTS, PAPERS, Finding, Judged
 from ..experiments.findings import Collected
@@ -49,9 +54,10 @@ def _finding_line(f: Finding) -> str:
             + (f" ({_esc(f.scale)})" if f.scale else "") + f".{notes} {_link(f)}</li>")
 
 
-def _details(j: Judged) -> str:
+def _details(j: Judged, untested: bool = True) -> str:
     """What a reader opens to see how a claim was tested: the predicate and scope, the deciding tests, the other
-    in-scope tests, the evidence outside the claim's scope, the controls, the command."""
+    in-scope tests, the evidence outside the claim's scope, the controls, the command (`untested`: for a claim no
+    test meets, why and the command, where the reader has not been told already)."""
     parts = [f"<p><b>Predicate.</b> {_esc(j.claim.predicate)}</p>"]
     if j.claim.scope:
         parts.append(f"<p><b>Scope.</b> {_esc(j.claim.scope)}</p>")
@@ -75,36 +81,34 @@ def _details(j: Judged) -> str:
     if j.controls:
         parts.append("<p><b>Controls</b> (checks of the method, not counted):</p><ul>"
                      + "".join(_finding_line(f) for f in j.controls) + "</ul>")
-    if not j.findings:
+    if not j.findings and untested:
         why = j.claim.untested or "no chapter of the book tests it yet"
         parts.append(f"<p><b>Not tested here:</b> {_esc(why)}"
                      + (f" <code>{_esc(j.claim.command)}</code>" if j.claim.command else "") + "</p>")
     return "".join(parts)
 
 
-def _verdict_cell(j: Judged) -> str:
+def _result_line(j: Judged) -> str:
+    """A tested claim's first line: its verdict in words, the deciding test's effect with its interval (each
+    deciding test's, named, where there are several), the paper's value and whether it was reached at the paper's
+    setting; what the effect is, the full setting and the notes are in the claim's details."""
     d = j.lead
-    if d is None:
-        cell = common.verdict_html(j.verdict)
-        if j.findings:
-            cell += _small(_esc(j.findings[0].needs or "its run cannot test it"))
-        return cell
-    if j.verdict in ("mixed", "on one model") or len(j.deciding) > 1:
-        cell = common.verdict_html(j.verdict, _esc(j.verdict_text()))
-    else:
-        cell = common.verdict_html(j.verdict, _esc(d.verdict_words()))
-    settings = sorted({f.reduced or "at the paper's setting" for f in j.deciding})
-    return cell + _small(_esc("; ".join(settings)))
-
-
-def _effect_cell(j: Judged) -> str:
-    d = j.lead
-    if d is None:
-        return "—"
-    cell = f'<span style="white-space:nowrap">{d.effect_text()}</span>'
+    words = j.verdict_text() if j.verdict in ("mixed", "on one model") or len(j.deciding) > 1 else d.verdict_words()
     if len(j.deciding) > 1:
-        cell = "<br>".join(f'<span style="white-space:nowrap">{_esc(f.name())}: {f.effect_text()}</span>'
-                           for f in j.deciding)
+        effect = "; ".join(f"{_esc(f.name())}: {f.effect_text()}" for f in j.deciding)
+    else:
+        effect = d.effect_text()
+    paper = (f"paper {d.paper_value:+.{d.digits}f}" if d.paper_value is not None
+             else f"paper {_esc(j.claim.paper_value)}" if j.claim.paper_value else "")
+    setting = "at the paper's setting" if j.setting == "paper" else "at a reduced setting"
+    return (f"{common.verdict_html(j.verdict, _esc(words))} <span class=\"effect\">{effect}</span> "
+            f'<small style="color:#555">{"; ".join(x for x in (paper, setting) if x)}</small>')
+
+
+def _effect_note(j: Judged) -> str:
+    """What the row's effect is: its quantity, reference and the paper's value, the other tests, the notes of the
+    deciding test (a stand-in's distance from the paper's model, a caveat, why the rule set it aside)."""
+    d = j.lead
     ref = f"reference {_esc(d.reference_label)}"
     if d.paper_value is not None:
         ref += f"; paper {d.paper_value:+.{d.digits}f}"
@@ -112,25 +116,68 @@ def _effect_cell(j: Judged) -> str:
         ref += f"; paper {_esc(j.claim.paper_value)}"
     n = len(j.others) + len(j.out_of_scope)
     if n:
-        ref += f"; {n} more test{'s' if n > 1 else ''}"
+        ref += f"; {n} more test{'s' if n > 1 else ''} below"
     notes = [x for x in (d.standin and f"stand-in: {d.standin}", d.caveat, *d.flags()) if x]
-    return cell + _small(f"{_esc(d.quantity)}; {ref}" + "".join(f"; {_esc(x)}" for x in notes))
+    return f"<p><b>The effect.</b> {_esc(d.quantity)}; {ref}" + "".join(f"; {_esc(x)}" for x in notes) + ".</p>"
 
 
 def claims_table(col: Collected, paper: str):
-    """One row per claim of `paper`, in the paper's order: verdict (the setting beneath), the claim (where, and
-    how it was tested a click away), the deciding test's effect (its quantity, reference and the paper's value
-    beneath). Three columns that fit the text column."""
+    """One item per tested claim of `paper` (a claim with a deciding test), in the paper's order: its verdict, the
+    deciding test's effect, the paper's value and the setting, then the claim where the paper makes it, in one
+    paragraph that opens on how it was tested, what the effect is and the full setting. The claims no test
+    decides are listed apart (`untested_list`)."""
     from IPython.display import HTML
 
-    rows = []
+    items = []
     for j in col.judged(paper):
-        claim = (f"<b>{_esc(j.claim.where)}</b> {_esc(j.claim.claim)}"
-                 f"<details><summary>how it was tested</summary>{_details(j)}</details>")
-        rows.append(f"<tr><td>{_verdict_cell(j)}</td><td>{claim}</td><td>{_effect_cell(j)}</td></tr>")
-    head = "<tr><th>verdict</th><th>claim</th><th>effect [95 % interval]</th></tr>"
-    return HTML(f'<div class="claims-scroll" style="overflow-x:auto;max-width:100%"><table class="claims-table">'
-                f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>")
+        if j.lead is None:
+            continue
+        items.append(f"<li><details><summary>{_result_line(j)} <b>{_esc(j.claim.where)}</b> "
+                     f"{_esc(j.claim.claim)}</summary>{_effect_note(j)}{_details(j)}</details></li>")
+    head = (f'<p class="claims-head"><b>Tested:</b> {common.plural(len(items), "claim")}, each with its verdict, '
+            "its effect [95 % interval] and the paper's value (click a claim: how it was tested).</p>")
+    return HTML(f'<div class="claims">{head}<ul class="claims-list">{"".join(items)}</ul></div>')
+
+
+def _why_untested(j: Judged) -> tuple[str, str]:
+    """Why no test decides claim `j`, and the command that would test it ('' where none would here)."""
+    if j.findings:
+        f = j.findings[0]
+        why = f.cannot_test or (f"needs {f.needs}" if f.needs else "its run cannot test it")
+        return why, f.command or j.claim.command
+    return j.claim.untested or "no chapter of the book tests it yet", j.claim.command
+
+
+def _first_clause(text: str) -> str:
+    """The reason's first clause, up to its first colon, semicolon or parenthesis ("needs MultiBERT's
+    checkpoints"), for a one-line list; the whole reason is in the claim's details."""
+    return re.split(r": |; | \(", text.strip().rstrip("."), maxsplit=1)[0]
+
+
+def untested_list(col: Collected, paper: str):
+    """`paper`'s claims that no test decides (not tested here, or not testable here), one list a click away, a line
+    each in the paper's order: the claim's id and where the paper makes it, why in a clause, and the command that
+    would test it; the claim itself, the whole reason and what the book shows of it a click further. A list, not
+    table rows: such a row has no effect to show."""
+    from IPython.display import HTML
+
+    items = []
+    for j in col.judged(paper):
+        if j.lead is not None:
+            continue
+        why, command = _why_untested(j)
+        cmd = f" <code>{_esc(command)}</code>" if command else ""
+        mark = "" if j.verdict == "not tested here" else f" ({common.verdict_html(j.verdict)})"
+        items.append(f"<li><details><summary><code>{_esc(j.claim.id)}</code> <b>{_esc(j.claim.where)}</b>{mark}: "
+                     f"{_esc(_first_clause(why))}.{cmd}</summary>"
+                     f"<p><b>The claim.</b> {_esc(j.claim.claim)}</p><p><b>Why it is not tested here.</b> "
+                     f"{_esc(why.rstrip('.'))}.</p>{_details(j, untested=False)}</details></li>")
+    if not items:
+        return HTML(f"<p>Every claim of {SHORT[paper]} is tested here.</p>")
+    head = (f"<b>Not tested here:</b> {common.plural(len(items), 'claim')}, a line each with its id, where the paper "
+            "makes it, why and the command that would test it (click to show; click a line for the claim)")
+    return HTML(f'<details class="untested-claims"><summary>{head}</summary><ul class="untested-list">'
+                f'{"".join(items)}</ul></details>')
 
 
 def counts(col: Collected, paper: str):
@@ -147,94 +194,137 @@ def counts(col: Collected, paper: str):
 
 
 def extensions_table(col: Collected):
-    """The book's own questions, a row each: verdict with its setting, the question, the effect."""
+    """The book's own questions, one list a click away, an item each as the claims are listed: the verdict with the
+    effect, the paper and where it starts from, then the question (how it was tested a click further)."""
     from IPython.display import HTML
 
-    rows = []
+    items = []
     for f in col.extensions():
-        eff = f.effect_text() + _small(f"{_esc(f.quantity)}; reference {_esc(f.reference_label)}")
-        q = (f"{_esc(f.claim)}<details><summary>how it was tested</summary><ul>{_finding_line(f)}</ul>"
-             f"</details>")
-        rows.append(f"<tr><td>{common.verdict_html(f.verdict, f.verdict_text())}"
-                    f"{_small(SHORT[f.paper] + ', ' + _esc(f.where))}</td><td>{q}</td><td>{eff}</td></tr>")
-    head = "<tr><th>verdict</th><th>question</th><th>effect [95 % interval]</th></tr>"
-    return HTML(f'<div class="claims-scroll" style="overflow-x:auto;max-width:100%"><table class="claims-table">'
-                f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>")
+        line = (f"{common.verdict_html(f.verdict, _esc(f.verdict_words()))} <span class=\"effect\">"
+                f'{f.effect_text()}</span> <small style="color:#555">{SHORT[f.paper]}, {_esc(f.where)}</small>')
+        items.append(f"<li><details><summary>{line} {_esc(f.claim)}</summary>"
+                     f"<p><b>The effect.</b> {_esc(f.quantity)}; reference {_esc(f.reference_label)}.</p>"
+                     f"<ul>{_finding_line(f)}</ul></details></li>")
+    head = (f"<b>The {len(items)} questions</b>, each with its verdict and effect [95 % interval] (click to show; "
+            "click a question: how it was tested)")
+    return HTML(f'<details class="untested-claims"><summary>{head}</summary><ul class="claims-list">'
+                f'{"".join(items)}</ul></details>')
 
 
-def _label(j: Judged, width: int = 44) -> str:
-    return "\n".join(textwrap.wrap(f"{j.claim.where}: {j.claim.claim}", width, max_lines=2, placeholder=" …"))
+#: the text column the book's figures are shown in at a 1280 px wide window (px), and the smallest type a reader is
+#: given there (px): the forest's fonts are sized from them
+PAGE_PX, READING_PX = 688, 11
+FOREST_WIDTH = 8.0                                              # inches
+FOREST_FONT = math.ceil(READING_PX * 72 * FOREST_WIDTH / PAGE_PX)   # pt: ≥ 11 px once scaled to the column
 
 
-def forest(col: Collected, paper: str) -> plt.Figure:
-    """One row per tested claim of `paper` (its deciding test): the effect measured from its reference and
-    turned so that the paper's side is to the right. Where the paper gives a size the row is scaled so that it sits
-    at 1 (rows are then comparable: 2 is twice the paper's effect); elsewhere the row is scaled to its own
-    largest magnitude and its label ends with '(own scale)'. Diamonds: the paper's value; grey band: the margin
-    of a claim of likeness. The effect in its own units is on the right."""
+def forest_rows(col: Collected) -> list[tuple[Judged, Finding]]:
+    """The deciding tests drawn in the forest: those whose paper gives a size on the side it predicts, so that the
+    effect divided by it is on one scale for every row (1: the paper's value). The others have no common scale and
+    are read in the tables."""
+    out = []
+    for j in col.judged():
+        for f in j.deciding:
+            if f.effect is None or f.paper_value is None:
+                continue
+            sign = -1.0 if f.direction == "below" else 1.0
+            if sign * (f.paper_value - f.reference) > 0:
+                out.append((j, f))
+    return out
+
+
+def _labels(rows: list[tuple[Judged, Finding]], width: int = 50) -> list[str]:
+    """Each row's label, the whole claim wrapped (never cut): the paper, where and the claim on its first test's
+    row, with the test's name beneath where the claim has several deciding tests; its other tests' rows carry their
+    names alone, so a claim's text is drawn once."""
+    out, last = [], None
+    for j, f in rows:
+        name = f"– {f.name()}" if len(j.deciding) > 1 else ""
+        if j is last:
+            out.append(name)
+            continue
+        last = j
+        text = textwrap.wrap(f"{SHORT[j.claim.paper]}, {j.claim.where}: {j.claim.claim}", width)
+        out.append("\n".join(text + ([name] if name else [])))
+    return out
+
+
+def forest(col: Collected) -> plt.Figure:
+    """One row per deciding test whose paper gives a size (`forest_rows`), the three papers together: the effect
+    measured from its reference, turned so that the paper's side is to the right and divided by the paper's size,
+    so that 1 is the paper's value and 2 twice its effect. Diamonds: the paper's value; grey band: the margin of a
+    claim of likeness. The whole claim on the left, wrapped; the effect in its own units on the right. Every text
+    is at least `READING_PX` px tall once the figure is scaled to the text column."""
     common.set_theme()
-    rows = [j for j in col.judged(paper) if j.lead is not None and j.lead.effect is not None]
-    n = max(len(rows), 1)
-    fig, ax = plt.subplots(figsize=(8, 0.46 * n + 1.4))
-    reach = [2.2]
-    for i, j in enumerate(rows):
-        f, y = j.lead, n - 1 - i
+    rows = forest_rows(col)
+    labels = _labels(rows)
+    heights = [lab.count("\n") + 1.8 for lab in labels]                 # in lines of text, with room between rows
+    line_in = FOREST_FONT * 1.2 / 72
+    fig_h = max(sum(heights), 3) * line_in + 1.2
+    fig = plt.figure(figsize=(FOREST_WIDTH, fig_h), layout="none")        # placed by hand: labels, plot, effects
+    ax = fig.add_axes((0.52, 0.95 / fig_h, 0.2, 1 - 1.0 / fig_h))
+    at_left = blended_transform_factory(fig.transFigure, ax.transData)
+    total = max(sum(heights), 1.0)
+    reach, y0 = [2.2], 0.0
+    for i, ((j, f), lab, h) in enumerate(zip(rows, labels, heights, strict=True)):
+        y = y0 + h - 1.0
+        y0 += h
         sign = -1.0 if f.direction == "below" else 1.0
         e = f.effect.shift(f.reference)
         tol = (f.tolerance or 0.0) if f.effect.method == "exact" else 0.0
         lo, hi = sorted((sign * (e.low - tol), sign * (e.high + tol)))
         est = sign * e.estimate
-        pv = None if f.paper_value is None else sign * (f.paper_value - f.reference)
-        if pv is not None and pv > 0:
-            s, own = pv, False
-        else:
-            s, own = max(abs(lo), abs(hi), abs(est), f.margin or 0.0, 1e-12), True
+        s = sign * (f.paper_value - f.reference)
         colour = common.VERDICT_COLOURS[f.verdict]
         if f.margin:
-            ax.add_patch(plt.Rectangle((-f.margin / s, y - 0.3), 2 * f.margin / s, 0.6, color="0.85", lw=0))
+            ax.add_patch(plt.Rectangle((-f.margin / s, y - 0.6), 2 * f.margin / s, 1.2, color="0.85", lw=0))
         reach += [abs(x) / s for x in (lo, hi, est) if x == x]
-        ax.plot([lo / s, hi / s], [y, y], color=colour, lw=2.6, solid_capstyle="butt")
-        ax.plot(est / s, y, "o", color=colour, ms=5)
-        if pv is not None:
-            ax.plot(pv / s, y, "D", mfc="none", mec="0.25", ms=6)
-        ax.text(1.02, y, f.effect_text(), va="center", fontsize=9, family="monospace",
-                transform=ax.get_yaxis_transform())
-        ax.text(-0.02, y, _label(j) + (" (own scale)" if own else ""), va="center", ha="right", fontsize=9,
-                transform=ax.get_yaxis_transform())
+        ax.plot([lo / s, hi / s], [y, y], color=colour, lw=3, solid_capstyle="butt")
+        ax.plot(est / s, y, "o", color=colour, ms=6)
+        ax.plot(1.0, y, "D", mfc="none", mec="0.25", ms=7)
+        ax.text(1.05, y, f.effect_text(), va="center", fontsize=FOREST_FONT, transform=ax.get_yaxis_transform())
+        # a claim's text ends on its first test's line: the label is drawn up from that line
+        ax.text(0.005, y + 0.45, lab, va="bottom", ha="left", fontsize=FOREST_FONT, linespacing=1.1,
+                transform=at_left)
+        if y0 < total and (i + 1 == len(rows) or rows[i + 1][0] is not j):
+            ax.axhline(y0, color="0.9", lw=0.8)
     ax.axvline(0, color="0.3", lw=1)
     ax.axvline(1, color="0.6", lw=0.8, ls=":")
-    lim = min(max(reach) * 1.05, 4.0)
+    lim = min(max(reach) * 1.08, 4.0)
     ax.set_xlim(-lim, lim)
-    ax.set_ylim(-0.8, n - 0.2)
+    ax.set_ylim(total, 0)
     ax.set_yticks([])
-    ax.set_xlabel("effect ÷ the paper's size (0: the reference; 1: the paper's value; right: the paper's side)",
-                  fontsize=9)
-    handles = [plt.Line2D([], [], color=common.VERDICT_COLOURS[v], lw=3, label=v) for v in CLAIM_VERDICTS
-               if any(j.verdict == v for j in rows)]
-    handles.append(plt.Line2D([], [], marker="D", mfc="none", mec="0.25", ls="", label="the paper's value"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -1.1 / n - 0.08), ncol=3, fontsize=8.5,
-              frameon=False)
+    ax.tick_params(axis="x", labelsize=FOREST_FONT)
+    ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))
+    ax.set_xlabel("effect ÷ the paper's size", fontsize=FOREST_FONT)
     ax.grid(False)
-    fig.subplots_adjust(left=0.40, right=0.76, bottom=min(0.35, 1.6 / (0.46 * n + 1.4)))
-    return common.figure(f"findings-forest-{paper}", fig)
+    if not rows:
+        ax.text(0.5, 0.5, "no tested claim gives a size", ha="center", va="center", fontsize=FOREST_FONT,
+                transform=ax.transAxes)
+    handles = [plt.Line2D([], [], color=common.VERDICT_COLOURS[v], lw=3, label=v) for v in CLAIM_VERDICTS
+               if any(f.verdict == v for _, f in rows)]
+    handles.append(plt.Line2D([], [], marker="D", mfc="none", mec="0.25", ls="", label="the paper's value"))
+    # beneath the labels, clear of the axis and its label
+    fig.legend(handles=handles, loc="lower left", ncol=2, fontsize=FOREST_FONT, frameon=False, borderaxespad=0.2,
+               bbox_to_anchor=(0.0, 0.0), handlelength=1.5, columnspacing=1.0, labelspacing=0.3)
+    return common.figure("findings-forest", fig)
 
 
 def untestable(col: Collected):
-    """The tests that need a GPU or the hub: the claim, what it needs, the one command (a command a row, so the
-    table stays narrow)."""
-    rows = [{"claim": f"{_esc(f.claim)}<br><small>{SHORT[f.paper]}, {_esc(f.where)}; needs {_esc(f.needs)}; "
-                      f"{_link(f)}</small>",
-             "command": f"<code>{_esc(f.command)}</code>"}
-            for f in col.untestable()]
-    df = pd.DataFrame(rows, columns=["claim", "command"])
-    return common.scroll(df.style.hide(axis="index"))
+    """The tests that need a GPU or the hub, a line each: where, what it needs and the one command; the test
+    itself a click away."""
+    from IPython.display import HTML
+
+    items = [f"<li><details><summary><b>{SHORT[f.paper]}, {_esc(f.where)}</b>: needs {_esc(f.needs)}. "
+             f"<code>{_esc(f.command)}</code></summary><p>{_esc(f.claim)} ({_link(f)})</p></details></li>"
+             for f in col.untestable()]
+    return HTML(f'<ul class="untested-list">{"".join(items)}</ul>')
 
 
 def publish(col: Collected) -> None:
-    """Draw the three forest figures and hand the page its numbers: per paper, claims and how many were tested at
+    """Draw the forest figure and hand the page its numbers: per paper, claims and how many were tested at
     the paper's setting, at a reduced one, not at all, and the verdicts per setting; the extensions' count."""
-    for p in PAPERS:
-        forest(col, p)
+    forest(col)
     c = col.claim_counts()
 
     def n(p: str, verdict: str, settings: tuple[str, ...] = ("paper", "reduced")) -> int:
@@ -317,4 +407,5 @@ def publish(col: Collected) -> None:
     })
 
 
-__all__ = ["claims_table", "counts", "extensions_table", "forest", "untestable", "publish", "SHORT"]
+__all__ = ["claims_table", "untested_list", "counts", "extensions_table", "forest", "forest_rows", "untestable",
+           "publish", "SHORT"]
