@@ -71,6 +71,7 @@ verdict:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -500,6 +501,17 @@ def count_claims(judged) -> dict[str, dict[str, Any]]:
     return out
 
 
+def finding_key(keys: Mapping[Any, str], case: Any, table: str) -> str:
+    """The finding key `keys` (a module-level mapping, named `table`) gives `case`. A finding key is written out
+    whole, once, in `helpers/`, so `grep` finds where the finding is made: a case without one raises KeyError
+    naming it, never a key built on the fly."""
+    try:
+        return keys[case]
+    except KeyError:
+        raise KeyError(f"{table} has no finding key for {case!r}: add one there (keys are literals, "
+                       "never built)") from None
+
+
 def count_verdicts(findings) -> dict[str, dict[str, int]]:
     """{paper: {verdict: count}} over `findings`, every paper and verdict present (zeros included)."""
     out = {p: {v: 0 for v in VERDICTS} for p in PAPERS}
@@ -509,6 +521,6 @@ def count_verdicts(findings) -> dict[str, dict[str, int]]:
 
 
 __all__ = ["Interval", "Claim", "Finding", "Judged", "t_interval", "verdict", "size_side", "judge", "count_claims",
-           "count_verdicts", "zero_width", "VERDICTS", "CLAIM_VERDICTS", "KINDS", "PAPERS", "DIRECTIONS",
+           "count_verdicts", "finding_key", "zero_width", "VERDICTS", "CLAIM_VERDICTS", "KINDS", "PAPERS", "DIRECTIONS",
            "REPRODUCED", "DIRECTION_ONLY", "NOT_DETECTED", "CONTRADICTED", "INCONCLUSIVE", "NOT_TESTABLE",
            "NOT_TESTED", "MIXED", "ON_ONE_MODEL"]

@@ -20,7 +20,7 @@ from ..book import results
 from ..book.params import ChapterParams, positive, rules
 from ..book.runtime import choose_device, seed_everything, stream_seed
 from ..core import anisotropy as A
-from ..core.findings import Finding
+from ..core.findings import Finding, finding_key
 from ..core.stats import Interval, jackknife_interval, rank_correlation_interval, spearman_exact_p
 from ..data import DataUnavailable, load_cifar10, load_common_voice, load_wikitext103
 from ..data.sequences import load_antibody_chains, load_uspto50k_reactions
@@ -54,6 +54,13 @@ PAPER_NAMES = frozenset(e.split(":", 1)[1] for e in PAPER_ANISOTROPY_MODELS) | f
 CHARACTER_LEVEL = frozenset({"google/canine-c", "google/canine-s", "google/byt5-small"})
 #: subword models whose last training is a contrastive sentence objective, not a language model's
 SENTENCE_ENCODERS = frozenset({"all-MiniLM-L6-v2"})
+#: the finding key of the byte-level model against each subword model (Fig. 2), by the subword model's name
+BYTES_VS_KEYS = {"all-MiniLM-L6-v2": "anisotropy-bytes-vs-minilm",
+                 "SmolLM2-135M-Instruct": "anisotropy-bytes-vs-smollm2",
+                 "bert-base-uncased": "anisotropy-bytes-vs-bert", "roberta-base": "anisotropy-bytes-vs-roberta",
+                 "gpt2": "anisotropy-bytes-vs-gpt2", "t5-base": "anisotropy-bytes-vs-t5"}
+#: the finding key of each of the paper's speech models that loads offline (Fig. 3a), by its record's name
+SPEECH_KEYS = {"whisper-base": "anisotropy-speech-whisper-base"}
 #: the paper's significance level (Fig. 5: p > 0.05 is "no significant correlation")
 ALPHA = 0.05
 #: how close avg cos and (‖x̄‖₂ / E‖x‖)² must be for a layer to count as satisfying the identity
@@ -573,11 +580,10 @@ class Result(results.Result):
                 # a language model's subword objective first (the paper's subword models are LMs); a sentence
                 # encoder's last training is contrastive, which is known to lower anisotropy
                 for s_ in sorted(sub, key=lambda m: m["name"] in SENTENCE_ENCODERS):
-                    slug = "minilm" if "MiniLM" in s_["name"] else re.sub(r"[^a-z0-9]+", "-", s_["name"].lower()
-                                                                                    .split("-")[0])
                     short = "MiniLM" if "MiniLM" in s_["name"] else s_["name"].split("-")[0]
                     out.append(Finding(
-                        key=f"anisotropy-bytes-vs-{slug}", claim_id="godey-fig2-bytes-higher", where="Fig. 2",
+                        key=finding_key(BYTES_VS_KEYS, s_["name"], "anisotropy.BYTES_VS_KEYS"),
+                        claim_id="godey-fig2-bytes-higher", where="Fig. 2",
                         section="anisotropy-layers",
                         claim="Models based solely on characters or bytes display even higher anisotropy than subword "
                               "models.",
@@ -595,7 +601,7 @@ class Result(results.Result):
             # the paper's own model first: it decides the claim
             for m in (m for m in speech if m["name"] in PAPER_OFFLINE):
                 out.append(Finding(
-                    key=f"anisotropy-speech-{m['name']}", **speech_claim,
+                    key=finding_key(SPEECH_KEYS, m["name"], "anisotropy.SPEECH_KEYS"), **speech_claim,
                     measured=f"{m['name']}'s encoder only, every layer; its lowest is layer "
                              f"{int(np.argmin(m['cos_exact']))}",
                     quantity="the lowest layer average cosine of its encoder (sampled pairs, ±1.96 SE)",

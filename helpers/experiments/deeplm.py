@@ -19,7 +19,7 @@ import numpy as np
 from ..book import results, runtime
 from ..book.params import ChapterParams, check_heads, nonneg, positive, rules
 from ..core.causal_lm import VARIANTS, LMConfig
-from ..core.findings import Finding
+from ..core.findings import Finding, finding_key
 from ..core.stats import Interval, moving_average, t_interval
 from ..train import lm
 
@@ -236,7 +236,7 @@ class Result(results.Result):
         for t in self.control_taus:
             if {tau_arm(t), "post-norm"} <= set(self.arms):
                 out.append(Finding(
-                    key=f"deeplm-tau-{t:g}-rescues".replace(".", "p"), claim=gap_claim,
+                    key=finding_key(TAU_KEYS, t, "deeplm.TAU_KEYS"), claim=gap_claim,
                     quantity=f"de-escalated at τ = {t:g} − post-norm final training loss, nats per token",
                     effect=self.paired(tau_arm(t), "post-norm"), direction="below", section="deeplm-controls",
                     claim_id="yu-fig7-deesc-vs-post", size_word="huge", label=f"τ = {t:g}",
@@ -309,6 +309,10 @@ class Result(results.Result):
 
 def _seeds(n: int) -> str:
     return f"{n} seed{'s' if n != 1 else ''}"
+
+
+#: the finding key of the de-escalated control at each τ of `Params.control_taus`
+TAU_KEYS = {0.5: "deeplm-tau-0p5-rescues"}
 
 
 def tau_arm(tau: float) -> str:

@@ -15,7 +15,7 @@ from .. import data as D
 from ..book import results
 from ..book.params import ChapterParams, nonneg, positive, rules
 from ..book.runtime import REPO_ROOT, run_seeds, seed_everything
-from ..core.findings import Finding
+from ..core.findings import Finding, finding_key
 from ..core.stats import Interval, t_interval
 from ..data.glue import TASK_METRICS, _int_label, encode_task, glue_metrics
 from ..hf.glue import architecture_check, layer_spectra
@@ -26,6 +26,11 @@ Task = Literal["CoLA", "SST-2", "MRPC", "QNLI", "RTE"]
 Variant = Literal["baseline", "softdecay", "expdecay"]
 Reading = Literal["top5", "all", "squared"]
 
+#: the finding key of SoftDecay − baseline on each task (Table 2)
+SOFTDECAY_KEYS = {"CoLA": "glue-softdecay-cola", "SST-2": "glue-softdecay-sst-2", "MRPC": "glue-softdecay-mrpc",
+                  "QNLI": "glue-softdecay-qnli", "RTE": "glue-softdecay-rte"}
+#: the finding key of ExpDecay − baseline under each reading (Table 6)
+EXPDECAY_KEYS = {"top5": "glue-expdecay-top5", "all": "glue-expdecay-all", "squared": "glue-expdecay-squared"}
 #: how a finding says each ExpDecay reading
 READING_TEXT = {"top5": "the five largest singular values, the authors' commented-out K",
                 "all": "every singular value, the formula as printed",
@@ -460,7 +465,7 @@ class Result(results.Result):
         base, sd = self.wide_paper()
         what = DESCRIPTIONS.get(model, "").split(": ", 1)[-1]
         return Finding(
-            key=f"glue-softdecay-{task.lower()}-{SHORT_NAMES.get(model, model.lower())}", paper="yan2022",
+            key=finding_key(WIDE_KEYS, (task, model), "glue.WIDE_KEYS"), paper="yan2022",
             where="Table 2", claim_id="yan-table2-gain",
             claim=f"Fine-tuning {paper_model} with SoftDecay raises its {task} validation accuracy from {base:.2f} "
                   f"to {sd:.2f}",
@@ -497,7 +502,8 @@ class Result(results.Result):
             n_train = run["history"]["train_examples"]
             name = METRIC_NAMES[metric]
             out.append(Finding(
-                key=f"glue-softdecay-{task.lower()}", paper="yan2022", where="Table 2", claim_id="yan-table2-gain",
+                key=finding_key(SOFTDECAY_KEYS, task, "glue.SOFTDECAY_KEYS"), paper="yan2022", where="Table 2",
+                claim_id="yan-table2-gain",
                 claim=(f"Fine-tuning {paper_model} with SoftDecay raises its {task} validation {name} "
                        f"from {row['paper baseline']:.2f} to {row['paper softdecay']:.2f}"),
                 measured=(f"{model} fine-tuned on {task} ({n_train:,} training examples, {self.epochs} epochs, "
@@ -548,7 +554,8 @@ class Result(results.Result):
             if not eff.n:
                 continue
             out.append(Finding(
-                key=f"glue-expdecay-{reading}", paper="yan2022", where="Table 6, App. D.1",
+                key=finding_key(EXPDECAY_KEYS, reading, "glue.EXPDECAY_KEYS"),
+                paper="yan2022", where="Table 6, App. D.1",
                 claim_id="yan-table6-expdecay",
                 claim=(f"An exponential-decay regulariser of the singular values (ExpDecay) brings no substantial "
                        f"improvement: on {tasks} it changes {paper_model}'s score by {paper_ed:+.2f} points on "
@@ -577,8 +584,9 @@ class Result(results.Result):
 #: the larger encoder's runs (`Params.wide_model`): the task, the paper's learning rate (App. B) and the middle of
 #: its α₀ grid, both fixed (no selection stage)
 WIDE_TASK, WIDE_LR, WIDE_ALPHA = "RTE", 2e-5, -0.5
-#: the short name a finding key gives a model
-SHORT_NAMES = {"all-mpnet-base-v2": "mpnet", "all-MiniLM-L6-v2": "minilm"}
+#: the finding key of the larger encoder's test, by (task, model)
+WIDE_KEYS = {("RTE", "all-mpnet-base-v2"): "glue-softdecay-rte-mpnet",
+             ("RTE", "all-MiniLM-L6-v2"): "glue-softdecay-rte-minilm"}
 
 
 def _t_or_nan(values) -> Interval:

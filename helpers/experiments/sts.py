@@ -21,7 +21,7 @@ from ..book import results
 from ..book.params import ChapterParams, nonneg, positive, rules
 from ..book.runtime import REPO_ROOT, choose_device, seed_everything
 from ..core import sts as C
-from ..core.findings import Finding
+from ..core.findings import Finding, finding_key
 from ..core.findings import verdict as verdict_of
 from ..core.softdecay import softdecay_transform
 from ..core.stats import Interval, t_interval
@@ -152,6 +152,18 @@ BOOK_BERT = "book-mlm-bert"
 SMOL = "SmolLM2-135M-Instruct"
 #: the BERT-base-width encoder, read on every pair only (`full_readings`): a contrastive sentence encoder
 MPNET = "all-mpnet-base-v2"
+#: the finding keys, by the tag `Result.findings` gives each encoder ("bert": the book's MLM BERT, "minilm": the
+#: first of `models`, "smollm2", "mpnet") and, for Table 4, the measure ("ev1", "rbf", "tokenuni")
+GAIN_KEYS = {"bert": "sts-gain-bert", "minilm": "sts-gain-minilm", "smollm2": "sts-gain-smollm2",
+             "mpnet": "sts-gain-mpnet"}
+WHITENING_KEYS = {"bert": "sts-vs-whitening-bert", "minilm": "sts-vs-whitening-minilm",
+                  "smollm2": "sts-vs-whitening-smollm2", "mpnet": "sts-vs-whitening-mpnet"}
+TABLE4_KEYS = {("ev1", "bert"): "sts-ev1-bert", ("ev1", "minilm"): "sts-ev1-minilm",
+               ("ev1", "smollm2"): "sts-ev1-smollm2", ("rbf", "bert"): "sts-rbf-bert",
+               ("rbf", "minilm"): "sts-rbf-minilm", ("rbf", "smollm2"): "sts-rbf-smollm2",
+               ("tokenuni", "bert"): "sts-tokenuni-bert", ("tokenuni", "minilm"): "sts-tokenuni-minilm",
+               ("tokenuni", "smollm2"): "sts-tokenuni-smollm2"}
+CONTROL_KEYS = {"ev1": "sts-control-ev1", "rbf": "sts-control-rbf", "tokenuni": "sts-control-tokenuni"}
 #: what an encoder is, where a finding names it in place of BERT-base-cased (`hf.models.DESCRIPTIONS`, short)
 KIND_TEXT = {MPNET: "a contrastive sentence encoder of BERT-base's size, not a raw MLM"}
 #: its size, where a finding says what was measured
@@ -401,9 +413,9 @@ class Result(results.Result):
         bert = BOOK_BERT if BOOK_BERT in self.extras else None
         smol = SMOL if SMOL in self.extras else None
         out = []
-        for key, model, white in (("sts-vs-whitening-minilm", first, "whitening"),
-                                  ("sts-vs-whitening-smollm2", smol, "whitening"),
-                                  (None, smol, "whitening-256"), ("sts-vs-whitening-bert", bert, "whitening")):
+        for tag, model, white in (("minilm", first, "whitening"), ("smollm2", smol, "whitening"),
+                                  (None, smol, "whitening-256"), ("bert", bert, "whitening")):
+            key = finding_key(WHITENING_KEYS, tag, "sts.WHITENING_KEYS") if tag else None
             effect, how = self.white_minus_sd(model, white) if model else (None, "")
             reread = model is not None and self.read(model) is not None
             pooled = self.paper_pooling if reread else (self.extra_pooling if model in self.extras else self.pooling)
@@ -713,7 +725,7 @@ class Result(results.Result):
                       f"unsupervised STS: BERT-base-cased from {raw:.2f} to {sd:.2f} average Spearman ×100")
         for tag, model in table1:
             if model not in ran1:
-                out.append(Finding(key=f"sts-gain-{tag}", where="Table 1", claim=claim_gain,
+                out.append(Finding(key=finding_key(GAIN_KEYS, tag, "sts.GAIN_KEYS"), where="Table 1", claim=claim_gain,
                                    claim_id="yan-table1-gain", measured="not run at this scale",
                                    label=LABEL.get(model, model), members=(model,),
                                    out_of_scope=CONTRASTIVE_SCOPE if model in (first, MPNET) else "",
@@ -729,7 +741,8 @@ class Result(results.Result):
             if model in KIND_TEXT:
                 measured += f"; {KIND_TEXT[model]} ({SIZE_TEXT[model]})"
             out.append(Finding(
-                key=f"sts-gain-{tag}", where="Table 1", claim=claim_gain, claim_id="yan-table1-gain",
+                key=finding_key(GAIN_KEYS, tag, "sts.GAIN_KEYS"), where="Table 1", claim=claim_gain,
+                claim_id="yan-table1-gain",
                 measured=measured, quantity=f"SoftDecay − raw model, Spearman ×100, mean over the sets ({how})",
                 effect=eff, direction="above", paper_value=self.paper_value("SoftDecay"), reduced=reduced,
                 scale=self._reading_scale_text(model) if model not in self.full_readings else
@@ -742,7 +755,8 @@ class Result(results.Result):
                                    "whitening − SoftDecay; it encodes every pair again)", command=COMMANDS["book"])
         for tag, model in table1:
             if model not in ran1 or (model not in ran and model not in self.samefit):
-                out.append(Finding(key=f"sts-vs-whitening-{tag}", where="Table 1", claim=claim_white,
+                out.append(Finding(key=finding_key(WHITENING_KEYS, tag, "sts.WHITENING_KEYS"), where="Table 1",
+                                   claim=claim_white,
                                    claim_id="yan-table1-whitening", measured="not run at this scale",
                                    label=LABEL.get(model, model), members=(model,),
                                    out_of_scope=CONTRASTIVE_SCOPE if model in (first, MPNET) else "",
@@ -757,7 +771,8 @@ class Result(results.Result):
             if model in KIND_TEXT:
                 measured += f"; {KIND_TEXT[model]} ({SIZE_TEXT[model]})"
             out.append(Finding(
-                key=f"sts-vs-whitening-{tag}", where="Table 1", claim=claim_white, claim_id="yan-table1-whitening",
+                key=finding_key(WHITENING_KEYS, tag, "sts.WHITENING_KEYS"), where="Table 1", claim=claim_white,
+                claim_id="yan-table1-whitening",
                 measured=measured, quantity=f"whitening − SoftDecay, Spearman ×100, mean over the sets ({how})",
                 effect=eff, direction="below", paper_value=-self.paper_value("SoftDecay", against="WhiteBERT"),
                 reduced=reduced, scale=self._reading_scale_text(model) if model not in self.full_readings else
@@ -795,7 +810,7 @@ class Result(results.Result):
                 if model not in ran or not self.all_runs()[model]["table4"]:
                     continue
                 out.append(Finding(
-                    key=f"sts-{short}-{tag}", where="Table 4", claim_id=cid,
+                    key=finding_key(TABLE4_KEYS, (short, tag), "sts.TABLE4_KEYS"), where="Table 4", claim_id=cid,
                     claim=f"SoftDecay makes sentence embeddings more uniform: {name} falls on every STS set",
                     measured=self._encoder_text(model), quantity=f"{name} after SoftDecay − before, mean over the sets "
                     "(Student-t over the seven sets)",
@@ -807,7 +822,8 @@ class Result(results.Result):
             control = self.all_runs()[first].get("control") if first in ran else None
             if control:
                 out.append(Finding(
-                    key=f"sts-control-{short}", where="Table 4", claim_id=cid, kind="control",
+                    key=finding_key(CONTROL_KEYS, short, "sts.CONTROL_KEYS"), where="Table 4", claim_id=cid,
+                    kind="control",
                     claim=f"SoftDecay's {name} after the transform is what it imposes on any matrix of this shape: a "
                           "Gaussian set with the embeddings' mean and spread ends where the sentence embeddings end",
                     measured=f"{first}, {len(control)} STS sets: each set's sentence embeddings and a Gaussian set of "
