@@ -48,7 +48,7 @@ def test_a_moved_number_or_verdict_is_reported():
 def test_numbers_keep_their_digits_and_nan_is_none():
     g = _script()
     f = Finding(key="k", paper="yu2024", where="w", claim="c", measured="m", quantity="q",
-                effect=Interval(0.123456789012345, float("nan"), 1.0, 3, "t"), chapter="tse")
+                effect=Interval(0.123456789012345, float("nan"), 1.0, 3, "t"), chapter="tse", kind="extension")
 
     class Col:
         scale, findings = "book", [f]
