@@ -2,8 +2,10 @@
 every `{glue:...}` key a chapter's text uses is published by its `figures.<chapter>.publish` (the book
 build only warns about a missing key and renders a blank), every key it publishes is used, and every
 key is written out whole, as a string literal, in `helpers/figures/` — so `grep` finds where a number
-on the page comes from."""
+on the page comes from. Likewise every finding key is written out whole, once, in the code that makes findings
+(`helpers/` outside `helpers/figures/`, which reads findings by key): a literal, never an f-string."""
 
+import json
 import re
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 from testutil import ci_result
 
 from helpers import experiments, figures
+from helpers.core.findings import finding_key
 from helpers.figures import common
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,3 +75,54 @@ def test_every_glue_key_is_a_literal_and_no_sentence_is_glued(chapter, monkeypat
         return sum(w.isalpha() and w.islower() for w in re.split(r"[\s,;()]+", text)) > 3
     sentences = sorted(k for k, v in glued.items() if isinstance(v, Markdown) and prose(str(v.data)))
     assert not sentences, f"{chapter}: glued sentences (write them in the .md; glue numbers): {sentences}"
+
+
+#: every finding the book's committed runs produce (`scripts/golden_findings.py` writes the file)
+BOOK_FINDING_KEYS = sorted(json.loads((ROOT / "tests" / "golden" / "findings-book.json").read_text())["findings"])
+#: a section anchor may share its finding's name (`section="qk-centring"`): that is not the key written again
+KEY_LITERAL = r'(?<!section=)"{}"'
+#: findings whose key is written a second time, in `tse.FINDINGS_ORDER` (the order tests/test_claims_tse.py pins)
+ORDERED_TWICE = {k for k in BOOK_FINDING_KEYS if k.startswith("tse-")}
+
+
+def finding_sources() -> dict[str, str]:
+    """The code that makes findings: every module of `helpers/` outside `helpers/figures/`, by path."""
+    helpers = ROOT / "helpers"
+    return {str(p.relative_to(ROOT)): p.read_text() for p in sorted(helpers.rglob("*.py"))
+            if "figures" not in p.relative_to(helpers).parts}
+
+
+def key_problems(keys, sources: dict[str, str]) -> list[str]:
+    """Each key of `keys` not written as a quoted literal exactly once over `sources`, and each f-string key."""
+    out = []
+    for k in keys:
+        where = {path: n for path, text in sources.items()
+                 if (n := len(re.findall(KEY_LITERAL.format(re.escape(k)), text)))}
+        if sum(where.values()) != 1:
+            out.append(f"{k}: written {sum(where.values())} times {where}")
+    out += [f"{path}: an f-string key" for path, text in sources.items() if 'key=f"' in text or "key=f'" in text]
+    return out
+
+
+def test_key_problems_catches_a_key_written_twice_an_unwritten_one_and_an_f_string():
+    planted = {"a.py": 'Finding(key="x-one", section="x-one")\nFinding(key="x-two")\n',
+               "b.py": 'GAIN_KEYS = {"bert": "x-two"}\nFinding(key=f"x-{tag}")\n'}
+    problems = key_problems(["x-one", "x-two", "x-three"], planted)
+    assert problems == ["x-two: written 2 times {'a.py': 1, 'b.py': 1}", "x-three: written 0 times {}",
+                        "b.py: an f-string key"]
+    assert key_problems(["x-one"], {"a.py": 'Finding(key="x-one", section="x-one")'}) == []
+
+
+def test_every_finding_key_is_a_literal_written_once():
+    problems = key_problems([k for k in BOOK_FINDING_KEYS if k not in ORDERED_TWICE], finding_sources())
+    assert not problems, "finding keys not written whole exactly once in helpers/: " + "; ".join(problems)
+
+
+@pytest.mark.xfail(strict=True, reason="tse.FINDINGS_ORDER lists the chapter's keys a second time")
+def test_tse_keys_written_once():
+    assert not key_problems(sorted(ORDERED_TWICE), finding_sources())
+
+
+def test_a_case_without_a_finding_key_raises_naming_it():
+    with pytest.raises(KeyError, match=r"sts.GAIN_KEYS has no finding key for 'albert'"):
+        finding_key({"bert": "sts-gain-bert"}, "albert", "sts.GAIN_KEYS")

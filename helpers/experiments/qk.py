@@ -586,10 +586,12 @@ class Result(results.Result):
                              "where it falls least (nats)",
                     effect=self.entropy_fall(), direction="above", reference=0.0, digits=2),
         ]
+        # one finding on either branch: measured, or what it needs
+        centring = dict(key="qk-centring", where="§6–7, Limitations", section="qk-centring",
+                        claim_id="godey-s6-sharp-attention", kind="extension")
         if self.ablation_summary:
             out.append(Finding(
-                key="qk-centring", where="§6–7, Limitations", section="qk-centring",
-                    claim_id="godey-s6-sharp-attention", kind="extension", **{**base, "measured":
+                **centring, **{**base, "measured":
                     f"{base['measured']}; each seed also pretrained with every block output centred over its "
                     "sequence (same initialisation and batches); layers 1 and up, where centring removes the drift"},
                 claim="The drift of queries and keys along a common direction allows sharper attention patterns "
@@ -599,8 +601,7 @@ class Result(results.Result):
                 effect=self.later_interval("diff_drop"), direction="below", reference=0.0, digits=2))
         else:
             out.append(Finding(
-                key="qk-centring", where="§6–7, Limitations", section="qk-centring",
-                claim_id="godey-s6-sharp-attention", kind="extension", **base,
+                **centring, **base,
                 claim="The drift of queries and keys along a common direction allows sharper attention patterns.",
                 quantity="entropy fall with centred minus plain blocks, layers 1 and up (nats)", effect=None,
                 needs="our own pretraining (not MultiBERT)", command="make rerun CHAPTER=qk SCALE=book"))
