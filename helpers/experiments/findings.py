@@ -142,14 +142,14 @@ class Collected:
         the papers' order, then one per book's own question (`kind` "extension"), each with its verdict, setting
         and tests. A test's `command` reruns it: the finding's own, else `make rerun CHAPTER=<its chapter>
         SCALE=<scale>`. Numbers that are not finite (a single seed's interval) are null."""
-        from .. import __version__
+        from ..diagnose.run import _version
 
         commit = git_commit() if commit is None else commit
         records = [_claim_record(j, self.scale, commit) for j in self.judged()]
         records += [_extension_record(f, self.scale, commit) for f in self.extensions()]
         return {
             "format": DATASET_FORMAT,
-            "book_version": __version__,
+            "book_version": _version(),
             "scale": self.scale,
             "generated_at": generated_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "commit": commit or None,
