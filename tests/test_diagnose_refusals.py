@@ -98,7 +98,10 @@ def _calls(path: Path):
             yield node
 
 
-@pytest.mark.parametrize("path", sorted(str(p.relative_to(REPO)) for folder in ("helpers/hf", "helpers/diagnose")
+LOADING = ("helpers/hf", "helpers/diagnose", "helpers/train")
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(REPO)) for folder in LOADING
                                         for p in (REPO / folder).glob("*.py")))
 def test_every_from_pretrained_passes_trust_remote_code_false(path):
     """Each `from_pretrained` / `from_config` call names `trust_remote_code=False`, or passes `**kw` where the

@@ -69,7 +69,8 @@ def tokenizer():
 
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(os.environ.get("TOKUNI_TOKENIZER") or models.resolve_source(TOKENIZER_SOURCE))
+    return AutoTokenizer.from_pretrained(os.environ.get("TOKUNI_TOKENIZER") or models.resolve_source(TOKENIZER_SOURCE),
+                                         trust_remote_code=False)
 
 
 def _paragraphs(text: str) -> list[str]:
