@@ -81,8 +81,6 @@ def test_every_glue_key_is_a_literal_and_no_sentence_is_glued(chapter, monkeypat
 BOOK_FINDING_KEYS = sorted(json.loads((ROOT / "tests" / "golden" / "findings-book.json").read_text())["findings"])
 #: a section anchor may share its finding's name (`section="qk-centring"`): that is not the key written again
 KEY_LITERAL = r'(?<!section=)"{}"'
-#: findings whose key is written a second time, in `tse.FINDINGS_ORDER` (the order tests/test_claims_tse.py pins)
-ORDERED_TWICE = {k for k in BOOK_FINDING_KEYS if k.startswith("tse-")}
 
 
 def finding_sources() -> dict[str, str]:
@@ -114,13 +112,8 @@ def test_key_problems_catches_a_key_written_twice_an_unwritten_one_and_an_f_stri
 
 
 def test_every_finding_key_is_a_literal_written_once():
-    problems = key_problems([k for k in BOOK_FINDING_KEYS if k not in ORDERED_TWICE], finding_sources())
+    problems = key_problems(BOOK_FINDING_KEYS, finding_sources())
     assert not problems, "finding keys not written whole exactly once in helpers/: " + "; ".join(problems)
-
-
-@pytest.mark.xfail(strict=True, reason="tse.FINDINGS_ORDER lists the chapter's keys a second time")
-def test_tse_keys_written_once():
-    assert not key_problems(sorted(ORDERED_TWICE), finding_sources())
 
 
 def test_a_case_without_a_finding_key_raises_naming_it():

@@ -48,12 +48,6 @@ STEP_FIELDS = ("hf_inits",)
 #: predicted excess over one, (dσ²)², of the prediction (μ̄₁ ≈ 1, μ̄₂ ≈ 0 are approximations)
 EQ18_FRACTION = 0.1
 FFN_INIT_NAMES = {"torch": "PyTorch-default", "xavier": "Xavier"}
-#: the findings in the order of the chapter's sections; where two test one claim, the closer test comes first
-#: (Prop. 2.9's Monte Carlo check before its reading on BERT)
-FINDINGS_ORDER = ("tse-fig1", "tse-fig1-gradient", "tse-fig2-ratio", "tse-fig2-saturation", "tse-fig2-delta-omega",
-                  "tse-ffn-negligible", "tse-prop23", "tse-lemma24", "tse-prop29", "tse-fig1-eq18", "tse-estimate2",
-                  "tse-thm26", "tse-remark28-rate", "tse-fig4-prenorm", "tse-eq20-norm", "tse-fig5-half",
-                  "tse-fig5-tenth", "tse-fig5-one", "tse-tau-threshold", "tse-bounds11", "tse-cor27", "tse-fig8")
 #: where Figure 1's tokens come from: CoLA validation sentences, BERT's uncased WordPiece tokenizer
 TOKENIZER_MODEL = "all-MiniLM-L6-v2"
 
@@ -427,8 +421,9 @@ class Result(results.Result):
         return ", ".join(parts)
 
     def findings(self) -> list[Finding]:
-        """The paper's claims of §1-3.2 and Appendix A this chapter tests, computed from the runs, in the
-        registry's order (data/claims/yu2024.yaml); the τ threshold is the chapter's own question."""
+        """The paper's claims of §1-3.2 and Appendix A this chapter tests, computed from the runs, written in the
+        order of the chapter's sections; where two test one claim, the closer test comes first (Prop. 2.9's Monte
+        Carlo check before its reading on BERT). The τ threshold is the chapter's own question."""
         st = self.settings
         stacks = (f"Algorithm-1 stacks at initialisation, n = {st['n_tokens']}, d = {st['d_model']}, "
                   f"h = {st['n_heads']}, σ² = {st['value_scale']:g}/d, {FFN_INIT_NAMES[st['ffn_init']]} FFN")
@@ -445,15 +440,10 @@ class Result(results.Result):
         bert = (f"random-init transformers BERT and ALBERT of depth {st['hf_depth']} on "
                 f"{st['hf_batch']} CoLA sentences")
         rate, rate_block = self.rate_excess()
+        d_o = np.maximum(np.asarray(self.figure2["delta"], dtype=float)[:, 0],
+                         np.asarray(self.figure2["omega"], dtype=float)[:, 0])
+        norm_x = np.asarray(self.figure4["norm_X"], dtype=float)
         out = [
-            Finding(key="tse-remark28-rate", where="Remark 2.8, Fig. 3", claim_id="yu-linear-rate",
-                    claim="Once similarity is high, diversity shrinks per block by the linear rate 1/(1 + α²) = 1/2.",
-                    measured=f"one {stacks}, depth {st['depth']}, step-1 value maps redrawn {st['w_trials']} times "
-                             "per block",
-                    quantity="diversity contraction 1/r per block over the blocks with t_sim > 0.9, mean over them",
-                    effect=self.late_rate(), direction="equal", reference=1 / (1 + st["alpha"] ** 2),
-                    reference_label="1/(1 + α²) = 0.5", margin=0.05, section="tse-fig3",
-                    **common(*synth, "w_trials")),
             Finding(key="tse-fig1", where="Fig. 1", claim_id="yu-fig1",
                     claim=("In BERT and ALBERT of depth 100 at default initialisation, token similarity "
                            "escalates to unity."),
@@ -468,6 +458,27 @@ class Result(results.Result):
                     effect=self.grad_log_steps(), direction="equal", margin=math.log(1.01),
                     reference_label="0 (± log 1.01: 1 % per layer)", section="tse-fig1", digits=4,
                     **common("hf_depth", "hf_batch")),
+            Finding(key="tse-fig2-ratio", where="Fig. 2, §2.4", claim_id="yu-fig2-ratio",
+                    claim="The attention step's ξ₁/ξ₂ is around 2 from the very first block.",
+                    measured=f"{st['trials']} {stacks}, depth {st['depth']}",
+                    quantity="the attention step's ξ₁/ξ₂ (step 1: SA + residual) at block 0, mean over trials",
+                    effect=t_interval(np.asarray(self.figure2["xi_ratio"], dtype=float)[:, 0, 0]),
+                    direction="equal", reference=self.paper_fig2["mean xi1/xi2 of step 1 at the first block"],
+                    reference_label="the paper's 2", margin=0.2, section="tse-fig2", **common(*synth, "trials")),
+            Finding(key="tse-fig2-saturation", where="Fig. 2, §2.4", claim_id="yu-fig2-saturation",
+                    claim="Token similarity approaches its maximum before block 15.",
+                    measured=f"{st['trials']} {stacks}, depth {st['depth']}",
+                    quantity="the first block whose mean t_sim exceeds 0.99 (bootstrap over trials)",
+                    effect=self.saturation_interval(), direction="below",
+                    reference=self.paper_fig2["first block where t_sim > 0.99"], reference_label="block 15",
+                    point_why=self.saturation_point_why(), section="tse-fig2", digits=0,
+                    **common(*synth, "trials")),
+            Finding(key="tse-fig2-delta-omega", where="Fig. 2 (right)", claim_id="yu-fig2-delta-omega",
+                    claim="δ and ω are far less than 1 from the start.",
+                    measured=f"{st['trials']} {stacks}, depth {st['depth']}",
+                    quantity="the larger of δ and ω (head averages) at block 0, mean over trials",
+                    effect=t_interval(d_o), direction="below", reference=1.0, reference_label="1",
+                    section="tse-fig2", **common(*synth, "trials")),
             Finding(key="tse-ffn-negligible", where="§2.4, Fig. 2", claim_id="yu-other-steps-negligible",
                     claim="Steps 2-4 (the LayerNorms and the FFN) have a negligible impact on token similarity.",
                     measured=f"{st['trials']} {stacks}, depth {st['depth']}",
@@ -495,30 +506,6 @@ class Result(results.Result):
                 reference_label="0 (± 1 % of the formula's excess over one)", section="tse-identities", digits=4,
                 **common(*synth, "lemma_trials")))
         out += [
-            Finding(key="tse-bounds11", where="Lemma 2.4, eq. (11)", claim_id="yu-bounds11",
-                    claim="μ₁² ≥ (1 − ω)² and μ₂² ≤ δ² for any row-stochastic P.",
-                    measured=f"{st['bound_samples']} random pairs (X, P) per family, {len(self.bounds11)} families "
-                             f"of row-stochastic P, n = {st['bound_n']}, d = {st['bound_d']}, float64",
-                    quantity="the smallest slack of the two bounds over every sample",
-                    effect=Interval.exact(self.bounds_min_slack()), tolerance=1e-12,
-                    exact_why="a minimum over fixed float64 samples: on them each bound holds or not; only round-off",
-                    direction="above", reference=-1e-10, reference_label="−1e-10 (round-off)",
-                    section="tse-bounds", **common("bound_samples")),
-            Finding(key="tse-thm26", where="Theorem 2.6, eq. (16); Fig. 3", claim_id="yu-thm26",
-                    claim="The SA-plus-residual step raises token similarity in expectation: E[r] > 1.",
-                    measured=f"one {stacks}, depth {st['depth']}, step-1 value maps redrawn {st['w_trials']} times "
-                             "per block",
-                    quantity=f"sample mean of r(X, Y) − 1 at the least escalating block ({rate_block})",
-                    effect=rate, direction="above", section="tse-fig3", digits=4, **common(*synth, "w_trials")),
-            Finding(key="tse-cor27", where="Cor. 2.7", claim_id="yu-cor27",
-                    claim="For doubly stochastic P, ω = 0 (and μ₁ = 1).",
-                    measured=f"{st['bound_samples']} random doubly stochastic P (Sinkhorn), n = {st['bound_n']}, "
-                             "float64",
-                    quantity="ω, mean over the samples",
-                    effect=Interval.exact(self.bounds11["doubly stochastic (Sinkhorn)"]["omega"]), tolerance=1e-12,
-                    exact_why="ω of a doubly stochastic P is zero by algebra; what remains is float64 round-off",
-                    direction="equal", margin=1e-10, reference_label="0 (± 1e-10: round-off)",
-                    section="tse-bounds", **common("bound_samples")),
             Finding(key="tse-prop29", where="Prop. 2.9, eq. (18)", claim_id="yu-prop29",
                     claim="With h heads, E[ξ₁] = 1 + α²dσ²μ̄₁², μ̄₁² the head average.",
                     measured=f"one block's 8-head attention on X ~ N(0, 1), n = {st['n_tokens']}, d = "
@@ -541,31 +528,7 @@ class Result(results.Result):
                 effect=self.bert_attention_factor(), direction="equal", reference=self.eq18_factor(),
                 reference_label=f"eq. (18)'s {self.eq18_factor():.4f} at d = {st['hf_hidden']}, σ = 0.02",
                 margin=self.eq18_margin(), section="tse-fig1", **common("hf_depth", "hf_batch")))
-        d_o = np.maximum(np.asarray(self.figure2["delta"], dtype=float)[:, 0],
-                         np.asarray(self.figure2["omega"], dtype=float)[:, 0])
-        norm_x = np.asarray(self.figure4["norm_X"], dtype=float)
         out += [
-            Finding(key="tse-fig2-ratio", where="Fig. 2, §2.4", claim_id="yu-fig2-ratio",
-                    claim="The attention step's ξ₁/ξ₂ is around 2 from the very first block.",
-                    measured=f"{st['trials']} {stacks}, depth {st['depth']}",
-                    quantity="the attention step's ξ₁/ξ₂ (step 1: SA + residual) at block 0, mean over trials",
-                    effect=t_interval(np.asarray(self.figure2["xi_ratio"], dtype=float)[:, 0, 0]),
-                    direction="equal", reference=self.paper_fig2["mean xi1/xi2 of step 1 at the first block"],
-                    reference_label="the paper's 2", margin=0.2, section="tse-fig2", **common(*synth, "trials")),
-            Finding(key="tse-fig2-saturation", where="Fig. 2, §2.4", claim_id="yu-fig2-saturation",
-                    claim="Token similarity approaches its maximum before block 15.",
-                    measured=f"{st['trials']} {stacks}, depth {st['depth']}",
-                    quantity="the first block whose mean t_sim exceeds 0.99 (bootstrap over trials)",
-                    effect=self.saturation_interval(), direction="below",
-                    reference=self.paper_fig2["first block where t_sim > 0.99"], reference_label="block 15",
-                    point_why=self.saturation_point_why(), section="tse-fig2", digits=0,
-                    **common(*synth, "trials")),
-            Finding(key="tse-fig2-delta-omega", where="Fig. 2 (right)", claim_id="yu-fig2-delta-omega",
-                    claim="δ and ω are far less than 1 from the start.",
-                    measured=f"{st['trials']} {stacks}, depth {st['depth']}",
-                    quantity="the larger of δ and ω (head averages) at block 0, mean over trials",
-                    effect=t_interval(d_o), direction="below", reference=1.0, reference_label="1",
-                    section="tse-fig2", **common(*synth, "trials")),
             Finding(key="tse-estimate2", where="Estimates 1-2, Fig. 3", claim_id="yu-estimate2",
                     claim="Estimate 2 (the spectral gap of P alone) approximates E[ξ₁/ξ₂] − 1 more closely than "
                           "Estimate 1.",
@@ -573,6 +536,20 @@ class Result(results.Result):
                              "per block",
                     quantity="|Estimate 1 − sample mean of ξ₁/ξ₂ − 1| − |Estimate 2 − sample mean|, mean over blocks",
                     effect=self.estimate_gap(), direction="above", section="tse-fig3",
+                    **common(*synth, "w_trials")),
+            Finding(key="tse-thm26", where="Theorem 2.6, eq. (16); Fig. 3", claim_id="yu-thm26",
+                    claim="The SA-plus-residual step raises token similarity in expectation: E[r] > 1.",
+                    measured=f"one {stacks}, depth {st['depth']}, step-1 value maps redrawn {st['w_trials']} times "
+                             "per block",
+                    quantity=f"sample mean of r(X, Y) − 1 at the least escalating block ({rate_block})",
+                    effect=rate, direction="above", section="tse-fig3", digits=4, **common(*synth, "w_trials")),
+            Finding(key="tse-remark28-rate", where="Remark 2.8, Fig. 3", claim_id="yu-linear-rate",
+                    claim="Once similarity is high, diversity shrinks per block by the linear rate 1/(1 + α²) = 1/2.",
+                    measured=f"one {stacks}, depth {st['depth']}, step-1 value maps redrawn {st['w_trials']} times "
+                             "per block",
+                    quantity="diversity contraction 1/r per block over the blocks with t_sim > 0.9, mean over them",
+                    effect=self.late_rate(), direction="equal", reference=1 / (1 + st["alpha"] ** 2),
+                    reference_label="1/(1 + α²) = 0.5", margin=0.05, section="tse-fig3",
                     **common(*synth, "w_trials")),
             Finding(key="tse-fig4-prenorm", where="Fig. 4, §3.1", claim_id="yu-fig4-prenorm",
                     claim="Pre-norm mitigates the escalation implicitly: its token similarity grows more slowly.",
@@ -610,15 +587,6 @@ class Result(results.Result):
                 label=f"τ = {float(tau):g}", direction="equal", reference=self.paper_fig5[tau],
                 reference_label=f"the paper's {level:g}", margin=0.1, section="tse-fig5",
                 **common(*synth, "deesc_depth", "deesc_runs")))
-        dims = st["eta_dims"]
-        out.append(Finding(
-            key="tse-fig8", where="App. A, Fig. 8", claim_id="yu-fig8",
-            claim="η concentrates at zero as d grows.",
-            measured=f"X = e vᵀ + tQ, n = {st['eta_n']}, {len(st['eta_ts'])} values of t, d = "
-                     f"{', '.join(str(x) for x in dims)}; {st['eta_draws_precise']} draws of W per (d, t)",
-            quantity="slope of log sd(η) against log d, mean over t",
-            effect=self.eta_slope(), direction="below", reference_label="0 (−1/2: the rate 1/√d)",
-            section="tse-fig8", **common("eta_draws_precise")))
         if self.tau_sweep:
             out.append(Finding(
                 key="tse-tau-threshold", where="Prop. 2.3, Remark 2.8, Fig. 5", kind="extension",
@@ -630,7 +598,36 @@ class Result(results.Result):
                 effect=self.tau_threshold(), direction="equal", reference=self.tau_star(),
                 reference_label=f"τ* = {self.tau_star():.2f}", margin=0.05, section="tse-tau-sweep",
                 **common(*synth, "deesc_depth")))
-        return sorted(out, key=lambda f: FINDINGS_ORDER.index(f.key))
+        out += [
+            Finding(key="tse-bounds11", where="Lemma 2.4, eq. (11)", claim_id="yu-bounds11",
+                    claim="μ₁² ≥ (1 − ω)² and μ₂² ≤ δ² for any row-stochastic P.",
+                    measured=f"{st['bound_samples']} random pairs (X, P) per family, {len(self.bounds11)} families "
+                             f"of row-stochastic P, n = {st['bound_n']}, d = {st['bound_d']}, float64",
+                    quantity="the smallest slack of the two bounds over every sample",
+                    effect=Interval.exact(self.bounds_min_slack()), tolerance=1e-12,
+                    exact_why="a minimum over fixed float64 samples: on them each bound holds or not; only round-off",
+                    direction="above", reference=-1e-10, reference_label="−1e-10 (round-off)",
+                    section="tse-bounds", **common("bound_samples")),
+            Finding(key="tse-cor27", where="Cor. 2.7", claim_id="yu-cor27",
+                    claim="For doubly stochastic P, ω = 0 (and μ₁ = 1).",
+                    measured=f"{st['bound_samples']} random doubly stochastic P (Sinkhorn), n = {st['bound_n']}, "
+                             "float64",
+                    quantity="ω, mean over the samples",
+                    effect=Interval.exact(self.bounds11["doubly stochastic (Sinkhorn)"]["omega"]), tolerance=1e-12,
+                    exact_why="ω of a doubly stochastic P is zero by algebra; what remains is float64 round-off",
+                    direction="equal", margin=1e-10, reference_label="0 (± 1e-10: round-off)",
+                    section="tse-bounds", **common("bound_samples")),
+        ]
+        dims = st["eta_dims"]
+        out.append(Finding(
+            key="tse-fig8", where="App. A, Fig. 8", claim_id="yu-fig8",
+            claim="η concentrates at zero as d grows.",
+            measured=f"X = e vᵀ + tQ, n = {st['eta_n']}, {len(st['eta_ts'])} values of t, d = "
+                     f"{', '.join(str(x) for x in dims)}; {st['eta_draws_precise']} draws of W per (d, t)",
+            quantity="slope of log sd(η) against log d, mean over t",
+            effect=self.eta_slope(), direction="below", reference_label="0 (−1/2: the rate 1/√d)",
+            section="tse-fig8", **common("eta_draws_precise")))
+        return out
 
 
 # ------------------------------------------------------------------ loops over trials and taus
