@@ -259,3 +259,36 @@ def test_a_figure_is_shown_where_its_cell_asks(monkeypatch, capsys):
     assert shown == [fig]
     common.show("no-such-fig")                 # not drawn at this scale: says so, and the notebook goes on
     assert shown == [fig] and "no figure 'no-such-fig' in this run" in capsys.readouterr().out
+
+
+def test_a_collapsed_literalinclude_becomes_the_function_in_a_details_block():
+    src = ("````{admonition} The code: token similarity\n:class: dropdown\n\n`t_sim`:\n\n"
+           "```{literalinclude} ../helpers/core/measures.py\n:language: python\n:pyobject: t_sim\n```\n````\nAfter.")
+    [(kind, text)] = _convert(src)
+    code = mystmd.pyobject_source(ROOT / "helpers" / "core" / "measures.py", "t_sim")
+    assert kind == "markdown" and code.startswith("def t_sim(") and "return" in code
+    assert text == ("<details>\n<summary>The code: token similarity</summary>\n\n`t_sim`:\n\n```python\n" + code
+                    + "\n```\n\n</details>\n\nAfter.")
+    # a method, by "Class.method"; a name that is not in the file fails naming it
+    blocks = ROOT / "helpers" / "core" / "blocks.py"
+    assert mystmd.pyobject_source(blocks, "PreNormBlock.trace").startswith("def trace(")
+    with pytest.raises(ValueError, match="no function or class 'no_such_function'"):
+        mystmd.pyobject_source(ROOT / "helpers" / "core" / "measures.py", "no_such_function")
+    with pytest.raises(ValueError, match="without :pyobject:"):
+        _convert("```{literalinclude} ../helpers/core/measures.py\n```")
+
+
+#: the chapters that show, collapsed, the core functions they are about (the synthesis chapter builds on the others)
+SHOWS_ITS_CODE = sorted(p.stem for p in CHAPTERS if p.stem != "synthesis")
+
+
+@pytest.mark.parametrize("md", SHOWS_ITS_CODE)
+def test_each_chapter_shows_its_core_functions_collapsed_and_they_exist(md):
+    text = (ROOT / "book" / f"{md}.md").read_text()
+    blocks = re.findall(r"^````\{admonition\} The code: .*\n:class: dropdown\n(.*?)^````$", text, re.M | re.S)
+    assert len(blocks) == 1, f"{md}: one collapsed 'The code: …' block"
+    included = re.findall(r"```\{literalinclude\} (\S+)\n(?::language: python\n)?:pyobject: (\S+)", blocks[0])
+    assert included, f"{md}: the block includes no function"
+    for path, obj in included:
+        assert path.startswith("../helpers/core/"), f"{md}: {path} is not a core module"
+        mystmd.pyobject_source(ROOT / "book" / path, obj)     # raises when the function was renamed or moved

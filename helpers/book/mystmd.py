@@ -9,6 +9,9 @@ link opens), so that their text reads as the book's page does:
   `{cite:t}` / `{cite:p}` read "Yan et al. (2022)" / "(Yan et al., 2022)"
   (`book/references.bib`); `{numref}`, `{ref}`, `{doc}`, links to a label and links to another chapter's
   `.md` become links to the rendered book's pages (`book_url`);
+* a `{literalinclude}` with `:pyobject:` (a chapter's core functions, included from the source) becomes a
+  Python code block of that function, read from the source as Sphinx reads it; an admonition of class
+  `dropdown` becomes a collapsed `<details>` block;
 * any other directive (an admonition, a note) becomes a blockquote with a bold title; math stays `$…$`.
 
 Text only: no chapter is run here (the values come in as a dict), so the notebooks can be regenerated and
@@ -17,6 +20,7 @@ checked cheaply.
 
 from __future__ import annotations
 
+import ast
 import re
 from ast import literal_eval
 from dataclasses import dataclass, field
@@ -241,6 +245,23 @@ def _options(body: list[str]) -> tuple[dict[str, str], list[str]]:
     return opts, rest
 
 
+def pyobject_source(path: str | Path, name: str) -> str:
+    """The source of the function or class `name` ("Class.method" for a method) in the Python file `path`, as
+    Sphinx's `literalinclude :pyobject:` shows it (decorators and docstring included)."""
+    source = Path(path).read_text()
+    body, node = ast.parse(source).body, None
+    for part in name.split("."):
+        node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                     and n.name == part), None)
+        if node is None:
+            raise ValueError(f"{path}: no function or class {name!r}")
+        body = node.body
+    first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    lines = source.splitlines()[first - 1:node.end_lineno]
+    indent = len(lines[0]) - len(lines[0].lstrip())
+    return "\n".join(x[indent:] for x in lines)
+
+
 @dataclass
 class Converter:
     """Converts the Markdown cells of one page (`page`, e.g. "vit") with the values it published."""
@@ -366,8 +387,17 @@ class Converter:
                 buf.extend(["$$", *rest, "$$"])
             elif name in ("code", "code-block", "sourcecode"):
                 buf.extend([f"```{arg}", *rest, "```"])
+            elif name == "literalinclude":
+                obj = opts.get("pyobject")
+                if not obj:
+                    raise ValueError(f"{self.page}: a literalinclude without :pyobject: ({arg})")
+                code = pyobject_source(ROOT / "book" / arg, obj)
+                buf.extend([f"```{opts.get('language', 'python')}", *code.splitlines(), "```"])
             elif name in ("bibliography", "tableofcontents", "toctree"):
                 continue
+            elif name == "admonition" and "dropdown" in opts.get("class", "").split():
+                inner = self.cells_text(rest)
+                buf.extend(["<details>", f"<summary>{self.inline(arg)}</summary>", "", *inner, "", "</details>", ""])
             else:                                        # an admonition or any other directive: a blockquote
                 title = arg if name == "admonition" else (name.capitalize() + (f": {arg}" if arg else ""))
                 inner = self.cells_text(rest)
