@@ -58,3 +58,33 @@ def test_save_results_writes_the_key_with_the_record(tmp_path):
     path = results.save_results("r", {"a": 1}, {"seed": 0, "scale": "book"}, tmp_path, key={"k": 1})
     rec = json.loads(path.read_text())
     assert rec["key"] == {"k": 1} and rec["results"] == {"a": 1} and list(rec)[-1] == "key"
+
+
+def test_jsonable_turns_every_kind_the_results_hold_into_plain_json():
+    import dataclasses
+    import math
+
+    import numpy as np
+    import torch
+
+    from helpers.book.results import Result, _jsonable
+
+    @dataclasses.dataclass
+    class Inner:
+        xs: tuple = (1, 2.5)
+
+    @dataclasses.dataclass
+    class Outer(Result):
+        a: object = None
+        inner: Inner = dataclasses.field(default_factory=Inner)
+
+    assert _jsonable(float("nan")) is None and _jsonable(np.float32(1.5)) == 1.5 and type(_jsonable(np.int64(3))) is int
+    assert _jsonable([float("inf"), -math.inf]) == [1e308, -1e308]
+    assert _jsonable(np.array([1.0, np.nan, np.inf])) == [1.0, None, 1e308]
+    assert _jsonable(np.array([[1, 2]])) == [[1, 2]] and _jsonable(np.array(np.nan)) is None
+    assert _jsonable(torch.tensor([1.5, float("nan")], dtype=torch.bfloat16)) == [1.5, None]
+    assert _jsonable(torch.tensor([True])) == [True] and _jsonable({1: (2, [np.float32(0.25)])}) == {"1": [2, [0.25]]}
+    # a Result is its fields, nested dataclasses and tuples included; what it writes reads back equal
+    out = Outer(a={"k": np.arange(3.0), "n": float("nan")}).to_json()
+    assert out == {"a": {"k": [0.0, 1.0, 2.0], "n": None}, "inner": {"xs": [1, 2.5]}}
+    assert json.loads(json.dumps(out)) == out

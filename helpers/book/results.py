@@ -23,10 +23,11 @@ import datetime as _dt
 import fcntl
 import functools
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,21 +37,35 @@ import torch
 from .runtime import REPO_ROOT, _git_commit, device_description, package_versions, timer
 
 
+def _finite(x: float) -> float | None:
+    """A float as JSON keeps it: NaN as null, ±inf as ±1e308."""
+    return x if math.isfinite(x) else (None if x != x else (1e308 if x > 0 else -1e308))
+
+
 def _jsonable(obj: Any) -> Any:
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return _jsonable(asdict(obj))
+    """`obj` as plain JSON types: dataclasses as dicts of their fields, tuples, tensors and arrays as lists, numpy
+    scalars as Python numbers (`.item()`), NaN as null and ±inf as ±1e308 (Python floats)."""
+    kind = type(obj)
+    if kind is float:
+        return _finite(obj)
+    if obj is None or kind is int or kind is str or kind is bool:
+        return obj
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [_jsonable(v) for v in obj]
     if isinstance(obj, torch.Tensor):
-        return _jsonable(obj.detach().cpu().tolist())
+        obj = obj.detach().cpu().numpy() if obj.dtype != torch.bfloat16 else obj.detach().cpu().float().numpy()
     if isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "biu" or (obj.dtype.kind == "f" and bool(np.isfinite(obj).all())):
+            return obj.tolist()                     # nothing to replace: the list as it is
         return _jsonable(obj.tolist())
     if isinstance(obj, np.generic):
         return obj.item()
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None if np.isnan(obj) else (1e308 if obj > 0 else -1e308)
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _jsonable(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, float):
+        return _finite(obj)
     return obj
 
 
@@ -70,10 +85,12 @@ def save_results(
     wall_time_s: float | None = None,
     command: str | None = None,
     key: dict[str, Any] | None = None,
+    indent: int | None = 1,
 ) -> Path:
     """Write `results` as JSON with full provenance: parameters (seed and scale among them),
     package versions, device, git commit, wall time and the command that reproduces it (and the cache
-    `key`, for a heavy run), in one atomic write."""
+    `key`, for a heavy run), in one atomic write. `indent=None` writes it compact (a chapter's own record,
+    which is never committed: five times faster to write for a record of megabytes)."""
     p = _jsonable(params)
     record = {
         "name": name,
@@ -93,7 +110,7 @@ def save_results(
     if key is not None:
         record["key"] = _jsonable(key)
     path = Path(folder) / f"{name}.json"
-    write_atomic(path, json.dumps(record, indent=1))
+    write_atomic(path, json.dumps(record, indent=indent))
     return path
 
 
@@ -392,7 +409,7 @@ class Result:
     (the chapter's record with provenance in the run's output folder)."""
 
     def to_json(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))
+        return _jsonable(self)
 
     @classmethod
     def from_json(cls: type[R], data: dict[str, Any]) -> R:
@@ -404,4 +421,5 @@ class Result:
         one; otherwise `_build/results/<chapter>/<scale>/`)."""
         folder = results_dir_for(params.CHAPTER, params.scale, params.results_dir)
         command = getattr(params, "command", None) or f"make rerun CHAPTER={params.CHAPTER} SCALE={params.scale}"
-        return save_results(params.CHAPTER, self.to_json(), params, folder, wall_time_s=wall_time_s, command=command)
+        return save_results(params.CHAPTER, self.to_json(), params, folder, wall_time_s=wall_time_s, command=command,
+                            indent=None)
