@@ -212,7 +212,7 @@ def publish(res: Result) -> None:
     common.publish({
         "drift-n-star": res.fixed_point_refined if res.fixed_point_refined is not None else float("nan"),
         "drift-sqrt-d": float(np.sqrt(res.hidden)),
-        "drift-seeds": len(res.seeds),
+        "drift-seeds": len(res.seeds), "drift-n-seq": res.n_seq, "drift-seq-len": res.seq_len,
         "drift-q-norm-growth": res.qk_norm_growth().text(2),
         "drift-cosine-gain": res.cosine_gain().text(6),
         "drift-q-cos0": res.qk_cos_at_zero().text(5),

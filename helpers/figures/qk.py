@@ -478,6 +478,7 @@ def publish(res: Result) -> None:
         "qk-n-layers": res.n_layers, "qk-d-k": res.d_k, "qk-d-model": res.d_k * res.n_heads,
         "qk-n-seeds": len(res.seeds), "qk-first-seed": res.seeds[0], "qk-last-step": f"{res.steps[-1]:,}",
         "qk-batch": res.batch_size, "qk-seq-len": res.seq_len, "qk-n-samples": res.n_samples,
+        "qk-max-length": res.max_length, "qk-n-display": res.n_display,
         "qk-available-mtokens": pre["available"] / 1e6, "qk-mtokens": res.tokens_seen / 1e6, "qk-passes": pre["passes"],
         # Fig. 13
         "qk-chance": res.chance, "qk-threshold": res.threshold, "qk-chance-one-in": 1 / res.chance_share,
