@@ -194,15 +194,9 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
     gguf = OFFLINE_PACKAGES.get(name, (None, None, None, None))[3]
     kw = {"gguf_file": gguf} if gguf else {}
     on_hub = not Path(source).exists()
-    asked = revision or (hublock.request_revision("model", source) if on_hub else None)
-    resolved = None
-    if on_hub:        # the commit the revision points to now, asked once, so every file comes from that commit
-        from transformers.utils.hub import resolve_revision
-
-        rev = resolve_revision(source, asked)
-        resolved = getattr(rev, "resolved", None) or (str(rev) if rev and hublock.COMMIT.match(str(rev)) else None)
-        if rev:
-            kw["revision"] = rev
+    asked, rev, resolved = hub_revision(source, revision) if on_hub else (None, None, None)
+    if rev:
+        kw["revision"] = rev
     kw["trust_remote_code"] = False
     modality = modality or MODALITY.get(name, "text")
     auto = AutoModelForCausalLM if gguf else AutoModel
@@ -244,6 +238,38 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
     return Loaded(name, source, model.to(device).eval(), tok, not untrained)
 
 
+def hub_revision(source: str, revision: str | None = None) -> tuple[str | None, str | None, str | None]:
+    """For a hub id: (the revision asked for — `revision`, else the commit `hub.lock` pins, else None for
+    `main` —, the revision to pass to every `from_pretrained` of the load, the commit it points to now). The
+    commit is asked once, so every file of a load comes from it; offline it comes from the local cache, or is
+    None. After the load, `hublock.settle("model", source, commit, asked=revision)` records and checks it."""
+    from transformers.utils.hub import resolve_revision
+
+    asked = revision or hublock.request_revision("model", source)
+    rev = resolve_revision(source, asked)
+    commit = getattr(rev, "resolved", None) or (str(rev) if rev and hublock.COMMIT.match(str(rev)) else None)
+    return asked, rev, commit
+
+
+def load_pretrained(cls, source: str, **kwargs):
+    """`cls.from_pretrained(source, **kwargs)` for a load outside `load` (a fine-tuning head): a hub id at the
+    commit `hub.lock` pins, recorded and checked as `load` does; never any code shipped with the model."""
+    kw = dict(kwargs)
+    kw["trust_remote_code"] = False
+    if Path(source).exists():
+        return cls.from_pretrained(source, **kw)
+    asked, rev, commit = hub_revision(source)
+    try:
+        out = cls.from_pretrained(source, revision=rev, **kw)
+    except (OSError, ValueError) as err:
+        mv = hublock.explain_missing("model", source, asked, err)
+        if mv is not None:
+            raise mv from None
+        raise
+    hublock.settle("model", source, commit)
+    return out
+
+
 def offline_identity(name: str, folder: Path) -> dict:
     """What an offline model is, for the provenance of a run: a PyPI weight package's name and version and the
     SHA-256 of the files it loads from; a model split over packages, every piece's package and version and the
@@ -277,12 +303,16 @@ def offline_identity(name: str, folder: Path) -> dict:
     if dist is not None:
         rec.update(kind="PyPI weight package", package=dist, version=version(dist))
     else:
-        root = data_root()
-        try:
-            rel = str(folder.resolve().relative_to(root.resolve().parent)) if root else None
-        except ValueError:
-            rel = None
-        rec.update(kind="offline mirror" if rel else "folder", path=rel or str(folder))
+        from ..book.runtime import REPO_ROOT
+
+        root, rel, kind = data_root(), None, "folder"
+        for base, what in ((root.parent if root else None, "offline mirror"), (REPO_ROOT, "folder")):
+            try:
+                rel, kind = str(folder.resolve().relative_to(base.resolve())), what
+                break
+            except (AttributeError, ValueError):
+                continue
+        rec.update(kind=kind, path=rel or str(folder))
     rec["files"] = hublock.folder_sha256(folder)
     return rec
 
