@@ -1,17 +1,24 @@
 """Re-execute one chapter with papermill at a chosen scale, with parameter overrides.
 
     python scripts/rerun.py tse --scale paper -p depth 80 -p taus "[0.1, 1.0]"
+    python scripts/rerun.py sts --scale paper --update-lock   # make rerun ... PARAMS=--update-lock
 
 The chapter's jupytext source is converted in memory (papermill cannot read .md). Parameter names,
 types and values are validated against the chapter's `helpers.experiments.<chapter>.Params` *before* the
 run starts. The executed notebook and the chapter's results (JSON) land in
 `results/<chapter>/<scale>-<timestamp>/`.
+
+Hub models and datasets load at the commits `hub.lock` pins (README: Pinned revisions); a run that resolves
+another fails in one line naming both. `--update-lock` is the one way to move the pins: the run asks the hub for
+`main` of every model and dataset it reads and writes the commits it resolved into `hub.lock` (review the diff,
+commit it with the results).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -50,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     ap.add_argument("--out", default=None, help="output folder (default results/<chapter>/<scale>-<timestamp>)")
     ap.add_argument("--dry-run", action="store_true", help="validate the parameters and stop")
+    ap.add_argument("--update-lock", action="store_true",
+                    help="load every hub model and dataset at main and write the commits it resolves into hub.lock")
     args = ap.parse_args(argv)
 
     src = ROOT / "book" / f"{args.chapter}.md"
@@ -74,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import papermill as pm
 
+    from helpers.data import hublock
+
+    before = hublock.read_lock() if args.update_lock else None
+    if args.update_lock:            # the chapter's kernel inherits it (helpers.data.hublock.updating)
+        os.environ[hublock.UPDATE_ENV] = "1"
+
     nb = read_chapter(src)
     tmp = out / f"{args.chapter}.source.ipynb"
     nbformat.write(nb, str(tmp))
@@ -86,6 +101,13 @@ def main(argv: list[str] | None = None) -> int:
                         cwd=str(ROOT / "book"), kernel_name="python3", progress_bar=True)
     tmp.unlink()
     print(f"executed notebook and results: {out}")
+    if before is not None:
+        hublock._READ.clear()
+        after = hublock.read_lock()
+        moved = [f"  {section} {rid}: {(before[section].get(rid) or {}).get('revision')} -> {e['revision']}"
+                 for section in hublock.SECTIONS.values() for rid, e in after[section].items()
+                 if (before[section].get(rid) or {}).get("revision") != e.get("revision")]
+        print(f"{hublock.lock_path()}: {len(moved)} pin(s) moved" + "".join("\n" + m for m in moved))
     return 0
 
 

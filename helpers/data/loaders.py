@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..book.runtime import REPO_ROOT
+from .hublock import RevisionMoved, load_hub_dataset, record_mirror_file
 
 
 class DataUnavailable(RuntimeError):
@@ -75,6 +76,7 @@ def load_glue(task: str, split: str = "validation", source: str = "auto") -> Sen
     if (source in ("auto", "mirror") and root is not None and split in files
             and (root / "glue" / folder / files[split]).is_file()):
         path = root / "glue" / folder / files[split]
+        record_mirror_file(path, f"GLUE {task}/{split}", root)
         with open(path, encoding="utf-8-sig", newline="") as fh:
             rows = list(csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
         if header:
@@ -87,9 +89,9 @@ def load_glue(task: str, split: str = "validation", source: str = "auto") -> Sen
     if source == "mirror":
         raise DataUnavailable(f"offline mirror not found (looked for $TOKUNI_DATA and ../shared/data) for {task}")
     try:
-        import datasets
-
-        ds = datasets.load_dataset(GLUE_HUB_ID, hub_name, split=split)
+        ds = load_hub_dataset(GLUE_HUB_ID, hub_name, split=split)
+    except RevisionMoved:
+        raise
     except Exception as err:  # noqa: BLE001 - we re-raise with the full story
         raise DataUnavailable(
             f"GLUE {task}/{split}: no offline mirror (set TOKUNI_DATA or place it at ../shared/data) and the "
@@ -133,15 +135,16 @@ def load_wikitext103(split: str = "validation", raw: bool = True, source: str = 
     path = (root / "wikitext" / ("raw" if raw else "wikitext-103") / f"wiki.{short}.{'raw' if raw else 'tokens'}"
             if root else None)
     if source in ("auto", "mirror") and path is not None and path.is_file():
+        record_mirror_file(path, f"WikiText-103 {split}", root)
         return path.read_text(encoding="utf-8")
     if source == "mirror":
         raise DataUnavailable(f"WikiText-103 {split}: offline mirror not found (looked for {path})")
     try:       # streamed: `load_dataset(split=...)` would download and prepare every split (train: ~300 MB)
-        import datasets
-
-        ds = datasets.load_dataset("Salesforce/wikitext", "wikitext-103-raw-v1" if raw else "wikitext-103-v1",
-                                   split="validation" if short == "valid" else "test", streaming=True)
+        ds = load_hub_dataset("Salesforce/wikitext", "wikitext-103-raw-v1" if raw else "wikitext-103-v1",
+                              split="validation" if short == "valid" else "test", streaming=True)
         return "".join(ex["text"] for ex in ds)
+    except RevisionMoved:
+        raise
     except Exception as err:  # noqa: BLE001
         raise DataUnavailable(f"WikiText-103 {split}: no offline mirror and the hub is unreachable "
                               f"({type(err).__name__})") from None
@@ -164,6 +167,7 @@ def load_cifar10(split: str = "test", n: int | None = None, seed: int = 0, sourc
     root = data_root()
     zpath = root / "cifar10" / "cifar10-jpg.zip" if root else None
     if source in ("auto", "mirror") and zpath is not None and zpath.is_file():
+        record_mirror_file(zpath, "CIFAR-10", root)
         with zipfile.ZipFile(zpath) as zf:
             names = sorted(m for m in zf.namelist() if m.startswith(f"{split}/") and m.endswith(".jpg"))
             if n is not None:
@@ -204,9 +208,9 @@ def _cifar10_hub(split: str, n: int | None, seed: int):
 
     repo, img, lab = CIFAR10_HUB
     try:
-        import datasets
-
-        ds = datasets.load_dataset(repo, split=split)
+        ds = load_hub_dataset(repo, split=split)
+    except RevisionMoved:
+        raise
     except Exception:  # noqa: BLE001 - the caller tries torchvision next
         return None
     idx = list(range(len(ds)))
@@ -261,9 +265,11 @@ def load_librispeech(n: int, seed: int = 0) -> tuple[list, int]:
     try:
         import datasets
 
-        ds = datasets.load_dataset(repo, config, split=split, streaming=True)
+        ds = load_hub_dataset(repo, config, split=split, streaming=True)
         ds = ds.cast_column("audio", datasets.Audio(decode=False)).shuffle(seed=seed)
         raw = [ex["audio"]["bytes"] for _, ex in zip(range(n), ds, strict=False)]
+    except RevisionMoved:
+        raise
     except Exception as err:  # noqa: BLE001
         raise DataUnavailable(
             f"LibriSpeech ({repo}, {config}/{split}) is not in the offline mirror and the hub is unreachable "
@@ -346,6 +352,7 @@ def load_sts(name: str, source: str = "whiteningbert") -> STSSet:
         raise DataUnavailable(f"{name}: offline mirror not found (set TOKUNI_DATA or place it at ../shared/data); "
                               "use source='hub' on a machine with hub access")
     if source == "whiteningbert":
+        record_mirror_file(root / "sts" / "whiteningbert" / wfile, f"{name} (WhiteningBERT)", root)
         text = (root / "sts" / "whiteningbert" / wfile).read_text(encoding="utf-8")
         rows = [r.split("\t") for r in text.splitlines()]
         rows = [r for r in rows if len(r) >= 7]
@@ -356,10 +363,12 @@ def load_sts(name: str, source: str = "whiteningbert") -> STSSet:
     base = root / "sts" / folder
     s1, s2, sc, sub = [], [], [], []
     if name == "STS-B":
+        record_mirror_file(base / "sts-test.csv", f"{name} (official)", root)
         for line in (base / "sts-test.csv").read_text(encoding="utf-8").splitlines():
             r = line.split("\t")
             s1.append(r[5]); s2.append(r[6]); sc.append(float(r[4])); sub.append(r[1])  # noqa: E702
     elif name == "SICK-R":
+        record_mirror_file(base / "SICK_test_annotated.txt", f"{name} (official)", root)
         for line in (base / "SICK_test_annotated.txt").read_text(encoding="utf-8").splitlines()[1:]:
             r = line.split("\t")
             s1.append(r[1]); s2.append(r[2]); sc.append(float(r[3])); sub.append("SICK")  # noqa: E702
@@ -371,6 +380,8 @@ def load_sts(name: str, source: str = "whiteningbert") -> STSSet:
             inp = base / gs.name.replace(".gs.", ".input.")
             if not inp.is_file():
                 continue   # STS13 SMT: no input in the public release
+            record_mirror_file(gs, f"{name} {subset} gold (official)", root)
+            record_mirror_file(inp, f"{name} {subset} input (official)", root)
             golds = gs.read_text(encoding="utf-8").splitlines()
             pairs = inp.read_text(encoding="utf-8").splitlines()
             for g, p in zip(golds, pairs, strict=False):
@@ -396,9 +407,9 @@ def _load_sts_hub(name: str) -> STSSet:
     and test), found by content; anything that does not match raises `DataUnavailable` naming it."""
     hub = STS_HUB_IDS[name]
     try:
-        import datasets
-
-        ds = datasets.load_dataset(hub, split="test")
+        ds = load_hub_dataset(hub, split="test")
+    except RevisionMoved:
+        raise
     except Exception as err:  # noqa: BLE001
         raise DataUnavailable(f"{name}: the hub ({hub}) is unreachable ({type(err).__name__})") from None
     missing = {"sentence1", "sentence2", "score"} - set(ds.column_names)

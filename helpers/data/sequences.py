@@ -7,6 +7,7 @@ import csv
 import random
 import re
 
+from .hublock import RevisionMoved, load_hub_dataset, record_mirror_file
 from .loaders import DataUnavailable, data_root
 
 #: atom-map numbers inside bracket atoms: `[CH3:1]` -> `[CH3]`
@@ -23,6 +24,7 @@ def load_antibody_chains() -> list[tuple[str, str, str]]:
     if path is None or not path.is_file():
         raise DataUnavailable(f"antibody sequences (Jain et al. 2017): offline mirror file not found ({path}); "
                               "they are not on the Hugging Face hub under this name")
+    record_mirror_file(path, "antibody chains (Jain et al. 2017)", root)
     with open(path, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     return [(r["name"], chain.upper(), r[chain].strip()) for r in rows for chain in ("vh", "vl") if r[chain].strip()]
@@ -55,6 +57,7 @@ def load_uspto50k_reactions(n: int | None = None, seed: int = 0, strip_maps: boo
     root = data_root()
     path = root / "chem" / "uspto50k_test.csv" if root else None
     if path is not None and path.is_file():
+        record_mirror_file(path, "USPTO-50K test reactions", root)
         with open(path, newline="", encoding="utf-8") as fh:
             rxns = [r["reactants>reagents>production"] for r in csv.DictReader(fh)]
     else:
@@ -74,9 +77,9 @@ def _uspto50k_hub(mirror_path) -> list[str]:
     order is the hub's, so a seeded subset differs from the mirror's. DataUnavailable when unreachable."""
     repo, split, reactants, product = USPTO50K_HUB
     try:
-        import datasets
-
-        ds = datasets.load_dataset(repo, split=split)
+        ds = load_hub_dataset(repo, split=split)
+    except RevisionMoved:
+        raise
     except Exception as err:  # noqa: BLE001 - offline, unknown id or split: say which
         raise DataUnavailable(f"USPTO-50K test reactions: offline mirror file not found ({mirror_path}) and "
                               f"the hub copy {repo} ({split}) is not reachable ({type(err).__name__})") from None

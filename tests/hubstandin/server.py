@@ -16,6 +16,11 @@ Served routes (`{kind}` is `models` or `datasets`; model URLs carry no prefix, d
 * `GET /api/{kind}/{repo}/tree/{rev}[/{path}]` (`recursive`, `expand`) and
   `POST /api/{kind}/{repo}/paths-info/{rev}` — the file listing.
 
+A `{rev}` is `main`, the repository's commit (`Repo.commit`: `start()` gives each repository the commit
+`hub.lock` pins it to, where one is pinned) or an older commit it still serves (`Repo.history`); any other
+answers 404 with `X-Error-Code: RevisionNotFound`. `Hub.move` moves `main` to a new commit, keeping the old one
+or not (a rewritten history), so a test can plant a moved revision.
+
 Anything else answers 404 with `X-Error-Code: StandInUnknownRoute` and is recorded in `unknown` (and
 printed to stderr), so a library asking for something the stand-in does not serve fails loudly.
 """
@@ -41,18 +46,31 @@ LFS_ABOVE = 10 * 2**20
 
 @dataclass
 class Repo:
-    """One repository: its files (path -> bytes) and a commit sha derived from them."""
+    """One repository: its files (path -> bytes) at `main`, whose commit is `commit` (default: a sha derived
+    from the files), and older commits the hub still serves by their sha (`history`: sha -> files)."""
 
     repo_id: str
     kind: str                         # "model" | "dataset"
     files: dict[str, bytes] = field(default_factory=dict)
+    commit: str | None = None
+    history: dict[str, dict[str, bytes]] = field(default_factory=dict)
 
     @property
     def sha(self) -> str:
+        if self.commit:
+            return self.commit
         h = hashlib.sha1(self.repo_id.encode())
         for path in sorted(self.files):
             h.update(path.encode() + b"\0" + hashlib.sha1(self.files[path]).digest())
         return h.hexdigest()
+
+    def at(self, rev: str) -> Repo | None:
+        """The repository as of `rev` (`main`, its commit, or a commit of `history`), or None."""
+        if rev in ("main", self.sha):
+            return self
+        if rev in self.history:
+            return Repo(self.repo_id, self.kind, self.history[rev], commit=rev)
+        return None
 
     @staticmethod
     def oid(data: bytes) -> str:
@@ -116,12 +134,25 @@ class Hub:
 
     def add(self, repo: Repo) -> None:
         self.repos[(repo.kind, repo.repo_id)] = repo
-        for path, data in repo.files.items():
-            if repo.is_lfs(path):
-                self.blobs[repo.sha256(data)] = data
+        for files in (repo.files, *repo.history.values()):
+            for path, data in files.items():
+                if repo.is_lfs(path):
+                    self.blobs[repo.sha256(data)] = data
 
     def get(self, kind: str, repo_id: str) -> Repo | None:
         return self.repos.get((kind, repo_id))
+
+    def move(self, kind: str, repo_id: str, commit: str | None = None, keep: bool = False) -> tuple[str, str]:
+        """Move `main` of a repository to a new commit (same files; `commit`, default one derived from the old),
+        as an upstream fix does; with `keep=False` the old commit is gone (a rewritten history), else the hub
+        still serves it by its sha. Returns (old commit, new commit)."""
+        repo = self.repos[(kind, repo_id)]
+        old = repo.sha
+        new = commit or hashlib.sha1(f"{old} moved".encode()).hexdigest()
+        if keep:
+            repo.history[old] = dict(repo.files)
+        repo.commit = new
+        return old, new
 
     @property
     def url(self) -> str:
@@ -215,11 +246,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, "RepoNotFound", f"Repository Not Found for url: {self.path}. ({kind} {repo_id})")
         return repo
 
-    def _rev_ok(self, repo: Repo, rev: str) -> bool:
-        if unquote(rev) in ("main", repo.sha):
-            return True
-        self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
-        return False
+    def _at(self, repo: Repo, rev: str) -> Repo | None:
+        """The repository at `rev`, or None after answering 404 RevisionNotFound, as the hub does."""
+        at = repo.at(unquote(rev))
+        if at is None:
+            self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
+        return at
 
     def _redirect_alias(self, kind: str, repo_id: str) -> bool:
         """A legacy model id answers 307 to the same URL under its canonical id, as the hub does."""
@@ -235,7 +267,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self._redirect_alias(kind, repo_id):
             return
         repo = self._repo(kind, repo_id)
-        if repo is None or not self._rev_ok(repo, rev):
+        if repo is None or (repo := self._at(repo, rev)) is None:
             return
         if path not in repo.files:
             return self._error(404, "EntryNotFound", f"Entry not found: {path} in {repo_id}")
@@ -270,12 +302,12 @@ class _Handler(BaseHTTPRequestHandler):
                 continue
             if tail == "" or re.fullmatch(r"revision/[^/]+", tail):
                 rev = tail.split("/", 1)[1] if tail else "main"
-                if self._rev_ok(repo, rev):
-                    self._json(_info(repo))
+                if (at := self._at(repo, rev)) is not None:
+                    self._json(_info(at))
                 return
             m = re.fullmatch(r"tree/(?P<rev>[^/]+)(?:/(?P<path>.*))?", tail)
             if m and self.command == "GET":
-                if self._rev_ok(repo, m["rev"]):
+                if (repo := self._at(repo, m["rev"])) is not None:
                     prefix = m["path"] or ""
                     if prefix and not any(p.startswith(prefix.strip("/") + "/") for p in repo.files):
                         return self._error(404, "EntryNotFound", f"{prefix} does not exist in {repo_id}")
@@ -284,7 +316,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             m = re.fullmatch(r"paths-info/(?P<rev>[^/]+)", tail)
             if m and self.command == "POST":
-                if self._rev_ok(repo, m["rev"]):
+                if (repo := self._at(repo, m["rev"])) is not None:
                     n = int(self.headers.get("Content-Length") or 0)
                     body = self.rfile.read(n).decode()
                     form = (json.loads(body) if self.headers.get("Content-Type", "").startswith("application/json")
