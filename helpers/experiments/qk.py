@@ -1161,7 +1161,8 @@ def run(p: Params) -> Result:
     ends, missing, end_hits = end_state_runs(p, device=dev)
     return Result(source=p.source, what=what, steps=steps, seeds=seeds, shown=pick_steps(steps),
                   n_samples=p.n_samples, batch_size=p.batch_size, seq_len=p.seq_len, d_k=p.d_k,
-                  threshold=p.threshold, max_length=p.max_length, n_display=p.n_display, runs=runs, comparison=comparison, from_cache=all(hits + end_hits),
+                  threshold=p.threshold, max_length=p.max_length, n_display=p.n_display, runs=runs,
+                  comparison=comparison, from_cache=all(hits + end_hits),
                   ablation=centred, end_state=ends, end_state_missing=missing,
                   ablation_summary=ablation_summary(runs, centred, steps) if centred else {},
                   probes=recipe_probes() if p.source == "pretrain" else [], scale=p.scale)
