@@ -19,7 +19,8 @@ so ALBERT's one shared layer gives one `i` per depth):
 Queries and keys are read where the architecture keeps them (`Capture.qk_kind`): `"rotary"` — Llama-style
 `q_proj`/`k_proj` with a rotary embedding, rotated as the model rotates them; `"query_key"` — BERT-family
 `query`/`key` maps (`walk.attention_modules`); `"linear"` — each block's query and key linear maps by another
-name (`q_proj`/`k_proj` of ViT, DINOv2, Whisper; MPNet's `q`/`k`; DistilBERT's `q_lin`/`k_lin`).
+name (`q_proj`/`k_proj` of ViT, DINOv2, Whisper; MPNet's `q`/`k`; DistilBERT's `q_lin`/`k_lin`). A fused
+projection (GPT-2's `c_attn`) is not read: asked for queries and keys, such a model raises `ValueError`.
 
     with Capture(model) as cap:
         rec = cap(hidden=True, input_ids=ids, attention_mask=mask)
