@@ -566,13 +566,15 @@ def test_moments_leave_padding_out_and_add_over_batches():
 
 def _captured(model, n: int, length: int, padded: tuple[int, int]):
     """Random ids (n, length), sequence `padded[0]` padded from position `padded[1]`, one forward pass under
-    `CallCapture`: (ids, mask, the capture, the model's output with its attention probabilities)."""
+    `hf.capture.Capture`: (ids, mask, what it recorded by name, the attention probabilities per block)."""
+    from helpers.hf.capture import Capture, blocks
+
     ids = torch.randint(0, 50, (n, length))
     mask = torch.ones(n, length, dtype=torch.long)
     mask[padded[0], padded[1]:] = 0
-    with hooks.CallCapture(model) as cap, torch.no_grad():
-        out = model(input_ids=ids, attention_mask=mask, output_attentions=True)
-    return ids, mask, cap, out
+    with Capture(model) as cap, torch.no_grad():
+        rec = cap(attentions=True, input_ids=ids, attention_mask=mask)
+    return ids, mask, rec, blocks(rec, "attn.pattern")
 
 
 def test_call_capture_gives_the_scores_of_a_rotary_grouped_decoder():
@@ -585,15 +587,16 @@ def test_call_capture_gives_the_scores_of_a_rotary_grouped_decoder():
     cfg = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                       num_key_value_heads=2, attn_implementation="eager")
     model = LlamaForCausalLM(cfg).eval()
-    ids, mask, cap, out = _captured(model, 3, 7, padded=(1, 5))
-    assert len(cap.q) == 2 and cap.q[0].shape == cap.k[0].shape == (3, 4, 7, 8)
+    ids, mask, rec, att = _captured(model, 3, 7, padded=(1, 5))
+    assert "blocks.2.attn.q" not in rec and rec["blocks.0.attn.q"].shape == rec["blocks.1.attn.k"].shape == (3, 4, 7, 8)
     allowed = torch.ones(7, 7).tril().bool()[None, None] & mask[:, None, None, :].bool()
     real = mask.bool()[:, None, :, None].expand(3, 4, 7, 7)
     for li in range(2):
-        s = cap.q[li] @ cap.k[li].transpose(-1, -2) / math.sqrt(8)
+        s = rec[f"blocks.{li}.attn.q"] @ rec[f"blocks.{li}.attn.k"].transpose(-1, -2) / math.sqrt(8)
         p = torch.softmax(s.masked_fill(~allowed, float("-inf")), -1)
-        assert torch.allclose(p[real], out.attentions[li][real], atol=1e-6)
-        pre = cap.q_pre[li] @ cap.k_pre[li].transpose(-1, -2) / math.sqrt(8)
+        assert torch.allclose(p[real], att[li][real], atol=1e-6)
+        pre = rec[f"blocks.{li}.attn.q_pre_rotary"] @ rec[f"blocks.{li}.attn.k_pre_rotary"].transpose(-1, -2) \
+            / math.sqrt(8)
         assert not torch.allclose(pre, s, atol=1e-3)
 
 
@@ -606,12 +609,12 @@ def test_call_capture_sees_albert_shared_layer_once_per_depth():
     cfg = AlbertConfig(vocab_size=50, embedding_size=16, hidden_size=32, num_attention_heads=4, intermediate_size=64,
                        num_hidden_layers=3, attn_implementation="eager")
     model = AlbertModel(cfg).eval()
-    ids, mask, cap, out = _captured(model, 2, 6, padded=(0, 4))
-    assert len(cap.q) == 3
+    ids, mask, rec, att = _captured(model, 2, 6, padded=(0, 4))
+    assert "blocks.2.attn.q" in rec and "blocks.3.attn.q" not in rec
     for li in range(3):
-        s = cap.q[li] @ cap.k[li].transpose(-1, -2) / math.sqrt(8)
+        s = rec[f"blocks.{li}.attn.q"] @ rec[f"blocks.{li}.attn.k"].transpose(-1, -2) / math.sqrt(8)
         p = torch.softmax(s.masked_fill(~mask[:, None, None, :].bool(), float("-inf")), -1)
-        assert torch.allclose(p, out.attentions[li], atol=1e-6)
+        assert torch.allclose(p, att[li], atol=1e-6)
     m = hooks.end_state_moments(model, ids, mask, batch_size=1)
     assert set(m) == {"qk"} and m["qk"].count == 10 and m["qk"].q_sum.shape == (3, 4, 8)
 

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from ..book.runtime import progress
+from ..hf.capture import Capture, blocks
 from ..hf.walk import encoder_of
 from .probe import Probe
 
@@ -78,83 +79,18 @@ class _Stack:
         return out
 
 
-#: names of a block's query and key maps in the architectures without rotary positions that `hf.qk.CallCapture`
-#: does not hook (DINOv2, ViT and Whisper in transformers 5: q_proj/k_proj; MPNet: q/k; DistilBERT: q_lin/k_lin)
-_QK_NAMES = (("q_proj", "k_proj"), ("q", "k"), ("q_lin", "k_lin"))
-
-
-class LinearQKCapture:
-    """Per-head queries and keys of each block's query and key maps (no rotary positions), read from the maps'
-    outputs by forward hooks: `q`, `k` lists of (B, h, L, d_k) in block order, as `hf.qk.CallCapture` gives."""
-
-    def __init__(self, model: nn.Module) -> None:
-        from ..hf.walk import transformer_layers
-
-        cfg = getattr(model, "config", None)
-        self.heads = int(getattr(cfg, "num_attention_heads", 0) or getattr(cfg, "encoder_attention_heads", 0) or 0)
-        if not self.heads:
-            raise ValueError("cannot tell the number of attention heads")
-        self.pairs = []
-        for block in transformer_layers(model):
-            found = None
-            for mod in block.modules():
-                for qn, kn in _QK_NAMES:
-                    q, k = getattr(mod, qn, None), getattr(mod, kn, None)
-                    if isinstance(q, nn.Linear) and isinstance(k, nn.Linear):
-                        found = (q, k)
-                        break
-                if found:
-                    break
-            if found is None:
-                raise ValueError(f"block {type(block).__name__} has no query/key linear maps")
-            self.pairs.append(found)
-        self.q: list[Tensor] = []
-        self.k: list[Tensor] = []
-        self._handles: list = []
-
-    def _hook(self, store: list):
-        def hook(_mod, _inp, out: Tensor) -> None:
-            B, L, D = out.shape
-            store.append(out.detach().view(B, L, self.heads, D // self.heads).transpose(1, 2))
-        return hook
-
-    def clear(self) -> None:
-        self.q.clear()
-        self.k.clear()
-
-    def __enter__(self) -> LinearQKCapture:
-        for q, k in self.pairs:
-            self._handles += [q.register_forward_hook(self._hook(self.q)), k.register_forward_hook(self._hook(self.k))]
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for h in self._handles:
-            h.remove()
-        self._handles.clear()
-
-
-def _qk_capture(model: nn.Module):
-    """A capture of every block's per-head queries and keys — `hf.qk.CallCapture` for BERT-family and
-    Llama-style rotary attention, `LinearQKCapture` for query/key maps without rotary positions — or (None, why
-    not)."""
-    from ..hf.qk import CallCapture
-
-    rotary_like = any(isinstance(getattr(m, "q_proj", None), nn.Linear) for m in model.modules())
-    if not rotary_like or any(hasattr(m, "rotary_emb") for m in model.modules()):
-        try:
-            return CallCapture(model), ""
-        except (ValueError, AttributeError):
-            pass
+def _qk_capture(model: nn.Module) -> tuple[Capture | None, str]:
+    """A capture of every block's per-head queries and keys (`hf.capture.Capture`), or (None, why not)."""
     try:
-        return LinearQKCapture(model), ""
+        return Capture(model), ""
     except (ValueError, AttributeError) as err:
         return None, f"the walker finds no attention projections: {str(err).splitlines()[0]}"
 
 
-def _qk_sums(cap, keep: Tensor) -> list[tuple[Tensor, Tensor]]:
+def _qk_sums(rec: dict[str, Tensor], keep: Tensor) -> list[tuple[Tensor, Tensor]]:
     """Per attention call, the sums over each input's kept positions of the queries and keys (B, h, d_k)."""
     out = []
-    for q, k in zip(cap.q, cap.k, strict=True):
+    for q, k in zip(blocks(rec, "attn.q"), blocks(rec, "attn.k"), strict=True):
         w = keep.to(q.device, q.dtype)[:, None, :, None]
         out.append(((q * w).sum(2).float().cpu(), (k * w).sum(2).float().cpu()))
     return out
@@ -254,16 +190,12 @@ def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk) -> Ca
     order = sorted(range(len(probe.items)), key=lambda i: len(probe.items[i]))
     stack, qks, kept_order = _Stack(), _QKStack(), []
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    if cap is not None:
-        cap.__enter__()
-    try:
+    with cap or Capture(net, qk=False) as run:
         for idx in progress(batches, desc="forward", total=len(batches)):
             ids, attn, keep = _encode(tok, [probe.items[i] for i in idx], max_tokens)
-            if cap is not None:
-                cap.clear()
-            out = net(input_ids=ids.to(device), attention_mask=attn.to(device), output_hidden_states=True)
-            hs = getattr(out, "hidden_states", None)
-            if hs is None:
+            rec = run(hidden=True, input_ids=ids.to(device), attention_mask=attn.to(device))
+            hs = blocks(rec, "hidden")
+            if not hs:
                 from .checks import DiagnoseError
 
                 raise DiagnoseError(f"{type(net).__name__} returns no hidden states: no layer can be measured")
@@ -278,11 +210,8 @@ def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk) -> Ca
                 rows = [b for b, i in enumerate(idx) if i in set(kept_order)]
                 for b in rows:
                     sel[b, _keep_evenly(keep[b].nonzero().squeeze(-1), max_tokens)] = True
-                sums = _qk_sums(cap, sel)
+                sums = _qk_sums(rec, sel)
                 qks.add([(q[rows], k[rows]) for q, k in sums], sel[rows].sum(-1))
-    finally:
-        if cap is not None:
-            cap.__exit__(None, None, None)
     if len(kept_order) < 2:
         from .probe import ProbeError
 
@@ -307,18 +236,14 @@ def _vision(model, processor, probe, device, batch_size, max_tokens, want_qk) ->
     stack, qks, units = _Stack(), _QKStack(), "patch tokens"
     items = probe.items
     batches = list(range(0, len(items), batch_size))
-    if cap is not None:
-        cap.__enter__()
-    try:
+    with cap or Capture(model, qk=False) as run:
         for i in progress(batches, desc="forward", total=len(batches)):
             batch = items[i:i + batch_size]
             px = processor(images=batch, return_tensors="pt")["pixel_values"].to(device)
-            if cap is not None:
-                cap.clear()
-            out = model(pixel_values=px, output_hidden_states=True)
+            rec = run(hidden=True, pixel_values=px)
             for b in range(len(batch)):
                 per_layer = []
-                for h in out.hidden_states:
+                for h in blocks(rec, "hidden"):
                     if h.dim() == 4:                                    # a CNN map (B, C, H, W): its positions
                         units = "spatial positions"
                         v = h[b].flatten(1).T
@@ -327,13 +252,10 @@ def _vision(model, processor, probe, device, batch_size, max_tokens, want_qk) ->
                     per_layer.append(v[_keep_evenly(torch.arange(v.shape[0]), max_tokens).to(v.device)])
                 stack.add(per_layer)
             if cap is not None:
-                L = cap.q[0].shape[2]
+                L = rec["blocks.0.attn.q"].shape[2]
                 sel = torch.zeros(len(batch), L, dtype=torch.bool)
                 sel[:, _keep_evenly(torch.arange(skip, L), max_tokens)] = True
-                qks.add(_qk_sums(cap, sel), sel.sum(-1))
-    finally:
-        if cap is not None:
-            cap.__exit__(None, None, None)
+                qks.add(_qk_sums(rec, sel), sel.sum(-1))
     return Captured(stack.padded(), units, qks.result() if cap is not None else None, why)
 
 
@@ -350,10 +272,10 @@ def _audio(loaded, probe, device, max_tokens) -> Captured:
                 pos = _keep_evenly(torch.arange(clip.shape[1]), max_tokens)
                 stack.add([h[pos] for h in clip])
         return Captured(stack.padded(), "encoder frames", None, why)
-    enc = encoder_of(model)
+    run = Capture(encoder_of(model), qk=False)
     for w in progress(probe.items, desc="forward", total=len(probe.items)):
         inp = loaded.tokenizer(w, sampling_rate=16_000, return_tensors="pt").to(device)
-        hs = enc(**inp, output_hidden_states=True).hidden_states
+        hs = blocks(run(hidden=True, **inp), "hidden")
         pos = _keep_evenly(torch.arange(hs[0].shape[1]), max_tokens)
         stack.add([h[0, pos.to(h.device)] for h in hs])
     return Captured(stack.padded(), "frames", None, why)

@@ -1,5 +1,6 @@
-"""Sentence encoding for STS: one pass of a loaded Hugging Face encoder that keeps only pooled
-quantities (`core.sts.TokenStates`), and `SoftDecayEncoder`, the sentence-transformers interface."""
+"""Sentence encoding for STS: one pass of a loaded Hugging Face encoder (its hidden states `hidden.{l}`, read by
+`hf.capture.Capture`) that keeps only pooled quantities (`core.sts.TokenStates`), and `SoftDecayEncoder`, the
+sentence-transformers interface."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ..book.runtime import progress
 from ..core import measures as M
 from ..core.softdecay import softdecay_transform
 from ..core.sts import TokenStates, pool
+from .capture import Capture, blocks
 
 
 @torch.no_grad()
@@ -24,10 +26,11 @@ def encode(loaded, texts: list[str], max_length: int = 128, batch_size: int = 32
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     means, cls, tsd = [], [], []
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    cap = Capture(model, qk=False)
     for idx in progress(batches, desc=desc, total=len(batches)):
         enc = tok([texts[i] for i in idx], padding=True, truncation=True, max_length=max_length,
                   return_tensors="pt").to(dev)
-        hs = model(**enc, output_hidden_states=True).hidden_states
+        hs = blocks(cap(hidden=True, **enc), "hidden")
         mask = enc["attention_mask"].bool()
         means.append(torch.stack([M.row_mean(h.float(), mask) for h in hs], 1).cpu())   # (b, layers, d)
         cls.append(hs[-1][:, 0].float().cpu())
