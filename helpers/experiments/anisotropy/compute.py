@@ -53,7 +53,7 @@ def _load(modality: str, name: str, untrained: bool, device, p: Params | None = 
     (about 20 CPU-minutes) when its checkpoint is not on this machine — unless `p.train_missing` is False (the
     book build): then `results.MissingRuns` names it and the command that makes it."""
     if name == BYTE_MLM_NAME:
-        from ..train.mlm import load_step, new_mlm, weights_path
+        from ...train.mlm import load_step, new_mlm, weights_path
 
         folder = byte_mlm_folder()
         if untrained:
