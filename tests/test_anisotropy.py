@@ -270,11 +270,11 @@ def test_a_run_that_may_not_train_lists_the_byte_mlm_with_its_command(tmp_path, 
     is absent, and nothing trains (training here fails the test). With `train_missing` it would train."""
 
     monkeypatch.setenv("TOKUNI_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(X, "byte_mlm_folder", lambda cfg=X.BYTE_MLM: tmp_path / "no-checkpoint")
+    monkeypatch.setattr(X.compute, "byte_mlm_folder", lambda cfg=X.BYTE_MLM: tmp_path / "no-checkpoint")
 
     def no_training(*a, **k):
         raise AssertionError("the byte-level MLM was trained by a run that may not train")
-    monkeypatch.setattr(X, "byte_mlm", no_training)
+    monkeypatch.setattr(X.compute, "byte_mlm", no_training)
     p = X.Params.resolve("ci", models=("bytes:byte-MLM",), untrained_twins=False, zeroed_twins=False,
                          shape_trained_byte_mlm=True, train_missing=False, text_tokens=200, n_pairs=200,
                          gaussian_dims=(8,), gaussian_samples=1000)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from testutil import ci_result
 
-from helpers.core.anisotropy import isotropic_cosine_quantile
+from helpers.core.anisotropy import ISO_SHARE, isotropic_cosine_quantile
 from helpers.experiments import anisotropy
 
 
@@ -244,7 +244,7 @@ def test_findings_on_the_committed_book_runs():
     # jackknife over its 47 text chunks and by the sampled pairs alike; the jackknife reads the record's vectors
     bis = fs["anisotropy-centred-isotropy"]
     assert bis.effect.method == "jackknife" and bis.effect.n == 47 and "layer 3" in bis.measured
-    assert bis.margin == pytest.approx(anisotropy.A.isotropic_cosine_quantile(0.95, 576))
+    assert bis.margin == pytest.approx(isotropic_cosine_quantile(0.95, 576))
     assert 0 < bis.effect.low and bis.effect.high < 0.6 * bis.margin
     assert [v for _, v in bis.alternative_verdicts()] == ["reproduced"]
     for j in r.centred_jack:
@@ -252,7 +252,7 @@ def test_findings_on_the_committed_book_runs():
     assert max(row["pairs_reach"] for row in r.centred_rows_by_layer() if "jackknife" not in row) < 0.1
     iso = fs["anisotropy-centred-spread"].effect
     assert (iso.low, iso.high) == (pytest.approx(BOOK_PR_SHARE[1], abs=0.01), pytest.approx(BOOK_PR_SHARE[2], abs=0.01))
-    assert iso.high < anisotropy.A.ISO_SHARE                 # no pretrained layer is one common direction
+    assert iso.high < ISO_SHARE                 # no pretrained layer is one common direction
     assert r.makeup_counts()["one common direction"] == 0
     assert all(a == n for a, n in r.above_isotropic().values())      # every layer above the null of an average
     rows = {row["model"]: row for row in r.shape_rows()}
