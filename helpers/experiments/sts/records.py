@@ -38,7 +38,7 @@ class Record:
     @classmethod
     def _stored(cls) -> dict[str, str]:
         return {f.name: cls.STORED_AS.get(f.name, f.name) for f in fields(cls)
-                if f.name not in cls.CONTEXT and f.name != "other"}
+                if f.name not in cls.CONTEXT and f.name not in ("other", "layout")}
 
     @classmethod
     def of(cls, data: Any, **context: Any):
@@ -47,16 +47,18 @@ class Record:
             return data
         stored = cls._stored()
         kw = {name: cls._read(name, data[key]) for name, key in stored.items() if key in data}
-        return cls(**context, **kw, other={k: v for k, v in data.items() if k not in stored.values()})
+        return cls(**context, **kw, other={k: v for k, v in data.items() if k not in stored.values()},
+                   layout=tuple(data))
 
     @classmethod
     def _read(cls, name: str, value: Any) -> Any:
         return value
 
     def to_json(self) -> dict[str, Any]:
-        """The stored layout."""
-        out = {key: getattr(self, name) for name, key in self._stored().items()}
-        return {k: [v.to_json() for v in x] if isinstance(x, tuple) else x for k, x in {**out, **self.other}.items()}
+        """The stored layout: the keys it was read with, in their order (a record made here: every field)."""
+        out = {**{key: getattr(self, name) for name, key in self._stored().items()}, **self.other}
+        out = {k: out[k] for k in self.layout} if self.layout else out
+        return {k: [v.to_json() for v in x] if isinstance(x, tuple) else x for k, x in out.items()}
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class Run(Record):
     cdf: dict = field(default_factory=dict)
     refit: dict = field(default_factory=dict)
     other: dict = field(default_factory=dict)
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def n_pairs(self) -> int:
@@ -182,6 +185,7 @@ class Draw(Record):
     scores: dict = field(default_factory=dict)
     flips: dict = field(default_factory=dict)
     other: dict = field(default_factory=dict)
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -208,6 +212,7 @@ class Reading(Record):
     lsds: dict = field(default_factory=dict)
     cpu_s: float = 0.0
     other: dict = field(default_factory=dict)
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def _read(cls, name: str, value: Any) -> Any:
@@ -311,6 +316,7 @@ class SameFit(Record):
     fullfit: dict = field(default_factory=dict)
     cpu_s: float = 0.0
     other: dict = field(default_factory=dict)
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def n_pairs(self) -> int:
