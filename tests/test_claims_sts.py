@@ -79,10 +79,10 @@ def test_ci_findings_are_computed_and_say_what_ci_did_not_run(res):
     assert how == sts.CROSSFIT_HOW and iv.method == "cross-fit" and iv.low <= iv.estimate <= iv.high
     f = fs["sts-vs-whitening-minilm"]
     assert f.effect == iv and "(h₁ + h_L)/2" in f.measured
-    assert f.alternatives == (("half-samples without replacement", res.samefit_iv(m, how="halfsample")),)
-    half = res.samefit_iv(m, how="halfsample")
+    assert f.alternatives == (("half-samples without replacement", res.samefit[m].iv(how="halfsample")),)
+    half = res.samefit[m].iv(how="halfsample")
     assert half.method == "subsample" and half.low <= half.estimate <= half.high
-    assert set(res.readings[m]["refit"][res.paper_pooling]) == {"whitening", "whitening-256"}   # shown, not read
+    assert set(res.readings[m].refit[res.paper_pooling]) == {"whitening", "whitening-256"}   # shown, not read
     # scope: MiniLM and mpnet are contrastive encoders, outside the Table 1 and Table 4 claims
     for key in ("sts-gain-minilm", "sts-vs-whitening-minilm", "sts-ev1-minilm", "sts-gain-mpnet"):
         assert fs[key].out_of_scope == sts.CONTRASTIVE_SCOPE, key
@@ -102,11 +102,11 @@ def test_whitening_vs_softdecay_verdicts_come_from_both_same_fit_procedures(res)
     for cross, half, verdict in (([-3.5, -4.5, -2.5], [-3.4, -4.4, -2.6], REPRODUCED),
                                  ([5.0, 4.0, 6.0], [4.5, 3.5, 5.5], CONTRADICTED),
                                  ([-3.5, -4.5, -2.5], [0.1, -0.5, 0.6], INCONCLUSIVE)):
-        same["crossfit"]["whitening"], same["halfsample"]["whitening"] = cross, half
+        same.crossfit["whitening"], same.halfsample["whitening"] = cross, half
         f = by_key(planted.findings())["sts-vs-whitening-minilm"]
         assert f.verdict == verdict, (cross, half)
     before = by_key(planted.findings())["sts-vs-whitening-minilm"]
-    planted.readings[m]["refit"][planted.paper_pooling]["whitening"] = [9.0, 8.0, 10.0]
+    planted.readings[m].refit[planted.paper_pooling]["whitening"] = [9.0, 8.0, 10.0]
     assert by_key(planted.findings())["sts-vs-whitening-minilm"].verdict == before.verdict
 
 
@@ -116,18 +116,18 @@ def test_readings_are_consistent(res):
     m = res.models[0]
     assert res.paper_pooling == "first_last_l1" and set(res.poolings) == {"first_last_l1", "first_last"}
     for q in res.poolings:
-        fl = res.flip_counts(m, q)
+        fl = res.readings[m].flip_counts(q)
         assert (fl["SoftDecay (clamped)"] == 0).all() and (fl["SoftDecay (rescaled)"] == 0).all(), q
-    assert res.n_draws(m) == 2
-    assert not res.reading_scores(m, draw=0).equals(res.reading_scores(m, draw=1))
-    iv = res.over_draws(m, "SoftDecay (clamped)")
+    assert res.readings[m].n_draws == 2
+    assert not res.readings[m].scores(draw=0).equals(res.readings[m].scores(draw=1))
+    iv = res.readings[m].over_draws("SoftDecay (clamped)")
     assert iv.method == "t" and iv.n == 2
     deesc = res.planted_dirs("mean", "de-escalation")               # removing the mean undoes a planted one
     assert np.allclose(deesc[-1], deesc[0], atol=1e-6)
     assert res.recovered_iv("spike", "de-escalation").high < 0.5 < res.recovered_iv("spike", "SoftDecay (sentence)").low
     assert res.planted_dirs("spike", "vanilla").shape == (2, res.plant_directions)
-    diffs = res.reading_diffs(m, "SoftDecay (sentence)")
-    assert res.reading_rest(m, "SoftDecay (sentence)", "SICK-R") == pytest.approx(diffs.drop("SICK-R").mean())
+    diffs = res.readings[m].diffs("SoftDecay (sentence)")
+    assert res.readings[m].rest("SoftDecay (sentence)", "SICK-R") == pytest.approx(diffs.drop("SICK-R").mean())
     assert set(res.lsds_readings().columns) == {"normalised", "eq. 6", "authors"}
 
 
@@ -210,7 +210,7 @@ def test_book_findings_are_pinned(book):
                              "in place of BERT-base-cased") and f.setting == "reduced"
         assert "not a raw MLM" in f.measured and "109.5M parameters" in f.measured and "every pair" in f.scale
         assert f.section == "sts-full" and f.out_of_scope
-    assert fs["sts-gain-mpnet"].effect == book.full_vs_raw(MPNET)
+    assert fs["sts-gain-mpnet"].effect == book.full_readings[MPNET].vs_raw()
     by_id = {c.id: c for c in claims("yan2022")}
     got = {cid: judge(by_id[cid], book.findings()).verdict for cid in CLAIMS}
     assert got == CLAIMS
@@ -222,11 +222,11 @@ def test_book_findings_are_pinned(book):
 def test_table1_on_every_pair(book):
     """The full re-reading of MiniLM: every pair of every set, both poolings, its numbers as committed."""
     m = book.models[0]
-    assert book.full_pairs(m) == book.pairs(m) == 18850
-    emb = book.full_vs_raw(m, pooling="first_last")                 # the main run's reading, recomputed
-    assert emb.estimate == pytest.approx(book.vs_raw(m, "SoftDecay (sentence)").estimate, abs=1e-6)
-    assert book.full_scores(m)["vanilla"].mean() == pytest.approx(77.18, abs=0.01)
-    assert book.full_white_minus_sd(m).low < book.full_white_minus_sd(m).estimate < book.full_white_minus_sd(m).high
+    assert book.full_readings[m].n_pairs == book.run_of(m).n_pairs == 18850
+    emb = book.full_readings[m].vs_raw(pooling="first_last")                 # the main run's reading, recomputed
+    assert emb.estimate == pytest.approx(book.run_of(m).vs_raw("SoftDecay (sentence)").estimate, abs=1e-6)
+    assert book.full_readings[m].scores()["vanilla"].mean() == pytest.approx(77.18, abs=0.01)
+    assert book.samefit[m].iv().low < book.samefit[m].iv().estimate < book.samefit[m].iv().high
     assert "SmolLM2-135M-Instruct (every pair)" in book.unavailable or SMOL in book.full_readings
     assert "book-mlm-bert (every pair)" in book.unavailable
 
@@ -237,31 +237,32 @@ def test_mpnet_on_every_pair(book):
     whitening more; it is the least anisotropic encoder under either pooling, and SoftDecay gains exactly on the
     strongly anisotropic encoders; its flips (hundreds of directions on some sets) do not carry the loss."""
     assert book.from_cache[f"full {MPNET}"] and book.full_only() == [MPNET]
-    assert book.full_pairs(MPNET) == 18850
+    assert book.full_readings[MPNET].n_pairs == 18850
     emb = "first_last"
-    assert book.full_scores(MPNET)["vanilla"].mean() == pytest.approx(79.83, abs=0.01)
-    assert book.full_scores(MPNET, emb)["vanilla"].mean() == pytest.approx(80.27, abs=0.01)
+    assert book.full_readings[MPNET].scores()["vanilla"].mean() == pytest.approx(79.83, abs=0.01)
+    assert book.full_readings[MPNET].scores(emb)["vanilla"].mean() == pytest.approx(80.27, abs=0.01)
     for q in book.poolings:
-        assert book.full_vs_raw(MPNET, pooling=q).high < 0, q
-        assert book.full_vs_raw(MPNET, "whitening", q).high < book.full_vs_raw(MPNET, pooling=q).low, q
-    sd_emb = book.full_vs_raw(MPNET, pooling=emb)
+        assert book.full_readings[MPNET].vs_raw(pooling=q).high < 0, q
+        full = book.full_readings[MPNET]
+        assert full.vs_raw("whitening", q).high < full.vs_raw(pooling=q).low, q
+    sd_emb = book.full_readings[MPNET].vs_raw(pooling=emb)
     assert (sd_emb.estimate, sd_emb.low, sd_emb.high) == (
         pytest.approx(-0.63, abs=0.006), pytest.approx(-0.83, abs=0.006), pytest.approx(-0.44, abs=0.006))
-    ev1 = {q: book.full_anisotropy(MPNET, pooling=q) for q in book.poolings}
+    ev1 = {q: book.full_readings[MPNET].anisotropy(pooling=q) for q in book.poolings}
     assert ev1[book.paper_pooling] == pytest.approx(0.154, abs=0.001) and ev1[emb] == pytest.approx(0.082, abs=0.001)
     for m in book.readings:                                         # the least anisotropic, under either pooling
         for q in book.poolings:
-            assert ev1[q] < book.anisotropy(m, "EV1", q), (m, q)
-    gains = {m: book.full_vs_raw(m) for m in (book.models[0], SMOL, MPNET)}
-    gains["book-mlm-bert"] = book.over_draws("book-mlm-bert", "SoftDecay (sentence)")
-    strong = {m for m in gains if (book.full_anisotropy(m) if m in book.full_readings else book.anisotropy(m)) > 0.5}
+            assert ev1[q] < book.readings[m].anisotropy("EV1", q), (m, q)
+    gains = {m: book.full_readings[m].vs_raw() for m in (book.models[0], SMOL, MPNET)}
+    gains["book-mlm-bert"] = book.readings["book-mlm-bert"].over_draws("SoftDecay (sentence)")
+    strong = {m for m in gains if (book.full_readings.get(m) or book.readings[m]).anisotropy() > 0.5}
     assert strong == {SMOL, "book-mlm-bert"}
     assert all((gains[m].low > 0) == (m in strong) and (gains[m].high < 0) == (m not in strong) for m in gains)
-    fl = book.full_flip_counts(MPNET)
+    fl = book.full_readings[MPNET].flip_counts()
     assert (fl["SoftDecay (sentence)"].min(), fl["SoftDecay (sentence)"].max()) == (7, 467)
     assert (fl["directions"] == 1536).all() and (fl["SoftDecay (clamped)"] == 0).all()
-    clamped = book.full_vs_raw(MPNET, "SoftDecay (clamped)")
-    assert abs(clamped.estimate - book.full_vs_raw(MPNET).estimate) < 0.05 and clamped.high < 0
+    clamped = book.full_readings[MPNET].vs_raw("SoftDecay (clamped)")
+    assert abs(clamped.estimate - book.full_readings[MPNET].vs_raw().estimate) < 0.05 and clamped.high < 0
 
 
 def test_a_planted_effect_changes_the_verdicts(book):
@@ -270,16 +271,16 @@ def test_a_planted_effect_changes_the_verdicts(book):
     around the raw ones: the gain is not detected; lift MiniLM's SoftDecay on every pair by 2 points: its
     contradicted gain turns reproduced short of the paper's (direction only)."""
     planted = copy.deepcopy(book)
-    for draw in planted.readings["book-mlm-bert"]["draws"]:
-        for row in draw["scores"][planted.paper_pooling].values():
+    for draw in planted.readings["book-mlm-bert"].draws:
+        for row in draw.scores[planted.paper_pooling].values():
             row["whitening"] -= 10.0
     assert by_key(book.findings())["sts-vs-whitening-bert"].verdict == CONTRADICTED
     assert by_key(planted.findings())["sts-vs-whitening-bert"].verdict != CONTRADICTED
-    for k, draw in enumerate(planted.readings["book-mlm-bert"]["draws"]):
-        for row in draw["scores"][planted.paper_pooling].values():
+    for k, draw in enumerate(planted.readings["book-mlm-bert"].draws):
+        for row in draw.scores[planted.paper_pooling].values():
             row["SoftDecay (sentence)"] = row["vanilla"] + (-1.0, 0.5, 1.5)[k]
     assert by_key(planted.findings())["sts-gain-bert"].verdict == NOT_DETECTED
-    ci = planted.full_readings[planted.models[0]]["ci"][planted.paper_pooling]
+    ci = planted.full_readings[planted.models[0]].intervals[planted.paper_pooling]
     ci["SoftDecay (sentence)"] = [v + 2.0 for v in ci["SoftDecay (sentence)"]]
     assert by_key(planted.findings())["sts-gain-minilm"].verdict == DIRECTION_ONLY   # short of the paper's +8.29
 
@@ -293,12 +294,12 @@ def test_a_planted_out_of_scope_effect_changes_its_finding_not_the_claim(book):
 
     gain = next(c for c in claims("yan2022") if c.id == "yan-table1-gain")
     planted = copy.deepcopy(book)
-    ci = planted.full_readings[MPNET]["ci"][planted.paper_pooling]
+    ci = planted.full_readings[MPNET].intervals[planted.paper_pooling]
     ci["SoftDecay (sentence)"] = [v + 8.7 for v in ci["SoftDecay (sentence)"]]
     before, after = by_key(book.findings()), by_key(planted.findings())
     assert (before["sts-gain-mpnet"].verdict, after["sts-gain-mpnet"].verdict) == (CONTRADICTED, REPRODUCED)
     assert judge(gain, planted.findings()).verdict == judge(gain, book.findings()).verdict == DIRECTION_ONLY
-    smol = planted.full_readings[SMOL]["ci"][planted.paper_pooling]
+    smol = planted.full_readings[SMOL].intervals[planted.paper_pooling]
     smol["SoftDecay (sentence)"] = [v - 20.0 for v in smol["SoftDecay (sentence)"]]
     assert judge(gain, planted.findings()).verdict == "mixed"
 
@@ -309,10 +310,10 @@ def test_planted_table4_and_lsds_effects_change_their_verdicts(book):
     the authors' reading turns reproduced."""
     planted = copy.deepcopy(book)
     noise = iter(np.random.default_rng(0).normal(0, 0.01, len(planted.datasets)))
-    for t in planted.extras["book-mlm-bert"]["table4"].values():
+    for t in planted.extras["book-mlm-bert"].table4.values():
         t["SoftDecay"]["EV1"] = t["vanilla"]["EV1"] + next(noise)
     assert by_key(planted.findings())["sts-ev1-bert"].verdict == NOT_DETECTED
-    for row in planted.readings[planted.models[0]]["lsds"].values():
+    for row in planted.readings[planted.models[0]].lsds.values():
         row["SoftDecay (authors)"] -= 1.0
     assert by_key(planted.findings())["sts-lsds-authors"].verdict == REPRODUCED
 
@@ -322,15 +323,15 @@ def test_a_planted_loss_of_the_flip_free_gain_changes_its_verdict(book):
     finding (t over the draws) no longer reads reproduced; by 25: contradicted."""
     for shift, verdict in ((12.0, "not detected"), (25.0, CONTRADICTED)):
         planted = copy.deepcopy(book)
-        for draw in planted.readings["book-mlm-bert"]["draws"]:
-            for row in draw["scores"][planted.paper_pooling].values():
+        for draw in planted.readings["book-mlm-bert"].draws:
+            for row in draw.scores[planted.paper_pooling].values():
                 row["SoftDecay (clamped)"] -= shift
         assert by_key(planted.findings())["sts-flipfree"].verdict == verdict
 
 
 def test_a_planted_alpha_dependence_is_contradicted(book):
     planted = copy.deepcopy(book)
-    sweep = planted.runs[planted.models[0]]["alpha_sweep"]
+    sweep = planted.runs[planted.models[0]].alpha_sweep
     for d in sweep:
         sweep[d]["-0.2"] += 5.0
     assert by_key(planted.findings())["sts-alpha"].verdict == CONTRADICTED
@@ -339,24 +340,25 @@ def test_a_planted_alpha_dependence_is_contradicted(book):
 def test_book_readings(book):
     """What the chapter's prose says of the committed runs."""
     m = book.models[0]
-    assert book.mean_metric("book-mlm-bert", "vanilla") > 0.5                     # anisotropic, like the paper's BERT
+    assert book.run_of("book-mlm-bert").mean_metric("vanilla") > 0.5          # anisotropic, like the paper's BERT
     assert set(book.readings) == {m, SMOL, "book-mlm-bert"}             # every encoder re-read (subsamples)
     assert sorted(book.unavailable) == ["book-mlm-bert (every pair)", "book-mlm-bert (same-fit procedures)"]
     # SmolLM2 over its 3 draws (layers 1 + L): full whitening behind SoftDecay on every draw, the 256-direction
     # interval reaching zero; the flip-free gain survives, but SoftDecay flips few of SmolLM2's directions
-    assert book.n_draws(SMOL) == 3 and book.refit_shift(SMOL) < -20          # whitening refitted in 576 dims
-    assert book.over_draws(SMOL, "whitening", "SoftDecay (sentence)").high < 0
-    assert book.over_draws(SMOL, "whitening-256", "SoftDecay (sentence)").covers(0.0)
-    assert book.over_draws(SMOL, "SoftDecay (clamped)").low > 0
-    sfl = book.flip_counts(SMOL)
+    assert book.readings[SMOL].n_draws == 3 and book.readings[SMOL].refit_shift() < -20    # refitted in 576 dims
+    assert book.readings[SMOL].over_draws("whitening", "SoftDecay (sentence)").high < 0
+    assert book.readings[SMOL].over_draws("whitening-256", "SoftDecay (sentence)").covers(0.0)
+    assert book.readings[SMOL].over_draws("SoftDecay (clamped)").low > 0
+    sfl = book.readings[SMOL].flip_counts()
     assert sfl["SoftDecay (sentence)"].max() < 0.05 * sfl["directions"].min()
     assert (sfl["SoftDecay (clamped)"] == 0).all()
-    assert book.refit_shift(m) < -5                                                # the refitted draws sit low
-    diffs = book.reading_diffs(m, "SoftDecay (sentence)")
-    assert diffs.idxmin() == "SICK-R" and abs(book.reading_rest(m, "SoftDecay (sentence)", "SICK-R")) < 1
-    assert book.anisotropy(m, "mean_share") > 3 * book.anisotropy(m, "EV1_centred")   # MiniLM's EV₁: the mean
-    assert book.anisotropy(m, "EV1") > 0.1 > 0.01 > book.anisotropy(m, "EV1_whitened")
-    fl = book.flip_counts(m)
+    assert book.readings[m].refit_shift() < -5                                  # the refitted draws sit low
+    diffs = book.readings[m].diffs("SoftDecay (sentence)")
+    assert diffs.idxmin() == "SICK-R" and abs(book.readings[m].rest("SoftDecay (sentence)", "SICK-R")) < 1
+    rd = book.readings[m]
+    assert rd.anisotropy("mean_share") > 3 * rd.anisotropy("EV1_centred")   # MiniLM's EV₁: the mean
+    assert book.readings[m].anisotropy("EV1") > 0.1 > 0.01 > book.readings[m].anisotropy("EV1_whitened")
+    fl = book.readings[m].flip_counts()
     assert fl["SoftDecay (sentence)"].min() > 100 and (fl["SoftDecay (clamped)"] == 0).all()
     for kind, method in (("spike", "SoftDecay (sentence)"), ("spike", "whitening"), ("mean", "de-escalation")):
         assert book.recovered_iv(kind, method).low > 0.5, (kind, method)
@@ -364,24 +366,24 @@ def test_book_readings(book):
     assert (book.lsds_readings()["normalised"] < 0).all() and (book.lsds_readings()["eq. 6"] > 0).all()
     assert book.lsds_reading_gap("authors").covers(0.0)
     for method in ("SoftDecay (token)", "de-escalation"):                         # both lose beyond the noise
-        assert book.vs_raw("book-mlm-bert", method).high < 0
-    assert book.vs_raw("book-mlm-bert", "SoftDecay (σ/σ_max)").low > 0
-    sick = book.vs_raw(m, "SoftDecay (sentence)", dataset="SICK-R")
-    assert sick.high < -5 and abs(book.drop_one_set(m, "SoftDecay (sentence)", "SICK-R")) < 0.5
-    assert book.mean_metric(m, "vanilla") > 0.1 > 0.01 > book.mean_metric(m, "whitening")
-    assert book.across_sets("SmolLM2-135M-Instruct", "SoftDecay (sentence)", "whitening-256").covers(0.0)
-    flips = book.flips("book-mlm-bert")["raw"]
-    assert 100 <= flips.min() and flips.max() <= 160 and book.flips(m)["raw"].max() <= 2
-    bert = book.flips("book-mlm-bert")
+        assert book.run_of("book-mlm-bert").vs_raw(method).high < 0
+    assert book.run_of("book-mlm-bert").vs_raw("SoftDecay (σ/σ_max)").low > 0
+    sick = book.run_of(m).vs_raw("SoftDecay (sentence)", dataset="SICK-R")
+    assert sick.high < -5 and abs(book.run_of(m).drop_one_set("SoftDecay (sentence)", "SICK-R")) < 0.5
+    assert book.run_of(m).mean_metric("vanilla") > 0.1 > 0.01 > book.run_of(m).mean_metric("whitening")
+    assert book.run_of("SmolLM2-135M-Instruct").across_sets("SoftDecay (sentence)", "whitening-256").covers(0.0)
+    flips = book.run_of("book-mlm-bert").flips()["raw"]
+    assert 100 <= flips.min() and flips.max() <= 160 and book.run_of(m).flips()["raw"].max() <= 2
+    bert = book.run_of("book-mlm-bert").flips()
     assert (bert["max"] > 0.95 * bert["rank"]).all()             # σ/σ_max flips nearly every direction, and gains
-    assert book.lsds_count(m, "normalised") == 7 and book.lsds_count(m, "eq. 6") == 0
+    assert book.run_of(m).lsds_count("normalised") == 7 and book.run_of(m).lsds_count("eq. 6") == 0
 
 
 # --- claims on the ci run ----------------------------------------------------------------------------
 
 def test_softdecay_makes_the_sentence_embeddings_more_uniform(run):
     """Table 4: sentence-level SoftDecay lowers EV₁, log RBF_dis and TokenUni on every set."""
-    for d, t in run["table4"].items():
+    for d, t in run.table4.items():
         for metric in ("EV1", "RBF_dis", "TokenUni"):
             assert t["SoftDecay"][metric] < t["vanilla"][metric], (d, metric)
 
@@ -389,21 +391,21 @@ def test_softdecay_makes_the_sentence_embeddings_more_uniform(run):
 def test_softdecay_imposes_the_same_uniformity_on_structureless_sets(run):
     """Table 4's control: after SoftDecay, shuffled and Gaussian sets are at least as uniform as the
     real embeddings are after it (the "after" column is what the transform imposes)."""
-    for d, c in run["control"].items():
+    for d, c in run.control.items():
         for kind in ("shuffled", "gaussian"):
-            assert c[kind]["after"]["EV1"] <= run["table4"][d]["SoftDecay"]["EV1"] * 1.05, (d, kind)
+            assert c[kind]["after"]["EV1"] <= run.table4[d]["SoftDecay"]["EV1"] * 1.05, (d, kind)
             assert c[kind]["after"]["EV1"] < c[kind]["before"]["EV1"] / 2, (d, kind)
 
 
 def test_softdecay_keeps_local_structure_better_than_whitening(res):
     """Fig. 6 with normalised weights: SoftDecay has the lower LSDS (the paper: on all sets)."""
     m = res.models[0]
-    assert res.lsds_count(m) == len(res.runs[m]["lsds"]) == len(res.datasets) == res.lsds_wins[m]
+    assert res.run_of(m).lsds_count() == len(res.runs[m].lsds) == len(res.datasets) == res.lsds_wins[m]
 
 
 def test_softdecay_lifts_the_small_singular_values_and_keeps_the_largest(run):
     """Fig. 3: per layer, the largest singular value is kept and the median normalised one rises."""
-    for before, after in zip(run["cdf"]["before"], run["cdf"]["after"], strict=True):
+    for before, after in zip(run.cdf["before"], run.cdf["after"], strict=True):
         b, a = np.asarray(before), np.asarray(after)
         assert a.max() == pytest.approx(b.max(), rel=1e-6)
         assert np.median(a / a.max()) > 2 * np.median(b / b.max())
@@ -413,15 +415,15 @@ def test_post_processing_does_not_improve_a_contrastive_encoder(res):
     """Table 1 on all-MiniLM-L6-v2, paper protocol: no method's average rises above the raw model's
     beyond the noise, and token-level SoftDecay stays within a point."""
     m = res.models[0]
-    for method in res.runs[m]["avg_ci"]["subset-mean"]:
-        iv = res.vs_raw(m, method)
+    for method in res.runs[m].avg_ci["subset-mean"]:
+        iv = res.run_of(m).vs_raw(method)
         assert iv.low <= 0 and iv.low <= iv.estimate <= iv.high, method
-    assert abs(res.vs_raw(m, "SoftDecay (token)").estimate) < 1.0
+    assert abs(res.run_of(m).vs_raw("SoftDecay (token)").estimate) < 1.0
 
 
 def test_every_difference_lies_inside_its_interval(run):
     for prot in ("subset-mean", "pooled"):
-        for d, rows in run["ci"][prot].items():
+        for d, rows in run.ci[prot].items():
             for method, (diff, lo, hi) in rows.items():
                 assert lo - 1e-9 <= diff <= hi + 1e-9 or hi - lo < 1e-9, (prot, d, method)
 
@@ -430,11 +432,11 @@ def test_normalised_softdecay_flips_most_directions_and_loses(res):
     """Scale: σ/√N and σ/σ_max put most singular values below |α| (sign flips), and score below the
     raw model beyond the noise."""
     m = res.models[0]
-    for d, f in res.flips(m).iterrows():
+    for d, f in res.run_of(m).flips().iterrows():
         assert f["sqrt_n"] > 0.9 * f["rank"] and f["max"] > 0.9 * f["rank"], d
         assert f["raw"] < 0.1 * f["rank"], d
     for method in ("SoftDecay (σ/√N)", "SoftDecay (σ/σ_max)"):
-        assert res.vs_raw(m, method).high < 0
+        assert res.run_of(m).vs_raw(method).high < 0
 
 
 def test_planted_mean_is_undone_by_mean_removal_and_a_planted_spike_by_softdecay(res):
@@ -458,8 +460,8 @@ def test_across_sets_is_the_t_interval_of_per_set_differences(res):
     from helpers.core.stats import t_interval
 
     m = res.models[0]
-    d = res.set_scores(m, "SoftDecay (sentence)") - res.set_scores(m, "whitening")
-    iv = res.across_sets(m, "SoftDecay (sentence)", "whitening")
+    d = res.run_of(m).set_scores("SoftDecay (sentence)") - res.run_of(m).set_scores("whitening")
+    iv = res.run_of(m).across_sets("SoftDecay (sentence)", "whitening")
     assert iv == t_interval(d) and iv.n == len(res.datasets)
 
 
@@ -479,10 +481,10 @@ def _maps_are_the_scored_sets(r):
     for d, panels in r.maps["sets"].items():
         for method, (t4, lsds) in sts.MAP_METHODS.items():
             for k in ("EV1", "RBF_dis", "TokenUni"):
-                assert panels[method][k] == pytest.approx(m["table4"][d][t4][k], rel=1e-5, abs=1e-7), (d, method, k)
-            assert panels[method]["LSDS"] == pytest.approx(m["lsds"][d][f"{lsds} (normalised)"], rel=1e-5), (d, method)
-            assert panels[method]["pairs"] == m["pairs"][d] and panels[method]["n"] == min(
-                m["pairs"][d], sts.Params.resolve(r.scale).tsne_pairs)
+                assert panels[method][k] == pytest.approx(m.table4[d][t4][k], rel=1e-5, abs=1e-7), (d, method, k)
+            assert panels[method]["LSDS"] == pytest.approx(m.lsds[d][f"{lsds} (normalised)"], rel=1e-5), (d, method)
+            assert panels[method]["pairs"] == m.pairs[d] and panels[method]["n"] == min(
+                m.pairs[d], sts.Params.resolve(r.scale).tsne_pairs)
 
 
 def test_the_maps_show_the_sets_as_scored(res):
@@ -494,7 +496,7 @@ def test_the_maps_show_the_sets_as_scored(res):
 
     _maps_are_the_scored_sets(res)
     fig = figures.sts.tsne_figure(res)
-    t4 = res.runs[res.models[0]]["table4"]["STS15"]
+    t4 = res.runs[res.models[0]].table4["STS15"]
     labels = [ax.get_xlabel() for ax in fig.axes[:3]]
     for label, (t4_name, _lsds) in zip(labels, sts.MAP_METHODS.values(), strict=True):
         assert f"EV₁ {t4[t4_name]['EV1']:.3f}" in label and f"TokenUni {t4[t4_name]['TokenUni']:.3f}" in label
@@ -512,13 +514,14 @@ def test_book_bert_reread(book):
     which removes it, loses while whitening gains more than SoftDecay; its centred EV₁ is far above
     MiniLM's (a dominant variance direction)."""
     b, m = "book-mlm-bert", book.models[0]
-    assert book.read(b) is not None and book.n_draws(b) == 3
+    assert book.read(b) is not None and book.readings[b].n_draws == 3
     assert sorted(book.unavailable) == ["book-mlm-bert (every pair)", "book-mlm-bert (same-fit procedures)"]
-    flips = book.flip_counts(b)
+    flips = book.readings[b].flip_counts()
     assert flips["SoftDecay (sentence)"].between(121, 161).all() and (flips["directions"] == 512).all()
     assert (flips["SoftDecay (clamped)"] == 0).all()
-    sd, clamped = book.over_draws(b, "SoftDecay (sentence)"), book.over_draws(b, "SoftDecay (clamped)")
+    rd = book.readings[b]
+    sd, clamped = rd.over_draws("SoftDecay (sentence)"), rd.over_draws("SoftDecay (clamped)")
     assert sd.low > 10 and clamped.low > 10 and sd.n == clamped.n == 3
-    assert book.over_draws(b, "de-escalation").high < 0 < book.over_draws(b, "whitening", "SoftDecay (sentence)").low
-    assert book.anisotropy(b, "mean_share") > 0.6 and book.anisotropy(b, "EV1") > 0.6
-    assert book.anisotropy(b, "EV1_centred") > 4 * book.anisotropy(m, "EV1_centred")
+    assert rd.over_draws("de-escalation").high < 0 < rd.over_draws("whitening", "SoftDecay (sentence)").low
+    assert book.readings[b].anisotropy("mean_share") > 0.6 and book.readings[b].anisotropy("EV1") > 0.6
+    assert book.readings[b].anisotropy("EV1_centred") > 4 * book.readings[m].anisotropy("EV1_centred")

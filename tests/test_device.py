@@ -186,7 +186,7 @@ NOT_COVERED = {"glue": "the GLUE loop (helpers/train/glue.py) is not covered her
 OVERRIDES = {
     # sts: two sets, few pairs and resamples (the statistics run on CPU either way; the device path is the same)
     "sts": dict(datasets=("STS12", "STS-B"), max_pairs=60, bootstrap=20, draws=1, plant_directions=2,
-                lsds_points=40, tsne_pairs=10, cdf_pairs=10, alphas=(-0.6,), plant_sizes=(0.0, 1.0),
+                lsds_points=40, tsne_pairs=10, alphas=(-0.6,), plant_sizes=(0.0, 1.0),
                 poolings=("first_last_l1",)),
     "tse": dict(trials=2, depth=3, w_trials=4, lemma_trials=4, prenorm_depth=3, deesc_depth=3, deesc_runs=2,
                 hf_depth=2, hf_batch=2, d_model=64, eta_draws=2, eta_draws_precise=2, eta_dims=(10,),

@@ -458,7 +458,7 @@ def test_sts_paper_preset(hub, tmp_path):
     out = child(hub, tmp_path, """
         from helpers import experiments as E
         p = E.sts.Params.resolve("paper", source="hub", max_pairs=12, lsds_points=20, tsne_pairs=10, bootstrap=20,
-                                 alphas=(-0.6,), plant_sizes=(0.0, 1.0), cdf_pairs=10, device="cpu")
+                                 alphas=(-0.6,), plant_sizes=(0.0, 1.0), device="cpu")
         res = E.sts.run(p)
         out["keys"] = sorted(res.to_json())
         out["sources"] = json.loads(res.save(p).read_text())["provenance"]["sources"]

@@ -166,3 +166,34 @@ def test_maps_fit_the_transforms_on_the_whole_set_and_show_a_sample():
     a, b = C.apply_method("SoftDecay (sentence)", p1[idx], p2[idx], p.alpha)
     refitted = C.uniformity_metrics(torch.cat([a, b]))["EV1"]
     assert refitted != pytest.approx(panels["SoftDecay (sentence)"]["EV1"], rel=1e-2)
+
+
+def test_committed_runs_read_into_records_and_write_back_as_stored():
+    """The converter: every committed STS run becomes its typed record and writes back the dict it was read from
+    (a run's unread keys kept as stored), so the committed files keep their layout and their cache keys."""
+    import json
+
+    from helpers.book.runtime import REPO_ROOT
+
+    files = sorted((REPO_ROOT / "results" / "sts" / "book").glob("sts-*.json"))
+    if not files:
+        pytest.skip("the book's STS runs are not committed")
+    kinds = {"readings": sts.Reading, "full": sts.Reading, "samefit": sts.SameFit, "extra": sts.Run, "maps": None}
+    seen = set()
+    for path in files:
+        stored = json.loads(path.read_text())["results"]
+        kind = kinds.get(path.stem.split("-")[1], sts.Run)
+        if kind is None:
+            continue
+        ctx = {"encoder": "m"} if kind is sts.SameFit else {"encoder": "m", "sets": tuple(sts.STS_DATASETS),
+                                                            "bootstrap": 1000}
+        if kind is sts.Reading:
+            ctx.update(pooling="first_last_l1", per_set=0)
+        record = kind.of(stored, **ctx)
+        assert json.loads(json.dumps(record.to_json())) == stored, path.name
+        seen.add(kind)
+    assert seen == {sts.Run, sts.Reading, sts.SameFit}
+    stored = json.loads((files[0].parent / "sts-readings-all-MiniLM-L6-v2.json").read_text())["results"]
+    r = sts.Reading.of(stored, encoder="all-MiniLM-L6-v2", pooling="first_last_l1", per_set=400,
+                       sets=tuple(sts.STS_DATASETS), bootstrap=1000)
+    assert r.n_draws == len(r.draws) and r.vs_raw().n == sts.reading_bootstrap(1000) == 200

@@ -49,7 +49,7 @@ _scroll = common.scroll
 
 def runs_table(res: Result):
     """Which encoder ran, on how many pairs, and whether it was read from the committed results."""
-    df = pd.DataFrame([{"encoder": m, "pairs": res.pairs(m),
+    df = pd.DataFrame([{"encoder": m, "pairs": res.run_of(m).n_pairs,
                         "results": "read from committed results" if res.from_cache[m] else "computed now"}
                        for m in res.all_runs()])
     return common.table(df)
@@ -66,7 +66,7 @@ def averages_table(res: Result, models: list[str] | None = None):
             if not np.isfinite(avg["subset-mean"].get(method, np.nan) or np.nan):
                 continue
             rows.append({"encoder": m, "method": LABELS[method], "Avg": avg["subset-mean"][method],
-                         "Δ vs raw [95 %]": "" if method == "vanilla" else _iv(res.vs_raw(m, method)),
+                         "Δ vs raw [95 %]": "" if method == "vanilla" else _iv(res.run_of(m).vs_raw(method)),
                          "Avg, pooled": avg["pooled"][method]})
     if not rows:
         return None          # nothing to show at this scale (the prose says what was run)
@@ -77,7 +77,7 @@ def intervals_table(res: Result, model: str):
     """Per set: the main methods minus the raw model, with the 95 % paired bootstrap interval."""
     if model not in res.all_runs():
         return None          # nothing to show at this scale (the prose says what was run)
-    df = pd.DataFrame({LABELS[m]: {d: _iv(res.vs_raw(model, m, dataset=d)) for d in res.datasets}
+    df = pd.DataFrame({LABELS[m]: {d: _iv(res.run_of(model).vs_raw(m, dataset=d)) for d in res.datasets}
                        for m in SET_METHODS})
     df.index.name = "set"
     return common.table(df.reset_index())
@@ -117,11 +117,11 @@ def table1(res: Result, model: str | None = None):
     model = model or res.models[0]
     rows, shown = [], []
     for method in METHODS:
-        if method not in res.all_runs()[model]["scores"]["subset-mean"][res.datasets[0]]:
+        if method not in res.run_of(model).spearman["subset-mean"][res.datasets[0]]:
             continue
         shown.append(method)
         rows.append({"method": TABLE1_ROWS[method], "Avg": res.averages[model]["subset-mean"][method],
-                     **dict(zip(res.datasets, res.set_scores(model, method), strict=True))})
+                     **dict(zip(res.datasets, res.run_of(model).set_scores(method), strict=True))})
     label, paper = paper_rows(res, model)
     for r in paper:
         if r["method"] in PAPER_MATCH.values():
@@ -150,7 +150,7 @@ def pooling_table(res: Result, part: str = "paper"):
     rows = []
     for m in _read_models(res):
         for q in sorted(res.poolings, key=lambda q: q != res.paper_pooling):
-            scores = res.reading_scores(m, q).mean()
+            scores = res.readings[m].scores(q).mean()
             rows.append({"encoder, pooling": f"{m}, {POOLING_LABEL[q]}" + (" (paper default)"
                                                                           if q == res.paper_pooling else ""),
                          **{SHORT[k]: scores[k] for k in POOLING_PARTS[part] if k in scores}})
@@ -170,11 +170,12 @@ def full_summary_table(res: Result):
     rows = []
     for m in res.full_readings:
         for q in sorted(res.poolings, key=lambda q: q != res.paper_pooling):
-            rows.append({"encoder": m, "pooling": POOLING_LABEL[q], "raw": res.full_scores(m, q)["vanilla"].mean(),
-                         "SoftDecay − raw": _iv(res.full_vs_raw(m, "SoftDecay (sentence)", q)),
-                         "whitening − raw": _iv(res.full_vs_raw(m, "whitening", q)),
-                         "whitening − SoftDecay": (_iv(res.full_white_minus_sd(m)) if q == res.paper_pooling
-                                                   else "–")})
+            full = res.full_readings[m]
+            rows.append({"encoder": m, "pooling": POOLING_LABEL[q], "raw": full.scores(q)["vanilla"].mean(),
+                         "SoftDecay − raw": _iv(full.vs_raw("SoftDecay (sentence)", q)),
+                         "whitening − raw": _iv(full.vs_raw("whitening", q)),
+                         "whitening − SoftDecay": (_iv(res.samefit[m].iv() if m in res.samefit else None)
+                                                   if q == res.paper_pooling else "–")})
     if not rows:
         return None          # nothing read on every pair at this scale (the prose says so)
     return common.table(pd.DataFrame(rows), digits=2)
@@ -186,7 +187,7 @@ def full_table(res: Result, model: str):
     if model not in res.full_readings:
         return None          # not read on every pair at this scale (the prose says so)
     q, other = res.paper_pooling, _other_pooling(res)
-    a, b = res.full_scores(model, q), res.full_scores(model, other)
+    a, b = res.full_readings[model].scores(q), res.full_readings[model].scores(other)
     short = {q: "1 + L", other: "emb. + L"}
     df = pd.DataFrame({f"raw, {short[q]}": a["vanilla"], f"whitening, {short[q]}": a["whitening"],
                        f"SoftDecay, {short[q]}": a["SoftDecay (sentence)"],
@@ -209,15 +210,17 @@ def _full_number(res: Result, model: str, get) -> float:
 def _full_flips(res: Result, model: str, column: str, how: str) -> int | float:
     """The fewest (`how="min"`) or most (`"max"`) of a flip-count column over the sets on every pair (NaN where
     `model` was not read on every pair)."""
-    return int(getattr(res.full_flip_counts(model)[column], how)()) if model in res.full_readings else float("nan")
+    if model not in res.full_readings:
+        return float("nan")
+    return int(getattr(res.full_readings[model].flip_counts()[column], how)())
 
 
 def _draws_iv(res: Result, model: str, method: str, against: str, pooling: str | None = None) -> str:
     """`method` − `against` as the t interval over the subsample draws of a re-read encoder ('–' with one draw
     or none)."""
-    if res.read(model) is None or res.n_draws(model) < 2:
+    if res.read(model) is None or res.readings[model].n_draws < 2:
         return "–"
-    return f"{_iv(res.over_draws(model, method, against, pooling))} ({res.n_draws(model)} draws)"
+    return f"{_iv(res.readings[model].over_draws(method, against, pooling))} ({res.readings[model].n_draws} draws)"
 
 
 def white_sd_table(res: Result):
@@ -241,9 +244,9 @@ def flipfree_table(res: Result, pooling: str | None = None):
     rows = []
     every = [(m, True) for m in res.full_only()]
     for m, full in [(m, False) for m in _read_models(res)] + every:
-        fl = res.full_flip_counts(m, pooling) if full else res.flip_counts(m, pooling)
+        fl = res.full_readings[m].flip_counts(pooling) if full else res.readings[m].flip_counts(pooling)
         for method in ("SoftDecay (sentence)", *FLIP_FREE):
-            diff = res.full_vs_raw(m, method, pooling) if full else res.reading_vs_raw(m, method, pooling)
+            diff = res.full_readings[m].vs_raw(method, pooling) if full else res.readings[m].vs_raw(method, pooling)
             rows.append({"encoder": f"{m} (every pair)" if full else m, "method": SHORT[method],
                          "Δ vs raw [95 %]": _iv(diff),
                          "over subsample draws [95 %]": "–" if full else _draws_iv(res, m, method, "vanilla", pooling),
@@ -259,7 +262,7 @@ def drivers_table(res: Result, model: str | None = None, pooling: str | None = N
     model = model or res.models[0]
     if res.read(model) is None:
         return None          # nothing to show at this scale (the prose says what was run)
-    df = pd.DataFrame({f"{SHORT[m]} − raw": res.reading_diffs(model, m, pooling)
+    df = pd.DataFrame({f"{SHORT[m]} − raw": res.readings[model].diffs(m, pooling)
                        for m in ("SoftDecay (sentence)", "whitening")})
     return common.table(df.reset_index(), digits=2)
 
@@ -269,10 +272,11 @@ def anisotropy_table(res: Result):
     centred rows (a dominant variance direction) and the common mean's share of the second moment. An encoder
     read on every pair only (`Result.full_only`) follows, from that reading."""
     names = {"EV1": "EV₁", "EV1_whitened": "EV₁ whitened", "EV1_centred": "EV₁ centred", "mean_share": "mean's share"}
-    rows = [{"encoder": m, "pooling": POOLING_LABEL[q], **{v: res.anisotropy(m, k, q) for k, v in names.items()}}
+    rows = [{"encoder": m, "pooling": POOLING_LABEL[q],
+             **{v: res.readings[m].anisotropy(k, q) for k, v in names.items()}}
             for m in _read_models(res) for q in res.poolings]
     rows += [{"encoder": f"{m} (every pair)", "pooling": POOLING_LABEL[q],
-              **{v: res.full_anisotropy(m, k, q) for k, v in names.items()}}
+              **{v: res.full_readings[m].anisotropy(k, q) for k, v in names.items()}}
              for m in res.full_only() for q in res.poolings]
     if not rows:
         return None          # nothing to show at this scale (the prose says what was run)
@@ -299,7 +303,7 @@ def lsds_readings_table(res: Result):
 
 
 def alpha_sweep_figure(res: Result) -> plt.Figure:
-    df = res.alpha_scores(res.models[0])
+    df = res.run_of(res.models[0]).alpha_scores()
     fig, ax = plt.subplots(figsize=(8, 3.6))
     for d in df.columns:
         ax.plot(df.index, df[d], marker="o", label=d)
@@ -312,7 +316,7 @@ def alpha_sweep_figure(res: Result) -> plt.Figure:
 
 def alpha_sweep_table(res: Result):
     """Spearman ×100 of sentence-level SoftDecay per set (rows) and α (columns)."""
-    df = res.alpha_scores(res.models[0]).T
+    df = res.run_of(res.models[0]).alpha_scores().T
     df.columns = [f"α = {a:g}" for a in df.columns]
     df.index.name = "set"
     return common.table(df.reset_index(), digits=2)
@@ -327,7 +331,7 @@ FLIP_COLUMNS = {"rank": "rank", "sigma_min": "σ min", "sigma_max": "σ max", "r
 def flips_table(res: Result):
     """Per encoder and set: SoftDecay's sign-flipped directions under each scaling, out of the rank
     (both summed over the set's two sentence matrices), with the smallest and largest singular value."""
-    parts = [res.flips(m).reset_index().assign(encoder=m) for m in res.all_runs()]
+    parts = [res.run_of(m).flips().reset_index().assign(encoder=m) for m in res.all_runs()]
     df = pd.concat(parts)
     out = pd.DataFrame({"encoder, set": [f"{e}, {d}" for e, d in zip(df.encoder, df.set, strict=True)],
                         "rank": df["rank"],
@@ -339,7 +343,7 @@ def flips_table(res: Result):
 def table4(res: Result):
     """Table 4: EV₁, log RBF_dis and TokenUni per set (rows) of the raw, whitened and SoftDecay
     embeddings, the paper's BERT columns beside."""
-    t4 = res.runs[res.models[0]]["table4"]
+    t4 = res.runs[res.models[0]].table4
     name = {"EV1": "EV₁", "RBF_dis": "RBF_dis", "TokenUni": "TokenUni"}
     rows = [{"set, measure": f"{d}, {name[metric]}",
              **{k: t4[d][k][metric] for k in ("vanilla", "whitening", "SoftDecay")},
@@ -356,9 +360,9 @@ def control_table(res: Result):
     run = res.runs[res.models[0]]
     short = {"EV1": "EV₁", "RBF_dis": "RBF", "TokenUni": "TokenUni"}
     for d in res.datasets:
-        t = run["table4"][d]
+        t = run.table4[d]
         inputs = {"sentence embeddings": {"before": t["vanilla"], "after": t["SoftDecay"]},
-                  **run["control"].get(d, {})}
+                  **run.control.get(d, {})}
         for kind, c in inputs.items():
             rows.append({"set, input": f"{d}, {kind}",
                          **{f"{short[k]}: before → after": f"{c['before'][k]:.3f} → {c['after'][k]:.3f}"
@@ -369,7 +373,7 @@ def control_table(res: Result):
 def lsds_figure(res: Result) -> plt.Figure:
     """LSDS of the identity, whitening and SoftDecay per set, with eq. (6)'s raw RBF weights (left) and
     weights normalised to sum to one (right); one legend above both panels."""
-    ls = pd.DataFrame(res.runs[res.models[0]]["lsds"]).T
+    ls = pd.DataFrame(res.runs[res.models[0]].lsds).T
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
     for ax, w in zip(axes, ("eq. 6", "normalised"), strict=True):
         ls[[c for c in ls.columns if c.endswith(f"({w})")]].rename(columns=lambda c: c.split(" (")[0]).plot.bar(
@@ -410,8 +414,8 @@ def cdf_figure(res: Result) -> plt.Figure:
     """CDFs of the normalised singular values of each layer's sentence-embedding matrix (STS-B) before
     SoftDecay; after it on the last layer only (as the paper's Fig. 3), and on every layer. One legend below
     the panels names the layers (colour and line style)."""
-    cdf = res.runs[res.models[0]].get("cdf")
-    if cdf is None:
+    cdf = res.runs[res.models[0]].cdf
+    if not cdf:
         return _missing("STS-B")
     fig, axes = plt.subplots(1, 3, figsize=(9, 3.6), sharey=True)
     layers = range(len(cdf["before"]))
@@ -511,7 +515,8 @@ def _text_if_run(res: Result, model: str, f) -> str:
 
 def _text_if_draws(res: Result, model: str, method: str, against: str = "vanilla") -> str:
     """`method` − `against` over the subsample draws of a re-read encoder ('–' with fewer than two draws)."""
-    return _iv(res.over_draws(model, method, against)) if res.read(model) and res.n_draws(model) > 1 else "–"
+    rd = res.read(model)
+    return _iv(rd.over_draws(method, against)) if rd and rd.n_draws > 1 else "–"
 
 
 
@@ -519,93 +524,101 @@ def publish(res: Result) -> None:
     """Glue the figures and every number the prose quotes (`sts-*`): numbers and intervals only."""
     common.set_theme()
     m = res.models[0]
-    flips = res.flips(m)
-    bert_flips = res.flips(BOOK_BERT)["raw"] if BOOK_BERT in res.all_runs() else pd.Series([np.nan])
+    flips = res.run_of(m).flips()
+    bert_flips = res.run_of(BOOK_BERT).flips()["raw"] if BOOK_BERT in res.all_runs() else pd.Series([np.nan])
     common.publish({
         # anisotropic encoders
         "sts-extra-pairs": res.extra_max_pairs,
-        "sts-bert-ev1": _nan_if_missing(res, BOOK_BERT, lambda: res.mean_metric(BOOK_BERT, "vanilla")),
-        "sts-bert-gain": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "SoftDecay (sentence)")),
-        "sts-bert-white": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "whitening")),
-        "sts-bert-sd-token": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "SoftDecay (token)")),
-        "sts-bert-deesc": _text_if_run(res, BOOK_BERT, lambda: res.vs_raw(BOOK_BERT, "de-escalation")),
+        "sts-bert-ev1": _nan_if_missing(res, BOOK_BERT, lambda: res.run_of(BOOK_BERT).mean_metric("vanilla")),
+        "sts-bert-gain": _text_if_run(res, BOOK_BERT, lambda: res.run_of(BOOK_BERT).vs_raw("SoftDecay (sentence)")),
+        "sts-bert-white": _text_if_run(res, BOOK_BERT, lambda: res.run_of(BOOK_BERT).vs_raw("whitening")),
+        "sts-bert-sd-token": _text_if_run(res, BOOK_BERT, lambda: res.run_of(BOOK_BERT).vs_raw("SoftDecay (token)")),
+        "sts-bert-deesc": _text_if_run(res, BOOK_BERT, lambda: res.run_of(BOOK_BERT).vs_raw("de-escalation")),
         "sts-bert-flips-min": int(bert_flips.min()) if bert_flips.notna().all() else float("nan"),
         "sts-bert-flips-max": int(bert_flips.max()) if bert_flips.notna().all() else float("nan"),
-        "sts-bert-rank": (int(res.flips(BOOK_BERT)["rank"].min()) if BOOK_BERT in res.all_runs()
+        "sts-bert-rank": (int(res.run_of(BOOK_BERT).flips()["rank"].min()) if BOOK_BERT in res.all_runs()
                           else float("nan")),
-        "sts-smol-ev1": _nan_if_missing(res, SMOL, lambda: res.mean_metric(SMOL, "vanilla")),
-        "sts-smol-gain": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "SoftDecay (sentence)")),
-        "sts-smol-white": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "whitening")),
-        "sts-smol-white-256": _text_if_run(res, SMOL, lambda: res.vs_raw(SMOL, "whitening-256")),
+        "sts-smol-ev1": _nan_if_missing(res, SMOL, lambda: res.run_of(SMOL).mean_metric("vanilla")),
+        "sts-smol-gain": _text_if_run(res, SMOL, lambda: res.run_of(SMOL).vs_raw("SoftDecay (sentence)")),
+        "sts-smol-white": _text_if_run(res, SMOL, lambda: res.run_of(SMOL).vs_raw("whitening")),
+        "sts-smol-white-256": _text_if_run(res, SMOL, lambda: res.run_of(SMOL).vs_raw("whitening-256")),
         # whitening − SoftDecay under the same-fit procedures
         "sts-paper-white-sd": -res.paper_value("SoftDecay", against="WhiteBERT"),
         "sts-minilm-white-sd": _iv(res.white_minus_sd(m)[0]),
         "sts-smol-white-sd": _text_if_run(res, SMOL, lambda: res.white_minus_sd(SMOL)[0]),
-        "sts-smol-white-sd-half": _iv(res.samefit_iv(SMOL, how="halfsample")) if SMOL in res.samefit else "–",
-        "sts-mpnet-white-sd": _iv(res.samefit_iv(MPNET)) if MPNET in res.samefit else "–",
-        "sts-mpnet-white-sd-half": _iv(res.samefit_iv(MPNET, how="halfsample")) if MPNET in res.samefit else "–",
-        "sts-smol-draws": res.n_draws(SMOL) if res.read(SMOL) else 0,
-        "sts-smol-flips-max": int(res.flip_counts(SMOL)["SoftDecay (sentence)"].max()) if res.read(SMOL) else 0,
-        "sts-smol-live-min": int(res.flip_counts(SMOL)["directions"].min()) if res.read(SMOL) else 0,
+        "sts-smol-white-sd-half": _iv(res.samefit[SMOL].iv(how="halfsample")) if SMOL in res.samefit else "–",
+        "sts-mpnet-white-sd": _iv(res.samefit[MPNET].iv()) if MPNET in res.samefit else "–",
+        "sts-mpnet-white-sd-half": _iv(res.samefit[MPNET].iv(how="halfsample")) if MPNET in res.samefit else "–",
+        "sts-smol-draws": res.readings[SMOL].n_draws if res.read(SMOL) else 0,
+        "sts-smol-flips-max": (int(res.readings[SMOL].flip_counts()["SoftDecay (sentence)"].max())
+                               if res.read(SMOL) else 0),
+        "sts-smol-live-min": int(res.readings[SMOL].flip_counts()["directions"].min()) if res.read(SMOL) else 0,
         "sts-smol-sd-draws": _text_if_draws(res, SMOL, "SoftDecay (sentence)"),
         "sts-smol-clamped-draws": _text_if_draws(res, SMOL, "SoftDecay (clamped)"),
         "sts-bert-white-sd": _text_if_run(res, BOOK_BERT, lambda: res.white_minus_sd(BOOK_BERT)[0]),
-        "sts-bert-draws": res.n_draws(BOOK_BERT) if res.read(BOOK_BERT) else 0,
+        "sts-bert-draws": res.readings[BOOK_BERT].n_draws if res.read(BOOK_BERT) else 0,
         "sts-bert-sd-draws": _text_if_draws(res, BOOK_BERT, "SoftDecay (sentence)"),
         "sts-bert-clamped-draws": _text_if_draws(res, BOOK_BERT, "SoftDecay (clamped)"),
         "sts-bert-deesc-draws": _text_if_draws(res, BOOK_BERT, "de-escalation"),
-        "sts-bert-flips-reread-min": (int(res.flip_counts(BOOK_BERT)["SoftDecay (sentence)"].min())
+        "sts-bert-flips-reread-min": (int(res.readings[BOOK_BERT].flip_counts()["SoftDecay (sentence)"].min())
                                       if res.read(BOOK_BERT) else 0),
-        "sts-bert-flips-reread-max": (int(res.flip_counts(BOOK_BERT)["SoftDecay (sentence)"].max())
+        "sts-bert-flips-reread-max": (int(res.readings[BOOK_BERT].flip_counts()["SoftDecay (sentence)"].max())
                                       if res.read(BOOK_BERT) else 0),
-        "sts-bert-mean-share": res.anisotropy(BOOK_BERT, "mean_share") if res.read(BOOK_BERT) else float("nan"),
-        "sts-bert-ev1-paper": res.anisotropy(BOOK_BERT, "EV1") if res.read(BOOK_BERT) else float("nan"),
-        "sts-bert-ev1-centred": res.anisotropy(BOOK_BERT, "EV1_centred") if res.read(BOOK_BERT) else float("nan"),
-        "sts-minilm-refit-shift": abs(res.refit_shift(m)) if res.read(m) else float("nan"),
-        "sts-smol-refit-shift": abs(res.refit_shift(SMOL)) if res.read(SMOL) else float("nan"),
-        "sts-minilm-flips-reread": int(res.flip_counts(m)["SoftDecay (sentence)"].max()),
-        "sts-minilm-clamped": _iv(res.reading_vs_raw(m, "SoftDecay (clamped)")),
-        "sts-minilm-mean-share": res.anisotropy(m, "mean_share"),
-        "sts-minilm-ev1-centred": res.anisotropy(m, "EV1_centred"),
-        "sts-minilm-sd-sick-all": (_iv(res.vs_raw(m, "SoftDecay (sentence)", dataset="SICK-R"))
+        "sts-bert-mean-share": (res.readings[BOOK_BERT].anisotropy("mean_share") if res.read(BOOK_BERT)
+                                else float("nan")),
+        "sts-bert-ev1-paper": res.readings[BOOK_BERT].anisotropy("EV1") if res.read(BOOK_BERT) else float("nan"),
+        "sts-bert-ev1-centred": (res.readings[BOOK_BERT].anisotropy("EV1_centred") if res.read(BOOK_BERT)
+                                 else float("nan")),
+        "sts-minilm-refit-shift": abs(res.readings[m].refit_shift()) if res.read(m) else float("nan"),
+        "sts-smol-refit-shift": abs(res.readings[SMOL].refit_shift()) if res.read(SMOL) else float("nan"),
+        "sts-minilm-flips-reread": int(res.readings[m].flip_counts()["SoftDecay (sentence)"].max()),
+        "sts-minilm-clamped": _iv(res.readings[m].vs_raw("SoftDecay (clamped)")),
+        "sts-minilm-mean-share": res.readings[m].anisotropy("mean_share"),
+        "sts-minilm-ev1-centred": res.readings[m].anisotropy("EV1_centred"),
+        "sts-minilm-sd-sick-all": (_iv(res.run_of(m).vs_raw("SoftDecay (sentence)", dataset="SICK-R"))
                                    if "SICK-R" in res.datasets else "–"),
-        "sts-minilm-sd-rest-all": (res.drop_one_set(m, "SoftDecay (sentence)", "SICK-R") if "SICK-R" in res.datasets
-                                   else float("nan")),
+        "sts-minilm-sd-rest-all": (res.run_of(m).drop_one_set("SoftDecay (sentence)", "SICK-R")
+                                   if "SICK-R" in res.datasets else float("nan")),
         # Table 1 on every pair (`full_readings`)
-        "sts-full-minilm-sd": _text_if_full(res, m, lambda: res.full_vs_raw(m)),
-        "sts-full-minilm-sd-emb": _text_if_full(res, m, lambda: res.full_vs_raw(m, pooling=_other_pooling(res))),
-        "sts-full-minilm-white-sd": _text_if_full(res, m, lambda: res.full_white_minus_sd(m)),
-        "sts-full-minilm-raw": res.full_scores(m)["vanilla"].mean() if m in res.full_readings else float("nan"),
-        "sts-full-pairs": res.full_pairs(m) if m in res.full_readings else 0,
-        "sts-full-minilm-ev1": _full_number(res, m, lambda: res.full_anisotropy(m)),
-        "sts-full-smol-ev1": _full_number(res, SMOL, lambda: res.full_anisotropy(SMOL)),
+        "sts-full-minilm-sd": _text_if_full(res, m, lambda: res.full_readings[m].vs_raw()),
+        "sts-full-minilm-sd-emb": _text_if_full(
+            res, m, lambda: res.full_readings[m].vs_raw(pooling=_other_pooling(res))),
+        "sts-full-minilm-white-sd": _text_if_full(res, m, lambda: res.samefit[m].iv() if m in res.samefit else None),
+        "sts-full-minilm-raw": (res.full_readings[m].scores()["vanilla"].mean() if m in res.full_readings
+                                else float("nan")),
+        "sts-full-pairs": res.full_readings[m].n_pairs if m in res.full_readings else 0,
+        "sts-full-minilm-ev1": _full_number(res, m, lambda: res.full_readings[m].anisotropy()),
+        "sts-full-smol-ev1": _full_number(res, SMOL, lambda: res.full_readings[SMOL].anisotropy()),
         # all-mpnet-base-v2, read on every pair only (a contrastive sentence encoder of BERT-base's size)
-        "sts-full-mpnet-raw": _full_number(res, MPNET, lambda: res.full_scores(MPNET)["vanilla"].mean()),
+        "sts-full-mpnet-raw": _full_number(res, MPNET, lambda: res.full_readings[MPNET].scores()["vanilla"].mean()),
         "sts-full-mpnet-raw-emb": _full_number(
-            res, MPNET, lambda: res.full_scores(MPNET, _other_pooling(res))["vanilla"].mean()),
-        "sts-full-mpnet-sd": _text_if_full(res, MPNET, lambda: res.full_vs_raw(MPNET)),
-        "sts-full-mpnet-sd-emb": _text_if_full(res, MPNET, lambda: res.full_vs_raw(MPNET, pooling=_other_pooling(res))),
-        "sts-full-mpnet-white": _text_if_full(res, MPNET, lambda: res.full_vs_raw(MPNET, "whitening")),
-        "sts-full-mpnet-clamped": _text_if_full(res, MPNET, lambda: res.full_vs_raw(MPNET, "SoftDecay (clamped)")),
-        "sts-mpnet-ev1": _full_number(res, MPNET, lambda: res.full_anisotropy(MPNET)),
-        "sts-mpnet-ev1-emb": _full_number(res, MPNET, lambda: res.full_anisotropy(MPNET, pooling=_other_pooling(res))),
+            res, MPNET, lambda: res.full_readings[MPNET].scores(_other_pooling(res))["vanilla"].mean()),
+        "sts-full-mpnet-sd": _text_if_full(res, MPNET, lambda: res.full_readings[MPNET].vs_raw()),
+        "sts-full-mpnet-sd-emb": _text_if_full(
+            res, MPNET, lambda: res.full_readings[MPNET].vs_raw(pooling=_other_pooling(res))),
+        "sts-full-mpnet-white": _text_if_full(res, MPNET, lambda: res.full_readings[MPNET].vs_raw("whitening")),
+        "sts-full-mpnet-clamped": _text_if_full(
+            res, MPNET, lambda: res.full_readings[MPNET].vs_raw("SoftDecay (clamped)")),
+        "sts-mpnet-ev1": _full_number(res, MPNET, lambda: res.full_readings[MPNET].anisotropy()),
+        "sts-mpnet-ev1-emb": _full_number(
+            res, MPNET, lambda: res.full_readings[MPNET].anisotropy(pooling=_other_pooling(res))),
         "sts-mpnet-flips-min": _full_flips(res, MPNET, "SoftDecay (sentence)", "min"),
         "sts-mpnet-flips-max": _full_flips(res, MPNET, "SoftDecay (sentence)", "max"),
         "sts-mpnet-live": _full_flips(res, MPNET, "directions", "min"),
         # the contrastive encoder, under the authors' pooling (the re-reading) and the other reading
-        "sts-minilm-pairs": res.pairs(m),
+        "sts-minilm-pairs": res.run_of(m).n_pairs,
         "sts-reading-pairs": res.reading_pairs,
-        "sts-minilm-raw": res.reading_avg(m, "vanilla"),
-        "sts-minilm-sd": _iv(res.reading_vs_raw(m, "SoftDecay (sentence)")),
-        "sts-minilm-white": _iv(res.reading_vs_raw(m, "whitening")),
-        "sts-minilm-sd-sick": (float(res.reading_diffs(m, "SoftDecay (sentence)")["SICK-R"])
+        "sts-minilm-raw": res.readings[m].avg("vanilla"),
+        "sts-minilm-sd": _iv(res.readings[m].vs_raw("SoftDecay (sentence)")),
+        "sts-minilm-white": _iv(res.readings[m].vs_raw("whitening")),
+        "sts-minilm-sd-sick": (float(res.readings[m].diffs("SoftDecay (sentence)")["SICK-R"])
                                if "SICK-R" in res.datasets else float("nan")),
-        "sts-minilm-sd-rest": (res.reading_rest(m, "SoftDecay (sentence)", "SICK-R") if "SICK-R" in res.datasets
+        "sts-minilm-sd-rest": (res.readings[m].rest("SoftDecay (sentence)", "SICK-R") if "SICK-R" in res.datasets
                                else float("nan")),
-        "sts-minilm-ev1": res.anisotropy(m, "EV1"),
-        "sts-minilm-ev1-white": res.anisotropy(m, "EV1_whitened"),
-        "sts-minilm-sd-token": _iv(res.vs_raw(m, "SoftDecay (token)")),
-        "sts-minilm-white-pooled": _iv(res.vs_raw(m, "whitening", "pooled")),
+        "sts-minilm-ev1": res.readings[m].anisotropy("EV1"),
+        "sts-minilm-ev1-white": res.readings[m].anisotropy("EV1_whitened"),
+        "sts-minilm-sd-token": _iv(res.run_of(m).vs_raw("SoftDecay (token)")),
+        "sts-minilm-white-pooled": _iv(res.run_of(m).vs_raw("whitening", "pooled")),
         # planted anisotropy
         "sts-plant-top": float(res.plant_sizes[-1]),
         "sts-plant-mean-raw-0": float(res.planted("mean")["vanilla"].iloc[0]),
@@ -617,19 +630,19 @@ def publish(res: Result) -> None:
         "sts-plant-mean-deesc-won": _iv(res.recovered_iv("mean", "de-escalation")),
         "sts-plant-mean-sd-won": _iv(res.recovered_iv("mean", "SoftDecay (sentence)")),
         # the α sweep
-        "sts-alpha-effect": _iv(res.alpha_effect(m)),
-        "sts-alpha-margin": (lambda iv: (iv.high - iv.low) / 2)(res.vs_raw(m, "SoftDecay (sentence)")),
+        "sts-alpha-effect": _iv(res.run_of(m).alpha_effect()),
+        "sts-alpha-margin": (lambda iv: (iv.high - iv.low) / 2)(res.run_of(m).vs_raw("SoftDecay (sentence)")),
         # Table 4 and LSDS
-        "sts-ev1-change": _iv(res.metric_change(m, "EV1"), 3),
-        "sts-bert-ev1-change": _text_if_run(res, BOOK_BERT, lambda: res.metric_change(BOOK_BERT, "EV1")),
+        "sts-ev1-change": _iv(res.run_of(m).metric_change("EV1"), 3),
+        "sts-bert-ev1-change": _text_if_run(res, BOOK_BERT, lambda: res.run_of(BOOK_BERT).metric_change("EV1")),
         "sts-paper-ev1-change": res.paper_table4_change("EV1"),
         "sts-paper-sts14-ev1-bert-sd": res.paper_table4_value("STS14", "EV1", "BERT+SoftDecay"),
         "sts-paper-sts14-ev1-albert": res.paper_table4_value("STS14", "EV1", "ALBERT"),
-        "sts-lsds-wins": res.lsds_count(m, "normalised"),
-        "sts-lsds-wins-eq6": res.lsds_count(m, "eq. 6"),
-        "sts-lsds-sets": len(res.runs[m]["lsds"]),
-        "sts-lsds-gap": _iv(res.lsds_gap(m, "normalised"), 3),
-        "sts-lsds-gap-eq6": _iv(res.lsds_gap(m, "eq. 6"), 3),
+        "sts-lsds-wins": res.run_of(m).lsds_count("normalised"),
+        "sts-lsds-wins-eq6": res.run_of(m).lsds_count("eq. 6"),
+        "sts-lsds-sets": len(res.runs[m].lsds),
+        "sts-lsds-gap": _iv(res.run_of(m).lsds_gap("normalised"), 3),
+        "sts-lsds-gap-eq6": _iv(res.run_of(m).lsds_gap("eq. 6"), 3),
         "sts-lsds-wins-authors": int((res.lsds_readings()["authors"] < 0).sum()),
         "sts-lsds-gap-authors": _iv(res.lsds_reading_gap("authors"), 3),
         # sign flips

@@ -1,0 +1,256 @@
+"""The STS chapter's `Result`: every encoder's records (`records`: `Run`, `Reading`, `SameFit`), the paper's
+tables, and the statistics that read across records (whitening − SoftDecay under its procedures, the planted
+experiment, the paper's values); the findings are `findings.py`'s table."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...book import results
+from ...book.results import _jsonable
+from ...core.findings import Finding
+from ...core.findings import verdict as verdict_of
+from ...core.stats import Interval, t_interval
+from .params import BOOK_BERT, CROSSFIT_HOW, PAPER_BERT, PLANT_METHODS, SMOL
+from .records import SD, Reading, Record, Run, SameFit
+
+
+@dataclass
+class Result(results.Result):
+    """Everything the chapter shows. `runs[model]` (the main models) and `extras[model]` (the anisotropic
+    encoders: fewer pairs, `extra_pooling`) are `Run`s; `readings[model]` the subsample readings under each
+    pooling and `full_readings[model]` those on every pair (`Reading`s); `samefit[model]` whitening − SoftDecay
+    under the same-fit procedures (`SameFit`); `maps` the t-SNE maps of the first model's sets;
+    `averages[model][protocol][method]` the Table 1 mean over the sets. Stored dicts become records here (a
+    saved Result and the committed runs read back as they were written)."""
+
+    models: list[str]
+    datasets: list[str]
+    pooling: str
+    alpha: float
+    scale: str
+    runs: dict[str, Run]
+    from_cache: dict[str, bool]
+    averages: dict[str, dict[str, dict[str, float]]]
+    lsds_wins: dict[str, int]
+    plant_sizes: list[float] = field(default_factory=list)
+    extras: dict[str, Run] = field(default_factory=dict)
+    extra_pooling: str = "last"
+    paper_table1: list[dict] = field(default_factory=list)
+    paper_table4: list[dict] = field(default_factory=list)
+    encoder_demo: dict = field(default_factory=dict)
+    bootstrap: int = 0
+    max_pairs: int = 0
+    extra_max_pairs: int = 0
+    readings: dict[str, Reading] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    paper_pooling: str = "first_last_l1"
+    poolings: list[str] = field(default_factory=list)
+    plant_directions: int = 0
+    reading_pairs: int = 0
+    maps: dict = field(default_factory=dict)
+    full_readings: dict[str, Reading] = field(default_factory=dict)
+    samefit: dict[str, SameFit] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """The converter: each stored dict becomes its record, given the settings it reads itself with."""
+        sets = tuple(self.datasets)
+        self.runs = {m: Run.of(r, encoder=m, sets=sets, bootstrap=self.bootstrap) for m, r in self.runs.items()}
+        self.extras = {m: Run.of(r, encoder=m, sets=sets, bootstrap=self.bootstrap) for m, r in self.extras.items()}
+        common = dict(pooling=self.paper_pooling, sets=sets, bootstrap=self.bootstrap)
+        self.readings = {m: Reading.of(r, encoder=m, per_set=self.per_reading(m), **common)
+                         for m, r in self.readings.items()}
+        self.full_readings = {m: Reading.of(r, encoder=m, per_set=0, **common) for m, r in self.full_readings.items()}
+        self.samefit = {m: SameFit.of(r, encoder=m) for m, r in self.samefit.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        def plain(v):
+            return {k: x.to_json() for k, x in v.items()} if isinstance(v, dict) and any(
+                isinstance(x, Record) for x in v.values()) else v
+        return _jsonable({f.name: plain(getattr(self, f.name)) for f in fields(self)})
+
+    # --- the records ----------------------------------------------------------------------------------
+
+    def all_runs(self) -> dict[str, Run]:
+        """Every encoder's main run: the main models, then the anisotropic ones."""
+        return {**self.runs, **self.extras}
+
+    def run_of(self, model: str) -> Run:
+        return self.all_runs()[model]
+
+    def read(self, model: str) -> Reading | None:
+        """`model`'s subsample reading (None when it was not run: a model not on this machine)."""
+        return self.readings.get(model)
+
+    def per_reading(self, model: str) -> int:
+        """Pairs per set of `model`'s subsample reading."""
+        return self.extra_max_pairs if model in self.extras else self.reading_pairs
+
+    def per_run(self, model: str) -> int:
+        """Pairs per set of `model`'s main run (0: every pair)."""
+        return self.extra_max_pairs if model in self.extras else self.max_pairs
+
+    def full_only(self) -> list[str]:
+        """The encoders read on every pair and nowhere else (no subsample re-reading): all-mpnet-base-v2."""
+        return [m for m in self.full_readings if self.read(m) is None]
+
+    # --- whitening − SoftDecay ------------------------------------------------------------------------
+
+    def white_minus_sd(self, model: str, whitening: str = "whitening",
+                       pooling: str | None = None) -> tuple[Interval, str]:
+        """whitening − SoftDecay (mean over the sets, Spearman ×100) under a procedure whose estimate and interval
+        come from the same fits, and how it was made: cross-fitting where the encoder's same-fit run exists
+        (`samefit`), else the encoder's subsample draws, each fitted on its own pairs (Student-t over the draws),
+        else — one draw only — the paired bootstrap that refits both transforms on every resample (its resamples
+        repeat pairs, which handicaps whitening: `Reading.refit_shift`). For an encoder without readings the
+        committed run's per-set differences give a Student-t interval over the sets."""
+        q = pooling or self.paper_pooling
+        same, rd = self.samefit.get(model), self.read(model)
+        if same is not None and q == same.pooling:
+            return same.iv(whitening), CROSSFIT_HOW
+        if rd is not None and rd.n_draws > 1:
+            return (rd.over_draws(whitening, SD, q),
+                    f"subsamples of {rd.per_set} pairs per set without replacement, each fitted on its "
+                    f"own pairs; Student-t over {rd.n_draws} draws")
+        if rd is not None:
+            return (rd.refit_iv(whitening, q),
+                    "paired bootstrap, both transforms refitted on every resample (resamples repeat pairs)")
+        return self.run_of(model).across_sets(whitening, SD), "t-interval over the seven sets"
+
+    def white_sd_comparisons(self) -> list[dict]:
+        """whitening − SoftDecay per encoder and whitening variant (SmolLM2: the full and the 256-direction
+        whitening, each on its own): the interval, how it was made, the verdict on the paper's ordering
+        (SoftDecay ahead) and on 'alike within ±`match_margin`'. `key`: the finding it is (None: shown in
+        the chapter's table only)."""
+        from .findings import FIRST, encoder_text, finding_keys
+
+        keys = finding_keys("whitening")
+        bert = BOOK_BERT if BOOK_BERT in self.extras else None
+        smol = SMOL if SMOL in self.extras else None
+        out = []
+        for key, model, white in ((keys[FIRST], self.models[0], "whitening"),
+                                  (keys[SMOL], smol, "whitening"), (None, smol, "whitening-256"),
+                                  (keys[BOOK_BERT], bert, "whitening")):
+            effect, how = self.white_minus_sd(model, white) if model else (None, "")
+            reread = model is not None and self.read(model) is not None
+            pooled = self.paper_pooling if reread else (self.extra_pooling if model in self.extras else self.pooling)
+            what = "whitening" if white == "whitening" else "whitening kept to its first 256 directions"
+            out.append({
+                "key": key, "model": model, "whitening": white, "effect": effect, "how": how,
+                "measured": encoder_text(self, model, pooled if reread else None) if model else "not run at this scale",
+                "quantity": f"{what} − SoftDecay, Spearman ×100, mean over the sets ({how or 'not run'})",
+                "verdict": verdict_of(effect, "below") if effect is not None else "",
+                "likeness": verdict_of(effect, "equal", margin=self.match_margin()) if effect is not None else ""})
+        return out
+
+    def white_sd_procedures(self) -> list[dict]:
+        """whitening − SoftDecay (full whitening, mean over the sets) per encoder under every procedure this scale
+        ran: cross-fitted and half-sampled (`samefit`, same fits for estimate and interval), over subsample draws
+        each fitted on its own pairs, the paired bootstrap that refits on every resample (its resamples repeat
+        pairs: shown, never deciding), and the transforms fitted once on all pairs (a point). Each: encoder,
+        procedure, Interval (or a bare point), whether a finding reads it."""
+        out = []
+        for model in [*dict.fromkeys([BOOK_BERT, SMOL, self.models[0], *self.full_readings])]:
+            if (same := self.samefit.get(model)) is not None:
+                n = same.n_pairs
+                out += [{"encoder": model, "procedure": f"cross-fitted, {n:,} pairs", "effect": same.iv(),
+                         "decides": True},
+                        {"encoder": model, "procedure": f"half-samples without replacement, {n:,} pairs",
+                         "effect": same.iv(how="halfsample"), "decides": True},
+                        {"encoder": model, "procedure": f"fitted once on all {n:,} pairs (a point)",
+                         "effect": Interval(same.point(), math.nan, math.nan, 1, "t"), "decides": False}]
+            if (rd := self.read(model)) is not None:
+                if rd.n_draws > 1:
+                    what = f"{rd.n_draws} subsamples of {rd.per_set} pairs per set, each fitted on its own pairs"
+                    out.append({"encoder": model, "procedure": what, "decides": model not in self.samefit,
+                                "effect": rd.over_draws("whitening", SD)})
+                out.append({"encoder": model, "procedure": "bootstrap refitted on every resample (repeats pairs)",
+                            "effect": rd.refit_iv(), "decides": False})
+        return out
+
+    def match_margin(self) -> float:
+        """What 'whitening matches SoftDecay' allows: the smallest SoftDecay − WhiteBERT gap the paper
+        reports as a win over its four PTLMs (Table 1 Avg)."""
+        models = {r["model"] for r in self.paper_table1}
+        gaps = [self.paper_value("SoftDecay", m, "WhiteBERT") for m in models
+                if {"SoftDecay", "WhiteBERT"} <= {r["method"] for r in self.paper_table1 if r["model"] == m}]
+        return float(min(gaps))
+
+    def likeness(self, model: str, whitening: str = "whitening", pooling: str | None = None) -> str:
+        """The verdict on 'whitening matches SoftDecay' (within ±`match_margin`) from the refitted interval."""
+        return verdict_of(self.white_minus_sd(model, whitening, pooling)[0], "equal", margin=self.match_margin())
+
+    # --- planted anisotropy and LSDS (the first model) --------------------------------------------------
+
+    def planted(self, kind: str) -> pd.DataFrame:
+        """Mean over the sets of each method's score (paper protocol) per planted size (first model)."""
+        return self.runs[self.models[0]].planted_curve(kind, self.plant_sizes)
+
+    def recovered(self, kind: str, method: str) -> float:
+        """The fraction of the raw score lost at the largest planted size that `method` keeps."""
+        df = self.planted(kind)
+        lost = float(df["vanilla"].iloc[0] - df["vanilla"].iloc[-1])
+        return float(df[method].iloc[-1] - df["vanilla"].iloc[-1]) / lost if lost > 0 else float("nan")
+
+    def planted_dirs(self, kind: str, method: str) -> np.ndarray:
+        """(sizes, directions) mean-over-sets scores of the planted experiment (first model, paper pooling)."""
+        return self.readings[self.models[0]].planted_dirs(kind, method)
+
+    def planted_mean(self, kind: str) -> pd.DataFrame:
+        """Mean over the directions of each method's score, without a plant and at the largest size."""
+        df = pd.DataFrame({m: self.planted_dirs(kind, m).mean(1) for m in PLANT_METHODS},
+                          index=[0.0, max(self.plant_sizes)])
+        df.index.name = "planted size (× RMS norm)"
+        return df
+
+    def recovered_iv(self, kind: str, method: str) -> Interval:
+        """The share of the raw score lost at the largest planted size that `method` wins back, per random
+        direction, as the mean with its Student-t interval over the directions."""
+        raw, m = self.planted_dirs(kind, "vanilla"), self.planted_dirs(kind, method)
+        return t_interval((m[-1] - raw[-1]) / (raw[0] - raw[-1]))
+
+    def planted_change(self, kind: str, method: str) -> Interval:
+        """`method` − raw at the largest planted size, per direction: mean with its t-interval."""
+        return t_interval(self.planted_dirs(kind, method)[-1] - self.planted_dirs(kind, "vanilla")[-1])
+
+    def lsds_readings(self) -> pd.DataFrame:
+        """LSDS of SoftDecay − of whitening per set under the three readings of eq. (6) (first model, paper
+        pooling)."""
+        return self.readings[self.models[0]].lsds_table()
+
+    def lsds_reading_gap(self, weights: str = "authors") -> Interval:
+        """LSDS of SoftDecay − of whitening under one reading, mean with its t-interval over the sets."""
+        return t_interval(self.lsds_readings()[weights].to_numpy())
+
+    # --- the paper's tables ----------------------------------------------------------------------------
+
+    def paper_value(self, method: str, model: str = PAPER_BERT, against: str | None = "vanilla") -> float:
+        """The paper's Table 1 Avg of `method` for `model` (data/yan_2022_table1.csv), minus `against`'s."""
+        avg = {r["method"]: float(r["Avg"]) for r in self.paper_table1 if r["model"] == model}
+        return avg[method] - (avg[against] if against else 0.0)
+
+    def paper_table4_value(self, dataset: str, metric: str, column: str) -> float:
+        """One cell of the paper's Table 4 as printed (data/yan_2022_table4.csv); NaN when absent."""
+        for r in self.paper_table4:
+            if r["dataset"] == dataset and r["metric"] == metric:
+                return float(r.get(column, np.nan))
+        return float("nan")
+
+    def paper_table4_change(self, metric: str, model: str = "BERT") -> float:
+        """The paper's Table 4: `model`+SoftDecay − `model` for `metric`, mean over the sets as printed, leaving
+        out a cell whose SoftDecay value is not below the raw one for EV₁ or TokenUni (STS14's EV₁, evidently
+        transposed: `data/README.md`)."""
+        diffs = [float(r[f"{model}+SoftDecay"]) - float(r[model]) for r in self.paper_table4 if r["metric"] == metric
+                 and (metric == "RBF_dis" or float(r[f"{model}+SoftDecay"]) < float(r[model]))]
+        return float(np.mean(diffs)) if diffs else float("nan")
+
+    def findings(self) -> list[Finding]:
+        """The paper's claims this chapter tests, built from `findings.FINDINGS` (verdict by the one rule)."""
+        from .findings import build
+
+        return build(self)
