@@ -115,8 +115,8 @@ def test_similarity_before_deescalation(block, place):
     assert before.shape == (3,) and np.all(before > 0.01)
     if place == "output":
         assert np.all(after < 1e-6)
-    assert ViT(ViTConfig(variant="post-norm", depth=2, d_model=32, d_ff=64, n_heads=4, block=block)) \
-        .similarity_before_deescalation(x) is None
+    model = ViT(ViTConfig(variant="post-norm", depth=2, d_model=32, d_ff=64, n_heads=4, block=block))
+    assert model.similarity_before_deescalation(x) is None
 
 
 def test_standard_block_has_the_vit_pytorch_parts():
@@ -198,8 +198,8 @@ def test_block_ablation_runs_sit_beside_the_sweep(tmp_path, monkeypatch):
     book = vit.Params.resolve("book")
     bare = book.with_(ablations=(), ablation_depth=0, confirm_blocks=(), confirm_depths=())
     assert book.cache_key() == bare.cache_key()
-    assert vit.Params.resolve("book", block="standard-no-bias").with_(depth=24, depths=()).cache_key() != \
-        vit.Params.resolve("book", block="standard").with_(depth=24, depths=()).cache_key()
+    assert (vit.Params.resolve("book", block="standard-no-bias").with_(depth=24, depths=()).cache_key()
+            != vit.Params.resolve("book", block="standard").with_(depth=24, depths=()).cache_key())
     with pytest.raises(ValueError, match="ablations"):
         vit.Params.resolve("ci", ablations=("standard-gelu",))
 
