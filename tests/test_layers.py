@@ -23,29 +23,29 @@ ALLOWED = {
 }
 
 
-def helper_imports(path: Path) -> set[str]:
-    """The layers of `helpers` that the module at `path` imports (absolute or relative imports)."""
-    layer = path.relative_to(HELPERS).parts[0]
-    found: set[str] = set()
+def imported_paths(path: Path) -> list[list[str]]:
+    """Every `helpers` module the module at `path` imports, as its dotted path split (["helpers", "core",
+    "measures"]), absolute or relative at any depth (a chapter package's `from ...core import x`); an import of
+    names from a package (`from .. import blocks`) gives the package's path plus each name."""
+    package = ["helpers", *path.relative_to(HELPERS).parent.parts]
+    found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 0 and node.module and node.module.split(".")[0] == "helpers":
-                parts = node.module.split(".")[1:]
-            elif node.level == 1:
-                parts = [layer] + (node.module.split(".") if node.module else [])
-            elif node.level == 2:
-                parts = node.module.split(".") if node.module else [a.name for a in node.names]
+            if node.level == 0:
+                base = node.module.split(".") if node.module else []
             else:
+                base = package[:len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+            if base[:1] != ["helpers"]:
                 continue
-            if parts:
-                found.add(parts[0])
-            elif node.level == 0:
-                found.update(a.name for a in node.names)
+            found += [base + [a.name] for a in node.names] if len(base) < 3 else [base]
         elif isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.startswith("helpers."):
-                    found.add(a.name.split(".")[1])
+            found += [a.name.split(".") for a in node.names if a.name.startswith("helpers.")]
     return found
+
+
+def helper_imports(path: Path) -> set[str]:
+    """The layers of `helpers` that the module at `path` imports (absolute or relative imports)."""
+    return {parts[1] for parts in imported_paths(path) if len(parts) > 1}
 
 
 def modules():
@@ -71,6 +71,11 @@ def test_the_rule_catches_a_violation(tmp_path, monkeypatch):
     src = "from ..book.runtime import progress\nfrom helpers.hf import models\nfrom . import blocks\n"
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: src)
     assert helper_imports(fake) == {"book", "hf", "core"}
+    # a chapter package's module, three levels down: `...figures` is the figures layer, `..qk` a sibling chapter
+    deep = HELPERS / "experiments" / "sts" / "findings.py"
+    src = "from ...figures import common\nfrom ..qk import Params\nfrom .records import Run\n"
+    assert helper_imports(deep) == {"figures", "experiments"}
+    assert unit_imports(deep, "experiments") == {"qk"}
 
 
 CHAPTERS = sorted((ROOT / "book").glob("*.md"))
@@ -87,20 +92,23 @@ def test_chapters_import_only_experiments_and_figures(path):
     assert not bad, f"{path.name} imports {bad}"
 
 
-def _sibling_imports(path: Path) -> set[str]:
-    """The modules of its own layer that a module imports, at its top or inside a function."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            found.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
-    return found - {"__init__"}
+def unit_imports(path: Path, layer: str) -> set[str]:
+    """The other modules and packages of its layer that a module imports, at its top or inside a function (a
+    chapter package's modules importing each other are inside one unit)."""
+    own = path.relative_to(HELPERS / layer).parts[0].removesuffix(".py")
+    return {parts[2] for parts in imported_paths(path)
+            if len(parts) > 2 and parts[1] == layer and parts[2] not in (own, "__init__")}
 
 
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_no_import_circle_inside_a_layer(layer):
     """Within a layer the modules import each other without a circle (hf/models ↔ sequence_models
     ↔ whisper is the kind it catches)."""
-    graph = {p.stem: _sibling_imports(p) for p in (HELPERS / layer).glob("*.py") if p.stem != "__init__"}
+    graph: dict[str, set[str]] = {}
+    for p in (HELPERS / layer).rglob("*.py"):
+        unit = p.relative_to(HELPERS / layer).parts[0].removesuffix(".py")
+        if unit != "__init__":
+            graph.setdefault(unit, set()).update(unit_imports(p, layer))
 
     def visit(node, stack):
         if node in stack:
