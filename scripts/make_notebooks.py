@@ -38,8 +38,9 @@ def chapters() -> list[Path]:
     """The executable pages that are chapters: a page with a kernel whose name is an experiment module with
     `Params` (the findings page, which collects the chapters, has no notebook of its own)."""
     def is_chapter(p: Path) -> bool:
-        module = ROOT / "helpers" / "experiments" / f"{p.stem}.py"
-        return ("kernelspec:" in p.read_text(encoding="utf-8")[:600] and module.is_file()
+        folder = ROOT / "helpers" / "experiments"
+        module = next((m for m in (folder / f"{p.stem}.py", folder / p.stem / "params.py") if m.is_file()), None)
+        return ("kernelspec:" in p.read_text(encoding="utf-8")[:600] and module is not None
                 and "class Params(" in module.read_text(encoding="utf-8"))
     return sorted(p for p in (ROOT / "book").glob("*.md") if is_chapter(p))
 
