@@ -33,10 +33,10 @@ def test_softdecay_flattens_the_last_layer_spectrum_inside_the_model(res):
 
 def test_alpha_is_learned_and_stays_in_its_domain(res):
     for r in res.runs:
-        if r["variant"] == "softdecay":
-            alphas = r["history"]["alpha"]
+        if r.variant == "softdecay":
+            alphas = r.alpha_path
             assert all(-0.999 <= a <= -0.001 for a in alphas)
-            assert alphas[-1] != pytest.approx(r["alpha"], abs=1e-5)
+            assert alphas[-1] != pytest.approx(r.alpha, abs=1e-5)
 
 
 def test_selection_then_fresh_comparison_seeds(res):
@@ -51,11 +51,11 @@ def test_selection_then_fresh_comparison_seeds(res):
         lr = next(r["value"] for r in sel if r["chosen"] and r["choice"].startswith("learning rate"))
         a0 = next(r["value"] for r in sel if r["chosen"] and r["choice"].startswith("initial"))
         assert lrs[lr] == max(lrs.values()) and alphas[a0] == max(alphas.values())
-        comp = [r for r in res.runs if r["task"] == task and r["stage"] == "comparison"]
-        assert {r["lr"] for r in comp} == {lr} and {r["alpha"] for r in comp if r["variant"] == "softdecay"} == {a0}
-        assert p.seed not in {r["seed"] for r in comp}
-        for r in [r for r in res.runs if r["task"] == task and r["stage"] == "selection"]:
-            assert r["seed"] == p.seed
+        comp = [r for r in res.runs if r.task == task and r.stage == "comparison"]
+        assert {r.lr for r in comp} == {lr} and {r.alpha for r in comp if r.variant == "softdecay"} == {a0}
+        assert p.seed not in {r.seed for r in comp}
+        for r in [r for r in res.runs if r.task == task and r.stage == "selection"]:
+            assert r.seed == p.seed
 
 
 def test_every_run_and_comparison_is_there(res):
@@ -66,8 +66,8 @@ def test_every_run_and_comparison_is_there(res):
     n_compare = 2 * p.seeds + len(p.expdecay_readings) * p.expdecay_seeds
     assert len(res.runs) == len(p.tasks) * (n_select + n_compare)
     for r in res.runs:
-        assert len(r["history"]["epoch"]) == p.epochs
-        assert all(0.0 <= v <= 100.0 for k, v in r["history"]["final"].items() if k != "loss")
+        assert len(r.epochs) == p.epochs
+        assert all(0.0 <= v <= 100.0 for k, v in r.final.items() if k != "loss")
     n_metrics = sum(len(experiments.glue.TASK_METRICS[t]) for t in p.tasks)
     assert len(res.paired) == n_metrics * (1 + len(p.expdecay_readings))
     assert {r["variant"] for r in res.paired} == {"softdecay", "expdecay (top-5)", "expdecay (all)"}
@@ -92,8 +92,8 @@ def book():
     if len(list(folder.glob("*.json"))) < n_runs:
         pytest.skip("book grid not all committed")
     r = experiments.glue.run(p)
-    assert all(run["from_cache"] for run in r.runs) and len(r.runs) == n_runs
-    assert all(run["from_cache"] for run in r.wide) and len(r.wide) == 2 * p.wide_seeds
+    assert all(run.from_cache for run in r.runs) and len(r.runs) == n_runs
+    assert all(run.from_cache for run in r.wide) and len(r.wide) == 2 * p.wide_seeds
     return r
 
 
@@ -160,8 +160,8 @@ def test_book_findings(book):
         # the paper's Table 6 − Table 2 for BERT-base over RTE, MRPC (accuracy) and CoLA: (0 − 0.75 − 0.20) / 3
         assert f.paper_value == pytest.approx((0.0 - 0.75 - 0.20) / 3)
     label = "expdecay (all)"
-    per_seed = [np.mean([book.run_for(t, label, s)["history"]["final"][experiments.glue.primary_metric(t)]
-                         - book.run_for(t, "baseline", s)["history"]["final"][experiments.glue.primary_metric(t)]
+    per_seed = [np.mean([book.run_for(t, label, s).final[experiments.glue.primary_metric(t)]
+                         - book.run_for(t, "baseline", s).final[experiments.glue.primary_metric(t)]
                          for t in book.tasks]) for s in book.seeds if book.run_for("RTE", label, s)]
     assert fs["glue-expdecay-all"].effect.estimate == pytest.approx(np.mean(per_seed))
 
@@ -171,7 +171,7 @@ def test_the_larger_encoder_learns_rte(book):
     MiniLM's tuned baseline, each by an interval that excludes zero; the numbers the chapter quotes."""
     r = book
     assert r.wide_model == "all-mpnet-base-v2" and r.wide_seeds() == [0, 1, 2]
-    assert {(x["lr"], x["alpha"]) for x in r.wide} == {(2e-5, None), (2e-5, -0.5)}
+    assert {(x.lr, x.alpha) for x in r.wide} == {(2e-5, None), (2e-5, -0.5)}
     assert r.wide_scores("baseline") == [pytest.approx(v, abs=0.01) for v in (62.45, 69.31, 69.68)]
     assert r.wide_scores("softdecay") == [pytest.approx(v, abs=0.01) for v in (67.51, 64.98, 65.70)]
     assert r.wide_majority["acc"] == pytest.approx(52.71, abs=0.01)
@@ -185,9 +185,9 @@ def test_the_larger_encoder_learns_rte(book):
     # every run read back has three epochs of validation accuracy and training loss; the baseline learns within
     # them (its accuracy rises from the first epoch to the last on every seed)
     for x in r.wide:
-        assert len(x["val_acc"]) == len(x["train_loss"]) == 3 and x["train_examples"] == 2490
-        if x["variant"] == "baseline":
-            assert x["val_acc"][-1] > x["val_acc"][0]
+        assert len(x.val_acc) == len(x.train_loss) == 3 and x.train_examples == 2490
+        if x.variant == "baseline":
+            assert x.val_acc[-1] > x.val_acc[0]
 
 
 def test_softdecay_on_the_larger_encoder(book):
@@ -233,8 +233,8 @@ def test_a_planted_gain_on_the_larger_encoder_splits_the_claim(book):
     for shift, verdict in ((20.0, "direction only"), (-20.0, "contradicted")):
         r = copy.deepcopy(book)
         for run in r.wide:
-            if run["variant"] == "softdecay":
-                run["final"]["acc"] += shift
+            if run.variant == "softdecay":
+                run.final["acc"] += shift
         fs = r.findings()
         assert {f.key: f for f in fs}["glue-softdecay-rte-mpnet"].verdict == verdict
         j = judge(claim, fs)
@@ -251,8 +251,8 @@ def test_planted_effect_changes_the_verdict(book):
     for shift, verdict in ((3.0, "reproduced"), (8.0, "direction only"), (-8.0, "contradicted")):
         r = copy.deepcopy(book)
         for run in r.runs:
-            if run["task"] == "RTE" and run["variant"] == "softdecay" and run["stage"] == "comparison":
-                run["history"]["final"]["acc"] += shift
+            if run.task == "RTE" and run.variant == "softdecay" and run.stage == "comparison":
+                run.final["acc"] += shift
         fs = {f.key: f for f in r.findings()}
         assert fs["glue-softdecay-rte"].verdict == verdict
         assert fs["glue-softdecay-rte"].effect.estimate == pytest.approx(1.95 + shift, abs=0.01)
@@ -270,8 +270,8 @@ def test_a_planted_expdecay_gain_changes_its_verdict(book):
     for shift, verdict in ((8.0, "contradicted"), (-8.0, "reproduced"), (1.5, "inconclusive")):
         r = copy.deepcopy(book)
         for run in r.runs:
-            if run["variant"] == "expdecay (top-5)" and run["stage"] == "comparison":
-                run["history"]["final"][experiments.glue.primary_metric(run["task"])] += shift
+            if run.variant == "expdecay (top-5)" and run.stage == "comparison":
+                run.final[experiments.glue.primary_metric(run.task)] += shift
         fs = {f.key: f for f in r.findings()}
         assert fs["glue-expdecay-top5"].verdict == verdict
         assert fs["glue-expdecay-all"].verdict == before["glue-expdecay-all"]
@@ -306,8 +306,8 @@ def test_book_prose_on_the_committed_grid(book):
     rte = first["RTE"]
     assert max(rte["expdecay (all)"], rte["expdecay (squared)"]) < rte["majority class"] < rte["baseline"]
     for run in r.runs:
-        if run["task"] == "RTE" and run["variant"] in ("expdecay (all)", "expdecay (squared)"):
-            assert run["history"]["train_loss"][-1] > 0.68
+        if run.task == "RTE" and run.variant in ("expdecay (all)", "expdecay (squared)"):
+            assert run.train_loss[-1] > 0.68
     # selection: at 2e-5 every task scores below the chosen rate; on RTE two values of α₀ tie
     for task in p.tasks:
         lrs = {x["value"]: x["score"] for x in r.selection if x["task"] == task and x["choice"].startswith("learning")}
@@ -408,8 +408,8 @@ def test_fig8_measures_on_planted_quantiles(res):
     task = r.tasks[0]
     q = np.linspace(0, 1, 201) ** 2                       # F(x) = sqrt(x): the 0.8 quantile is 0.64
     for run in r.runs:
-        if run["task"] == task and run["variant"] == "baseline":
-            run["history"]["spectra"]["layers"][-1]["quantiles"] = (q * (0.5 + 0.1 * run["seed"])).tolist()
+        if run.task == task and run.variant == "baseline":
+            run.spectra["layers"][-1]["quantiles"] = (q * (0.5 + 0.1 * run.seed)).tolist()
     r.raw = {r.models[0]: {task: [{"quantiles": q.tolist()}]}}
     assert r.value_at(task, source="raw").estimate == pytest.approx(0.64)
     fine = r.value_at(task)

@@ -4,6 +4,7 @@ ExpDecay, metrics, the chapter's tables (resume after a kill: tests/test_train.p
 
 import json
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -244,13 +245,13 @@ def test_majority_baseline_is_the_constant_classifier():
 
 
 def _fake_run(score: float, median: float, before_after: tuple[float, float] | None = None,
-              alpha: float | None = None, lr: float = 2e-5) -> dict:
+              alpha: float | None = None, lr: float = 2e-5) -> glue.Run:
     """A run record as `experiments.glue.run` keeps it (the grid maps (model, task, variant, seed) to it)."""
     spec = {"layers": [{"median": 0.0, "skewness": 0.0, "token_uni": 0.0},
                        {"median": median, "skewness": 1.0, "token_uni": 0.5}]}
     if before_after is not None:
         spec["softdecay"] = [{"median": before_after[0], "skewness": 3.0}, {"median": before_after[1], "skewness": 1.0}]
-    return {"alpha": alpha, "lr": lr, "history": {"final": {"acc": score}, "spectra": spec}}
+    return glue.Run("m", "RTE", "baseline", alpha, lr, 0, final={"acc": score}, spectra=spec)
 
 
 def test_summary_table_and_paired_differences_on_planted_scores():
@@ -329,12 +330,12 @@ def test_architecture_check_reports_the_surgery():
 
 
 def test_alpha_table_means_and_spreads_over_seeds():
-    def run(alphas):
-        return {"epoch": [1, 2], "alpha": alphas}
+    def run(alpha, alphas):
+        return glue.Run("m", "RTE", "softdecay", alpha, 2e-5, 0, epochs=[1, 2], alpha_path=alphas)
 
-    grid = {("m", "RTE", "softdecay", 0): {"alpha": -0.5, "history": run([-0.4, -0.3])},
-            ("m", "RTE", "softdecay", 1): {"alpha": -0.5, "history": run([-0.6, -0.5])},
-            ("m", "RTE", "baseline", 0): {"alpha": None, "history": run([None, None])}}
+    grid = {("m", "RTE", "softdecay", 0): run(-0.5, [-0.4, -0.3]),
+            ("m", "RTE", "softdecay", 1): run(-0.5, [-0.6, -0.5]),
+            ("m", "RTE", "baseline", 0): run(None, [None, None])}
     t = glue.alpha_table(grid).iloc[0]
     assert t["α after epoch 1 mean"] == pytest.approx(-0.5) and t["α after epoch 2 mean"] == pytest.approx(-0.4)
     assert t["α after epoch 2 sd"] == pytest.approx(math.sqrt(0.02))
@@ -373,13 +374,14 @@ def test_paper_preset_tables_keep_models_apart():
     spec = glue.spectrum_summary(grid, seed=0)
     assert len(spec) == 3 * 3 and spec.groupby(["model", "variant", "initial α"], dropna=False).size().max() == 1
     for r in grid.values():
-        sp = r["history"]["spectra"]
+        sp = r.spectra
         for part in [k for k in ("layers", "softdecay") if k in sp]:
             sp[part] = [{"label": f"{part} {i}", "quantiles": [0.1, 0.5, 1.0], **x} for i, x in enumerate(sp[part])]
     res = SimpleNamespace(models=["bert-base-uncased", "albert-base-v1", "all-MiniLM-L6-v2"], tasks=["RTE"],
-                          seeds=[0], runs=[{"model": m, "task": t, "variant": v, "seed": s, "stage": "comparison",
-                                            "history": r["history"]} for (m, t, v, s), r in grid.items()])
-    res.run_for = lambda task, variant, seed, model=None: glue.Result.run_for(res, task, variant, seed, model)
+                          seeds=[0], runs=glue.Runs(replace(r, model=m, task=t, variant=v, seed=s)
+                                                    for (m, t, v, s), r in grid.items()))
+    res.run_for = lambda task, variant, seed, model=None: res.runs.find(model=model, task=task, variant=variant,
+                                                                        seed=seed)
     fig = glue_fig.cdf_figure(res)
     assert len(fig.axes) == 3 * 3
     assert any("albert-base-v1" in ax.get_title() for ax in fig.axes)
@@ -408,16 +410,16 @@ def test_held_out_selection_runs_are_their_own_runs():
     p = GlueParams.resolve("book")
     q = p.with_(selection_holdout=0.1)
     args = ("all-MiniLM-L6-v2", "RTE", "baseline", None, None, 5e-5, 0)
-    sel_p, sel_q = glue._spec(p, *args, "selection"), glue._spec(q, *args, "selection")
-    assert sel_p.name == glue._run_name(*args) and sel_q.name == glue._run_name(*args) + "-heldout0.1"
-    assert "selection_holdout" not in p.cache_key(drop=glue.GRID, **glue._run_values(*args))
-    assert p.cache_key(drop=glue.GRID, **glue._run_values(*args)) == q.cache_key(drop=glue.GRID,
-                                                                                 **glue._run_values(*args))
+    sel_p, sel_q = glue.compute._spec(p, *args, "selection"), glue.compute._spec(q, *args, "selection")
+    assert sel_p.name == glue.compute._run_name(*args) and sel_q.name == glue.compute._run_name(*args) + "-heldout0.1"
+    assert "selection_holdout" not in p.cache_key(drop=glue.GRID, **glue.compute._run_values(*args))
+    assert p.cache_key(drop=glue.GRID, **glue.compute._run_values(*args)) == q.cache_key(drop=glue.GRID,
+                                                                                 **glue.compute._run_values(*args))
     assert sel_q.key["selection_holdout"] == 0.1
     committed = REPO_ROOT / "results" / "glue" / "book" / f"{sel_p.name}.json"
     if committed.is_file():                                  # the committed run's key is unchanged
         assert json.loads(committed.read_text())["key"] == json.loads(json.dumps(sel_p.key))
-    comp_p, comp_q = glue._spec(p, *args, "comparison"), glue._spec(q, *args, "comparison")
+    comp_p, comp_q = glue.compute._spec(p, *args, "comparison"), glue.compute._spec(q, *args, "comparison")
     assert comp_p.name == comp_q.name
     with pytest.raises(ParameterError):
         GlueParams.resolve("book", selection_holdout=1.0)
@@ -495,11 +497,11 @@ def test_wide_statistics_on_planted_runs():
     assert r.wide_paper() == (pytest.approx(64.98), pytest.approx(68.23))
     assert r.wide_hours() == pytest.approx(6 * 3 / 3600) and r.wide_alpha() == -0.5
     # a seed with one variant only is left out of the pairs; no runs: NaN, no error
-    r.wide = [x for x in r.wide if not (x["seed"] == 2 and x["variant"] == "softdecay")]
+    r.wide = glue.Runs(x for x in r.wide if not (x.seed == 2 and x.variant == "softdecay"))
     assert r.wide_seeds() == [0, 1] and r.wide_interval().n == 2
     empty = planted_wide()
-    empty.wide, empty.wide_model, empty.wide_majority = [], "", {}
-    assert empty.wide_finding() is None and math.isnan(empty.wide_interval().estimate)
+    empty.wide, empty.wide_model, empty.wide_majority = glue.Runs(), "", {}
+    assert not [f for f in empty.findings() if f.key.endswith("-mpnet")] and math.isnan(empty.wide_interval().estimate)
     assert math.isnan(empty.wide_over_grid().estimate) and math.isnan(empty.wide_over_majority().estimate)
     assert empty.wide_seeds() == [] and math.isnan(empty.wide_detectable())
 
@@ -539,12 +541,12 @@ def test_wide_runs_are_the_committed_runs_keys():
     specs = glue.wide_specs(p)
     made = GlueParams.resolve("book", models=("all-mpnet-base-v2",), tasks=("RTE",), variants=("baseline", "softdecay"),
                               lrs=(2e-5,), alphas=(-0.5,), seeds=3, expdecay_readings=("all",), expdecay_seeds=1)
-    want = [glue._spec(made, "all-mpnet-base-v2", "RTE", k, -0.5 if k == "softdecay" else None, None, 2e-5, s)
+    want = [glue.compute._spec(made, "all-mpnet-base-v2", "RTE", k, -0.5 if k == "softdecay" else None, None, 2e-5, s)
             for k in ("baseline", "softdecay") for s in made.comparison_seeds()]
     assert [s.name for s in specs] == [s.name for s in want] and [s.key for s in specs] == [s.key for s in want]
     assert [s.extra["seed"] for s in specs] == [0, 1, 2, 0, 1, 2]
     args = ("all-MiniLM-L6-v2", "RTE", "baseline", None, None, 5e-5, 1)
-    assert glue._spec(p, *args).key == glue._spec(p.with_(wide_model="", wide_seeds=1), *args).key
+    assert glue.compute._spec(p, *args).key == glue.compute._spec(p.with_(wide_model="", wide_seeds=1), *args).key
     assert not glue.wide_specs(GlueParams.resolve("ci"))
     assert [s.name for s in glue.runs(p)[-len(specs):]] == [s.name for s in specs]
     with pytest.raises(ParameterError):

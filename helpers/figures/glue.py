@@ -179,12 +179,11 @@ def alpha_figure(res: Result) -> plt.Figure:
     colours = {t: f"C{i}" for i, t in enumerate(res.tasks)}
     seen = set()
     for r in res.runs:
-        if r["variant"] != "softdecay" or r.get("stage") != "comparison":
+        if r.variant != "softdecay" or r.stage != "comparison":
             continue
-        h = r["history"]
-        label = None if r["task"] in seen else f"{r['task']} (α₀ = {r['alpha']:+.1f})"
-        seen.add(r["task"])
-        ax.plot([0, *h["epoch"]], [r["alpha"], *h["alpha"]], marker="o", color=colours[r["task"]], label=label, lw=1)
+        label = None if r.task in seen else f"{r.task} (α₀ = {r.alpha:+.1f})"
+        seen.add(r.task)
+        ax.plot([0, *r.epochs], [r.alpha, *r.alpha_path], marker="o", color=colours[r.task], label=label, lw=1)
     ax.set_xlabel("epoch")
     ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     ax.set_ylabel("α")
@@ -213,8 +212,8 @@ def training_curves(res: Result) -> plt.Figure:
     for ax, task in zip(axes[0], res.tasks, strict=True):
         curves: dict[str, list] = {}
         for r in res.runs:
-            if r["task"] == task and r.get("stage") == "comparison":
-                curves.setdefault(r["variant"], []).append(r["history"]["train_loss"])
+            if r.task == task and r.stage == "comparison":
+                curves.setdefault(r.variant, []).append(r.train_loss)
         common.layer_curves(ax, {k: np.array(v) for k, v in curves.items()}, x0=1, xlabel="epoch",
                             ylabel="training loss" if ax is axes[0, 0] else "", title=task)
         if ax.get_legend() is not None:
@@ -241,10 +240,10 @@ def cdf_figure(res: Result) -> plt.Figure:
         panels = [(base, "layers", "baseline"), (sd, "layers", "SoftDecay"),
                   (sd, "softdecay", "before/after transform")]
         for ax, (r, part, title) in zip(row, panels, strict=True):
-            if r is None or part not in r["history"]["spectra"]:
+            if r is None or part not in r.spectra:
                 ax.set_axis_off()
                 continue
-            common.spectrum_cdfs(ax, [(x["label"], np.asarray(x["quantiles"])) for x in r["history"]["spectra"][part]],
+            common.spectrum_cdfs(ax, [(x["label"], np.asarray(x["quantiles"])) for x in r.spectra[part]],
                                  title=f"{label}: {title}", xlabel="")
             if part == "softdecay":
                 ax.legend(loc="lower right")
@@ -262,9 +261,9 @@ def size_figure(res: Result) -> plt.Figure:
     fig, axes = plt.subplots(2, len(tasks), figsize=(WIDTH, 5.6), squeeze=False, sharex=True, sharey=True)
     for j, task in enumerate(tasks):
         base = res.run_for(task, "baseline", seed)
-        n_train = base["history"]["train_examples"]
+        n_train = base.train_examples
         sources = [("before fine-tuning", res.raw.get(res.models[0], {}).get(task)),
-                   ("fine-tuned", base["history"]["spectra"]["layers"])]
+                   ("fine-tuned", base.spectra["layers"])]
         for i, (title, rows) in enumerate(sources):
             ax = axes[i, j]
             if rows is None:
@@ -297,7 +296,7 @@ def size_table(res: Result):
     rows = []
     for task in res.size_tasks():
         run = res.run_for(task, "baseline", res.seeds[0])
-        rows.append({"task": task, "training examples": f"{run['history']['train_examples']:,}",
+        rows.append({"task": task, "training examples": f"{run.train_examples:,}",
                      "validation examples": res.spectra_n(task),
                      "before fine-tuning": f"{res.value_at(task, source='raw').estimate:.3f}",
                      "fine-tuned [95 % interval]": res.value_at(task).text(3),
@@ -329,9 +328,9 @@ def wide_table(res: Result):
     rows = []
     for seed in res.wide_seeds():
         b, s = res.wide_run("baseline", seed), res.wide_run("softdecay", seed)
-        rows.append({"seed": str(seed), "baseline": f"{b['final']['acc']:.1f}", "SoftDecay": f"{s['final']['acc']:.1f}",
-                     "SoftDecay − baseline": f"{s['final']['acc'] - b['final']['acc']:+.1f}",
-                     "baseline after each epoch": ", ".join(f"{a:.1f}" for a in b["val_acc"])})
+        rows.append({"seed": str(seed), "baseline": f"{b.score('acc'):.1f}", "SoftDecay": f"{s.score('acc'):.1f}",
+                     "SoftDecay − baseline": f"{s.score('acc') - b.score('acc'):+.1f}",
+                     "baseline after each epoch": ", ".join(f"{a:.1f}" for a in b.val_acc)})
     rows.append({"seed": "mean [95 % interval]", "baseline": res.wide_score("baseline").text(1, signed=False),
                  "SoftDecay": res.wide_score("softdecay").text(1, signed=False),
                  "SoftDecay − baseline": res.wide_interval().text(1), "baseline after each epoch": ""})
@@ -377,7 +376,7 @@ def publish(res: Result) -> None:
     p5, p10 = probe.get(5e-5, {}), probe.get(1e-4, {})
     held = selection_changes(res.selection, res.holdout_selection)
     common.publish({
-        "glue-runs": len(res.runs), "glue-from-cache": sum(bool(r["from_cache"]) for r in res.runs),
+        "glue-runs": len(res.runs), "glue-from-cache": sum(r.from_cache for r in res.runs),
         "glue-seeds": len(res.seeds), "glue-epochs": res.epochs,
         "glue-models": ", ".join(res.models),
         "glue-expdecay-seeds": max((len(r["differences"]) for r in res.paired if r["variant"] != "softdecay"),
@@ -430,7 +429,7 @@ def publish(res: Result) -> None:
         "glue-wide-base": res.wide_score("baseline").text(1, signed=False),
         "glue-wide-majority": res.wide_majority.get("acc", float("nan")),
         "glue-wide-over-majority": res.wide_over_majority().text(1),
-        "glue-wide-minilm": res.minilm_score(res.wide[0]["task"] if res.wide else "RTE").estimate,
+        "glue-wide-minilm": res.minilm_score(res.wide_task()).estimate,
         "glue-wide-over-minilm": res.wide_over_grid().text(1),
         "glue-wide-sd": res.wide_interval().text(2),
         "glue-wide-sd-low": res.wide_interval().low, "glue-wide-sd-high": res.wide_interval().high,

@@ -1,0 +1,48 @@
+"""The GLUE chapter (Yan et al. §5.2, App. B, D), one module per concern: `params` (the settings, the presets and
+the paper's tables), `compute` (the grid of fine-tuning runs through the results cache, and `run`), `result`
+(the typed records `Run` and the `Result` with its statistics) and `findings` (the chapter's findings, declared
+as a table)."""
+
+from ...data.glue import TASK_METRICS
+from .compute import (
+                      GRID,
+                      HOLDOUT,
+                      alpha_table,
+                      finetune_one,
+                      holdout_selection,
+                      paired_differences,
+                      raw_spectra,
+                      rte_probe,
+                      run,
+                      runs,
+                      selection_changes,
+                      side_measurements,
+                      spectrum_summary,
+                      summary_table,
+                      wide_params,
+                      wide_specs,
+)
+from .findings import READING_TEXT, SPECS, Spec, findings
+from .params import (
+                      METRIC_NAMES,
+                      READINGS,
+                      WIDE_ALPHA,
+                      WIDE_LR,
+                      WIDE_TASK,
+                      Params,
+                      expdecay_margin,
+                      majority_baseline,
+                      paper_gains,
+                      paper_model_for,
+                      paper_tables,
+                      paper_value,
+                      primary_metric,
+)
+from .result import Result, Run, Runs, detectable_effect, quantile_at, welch_interval
+
+__all__ = ["GRID", "HOLDOUT", "METRIC_NAMES", "READINGS", "READING_TEXT", "SPECS", "TASK_METRICS", "WIDE_ALPHA",
+           "WIDE_LR", "WIDE_TASK", "Params", "Result", "Run", "Runs", "Spec", "alpha_table", "detectable_effect",
+           "expdecay_margin", "finetune_one", "findings", "holdout_selection", "majority_baseline",
+           "paired_differences", "paper_gains", "paper_model_for", "paper_tables", "paper_value", "primary_metric",
+           "quantile_at", "raw_spectra", "rte_probe", "run", "runs", "selection_changes", "side_measurements",
+           "spectrum_summary", "summary_table", "welch_interval", "wide_params", "wide_specs"]
