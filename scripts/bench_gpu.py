@@ -251,6 +251,15 @@ def card_name(dev: torch.device) -> str:
     return re.sub(r"[^a-z0-9]+", "-", torch.cuda.get_device_name(dev).lower()).strip("-")
 
 
+def save(record: dict, t_start: float, out: str | None) -> Path:
+    """Write `record` (with the seconds since `t_start`) to `out` or `results/bench/gpu-<card>.json`."""
+    record["total_s"] = time.time() - t_start
+    path = Path(out) if out else ROOT / "results" / "bench" / f"gpu-{record['card']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1))
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="auto")
@@ -298,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         row["run_hours"] = best * spec["steps_per_run"] / 3600
         row["grid_gpu_hours"] = row["run_hours"] * spec["runs"]
         record["loops"][name] = row
+        save(record, t_start, args.out)           # a call cut short keeps the loops timed so far
         c = row.get("compiled", {})
         label = spec["label"] if size == "paper" else f"[tiny shapes] {name}"
         print(f"{label[:62]:62s} {row['eager']['seconds_per_step']:8.4f} "
@@ -316,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"packed: {pk['error']}")
         record["packed"] = {"loop": args.pack_loop, **pk}
+        save(record, t_start, args.out)
     if not args.no_softdecay:
         sd = softdecay_overhead(dev, size, reps=10 if dev.type == "cuda" else 3)
         record["softdecay"] = sd
@@ -327,10 +338,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['max_error_over_sigma_max']:.1e}·σ_max; operator calls {r['ops_forward']} / "
                   f"{r['ops_forward_backward']}, matmul GFLOP {r['matmul_gflop_forward']:.1f} / "
                   f"{r['matmul_gflop_forward_backward']:.1f}")
-    record["total_s"] = time.time() - t_start
-    out = Path(args.out) if args.out else ROOT / "results" / "bench" / f"gpu-{record['card']}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1))
+    out = save(record, t_start, args.out)
     print(f"written {out} ({record['total_s']:.0f} s)")
     return 0
 

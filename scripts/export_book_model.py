@@ -1,6 +1,6 @@
 """Export the book's own MLM BERT (the queries-and-keys chapter's pretraining) as a Hugging Face folder.
 
-    python scripts/export_book_model.py [--seed 0] [--step N] [--scale book] [--train]
+    python scripts/export_book_model.py [--seed 0] [--step N] [--scale book] [--train] [--device cuda]
 
 Writes `_build/models/book-mlm-bert/` (weights at the step with the lowest held-out MLM loss unless
 --step is given, BERT's tokenizer, BOOK_MODEL.json with the settings and losses), which
@@ -27,8 +27,12 @@ def main() -> None:
     ap.add_argument("--step", type=int, default=None, help="checkpoint step (default: lowest held-out loss)")
     ap.add_argument("--scale", default="book")
     ap.add_argument("--train", action="store_true", help="re-run the pretraining if its weights are not here")
+    ap.add_argument("--device", default="cpu", help="where --train runs (cpu, cuda, auto)")
     a = ap.parse_args()
-    out = qk.export_model(qk.Params.resolve(a.scale), seed=a.seed, step=a.step, train=a.train)
+    from helpers.book import runtime
+
+    out = qk.export_model(qk.Params.resolve(a.scale), seed=a.seed, step=a.step, train=a.train,
+                          device=runtime.choose_device(a.device))
     print(out, (out / "BOOK_MODEL.json").read_text())
 
 

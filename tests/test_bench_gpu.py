@@ -29,3 +29,34 @@ def test_bench_gpu_runs_at_tiny_shapes_on_the_cpu(tmp_path):
     for m in ("gram", "poly"):
         assert sd["methods"][m]["max_error_over_sigma_max"] < 1e-6
         assert sd["methods"][m]["training_x"] > 1 and sd["methods"][m]["ops_forward"] > 0
+
+
+def test_readme_cost_table_is_the_committed_gpu_bench():
+    """Every committed paper-shape GPU bench (`results/bench/gpu-<card>.json`) is the one the README's cost
+    table quotes: each loop's eager and compiled s/step and peak GiB, SoftDecay's two forms, the packing."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## What a `paper` run costs"):]
+    section = section[:section.index("\n## ", 5)]
+    benches = [p for p in sorted((ROOT / "results" / "bench").glob("gpu-*.json"))
+               if json.loads(p.read_text())["size"] == "paper"]
+    assert benches, "no paper-shape GPU bench committed"
+    rec = json.loads(benches[-1].read_text())
+    assert benches[-1].name in section
+    rows = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| ")}
+    labels = {"vit-standard": rec["loops"]["vit-standard"]["label"], "vit-algorithm1": "same, Algorithm 1 blocks",
+              "lm": rec["loops"]["lm"]["label"], "mlm": rec["loops"]["mlm"]["label"]}
+    for name, label in labels.items():
+        row, loop = rows[label], rec["loops"][name]
+        cells = [c.strip() for c in row.split("|")[2:6]]
+        assert cells[0] == f"{loop['eager']['seconds_per_step']:.3f}", (name, cells)
+        assert cells[1] == f"{loop['compiled']['seconds_per_step']:.3f}", (name, cells)
+        assert cells[2] == f"{loop['compile_s']:.1f}", (name, cells)
+        assert cells[3] == f"{loop['compiled']['peak_gib']:.1f}", (name, cells)
+    for method in ("gram", "poly"):
+        m = rec["softdecay"]["methods"][method]
+        row = next(line for line in rows.values() if f'method="{method}"' in line)
+        assert re.search(rf"\| {m['forward_s']:.3f} \| {m['inference_x']:.2f} \| {m['forward_backward_s']:.3f} "
+                         rf"\| {m['training_x']:.2f} \|", row), row
+    assert f"{rec['packed']['seconds_per_step_each']:.3f} s per step" in section
