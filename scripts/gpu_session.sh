@@ -4,6 +4,7 @@
 #
 #   python scripts/bundle.py .device                  # here first: the data and tokenizer the card lacks
 #   scripts/gpu_session.sh OUTDIR [BENCH_S] [TRAIN_S] # there: each part under its own time limit (s)
+#   scripts/gpu_session.sh OUTDIR 0 560               # the pretraining alone: 15,000 steps ≈ 7.5 min on an H200
 #
 # OUTDIR gets bench.log, gpu-<card>.json, train.log (ending with BOOK_MODEL.json), history.json and the exported
 # model.safetensors in 15 MiB parts (model.safetensors.part-aa, -ab, …; `cat` them back together).
@@ -19,10 +20,12 @@ export PYTHONUNBUFFERED=1 TOKUNI_DATA=${TOKUNI_DATA:-.device/data} TOKUNI_TOKENI
 mkdir -p "$out"
 command -v nvidia-smi >/dev/null && nvidia-smi -L
 t0=$SECONDS
-timeout "$bench_s" "$py" scripts/bench_gpu.py --device "$device" --out "$out/bench.json" >"$out/bench.log" 2>&1
-echo "bench: exit $? after $((SECONDS - t0)) s"; tail -n 25 "$out/bench.log"
-card=$("$py" -c "import json,sys; print(json.load(open(sys.argv[1]))['card'])" "$out/bench.json" 2>/dev/null) \
-  && mv "$out/bench.json" "$out/gpu-$card.json"
+if [ "$bench_s" -gt 0 ]; then                     # BENCH_S=0: the pretraining alone (it needs ~8 min on an H200)
+  timeout "$bench_s" "$py" scripts/bench_gpu.py --device "$device" --out "$out/bench.json" >"$out/bench.log" 2>&1
+  echo "bench: exit $? after $((SECONDS - t0)) s"; tail -n 25 "$out/bench.log"
+  card=$("$py" -c "import json,sys; print(json.load(open(sys.argv[1]))['card'])" "$out/bench.json" 2>/dev/null) \
+    && mv "$out/bench.json" "$out/gpu-$card.json"
+fi
 t1=$SECONDS
 timeout "$train_s" "$py" - "$scale" "$device" "$out" >"$out/train.log" 2>&1 <<'PY'
 import json, sys, time
