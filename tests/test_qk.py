@@ -252,7 +252,18 @@ def test_multibert_ids_are_the_hubs():
     assert "google/multiberts-seed_0-step_220k" not in ids and "google/multiberts-seed_0-step_250k" not in ids
 
 
-def test_export_book_model_loads_through_models_load(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def ci_trajectory():
+    """The qk `ci` trajectory of the first seed, computed once for the export tests (at `ci` it is recomputed:
+    the pretraining runs, its weights stay in the checkpoint folder): (params, record)."""
+    from helpers.experiments import qk
+
+    p = qk.Params.resolve("ci")
+    record, _ = qk.run_seed(p, p.seed)
+    return p, record
+
+
+def test_export_book_model_loads_through_models_load(ci_trajectory, tmp_path, monkeypatch):
     """The book's own MLM BERT, exported from the pretraining's best checkpoint, loads by name through
     `models.load` (as the STS chapter's encoders do) and gives the same MLM logits as the checkpoint;
     without an export, `models.load` says how to make one."""
@@ -263,14 +274,14 @@ def test_export_book_model_loads_through_models_load(tmp_path, monkeypatch):
     from helpers.hf import models
     from helpers.train import mlm
 
+    p, record = ci_trajectory
+    monkeypatch.setattr(qk, "run_seed", lambda q, seed, device="cpu": (record, True))
     monkeypatch.setattr(models, "book_model_dir", lambda name: tmp_path / name)
     with pytest.raises(models.ModelUnavailable, match="export_book_model"):
         models.load("book-mlm-bert")
-    p = qk.Params.resolve("ci")
     out = qk.export_model(p)
     info = json.loads((out / "BOOK_MODEL.json").read_text())
-    traj, _ = qk.run_seed(p, p.seed)
-    evals = {int(k): v for k, v in traj["eval_loss"].items()}
+    evals = {int(k): v for k, v in record["eval_loss"].items()}
     assert info["step"] == min(evals, key=evals.get) and info["held_out_mlm_nats"] == pytest.approx(evals[info["step"]])
     loaded = models.load("book-mlm-bert")
     assert loaded.trained and "not a released checkpoint" in loaded.description
@@ -284,7 +295,7 @@ def test_export_book_model_loads_through_models_load(tmp_path, monkeypatch):
     assert torch.allclose(h, h_ref, atol=1e-5)
 
 
-def test_export_train_remakes_the_weights_and_checks_them_against_the_record(tmp_path, monkeypatch):
+def test_export_train_remakes_the_weights_and_checks_them_against_the_record(ci_trajectory, tmp_path, monkeypatch):
     """`export_model(train=True)` on a machine without the pretraining's weights re-runs the pretraining and
     exports only when its held-out losses equal the committed trajectory's; a record the re-run does not
     reproduce stops it; without `train` a missing checkpoint says how to make it."""
@@ -295,17 +306,28 @@ def test_export_train_remakes_the_weights_and_checks_them_against_the_record(tmp
     from helpers.hf import models
 
     monkeypatch.setattr(models, "book_model_dir", lambda name: tmp_path / name)
-    p = qk.Params.resolve("ci")
-    record, _ = qk.run_seed(p, p.seed)           # the trajectory (at ci it is recomputed: read it back as a record)
+    p, record = ci_trajectory
     monkeypatch.setattr(qk, "run_seed", lambda q, seed, device="cpu": (record, True))
     pc = qk.pretrain_config(p, p.seed)
     ckpt = results.checkpoint_dir("qk", {**pc.stored(), "precision": p.precision})
     shutil.rmtree(ckpt)
     with pytest.raises(FileNotFoundError, match="--train"):
         qk.export_model(p)
+    reruns = []
+    real = qk.pretrain_weights
+
+    def pretrain(*args, **kwargs):
+        reruns.append(real(*args, **kwargs))
+        return reruns[-1]
+
+    monkeypatch.setattr(qk, "pretrain_weights", pretrain)
     out = qk.export_model(p, train=True)
-    assert (out / "BOOK_MODEL.json").is_file() and any(ckpt.glob("step_*.pt"))
-    shutil.rmtree(ckpt)
+    assert len(reruns) == 1 and (out / "BOOK_MODEL.json").is_file() and any(ckpt.glob("step_*.pt"))
+    # a record the re-run does not reproduce: the same re-run's history (no second pretraining) against losses
+    # 0.5 nats off stops the export
+    for step in list(ckpt.glob("step_*.pt")):
+        step.unlink()
+    monkeypatch.setattr(qk, "pretrain_weights", lambda *a, **k: reruns[0])
     off = {**record, "eval_loss": {k: v + 0.5 for k, v in record["eval_loss"].items()}}
     monkeypatch.setattr(qk, "run_seed", lambda q, seed, device="cpu": (off, True))
     with pytest.raises(RuntimeError, match="does not reproduce"):
