@@ -25,6 +25,7 @@ import pytest
 import torch
 from devicecheck import META, PlacementError, meta_tensors, on_placeholder
 from PIL import Image
+from testutil import SMALL
 
 from helpers import experiments
 from helpers.book import results, runtime
@@ -178,20 +179,12 @@ def test_a_loop_that_leaves_its_batch_on_cpu_fails(tok, tmp_path, placeholder, m
 
 # ------------------------------------------------------------------ every chapter's ci path
 
-#: the chapters whose `ci` path runs on a placeholder device (id -> chapter, overrides of the `ci` preset): the tse
-#: overrides shorten the CPU-only float64 checks (identities, Figure 8, bounds) the device does not touch;
-#: "anisotropy-book" runs the `book` models that `ci` leaves out (Whisper's converted encoder, DINOv2).
+#: the chapters whose `ci` path runs on a placeholder device (id -> chapter, overrides of the `ci` preset:
+#: `testutil.SMALL`, which cut what runs on the CPU either way); "anisotropy-book" runs the `book` models that
+#: `ci` leaves out (Whisper's converted encoder, DINOv2).
 #: Chapters this test does not cover, with the reason:
 NOT_COVERED = {"glue": "the GLUE loop (helpers/train/glue.py) is not covered here"}
-OVERRIDES = {
-    # sts: two sets, few pairs and resamples (the statistics run on CPU either way; the device path is the same)
-    "sts": dict(datasets=("STS12", "STS-B"), max_pairs=60, bootstrap=20, draws=1, plant_directions=2,
-                lsds_points=40, tsne_pairs=10, alphas=(-0.6,), plant_sizes=(0.0, 1.0),
-                poolings=("first_last_l1",)),
-    "tse": dict(trials=2, depth=3, w_trials=4, lemma_trials=4, prenorm_depth=3, deesc_depth=3, deesc_runs=2,
-                hf_depth=2, hf_batch=2, d_model=64, eta_draws=2, eta_draws_precise=2, eta_dims=(10,),
-                eta_ts=(0.5,), bound_samples=2, taus=(0.5,)),
-}
+OVERRIDES = SMALL
 #: every chapter of the registry (`helpers.experiments.CHAPTERS`) but NOT_COVERED, plus the anisotropy book models
 CHAPTERS = {c: (c, OVERRIDES.get(c, {})) for c in experiments.CHAPTERS if c not in NOT_COVERED}
 CHAPTERS["anisotropy-book"] = ("anisotropy", dict(models=("audio:whisper-tiny.en", "vision:DINOv2-S/14")))

@@ -34,6 +34,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import hubstandin  # noqa: E402
+from testutil import SMALL  # noqa: E402
 
 from helpers.data.loaders import STS_HUB_IDS as D_HUB  # noqa: E402
 from helpers.data.loaders import STS_SUBSET_BLOCKS as D_BLOCKS  # noqa: E402
@@ -455,10 +456,10 @@ def test_sts_paper_preset(hub, tmp_path):
     `source` must be set to "hub" here — the preset itself reads the offline mirror (see the report). The Result
     it saves records, in its provenance, the commit of every model and STS set it loaded: the stand-in serves each
     at the commit `hub.lock` pins (the STS sets at MTEB's), else at its own."""
-    out = child(hub, tmp_path, """
+    small = {k: v for k, v in SMALL["sts"].items() if k != "datasets"}     # every set: each one's commit is checked
+    out = child(hub, tmp_path, f"""
         from helpers import experiments as E
-        p = E.sts.Params.resolve("paper", source="hub", max_pairs=12, lsds_points=20, tsne_pairs=10, bootstrap=20,
-                                 alphas=(-0.6,), plant_sizes=(0.0, 1.0), device="cpu")
+        p = E.sts.Params.resolve("paper", source="hub", **{{**{small!r}, "max_pairs": 12}}, device="cpu")
         res = E.sts.run(p)
         out["keys"] = sorted(res.to_json())
         out["sources"] = json.loads(res.save(p).read_text())["provenance"]["sources"]
@@ -570,10 +571,10 @@ def test_glue_paper_preset(hub, tmp_path):
 
 
 def test_tse_paper_preset(hub, tmp_path):
-    """tse `paper` (its CoLA sentences from nyu-mll/glue), shrunk to the ci sizes."""
-    out = child(hub, tmp_path, """
+    """tse `paper` (its CoLA sentences from nyu-mll/glue), shrunk to the ci sizes and `testutil.SMALL`."""
+    out = child(hub, tmp_path, f"""
         from helpers import experiments as E
-        ci = dict(E.tse.Params.PRESETS["ci"])
+        ci = {{**E.tse.Params.PRESETS["ci"], **{SMALL["tse"]!r}}}
         p = E.tse.Params.resolve("paper", **ci, device="cpu")
         res = E.tse.run(p)
         out["keys"] = sorted(res.to_json())

@@ -10,6 +10,18 @@ def seeded_randn(*shape, seed=0, dtype=None):
 
 #: when this test session started: a chapter result written after it was computed by this session's code
 #: (`make test` sets TOKUNI_RESULTS_SINCE for both of its rounds: the chapters, then the claims tests)
+#: the smallest settings that still run every step of a chapter's path, for tests that check where a path runs
+#: (a device, the hub stand-in) rather than its numbers: sts on two sets, few pairs and resamples; tse with the
+#: CPU-only float64 checks (identities, Figure 8, bounds) cut to a few draws
+SMALL = {
+    "sts": dict(datasets=("STS12", "STS-B"), max_pairs=60, bootstrap=20, draws=1, plant_directions=2,
+                lsds_points=40, tsne_pairs=10, alphas=(-0.6,), plant_sizes=(0.0, 1.0),
+                poolings=("first_last_l1",)),
+    "tse": dict(trials=2, depth=3, w_trials=4, lemma_trials=4, prenorm_depth=3, deesc_depth=3, deesc_runs=2,
+                hf_depth=2, hf_batch=2, d_model=64, eta_draws=2, eta_draws_precise=2, eta_dims=(10,),
+                eta_ts=(0.5,), bound_samples=2, taus=(0.5,)),
+}
+
 SESSION_START = float(__import__("os").environ.get("TOKUNI_RESULTS_SINCE") or __import__("time").time())
 
 

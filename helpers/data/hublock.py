@@ -230,10 +230,16 @@ def record_mirror_file(path: str | os.PathLike, what: str, root: str | os.PathLi
                                      "sha256": file_sha256(path)})
 
 
+#: datasets already loaded in this process, by (id, resolved commit, arguments): a commit's content never changes,
+#: so a run that reads one set for each of its models loads it once (streamed datasets are never kept)
+_LOADED: dict = {}
+
+
 def load_hub_dataset(repo_id: str, *args, **kwargs):
     """`datasets.load_dataset(repo_id, *args, **kwargs)` at the pinned commit: the commit is resolved first
     (`HfApi.dataset_info`, which names a pin the hub no longer has), passed as `revision=`, and settled
-    (recorded with the dataset's fingerprint; a different commit than the pin raises `RevisionMoved`)."""
+    (recorded with the dataset's fingerprint; a different commit than the pin raises `RevisionMoved`). A commit
+    loaded before in this process is served from memory, and recorded again."""
     import datasets
 
     asked = request_revision("dataset", repo_id)
@@ -246,7 +252,12 @@ def load_hub_dataset(repo_id: str, *args, **kwargs):
         mv = explain_missing("dataset", repo_id, asked, err)
         if mv is not None:
             raise mv from None
-    ds = datasets.load_dataset(repo_id, *args, revision=sha or asked, **kwargs)
+    key = (repo_id, sha, args, tuple(sorted(kwargs.items()))) if sha and not kwargs.get("streaming") else None
+    ds = _LOADED.get(key) if key is not None else None
+    if ds is None:
+        ds = datasets.load_dataset(repo_id, *args, revision=sha or asked, **kwargs)
+        if key is not None:
+            _LOADED[key] = ds
     config = args[0] if args else kwargs.get("name")
     settle("dataset", repo_id, sha, **({"config": config} if config else {}),
            **({"split": kwargs["split"]} if "split" in kwargs else {}),
