@@ -190,3 +190,44 @@ def test_moved_revisions_against_the_stand_in(tmp_path, monkeypatch):
     assert moved["datasets"]["mteb/sts12-sts"]["revision"] == sts12_main
     assert moved["models"][bert]["revision"] == "1" * 40 and moved["datasets"]["nyu-mll/glue"]["revision"] == "3" * 40
     assert glue_main not in lock.read_text()
+
+
+def test_a_hub_dataset_commit_is_loaded_once_per_process_and_recorded_each_time(monkeypatch):
+    """`load_hub_dataset` keeps what it loaded by (id, resolved commit, arguments): a second call at the same
+    commit does not load again but is settled (recorded) again; another commit, another split or a streamed
+    dataset loads anew. `loaders.hub_column` reads a column of a dataset with a selection as that selection."""
+    import datasets
+    import huggingface_hub
+
+    from helpers.book import results
+    from helpers.data import hublock
+    from helpers.data.loaders import hub_column
+
+    head = {"sha": "a" * 40}
+    loads = []
+
+    class Api:
+        def dataset_info(self, repo_id, revision=None):
+            return type("Info", (), {"sha": head["sha"]})()
+
+    def load_dataset(repo_id, *args, revision=None, **kwargs):
+        loads.append((repo_id, revision, kwargs.get("split"), kwargs.get("streaming", False)))
+        return datasets.Dataset.from_dict({"s": [f"{revision[:1]}{i}" for i in range(6)], "x": list(range(6))})
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", Api)
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    monkeypatch.setattr(hublock, "_LOADED", {})
+    repo = "test-owner/not-in-the-lock"
+    assert hublock.pin("dataset", repo) is None
+    first = hublock.load_hub_dataset(repo, split="test")
+    results._SOURCES.pop(f"hub dataset {repo}", None)
+    again = hublock.load_hub_dataset(repo, split="test")
+    assert again is first and len(loads) == 1
+    assert results._SOURCES[f"hub dataset {repo}"]["revision"] == head["sha"]          # recorded again
+    hublock.load_hub_dataset(repo, split="train")
+    hublock.load_hub_dataset(repo, split="test", streaming=True)
+    hublock.load_hub_dataset(repo, split="test", streaming=True)
+    head["sha"] = "b" * 40
+    moved = hublock.load_hub_dataset(repo, split="test")
+    assert len(loads) == 5 and hub_column(moved, "s")[0] == "b0"
+    assert hub_column(first.select([4, 1]), "s") == ["a4", "a1"] and hub_column(first, "x") == list(range(6))
