@@ -187,7 +187,8 @@ NOT_COVERED = {"glue": "the GLUE loop (helpers/train/glue.py) is not covered her
 OVERRIDES = SMALL
 #: every chapter of the registry (`helpers.experiments.CHAPTERS`) but NOT_COVERED, plus the anisotropy book models
 CHAPTERS = {c: (c, OVERRIDES.get(c, {})) for c in experiments.CHAPTERS if c not in NOT_COVERED}
-CHAPTERS["anisotropy-book"] = ("anisotropy", dict(models=("audio:whisper-tiny.en", "vision:DINOv2-S/14")))
+CHAPTERS["anisotropy-book"] = ("anisotropy", dict(OVERRIDES["anisotropy"], models=("audio:whisper-tiny.en",
+                                                                            "vision:DINOv2-S/14")))
 
 
 def _run_on_placeholder(case: str, monkeypatch) -> tuple[list[str], list[str]]:

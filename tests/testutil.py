@@ -20,6 +20,13 @@ SMALL = {
     "tse": dict(trials=2, depth=3, w_trials=4, lemma_trials=4, prenorm_depth=3, deesc_depth=3, deesc_runs=2,
                 hf_depth=2, hf_batch=2, d_model=64, eta_draws=2, eta_draws_precise=2, eta_dims=(10,),
                 eta_ts=(0.5,), bound_samples=2, taus=(0.5,)),
+    # the training chapters: a few steps still build, train, evaluate, probe and checkpoint every variant
+    "deeplm": dict(depth=2, seq_len=16, steps=4, eval_every=2, eval_sequences=4),
+    "qk": dict(seq_len=16, steps=(0, 2, 4), resume_every=2, n_samples=8, max_length=16, n_display=8,
+               end_state_samples=4, end_state_length=16),
+    "vit": dict(train_images=32, test_images=16, batch_size=16),
+    "anisotropy": dict(text_tokens=1000, chains=8, reactions=8, n_pairs=200, gaussian_samples=1000),
+    "synthesis": dict(text_inputs=8, draws=20, twins=2),
 }
 
 SESSION_START = float(__import__("os").environ.get("TOKUNI_RESULTS_SINCE") or __import__("time").time())
