@@ -96,7 +96,9 @@ class Params(ChapterParams):
     CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("standard_depths", "ablations", "ablation_depth", "confirm_blocks",
                                                  "confirm_depths")
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "ci": dict(depth=4, depths=(2,), epochs=1, train_images=256, test_images=128, batch_size=64, seeds=1,
+        # the book's width and patches (96 wide, 4 heads of 24, 8x8 patches: 16 tokens)
+        "ci": dict(depth=4, depths=(2,), d_model=96, d_ff=192, n_heads=4, patch=8, epochs=1, train_images=256,
+                   test_images=128, batch_size=64, seeds=1,
                    variants=VARIANTS, standard_depths=(2,),
                    ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_SCALES),
                    ablation_depth=2, confirm_blocks=("algorithm1-torch-ffn-init",), confirm_depths=(4,)),
