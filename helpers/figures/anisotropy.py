@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from ..core.anisotropy import isotropic_cosine_pdf, isotropic_cosine_quantile
-from ..experiments.anisotropy import Result
+from ..core.anisotropy import ISO_SHARE, MEAN_STABLE, isotropic_cosine_pdf, isotropic_cosine_quantile
+from ..experiments.anisotropy import BYTE_MLM, IDENTITY_TOL, Result
 from . import common
 
 MARKERS = {"text": "o", "bytes": "D", "protein": "P", "chem": "X", "audio": "^", "vision": "s"}
@@ -458,7 +458,23 @@ def publish(res: Result) -> None:
         "anisotropy-identity-within": sum(m.normalised["identity_layers_within"] for m in res.models),
         "anisotropy-identity-layers": sum(m.normalised["layers"] for m in res.models),
         "anisotropy-identity-gap-max": max(m.normalised["identity_gap_max"] for m in res.models),
+        "anisotropy-identity-tol": IDENTITY_TOL,
+        "anisotropy-zeroed-models": len(res.zeroed),
+        "anisotropy-jack-models": len(res.centred_jack),
+        "anisotropy-jack-names": _listed([j.name for j in res.centred_jack]),
+        "anisotropy-byte-batch": BYTE_MLM.batch_size,
+        "anisotropy-byte-seq-len": BYTE_MLM.seq_len,
+        "anisotropy-chunk-len": res.chunk_len,
+        "anisotropy-chains": res.chains,
+        "anisotropy-shape-max-d": max((max(s_.dims) for s_ in res.shapes), default=0),
+        "anisotropy-mean-stable": MEAN_STABLE,
+        "anisotropy-iso-share": ISO_SHARE,
     })
+
+
+def _listed(names: list[str]) -> str:
+    """"a", "a and b", "a, b and c"; "none" for no names."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names) or "none"
 
 
 def _finish_grid(fig, axes, used: int, ylabel: str, title: str, ncol: int):

@@ -45,6 +45,9 @@ class Result(results.Result):
     cnn_boot: R.CnnBootstrap | None = None
     speech_boot: R.SpeechBootstrap | None = None
     centred_jack: list[CentredJackknife] = field(default_factory=list)
+    #: the run's settings the prose quotes: tokens per text chunk, antibody chains
+    chunk_len: int = 0
+    chains: int = 0
 
     def __post_init__(self) -> None:
         """The converter: each stored dict becomes its record."""
