@@ -396,9 +396,9 @@ def test_clusters_plus_drift_are_not_called_one_common_direction():
 
 def test_the_chapter_reads_the_effective_dimension_from_the_accumulators_pairs():
     """The committed runs hold, per layer, the mean and standard error of the sampled mean-removed
-    cosines; `Result.effective_dims` turns them into 1/E[cos²]. On planted clouds streamed through the
+    cosines; `Model.effective_dims` turns them into 1/E[cos²]. On planted clouds streamed through the
     same accumulator it finds ≈ 3 for clusters + drift and ≈ d for an isotropic cloud + drift."""
-    from helpers.experiments.anisotropy import Result
+    from helpers.experiments.anisotropy.records import Model
 
     n_pairs = 20_000
     recs = []
@@ -407,10 +407,10 @@ def test_the_chapter_reads_the_effective_dimension_from_the_accumulators_pairs()
         acc = A.LayerAccumulator(A.sample_pairs(3000, n_pairs, seed=2))
         acc.add([x])
         recs.append({k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in acc.result().items()})
-    r = Result(models=[], gaussian=[], n_pairs=n_pairs)
-    assert r.effective_dims(recs[0])[0] == pytest.approx(3, rel=0.1)
-    assert r.effective_dims(recs[1])[0] == pytest.approx(128, rel=0.06)
-    band = r.isotropic_effective_dim(128)
+    clusters, isotropic = (Model.of(r, n_pairs=n_pairs) for r in recs)
+    assert clusters.effective_dims()[0] == pytest.approx(3, rel=0.1)
+    assert isotropic.effective_dims()[0] == pytest.approx(128, rel=0.06)
+    band = X.Result(models=[], gaussian=[], n_pairs=n_pairs).isotropic_effective_dim(128)
     assert band.low < 128 < band.high and band.high - band.low < 0.06 * 128
 
 
@@ -631,6 +631,6 @@ def test_following_the_drift_needs_a_positive_significant_correlation():
     neg = X.drift_layer_test(layers, (0.9, 0.8, 0.85, 0.6, 0.5, 0.45, 0.3))
     pos = X.drift_layer_test(layers, (0.3, 0.45, 0.5, 0.6, 0.85, 0.8, 0.9))
     weak = X.drift_layer_test(layers, (0.5, 0.3, 0.6, 0.2, 0.55, 0.4, 0.45))
-    assert neg["p_exact"] < 0.05 and neg["rho"] < 0 and not X.Result.follows(neg)
-    assert pos["p_exact"] < 0.05 and X.Result.follows(pos)
-    assert weak["p_exact"] > 0.05 and not X.Result.follows(weak)
+    assert neg["p_exact"] < 0.05 and neg["rho"] < 0 and not neg.follows()
+    assert pos["p_exact"] < 0.05 and pos.follows()
+    assert weak["p_exact"] > 0.05 and not weak.follows()

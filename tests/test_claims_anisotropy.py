@@ -86,7 +86,7 @@ def test_removing_the_mean_leaves_a_cosine_near_zero_but_not_an_isotropic_cloud(
     below the width in every layer of every model, and far below the isotropic Gaussian's band."""
     for m in res.models:
         assert np.abs(m["cos_centred"]).max() < 0.05, m["label"]
-        eff, d = res.effective_dims(m), np.asarray(m["dims"], float)
+        eff, d = m.effective_dims(), np.asarray(m.dims, float)
         assert np.all(eff < 0.6 * d), m["label"]
         assert np.all(eff < res.isotropic_effective_dim(int(d[-1])).low) or m["name"] == "EfficientNet-Lite0"
 
@@ -216,7 +216,7 @@ def test_findings_on_the_committed_book_runs():
     assert (share.effect.low, share.effect.high) == pytest.approx(BOOK_DRIFT_SHARE[1:], abs=0.001)
     assert r.share_counts() == {"models": 8, "spearman": 5, "pearson": 5, "either_sign": 6, "negative": 1}
     base = r.model_test(r.model("whisper-base"))
-    assert base["p_exact"] < 0.05 and base["rho"] < 0 and not r.follows(base)
+    assert base["p_exact"] < 0.05 and base["rho"] < 0 and not base.follows()
     for key in ("anisotropy-drift-correlation", "anisotropy-speech-drift", "anisotropy-speech-drift-sign",
                 "anisotropy-cnn-drift"):
         assert "nearly a definition" in fs[key].caveat, key
@@ -297,16 +297,18 @@ def test_a_planted_isotropic_centred_cloud_changes_the_verdict(res):
     every layer of every Transformer: the centred-isotropy finding turns to reproduced. Plant a flat
     CNN: its finding turns to reproduced too."""
     import copy
+    from dataclasses import replace
 
-    planted = copy.deepcopy(res)
-    for s_ in planted.shapes:                # the spectrum runs: about an isotropic Gaussian's participation ratio
-        s_["pr"] = list(np.asarray(s_["pr_iso"]) * (1 + 0.05 * np.sin(np.arange(len(s_["pr_iso"])))))
-    for m in planted.transformers():
-        d = np.asarray(m["dims"], float)
-        m["cos_centred"] = [0.0] * len(d)
-        m["cos_centred_se"] = list(1 / np.sqrt(d * planted.n_pairs))
-    planted.cnn_boot["map_cos"] = [0.01] * len(planted.cnn_boot["map_cos"])
-    planted.cnn_boot["median_draws"] = list(0.01 + 0.01 * np.sin(np.arange(len(planted.cnn_boot["median_draws"]))))
+    planted = copy.deepcopy(res)              # the records are frozen: each planted one replaces its record
+    planted.shapes = [replace(s_, pr=list(np.asarray(s_.pr_iso) * (1 + 0.05 * np.sin(np.arange(len(s_.pr_iso))))))
+                      for s_ in planted.shapes]  # the spectrum runs: about an isotropic Gaussian's participation ratio
+    ts = {m.name for m in planted.transformers()}
+    planted.models = [replace(m, cos_centred=[0.0] * len(m.dims),
+                              cos_centred_se=list(1 / np.sqrt(np.asarray(m.dims, float) * planted.n_pairs)))
+                      if m.trained and m.name in ts else m for m in planted.models]
+    b = planted.cnn_boot
+    planted.cnn_boot = replace(b, map_cos=[0.01] * len(b.map_cos),
+                               median_draws=list(0.01 + 0.01 * np.sin(np.arange(len(b.median_draws)))))
     before = {f.key: f.verdict for f in res.findings()}
     after = {f.key: f.verdict for f in planted.findings()}
     key = "anisotropy-centred-spread"
@@ -328,7 +330,7 @@ def test_spectrum_runs_classify_every_layer_and_hold_their_isotropic_reference(r
         assert np.all(np.asarray(s_["pr"]) <= d) and np.all(np.asarray(s_["pr"]) >= 1)
         assert s_["pr_iso"][0] == pytest.approx(isotropic_participation_ratio(s_["tokens"], int(d[0])))
         assert all(-1 <= c <= 1 for c in s_["mean_split_cos"])
-        assert set(res.makeup(s_)) <= set(MAKEUP)
+        assert set(s_.makeup()) <= set(MAKEUP)
     counts = res.makeup_counts()
     assert sum(counts[k] for k in MAKEUP) == counts["layers"] == 7 + 13
 
@@ -356,13 +358,13 @@ def test_planted_effects_change_the_new_findings_verdicts():
     w = r.model("whisper-tiny.en")
     w["cos_sampled"][4] = w["cos_exact"][4] = 0.15
     b = r.model("byte-MLM")
-    b["cos_sampled"] = [c + 0.4 for c in b["cos_sampled"]]
+    b.cos_sampled[:] = [c + 0.4 for c in b["cos_sampled"]]   # records are frozen: their lists change in place
     dino = r.model("DINOv2-S/14")
-    dino["cos_sampled"] = [-0.05] * len(dino["cos_sampled"])
+    dino.cos_sampled[:] = [-0.05] * len(dino["cos_sampled"])
     order = np.argsort(np.argsort(r.cnn_boot["map_mean_norm"]))     # the rank of each layer's ‖x̄‖₂
-    r.cnn_boot["map_cos"] = [0.3 + 0.01 * ((7 * int(k)) % 18) for k in order]   # a scrambled rank order
+    r.cnn_boot.map_cos[:] = [0.3 + 0.01 * ((7 * int(k)) % 18) for k in order]   # a scrambled rank order
     anti = r.model("AntiBERTy")                        # 0.05 on every layer: below the single-pair line at d = 512
-    anti["cos_sampled"] = [0.05] * len(anti["cos_sampled"])
+    anti.cos_sampled[:] = [0.05] * len(anti["cos_sampled"])
     smol = r.model("SmolLM2-135M-Instruct")            # layer 3 beyond the line at d = 576 (±0.069)
     jk = next(j for j in r.centred_jack if j["name"] == "SmolLM2-135M-Instruct")
     jk["centred"][3] = 0.09
@@ -389,7 +391,7 @@ def test_whisper_base_turned_toward_no_correlation_flips_its_literal_test():
 
     def planted(cos):
         r = copy.deepcopy(r0)
-        r.speech_boot["cos"] = list(cos)
+        r.speech_boot.cos[:] = list(cos)
         fs = {f.key: f for f in r.findings()}
         return [fs[k] for k in keys]
 
@@ -414,13 +416,13 @@ def test_the_sign_aware_share_drops_a_negative_correlation():
     r = copy.deepcopy(_book_or_skip())
     before = r.share_counts()
     mini = r.model("all-MiniLM-L6-v2")
-    mini["cos_exact"] = list(np.sort(mini["cos_exact"])[np.argsort(np.argsort(-np.asarray(mini["mean_norm"])))])
+    mini.cos_exact[:] = list(np.sort(mini["cos_exact"])[np.argsort(np.argsort(-np.asarray(mini["mean_norm"])))])
     after = r.share_counts()
     assert r.model_test(mini)["p_exact"] < 0.05 and r.model_test(mini)["rho"] < 0
     assert after["either_sign"] == before["either_sign"] and after["spearman"] == before["spearman"] - 1
     assert after["negative"] == before["negative"] + 1
     for m in r.transformers():
-        m["cos_exact"] = list(np.sort(m["cos_exact"])[np.argsort(np.argsort(-np.asarray(m["mean_norm"])))])
+        m.cos_exact[:] = list(np.sort(m["cos_exact"])[np.argsort(np.argsort(-np.asarray(m["mean_norm"])))])
     assert r.share_counts()["spearman"] == 0
     share = {f.key: f for f in r.findings()}["anisotropy-drift-correlation"]
     assert share.verdict == "not detected" and share.effect.low == 0 < share.effect.high and share.excludes()

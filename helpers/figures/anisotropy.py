@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from ..core.anisotropy import isotropic_cosine_pdf, isotropic_cosine_quantile
-from ..experiments.anisotropy import Result
+from ..core.anisotropy import ISO_SHARE, MEAN_STABLE, isotropic_cosine_pdf, isotropic_cosine_quantile
+from ..experiments.anisotropy import BYTE_MLM, IDENTITY_TOL, Result
 from . import common
 
 MARKERS = {"text": "o", "bytes": "D", "protein": "P", "chem": "X", "audio": "^", "vision": "s"}
@@ -23,34 +23,26 @@ def _colors(res: Result) -> list:
     return sns.color_palette("colorblind", len(res.models))
 
 
-def _pretrained(res: Result) -> list[dict]:
-    return res.pretrained()
-
-
-def _twin(res: Result, m: dict) -> dict | None:
-    return res.twin(m)
-
-
 _scroll = common.scroll
 
 
 def fig_layers(res: Result) -> plt.Figure:
     """Figures 1-4, one panel per model: the average cosine over all pairs per layer (solid), its
     untrained twin (dotted); for the CNN also the cosine of whole flattened maps (Godey et al.'s reading of Fig. 4)."""
-    models = _pretrained(res)
+    models = res.pretrained()
     cols = min(4, len(models))
     rows = -(-len(models) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.9 * rows), squeeze=False, sharey=True)
     for ax, m in zip(axes.flat, models, strict=False):
-        x = np.arange(len(m["cos_exact"]))
-        ax.plot(x, m["cos_exact"], "-o", ms=3, color="C0", label="average cosine")
+        x = np.arange(len(m.cos_exact))
+        ax.plot(x, m.cos_exact, "-o", ms=3, color="C0", label="average cosine")
         if "map_cos_exact" in m:
-            ax.plot(x, m["map_cos_exact"], "-.", color="C4", label="whole maps flattened")
-        t = _twin(res, m)
+            ax.plot(x, m.map_cos_exact, "-.", color="C4", label="whole maps flattened")
+        t = res.twin(m)
         if t is not None:
-            ax.plot(np.arange(len(t["cos_exact"])), t["cos_exact"], ":", color="C1", label="untrained twin")
+            ax.plot(np.arange(len(t.cos_exact)), t.cos_exact, ":", color="C1", label="untrained twin")
         ax.axhline(0, color="0.6", lw=0.6)
-        ax.set_title(f"{m['name']}\n{MODALITY_NAMES.get(m['modality'], m['modality'])}", fontsize=9)
+        ax.set_title(f"{m.name}\n{MODALITY_NAMES.get(m.modality, m.modality)}", fontsize=9)
         ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
     return _finish_grid(fig, axes, len(models), "cosine similarity",
                         "Anisotropy per layer across models and modalities", 4)
@@ -62,17 +54,17 @@ def fig_drift(res: Result) -> plt.Figure:
     al. Fig. 5) and of the normalised drift ‖x̄‖₂ / E‖x‖ against the average cosine."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5 + 0.25 * len(res.models)))
     for m, c in zip(res.models, _colors(res), strict=True):
-        r2 = np.square(m["drift_ratio"])
-        axes[0].scatter(r2, m["cos_exact"], s=12, marker=MARKERS.get(m["modality"], "o"),
-                        facecolors=c if m["trained"] else "none", edgecolors=c, label=m["label"])
+        r2 = np.square(m.drift_ratio)
+        axes[0].scatter(r2, m.cos_exact, s=12, marker=MARKERS.get(m.modality, "o"),
+                        facecolors=c if m.trained else "none", edgecolors=c, label=m.label)
     axes[0].plot([0, 1], [0, 1], "k-", lw=0.8)
     axes[0].set_xlabel(r"$(\|\bar{x}\|_2\,/\,E\|x\|)^2$")
     axes[0].set_ylabel("average cosine similarity")
     axes[0].set_title("(a) average cosine against the squared normalised drift", fontsize=10)
-    labels = [m["label"] for m in res.models]
+    labels = [m.label for m in res.models]
     y = np.arange(len(labels))
-    raw = [max(res.model_test(m)["p_exact"], FLOOR) for m in res.models]
-    norm = [max(res.layer_test(m["drift_ratio"], m["cos_exact"])["p_exact"], FLOOR) for m in res.models]
+    raw = [max(m.test().p_exact, FLOOR) for m in res.models]
+    norm = [max(m.normalised_test().p_exact, FLOOR) for m in res.models]
     axes[1].barh(y - 0.2, raw, height=0.4, color="C3", label="‖x̄‖₂ (the paper's test)")
     axes[1].barh(y + 0.2, norm, height=0.4, color="C0", label="‖x̄‖₂ / E‖x‖ (normalised)")
     axes[1].set_yticks(y, labels, fontsize=8)
@@ -92,12 +84,12 @@ def fig_drift(res: Result) -> plt.Figure:
 def fig_correlation(res: Result) -> plt.Figure:
     """Figures 5 and 16: p-values of the Spearman and Pearson tests between ‖x̄‖₂ and the average
     cosine across layers, per model; red bars are not significant at 0.05."""
-    labels = [m["label"] for m in res.models]
+    labels = [m.label for m in res.models]
     fig, axes = plt.subplots(1, 2, figsize=(11, 2.6 + 0.3 * len(labels)), sharey=True)
     for ax, test in zip(axes, ("spearman", "pearson"), strict=True):
-        tests = [res.model_test(m) for m in res.models]
-        pv = [max(t["p_exact" if test == "spearman" else "pearson_p"], FLOOR) for t in tests]
-        sign = [t["rho" if test == "spearman" else "pearson_r"] for t in tests]
+        tests = [m.test() for m in res.models]
+        pv = [max(t.p_exact if test == "spearman" else t.pearson_p, FLOOR) for t in tests]
+        sign = [t.rho if test == "spearman" else t.pearson_r for t in tests]
         ax.barh(labels, pv, color=["0.7" if v >= 0.05 else ("C0" if r > 0 else "C3") for v, r in
                                    zip(pv, sign, strict=True)])
         ax.axvline(0.05, color="r", ls="--", lw=1)
@@ -115,8 +107,8 @@ def fig_gaussian(res: Result) -> plt.Figure:
     fig, axes = plt.subplots(1, 2, figsize=(11, 7))
     c = np.linspace(-1, 1, 801)
     for i, g in enumerate(res.gaussian):
-        axes[0].plot(c, isotropic_cosine_pdf(c, g["d"]), color=f"C{i}", label=f"d = {g['d']}")
-        axes[0].stairs(g["hist_density"], g["hist_edges"], color=f"C{i}", alpha=0.5)
+        axes[0].plot(c, isotropic_cosine_pdf(c, g.d), color=f"C{i}", label=f"d = {g.d}")
+        axes[0].stairs(g.hist_density, g.hist_edges, color=f"C{i}", alpha=0.5)
     axes[0].set_xlabel("cosine similarity")
     axes[0].set_ylabel("density")
     axes[0].set_yscale("log")
@@ -127,8 +119,8 @@ def fig_gaussian(res: Result) -> plt.Figure:
     axes[1].plot(ds, [isotropic_cosine_quantile(0.95, d) for d in ds], "k-", label="95th pct of one pair (paper)")
     axes[1].plot(ds, [res.null_q95(d) for d in ds], "k--", label=f"95th pct of a {res.n_pairs:,}-pair average")
     for m, col in zip(res.models, _colors(res), strict=True):
-        axes[1].scatter(m["dims"], m["cos_exact"], marker=MARKERS.get(m["modality"], "o"), s=14,
-                        facecolors=col if m["trained"] else "none", edgecolors=col, label=m["label"])
+        axes[1].scatter(m.dims, m.cos_exact, marker=MARKERS.get(m.modality, "o"), s=14,
+                        facecolors=col if m.trained else "none", edgecolors=col, label=m.label)
     axes[1].set_xscale("log")
     axes[1].set_yscale("log")
     axes[1].set_ylim(1e-4, 1.5)
@@ -144,11 +136,11 @@ def fig_gaussian(res: Result) -> plt.Figure:
 def models_table(res: Result):
     """What was measured, one row per model (its untrained twin, same configuration and data, is
     measured beside it where the last column says so): modality, data, layers, what the model is."""
-    names = {m["name"] for m in res.models if not m["trained"]}
-    df = pd.DataFrame([{"model": m["name"] + (" (and its twin)" if m["name"] in names else ""),
-                        "modality": MODALITY_NAMES.get(m["modality"], m["modality"]),
-                        "measured on": m["data"], "layers": len(m["cos_exact"]) - 1, "what it is": m["description"]}
-                       for m in res.models if m["trained"]])
+    names = {m.name for m in res.models if not m.trained}
+    df = pd.DataFrame([{"model": m.name + (" (and its twin)" if m.name in names else ""),
+                        "modality": MODALITY_NAMES.get(m.modality, m.modality),
+                        "measured on": m.data, "layers": m.layers - 1, "what it is": m.description}
+                       for m in res.models if m.trained])
     return _scroll(common.table(df).set_caption("Models measured; \"and its twin\": its untrained twin (same "
                                                 "configuration, random weights) is measured on the same data"))
 
@@ -159,11 +151,11 @@ def summary_table(res: Result):
     above = res.above_isotropic()
     rows = []
     for m in res.models:
-        cos = np.asarray(m["cos_exact"])
-        a, n = above[m["label"]]
-        t = _twin(res, m) if m["trained"] else None
-        twin = f" / {int(np.sum(cos > np.asarray(t['cos_exact'])))}" if t else ""
-        rows.append({"model": m["label"], "embeddings": f"{cos[0]:.3f}",
+        cos = np.asarray(m.cos_exact)
+        a, n = above[m.label]
+        t = res.twin(m) if m.trained else None
+        twin = f" / {int(np.sum(cos > np.asarray(t.cos_exact)))}" if t else ""
+        rows.append({"model": m.label, "embeddings": f"{cos[0]:.3f}",
                      "peak (layer)": f"{cos.max():.3f} ({int(cos.argmax())})", "last layer": f"{cos[-1]:.3f}",
                      "layers above the null / its twin": f"{a}{twin} of {n}"})
     return _scroll(common.table(pd.DataFrame(rows)).set_caption(
@@ -190,7 +182,7 @@ def fig_spectrum(res: Result) -> plt.Figure:
     """The centred cloud per layer, one panel per model with a spectrum run: its participation ratio
     over d (pretrained solid, untrained twin dotted) and an isotropic Gaussian's of the same n and d
     (dashed)."""
-    names = list(dict.fromkeys(s_["name"] for s_ in res.shapes))
+    names = list(dict.fromkeys(s_.name for s_ in res.shapes))
     cols = min(4, max(1, len(names)))
     rows = -(-len(names) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.9 * rows), squeeze=False, sharey=True)
@@ -198,10 +190,10 @@ def fig_spectrum(res: Result) -> plt.Figure:
         for trained, style, label in ((True, "-o", "pretrained"), (False, ":", "untrained twin")):
             s_ = res.shape(name, trained)
             if s_ is not None:
-                x, d = np.arange(len(s_["pr"])), np.asarray(s_["dims"], float)
-                ax.plot(x, np.asarray(s_["pr"]) / d, style, ms=3, color="C0" if trained else "C1", label=label)
+                x, d = np.arange(len(s_.pr)), np.asarray(s_.dims, float)
+                ax.plot(x, np.asarray(s_.pr) / d, style, ms=3, color="C0" if trained else "C1", label=label)
                 if trained or res.shape(name) is None:
-                    ax.plot(x, np.asarray(s_["pr_iso"]) / d, "--", color="0.5", label="isotropic Gaussian")
+                    ax.plot(x, np.asarray(s_.pr_iso) / d, "--", color="0.5", label="isotropic Gaussian")
         ax.set_yscale("log")
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
@@ -273,10 +265,10 @@ def correlation_table(res: Result):
     the anisotropy follows the drift (positive, p < 0.05)."""
     rows = []
     for m in res.pretrained():
-        t = res.model_test(m)
-        rows.append({"model": m["name"], "layers": t["layers"], "Spearman ρ [over layers]": t["fisher"].text(2),
-                     "p (exact)": f"{t['p_exact']:.2g}", "Pearson r": f"{t['pearson_r']:+.2f}",
-                     "p (Pearson)": f"{t['pearson_p']:.2g}", "follows the drift": "yes" if res.follows(t) else "no"})
+        t = m.test()
+        rows.append({"model": m.name, "layers": t.layers, "Spearman ρ [over layers]": t.fisher.text(2),
+                     "p (exact)": f"{t.p_exact:.2g}", "Pearson r": f"{t.pearson_r:+.2f}",
+                     "p (Pearson)": f"{t.pearson_p:.2g}", "follows the drift": "yes" if t.follows() else "no"})
     return _scroll(common.table(pd.DataFrame(rows), compact=True).set_caption(
         "The paper's tests (its Figs. 5 and 16) across each model's layers: ‖x̄‖₂ against the average cosine (per "
         "position for the CNN); the interval's unit is the layers (Fisher z), the p-value is the exact permutation "
@@ -292,10 +284,10 @@ def layer_test_table(res: Result):
                                                                     res.cnn_test())):
         if t is None:
             continue
-        rows.append({"model": name, "layers": t["layers"], "ρ, Fisher z over layers": t["fisher"].text(2),
-                     "ρ, jackknife over layers": t["jackknife"].text(2),
-                     "ρ, bootstrap over inputs": t["input_bootstrap"].text(2), "p (exact)": f"{t['p_exact']:.4f}",
-                     "Pearson r [over layers]": t["pearson"].text(2), "p (Pearson)": f"{t['pearson_p']:.3f}"})
+        rows.append({"model": name, "layers": t.layers, "ρ, Fisher z over layers": t.fisher.text(2),
+                     "ρ, jackknife over layers": t.jackknife.text(2),
+                     "ρ, bootstrap over inputs": t.input_bootstrap.text(2), "p (exact)": f"{t.p_exact:.4f}",
+                     "Pearson r [over layers]": t.pearson.text(2), "p (Pearson)": f"{t.pearson_p:.3f}"})
     # a column per model, a row per procedure: eight columns side by side would not fit the page (as objects, so
     # that the layer counts stay integers)
     df = pd.DataFrame(rows).set_index("model").astype(object).T.rename_axis(columns="procedure")
@@ -323,10 +315,10 @@ def centred_cosine_table(res: Result):
 def normalised_table(res: Result):
     """Per model: the Spearman test of the normalised drift r = ‖x̄‖₂ / E‖x‖ against the average cosine, and how
     many layers satisfy avg cos ≈ r² within 0.02."""
-    rows = [{"model": m["label"], "Spearman ρ (r)": m["normalised"]["normalised_spearman_r"],
-             "p (r)": m["normalised"]["normalised_spearman_p"],
+    rows = [{"model": m.label, "Spearman ρ (r)": m.normalised["normalised_spearman_r"],
+             "p (r)": m.normalised["normalised_spearman_p"],
              "layers with |cos − r²| < 0.02":
-                 f"{m['normalised']['identity_layers_within']} of {m['normalised']['layers']}"}
+                 f"{m.normalised['identity_layers_within']} of {m.normalised['layers']}"}
             for m in res.models]
     return _scroll(common.table(pd.DataFrame(rows), digits=3).set_caption(
         "The normalised drift r = ‖x̄‖₂ / E‖x‖ against the average cosine across layers"))
@@ -339,15 +331,15 @@ def byte_mlm_table(res: Result):
         skipped = [s["reason"] for s in res.skipped if s["model"].endswith(":byte-MLM")]
         note = f"not on this machine: {skipped[0]}" if skipped else "the byte-level MLM is not among this run's models"
         return common.table(pd.DataFrame([{"note": note}]))
-    df = pd.DataFrame([{"step": int(k), "held-out MLM loss (nats/byte)": v, "unigram baseline": b["unigram_loss"]}
-                       for k, v in sorted(b["eval_loss"].items(), key=lambda kv: int(kv[0]))])
+    df = pd.DataFrame([{"step": k, "held-out MLM loss (nats/byte)": v, "unigram baseline": b.unigram_loss}
+                       for k, v in b.losses()])
     return common.table(df).set_caption("Byte-level MLM trained here: held-out loss (WikiText-103 test bytes)")
 
 
 def gaussian_table(res: Result):
     """Monte Carlo mean and 95th percentile of the isotropic cosine against the exact percentile and 1.645/√d."""
-    df = pd.DataFrame([{"d": g["d"], "mean (MC)": g["mc_mean"], "95th pct (MC)": g["mc_q95"],
-                        "95th pct (exact)": g["exact_q95"], "1.645/√d": g["asymptotic_q95"]} for g in res.gaussian])
+    df = pd.DataFrame([{"d": g.d, "mean (MC)": g.mc_mean, "95th pct (MC)": g.mc_q95,
+                        "95th pct (exact)": g.exact_q95, "1.645/√d": g.asymptotic_q95} for g in res.gaussian])
     return common.table(df, digits=4).set_caption("Cosine of isotropic Gaussians: Monte Carlo against the exact law")
 
 
@@ -367,16 +359,16 @@ def publish(res: Result) -> None:
     whisper_twins = [t for t in (res.get(n, False) for n in ("whisper-base", "whisper-tiny.en")) if t]
     base, sboot = res.get("whisper-base"), res.speech_boot
     cnn = res.get("EfficientNet-Lite0")
-    cnn_map = np.asarray(cnn.get("map_cos_exact", [nan] * 3) if cnn else [nan] * 3)[1:-1]
-    cnn_pos = np.asarray(cnn["cos_exact"] if cnn else [nan] * 3)[1:-1]
+    cnn_map = np.asarray(cnn.map_cos_exact if cnn and cnn.flattened else [nan] * 3)[1:-1]
+    cnn_pos = np.asarray(cnn.cos_exact if cnn else [nan] * 3)[1:-1]
     b = res.byte_mlm
-    steps = sorted(b["eval_loss"], key=int) if b else []
+    losses = b.losses() if b else []
     planted, iso = res.planted["clusters + drift"], res.planted["isotropic + drift"]
     rows = res.centred_rows()
     counts, zrows = res.makeup_counts(), res.zeroed_rows()
     smol_shape = res.shape("SmolLM2-135M-Instruct")
     byte, speech, boot = res.get("byte-MLM"), res.group("speech"), res.cnn_boot
-    st, ct, pos = res.speech_test(), res.cnn_test(), (res.model_test(cnn) if cnn else None)
+    st, ct, pos = res.speech_test(), res.cnn_test(), (cnn.test() if cnn else None)
     share, dec = res.share_counts(), res.centred_decider()
     common.publish({
         "anisotropy-skipped": "none" if not res.skipped else
@@ -384,36 +376,36 @@ def publish(res: Result) -> None:
         "anisotropy-n-pairs": f"{res.n_pairs:,}",
         "anisotropy-z-median": float(np.median(z)),
         "anisotropy-z-max": float(z.max()),
-        "anisotropy-smollm-last": float(smol["cos_exact"][-1]) if smol else nan,
-        "anisotropy-minilm-last": float(mini["cos_exact"][-1]) if mini else nan,
-        "anisotropy-minilm-null": res.null_q95(mini["dims"][-1]) if mini else nan,
-        "anisotropy-minilm-twin-emb": float(mini_twin["cos_exact"][0]) if mini_twin else nan,
-        "anisotropy-whisper-twin-min": min(min(t["cos_exact"]) for t in whisper_twins) if whisper_twins else nan,
-        "anisotropy-whisper-twin-max": max(max(t["cos_exact"]) for t in whisper_twins) if whisper_twins else nan,
+        "anisotropy-smollm-last": float(smol.cos_exact[-1]) if smol else nan,
+        "anisotropy-minilm-last": float(mini.cos_exact[-1]) if mini else nan,
+        "anisotropy-minilm-null": res.null_q95(mini.d) if mini else nan,
+        "anisotropy-minilm-twin-emb": float(mini_twin.cos_exact[0]) if mini_twin else nan,
+        "anisotropy-whisper-twin-min": min(min(t.cos_exact) for t in whisper_twins) if whisper_twins else nan,
+        "anisotropy-whisper-twin-max": max(max(t.cos_exact) for t in whisper_twins) if whisper_twins else nan,
         "anisotropy-speech-base-min": res.lowest_layer([base]).text(3, signed=False) if base else "—",
-        "anisotropy-speech-base-first": float(base["cos_exact"][0]) if base else nan,
-        "anisotropy-speech-base-peak": float(max(base["cos_exact"])) if base else nan,
-        "anisotropy-speech-rho": st["fisher"].text(2) if st else "—",
-        "anisotropy-speech-p": st["p_exact"] if st else nan,
-        "anisotropy-speech-pearson-r": st["pearson_r"] if st else nan,
-        "anisotropy-speech-pearson-p": st["pearson_p"] if st else nan,
-        "anisotropy-speech-boot": st["input_bootstrap"].text(2) if st else "—",
-        "anisotropy-speech-layers": st["layers"] if st else 0,
-        "anisotropy-speech-clips": sboot["clips"] if sboot else 0,
-        "anisotropy-speech-norm-first": float(sboot["mean_norm"][0]) if sboot else nan,
-        "anisotropy-speech-norm-last": float(sboot["mean_norm"][-1]) if sboot else nan,
-        "anisotropy-speech-cos-last": float(sboot["cos"][-1]) if sboot else nan,
+        "anisotropy-speech-base-first": float(base.cos_exact[0]) if base else nan,
+        "anisotropy-speech-base-peak": float(max(base.cos_exact)) if base else nan,
+        "anisotropy-speech-rho": st.fisher.text(2) if st else "—",
+        "anisotropy-speech-p": st.p_exact if st else nan,
+        "anisotropy-speech-pearson-r": st.pearson_r if st else nan,
+        "anisotropy-speech-pearson-p": st.pearson_p if st else nan,
+        "anisotropy-speech-boot": st.input_bootstrap.text(2) if st else "—",
+        "anisotropy-speech-layers": st.layers if st else 0,
+        "anisotropy-speech-clips": sboot.clips if sboot else 0,
+        "anisotropy-speech-norm-first": float(sboot.mean_norm[0]) if sboot else nan,
+        "anisotropy-speech-norm-last": float(sboot.mean_norm[-1]) if sboot else nan,
+        "anisotropy-speech-cos-last": float(sboot.cos[-1]) if sboot else nan,
         "anisotropy-cnn-pos-min": float(np.min(cnn_pos)),
         "anisotropy-cnn-pos-max": float(np.max(cnn_pos)),
         "anisotropy-cnn-map-min": float(np.min(cnn_map)),
         "anisotropy-cnn-map-max": float(np.max(cnn_map)),
-        "anisotropy-cnn-images": boot["images"] if boot else 0,
+        "anisotropy-cnn-images": boot.images if boot else 0,
         "anisotropy-cnn-map-median": res.cnn_map_cosine().text(3, signed=False) if boot else "—",
-        "anisotropy-cnn-layers": len(boot["map_cos"]) if boot else 0,
-        "anisotropy-cnn-rho": ct["fisher"].text(2) if ct else "—",
-        "anisotropy-cnn-p": ct["p_exact"] if ct else nan,
-        "anisotropy-cnn-pos-rho": pos["rho"] if pos else nan,
-        "anisotropy-cnn-pos-p": pos["p_exact"] if pos else nan,
+        "anisotropy-cnn-layers": len(boot.map_cos) if boot else 0,
+        "anisotropy-cnn-rho": ct.fisher.text(2) if ct else "—",
+        "anisotropy-cnn-p": ct.p_exact if ct else nan,
+        "anisotropy-cnn-pos-rho": pos.rho if pos else nan,
+        "anisotropy-cnn-pos-p": pos.p_exact if pos else nan,
         "anisotropy-drift-share": res.significant_share().text(2, signed=False) if res.transformers() else "—",
         "anisotropy-drift-models": share["models"],
         "anisotropy-drift-follow": share["spearman"],
@@ -423,15 +415,15 @@ def publish(res: Result) -> None:
         "anisotropy-bytes-vs-smollm": res.level_gap(byte, smol).text(3) if byte and smol else "—",
         "anisotropy-bytes-vs-minilm": res.level_gap(byte, mini).text(3) if byte and mini else "—",
         "anisotropy-speech-min": res.lowest_layer(speech).text(3, signed=False) if speech else "—",
-        "anisotropy-byte-steps": int(b["steps"]) if b else 0,
-        "anisotropy-byte-wall-min": float(b["wall_time_s"]) / 60 if b else nan,
-        "anisotropy-byte-loss-init": float(b["eval_loss"][steps[0]]) if b else nan,
-        "anisotropy-byte-loss": float(b["eval_loss"][steps[-1]]) if b else nan,
-        "anisotropy-byte-unigram": float(b["unigram_loss"]) if b else nan,
-        "anisotropy-planted-cos": planted["cos"],
-        "anisotropy-planted-centred": planted["cos_centred"],
-        "anisotropy-planted-d": planted["d"],
-        "anisotropy-iso-planted-cos": iso["cos"],
+        "anisotropy-byte-steps": int(b.steps) if b else 0,
+        "anisotropy-byte-wall-min": float(b.wall_time_s) / 60 if b else nan,
+        "anisotropy-byte-loss-init": losses[0][1] if b else nan,
+        "anisotropy-byte-loss": losses[-1][1] if b else nan,
+        "anisotropy-byte-unigram": float(b.unigram_loss) if b else nan,
+        "anisotropy-planted-cos": planted.cos,
+        "anisotropy-planted-centred": planted.cos_centred,
+        "anisotropy-planted-d": planted.d,
+        "anisotropy-iso-planted-cos": iso.cos,
         "anisotropy-centred-max": max(r["centred_max"] for r in rows if r["model"] not in ("EfficientNet-Lite0",)),
         "anisotropy-centred-model": dec["model"] if dec else "—",
         "anisotropy-centred-layer": dec.get("jk_layer", dec["layer"]) if dec else 0,
@@ -443,30 +435,46 @@ def publish(res: Result) -> None:
         "anisotropy-null-single": sum(a for a, _ in res.above_single_pair().values()),
         "anisotropy-null-mean": sum(a for a, _ in res.above_isotropic().values()),
         "anisotropy-null-layers": sum(n for _, n in res.above_isotropic().values()),
-        "anisotropy-planted-pr": planted["pr"],
-        "anisotropy-planted-pr-iso": planted["pr_iso"],
-        "anisotropy-planted-makeup": planted["makeup"],
-        "anisotropy-iso-planted-pr": iso["pr"],
-        "anisotropy-iso-planted-makeup": iso["makeup"],
+        "anisotropy-planted-pr": planted.pr,
+        "anisotropy-planted-pr-iso": planted.pr_iso,
+        "anisotropy-planted-makeup": planted.makeup,
+        "anisotropy-iso-planted-pr": iso.pr,
+        "anisotropy-iso-planted-makeup": iso.makeup,
         "anisotropy-makeup-low": counts["drift + low-dimensional cloud"],
         "anisotropy-makeup-one": counts["one common direction"],
         "anisotropy-makeup-unstable": counts["no stable drift"],
         "anisotropy-makeup-layers": counts["layers"],
         "anisotropy-shape-share": f"{res.shape_share:.0%}",
-        "anisotropy-norm-previous": res.final_norm["previous"] if res.final_norm else nan,
-        "anisotropy-norm-before": res.final_norm["before"] if res.final_norm else nan,
-        "anisotropy-norm-after": res.final_norm["after"] if res.final_norm else nan,
-        "anisotropy-norm-tokens": f"{res.final_norm['tokens']:,}" if res.final_norm else "0",
-        "anisotropy-smollm-pr-min": float(np.min(smol_shape["pr"])) if smol_shape else nan,
-        "anisotropy-smollm-top3-max": float(np.max(smol_shape["top3"])) if smol_shape else nan,
+        "anisotropy-norm-previous": res.final_norm.previous if res.final_norm else nan,
+        "anisotropy-norm-before": res.final_norm.before if res.final_norm else nan,
+        "anisotropy-norm-after": res.final_norm.after if res.final_norm else nan,
+        "anisotropy-norm-tokens": f"{res.final_norm.tokens:,}" if res.final_norm else "0",
+        "anisotropy-smollm-pr-min": float(np.min(smol_shape.pr)) if smol_shape else nan,
+        "anisotropy-smollm-top3-max": float(np.max(smol_shape.top3)) if smol_shape else nan,
         "anisotropy-zeroed-emb-max": max((r["zeroed_emb"] for r in zrows), default=nan),
         "anisotropy-zeroed-below": sum(r.get("below_zeroed", 0) for r in zrows),
         "anisotropy-zeroed-below-twin": sum(r.get("below_twin", 0) for r in zrows),
         "anisotropy-zeroed-layers": sum(r["layers"] for r in zrows if "below_zeroed" in r),
-        "anisotropy-identity-within": sum(m["normalised"]["identity_layers_within"] for m in res.models),
-        "anisotropy-identity-layers": sum(m["normalised"]["layers"] for m in res.models),
-        "anisotropy-identity-gap-max": max(m["normalised"]["identity_gap_max"] for m in res.models),
+        "anisotropy-identity-within": sum(m.normalised["identity_layers_within"] for m in res.models),
+        "anisotropy-identity-layers": sum(m.normalised["layers"] for m in res.models),
+        "anisotropy-identity-gap-max": max(m.normalised["identity_gap_max"] for m in res.models),
+        "anisotropy-identity-tol": IDENTITY_TOL,
+        "anisotropy-zeroed-models": len(res.zeroed),
+        "anisotropy-jack-models": len(res.centred_jack),
+        "anisotropy-jack-names": _listed([j.name for j in res.centred_jack]),
+        "anisotropy-byte-batch": BYTE_MLM.batch_size,
+        "anisotropy-byte-seq-len": BYTE_MLM.seq_len,
+        "anisotropy-chunk-len": res.chunk_len,
+        "anisotropy-chains": res.chains,
+        "anisotropy-shape-max-d": max((max(s_.dims) for s_ in res.shapes), default=0),
+        "anisotropy-mean-stable": MEAN_STABLE,
+        "anisotropy-iso-share": ISO_SHARE,
     })
+
+
+def _listed(names: list[str]) -> str:
+    """"a", "a and b", "a, b and c"; "none" for no names."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names) or "none"
 
 
 def _finish_grid(fig, axes, used: int, ylabel: str, title: str, ncol: int):

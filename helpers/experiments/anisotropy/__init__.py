@@ -5,8 +5,8 @@ a vision Transformer and a CNN — and of the untrained twin of each Transformer
 correlation tests and the isotropic-Gaussian baseline.
 
 Read in this order: `params` (the models, `Params`, its presets and rules), `compute` (the runs and readings,
-through the results cache, and `run`), `result` (`Result` and its statistics), `findings` (the claims, as a
-table of specs)."""
+through the results cache, and `run`), `records` (the typed records a stored run is read into), `result` (`Result`
+and its statistics across the records), `findings` (the claims, as a table of specs)."""
 
 from .compute import (
                       CENTRED_MODELS,
@@ -53,7 +53,8 @@ from .params import (
                       TOKEN_TYPE,
                       Params,
 )
-from .result import Result, drift_layer_test
+from .records import drift_layer_test
+from .result import Result
 
 __all__ = [
     "ALPHA", "BYTES_VS_KEYS", "BYTE_MLM", "BYTE_MLM_DESCRIPTION", "BYTE_MLM_NAME", "BYTE_MLM_TRAINING",

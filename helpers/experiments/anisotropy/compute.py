@@ -547,7 +547,7 @@ def run(p: Params) -> Result:
     return Result(models=measured, gaussian=gaussian, byte_mlm=byte_rec,
                   skipped=skipped, n_pairs=p.n_pairs, planted=planted, zeroed=zeroed, shapes=shapes,
                   shape_share=p.shape_share, final_norm=final_norm, cnn_boot=cnn_boot,
-                  speech_boot=speech_boot, centred_jack=centred_jack)
+                  speech_boot=speech_boot, centred_jack=centred_jack, chunk_len=p.chunk_len, chains=p.chains)
 
 
 def byte_mlm_folder(cfg: PretrainConfig = BYTE_MLM) -> Path:

@@ -1,0 +1,526 @@
+"""The anisotropy chapter's typed records: one measured model, untrained twin or token-type-zeroed twin (`Model`),
+one spectrum run of the centred cloud (`Shape`), the bootstraps and the jackknife that read a test over inputs
+(`CnnBootstrap`, `SpeechBootstrap`, `CentredJackknife`), the isotropic-Gaussian baseline at one width
+(`Gaussian`), a planted cloud (`Cloud`), SmolLM2's final norm (`FinalNorm`), the byte-level MLM's training
+(`ByteTraining`), and the paper's drift test across layers (`LayerTest`, from `drift_layer_test`). Each stored
+record is read from the dict a results file stores (`Record.of`, the converter: committed results keep their
+layout and their cache keys) and written back in that layout (`Record.to_json`); the one setting a record needs
+to read itself (`n_pairs`, the sampled pairs per layer) is given by the `Result` that holds it and never stored."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ...core import anisotropy as A
+from ...core.stats import Interval, jackknife_interval, rank_correlation_interval, spearman_exact_p
+from .params import ALPHA, CHARACTER_LEVEL, IDENTITY_TOL
+
+
+@dataclass(frozen=True)
+class Record:
+    """A stored dict as a typed record: fields named as stored, the settings the `Result` hands it (`CONTEXT`,
+    never stored) and whatever it does not read, kept as stored (`other`). `record["key"]` reads a stored key, as
+    the dict did (the findings and tests written against the dicts read on unchanged).
+
+    The reading and writing are those of `experiments.sts.records.Record` (chapters import nothing from each
+    other)."""
+
+    CONTEXT: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def _stored(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls) if f.name not in cls.CONTEXT and f.name not in ("other", "layout"))
+
+    @classmethod
+    def of(cls, data: Any, **context: Any):
+        """The record of a stored dict (a record is returned as it is)."""
+        if isinstance(data, cls):
+            return data
+        stored = cls._stored()
+        return cls(**context, **{k: data[k] for k in stored if k in data},
+                   other={k: v for k, v in data.items() if k not in stored}, layout=tuple(data))
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored layout: the keys it was read with, in their order (a record made here: every field)."""
+        out = {**{k: getattr(self, k) for k in self._stored()}, **self.other}
+        return {k: out[k] for k in self.layout} if self.layout else out
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self.other:
+            return self.other[key]
+        if key in self._stored() and (not self.layout or key in self.layout):
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def __contains__(self, key: str) -> bool:
+        try:
+            self[key]
+        except KeyError:
+            return False
+        return True
+
+
+def stored(v: Any) -> Any:
+    """`v` in its stored layout: every record in it (in lists and dicts too) as the dict it was read from."""
+    if isinstance(v, Record):
+        return v.to_json()
+    if isinstance(v, list):
+        return [stored(x) for x in v]
+    return {k: stored(x) for k, x in v.items()} if isinstance(v, dict) else v
+
+
+def isotropic_line(d: int) -> float:
+    """The 95th percentile of one isotropic pair's cosine at width d (the paper's Appendix B line, Fig. 18)."""
+    return A.isotropic_cosine_quantile(0.95, int(d))
+
+
+def _interval(c: float, se: float, n: int) -> Interval:
+    """c ± 1.96 standard errors over `n` sampled pairs."""
+    return Interval(c, c - 1.96 * se, c + 1.96 * se, n, "normal")
+
+
+@dataclass(frozen=True)
+class LayerTest:
+    """Godey et al.'s §3.3 test (Fig. 5) across a model's layers (`drift_layer_test`): Spearman's `rho` with its
+    exact permutation `p_exact`, its Fisher-z interval (`fisher`) and its jackknife over the layers; Pearson's
+    `pearson_r`, `pearson_p` and Fisher-z interval (`pearson`, Fig. 16); `input_bootstrap`: ρ's bootstrap over
+    inputs, where a bootstrap record gives one."""
+
+    layers: int
+    rho: float
+    p_exact: float
+    fisher: Interval
+    jackknife: Interval
+    pearson_r: float
+    pearson_p: float
+    pearson: Interval
+    input_bootstrap: Interval | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+    def follows(self, reading: str = "spearman") -> bool:
+        """Says the anisotropy follows the drift: positive and p < 0.05 (Spearman with its exact permutation p;
+        `reading="pearson"`: Pearson's r and its p, the paper's Fig. 16)."""
+        if reading == "pearson":
+            return self.pearson_p < ALPHA and self.pearson_r > 0
+        return self.p_exact < ALPHA and self.rho > 0
+
+    def with_bootstrap(self, draws, rho: float) -> LayerTest:
+        return dataclasses.replace(self, input_bootstrap=Interval.from_draws(draws, estimate=rho))
+
+
+def layer_test(mean_norm, cos) -> LayerTest:
+    """`drift_layer_test` of any two sequences over layers."""
+    return drift_layer_test(tuple(float(v) for v in mean_norm), tuple(float(v) for v in cos))
+
+
+@functools.lru_cache(maxsize=512)
+def drift_layer_test(mean_norm: tuple[float, ...], cos: tuple[float, ...]) -> LayerTest:
+    """Godey et al.'s §3.3 test (Fig. 5) and its Pearson reading (App. A, Fig. 16) with the layers as the unit,
+    as the paper's test has them: Spearman's ρ across layers between ‖x̄‖₂ and the average cosine, its exact
+    permutation p (over all n! orderings up to 9 layers, Monte Carlo beyond: `core.stats.spearman_exact_p`),
+    its Fisher-z interval over the layers (`core.stats.rank_correlation_interval`) and its jackknife over
+    the layers (degenerate for a perfect rank order); Pearson's r with its p and Fisher-z interval."""
+    from scipy import stats as sps
+
+    x, y = np.asarray(mean_norm, float), np.asarray(cos, float)
+    n = x.size
+    rho = lambda v: float(sps.spearmanr(v[:, 0], v[:, 1]).statistic)  # noqa: E731
+    pr = sps.pearsonr(x, y)
+    r = float(np.clip(pr.statistic, -(1 - 1 / n**2), 1 - 1 / n**2))
+    half = 1.96 / np.sqrt(n - 3)
+    est = float(pr.statistic)
+    low, high = float(np.tanh(np.arctanh(r) - half)), float(np.tanh(np.arctanh(r) + half))
+    return LayerTest(layers=int(n), rho=float(sps.spearmanr(x, y).statistic), p_exact=spearman_exact_p(x, y),
+                     fisher=rank_correlation_interval(x, y), jackknife=jackknife_interval(np.column_stack([x, y]), rho),
+                     pearson_r=est, pearson_p=float(pr.pvalue),
+                     pearson=Interval(est, min(low, est), max(high, est), int(n), "fisher-z"))
+
+
+@dataclass(frozen=True)
+class Model(Record):
+    """One measured model (`compute.measure`): pretrained, its untrained twin, or the twin with its token-type
+    embedding zeroed. Its `label`, `modality`, `name`, `trained`, `description`, `data` (what it was measured on),
+    and per layer (embeddings first) `cos_exact`, `cos_sampled` and its `cos_sampled_se` (over `n_pairs` pairs),
+    `cos_centred` (mean removed, Biś et al. 2021) and its `cos_centred_se`, `mean_norm` (‖x̄‖₂), `avg_norm`
+    (E‖x‖), `drift_ratio` (‖x̄‖₂ / E‖x‖), `dims`; `tokens` (vectors measured), `correlation` (Spearman and
+    Pearson between ‖x̄‖₂ and the average cosine) and `normalised` (the same with the normalised drift, and how
+    closely avg cos ≈ (‖x̄‖₂ / E‖x‖)² holds). A CNN also holds `map_cos_exact` and `map_drift_ratio` (whole
+    flattened maps) and `vectors_per_layer`."""
+
+    CONTEXT: ClassVar[tuple[str, ...]] = ("n_pairs",)
+
+    n_pairs: int
+    name: str = ""
+    label: str = ""
+    modality: str = ""
+    trained: bool = True
+    description: str = ""
+    data: str = ""
+    cos_exact: list = field(default_factory=list)
+    cos_sampled: list = field(default_factory=list)
+    cos_sampled_se: list = field(default_factory=list)
+    cos_centred: list = field(default_factory=list)
+    cos_centred_se: list = field(default_factory=list)
+    mean_norm: list = field(default_factory=list)
+    avg_norm: list = field(default_factory=list)
+    drift_ratio: list = field(default_factory=list)
+    dims: list = field(default_factory=list)
+    tokens: int = 0
+    correlation: dict = field(default_factory=dict)
+    normalised: dict = field(default_factory=dict)
+    map_cos_exact: list | None = None
+    map_drift_ratio: list | None = None
+    other: dict = field(default_factory=dict)
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def d(self) -> int:
+        """The width of the last layer."""
+        return int(self.dims[-1])
+
+    @property
+    def layers(self) -> int:
+        """Layers measured, the embeddings included."""
+        return len(self.cos_exact)
+
+    @property
+    def cos(self) -> np.ndarray:
+        """The all-pairs average cosine per layer."""
+        return np.asarray(self.cos_exact, float)
+
+    @property
+    def flattened(self) -> bool:
+        """A CNN read as whole flattened maps too."""
+        return self.map_cos_exact is not None
+
+    @property
+    def kind(self) -> str:
+        """"subword" (token-level text), "character" (byte- or character-level text), "speech", "vision" or the
+        modality."""
+        if self.modality == "bytes" or self.name in CHARACTER_LEVEL:
+            return "character"
+        return {"text": "subword", "audio": "speech"}.get(self.modality, self.modality)
+
+    def layer_interval(self, layer: int) -> Interval:
+        """A layer's average cosine over its `n_pairs` sampled pairs, ±1.96 standard errors."""
+        return _interval(self.cos_sampled[layer], self.cos_sampled_se[layer], self.n_pairs)
+
+    def centred_pairs(self, layer: int) -> Interval:
+        """A layer's mean-removed average cosine over its `n_pairs` sampled pairs, ±1.96 standard errors."""
+        return _interval(self.cos_centred[layer], self.cos_centred_se[layer], self.n_pairs)
+
+    def mean_over_layers(self) -> tuple[float, float]:
+        """The average cosine averaged over the layers (sampled pairs) and its standard error."""
+        c, se = np.asarray(self.cos_sampled, float), np.asarray(self.cos_sampled_se, float)
+        return float(c.mean()), float(np.sqrt((se**2).sum()) / len(se))
+
+    def single_pair_margin(self) -> Interval:
+        """The average cosine over layers (sampled pairs) minus the 95th percentile of a *single* isotropic pair's
+        cosine at the model's width (the paper's Fig. 18 reading), ±1.96 SE of the pair sampling."""
+        c, se = self.mean_over_layers()
+        return _interval(c - isotropic_line(self.d), se, self.n_pairs)
+
+    def sampling_z(self) -> np.ndarray:
+        """|sampled − exact| / standard error per layer."""
+        return np.abs(np.subtract(self.cos_sampled, self.cos_exact)) / np.clip(self.cos_sampled_se, 1e-12, None)
+
+    def above(self, line) -> int:
+        """Layers whose average cosine exceeds `line(d)` at their width d."""
+        return int(sum(c > line(d) for c, d in zip(self.cos_exact, self.dims, strict=True)))
+
+    def effective_dims(self) -> np.ndarray:
+        """Per layer, the effective dimension 1/E[cos²] of the centred cloud (`core.measures.
+        cosine_effective_dim`), from the mean and standard error of the mean-removed cosines of the
+        layer's `n_pairs` sampled pairs: E[cos²] = mean² + sd², sd = se·√n_pairs."""
+        mean, se = np.asarray(self.cos_centred, float), np.asarray(self.cos_centred_se, float)
+        return 1.0 / (mean**2 + se**2 * self.n_pairs)
+
+    def test(self) -> LayerTest:
+        """The paper's test across the layers: ‖x̄‖₂ against the all-pairs average cosine."""
+        return layer_test(self.mean_norm, self.cos_exact)
+
+    def normalised_test(self) -> LayerTest:
+        """The same test with the normalised drift ‖x̄‖₂ / E‖x‖."""
+        return layer_test(self.drift_ratio, self.cos_exact)
+
+    def identity(self) -> tuple[int, int]:
+        """(layers where avg cos ≈ (‖x̄‖₂ / E‖x‖)² within `IDENTITY_TOL`, layers); a CNN read as whole flattened
+        maps: its maps' cosines and drift ratios."""
+        if self.flattened:
+            gap = np.abs(np.asarray(self.map_cos_exact) - np.square(self.map_drift_ratio))
+            return int((gap < IDENTITY_TOL).sum()), int(gap.size)
+        return self.normalised["identity_layers_within"], self.normalised["layers"]
+
+    def centred_row(self, twin: Model | None) -> dict[str, Any]:
+        """Width d, the effective dimension of the centred cloud over layers (smallest, largest) and as a share of
+        d, the isotropic Gaussian's band at that d, the largest |mean-removed average cosine|; the twin's range."""
+        eff, iso = self.effective_dims(), isotropic_effective_dim(self.d, self.n_pairs)
+        out = {"model": self.name, "d": self.d, "eff_min": float(eff.min()), "eff_max": float(eff.max()),
+               "share_max": float((eff / np.asarray(self.dims, float)).max()), "iso_low": iso.low,
+               "iso_high": iso.high, "centred_max": float(np.abs(self.cos_centred).max())}
+        if twin is None:
+            return out
+        te = twin.effective_dims()
+        return out | {"twin_min": float(te.min()), "twin_max": float(te.max())}
+
+    def centred_reach(self, jack: CentredJackknife | None) -> dict[str, Any]:
+        """The layer whose mean-removed average cosine reaches furthest toward the isotropic line (the reach: the
+        larger |bound| of its interval over the line): the sampled pairs' reading (`layer`, `pairs`,
+        `pairs_reach`), and with `jack` the jackknife over inputs (`jk_layer`, `jackknife`, `jk_reach`,
+        `jk_pairs`: the pairs at that layer, `unit`, `inputs`); `line`: the line at the deciding layer."""
+        line = np.array([isotropic_line(d) for d in self.dims])
+        pairs = [self.centred_pairs(i) for i in range(len(line))]
+        reach = [max(abs(iv.low), abs(iv.high)) / q for iv, q in zip(pairs, line, strict=True)]
+        out = {"model": self.name, "d": self.d, "layer": int(np.argmax(reach)), "pairs": pairs[int(np.argmax(reach))],
+               "pairs_reach": float(max(reach))}
+        if jack is None:
+            return out | {"line": float(line[out["layer"]])}
+        jk = jack.intervals()
+        jr = [max(abs(iv.low), abs(iv.high)) / q for iv, q in zip(jk, line, strict=True)]
+        k = int(np.argmax(jr))
+        return out | {"jk_layer": k, "jackknife": jk[k], "jk_reach": float(jr[k]), "jk_pairs": pairs[k],
+                      "unit": jack.unit, "inputs": jack.inputs, "line": float(line[k])}
+
+    def zeroed_row(self, pretrained: Model | None, twin: Model | None) -> dict[str, Any]:
+        """This token-type-zeroed twin against the twin and the pretrained model: the average cosine at the
+        embeddings of the twin and of this one, and the layers where the pretrained model lies below each."""
+        out = {"model": self.name, "twin_emb": float(twin.cos[0]) if twin else float("nan"),
+               "zeroed_emb": float(self.cos[0]), "zeroed_max": float(self.cos.max()), "layers": self.layers}
+        if pretrained is None:
+            return out
+        return out | {"below_twin": int(np.sum(pretrained.cos < twin.cos)) if twin else 0,
+                      "below_zeroed": int(np.sum(pretrained.cos < self.cos))}
+
+
+@dataclass(frozen=True)
+class Shape(Record):
+    """The centred cloud's spectrum per layer on a subsample (`compute.measure_shapes`, `SHAPE_KEYS`): `cos_exact`,
+    `dims`, `tokens`, `drift_ratio`, the participation ratio `pr` and an isotropic Gaussian's `pr_iso`, the top
+    variance shares `top1`/`top3`/`top10`, the RMS cosine after removing the top k directions `rms_cos_k*`, the
+    split-half cosine of the mean `mean_split_cos`, ‖x̄‖² over the top eigenvalue `drift_over_top`; and the
+    model's `name`, `trained`, `label`."""
+
+    cos_exact: list = field(default_factory=list)
+    dims: list = field(default_factory=list)
+    tokens: int = 0
+    drift_ratio: list = field(default_factory=list)
+    pr: list = field(default_factory=list)
+    pr_iso: list = field(default_factory=list)
+    top1: list = field(default_factory=list)
+    top3: list = field(default_factory=list)
+    top10: list = field(default_factory=list)
+    rms_cos_k0: list = field(default_factory=list)
+    rms_cos_k1: list = field(default_factory=list)
+    rms_cos_k3: list = field(default_factory=list)
+    rms_cos_k10: list = field(default_factory=list)
+    mean_split_cos: list = field(default_factory=list)
+    drift_over_top: list = field(default_factory=list)
+    data: str = ""
+    name: str = ""
+    trained: bool = True
+    label: str = ""
+    other: dict = field(default_factory=dict)
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def d(self) -> int:
+        return int(self.dims[-1])
+
+    def makeup(self) -> list[str]:
+        """Per layer, what the anisotropy is made of (`core.anisotropy.anisotropy_makeup`)."""
+        return [A.anisotropy_makeup(a, b, c) for a, b, c in zip(self.pr, self.pr_iso, self.mean_split_cos,
+                                                                 strict=True)]
+
+    def pr_share(self) -> np.ndarray:
+        """Per layer, the participation ratio over an isotropic Gaussian's of the same n and d."""
+        return np.asarray(self.pr, float) / np.asarray(self.pr_iso, float)
+
+    def pr_over_d(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per layer, the participation ratio over d, and an isotropic Gaussian's."""
+        d = np.asarray(self.dims, float)
+        return np.asarray(self.pr, float) / d, np.asarray(self.pr_iso, float) / d
+
+    def summary(self) -> dict[str, Any]:
+        """The pretrained run's row of `Result.shape_rows`: the largest top-3 share, the smallest split-half cosine
+        of the mean and ‖x̄‖² over the top eigenvalue, the largest RMS cosine after the top 10 directions over
+        1/√d, and the layers in each `MAKEUP` class."""
+        kinds = self.makeup()
+        return {"top3_max": float(np.max(self.top3)), "split_min": float(np.min(self.mean_split_cos)),
+                "drift_over_top_min": float(np.min(self.drift_over_top)),
+                "rms10_ratio": float(np.max(np.asarray(self.rms_cos_k10) * np.sqrt(np.asarray(self.dims)))),
+                "layers": len(kinds)} | {k: kinds.count(k) for k in A.MAKEUP}
+
+
+def isotropic_effective_dim(d: int, n_pairs: int) -> Interval:
+    """What `Model.effective_dims` gives for an isotropic Gaussian cloud of width d (E[cos²] = 1/d, and cos² has
+    variance ≈ 2/d² per pair): d with its 95 % sampling band over `n_pairs` pairs."""
+    half = 1.96 * np.sqrt(2.0 / n_pairs)
+    return Interval(d, d / (1 + half), d / (1 - half), n_pairs, "normal")
+
+
+def shape_row(m: Shape | None, t: Shape | None) -> dict[str, Any]:
+    """A model's spectrum runs, pretrained `m` and twin `t` (either may be missing): width d, tokens, the
+    participation ratio over layers (smallest, largest) of each against the isotropic Gaussian's, the pretrained
+    run's `Shape.summary`, and the twin's smallest split-half cosine of the mean."""
+    ref = m or t
+    pr = {f"{tag}pr_{f.__name__}": float(f(r.pr)) if r else float("nan")
+          for tag, r in (("", m), ("twin_", t)) for f in (np.min, np.max)}
+    return ({"model": ref.name, "d": ref.d, "tokens": int(ref.tokens), "pr_iso": float(np.median(ref.pr_iso))}
+            | pr | (m.summary() if m else {}) | ({"twin_split_min": float(np.min(t.mean_split_cos))} if t else {}))
+
+
+@dataclass(frozen=True)
+class CnnBootstrap(Record):
+    """The CNN's flattened maps with a bootstrap over `images` (`compute.cnn_map_bootstrap`): per block `map_cos`
+    and `map_mean_norm`, the bootstrap's `median_draws` (median over the block outputs) and `rho_draws`, the
+    full-sample `rho`, and per layer `layer_low`/`layer_high`."""
+
+    name: str = ""
+    images: int = 0
+    draws: int = 0
+    map_cos: list = field(default_factory=list)
+    map_mean_norm: list = field(default_factory=list)
+    median_draws: list = field(default_factory=list)
+    rho_draws: list = field(default_factory=list)
+    rho: float = float("nan")
+    layer_low: list = field(default_factory=list)
+    layer_high: list = field(default_factory=list)
+    other: dict = field(default_factory=dict)
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def map_cosine(self) -> Interval:
+        """The average cosine of whole flattened maps, median over the block outputs (the non-negative stem and
+        head maps left out), with its bootstrap interval over images."""
+        return Interval.from_draws(self.median_draws, estimate=float(np.median(self.map_cos[1:-1])))
+
+    def test(self) -> LayerTest:
+        """The drift test across the flattened maps' layers, with ρ's bootstrap over images."""
+        return layer_test(self.map_mean_norm, self.map_cos).with_bootstrap(self.rho_draws, self.rho)
+
+
+@dataclass(frozen=True)
+class SpeechBootstrap(Record):
+    """Whisper base's encoder with a bootstrap over `clips` (`compute.speech_drift_bootstrap`): per layer `cos` and
+    `mean_norm`, the full-sample `rho` and `p`, and the bootstrap's `rho_draws`."""
+
+    name: str = ""
+    clips: int = 0
+    frames: int = 0
+    draws: int = 0
+    cos: list = field(default_factory=list)
+    mean_norm: list = field(default_factory=list)
+    rho: float = float("nan")
+    p: float = float("nan")
+    rho_draws: list = field(default_factory=list)
+    other: dict = field(default_factory=dict)
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def test(self) -> LayerTest:
+        """The drift test across the encoder's layers, with ρ's bootstrap over recordings."""
+        return layer_test(self.mean_norm, self.cos).with_bootstrap(self.rho_draws, self.rho)
+
+
+@dataclass(frozen=True)
+class CentredJackknife(Record):
+    """A model's mean-removed average cosine per layer (`centred`) with its leave-one-out values over `inputs`
+    (`leave_one_out`, one list per layer; `unit`: what an input is), from `compute.centred_jackknife`."""
+
+    name: str = ""
+    unit: str = ""
+    inputs: int = 0
+    vectors: int = 0
+    dims: list = field(default_factory=list)
+    centred: list = field(default_factory=list)
+    leave_one_out: list = field(default_factory=list)
+    raw: list = field(default_factory=list)
+    other: dict = field(default_factory=dict)
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def intervals(self) -> list[Interval]:
+        """Per layer, the mean-removed average cosine with its jackknife interval over the inputs."""
+        return [jackknife(c, loo) for c, loo in zip(self.centred, self.leave_one_out, strict=True)]
+
+
+def jackknife(theta: float, loo) -> Interval:
+    """`theta` with its leave-one-out jackknife interval from the leave-one-out values `loo`: pseudo-values
+    K·θ − (K − 1)·θ₍₋ᵢ₎, θ ± t·SE with K − 1 degrees of freedom (`core.stats.jackknife_interval`'s rule)."""
+    from scipy import stats as sps
+
+    loo = np.asarray(loo, float)
+    k = loo.size
+    pseudo = k * theta - (k - 1) * loo
+    half = float(sps.t.ppf(0.975, k - 1)) * float(pseudo.std(ddof=1) / np.sqrt(k))
+    return Interval(theta, theta - half, theta + half, k, "jackknife")
+
+
+@dataclass(frozen=True)
+class Gaussian(Record):
+    """The cosine of isotropic Gaussians at width `d` (`compute.gaussian_baseline`): Monte Carlo mean and 95th
+    percentile, the exact percentile, 1.645/√d, and a histogram (`hist_edges`, `hist_density`)."""
+
+    d: int = 0
+    mc_mean: float = float("nan")
+    mc_q95: float = float("nan")
+    exact_q95: float = float("nan")
+    asymptotic_q95: float = float("nan")
+    hist_edges: list = field(default_factory=list)
+    hist_density: list = field(default_factory=list)
+    other: dict = field(default_factory=dict)
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Cloud(Record):
+    """A planted cloud's shape (`core.anisotropy.cloud_shape`): its average cosine `cos`, mean-removed
+    `cos_centred`, width `d`, participation ratio `pr` against an isotropic Gaussian's `pr_iso`, `effective_dim`
+    and `makeup`."""
+
+    cos: float = float("nan")
+    cos_centred: float = float("nan")
+    d: int = 0
+    pr: float = float("nan")
+    pr_iso: float = float("nan")
+    effective_dim: float = float("nan")
+    makeup: str = ""
+    other: dict = field(default_factory=dict)
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class FinalNorm(Record):
+    """SmolLM2's average cosine at its last point (`hf.anisotropy.final_norm_cosines`): the layer before
+    (`previous`), before and after its final RMSNorm, what the model returns, on `tokens` tokens."""
+
+    previous: float = float("nan")
+    before: float = float("nan")
+    after: float = float("nan")
+    returned: float = float("nan")
+    tokens: int = 0
+    other: dict = field(default_factory=dict)
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class ByteTraining(Record):
+    """The byte-level MLM's training record (`compute.byte_mlm`): held-out MLM loss per checkpoint step
+    (`eval_loss`, nats per byte, keyed by step as stored), the unigram baseline, steps and wall time."""
+
+    eval_loss: dict = field(default_factory=dict)
+    unigram_loss: float = float("nan")
+    steps: int = 0
+    train_sequences: int = 0
+    wall_time_s: float = 0.0
+    final_train_loss: float = float("nan")
+    other: dict = field(default_factory=dict)
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def losses(self) -> list[tuple[int, float]]:
+        """(step, held-out loss), in step order."""
+        return sorted(((int(k), float(v)) for k, v in self.eval_loss.items()), key=lambda kv: kv[0])
