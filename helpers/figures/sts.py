@@ -539,6 +539,7 @@ def publish(res: Result) -> None:
         "sts-alpha": res.alpha, "sts-alpha-abs": abs(res.alpha), "sts-f0": _f_at_zero(res.alpha),
         "sts-about-bert": about(BOOK_BERT), "sts-about-smol": about(SMOL), "sts-about-minilm": about(m),
         "sts-about-mpnet": about(MPNET), "sts-smol-width": WIDTH[SMOL],
+        "sts-n-sets": len(res.datasets), "sts-n-other-sets": len(res.datasets) - 1,
         "sts-crossfit-splits": next((s.settings["splits"] for s in res.samefit.values()), float("nan")),
         # anisotropic encoders
         "sts-extra-pairs": res.extra_max_pairs,
