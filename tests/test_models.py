@@ -41,3 +41,12 @@ def test_legacy_hub_ids_resolve_to_their_organisation_ids():
     assert all("/" in v and "/" not in k for k, v in models.CANONICAL_IDS.items())
     assert models.resolve_source("all-MiniLM-L6-v2").endswith("model")        # the weight package folder
     assert os.environ["DISABLE_SAFETENSORS_CONVERSION"] == "1"
+
+
+def test_a_models_prose_description_and_width_agree_with_its_description_line():
+    """`about` is the `DESCRIPTIONS` line a chapter glues where its prose says what a model is (written once), and
+    `WIDTH`, the number a chapter's prose needs, is the width that line states."""
+    assert models.about("all-mpnet-base-v2").startswith("a 12-layer, 768-wide MPNet")
+    assert "all-mpnet-base-v2" not in models.about("all-mpnet-base-v2") and models.about("no-such-model") == ""
+    for name, width in models.WIDTH.items():
+        assert f"{width}-wide" in models.DESCRIPTIONS[name] or f"{width} wide" in models.DESCRIPTIONS[name], name

@@ -9,6 +9,7 @@ import pkgutil
 from importlib import import_module
 
 from ..book.params import CHAPTERS as _REGISTRY
+from ..hf.models import WIDTH, about  # what each encoder is, written once, for the chapters' prose
 
 for _m in pkgutil.iter_modules(__path__):
     globals()[_m.name] = import_module(f"{__name__}.{_m.name}")
@@ -16,4 +17,4 @@ for _m in pkgutil.iter_modules(__path__):
 #: the chapters with an experiment (name → module), from the Params registry
 CHAPTERS = {name: globals()[name] for name in sorted(_REGISTRY) if name in globals()}
 
-__all__ = sorted(CHAPTERS) + ["findings", "CHAPTERS"]
+__all__ = sorted(CHAPTERS) + ["findings", "CHAPTERS", "WIDTH", "about"]

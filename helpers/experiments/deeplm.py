@@ -401,7 +401,7 @@ def run(p: Params) -> Result:
 
     paper = Params.resolve("paper")
     budget = {k: {"steps": q.steps, "batch_size": q.batch_size, "seq_len": q.seq_len, "depth": q.depth,
-                  "d_model": q.d_model} for k, q in (("ours", p), ("paper", paper))}
+                  "d_model": q.d_model, "d_ff": q.d_ff, "lr": q.lr} for k, q in (("ours", p), ("paper", paper))}
     n_params = parameter_count(CausalLM(LMConfig(vocab=vocab, depth=p.depth, d_model=p.d_model, n_heads=p.n_heads,
                                                  d_ff=p.d_ff, seq_len=p.seq_len)))
     return Result(variants=list(p.variants), seeds=runtime.run_seeds(p.seed, p.seeds), depth=p.depth, steps=p.steps,

@@ -157,6 +157,7 @@ def publish(res: Result) -> None:
         "deeplm-diff-tau-pre-norm": _diff(res, tau_arm(tau), "pre-norm"),
         "deeplm-seq-len": ours.get("seq_len", 0), "deeplm-batch": ours.get("batch_size", 0),
         "deeplm-width": ours.get("d_model", 0),
+        "deeplm-ffn-mult": ours.get("d_ff", np.nan) / ours.get("d_model", np.nan), "deeplm-lr": ours.get("lr", np.nan),
         "deeplm-paper-seq-len": paper.get("seq_len", 0), "deeplm-paper-batch": paper.get("batch_size", 0),
         "deeplm-step-ratio": ratio.get("steps", np.nan), "deeplm-token-ratio": ratio.get("tokens", np.nan),
         "deeplm-tokens-per-step": ratio.get("ours_per_step", 0),

@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..experiments import about
 from ..experiments.glue import HOLDOUT, METRIC_NAMES, Result, rte_probe, selection_changes, side_measurements
 from . import common
 
@@ -378,7 +379,7 @@ def publish(res: Result) -> None:
     common.publish({
         "glue-runs": len(res.runs), "glue-from-cache": sum(r.from_cache for r in res.runs),
         "glue-seeds": len(res.seeds), "glue-epochs": res.epochs,
-        "glue-models": ", ".join(res.models),
+        "glue-models": ", ".join(res.models), "glue-about-models": "; ".join(about(m) for m in res.models),
         "glue-expdecay-seeds": max((len(r["differences"]) for r in res.paired if r["variant"] != "softdecay"),
                                    default=0),
         "glue-rte-high": rte.high if rte else float("nan"),
@@ -424,7 +425,8 @@ def publish(res: Result) -> None:
         "glue-sst2-steps-per-epoch": f"{sst2.get('steps_per_full_epoch', 0):,}",
         "glue-sst2-run-minutes": sst2.get("estimated_seconds_per_3_epoch_run", float("nan")) / 60,
         "glue-sst2-grid-hours": sst2.get("estimated_cpu_hours_per_task_grid"),
-        "glue-wide-model": res.wide_model, "glue-wide-seeds": len(res.wide_seeds()),
+        "glue-wide-model": res.wide_model, "glue-about-wide": about(res.wide_model),
+        "glue-wide-seeds": len(res.wide_seeds()),
         "glue-wide-alpha": res.wide_alpha(),
         "glue-wide-base": res.wide_score("baseline").text(1, signed=False),
         "glue-wide-majority": res.wide_majority.get("acc", float("nan")),

@@ -8,9 +8,12 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import torch
 
+from ..core.softdecay import softdecay
 from ..core.stats import Interval
 from ..core.sts import FLIP_FREE, METHODS
+from ..experiments import WIDTH, about
 from ..experiments.sts import BOOK_BERT, MPNET, PLANT_METHODS, POOLING_LABEL, SMOL, Result
 from . import common
 
@@ -520,6 +523,11 @@ def _text_if_draws(res: Result, model: str, method: str, against: str = "vanilla
 
 
 
+def _f_at_zero(alpha: float) -> float:
+    """Eq. (2) at λ = 0, the value SoftDecay gives the smallest directions (−inf at α = −1)."""
+    return float(softdecay(torch.zeros((), dtype=torch.float64), alpha)) if alpha > -1 else -math.inf
+
+
 def publish(res: Result) -> None:
     """Glue the figures and every number the prose quotes (`sts-*`): numbers and intervals only."""
     common.set_theme()
@@ -527,6 +535,12 @@ def publish(res: Result) -> None:
     flips = res.run_of(m).flips()
     bert_flips = res.run_of(BOOK_BERT).flips()["raw"] if BOOK_BERT in res.all_runs() else pd.Series([np.nan])
     common.publish({
+        # the settings the prose states, and what each encoder is (`hf.models.DESCRIPTIONS`)
+        "sts-alpha": res.alpha, "sts-alpha-abs": abs(res.alpha), "sts-f0": _f_at_zero(res.alpha),
+        "sts-about-bert": about(BOOK_BERT), "sts-about-smol": about(SMOL), "sts-about-minilm": about(m),
+        "sts-about-mpnet": about(MPNET), "sts-smol-width": WIDTH[SMOL],
+        "sts-n-sets": len(res.datasets), "sts-n-other-sets": len(res.datasets) - 1,
+        "sts-crossfit-splits": next((s.settings["splits"] for s in res.samefit.values()), float("nan")),
         # anisotropic encoders
         "sts-extra-pairs": res.extra_max_pairs,
         "sts-bert-ev1": _nan_if_missing(res, BOOK_BERT, lambda: res.run_of(BOOK_BERT).mean_metric("vanilla")),

@@ -173,6 +173,7 @@ def publish(res: Result) -> None:
     common.publish({
         "subspace-model": res.model_description, "subspace-n-sentences": res.n_sentences,
         "subspace-n-real-tokens": res.n_real_tokens, "subspace-n-hidden-states": res.n_hidden_states,
+        "subspace-n-layers": res.n_hidden_states - 1,
         "subspace-task": res.settings["task"], "subspace-second-task": res.settings["second_task"],
         "subspace-random-worst-slack-rel": max(r["worst_slack_rel"] for r in res.random),
         "subspace-random-max-ratio-m16": by_m.get(16, math.nan),

@@ -57,6 +57,14 @@ DESCRIPTIONS = {
 MODALITY = {"book-mlm-bert": "text", "all-MiniLM-L6-v2": "text", "SmolLM2-135M-Instruct": "text",
             "all-mpnet-base-v2": "text", "DINOv2-S/14": "vision",
             "whisper-tiny.en": "audio", "whisper-base": "audio"}
+#: the width (hidden size) of each offline text encoder, where a chapter's prose needs the number
+WIDTH = {"book-mlm-bert": 256, "all-MiniLM-L6-v2": 384, "SmolLM2-135M-Instruct": 576, "all-mpnet-base-v2": 768}
+
+
+def about(name: str) -> str:
+    """What an offline model is, in the words of its `DESCRIPTIONS` line (without the name): the one
+    description a chapter glues where its prose says what the model is ("" for a model not described)."""
+    return DESCRIPTIONS.get(name, "").split(": ", 1)[-1]
 
 
 def book_model_dir(name: str) -> Path:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...core.findings import Finding
 from ...core.stats import t_interval
-from ...hf.models import DESCRIPTIONS
+from ...hf.models import about
 from .params import METRIC_NAMES, READINGS, expdecay_margin, paper_model_for, paper_tables, primary_metric
 from .result import Result
 
@@ -154,7 +154,7 @@ def _wide_encoder(res: Result) -> Iterator[tuple[Any, Values]]:
         return
     model, first = res.wide_model, res.wide_run("softdecay", res.wide_seeds()[0])
     base, sd = res.wide_paper()
-    what = DESCRIPTIONS.get(model, "").split(": ", 1)[-1]
+    what = about(model)
     yield (first.task, model), dict(
         model=model, paper_model=paper_model_for(model, set(paper_tables().model)), task=first.task,
         name="accuracy", paper_base=base, paper_sd=sd, n_train=first.train_examples, epochs=len(first.val_acc),

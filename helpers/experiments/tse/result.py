@@ -308,6 +308,11 @@ class Result(results.Result):
         """The FFN step's share of the log-odds growth (`share` of step 3 of Algorithm 1)."""
         return self.share((2,), init, blocks)
 
+    def remark28_factor(self) -> float:
+        """The factor ξ₁/ξ₂ → 1 + α² by which a post-norm block multiplies the odds t_sim/(1 − t_sim) once
+        similarity is high (Remark 2.8; its reciprocal is the linear rate at which diversity shrinks)."""
+        return 1 + self.settings.alpha ** 2
+
     def tau_star(self) -> float:
         """The threshold the odds argument predicts: a block multiplies the odds t_sim/(1 − t_sim) by
         ξ₁/ξ₂ → 1 + α² (Remark 2.8) and the de-escalation by (1 − τ)², so the common part dies out when
