@@ -71,7 +71,7 @@ verdict:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -397,6 +397,46 @@ class Finding:
         return d
 
 
+def value_of(column: Any, res: Any) -> Any:
+    """A spec's column on a Result: the column itself, or what it gives when it is a function of the Result."""
+    return column(res) if callable(column) else column
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One finding as a row of a chapter's table of findings. `key` is the finding's key, written once; the other
+    columns are `Finding` fields, each a value or a function of the chapter's Result (`value_of`); `more` holds the
+    fields a row sets beyond the columns (digits, tolerance, …), `when` whether a Result holds what the finding
+    reads, and `setting` what the chapter reads to say how a run falls short of the paper's setting (its own
+    reading: Params field names, or a function of the Result). `finding(res, **fixed)` is the `Finding`."""
+
+    key: str
+    where: str
+    claim: str
+    measured: str | Callable[[Any], str]
+    quantity: str | Callable[[Any], str]
+    effect: Callable[[Any], Interval | None]
+    direction: str
+    section: str
+    claim_id: str = ""
+    kind: str = "claim"
+    reference: float | Callable[[Any], float] = 0.0
+    reference_label: str | Callable[[Any], str] = "0"
+    margin: float | Callable[[Any], float] | None = None
+    setting: Any = None
+    when: Callable[[Any], bool] = field(default=lambda res: True)
+    more: Mapping[str, Any] = field(default_factory=dict)
+
+    COLUMNS = ("where", "claim", "measured", "quantity", "effect", "direction", "section", "claim_id", "kind",
+               "reference", "reference_label", "margin")
+
+    def finding(self, res: Any, **fixed: Any) -> Finding:
+        """The `Finding` this row gives on `res`; `fixed` are the fields the chapter sets for every row (paper,
+        chapter, scale, reduced), each also a value or a function of `res`."""
+        cols = {name: getattr(self, name) for name in self.COLUMNS} | dict(self.more) | fixed
+        return Finding(key=self.key, **{name: value_of(v, res) for name, v in cols.items()})
+
+
 @dataclass(frozen=True)
 class Judged:
     """A claim with its findings and its verdict (`judge`): `deciding`, the tests whose verdicts make the
@@ -520,7 +560,8 @@ def count_verdicts(findings) -> dict[str, dict[str, int]]:
     return out
 
 
-__all__ = ["Interval", "Claim", "Finding", "Judged", "t_interval", "verdict", "size_side", "judge", "count_claims",
+__all__ = ["Interval", "Claim", "Finding", "Spec", "value_of", "Judged", "t_interval", "verdict", "size_side", "judge",
+           "count_claims",
            "count_verdicts", "finding_key", "zero_width", "VERDICTS", "CLAIM_VERDICTS", "KINDS", "PAPERS", "DIRECTIONS",
            "REPRODUCED", "DIRECTION_ONLY", "NOT_DETECTED", "CONTRADICTED", "INCONCLUSIVE", "NOT_TESTABLE",
            "NOT_TESTED", "MIXED", "ON_ONE_MODEL"]

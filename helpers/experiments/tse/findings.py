@@ -9,13 +9,11 @@ finding's `reduced` and `scale`), `when` whether the result holds what the findi
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from helpers.core.findings import Finding
+from helpers.core.findings import Finding, Spec
 from helpers.core.stats import Interval, t_interval
 
 from .params import FFN_INIT_NAMES, Params
@@ -43,43 +41,11 @@ def reduced(res: R, *names: str) -> str:
                      if getattr(st, k) != getattr(paper, k))
 
 
-@dataclass(frozen=True)
-class Spec:
-    """One finding as data. Every column but `key`, `setting` and `when` is a value or a function of the Result;
-    `more` holds the `Finding` fields a spec sets beyond the table's columns (digits, tolerance, …)."""
-
-    key: str
-    where: str
-    claim: str
-    measured: str | Callable[[R], str]
-    quantity: str | Callable[[R], str]
-    effect: Callable[[R], Interval]
-    direction: str
-    section: str
-    setting: tuple[str, ...] = ()
-    claim_id: str = ""
-    kind: str = "claim"
-    reference: float | Callable[[R], float] = 0.0
-    reference_label: str | Callable[[R], str] = "0"
-    margin: float | Callable[[R], float] | None = None
-    when: Callable[[R], bool] = field(default=lambda res: True)
-    more: dict[str, Any] = field(default_factory=dict)
-
-
-def _value(v: Any, res: R) -> Any:
-    return v(res) if callable(v) else v
-
-
 def build(spec: Spec, res: R) -> Finding:
-    """The `Finding` a spec gives on `res`."""
-    red = reduced(res, *spec.setting)
-    cols = dict(where=spec.where, claim=spec.claim, measured=spec.measured, quantity=spec.quantity,
-                effect=spec.effect, direction=spec.direction, section=spec.section, claim_id=spec.claim_id,
-                kind=spec.kind, reference=spec.reference, reference_label=spec.reference_label, margin=spec.margin,
-                **spec.more)
-    return Finding(key=spec.key, paper="yu2024", chapter="tse", reduced=red,
-                   scale=f"{res.scale}: {red}" if red else f"{res.scale}: the paper's setting",
-                   **{k: _value(v, res) for k, v in cols.items()})
+    """The `Finding` a spec gives on `res`; its `setting` names the Params fields whose reduction it states."""
+    red = reduced(res, *(spec.setting or ()))
+    return spec.finding(res, paper="yu2024", chapter="tse", reduced=red,
+                        scale=f"{res.scale}: {red}" if red else f"{res.scale}: the paper's setting")
 
 
 def findings(res: R) -> list[Finding]:

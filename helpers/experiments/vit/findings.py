@@ -12,10 +12,9 @@ quantity read (an `Interval`, None where it needs a GPU or runs not committed), 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from helpers.core.findings import Finding
+from helpers.core.findings import Finding, Spec
 
 from .params import ALIKE, MISSING_COMMAND
 
@@ -28,41 +27,13 @@ A1 = "Algorithm 1's blocks, §2.1 initialisation"
 TORCH_FFN = "algorithm1-torch-ffn-init"
 
 
-@dataclass(frozen=True)
-class Spec:
-    """One finding as data. Every column but `key` and `when` is a value or a function of the Result; `setting`
-    gives the depth the finding's runs are at (None: no reduced phrase); `more` holds the `Finding` fields a spec
-    sets beyond the table's columns."""
-
-    key: str
-    where: str
-    claim: str
-    measured: str | Callable[[R], str]
-    quantity: str | Callable[[R], str]
-    effect: Callable[[R], Any]
-    direction: str
-    section: str
-    claim_id: str = ""
-    kind: str = "claim"
-    setting: Callable[[R], str] | None = None
-    when: Callable[[R], bool] = field(default=lambda res: True)
-    more: dict[str, Any] = field(default_factory=dict)
-
-
-def _value(v: Any, res: R) -> Any:
-    return v(res) if callable(v) else v
-
-
 def build(spec: Spec, res: R) -> Finding:
-    """The `Finding` a spec gives on `res`."""
-    cols = dict(where=spec.where, claim=spec.claim, measured=spec.measured, quantity=spec.quantity,
-                effect=spec.effect, direction=spec.direction, section=spec.section, kind=spec.kind, **spec.more)
-    if spec.claim_id:
-        cols["claim_id"] = spec.claim_id
+    """The `Finding` a spec gives on `res`; its `setting` (a function of the Result) says the depth its runs are
+    at, the finding's `reduced`."""
+    fixed = {"paper": "yu2024", "chapter": "vit", "scale": res._scale()}
     if spec.setting is not None:
-        cols["reduced"] = spec.setting
-    cols = {"scale": res._scale(), **{k: _value(v, res) for k, v in cols.items()}}
-    return Finding(key=spec.key, paper="yu2024", chapter="vit", reference=0.0, reference_label="0", **cols)
+        fixed["reduced"] = spec.setting
+    return spec.finding(res, **fixed)
 
 
 def findings(res: R) -> list[Finding]:
