@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
@@ -420,6 +420,42 @@ def variant_runs(params: Any, variants: Sequence[str], seeds: Sequence[int],
         histories[spec.extra["variant"]].append(hist)
     return histories, [hit for _, hit in outs]
 
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """A stored dict as a typed record, the base of a chapter's records: fields named as stored (a field renamed
+    in `STORED_AS`), the settings the chapter's `Result` hands it (`CONTEXT`, never stored) and whatever it does
+    not read, kept as stored (`other`). `of` reads a stored dict (the converter: committed results keep their
+    layout and their cache keys), `to_json` writes back the layout it was read with."""
+
+    STORED_AS: ClassVar[dict[str, str]] = {}
+    CONTEXT: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def _stored(cls) -> dict[str, str]:
+        return {f.name: cls.STORED_AS.get(f.name, f.name) for f in fields(cls)
+                if f.name not in cls.CONTEXT and f.name not in ("other", "layout")}
+
+    @classmethod
+    def of(cls, data: Any, **context: Any):
+        """The record of a stored dict (a record is returned as it is)."""
+        if isinstance(data, cls):
+            return data
+        stored = cls._stored()
+        kw = {name: cls._read(name, data[key]) for name, key in stored.items() if key in data}
+        return cls(**context, **kw, other={k: v for k, v in data.items() if k not in stored.values()},
+                   layout=tuple(data))
+
+    @classmethod
+    def _read(cls, name: str, value: Any) -> Any:
+        return value
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored layout: the keys it was read with, in their order (a record made here: every field)."""
+        out = {**{key: getattr(self, name) for name, key in self._stored().items()}, **self.other}
+        out = {k: out[k] for k in self.layout} if self.layout else out
+        return {k: [v.to_json() for v in x] if isinstance(x, tuple) else x for k, x in out.items()}
 
 @dataclasses.dataclass
 class Result:

@@ -11,49 +11,26 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
+from ...book.results import StoredRecord
 from ...core import anisotropy as A
 from ...core.stats import Interval, jackknife_interval, rank_correlation_interval, spearman_exact_p
 from .params import ALPHA, CHARACTER_LEVEL, IDENTITY_TOL
 
 
 @dataclass(frozen=True)
-class Record:
-    """A stored dict as a typed record: fields named as stored, the settings the `Result` hands it (`CONTEXT`,
-    never stored) and whatever it does not read, kept as stored (`other`). `record["key"]` reads a stored key, as
-    the dict did (the findings and tests written against the dicts read on unchanged).
-
-    The reading and writing are those of `experiments.sts.records.Record` (chapters import nothing from each
-    other)."""
-
-    CONTEXT: ClassVar[tuple[str, ...]] = ()
-
-    @classmethod
-    def _stored(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls) if f.name not in cls.CONTEXT and f.name not in ("other", "layout"))
-
-    @classmethod
-    def of(cls, data: Any, **context: Any):
-        """The record of a stored dict (a record is returned as it is)."""
-        if isinstance(data, cls):
-            return data
-        stored = cls._stored()
-        return cls(**context, **{k: data[k] for k in stored if k in data},
-                   other={k: v for k, v in data.items() if k not in stored}, layout=tuple(data))
-
-    def to_json(self) -> dict[str, Any]:
-        """The stored layout: the keys it was read with, in their order (a record made here: every field)."""
-        out = {**{k: getattr(self, k) for k in self._stored()}, **self.other}
-        return {k: out[k] for k in self.layout} if self.layout else out
+class Record(StoredRecord):
+    """`book.results.StoredRecord`, read by stored key too: `record["key"]` reads a stored key, as the dict did
+    (the findings and tests written against the dicts read on unchanged)."""
 
     def __getitem__(self, key: str) -> Any:
         if key in self.other:
             return self.other[key]
-        if key in self._stored() and (not self.layout or key in self.layout):
+        if key in self._stored().values() and (not self.layout or key in self.layout):
             return getattr(self, key)
         raise KeyError(key)
 

@@ -7,12 +7,13 @@ size, the default pooling) are given by the `Result` that holds it and never sto
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
+from ...book.results import StoredRecord
 from ...core.stats import Interval, t_interval
 from ...core.sts import FLIP_FREE
 from .params import PLANT_METHODS, reading_bootstrap, refit_draws
@@ -27,38 +28,8 @@ def _by_set(table: dict, sets) -> pd.DataFrame:
     return df
 
 
-@dataclass(frozen=True)
-class Record:
-    """A stored dict as a typed record: fields named as stored (a field renamed in `STORED_AS`), the settings the
-    `Result` hands it (`CONTEXT`, never stored) and whatever it does not read, kept as stored (`other`)."""
-
-    STORED_AS: ClassVar[dict[str, str]] = {}
-    CONTEXT: ClassVar[tuple[str, ...]] = ()
-
-    @classmethod
-    def _stored(cls) -> dict[str, str]:
-        return {f.name: cls.STORED_AS.get(f.name, f.name) for f in fields(cls)
-                if f.name not in cls.CONTEXT and f.name not in ("other", "layout")}
-
-    @classmethod
-    def of(cls, data: Any, **context: Any):
-        """The record of a stored dict (a record is returned as it is)."""
-        if isinstance(data, cls):
-            return data
-        stored = cls._stored()
-        kw = {name: cls._read(name, data[key]) for name, key in stored.items() if key in data}
-        return cls(**context, **kw, other={k: v for k, v in data.items() if k not in stored.values()},
-                   layout=tuple(data))
-
-    @classmethod
-    def _read(cls, name: str, value: Any) -> Any:
-        return value
-
-    def to_json(self) -> dict[str, Any]:
-        """The stored layout: the keys it was read with, in their order (a record made here: every field)."""
-        out = {**{key: getattr(self, name) for name, key in self._stored().items()}, **self.other}
-        out = {k: out[k] for k in self.layout} if self.layout else out
-        return {k: [v.to_json() for v in x] if isinstance(x, tuple) else x for k, x in out.items()}
+#: the stored-dict record base (`book.results.StoredRecord`)
+Record = StoredRecord
 
 
 @dataclass(frozen=True)
