@@ -197,3 +197,42 @@ def test_committed_runs_read_into_records_and_write_back_as_stored():
     r = sts.Reading.of(stored, encoder="all-MiniLM-L6-v2", pooling="first_last_l1", per_set=400,
                        sets=tuple(sts.STS_DATASETS), bootstrap=1000)
     assert r.n_draws == len(r.draws) and r.vs_raw().n == sts.reading_bootstrap(1000) == 200
+
+
+def test_rank_rows_is_scipys_average_rank_bit_for_bit():
+    from scipy import stats
+
+    from helpers.core.sts import _rank_rows
+
+    rng = np.random.default_rng(0)
+    for shape in [(5,), (3, 7), (64, 40), (2, 3, 9), (1, 1)]:
+        for tied in (False, True):
+            x = rng.normal(size=shape)
+            x = np.round(x * 2) / 2 if tied else x
+            assert np.array_equal(_rank_rows(x), stats.rankdata(x, axis=-1))
+    x = rng.normal(size=(3, 5))
+    x[1, 2] = np.nan
+    assert np.array_equal(_rank_rows(x), stats.rankdata(x, axis=-1), equal_nan=True)
+
+
+def test_refit_bootstrap_scores_each_draw_as_score_does():
+    """The draws are scored in one batch: each must equal `score` of that draw's refitted cosines."""
+    from helpers.core import sts as C
+
+    rng = np.random.default_rng(1)
+    e1 = torch.randn(30, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) + 2
+    e2 = e1 + 0.5 * torch.randn(30, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    gold, sub = np.round(rng.uniform(0, 5, 30) * 2) / 2, np.repeat(["a", "b", "c"], 10)
+    methods = ("vanilla", "whitening", "SoftDecay (sentence)")
+    got = C.refit_bootstrap(e1, e2, gold, sub, methods, draws=4, seed=3)
+    idx = C.bootstrap_indices(sub, 4, 3)
+    for b in range(4):
+        i = torch.as_tensor(idx[b])
+        for m in methods:
+            want = C.score(C.cosines(*C.apply_method(m, e1[i], e2[i])), gold[idx[b]], sub)
+            assert got[m][b] == want
+    halves = C.halfsample_refit(e1, e2, gold, sub, methods, draws=3, seed=2)
+    for b, idx in enumerate(C.half_sample_indices(sub, 3, 2)):
+        i = torch.as_tensor(idx)
+        for m in methods:
+            assert halves[m][b] == C.score(C.cosines(*C.apply_method(m, e1[i], e2[i])), gold[idx], sub[idx])
