@@ -174,6 +174,17 @@ def rte_small():
     return tok, tr, ev
 
 
+def test_first_examples_are_the_first_of_the_whole_split(rte_small):
+    """`first=k` (the spectra's reading) tokenises only the first k examples: the same features as the first k
+    of the whole split."""
+    tok = rte_small[0]
+    whole = glue_data.encode_task(tok, "RTE", "validation", 0, 0, 24)
+    head = glue_data.encode_task(tok, "RTE", "validation", 0, 0, 24, first=7)
+    assert head.features == whole.features[:7] and head.labels == whole.labels[:7]
+    drawn = glue_data.encode_task(tok, "RTE", "validation", n=5, seed=1, max_length=24, first=7)
+    assert len(drawn) == 5                                  # a random draw (n > 0) ignores `first`
+
+
 def test_expdecay_penalty_by_hand():
     """γ_e Σ_k (λ_k − c1 e^{−c2 k^γ}) on a matrix with known singular values; padding rows excluded."""
     s = torch.tensor([4.0, 2.0, 1.0])

@@ -44,15 +44,19 @@ def _int_label(v: Any) -> int:
 
 
 def encode_task(tokenizer, task: str, split: str, n: int = 0, seed: int = 0, max_length: int = 128,
-                source: str = "auto") -> Encoded:
+                source: str = "auto", first: int = 0) -> Encoded:
     """Tokenise a GLUE split (mirror or hub through `data.load_glue`); `n` > 0 keeps a random
-    subset of n examples drawn with `seed` (ci scale)."""
+    subset of n examples drawn with `seed` (ci scale); else `first` > 0 keeps the first `first` examples
+    (what a reading of the first examples needs: each example is tokenised on its own, so they are the
+    same as the first of the whole split)."""
     if task not in TASK_METRICS:
         raise ValueError(f"unknown GLUE task {task!r}; known: {sorted(TASK_METRICS)}")
     ds = D.load_glue(task, split, source)
     idx = list(range(len(ds)))
     if 0 < n < len(ds):
         idx = sorted(torch.randperm(len(ds), generator=torch.Generator().manual_seed(seed))[:n].tolist())
+    elif n <= 0 < first:
+        idx = idx[:first]
     s1 = [ds.sentence1[i] for i in idx]
     s2 = [ds.sentence2[i] for i in idx] if ds.sentence2 is not None else None
     enc = tokenizer(s1, s2, truncation=True, max_length=max_length) if s2 else \

@@ -63,7 +63,7 @@ def raw_spectra(p: Params) -> dict:
         for task in p.tasks:
             fc = FinetuneConfig(task=task, model=model, variant="baseline", seed=p.seed, max_length=p.max_length)
             m, tok = load_classifier(fc, 2)
-            ev = encode_task(tok, task, "validation", 0, 0, p.max_length)
+            ev = encode_task(tok, task, "validation", 0, 0, p.max_length, first=p.spectra_examples)
             out[model][task] = layer_spectra(m, tok, ev, n=p.spectra_examples)["layers"]
     return out
 
@@ -91,7 +91,7 @@ def finetune_one(p: Params, model: str, task: str, kind: str, alpha: float | Non
     if ckpt is not None:
         ckpt.unlink(missing_ok=True)
     m, tok = h.pop("_model"), h.pop("_tokenizer")
-    ev = encode_task(tok, task, "validation", 0, 0, p.max_length)
+    ev = encode_task(tok, task, "validation", 0, 0, p.max_length, first=p.spectra_examples)
     h["spectra"] = layer_spectra(m, tok, ev, n=p.spectra_examples, device=next(m.parameters()).device)
     return h
 
