@@ -10,7 +10,14 @@ import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from ..core.stats import Interval, moving_average
-from ..experiments.qk import ALMOST_ALL, TARGET_BELOW_UNIGRAM, Result
+from ..experiments.qk import (
+    ALMOST_ALL,
+    BERT_VOCAB,
+    MULTIBERT_CHECKPOINT_MB,
+    PAPER_CHECKPOINTS,
+    TARGET_BELOW_UNIGRAM,
+    Result,
+)
 from . import common
 
 Q_S, K_S = r"$Q_s$", r"$K_s$"
@@ -455,6 +462,14 @@ def _layers(layers: list[int]) -> str:
     return f"{layers[0]:,}" if len(layers) == 1 else ", ".join(f"{v:,}" for v in layers[:-1]) + f" and {layers[-1]:,}"
 
 
+def _span(first: int, last: int) -> str:
+    """Layers `first` to `last` as the prose names them: "1–3", "1" (one layer)."""
+    return str(first) if last <= first else f"{first}–{last}"
+
+
+#: how the prose names the pretraining's precision (`Params.precision`)
+PRECISION = {"bf16": "bf16 autocast with fp32 weights", "fp32": "fp32 throughout",
+             "auto": "bf16 autocast with fp32 weights where the CPU computes bf16 natively, fp32 elsewhere"}
 
 
 def publish(res: Result) -> None:
@@ -480,6 +495,11 @@ def publish(res: Result) -> None:
         "qk-batch": res.batch_size, "qk-seq-len": res.seq_len, "qk-n-samples": res.n_samples,
         "qk-max-length": res.max_length, "qk-n-display": res.n_display,
         "qk-available-mtokens": pre["available"] / 1e6, "qk-mtokens": res.tokens_seen / 1e6, "qk-passes": pre["passes"],
+        "qk-later-layers": _span(1, res.n_layers - 1), "qk-n-shown": len(res.shown),
+        "qk-shown-steps": _layers(res.shown),
+        "qk-mask-prob": res.mask_prob, "qk-dropout": res.dropout, "qk-precision": PRECISION[res.precision],
+        "qk-svd-fraction": res.svd_fraction, "qk-vocab": BERT_VOCAB, "qk-paper-checkpoints": PAPER_CHECKPOINTS,
+        "qk-checkpoint-mb": MULTIBERT_CHECKPOINT_MB, "qk-paper-gb": PAPER_CHECKPOINTS * MULTIBERT_CHECKPOINT_MB / 1000,
         # Fig. 13
         "qk-chance": res.chance, "qk-threshold": res.threshold, "qk-chance-one-in": 1 / res.chance_share,
         "qk-abs-cos-first": c.abs_cos_first, "qk-abs-cos-final": c.abs_cos_final,
@@ -533,7 +553,7 @@ def publish(res: Result) -> None:
         "qk-target-below": TARGET_BELOW_UNIGRAM, "qk-long-factor": res.long_run_factor(),
         "qk-probe-n": probe["n"], "qk-probe-mtokens": probe["mtokens"], "qk-probe-spread": probe["spread"],
         "qk-probe-weighting-diff": probe["weighting_diff"], "qk-probe-weighting-step": probe["weighting_step"],
-        "qk-probe-book-gain": probe["book_gain"],
+        "qk-probe-book-gain": probe["book_gain"], "qk-probe-book-factor": res.tokens_seen / 1e6 / probe["mtokens"],
         # the end state of real pretraining
         "qk-end-n-models": len(ends), "qk-end-n-heads": end_sum["n_heads"],
         "qk-end-samples": max((r.n_sequences for r in ends.values()), default=0),

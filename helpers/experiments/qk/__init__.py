@@ -37,8 +37,10 @@ from .params import (
                       END_STATE_MODELS,
                       LONG_COMMAND,
                       LONG_PRETRAINING,
+                      MULTIBERT_CHECKPOINT_MB,
                       MULTIBERT_STEPS,
                       MULTIBERT_TOKENS,
+                      PAPER_CHECKPOINTS,
                       RECIPES,
                       TARGET_BELOW_UNIGRAM,
                       Params,
@@ -48,9 +50,10 @@ from .result import Result
 
 __all__ = [
     "ALMOST_ALL", "ANALYSIS_VERSION", "Ablation", "BERT_VOCAB", "Comparison", "END_STATE_FIELDS",
-    "END_STATE_MODELS", "EndState", "LONG_COMMAND", "LONG_PRETRAINING", "MULTIBERT_STEPS", "MULTIBERT_TOKENS",
-    "Params", "Probe", "RECIPES", "Result", "TARGET_BELOW_UNIGRAM", "Trajectory", "_end_state_spec", "_spec",
-    "ablation_summary", "cannot_test_trajectory", "compare_runs", "end_state_data", "end_state_name",
-    "end_state_runs", "export_model", "findings", "later_layer_entropy", "measure_end_state", "pretrain_config",
-    "pretrain_weights", "recipe_probes", "run", "run_name", "run_seed", "runs", "trajectory", "union_reading",
+    "END_STATE_MODELS", "EndState", "LONG_COMMAND", "LONG_PRETRAINING", "MULTIBERT_CHECKPOINT_MB",
+    "MULTIBERT_STEPS", "MULTIBERT_TOKENS", "PAPER_CHECKPOINTS", "Params", "Probe", "RECIPES", "Result",
+    "TARGET_BELOW_UNIGRAM", "Trajectory", "_end_state_spec", "_spec", "ablation_summary", "cannot_test_trajectory",
+    "compare_runs", "end_state_data", "end_state_name", "end_state_runs", "export_model", "findings",
+    "later_layer_entropy", "measure_end_state", "pretrain_config", "pretrain_weights", "recipe_probes", "run",
+    "run_name", "run_seed", "runs", "trajectory", "union_reading",
 ]

@@ -22,6 +22,8 @@ LONG_COMMAND = "make grid CHAPTER=qk SCALE=book GRID_ARGS='--recipe long --gpus 
 
 #: BERT's uncased WordPiece vocabulary (the book model's tokenizer): a uniform guess costs log of it in nats
 BERT_VOCAB = 30_522
+#: one MultiBERT checkpoint on the hub (MB): what the `paper` preset downloads per seed and step
+MULTIBERT_CHECKPOINT_MB = 441
 
 #: bump when the analysis changes what a trajectory's results hold (part of every cache key)
 ANALYSIS_VERSION = 2
@@ -147,3 +149,7 @@ class Params(ChapterParams):
     @property
     def d_k(self) -> int:
         return self.d_model // self.n_heads if self.source == "pretrain" else 64
+
+
+#: the MultiBERT checkpoints the `paper` preset reads (its seeds × its steps)
+PAPER_CHECKPOINTS = Params.PRESETS["paper"]["seeds"] * len(Params.PRESETS["paper"]["steps"])

@@ -50,6 +50,11 @@ class Result(results.Result):
     scale: str = ""                  # the preset the run was made at (ci, book, paper)
     end_state: dict[str, EndState] = field(default_factory=dict)
     end_state_missing: dict[str, str] = field(default_factory=dict)
+    #: the pretraining settings the prose states (our own pretraining; a MultiBERT run keeps the defaults)
+    mask_prob: float = 0.15
+    dropout: float = 0.1
+    precision: str = "fp32"
+    svd_fraction: float = 0.2
 
     def __post_init__(self) -> None:
         """The converter: each stored dict becomes its record (an empty one: none)."""
