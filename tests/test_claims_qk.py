@@ -3,6 +3,7 @@
 cache, seconds), and planted effects that must change a verdict."""
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -54,11 +55,16 @@ def would(f):
     return verdict(f.effect, f.direction, f.reference, f.paper_value, f.margin, f.tolerance)
 
 
+def plant(runs, seed, **values):
+    """Replace fields of seed `seed`'s trajectory in `runs` (a copied Result's `runs` or `ablation`)."""
+    runs[str(seed)] = dataclasses.replace(runs[str(seed)], **values)
+
+
 def learned(r):
     """`r` with a planted unigram baseline 2 nats above its final held-out loss: a model that uses its context."""
     r = copy.deepcopy(r)
-    for run in r.runs.values():
-        run["unigram_nats"] = r.pretraining_reading()["eval_final"] + 2.0
+    for s in r.seeds:
+        plant(r.runs, s, unigram_nats=r.pretraining_reading()["eval_final"] + 2.0)
     return r
 
 
@@ -100,9 +106,9 @@ def test_the_effects_are_the_per_seed_quantities(res):
     e = res.stacked("entropy_layer")
     assert res.entropy_fall().estimate == pytest.approx((e[:, 0] - e[:, -1]).min(1).mean())
     later = res.ablation_summary["later"]
-    assert res.later_interval("diff_drop").estimate == pytest.approx(np.mean(later["diff_drop"]))
+    assert res.ablation_summary.later_interval("diff_drop").estimate == pytest.approx(np.mean(later["diff_drop"]))
     for key in ("diff_eval_final", "diff_entropy_drop", "diff_abs_cos_final"):
-        iv = res.ablation_interval(key)
+        iv = res.ablation_summary.interval(key)
         assert iv.n == len(res.seeds) and iv.estimate == pytest.approx(np.mean(res.ablation_summary[key]))
         assert iv.low <= iv.estimate <= iv.high
 
@@ -118,7 +124,7 @@ def test_means_drift_along_the_first_common_svd_direction(res):
 
 def test_result_round_trips_through_json(res):
     back = qk.Result.from_json(res.to_json())
-    assert back.comparison == res.to_json()["comparison"] and back.stacked("cos").shape == res.stacked("cos").shape
+    assert back.to_json() == res.to_json() and back.stacked("cos").shape == res.stacked("cos").shape
     assert [f.verdict for f in back.findings()] == [f.verdict for f in res.findings()]
 
 
@@ -181,18 +187,18 @@ def test_planted_common_direction_in_layer_0_flips_its_verdict(book):
     for s in r.seeds:
         cos = np.asarray(r.runs[str(s)]["cos"], dtype=float)
         cos[-1, 0] = -cos[-1, 0]
-        r.runs[str(s)]["cos"] = cos.tolist()
+        plant(r.runs, s, cos=cos.tolist())
     assert would(by_key(r)["qk-first-layer-common"]) == "reproduced"
     for i, s in enumerate(r.seeds):            # 14, 15, 14 of 16 heads aligned: about nine in ten, the paper's size
         cos = np.asarray(r.runs[str(s)]["cos"], dtype=float)
         cos[-1] = np.sign(cos[-1]) * (0.9 + 0.01 * s)
         cos[-1].reshape(-1)[: 1 + (i + 1) % 2] = 0.0
-        r.runs[str(s)]["cos"] = cos.tolist()
+        plant(r.runs, s, cos=cos.tolist())
     assert would(by_key(r)["qk-aligned-heads"]) == "reproduced"
     for s in r.seeds:        # every head aligned on every seed: a zero-width interval over the seeds, which the
         cos = np.asarray(r.runs[str(s)]["cos"], dtype=float)       # rule does not let stand without a reason
         cos[-1] = np.sign(cos[-1] + 1e-9) * 0.95
-        r.runs[str(s)]["cos"] = cos.tolist()
+        plant(r.runs, s, cos=cos.tolist())
     assert by_key(r)["qk-aligned-heads"].effect.low == by_key(r)["qk-aligned-heads"].effect.high == 1.0
     assert would(by_key(r)["qk-aligned-heads"]) == "inconclusive"
 
@@ -205,8 +211,8 @@ def test_planted_loss_of_sharpening_with_centred_blocks_is_detected(book):
     for s in r.seeds:
         e = np.asarray(r.ablation[str(s)]["entropy_layer"], dtype=float)
         e[-1, 1:] = e[0, 1:] - 0.01 * s
-        r.ablation[str(s)]["entropy_layer"] = e.tolist()
-    r.ablation_summary = qk.ablation_summary(r.runs, r.ablation, r.steps)
+        plant(r.ablation, s, entropy_layer=e.tolist())
+    r = dataclasses.replace(r, ablation_summary=qk.ablation_summary(r.runs, r.ablation, r.steps))
     assert by_key(r)["qk-centring"].verdict == "reproduced"
 
 
@@ -217,7 +223,7 @@ def test_planted_entropy_rise_in_one_layer_contradicts_the_fall(book):
     for s in r.seeds:
         e = np.asarray(r.runs[str(s)]["entropy_layer"], dtype=float)
         e[-1, -1] = e[0, -1] + 0.5 + 0.01 * s
-        r.runs[str(s)]["entropy_layer"] = e.tolist()
+        plant(r.runs, s, entropy_layer=e.tolist())
     assert would(by_key(r)["qk-entropy-falls"]) == "contradicted"
 
 
@@ -283,20 +289,20 @@ def test_book_centring_reading(book):
     no gradient) while a mean query an order of magnitude shorter is left; the centred model ends 0.77 nats
     worse, about 0.2 nats above the unigram predictor, and still falls only slowly."""
     a = book.ablation_summary
-    assert book.later_interval("plain_drop").low > 0 and book.later_interval("centred_drop").low > 0
-    iv = book.later_interval("diff_drop")
-    assert iv.low < 0 < iv.high and iv.high - iv.low > book.later_interval("plain_drop").estimate
-    rows = book.later_layer_rows()
+    assert a.later_interval("plain_drop").low > 0 and a.later_interval("centred_drop").low > 0
+    iv = a.later_interval("diff_drop")
+    assert iv.low < 0 < iv.high and iv.high - iv.low > a.later_interval("plain_drop").estimate
+    rows = a.later_layer_rows()
     assert max(rows, key=lambda r: r["centred"])["layer"] == 2
     assert all(r["diff"].covers(0) for r in rows)
     kc, kp = np.asarray(a["centred"]["k_norm_final_layer"]), np.asarray(a["plain"]["k_norm_final_layer"])
     qc, qp = np.asarray(a["centred"]["q_norm_final_layer"]), np.asarray(a["plain"]["q_norm_final_layer"])
     assert kc[1:].mean() < 0.2 and kc[1:].mean() < kp[1:].mean() / 10
     assert qc[1:].mean() > 2 * kc[1:].mean() and qc[1:].mean() < qp[1:].mean() / 5
-    d = book.ablation_interval("diff_eval_final")
+    d = a.interval("diff_eval_final")
     assert d.estimate == pytest.approx(0.77, abs=0.01) and d.low > 0.3
     assert 0.1 < a["centred"]["eval_final"] - a["unigram_nats"] < 0.3
-    tail = book.late_loss_change()
+    tail = a.late_loss_change()
     assert -0.02 < tail["centred"] < 0 and tail["to"] == 15000
 
 

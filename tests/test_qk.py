@@ -275,7 +275,7 @@ def test_export_book_model_loads_through_models_load(ci_trajectory, tmp_path, mo
     from helpers.train import mlm
 
     p, record = ci_trajectory
-    monkeypatch.setattr(qk, "run_seed", lambda q, seed, device="cpu": (record, True))
+    monkeypatch.setattr(qk.compute, "run_seed", lambda q, seed, device="cpu": (record, True))
     monkeypatch.setattr(models, "book_model_dir", lambda name: tmp_path / name)
     with pytest.raises(models.ModelUnavailable, match="export_book_model"):
         models.load("book-mlm-bert")
@@ -307,7 +307,7 @@ def test_export_train_remakes_the_weights_and_checks_them_against_the_record(ci_
 
     monkeypatch.setattr(models, "book_model_dir", lambda name: tmp_path / name)
     p, record = ci_trajectory
-    monkeypatch.setattr(qk, "run_seed", lambda q, seed, device="cpu": (record, True))
+    monkeypatch.setattr(qk.compute, "run_seed", lambda q, seed, device="cpu": (record, True))
     pc = qk.pretrain_config(p, p.seed)
     ckpt = results.checkpoint_dir("qk", {**pc.stored(), "precision": p.precision})
     shutil.rmtree(ckpt)
@@ -320,16 +320,16 @@ def test_export_train_remakes_the_weights_and_checks_them_against_the_record(ci_
         reruns.append(real(*args, **kwargs))
         return reruns[-1]
 
-    monkeypatch.setattr(qk, "pretrain_weights", pretrain)
+    monkeypatch.setattr(qk.compute, "pretrain_weights", pretrain)
     out = qk.export_model(p, train=True)
     assert len(reruns) == 1 and (out / "BOOK_MODEL.json").is_file() and any(ckpt.glob("step_*.pt"))
     # a record the re-run does not reproduce: the same re-run's history (no second pretraining) against losses
     # 0.5 nats off stops the export
     for step in list(ckpt.glob("step_*.pt")):
         step.unlink()
-    monkeypatch.setattr(qk, "pretrain_weights", lambda *a, **k: reruns[0])
+    monkeypatch.setattr(qk.compute, "pretrain_weights", lambda *a, **k: reruns[0])
     off = {**record, "eval_loss": {k: v + 0.5 for k, v in record["eval_loss"].items()}}
-    monkeypatch.setattr(qk, "run_seed", lambda q, seed, device="cpu": (off, True))
+    monkeypatch.setattr(qk.compute, "run_seed", lambda q, seed, device="cpu": (off, True))
     with pytest.raises(RuntimeError, match="does not reproduce"):
         qk.export_model(p, train=True)
 

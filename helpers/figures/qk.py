@@ -10,7 +10,14 @@ import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from ..core.stats import Interval, moving_average
-from ..experiments.qk import ALMOST_ALL, TARGET_BELOW_UNIGRAM, Result
+from ..experiments.qk import (
+    ALMOST_ALL,
+    BERT_VOCAB,
+    MULTIBERT_CHECKPOINT_MB,
+    PAPER_CHECKPOINTS,
+    TARGET_BELOW_UNIGRAM,
+    Result,
+)
 from . import common
 
 Q_S, K_S = r"$Q_s$", r"$K_s$"
@@ -73,16 +80,16 @@ def pretraining(res: Result) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(8, 3.8))
     for s in res.seeds:
         r = res.runs[str(s)]
-        tl = np.asarray(r["train_loss"], dtype=float)
+        tl = r.array("train_loss")
         if tl.size:
             w = max(1, len(tl) // 100)
             ax.plot(np.arange(w, len(tl) + 1), moving_average(tl, w), label=f"seed {s} (train)")
-        ev = {int(k): v for k, v in r["eval_loss"].items()}
+        ev = {int(k): v for k, v in r.eval_loss.items()}
         if ev:
             ax.scatter(list(ev), list(ev.values()), s=14, marker="s", label=f"seed {s} (held-out, test split)")
     if res.source != "pretrain":
         ax.text(0.5, 0.5, "MultiBERT checkpoints: no pretraining run here", ha="center", transform=ax.transAxes)
-    uni = res.first.get("unigram_nats")
+    uni = res.first.unigram_nats
     if uni:
         ax.axhline(uni, color="grey", ls="--", lw=1, label=f"unigram predictor ({uni:.2f})")
         ax.axhline(uni - TARGET_BELOW_UNIGRAM, color="grey", ls=":", lw=1,
@@ -107,7 +114,7 @@ def ablation_figure(res: Result) -> plt.Figure:
     labels = ("held-out MLM loss (nats)", "attention entropy (nats)", r"mean $\|\bar K\|$, layers 1 and up")
     for ax, key, label in zip(axes, ("eval", "entropy", "k_norm_later"), labels, strict=True):
         for i, name in enumerate(("plain", "centred")):
-            arr = np.asarray(a[name][key], dtype=float)
+            arr = np.asarray(a.variant(name)[key], dtype=float)
             for row in arr:
                 ax.plot(res.steps, row, color=pal[i], lw=0.6, alpha=0.5)
             ax.plot(res.steps, arr.mean(0), color=pal[i], marker="o", ms=3, label=f"{name} blocks")
@@ -115,12 +122,12 @@ def ablation_figure(res: Result) -> plt.Figure:
         ax.set_xlabel("step")
         ax.set_title(label, fontsize=10)
     axes[2].set_yscale("symlog", linthresh=0.01)
-    if a.get("unigram_nats"):
-        axes[0].axhline(a["unigram_nats"], color="grey", ls="--", lw=1, label="unigram predictor")
+    if a.unigram_nats:
+        axes[0].axhline(a.unigram_nats, color="grey", ls="--", lw=1, label="unigram predictor")
     axes[1].axhline(np.log(res.tokens_per_sample), color="grey", ls=":", lw=1, label="log(mean length)")
     for ax in axes[:2]:
         ax.legend(fontsize=9)
-    fig.suptitle(f"Plain against centred blocks (token mean removed), {common.seeds_text(len(a['seeds']))}")
+    fig.suptitle(f"Plain against centred blocks (token mean removed), {common.seeds_text(len(a.seeds))}")
     return common.figure("qk-ablation", fig)
 
 
@@ -130,7 +137,7 @@ def fig11(res: Result) -> plt.Figure:
     R, shown = res.first, res.shown
     fig, axes = plt.subplots(2, len(shown), figsize=(2.1 * len(shown) + 0.8, 5.4), squeeze=False)
     for row, key in zip(axes, ("similar", "opposite"), strict=True):
-        ex = R["display"][key]
+        ex = R.example(key)
         scatter_panels(row, ex, "union", res.steps, shown)
         row[0].set_ylabel(f"{res.example_label(key)}:\nlayer {ex['layer']} head {ex['head']} "
                           f"(cos {ex['cos_final']:+.2f})\nSVD dim 2", fontsize=9)
@@ -141,8 +148,8 @@ def fig11(res: Result) -> plt.Figure:
 def _arrows(res: Result, basis: str, axes, label_fmt: str) -> None:
     R = res.first
     for ax, key in zip(axes, ("similar", "opposite"), strict=True):
-        e = R["display"][key]
-        m = R["means"][basis]
+        e = R.example(key)
+        m = R.means[basis]
         mean_arrows(ax, np.asarray(m["q"])[:, e["layer"], e["head"]], np.asarray(m["k"])[:, e["layer"], e["head"]],
                     title=label_fmt.format(label=res.example_label(key), layer=e["layer"], head=e["head"],
                                            cos=e["cos_final"]))
@@ -170,7 +177,7 @@ def _layer_grid(n: int) -> tuple[plt.Figure, list[plt.Axes]]:
 def fig13(res: Result) -> plt.Figure:
     """The paper's Fig. 13: cos(Q̄_s, K̄_s) per head, one panel per layer (first seed)."""
     common.set_theme()
-    cos = np.asarray(res.first["cos"], dtype=float)                                   # (S, layers, heads)
+    cos = res.first.array("cos")                                                      # (S, layers, heads)
     fig, axes = _layer_grid(res.n_layers)
     for li, ax in enumerate(axes):
         common.layer_curves(ax, {f"head {h}": cos[:, li, h] for h in range(res.n_heads)}, x=np.array(res.steps),
@@ -185,10 +192,10 @@ def fig13(res: Result) -> plt.Figure:
 def fig14(res: Result) -> plt.Figure:
     """The paper's Fig. 14: Q̄_s·K̄_s of the two example heads, and |Q̄_s·K̄_s| per layer over heads and seeds."""
     common.set_theme()
-    dot = np.asarray(res.first["dot"], dtype=float)
+    dot = res.first.array("dot")
     fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.7))
     for ax, key in zip(axes[:2], ("similar", "opposite"), strict=True):
-        ex = res.first["display"][key]
+        ex = res.first.example(key)
         common.layer_curves(ax, {f"layer {ex['layer']} head {ex['head']} (cos {ex['cos_final']:+.2f})":
                                  dot[:, ex["layer"], ex["head"]]},
                             x=np.array(res.steps), symlog_x=_symlog(res), xlabel="step", ylabel=DOT,
@@ -222,7 +229,7 @@ def fig15(res: Result) -> plt.Figure:
 def fig19_20(res: Result) -> plt.Figure:
     """The paper's Figs. 19-20: the 'opposite' example head on the SVD of the keys only and of the queries only."""
     common.set_theme()
-    ex = res.first["display"]["opposite"]
+    ex = res.first.example("opposite")
     shown = res.shown
     fig, axes = plt.subplots(2, len(shown), figsize=(2.1 * len(shown) + 0.8, 5.4), squeeze=False)
     for row, basis in zip(axes, ("K", "Q"), strict=True):
@@ -308,7 +315,8 @@ def entropy_table(res: Result):
 def centring_layer_table(res: Result):
     """Per layer from 1: final attention entropy, plain and centred, and centred − plain over seeds."""
     df = pd.DataFrame([{"layer": r["layer"], "final entropy, plain": r["plain"], "centred": r["centred"],
-                        "centred − plain, 95 % interval": r["diff"].text(2)} for r in res.later_layer_rows()])
+                        "centred − plain, 95 % interval": r["diff"].text(2)}
+                       for r in (res.ablation_summary.later_layer_rows() if res.ablation_summary else [])])
     return common.table(df, digits=2)
 
 
@@ -317,7 +325,7 @@ def seed_frame(res: Result) -> pd.DataFrame:
     onset of the opposite-direction heads, mean |cos(Q̄, K̄)|, and the attention entropy (mean over layers) at
     its lowest point, when, and at the end."""
     rows = []
-    for r in res.comparison["per_seed"]:
+    for r in res.comparison.per_seed:
         onset = r["median_onset"]["opposite"]
         rows.append({"seed": r["seed"], "held-out loss": r["eval_final"],
                      "opposite / common heads": f"{r['n_opposite']} / {r['n_common']}",
@@ -354,8 +362,8 @@ def pretraining_table(res: Result):
 
 
 def probe_table(res: Result):
-    """The recipe probes (`Result.probe_rows`): recipe, tokens seen, final held-out loss, gap to unigram."""
-    rows = res.probe_rows()
+    """The recipe probes (`Probe.row`): recipe, tokens seen, final held-out loss, gap to unigram."""
+    rows = [p.row() for p in res.probes]
     if not rows:
         return common.table(pd.DataFrame({"recipe probes": ["none committed (scripts/qk_recipe_probe.py)"]}))
     df = pd.DataFrame([{"probe": r["probe"],
@@ -383,12 +391,11 @@ def end_state_figure(res: Result) -> plt.Figure:
     cols = min(n, 2)
     fig, axes = plt.subplots(-(-n // cols), cols, figsize=(4.6 * cols, 3.3 * -(-n // cols)), squeeze=False)
     pal = common.sns.color_palette()
-    trained = res.end_state_heads("trained")
     for ax, row in zip(axes.flat, rows, strict=False):
         name = row["model"]
-        lr = res.end_state_layer_rows(name)
+        lr = res.end_state[name].layer_rows(res.threshold)
         x = np.arange(len(lr))
-        h = trained[name]["cos"]
+        h = res.end_state[name].heads("trained")["cos"]
         ax.scatter(np.repeat(x, h.shape[1]), h.ravel(), s=6, alpha=0.35, color=pal[0])
         ax.plot(x, [r["trained_cos"] for r in lr], color=pal[0], marker="o", ms=3, label="pretrained (mean)")
         ax.plot(x, [r["twin_cos"] for r in lr], color=pal[1], ls="--", marker="s", ms=3, label="untrained twin")
@@ -448,10 +455,21 @@ def _num(v) -> float:
 
 
 def _layers(layers: list[int]) -> str:
-    """A list of layers as the prose names it: "0", "0 and 2", "1, 2 and 3" ("none" when empty)."""
+    """A list of layers (or steps) as the prose names it: "0", "0 and 2", "1, 2 and 3", "200 and 2,000" ("none"
+    when empty)."""
     if not layers:
         return "none"
-    return str(layers[0]) if len(layers) == 1 else ", ".join(map(str, layers[:-1])) + f" and {layers[-1]}"
+    return f"{layers[0]:,}" if len(layers) == 1 else ", ".join(f"{v:,}" for v in layers[:-1]) + f" and {layers[-1]:,}"
+
+
+def _span(first: int, last: int) -> str:
+    """Layers `first` to `last` as the prose names them: "1–3", "1" (one layer)."""
+    return str(first) if last <= first else f"{first}–{last}"
+
+
+#: how the prose names the pretraining's precision (`Params.precision`)
+PRECISION = {"bf16": "bf16 autocast with fp32 weights", "fp32": "fp32 throughout",
+             "auto": "bf16 autocast with fp32 weights where the CPU computes bf16 natively, fp32 elsewhere"}
 
 
 def publish(res: Result) -> None:
@@ -461,29 +479,31 @@ def publish(res: Result) -> None:
     c, rows, pre, probe = res.comparison, res.layer_rows(), res.pretraining_reading(), res.probe_reading()
     by_layer = res.alignment_by_layer()
     ends, end_sum = res.end_state, res.end_state_summary()
-    rope = next((m for m, r in ends.items() if r.get("rotary")), None)
+    rope = next((m for m, r in ends.items() if r.rotary), None)
     end_rows = {r["model"]: r for r in res.end_state_rows()}
-    ex = res.first["display"]
-    onset = c["median_onset"]["opposite"]
-    e0, e1 = np.array(c["entropy_first"]), np.array(c["entropy_final"])
+    ex = res.first.display
+    onset = c.median_onset["opposite"]
+    e0, e1 = np.array(c.entropy_first), np.array(c.entropy_final)
     a = res.ablation_summary
     nan = float("nan")
     if a:
         ablation_figure(res)
-        later, tail = a["later"], res.late_loss_change()
-
-        def last_layers(name: str, key: str) -> float:
-            return float(np.mean(a[name][f"{key}_final_layer"][1:]))
+        later, tail, last_layers = a.later, a.late_loss_change(), a.later_layers_final
     common.publish({
         "qk-n-layers": res.n_layers, "qk-d-k": res.d_k, "qk-d-model": res.d_k * res.n_heads,
         "qk-n-seeds": len(res.seeds), "qk-first-seed": res.seeds[0], "qk-last-step": f"{res.steps[-1]:,}",
         "qk-batch": res.batch_size, "qk-seq-len": res.seq_len, "qk-n-samples": res.n_samples,
         "qk-max-length": res.max_length, "qk-n-display": res.n_display,
         "qk-available-mtokens": pre["available"] / 1e6, "qk-mtokens": res.tokens_seen / 1e6, "qk-passes": pre["passes"],
+        "qk-later-layers": _span(1, res.n_layers - 1), "qk-n-shown": len(res.shown),
+        "qk-shown-steps": _layers(res.shown),
+        "qk-mask-prob": res.mask_prob, "qk-dropout": res.dropout, "qk-precision": PRECISION[res.precision],
+        "qk-svd-fraction": res.svd_fraction, "qk-vocab": BERT_VOCAB, "qk-paper-checkpoints": PAPER_CHECKPOINTS,
+        "qk-checkpoint-mb": MULTIBERT_CHECKPOINT_MB, "qk-paper-gb": PAPER_CHECKPOINTS * MULTIBERT_CHECKPOINT_MB / 1000,
         # Fig. 13
         "qk-chance": res.chance, "qk-threshold": res.threshold, "qk-chance-one-in": 1 / res.chance_share,
-        "qk-abs-cos-first": c["abs_cos_first"], "qk-abs-cos-final": c["abs_cos_final"],
-        "qk-n-aligned": c["n_common"] + c["n_opposite"], "qk-n-heads": c["n_heads"],
+        "qk-abs-cos-first": c.abs_cos_first, "qk-abs-cos-final": c.abs_cos_final,
+        "qk-n-aligned": c.n_common + c.n_opposite, "qk-n-heads": c.n_heads,
         "qk-almost-all": ALMOST_ALL, "qk-cos-layer0": rows[0]["cos"],
         "qk-aligned-layers": _layers(by_layer["layers"]), "qk-aligned-in-layers": by_layer["aligned"],
         "qk-heads-in-layers": by_layer["heads"], "qk-layers-at-chance": _layers(by_layer["at_chance"]),
@@ -491,31 +511,31 @@ def publish(res: Result) -> None:
         # Fig. 14
         "qk-dot-layer0-first": rows[0]["abs_dot_first"], "qk-dot-layer0-final": rows[0]["abs_dot_final"],
         "qk-dot-layer0-centred": rows[0]["abs_dot_centred"],
-        "qk-abs-dot-first": c["abs_dot_first"], "qk-abs-dot-final": c["abs_dot_final"],
+        "qk-abs-dot-first": c.abs_dot_first, "qk-abs-dot-final": c.abs_dot_final,
         "qk-dot-later-min": min(r["abs_dot_final"] for r in rows[1:]),
         "qk-dot-later-max": max(r["abs_dot_final"] for r in rows[1:]),
         # Fig. 15
-        "qk-tokens-per-sample": res.tokens_per_sample, "qk-entropy-falls": c["entropy_falls"],
+        "qk-tokens-per-sample": res.tokens_per_sample, "qk-entropy-falls": c.entropy_falls,
         "qk-entropy-first-mean": float(e0.mean()), "qk-entropy-final-mean": float(e1.mean()),
         "qk-entropy-first-layer": float(e1[0]), "qk-entropy-last-layer": float(e1[-1]),
         # the centring test
-        "qk-abl-plain-eval-final": a["plain"]["eval_final"] if a else nan,
-        "qk-abl-centred-eval-final": a["centred"]["eval_final"] if a else nan,
+        "qk-abl-plain-eval-final": a.plain["eval_final"] if a else nan,
+        "qk-abl-centred-eval-final": a.centred["eval_final"] if a else nan,
         "qk-abl-plain-entropy-first-later": later["plain"]["first_mean"] if a else nan,
         "qk-abl-centred-entropy-first-later": later["centred"]["first_mean"] if a else nan,
         "qk-abl-plain-entropy-final-later": later["plain"]["final_mean"] if a else nan,
         "qk-abl-centred-entropy-final-later": later["centred"]["final_mean"] if a else nan,
-        "qk-abl-plain-drop-later": res.later_interval("plain_drop").text(2) if a else MISSING,
-        "qk-abl-centred-drop-later": res.later_interval("centred_drop").text(2) if a else MISSING,
-        "qk-abl-diff-drop-later": res.later_interval("diff_drop").text(2) if a else MISSING,
+        "qk-abl-plain-drop-later": a.later_interval("plain_drop").text(2) if a else MISSING,
+        "qk-abl-centred-drop-later": a.later_interval("centred_drop").text(2) if a else MISSING,
+        "qk-abl-diff-drop-later": a.later_interval("diff_drop").text(2) if a else MISSING,
         "qk-abl-plain-q-norm-later": last_layers("plain", "q_norm") if a else nan,
         "qk-abl-centred-q-norm-later": last_layers("centred", "q_norm") if a else nan,
         "qk-abl-plain-k-norm-later": last_layers("plain", "k_norm") if a else nan,
         "qk-abl-centred-k-norm-later": last_layers("centred", "k_norm") if a else nan,
         "qk-abl-plain-abs-dot-later": last_layers("plain", "abs_dot") if a else nan,
         "qk-abl-centred-abs-dot-later": last_layers("centred", "abs_dot") if a else nan,
-        "qk-abl-diff-eval": res.ablation_interval("diff_eval_final").text(2) if a else MISSING,
-        "qk-abl-centred-above-unigram": (a["centred"]["eval_final"] - _num(a.get("unigram_nats"))) if a else nan,
+        "qk-abl-diff-eval": a.interval("diff_eval_final").text(2) if a else MISSING,
+        "qk-abl-centred-above-unigram": (a.centred["eval_final"] - _num(a.unigram_nats)) if a else nan,
         "qk-abl-centred-eval-tail": tail["centred"] if a else nan,
         "qk-abl-plain-eval-tail": tail["plain"] if a else nan,
         "qk-abl-tail-steps": int(tail["to"] - tail["from"]) if a else 0,
@@ -523,21 +543,21 @@ def publish(res: Result) -> None:
         "qk-opposite-layer": ex["opposite"]["layer"], "qk-opposite-head": ex["opposite"]["head"],
         "qk-opposite-cos": ex["opposite"]["cos_final"], "qk-similar-layer": ex["similar"]["layer"],
         "qk-similar-head": ex["similar"]["head"], "qk-similar-cos": ex["similar"]["cos_final"],
-        "qk-share-mean": c["union_share_mean"], "qk-grow": c["union_grow"], "qk-heads-per-seed": c["union_heads"],
-        "qk-other-k-moved": c["other_mean"]["K"]["moved"], "qk-other-q-moved": c["other_mean"]["Q"]["moved"],
+        "qk-share-mean": c.union_share_mean, "qk-grow": c.union_grow, "qk-heads-per-seed": c.union_heads,
+        "qk-other-k-moved": c.other_mean["K"]["moved"], "qk-other-q-moved": c.other_mean["Q"]["moved"],
         # Fig. 23
-        "qk-concat-same-sign": c["concat_same_sign_layers"], "qk-concat-spread": c["concat_spread"],
+        "qk-concat-same-sign": c.concat_same_sign_layers, "qk-concat-spread": c.concat_spread,
         # how far the model learned
         "qk-eval-first": pre["eval_first"], "qk-eval-final": pre["eval_final"], "qk-train-final": pre["train_final"],
         "qk-uniform-loss": pre["uniform"], "qk-unigram": pre["unigram"], "qk-below-unigram": pre["below_unigram"],
         "qk-target-below": TARGET_BELOW_UNIGRAM, "qk-long-factor": res.long_run_factor(),
         "qk-probe-n": probe["n"], "qk-probe-mtokens": probe["mtokens"], "qk-probe-spread": probe["spread"],
         "qk-probe-weighting-diff": probe["weighting_diff"], "qk-probe-weighting-step": probe["weighting_step"],
-        "qk-probe-book-gain": probe["book_gain"],
+        "qk-probe-book-gain": probe["book_gain"], "qk-probe-book-factor": res.tokens_seen / 1e6 / probe["mtokens"],
         # the end state of real pretraining
         "qk-end-n-models": len(ends), "qk-end-n-heads": end_sum["n_heads"],
-        "qk-end-samples": max((r["n_sequences"] for r in ends.values()), default=0),
-        "qk-end-length": max((r["max_length"] for r in ends.values()), default=0),
+        "qk-end-samples": max((r.n_sequences for r in ends.values()), default=0),
+        "qk-end-length": max((r.max_length for r in ends.values()), default=0),
         "qk-end-aligned": res.end_state_aligned().text(2, signed=False) if ends else MISSING,
         "qk-end-twin-aligned": _num(res.end_state_aligned("twin").estimate) if ends else nan,
         "qk-end-chance-share": res.end_state_chance_share() if ends else nan,
