@@ -260,6 +260,25 @@ def test_seed_everything_fixes_the_cublas_workspace(monkeypatch):
     assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
 
 
+def test_seed_everything_asks_for_deterministic_kernels_without_loading_the_inductor():
+    """What `torch.use_deterministic_algorithms(True, warn_only=True)` sets — the flag, warn-only, and the
+    inductor's `deterministic` whether the inductor is loaded before or after — without importing the inductor
+    (a fresh process: the import costs seconds in every process that seeds)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\nfrom helpers.book import runtime\nruntime.seed_everything(0)\n"
+            "loaded = 'torch._inductor' in sys.modules\n"
+            "import torch._inductor.config as c\n"
+            "print(loaded, torch.are_deterministic_algorithms_enabled(),"
+            " torch.is_deterministic_algorithms_warn_only_enabled(), c.deterministic)\n"
+            "c.deterministic = False\nruntime.seed_everything(1)\nprint(c.deterministic)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=runtime.REPO_ROOT, check=True).stdout.split()
+    assert out == ["False", "True", "True", "True", "True"], out
+
+
 def _fake_cuda(monkeypatch, n=2):
     names = {0: "NVIDIA H100 80GB HBM3", 1: "NVIDIA A100-SXM4-40GB"}
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

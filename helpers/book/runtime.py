@@ -39,8 +39,19 @@ def seed_everything(seed: int) -> torch.Generator:
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    _deterministic_kernels()
     return torch.Generator().manual_seed(seed)
+
+
+def _deterministic_kernels() -> None:
+    """`torch.use_deterministic_algorithms(True, warn_only=True)` without its import of the inductor (about
+    3 CPU seconds in every process that seeds): the flag is set directly, and the inductor's own
+    `deterministic` setting is set where the inductor is loaded, else through the variable it reads when it is."""
+    os.environ["TORCHINDUCTOR_DETERMINISTIC"] = "1"
+    inductor = sys.modules.get("torch._inductor.config")
+    if inductor is not None:
+        inductor.deterministic = True
+    torch._C._set_deterministic_algorithms(True, warn_only=True)
 
 
 def run_seeds(seed: int, seeds: int) -> list[int]:
