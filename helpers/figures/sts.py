@@ -14,7 +14,7 @@ from ..core.softdecay import softdecay
 from ..core.stats import Interval
 from ..core.sts import FLIP_FREE, METHODS
 from ..experiments import WIDTH, about
-from ..experiments.sts import BOOK_BERT, MPNET, PLANT_METHODS, POOLING_LABEL, SMOL, Result
+from ..experiments.sts import BOOK_BERT, CROSSFIT_SPLITS, MPNET, PLANT_METHODS, POOLING_LABEL, SMOL, Result
 from . import common
 
 #: what each of our rows is, said in the tables
@@ -540,7 +540,7 @@ def publish(res: Result) -> None:
         "sts-about-bert": about(BOOK_BERT), "sts-about-smol": about(SMOL), "sts-about-minilm": about(m),
         "sts-about-mpnet": about(MPNET), "sts-smol-width": WIDTH[SMOL],
         "sts-n-sets": len(res.datasets), "sts-n-other-sets": len(res.datasets) - 1,
-        "sts-crossfit-splits": next((s.settings["splits"] for s in res.samefit.values()), float("nan")),
+        "sts-crossfit-splits": next((s.settings["splits"] for s in res.samefit.values()), CROSSFIT_SPLITS),
         # anisotropic encoders
         "sts-extra-pairs": res.extra_max_pairs,
         "sts-bert-ev1": _nan_if_missing(res, BOOK_BERT, lambda: res.run_of(BOOK_BERT).mean_metric("vanilla")),

@@ -9,6 +9,7 @@ Read in this order: `params` (Params, presets, the chapter's names), `compute` (
 The mathematics is `helpers.core.sts`; the encoder pass `helpers.hf.sts`."""
 
 from .compute import (
+                      CROSSFIT_SPLITS,
                       _subsample,
                       _subsample_idx,
                       _take,
@@ -59,4 +60,4 @@ __all__ = ["BOOK_BERT", "COMMANDS", "CONTRASTIVE_SCOPE", "CROSSFIT_HOW", "DEMO_S
            "Reading", "Record", "Result", "Run", "SameFit", "Spec", "_subsample", "_subsample_idx", "_take",
            "averages", "build", "encoder_demo", "map_panels", "maps", "reading_bootstrap", "reading_draws",
            "readings", "readings_cached", "refit_draws", "run", "run_model", "samefit", "samefit_cached",
-           "samefit_models", "samefit_settings"]
+           "samefit_models", "samefit_settings", "CROSSFIT_SPLITS"]

@@ -183,10 +183,14 @@ def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> di
     return out
 
 
+#: the cross-fit procedure's splits (each fits on one half of the pairs and scores the other, then swaps)
+CROSSFIT_SPLITS = 20
+
+
 def samefit_settings(p: Params) -> dict[str, int]:
     """The same-fit procedures' sizes: half-samples (as many as the refitted bootstrap's draws), cross-fit
     splits, and bootstrap resamples of the scored pairs per split."""
-    return {"halves": refit_draws(p.bootstrap), "splits": 20, "split_boot": max(20, p.bootstrap // 20)}
+    return {"halves": refit_draws(p.bootstrap), "splits": CROSSFIT_SPLITS, "split_boot": max(20, p.bootstrap // 20)}
 
 
 def _pooled(loaded, name: str, ds, pooling: str, p: Params, tag: str) -> tuple[Tensor, Tensor]:
