@@ -352,7 +352,7 @@ def publish(res: Result) -> None:
         "vit-train-images": f"{res.train_images:,}", "vit-test-images": f"{res.test_images:,}",
         "vit-seeds": len(res.seeds), "vit-depths": ", ".join(str(d) for d in res.depths), "vit-depth": res.depth,
         "vit-width": res.d_model, "vit-heads": res.n_heads, "vit-head-width": res.d_model // res.n_heads,
-        "vit-ffn": res.d_ff,
+        "vit-ffn": res.d_ff, "vit-patch": res.patch, "vit-patch-tokens": (res.image // res.patch) ** 2,
         "vit-paper-steps": f"{res.paper_steps:,}", "vit-step-share": f"{100 * res.steps / res.paper_steps:.1f} %",
         "vit-loss-low": low, "vit-loss-high": high, "vit-level-margin": LEVEL_MARGIN,
         "vit-chance-margin": CHANCE_MARGIN, "vit-alike-threshold": ALIKE,

@@ -74,7 +74,7 @@ def run(p: Params) -> Result:
     res = Result(variants=list(p.variants), seeds=seeds, depth=p.depth, epochs=p.epochs,
                  train_images=p.train_images or 50_000, scale=p.scale, histories=sweep[str(p.depth)],
                  from_cache=all(hits), sweep=sweep if p.depths else {}, batch_size=p.batch_size,
-                 d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, test_images=p.test_images or 10_000,
+                 d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, patch=p.patch, test_images=p.test_images or 10_000,
                  standard=standard, ablation=ablation, ablation_depth=p.ablation_depth, confirm=confirm,
                  missing={d: b for d, b in missing.items() if b})
     if p.scale == "book":

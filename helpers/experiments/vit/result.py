@@ -38,6 +38,8 @@ class Result(AblationReadings, results.Result):
     d_model: int = 192
     n_heads: int = 8
     d_ff: int = 384
+    patch: int = 4                   # patch side in pixels (the paper's 4×4)
+    image: int = 32                  # image side in pixels (CIFAR-10)
     test_images: int = 10_000        # effective number
     #: the block comparison: {str(depth): {variant: [history per seed]}} of the standard-block runs at
     #: `standard_depths` (empty when none were run)
