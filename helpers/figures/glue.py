@@ -3,6 +3,8 @@ Result's methods; here they are only drawn and formatted)."""
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -14,6 +16,24 @@ from . import common
 CHAPTER = "glue"
 #: figure width (inches) and the smallest font (points) used at it: text stays >= ~8 pt at a 7-inch page
 WIDTH, FONT = 8.0, 9.5
+
+
+
+def _and(items: list[str]) -> str:
+    """"a, b and c"."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _power_grid(values: list[float]) -> str:
+    """A grid of rates over one power of ten, as the paper writes it: [2e-5, 5e-5, 1e-4] -> "{2, 5, 10} × 10⁻⁵"."""
+    if not values:
+        return "—"
+    e = math.floor(math.log10(min(values)))
+    mantissas = ", ".join(f"{round(v / 10 ** e, 6):g}" for v in values)
+    return f"{{{mantissas}}} × 10{str(e).translate(_SUPERSCRIPT)}"
 
 
 def frame(records: list[dict]) -> pd.DataFrame:
@@ -378,7 +398,9 @@ def publish(res: Result) -> None:
     held = selection_changes(res.selection, res.holdout_selection)
     common.publish({
         "glue-runs": len(res.runs), "glue-from-cache": sum(r.from_cache for r in res.runs),
-        "glue-seeds": len(res.seeds), "glue-epochs": res.epochs,
+        "glue-seeds": len(res.seeds), "glue-epochs": res.epochs, "glue-tasks": _and(res.tasks),
+        "glue-lr-grid": _power_grid(res.lr_grid), "glue-alpha-grid": "{" + ", ".join(f"{a:g}".replace("-", "−")
+                                                                                for a in res.alpha_grid) + "}",
         "glue-models": ", ".join(res.models), "glue-about-models": "; ".join(about(m) for m in res.models),
         "glue-expdecay-seeds": max((len(r["differences"]) for r in res.paired if r["variant"] != "softdecay"),
                                    default=0),

@@ -269,6 +269,7 @@ def run(p: Params) -> Result:
                                 drop=tuple(f for f in p.cache_key() if f not in
                                            ("models", "tasks", "seed", "max_length", "spectra_examples")))
     return Result(models=list(p.models), tasks=list(p.tasks), seeds=p.comparison_seeds(), scale=p.scale,
+                  lr_grid=list(p.lrs), alpha_grid=list(p.alphas),
                   epochs=p.epochs, train_examples=p.train_examples, runs=records, selection=selection,
                   holdout_selection=holdout_selection(p),
                   summary=table.to_dict("records"), paired=paired_differences(grid).to_dict("records"),

@@ -246,6 +246,8 @@ class Result(LargerEncoder, results.Result):
     wide_model: str = ""
     wide: list[Run] = field(default_factory=list)
     wide_majority: dict = field(default_factory=dict)
+    lr_grid: list[float] = field(default_factory=list)       # the learning rates the baseline selects from
+    alpha_grid: list[float] = field(default_factory=list)    # the α₀ SoftDecay selects from
 
     def __post_init__(self):
         self.runs = Runs(r if isinstance(r, Run) else Run.read(r) for r in self.runs)
