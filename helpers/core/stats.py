@@ -97,7 +97,11 @@ def t_interval(values, level: float = 0.95) -> Interval:
     return Interval(m, m - half, m + half, int(d.size), "t", level)
 
 
-def spearman_exact_p(x, y, max_exact: int = 9, draws: int = 200_000, seed: int = 0) -> float:
+#: up to this many points `spearman_exact_p` enumerates every ordering (9! = 362,880); beyond, Monte Carlo
+EXACT_MAX_POINTS = 9
+
+
+def spearman_exact_p(x, y, max_exact: int = EXACT_MAX_POINTS, draws: int = 200_000, seed: int = 0) -> float:
     """Two-sided p-value of Spearman's ρ between `x` and `y` under the permutation null: exact over all n!
     orderings for n ≤ `max_exact` (as the paper's test, for a handful of layers), otherwise Monte Carlo over
     `draws` random permutations (add-one corrected). Ties are ranked by their mean rank."""

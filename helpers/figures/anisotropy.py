@@ -9,7 +9,8 @@ import pandas as pd
 import seaborn as sns
 
 from ..core.anisotropy import ISO_SHARE, MEAN_STABLE, isotropic_cosine_pdf, isotropic_cosine_quantile
-from ..experiments.anisotropy import BYTE_MLM, IDENTITY_TOL, Result
+from ..core.stats import EXACT_MAX_POINTS
+from ..experiments.anisotropy import ALPHA, BYTE_MLM, IDENTITY_TOL, Result
 from . import common
 
 MARKERS = {"text": "o", "bytes": "D", "protein": "P", "chem": "X", "audio": "^", "vision": "s"}
@@ -407,7 +408,8 @@ def publish(res: Result) -> None:
         "anisotropy-cnn-pos-rho": pos.rho if pos else nan,
         "anisotropy-cnn-pos-p": pos.p_exact if pos else nan,
         "anisotropy-drift-share": res.significant_share().text(2, signed=False) if res.transformers() else "—",
-        "anisotropy-drift-models": share["models"],
+        "anisotropy-drift-models": share["models"], "anisotropy-alpha": ALPHA,
+        "anisotropy-exact-layers": EXACT_MAX_POINTS,
         "anisotropy-drift-follow": share["spearman"],
         "anisotropy-drift-either": share["either_sign"],
         "anisotropy-drift-negative": share["negative"],
