@@ -206,3 +206,15 @@ def test_pretraining_corpus_leaves_out_analysis_and_held_out_text(tok):
     assert sum(" ".join(map(str, f)) in text for f in first) <= 1
     assert 1.0 < c["unigram_nats"] < c["uniform_nats"]
     assert c["train_tokens"] > 1_000_000 and len(c["sources"]) >= 3
+
+
+def test_a_text_is_tokenised_once_per_process_and_a_changed_one_anew(tok):
+    """`mlm.tokenised` (the corpora every seed and variant of a chapter share): the same ids as tokenising
+    each paragraph, the same shared list for the same text, and fresh ids for a text that differs in one
+    character."""
+    paras = ["The cat sat on the mat.", "Dogs bark at night."]
+    ids = mlm.tokenised(tok, paras)
+    assert ids == [i for p in paras for i in tok(p, add_special_tokens=False)["input_ids"]]
+    assert mlm.tokenised(tok, list(paras)) is ids
+    other = mlm.tokenised(tok, ["The cat sat on the hat.", "Dogs bark at night."])
+    assert other is not ids and other != ids

@@ -64,10 +64,9 @@ def token_stream(split: str, tokens: str = "bytes") -> Tensor:
              if ln.strip() and not ln.strip().startswith("=")]
     if tokens == "bytes":
         return torch.frombuffer(bytearray("\n".join(paras).encode("utf-8")), dtype=torch.uint8).long()
-    from .mlm import tokenizer
+    from .mlm import tokenised, tokenizer
 
-    ids = [i for p in tokenizer()(paras, add_special_tokens=False, verbose=False)["input_ids"] for i in p]
-    return torch.tensor(ids)
+    return torch.tensor(tokenised(tokenizer(), paras))
 
 
 def sequences(stream: Tensor, length: int) -> Tensor:
