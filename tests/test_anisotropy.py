@@ -617,11 +617,11 @@ def test_the_drift_test_over_layers_gives_a_perfect_rank_order_a_width_and_its_e
     width; over the layers the exact p is 2/7! and the Fisher-z interval has a width (7 points cannot prove a
     perfect correlation); the jackknife over the layers has none (every leave-one-out ρ is 1)."""
     t = X.drift_layer_test(tuple(float(v) for v in range(1, 8)), (0.1, 0.2, 0.25, 0.3, 0.5, 0.55, 0.9))
-    assert t["rho"] == pytest.approx(1.0) and t["p_exact"] == pytest.approx(2 / math.factorial(7))
-    iv = t["fisher"]
+    assert t.rho == pytest.approx(1.0) and t.p_exact == pytest.approx(2 / math.factorial(7))
+    iv = t.fisher
     assert iv.method == "fisher-z" and iv.n == 7 and 0 < iv.low < iv.high <= 1 and iv.high - iv.low > 0.1
-    assert t["jackknife"].high - t["jackknife"].low < 1e-12
-    assert -1 <= t["pearson"].low < t["pearson"].high <= 1
+    assert t.jackknife.high - t.jackknife.low < 1e-12
+    assert -1 <= t.pearson.low < t.pearson.high <= 1
 
 
 def test_following_the_drift_needs_a_positive_significant_correlation():
@@ -631,6 +631,6 @@ def test_following_the_drift_needs_a_positive_significant_correlation():
     neg = X.drift_layer_test(layers, (0.9, 0.8, 0.85, 0.6, 0.5, 0.45, 0.3))
     pos = X.drift_layer_test(layers, (0.3, 0.45, 0.5, 0.6, 0.85, 0.8, 0.9))
     weak = X.drift_layer_test(layers, (0.5, 0.3, 0.6, 0.2, 0.55, 0.4, 0.45))
-    assert neg["p_exact"] < 0.05 and neg["rho"] < 0 and not neg.follows()
-    assert pos["p_exact"] < 0.05 and pos.follows()
-    assert weak["p_exact"] > 0.05 and not weak.follows()
+    assert neg.p_exact < 0.05 and neg.rho < 0 and not neg.follows()
+    assert pos.p_exact < 0.05 and pos.follows()
+    assert weak.p_exact > 0.05 and not weak.follows()

@@ -16,24 +16,24 @@ def res():
 
 def test_result_round_trips_through_json(res):
     again = anisotropy.Result.from_json(res.to_json())
-    assert [m["label"] for m in again.models] == [m["label"] for m in res.models]
-    assert np.allclose(again.models[0]["cos_exact"], res.models[0]["cos_exact"])
+    assert [m.label for m in again.models] == [m.label for m in res.models]
+    assert np.allclose(again.models[0].cos_exact, res.models[0].cos_exact)
 
 
 def test_every_transformer_has_an_untrained_twin_and_the_cnn_has_none(res):
-    names = [(m["name"], m["trained"]) for m in res.models]
+    names = [(m.name, m.trained) for m in res.models]
     for name in ("all-MiniLM-L6-v2", "AntiBERTy", "rxnmapper-ALBERT"):
         assert (name, True) in names and (name, False) in names
     assert ("EfficientNet-Lite0", True) in names and ("EfficientNet-Lite0", False) not in names
-    assert all("untrained" in m["description"] for m in res.models if not m["trained"])
-    assert len(res.model("all-MiniLM-L6-v2")["cos_exact"]) == 7          # embeddings + 6 layers
-    assert len(res.model("AntiBERTy")["cos_exact"]) == 9                 # embeddings + 8 layers
-    assert len(res.model("rxnmapper-ALBERT")["cos_exact"]) == 13         # embeddings + 12 (shared) layers
+    assert all("untrained" in m.description for m in res.models if not m.trained)
+    assert len(res.model("all-MiniLM-L6-v2").cos_exact) == 7          # embeddings + 6 layers
+    assert len(res.model("AntiBERTy").cos_exact) == 9                 # embeddings + 8 layers
+    assert len(res.model("rxnmapper-ALBERT").cos_exact) == 13         # embeddings + 12 (shared) layers
 
 
 def test_residue_and_atom_models_see_no_unknown_tokens(res):
-    assert res.model("AntiBERTy")["unknown_tokens"] == 0
-    assert res.model("rxnmapper-ALBERT")["unknown_tokens"] == 0
+    assert res.model("AntiBERTy").other["unknown_tokens"] == 0
+    assert res.model("rxnmapper-ALBERT").other["unknown_tokens"] == 0
 
 
 def test_sampled_pairs_agree_with_the_exact_all_pairs_average(res):
@@ -47,17 +47,17 @@ def test_pretrained_transformer_peaks_are_far_above_the_isotropic_baseline(res):
     last layer is below that line but above the null of an average over the sampled pairs."""
     for name in ("all-MiniLM-L6-v2", "AntiBERTy", "rxnmapper-ALBERT"):
         m = res.model(name)
-        q = [isotropic_cosine_quantile(0.95, int(d)) for d in m["dims"]]
-        k = int(np.argmax(m["cos_exact"]))
-        assert m["cos_exact"][k] > 2 * q[k], name
+        q = [isotropic_cosine_quantile(0.95, int(d)) for d in m.dims]
+        k = int(np.argmax(m.cos_exact))
+        assert m.cos_exact[k] > 2 * q[k], name
     mini = res.model("all-MiniLM-L6-v2")
-    assert mini["cos_exact"][-1] < isotropic_cosine_quantile(0.95, int(mini["dims"][-1]))
-    assert mini["cos_exact"][-1] > res.null_q95(mini["dims"][-1])
+    assert mini.cos_exact[-1] < isotropic_cosine_quantile(0.95, int(mini.dims[-1]))
+    assert mini.cos_exact[-1] > res.null_q95(mini.dims[-1])
     assert res.null_q95(384) == pytest.approx(1.645 / np.sqrt(384 * res.n_pairs), rel=1e-3)
 
 
 def test_contrastive_minilm_drops_sharply_in_its_last_layer(res):
-    cos = np.asarray(res.model("all-MiniLM-L6-v2")["cos_exact"])
+    cos = np.asarray(res.model("all-MiniLM-L6-v2").cos_exact)
     assert int(cos.argmax()) not in (0, len(cos) - 1)
     assert cos[-1] < 0.6 * cos.max()
 
@@ -65,19 +65,19 @@ def test_contrastive_minilm_drops_sharply_in_its_last_layer(res):
 def test_untrained_bert_twin_starts_at_one_third(res):
     """The random token-type embedding is one vector shared by every token: with word and position
     embeddings of equal expected norm, the cosine of two tokens is about 1/3."""
-    assert res.model("all-MiniLM-L6-v2", False)["cos_exact"][0] == pytest.approx(1 / 3, abs=0.03)
+    assert res.model("all-MiniLM-L6-v2", False).cos_exact[0] == pytest.approx(1 / 3, abs=0.03)
 
 
 def test_minilm_is_below_its_twin_at_every_layer(res):
     mini, twin = res.model("all-MiniLM-L6-v2"), res.model("all-MiniLM-L6-v2", False)
-    assert all(a < b for a, b in zip(mini["cos_exact"], twin["cos_exact"], strict=True))
+    assert all(a < b for a, b in zip(mini.cos_exact, twin.cos_exact, strict=True))
 
 
 def test_masked_lm_twins_are_more_anisotropic_than_the_trained_models_at_the_last_layer(res):
     """At initialisation the BERT/ALBERT embeddings (position and token-type vectors shared across
     sequences) make the twins anisotropic; training lowers it."""
     for name in ("AntiBERTy", "rxnmapper-ALBERT"):
-        assert res.model(name, False)["cos_exact"][-1] > res.model(name)["cos_exact"][-1], name
+        assert res.model(name, False).cos_exact[-1] > res.model(name).cos_exact[-1], name
 
 
 def test_removing_the_mean_leaves_a_cosine_near_zero_but_not_an_isotropic_cloud(res):
@@ -85,53 +85,53 @@ def test_removing_the_mean_leaves_a_cosine_near_zero_but_not_an_isotropic_cloud(
     to zero). The centred cloud's effective dimension says whether it is isotropic: here it is far
     below the width in every layer of every model, and far below the isotropic Gaussian's band."""
     for m in res.models:
-        assert np.abs(m["cos_centred"]).max() < 0.05, m["label"]
+        assert np.abs(m.cos_centred).max() < 0.05, m.label
         eff, d = m.effective_dims(), np.asarray(m.dims, float)
-        assert np.all(eff < 0.6 * d), m["label"]
-        assert np.all(eff < res.isotropic_effective_dim(int(d[-1])).low) or m["name"] == "EfficientNet-Lite0"
+        assert np.all(eff < 0.6 * d), m.label
+        assert np.all(eff < res.isotropic_effective_dim(int(d[-1])).low) or m.name == "EfficientNet-Lite0"
 
 
 def test_planted_clouds_separate_a_drift_from_a_narrow_cone(res):
     """Clusters + drift and isotropic + drift: both have a high raw cosine and a mean-removed cosine of ~0;
     only the effective dimension tells them apart (≈ 3 against ≈ d)."""
     c, g = res.planted["clusters + drift"], res.planted["isotropic + drift"]
-    assert c["makeup"] == "drift + low-dimensional cloud" and g["makeup"] == "one common direction"
-    assert c["pr"] < 0.05 * c["pr_iso"] and g["pr"] == pytest.approx(g["pr_iso"], rel=0.05)
-    assert c["cos"] > 0.7 and g["cos"] > 0.7
-    assert abs(c["cos_centred"]) < 0.05 and abs(g["cos_centred"]) < 0.01      # ±3 SE at ci's 4,000 pairs
-    assert c["effective_dim"] == pytest.approx(3, rel=0.15)
-    assert g["effective_dim"] == pytest.approx(g["d"], rel=0.1)
+    assert c.makeup == "drift + low-dimensional cloud" and g.makeup == "one common direction"
+    assert c.pr < 0.05 * c.pr_iso and g.pr == pytest.approx(g.pr_iso, rel=0.05)
+    assert c.cos > 0.7 and g.cos > 0.7
+    assert abs(c.cos_centred) < 0.05 and abs(g.cos_centred) < 0.01      # ±3 SE at ci's 4,000 pairs
+    assert c.effective_dim == pytest.approx(3, rel=0.15)
+    assert g.effective_dim == pytest.approx(g.d, rel=0.1)
 
 
 def test_average_cosine_is_the_squared_normalised_drift(res):
     """avg cos ≈ (‖x̄‖/E‖x‖)²: within 0.02 on nearly every layer, so the paper's drift test is
     nearly a definition; the normalised drift is always significantly rank-correlated."""
-    within = sum(m["normalised"]["identity_layers_within"] for m in res.models)
-    layers = sum(m["normalised"]["layers"] for m in res.models)
+    within = sum(m.normalised["identity_layers_within"] for m in res.models)
+    layers = sum(m.normalised["layers"] for m in res.models)
     assert within >= 0.9 * layers
-    assert all(m["normalised"]["normalised_spearman_p"] < 0.01 for m in res.models)
+    assert all(m.normalised["normalised_spearman_p"] < 0.01 for m in res.models)
 
 
 def test_cnn_positions_shrink_and_flattened_maps_are_measured(res):
     cnn = res.model("EfficientNet-Lite0")
-    v = cnn["vectors_per_layer"]
+    v = cnn.other["vectors_per_layer"]
     assert len(v) == 18 and v[0] == 8 * 112 * 112 and v[-1] == 8 * 7 * 7
-    assert len(cnn["map_cos_exact"]) == 18
-    assert cnn["dims"][0] == 32 and cnn["dims"][-1] == 1280
+    assert len(cnn.map_cos_exact) == 18
+    assert cnn.dims[0] == 32 and cnn.dims[-1] == 1280
 
 
 def test_drift_and_anisotropy_tests_are_reported_per_model(res):
     for m in res.models:
-        c = m["correlation"]
+        c = m.correlation
         assert -1 <= c["spearman_r"] <= 1 and 0 <= c["spearman_p"] <= 1 and 0 <= c["pearson_p"] <= 1
 
 
 def test_isotropic_monte_carlo_matches_the_exact_law(res):
     for g in res.gaussian:
-        assert abs(g["mc_mean"]) < 5 / np.sqrt(20_000 * g["d"])
-        assert g["mc_q95"] == pytest.approx(g["exact_q95"], rel=0.04)
-    big = max(res.gaussian, key=lambda g: g["d"])
-    assert big["exact_q95"] == pytest.approx(big["asymptotic_q95"], rel=0.01)
+        assert abs(g.mc_mean) < 5 / np.sqrt(20_000 * g.d)
+        assert g.mc_q95 == pytest.approx(g.exact_q95, rel=0.04)
+    big = max(res.gaussian, key=lambda g: g.d)
+    assert big.exact_q95 == pytest.approx(big.asymptotic_q95, rel=0.01)
 
 
 # ------------------------------------------------------------------ findings
@@ -160,9 +160,9 @@ def test_findings_on_the_ci_run(res):
     assert fs["anisotropy-cnn-drift"].effect.method == "fisher-z" and fs["anisotropy-cnn-drift"].direction == "none"
     assert all("nearly a definition" in fs[k].caveat for k in ("anisotropy-drift-correlation", "anisotropy-cnn-drift"))
     # the bootstrap's maps are the chapter's flattened maps; MiniLM's jackknife reads the record's vectors
-    assert res.cnn_boot["map_cos"] == pytest.approx(res.model("EfficientNet-Lite0")["map_cos_exact"], abs=1e-6)
+    assert res.cnn_boot.map_cos == pytest.approx(res.model("EfficientNet-Lite0").map_cos_exact, abs=1e-6)
     (jk,) = res.centred_jack
-    assert jk["raw"] == pytest.approx(res.model("all-MiniLM-L6-v2")["cos_exact"], abs=1e-6)
+    assert jk.raw == pytest.approx(res.model("all-MiniLM-L6-v2").cos_exact, abs=1e-6)
 
 
 #: the committed book runs: share of models whose anisotropy follows the drift (positive ρ, exact p < 0.05), with
@@ -216,7 +216,7 @@ def test_findings_on_the_committed_book_runs():
     assert (share.effect.low, share.effect.high) == pytest.approx(BOOK_DRIFT_SHARE[1:], abs=0.001)
     assert r.share_counts() == {"models": 8, "spearman": 5, "pearson": 5, "either_sign": 6, "negative": 1}
     base = r.model_test(r.model("whisper-base"))
-    assert base["p_exact"] < 0.05 and base["rho"] < 0 and not base.follows()
+    assert base.p_exact < 0.05 and base.rho < 0 and not base.follows()
     for key in ("anisotropy-drift-correlation", "anisotropy-speech-drift", "anisotropy-speech-drift-sign",
                 "anisotropy-cnn-drift"):
         assert "nearly a definition" in fs[key].caveat, key
@@ -225,21 +225,21 @@ def test_findings_on_the_committed_book_runs():
     # that excludes 0 and stays negative; Pearson (App. A) is not significant; the bootstrap over recordings: no width
     base_f = fs["anisotropy-speech-whisper-base"]
     assert base_f.claim_id == fs["anisotropy-speech"].claim_id and "one of the paper's three" in base_f.reduced
-    assert "encoder" in base_f.measured and int(np.argmin(r.model("whisper-base")["cos_exact"])) == 6
+    assert "encoder" in base_f.measured and int(np.argmin(r.model("whisper-base").cos_exact)) == 6
     t = r.speech_test()
-    assert t["layers"] == 7 and t["p_exact"] == pytest.approx(34 / 5040, abs=1e-9) and t["pearson_p"] > 0.05
+    assert t.layers == 7 and t.p_exact == pytest.approx(34 / 5040, abs=1e-9) and t.pearson_p > 0.05
     lit, sign = fs["anisotropy-speech-drift"], fs["anisotropy-speech-drift-sign"]
     assert lit.effect == sign.effect and lit.effect.method == "fisher-z" and lit.effect.n == 7
     assert -1 < lit.effect.low < lit.effect.high < 0 and lit.direction == "none"
     assert sign.direction == "at most" and sign.margin == 0
-    assert t["input_bootstrap"].high - t["input_bootstrap"].low < 1e-9           # the data do not move the order
-    assert r.speech_boot["cos"] == pytest.approx(r.model("whisper-base")["cos_exact"], abs=1e-4)
-    assert r.speech_boot["mean_norm"][-1] > r.speech_boot["mean_norm"][0]
+    assert t.input_bootstrap.high - t.input_bootstrap.low < 1e-9           # the data do not move the order
+    assert r.speech_boot.cos == pytest.approx(r.model("whisper-base").cos_exact, abs=1e-4)
+    assert r.speech_boot.mean_norm[-1] > r.speech_boot.mean_norm[0]
     # the CNN's ρ over 18 flattened maps excludes 0 at its unit, the layers (per position instead: p > 0.05)
     c = r.cnn_test()
-    assert c["layers"] == 18 and c["p_exact"] < 0.01 and fs["anisotropy-cnn-drift"].effect.low > 0.2
-    assert r.model_test(r.cnn())["p_exact"] > 0.05
-    assert r.cnn_boot["map_cos"] == pytest.approx(r.model("EfficientNet-Lite0")["map_cos_exact"], abs=1e-6)
+    assert c.layers == 18 and c.p_exact < 0.01 and fs["anisotropy-cnn-drift"].effect.low > 0.2
+    assert r.model_test(r.cnn()).p_exact > 0.05
+    assert r.cnn_boot.map_cos == pytest.approx(r.model("EfficientNet-Lite0").map_cos_exact, abs=1e-6)
     # Biś et al.'s cosine: SmolLM2's layer 3 comes closest to the isotropic line at d = 576, about half of it, by the
     # jackknife over its 47 text chunks and by the sampled pairs alike; the jackknife reads the record's vectors
     bis = fs["anisotropy-centred-isotropy"]
@@ -248,7 +248,7 @@ def test_findings_on_the_committed_book_runs():
     assert 0 < bis.effect.low and bis.effect.high < 0.6 * bis.margin
     assert [v for _, v in bis.alternative_verdicts()] == ["reproduced"]
     for j in r.centred_jack:
-        assert j["raw"] == pytest.approx(r.model(j["name"])["cos_exact"], abs=1e-6), j["name"]
+        assert j.raw == pytest.approx(r.model(j.name).cos_exact, abs=1e-6), j.name
     assert max(row["pairs_reach"] for row in r.centred_rows_by_layer() if "jackknife" not in row) < 0.1
     iso = fs["anisotropy-centred-spread"].effect
     assert (iso.low, iso.high) == (pytest.approx(BOOK_PR_SHARE[1], abs=0.01), pytest.approx(BOOK_PR_SHARE[2], abs=0.01))
@@ -264,11 +264,11 @@ def test_findings_on_the_committed_book_runs():
     for name in ("AntiBERTy", "whisper-base", "whisper-tiny.en"):                          # broader than their twins
         assert rows[name]["pr_min"] > rows[name]["twin_pr_max"], name
     smol = r.shape("SmolLM2-135M-Instruct")
-    assert min(smol["drift_over_top"]) < 1 and min(smol["pr"]) < 5                       # a near-line outweighs x̄
-    assert max(r.shape("SmolLM2-135M-Instruct", False)["mean_split_cos"]) < 0.9            # the twin: no stable drift
+    assert min(smol.drift_over_top) < 1 and min(smol.pr) < 5                       # a near-line outweighs x̄
+    assert max(r.shape("SmolLM2-135M-Instruct", False).mean_split_cos) < 0.9            # the twin: no stable drift
     fn = r.final_norm                                     # SmolLM2's last block and its final norm both lower it
-    assert fn["previous"] > fn["before"] + 0.05 and fn["before"] > fn["after"] + 0.05
-    assert fn["after"] == pytest.approx(r.model("SmolLM2-135M-Instruct")["cos_exact"][-1], abs=0.03)
+    assert fn.previous > fn.before + 0.05 and fn.before > fn.after + 0.05
+    assert fn.after == pytest.approx(r.model("SmolLM2-135M-Instruct").cos_exact[-1], abs=0.03)
     zeroed = {row["model"]: row for row in r.zeroed_rows()}
     assert set(zeroed) == {"all-MiniLM-L6-v2", "byte-MLM", "AntiBERTy", "rxnmapper-ALBERT"}
     assert all(row["below_twin"] >= row["layers"] - 1 for row in zeroed.values())    # "training lowered it" …
@@ -322,14 +322,14 @@ def test_spectrum_runs_classify_every_layer_and_hold_their_isotropic_reference(r
     `MAKEUP` class."""
     from helpers.core.anisotropy import MAKEUP, isotropic_participation_ratio
 
-    assert {(s_["name"], s_["trained"]) for s_ in res.shapes} == {
+    assert {(s_.name, s_.trained) for s_ in res.shapes} == {
         ("all-MiniLM-L6-v2", True), ("all-MiniLM-L6-v2", False), ("rxnmapper-ALBERT", True),
         ("rxnmapper-ALBERT", False)}
     for s_ in res.shapes:
-        d = np.asarray(s_["dims"])
-        assert np.all(np.asarray(s_["pr"]) <= d) and np.all(np.asarray(s_["pr"]) >= 1)
-        assert s_["pr_iso"][0] == pytest.approx(isotropic_participation_ratio(s_["tokens"], int(d[0])))
-        assert all(-1 <= c <= 1 for c in s_["mean_split_cos"])
+        d = np.asarray(s_.dims)
+        assert np.all(np.asarray(s_.pr) <= d) and np.all(np.asarray(s_.pr) >= 1)
+        assert s_.pr_iso[0] == pytest.approx(isotropic_participation_ratio(s_.tokens, int(d[0])))
+        assert all(-1 <= c <= 1 for c in s_.mean_split_cos)
         assert set(s_.makeup()) <= set(MAKEUP)
     counts = res.makeup_counts()
     assert sum(counts[k] for k in MAKEUP) == counts["layers"] == 7 + 13
@@ -343,7 +343,7 @@ def test_zeroed_twins_start_near_zero_instead_of_one_third(res):
     assert rows["all-MiniLM-L6-v2"]["twin_emb"] == pytest.approx(1 / 3, abs=0.03)
     assert abs(rows["all-MiniLM-L6-v2"]["zeroed_emb"]) < 0.05
     assert all(r["zeroed_emb"] < r["twin_emb"] - 0.1 for r in rows.values())
-    assert all("token-type embedding zeroed" in z["description"] for z in res.zeroed)
+    assert all("token-type embedding zeroed" in z.description for z in res.zeroed)
 
 
 def test_planted_effects_change_the_new_findings_verdicts():
@@ -356,22 +356,22 @@ def test_planted_effects_change_the_new_findings_verdicts():
 
     r = copy.deepcopy(_book_or_skip())
     w = r.model("whisper-tiny.en")
-    w["cos_sampled"][4] = w["cos_exact"][4] = 0.15
+    w.cos_sampled[4] = w.cos_exact[4] = 0.15
     b = r.model("byte-MLM")
-    b.cos_sampled[:] = [c + 0.4 for c in b["cos_sampled"]]   # records are frozen: their lists change in place
+    b.cos_sampled[:] = [c + 0.4 for c in b.cos_sampled]   # records are frozen: their lists change in place
     dino = r.model("DINOv2-S/14")
-    dino.cos_sampled[:] = [-0.05] * len(dino["cos_sampled"])
-    order = np.argsort(np.argsort(r.cnn_boot["map_mean_norm"]))     # the rank of each layer's ‖x̄‖₂
+    dino.cos_sampled[:] = [-0.05] * len(dino.cos_sampled)
+    order = np.argsort(np.argsort(r.cnn_boot.map_mean_norm))     # the rank of each layer's ‖x̄‖₂
     r.cnn_boot.map_cos[:] = [0.3 + 0.01 * ((7 * int(k)) % 18) for k in order]   # a scrambled rank order
     anti = r.model("AntiBERTy")                        # 0.05 on every layer: below the single-pair line at d = 512
-    anti.cos_sampled[:] = [0.05] * len(anti["cos_sampled"])
+    anti.cos_sampled[:] = [0.05] * len(anti.cos_sampled)
     smol = r.model("SmolLM2-135M-Instruct")            # layer 3 beyond the line at d = 576 (±0.069)
-    jk = next(j for j in r.centred_jack if j["name"] == "SmolLM2-135M-Instruct")
-    jk["centred"][3] = 0.09
-    jk["leave_one_out"][3] = list(0.09 + 0.001 * np.sin(np.arange(len(jk["leave_one_out"][3]))))
-    smol["cos_centred"][3] = 0.09
+    jk = next(j for j in r.centred_jack if j.name == "SmolLM2-135M-Instruct")
+    jk.centred[3] = 0.09
+    jk.leave_one_out[3] = list(0.09 + 0.001 * np.sin(np.arange(len(jk.leave_one_out[3]))))
+    smol.cos_centred[3] = 0.09
     fs = {f.key: f.verdict for f in r.findings()}
-    assert abs(r.cnn_test()["rho"]) < 0.3
+    assert abs(r.cnn_test().rho) < 0.3
     assert fs["anisotropy-single-pair-null"] == "contradicted"
     assert fs["anisotropy-speech"] == "contradicted"
     assert fs["anisotropy-bytes-vs-smollm2"] == "reproduced"
@@ -395,7 +395,7 @@ def test_whisper_base_turned_toward_no_correlation_flips_its_literal_test():
         fs = {f.key: f for f in r.findings()}
         return [fs[k] for k in keys]
 
-    norm = np.asarray(r0.speech_boot["mean_norm"])
+    norm = np.asarray(r0.speech_boot.mean_norm)
     rank = np.argsort(np.argsort(norm))                                  # 0 … 6, the order of ‖x̄‖₂
     lit, sign = planted(0.3 + 0.01 * np.array([3, 6, 1, 4, 0, 5, 2])[rank])   # a scrambled order: ρ near 0
     assert abs(lit.effect.estimate) < 0.5 and lit.verdict == "not detected" and lit.excludes()
@@ -416,13 +416,13 @@ def test_the_sign_aware_share_drops_a_negative_correlation():
     r = copy.deepcopy(_book_or_skip())
     before = r.share_counts()
     mini = r.model("all-MiniLM-L6-v2")
-    mini.cos_exact[:] = list(np.sort(mini["cos_exact"])[np.argsort(np.argsort(-np.asarray(mini["mean_norm"])))])
+    mini.cos_exact[:] = list(np.sort(mini.cos_exact)[np.argsort(np.argsort(-np.asarray(mini.mean_norm)))])
     after = r.share_counts()
-    assert r.model_test(mini)["p_exact"] < 0.05 and r.model_test(mini)["rho"] < 0
+    assert r.model_test(mini).p_exact < 0.05 and r.model_test(mini).rho < 0
     assert after["either_sign"] == before["either_sign"] and after["spearman"] == before["spearman"] - 1
     assert after["negative"] == before["negative"] + 1
     for m in r.transformers():
-        m.cos_exact[:] = list(np.sort(m["cos_exact"])[np.argsort(np.argsort(-np.asarray(m["mean_norm"])))])
+        m.cos_exact[:] = list(np.sort(m.cos_exact)[np.argsort(np.argsort(-np.asarray(m.mean_norm)))])
     assert r.share_counts()["spearman"] == 0
     share = {f.key: f for f in r.findings()}["anisotropy-drift-correlation"]
     assert share.verdict == "not detected" and share.effect.low == 0 < share.effect.high and share.excludes()

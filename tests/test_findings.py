@@ -361,6 +361,27 @@ def test_a_one_sided_predicate_is_not_contradicted_by_an_effect_on_the_other_sid
     assert finding(effect=iv(-4.0, -2.5), direction="at least", margin=2.04).verdict == fd.CONTRADICTED
 
 
+def test_a_spec_row_merges_what_it_reads_over_its_columns():
+    class Res:
+        gap = iv(0.1, 0.3)
+        tasks = ("b", "a")
+
+    keys = {"a": "x-gain-a", "b": "x-gain-b"}
+    fixed = dict(paper="yu2024", chapter="x", claim_id="c")
+    one = fd.Spec("x-one", "Fig. 1", "claim", measured=lambda res: "m", effect=lambda res: res.gap,
+                  more=dict(digits=2), read=lambda res: dict(measured="read", label="l"))
+    f = one.finding(Res(), **fixed)
+    assert (f.key, f.measured, f.label, f.digits, f.effect, f.chapter) == ("x-one", "read", "l", 2, Res.gap, "x")
+    per_task = fd.Spec(keys, "Table 2", "claim", read=lambda res: [dict(case=t, effect=res.gap) for t in res.tasks])
+    assert [f.key for f in per_task.findings(Res(), **fixed)] == ["x-gain-b", "x-gain-a"]
+    named = fd.Spec("x-named", "Fig. 2", "claim", read="gap", setting="a")
+    readers = {"gap": lambda res, spec: None if spec.setting == "a" else dict(effect=res.gap)}
+    assert named.findings(Res(), readers, **fixed) == []
+    assert fd.Spec("x-when", "w", effect=lambda res: res.gap, when=lambda res: False).findings(Res(), **fixed) == []
+    with pytest.raises(KeyError, match="the table of keys holding 'x-gain-a' has no finding key for 'c'"):
+        fd.Spec(keys, "w", read=lambda res: dict(case="c", effect=res.gap)).findings(Res(), **fixed)
+
+
 def test_a_size_word_without_a_margin_gives_at_most_direction_only():
     f = finding(effect=iv(-0.5, -0.2), direction="below", size_word="slightly")
     assert f.verdict == fd.DIRECTION_ONLY and "states no size" in f.verdict_words()

@@ -404,25 +404,38 @@ def value_of(column: Any, res: Any) -> Any:
 
 @dataclass(frozen=True)
 class Spec:
-    """One finding as a row of a chapter's table of findings. `key` is the finding's key, written once; the other
-    columns are `Finding` fields, each a value or a function of the chapter's Result (`value_of`); `more` holds the
-    fields a row sets beyond the columns (digits, tolerance, …), `when` whether a Result holds what the finding
-    reads, and `setting` what the chapter reads to say how a run falls short of the paper's setting (its own
-    reading: Params field names, or a function of the Result). `finding(res, **fixed)` is the `Finding`."""
+    """One row of a chapter's table of findings; `findings(res, **fixed)` turns it into its `Finding`s.
 
-    key: str
+    * `key`: the finding's key, a literal written once in `helpers/`; or, for a row that gives one finding per case
+      (a task, a model), a module-level table of such keys by case (`finding_key` reads it).
+    * The other columns are `Finding` fields, each a value or a function of the chapter's Result (`value_of`);
+      `more` holds the fields a row sets beyond the columns (digits, tolerance, caveat, …).
+    * `read`: what only a reading of the Result knows — a function of the Result, or the name of one of the
+      chapter's `readers` (called as `readers[name](res, spec)`, for one reader that several rows share, told apart
+      by their `setting`). It returns a dict of `Finding` fields, merged over the row's columns and the chapter's
+      `fixed`; or a list of such dicts, one finding each (each naming its `case` when `key` is a table); None or
+      an empty list when the Result holds nothing the row reads.
+    * `when`: whether a Result holds what the row reads; `setting`: what the chapter reads to say how a run falls
+      short of the paper's setting (its own reading: Params field names, a function of the Result, the encoder
+      and measure a shared reader reads).
+
+    A field is taken from, last winning: the columns, `more`, `fixed` (what the chapter sets for every row: paper,
+    chapter, scale, …, each also a value or a function of the Result), what `read` returns."""
+
+    key: str | Mapping[Any, str]
     where: str
-    claim: str
-    measured: str | Callable[[Any], str]
-    quantity: str | Callable[[Any], str]
-    effect: Callable[[Any], Interval | None]
-    direction: str
-    section: str
+    claim: str | Callable[[Any], str] = ""
+    measured: str | Callable[[Any], str] = ""
+    quantity: str | Callable[[Any], str] = ""
+    effect: Callable[[Any], Interval | None] | None = None
+    direction: str = "above"
+    section: str = ""
     claim_id: str = ""
     kind: str = "claim"
     reference: float | Callable[[Any], float] = 0.0
     reference_label: str | Callable[[Any], str] = "0"
     margin: float | Callable[[Any], float] | None = None
+    read: str | Callable[[Any], Any] | None = None
     setting: Any = None
     when: Callable[[Any], bool] = field(default=lambda res: True)
     more: Mapping[str, Any] = field(default_factory=dict)
@@ -430,11 +443,37 @@ class Spec:
     COLUMNS = ("where", "claim", "measured", "quantity", "effect", "direction", "section", "claim_id", "kind",
                "reference", "reference_label", "margin")
 
-    def finding(self, res: Any, **fixed: Any) -> Finding:
-        """The `Finding` this row gives on `res`; `fixed` are the fields the chapter sets for every row (paper,
-        chapter, scale, reduced), each also a value or a function of `res`."""
+    def readings(self, res: Any, readers: Mapping[str, Callable[[Any, Spec], Any]] | None = None) -> list[dict]:
+        """What `read` returns on `res`, as a list of dicts (one dict, with no field, for a row without `read`)."""
+        if self.read is None:
+            return [{}]
+        got = (readers or {})[self.read](res, self) if isinstance(self.read, str) else self.read(res)
+        if got is None:
+            return []
+        return [dict(got)] if isinstance(got, Mapping) else [dict(r) for r in got]
+
+    def findings(self, res: Any, readers: Mapping[str, Callable[[Any, Spec], Any]] | None = None,
+                 **fixed: Any) -> list[Finding]:
+        """The `Finding`s this row gives on `res` (none when `when` says the Result lacks what it reads, or
+        `read` finds nothing); `readers` resolves a `read` given by name."""
+        got = self.readings(res, readers) if self.when(res) else []
+        if not got:
+            return []
         cols = {name: getattr(self, name) for name in self.COLUMNS} | dict(self.more) | fixed
-        return Finding(key=self.key, **{name: value_of(v, res) for name, v in cols.items()})
+        values = {name: value_of(v, res) for name, v in cols.items()}
+        return [Finding(key=self.key_of(r.pop("case", None)), **values | r) for r in got]
+
+    def key_of(self, case: Any) -> str:
+        """The key of the finding a reading of `case` gives: `key`, or what its table of keys says for `case`
+        (a case without a key raises KeyError, naming the table by its first key, which grep finds)."""
+        if isinstance(self.key, str):
+            return self.key
+        return finding_key(self.key, case, f"the table of keys holding {next(iter(self.key.values()))!r}")
+
+    def finding(self, res: Any, **fixed: Any) -> Finding:
+        """The one `Finding` of a row without `read` (or whose `read` gives one)."""
+        (one,) = self.findings(res, **fixed)
+        return one
 
 
 @dataclass(frozen=True)

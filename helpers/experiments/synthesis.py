@@ -28,7 +28,7 @@ from ..book import results
 from ..book.params import ChapterParams, rules
 from ..book.runtime import choose_device, run_seeds, seed_everything
 from ..core import measures as M
-from ..core.findings import Finding
+from ..core.findings import Finding, Spec
 from ..core.softdecay import softdecay_transform, whitening_apply, whitening_fit
 from ..core.stats import Interval
 from ..diagnose import measures as DM
@@ -328,54 +328,67 @@ class Result(results.Result):
                 f"sentences or sequences, {self.settings['image_inputs']} images, {self.settings['audio_inputs']} "
                 "recordings")
 
-    # ------------------------------------------------------------------ findings
+    def measured(self) -> str:
+        """What every finding measured: the models, the draws, how the mean over models is read."""
+        return (f"{', '.join(self.names)}; {self.draws} bootstrap draws over each probe's inputs; the mean over these "
+                "models, with an interval over the inputs (the models are a convenience sample, the population the "
+                "statement is about)")
 
     def findings(self) -> list[Finding]:
-        red = self.reduced()
-        measured = (f"{', '.join(self.names)}; {self.draws} bootstrap draws over each probe's inputs; the mean "
-                    "over these models, with an interval over the inputs (the models are a convenience sample, "
-                    "the population the statement is about)")
-        common = dict(chapter="synthesis", kind="extension", claim_id="", reduced=red, measured=measured,
-                      scale="the book's offline models (those that load offline, not a sample of a population); "
-                            "the papers measure one model family each")
-        return [
-            Finding(key="synthesis-agree-cos-ev1", paper="godey2024", where="§3 (mean cosine) with Yan eq. (5)",
-                    claim="Godey et al.'s anisotropy (mean cosine) and Yan et al.'s EV₁ rank a model's layers alike",
-                    quantity="Spearman correlation across layers, mean over models", section="synthesis-agree",
-                    effect=self.agreement("cos", "ev1"), direction="above", **common),
-            Finding(key="synthesis-agree-tsim-ev1", paper="yu2024", where="Def. 1.1 (t_sim) with Yan eq. (5)",
-                    claim="Yu & Zhang's t_sim and Yan et al.'s EV₁ rank a model's layers alike",
-                    quantity="Spearman correlation across layers, mean over models", section="synthesis-agree",
-                    effect=self.agreement("t_sim", "ev1"), direction="above", **common),
-            Finding(key="synthesis-agree-cos-tsim", paper="godey2024", where="§3 (mean cosine) with Yu Def. 1.1",
-                    claim="Godey et al.'s mean cosine over the whole probe and Yu & Zhang's within-input t_sim rank "
-                          "a model's layers alike",
-                    quantity="Spearman correlation across layers, mean over models", section="synthesis-agree",
-                    effect=self.agreement("cos", "t_sim"), direction="above", **common),
-            Finding(key="synthesis-softdecay-ev1", paper="yan2022", where="Algorithm 1",
-                    claim="SoftDecay applied to the most collapsed layer lowers each input's EV₁",
-                    quantity="EV₁ after − before, mean over inputs and models", section="synthesis-operations",
-                    effect=self.change("ev1_softdecay", "ev1_raw"), direction="below", **common),
-            Finding(key="synthesis-softdecay-tsim", paper="yan2022", where="Algorithm 1 with Yu Def. 1.1",
-                    claim="SoftDecay applied to the most collapsed layer lowers each input's t_sim too",
-                    quantity="t_sim after − before, mean over inputs and models", section="synthesis-operations",
-                    effect=self.change("t_sim_softdecay", "t_sim_raw"), direction="below", **common),
-            Finding(key="synthesis-whitening-tsim", paper="yan2022", where="§5 (whitening baseline)",
-                    claim="whitening the most collapsed layer lowers each input's t_sim",
-                    quantity="t_sim after − before, mean over inputs and models", section="synthesis-operations",
-                    effect=self.change("t_sim_whitening", "t_sim_raw"), direction="below", **common),
-            Finding(key="synthesis-centring-anisotropy", paper="godey2024", where="§3 (mean cosine)",
-                    claim="removing the mean vector removes the anisotropy of the most collapsed layer",
-                    quantity="pooled mean cosine after − before removing the probe's mean",
-                    section="synthesis-operations",
-                    effect=self.change("cos_pooled_centred", "cos_pooled_raw"), direction="below", **common),
-            Finding(key="synthesis-centring-skew", paper="yu2024", where="eq. (21) (de-escalation's Π₁^⊥)",
-                    claim="removing each input's mean token leaves a dominant direction: EV₁ stays above an "
-                          "isotropic matrix's of the same shape",
-                    quantity="EV₁ of the centred input − EV₁ of an isotropic Gaussian input, mean over models",
-                    section="synthesis-operations",
-                    effect=self.change("ev1_centred", "ev1_isotropic"), direction="above", **common),
-        ]
+        """The chapter's questions across the three papers' measures (`FINDINGS`), each an extension."""
+        return [spec.finding(self, chapter="synthesis", kind="extension",
+                             reduced=Result.reduced, measured=Result.measured, scale=SCALE) for spec in FINDINGS]
+
+
+# ------------------------------------------------------------------ the findings
+
+#: the setting every finding is read at
+SCALE = ("the book's offline models (those that load offline, not a sample of a population); the papers measure one "
+         "model family each")
+#: the paper whose measure a finding puts first
+GODEY, YAN, YU = (dict(paper=p) for p in ("godey2024", "yan2022", "yu2024"))
+
+
+def agree(key: str, where: str, claim: str, a: str, b: str, paper: dict[str, str]) -> Spec:
+    """A finding that measures `a` and `b` rank a model's layers alike (`Result.agreement`)."""
+    return Spec(key, where, claim, quantity="Spearman correlation across layers, mean over models",
+                effect=lambda res: res.agreement(a, b), section="synthesis-agree", more=paper)
+
+
+def change(key: str, where: str, claim: str, quantity: str, after: str, before: str, paper: dict[str, str],
+           direction: str = "below") -> Spec:
+    """A finding on what an operation does at the most collapsed layer: `after` − `before` (`Result.change`)."""
+    return Spec(key, where, claim, quantity=quantity, effect=lambda res: res.change(after, before),
+                direction=direction, section="synthesis-operations", more=paper)
+
+
+#: t_sim after an operation against before
+TSIM = "t_sim after − before, mean over inputs and models"
+
+FINDINGS: tuple[Spec, ...] = (
+    agree("synthesis-agree-cos-ev1", "§3 (mean cosine) with Yan eq. (5)",
+          "Godey et al.'s anisotropy (mean cosine) and Yan et al.'s EV₁ rank a model's layers alike",
+          "cos", "ev1", GODEY),
+    agree("synthesis-agree-tsim-ev1", "Def. 1.1 (t_sim) with Yan eq. (5)",
+          "Yu & Zhang's t_sim and Yan et al.'s EV₁ rank a model's layers alike", "t_sim", "ev1", YU),
+    agree("synthesis-agree-cos-tsim", "§3 (mean cosine) with Yu Def. 1.1",
+          "Godey et al.'s mean cosine over the whole probe and Yu & Zhang's within-input t_sim rank a model's layers "
+          "alike", "cos", "t_sim", GODEY),
+    change("synthesis-softdecay-ev1", "Algorithm 1", "SoftDecay applied to the most collapsed layer lowers each "
+           "input's EV₁", "EV₁ after − before, mean over inputs and models", "ev1_softdecay", "ev1_raw", YAN),
+    change("synthesis-softdecay-tsim", "Algorithm 1 with Yu Def. 1.1",
+           "SoftDecay applied to the most collapsed layer lowers each input's t_sim too", TSIM,
+           "t_sim_softdecay", "t_sim_raw", YAN),
+    change("synthesis-whitening-tsim", "§5 (whitening baseline)",
+           "whitening the most collapsed layer lowers each input's t_sim", TSIM, "t_sim_whitening", "t_sim_raw", YAN),
+    change("synthesis-centring-anisotropy", "§3 (mean cosine)", "removing the mean vector removes the anisotropy of "
+           "the most collapsed layer", "pooled mean cosine after − before removing the probe's mean",
+           "cos_pooled_centred", "cos_pooled_raw", GODEY),
+    change("synthesis-centring-skew", "eq. (21) (de-escalation's Π₁^⊥)",
+           "removing each input's mean token leaves a dominant direction: EV₁ stays above an isotropic matrix's of "
+           "the same shape", "EV₁ of the centred input − EV₁ of an isotropic Gaussian input, mean over models",
+           "ev1_centred", "ev1_isotropic", YU, direction="above"),
+)
 
 
 def run(p: Params) -> Result:

@@ -33,7 +33,7 @@ from .compute import (
                       vision_special_tokens,
                       zero_token_type,
 )
-from .findings import BYTES_VS_KEYS, SPECS, SPEECH_KEYS, Spec
+from .findings import BYTES_VS_KEYS, FINDINGS, SPEECH_KEYS, Spec
 from .params import (
                       ALPHA,
                       BYTE_MLM,
@@ -58,9 +58,9 @@ from .result import Result
 
 __all__ = [
     "ALPHA", "BYTES_VS_KEYS", "BYTE_MLM", "BYTE_MLM_DESCRIPTION", "BYTE_MLM_NAME", "BYTE_MLM_TRAINING",
-    "CENTRED_MODELS", "CHARACTER_LEVEL", "CNN_DRAWS", "DECODER", "IDENTITY_TOL", "MODALITIES", "NO_TWIN",
+    "CENTRED_MODELS", "CHARACTER_LEVEL", "CNN_DRAWS", "DECODER", "FINDINGS", "IDENTITY_TOL", "MODALITIES", "NO_TWIN",
     "OFFLINE_MODELS", "PAPER_ANISOTROPY_MODELS", "PAPER_NAMES", "PAPER_OFFLINE", "SENTENCE_ENCODERS", "SHAPE_KEYS",
-    "SHAPE_MODELS", "SPECS", "SPEECH_DRIFT_MODEL", "SPEECH_KEYS", "TOKEN_TYPE", "Params", "Result", "Spec",
+    "SHAPE_MODELS", "SPEECH_DRIFT_MODEL", "SPEECH_KEYS", "TOKEN_TYPE", "Params", "Result", "Spec",
     "byte_mlm", "byte_mlm_folder", "centred_jackknife", "cnn_map_bootstrap", "drift_layer_test",
     "gaussian_baseline", "layer_vectors", "measure", "measure_models", "measure_shapes", "measure_zeroed",
     "resampled_frame_stats", "resampled_gram_stats", "run", "shape_params", "speech_drift_bootstrap",

@@ -1,19 +1,17 @@
-"""The anisotropy chapter's findings, declared as data: `SPECS` is the table of Godey et al.'s §3 claims (and the
+"""The anisotropy chapter's findings, declared as data: `FINDINGS` is the table of Godey et al.'s §3 claims (and the
 drift explanation it cites), in the paper's order, the test closest to the paper's setting first for each claim.
-A spec holds what is fixed (key, claim, kind, what is read, reference); its `read` gives what the run measured,
-one dict per test (none when the run did not measure it). `findings(res)` turns the table into `Finding`s. Every
-test names the models it measured (`members`)."""
+A row (`core.findings.Spec`) holds what is fixed (key, claim, kind, what is read, reference); its `read` gives what
+the run measured, one dict per test (none when the run did not measure it). `findings(res)` turns the table into
+`Finding`s. Every test names the models it measured (`members`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...core import anisotropy as A
-from ...core.findings import Finding, finding_key
+from ...core.findings import Finding, Spec
 from .params import ALPHA, PAPER_NAMES, PAPER_OFFLINE, SENTENCE_ENCODERS
 
 if TYPE_CHECKING:
@@ -32,64 +30,28 @@ COMMON = dict(paper="godey2024", chapter="anisotropy", scale="the models that lo
 Reading = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Spec:
-    """One row of the table: a finding's fixed fields, and `read`, which gives the rest from a Result — one dict
-    per test, empty when the run has nothing to test. `key` is the finding's key, or a table of keys by case
-    (then each reading names its `case`)."""
-
-    key: str | Mapping[str, str]
-    claim_id: str
-    where: str
-    section: str
-    claim: str
-    read: Callable[[Result], list[Reading]]
-    quantity: str = ""
-    kind: str = "claim"
-    direction: str = "above"
-    reference: float = 0.0
-    reference_label: str = "0"
-    margin: float | None = None
-    digits: int = 3
-    caveat: str = ""
-    #: the name of `key` when it is a table of keys (for the error of a case it lacks)
-    table: str = ""
-
-
-#: the fields of `Finding` a spec fixes
-FIXED = ("claim_id", "where", "section", "claim", "quantity", "kind", "direction", "reference", "reference_label",
-         "margin", "digits", "caveat")
-
-
 def findings(res: Result) -> list[Finding]:
-    """The chapter's findings: each spec of `SPECS` with each of its readings, in the table's order."""
-    out = []
-    for spec in SPECS:
-        fixed = {k: getattr(spec, k) for k in FIXED}
-        for r in spec.read(res):
-            case = r.pop("case", None)
-            key = spec.key if isinstance(spec.key, str) else finding_key(spec.key, case, spec.table)
-            out.append(Finding(key=key, **(COMMON | fixed | r)))
-    return out
+    """The chapter's findings: each row of `FINDINGS` with each of its readings, in the table's order."""
+    return [f for spec in FINDINGS for f in spec.findings(res, **COMMON)]
 
 
 # ------------------------------------------------------------------ the readings
 
 
 def _names(group) -> tuple[str, ...]:
-    return tuple(m["name"] for m in group)
+    return tuple(m.name for m in group)
 
 
 def _instead(group, paper: str) -> str:
     """"" when every model of `group` is one of the paper's, else "on <models> in place of <paper>"."""
-    if group and all(m["name"] in PAPER_NAMES for m in group):
+    if group and all(m.name in PAPER_NAMES for m in group):
         return ""
-    return f"on {' and '.join(m['name'] for m in group)} in place of {paper}"
+    return f"on {' and '.join(m.name for m in group)} in place of {paper}"
 
 
 def _offline(res: Result) -> str:
     ts = res.transformers()
-    return ("" if all(m["name"] in PAPER_NAMES for m in ts) else
+    return ("" if all(m.name in PAPER_NAMES for m in ts) else
             f"on {len(ts)} Transformers that load offline in place of the paper's")
 
 
@@ -99,8 +61,8 @@ def _peak(res: Result, group, paper: str) -> list[Reading]:
         return []
     weak, layer = res.weakest_peak(group)
     null = res.null_of(group)
-    listed = ", ".join(m["name"] for m in group)
-    return [dict(measured=f"{listed}, every layer" + (f"; the weakest is {weak['name']} (its layer {layer})"
+    listed = ", ".join(m.name for m in group)
+    return [dict(measured=f"{listed}, every layer" + (f"; the weakest is {weak.name} (its layer {layer})"
                                                       if len(group) > 1 else f"; its peak is layer {layer}"),
                  effect=res.layer_interval(weak, layer), reference=null,
                  reference_label=f"the isotropic null of a {res.n_pairs:,}-pair average, ≤ {null:.4f}",
@@ -113,7 +75,7 @@ def _transformers(res: Result) -> list[Reading]:
         return []
     weak, layer = res.weakest_peak()
     return [r | dict(measured=f"{len(ts)} pretrained Transformers ({', '.join(_names(ts))}), every layer; the "
-                              f"weakest is {weak['name']} (its layer {layer})",
+                              f"weakest is {weak.name} (its layer {layer})",
                      reduced=_offline(res), label=f"{len(ts)} Transformers")
             for r in _peak(res, ts, "")]
 
@@ -153,7 +115,7 @@ def _centred_spread(res: Result) -> list[Reading]:
     share = res.pr_share_interval()
     if not res.transformers() or share is None:
         return []
-    shaped = sorted({s_["name"] for s_ in res.shapes if s_["trained"]})
+    shaped = sorted({s_.name for s_ in res.shapes if s_.trained})
     return [dict(measured=f"{len(shaped)} pretrained Transformers ({', '.join(shaped)}), every layer, a "
                           f"{res.shape_share:.0%} subsample of the tokens (covariance spectrum)",
                  effect=share, reduced=f"on {len(shaped)} Transformers that load offline, a {res.shape_share:.0%} "
@@ -166,36 +128,36 @@ def _bytes_vs(res: Result) -> list[Reading]:
     subword models are LMs); a sentence encoder's last training is contrastive, known to lower anisotropy."""
     out = []
     for b in res.group("character"):
-        for s_ in sorted(res.group("subword"), key=lambda m: m["name"] in SENTENCE_ENCODERS):
-            short = "MiniLM" if "MiniLM" in s_["name"] else s_["name"].split("-")[0]
-            out.append(dict(case=s_["name"],
-                            measured=f"{b['name']} against {s_['name']}, every layer of each on WikiText-103 test "
+        for s_ in sorted(res.group("subword"), key=lambda m: m.name in SENTENCE_ENCODERS):
+            short = "MiniLM" if "MiniLM" in s_.name else s_.name.split("-")[0]
+            out.append(dict(case=s_.name,
+                            measured=f"{b.name} against {s_.name}, every layer of each on WikiText-103 test "
                                      "text",
                             effect=res.level_gap(b, s_),
-                            reduced="" if all(m["name"] in PAPER_NAMES for m in (b, s_)) else
-                            f"on {b['name']} against {s_['name']} (stand-ins)",
-                            label=f"{b['name']} vs {short}", members=(b["name"],)))
+                            reduced="" if all(m.name in PAPER_NAMES for m in (b, s_)) else
+                            f"on {b.name} against {s_.name} (stand-ins)",
+                            label=f"{b.name} vs {short}", members=(b.name,)))
     return out
 
 
 def _speech_paper_model(res: Result) -> list[Reading]:
     """The paper's own speech model first: it decides the claim."""
-    return [dict(case=m["name"], effect=res.lowest_layer([m]),
-                 measured=f"{m['name']}'s encoder only, every layer; its lowest is layer "
-                          f"{int(np.argmin(m['cos_exact']))}",
-                 reduced=f"on {m['name']}'s encoder alone (one of the paper's three speech models), FSDD spoken "
-                         "digits in place of Common Voice", label=f"{m['name']} encoder", members=(m["name"],))
-            for m in res.group("speech") if m["name"] in PAPER_OFFLINE]
+    return [dict(case=m.name, effect=res.lowest_layer([m]),
+                 measured=f"{m.name}'s encoder only, every layer; its lowest is layer "
+                          f"{int(np.argmin(m.cos_exact))}",
+                 reduced=f"on {m.name}'s encoder alone (one of the paper's three speech models), FSDD spoken "
+                         "digits in place of Common Voice", label=f"{m.name} encoder", members=(m.name,))
+            for m in res.group("speech") if m.name in PAPER_OFFLINE]
 
 
 def _speech(res: Result) -> list[Reading]:
     speech = res.group("speech")
     if not speech:
         return []
-    low = min(speech, key=lambda m: min(m["cos_exact"]))
-    listed = " and ".join(m["name"] for m in speech)
-    return [dict(measured=f"the encoders of {', '.join(m['name'] for m in speech)}: every layer; the lowest is "
-                          f"{low['name']}'s layer {int(np.argmin(low['cos_exact']))}",
+    low = min(speech, key=lambda m: min(m.cos_exact))
+    listed = " and ".join(m.name for m in speech)
+    return [dict(measured=f"the encoders of {', '.join(m.name for m in speech)}: every layer; the lowest is "
+                          f"{low.name}'s layer {int(np.argmin(low.cos_exact))}",
                  effect=res.lowest_layer(speech),
                  reduced=f"on the encoders of {listed}, FSDD spoken digits in place of the paper's three models on "
                          "Common Voice", label=f"{listed} encoders", members=_names(speech))]
@@ -205,11 +167,11 @@ def _cnn(res: Result) -> list[Reading]:
     cnn = res.cnn()
     if cnn is None or not res.cnn_boot:
         return []
-    n_img = res.cnn_boot["images"]
-    return [dict(measured=f"{cnn['name']} on {n_img} CIFAR-10 test images, whole maps flattened (one vector per image "
-                          f"and block); {res.cnn_boot['draws']:,} bootstrap resamples of the images",
-                 effect=res.cnn_map_cosine(), reduced=f"on one CNN ({cnn['name']}), {n_img} images",
-                 label=cnn["name"], members=(cnn["name"],))]
+    n_img = res.cnn_boot.images
+    return [dict(measured=f"{cnn.name} on {n_img} CIFAR-10 test images, whole maps flattened (one vector per image "
+                          f"and block); {res.cnn_boot.draws:,} bootstrap resamples of the images",
+                 effect=res.cnn_map_cosine(), reduced=f"on one CNN ({cnn.name}), {n_img} images",
+                 label=cnn.name, members=(cnn.name,))]
 
 
 def _drift_share(res: Result) -> list[Reading]:
@@ -225,8 +187,8 @@ def _drift_share(res: Result) -> list[Reading]:
 
 
 def _layer_test_extra(t: dict[str, Any]) -> dict[str, Any]:
-    return {"p_exact": t["p_exact"], "pearson_r": t["pearson_r"], "pearson_p": t["pearson_p"],
-            "jackknife": t["jackknife"].text(2), "input_bootstrap": t["input_bootstrap"].text(2)}
+    return {"p_exact": t.p_exact, "pearson_r": t.pearson_r, "pearson_p": t.pearson_p,
+            "jackknife": t.jackknife.text(2), "input_bootstrap": t.input_bootstrap.text(2)}
 
 
 def _speech_drift(res: Result, reading: str) -> list[Reading]:
@@ -235,29 +197,29 @@ def _speech_drift(res: Result, reading: str) -> list[Reading]:
     if t is None:
         return []
     b, ts = res.speech_boot, res.transformers()
-    return [dict(measured=f"{b['name']}'s encoder only, on {b['clips']} FSDD recordings ({b['frames']:,} positions), "
-                          f"{t['layers']} layers (the stem's output and each block's): exact permutation p = "
-                          f"{t['p_exact']:.4f}; jackknife over the layers {t['jackknife'].text(2)}; Pearson r = "
-                          f"{t['pearson_r']:.2f}, p = {t['pearson_p']:.3f} (App. A); bootstrap over the recordings "
-                          f"{t['input_bootstrap'].text(2)} (a stable layer order: no width)",
-                 effect=t["fisher"], reduced=f"on {b['name']}'s encoder alone (HuBERT does not load offline), FSDD "
+    return [dict(measured=f"{b.name}'s encoder only, on {b.clips} FSDD recordings ({b.frames:,} positions), "
+                          f"{t.layers} layers (the stem's output and each block's): exact permutation p = "
+                          f"{t.p_exact:.4f}; jackknife over the layers {t.jackknife.text(2)}; Pearson r = "
+                          f"{t.pearson_r:.2f}, p = {t.pearson_p:.3f} (App. A); bootstrap over the recordings "
+                          f"{t.input_bootstrap.text(2)} (a stable layer order: no width)",
+                 effect=t.fisher, reduced=f"on {b.name}'s encoder alone (HuBERT does not load offline), FSDD "
                                              "spoken digits in place of Common Voice",
-                 caveat=res.definition_caveat([m for m in ts if m["name"] == b["name"]] or ts),
-                 members=(b["name"],), label=f"{b['name']} encoder, {reading}", extra=_layer_test_extra(t))]
+                 caveat=res.definition_caveat([m for m in ts if m.name == b.name] or ts),
+                 members=(b.name,), label=f"{b.name} encoder, {reading}", extra=_layer_test_extra(t))]
 
 
 def _cnn_drift(res: Result) -> list[Reading]:
     cnn = res.cnn()
     if cnn is None or (t := res.cnn_test()) is None:
         return []
-    pos, n_img = res.model_test(cnn), res.cnn_boot["images"]
-    return [dict(measured=f"{cnn['name']} on {n_img} CIFAR-10 test images, {t['layers']} layers, whole maps "
-                          f"flattened: exact permutation p = {t['p_exact']:.4f}; jackknife over the layers "
-                          f"{t['jackknife'].text(2)}; Pearson r = {t['pearson_r']:.2f}, p = {t['pearson_p']:.4f} "
-                          f"(App. A); bootstrap over the images {t['input_bootstrap'].text(2)}; every spatial "
-                          f"position a vector instead: ρ = {pos['rho']:.2f}, p = {pos['p_exact']:.2f}",
-                 effect=t["fisher"], reduced=f"on one CNN ({cnn['name']}), {n_img} images",
-                 caveat=res.definition_caveat([cnn]), label=cnn["name"], members=(cnn["name"],),
+    pos, n_img = res.model_test(cnn), res.cnn_boot.images
+    return [dict(measured=f"{cnn.name} on {n_img} CIFAR-10 test images, {t.layers} layers, whole maps "
+                          f"flattened: exact permutation p = {t.p_exact:.4f}; jackknife over the layers "
+                          f"{t.jackknife.text(2)}; Pearson r = {t.pearson_r:.2f}, p = {t.pearson_p:.4f} "
+                          f"(App. A); bootstrap over the images {t.input_bootstrap.text(2)}; every spatial "
+                          f"position a vector instead: ρ = {pos.rho:.2f}, p = {pos.p_exact:.2f}",
+                 effect=t.fisher, reduced=f"on one CNN ({cnn.name}), {n_img} images",
+                 caveat=res.definition_caveat([cnn]), label=cnn.name, members=(cnn.name,),
                  extra=_layer_test_extra(t))]
 
 
@@ -267,7 +229,7 @@ def _single_pair(res: Result) -> list[Reading]:
         return []
     low, gap = res.single_pair_margin()
     return [dict(measured=f"{len(ts)} pretrained Transformers, each model's average cosine over its layers; the "
-                          f"closest to the line is {low['name']}",
+                          f"closest to the line is {low.name}",
                  effect=gap, reduced=_offline(res), label=f"{len(ts)} Transformers", members=_names(ts))]
 
 
@@ -282,53 +244,55 @@ SPEECH = dict(claim_id="godey-fig3-speech", where="Fig. 3a", section="anisotropy
               claim="Every layer of every speech model has an average cosine of at least 0.2.",
               reference=0.2, reference_label="the paper's 0.2")
 #: Fig. 5's claim on the speech models, read as the literal test and as its point
-SPEECH_DRIFT = dict(claim_id="godey-fig5-speech", where="Fig. 5", section="anisotropy-drift", digits=2,
+SPEECH_DRIFT = dict(claim_id="godey-fig5-speech", where="Fig. 5", section="anisotropy-drift", more=dict(digits=2),
                     quantity="Spearman ρ across layers between ‖x̄‖₂ and the average cosine (Fisher-z interval over "
                              "the layers)")
 
-SPECS: tuple[Spec, ...] = (
-    Spec("anisotropy-transformers", "godey-abstract-modalities", "abstract; Figs. 1–3", "anisotropy-layers",
+FINDINGS: tuple[Spec, ...] = (
+    Spec("anisotropy-transformers", "abstract; Figs. 1–3",
          "Transformers across tokenisations and modalities display significant anisotropy in at least one of their "
-         "layers.", _transformers, quantity=PEAK),
-    Spec("anisotropy-subword", "godey-fig1-subword", "Fig. 1", "anisotropy-layers",
-         "Token-level (subword) language models display high average cosine across their layers.",
-         lambda r: _peak(r, r.group("subword"), "BERT, RoBERTa, GPT-2 and T5"), quantity=PEAK),
+         "layers.", claim_id="godey-abstract-modalities", section="anisotropy-layers", read=_transformers,
+         quantity=PEAK),
+    Spec("anisotropy-subword", "Fig. 1", "Token-level (subword) language models display high average cosine across "
+         "their layers.", claim_id="godey-fig1-subword", section="anisotropy-layers",
+         read=lambda r: _peak(r, r.group("subword"), "BERT, RoBERTa, GPT-2 and T5"), quantity=PEAK),
     Spec("anisotropy-centred-isotropy", **CENTRED,
          claim="Removing the average component from all representations leads to a nearly perfect isotropy.",
-         read=_centred_isotropy, direction="equal", digits=4,
-         caveat="centred vectors sum to zero, so their average cosine is near 0 whatever the cloud's shape: this test "
-                "can hardly fail (the centred cloud's spread, the extension beside it, can)"),
+         read=_centred_isotropy, direction="equal",
+         more=dict(digits=4, caveat="centred vectors sum to zero, so their average cosine is near 0 whatever the "
+                                    "cloud's shape: this test can hardly fail (the centred cloud's spread, the "
+                                    "extension beside it, can)")),
     Spec("anisotropy-centred-spread", **CENTRED, kind="extension",
          claim="Once the mean is removed, the cloud spreads over as many directions as an isotropic Gaussian's of the "
                "same size (the shape, which the average cosine cannot see).",
          read=_centred_spread, direction="equal", reference=1.0, margin=1 - A.ISO_SHARE,
-         reference_label="1 (an isotropic cloud)", digits=2,
+         reference_label="1 (an isotropic cloud)",
          quantity="participation ratio of the centred cloud over an isotropic Gaussian's of the same n and d: median "
                   "[smallest, largest] over layers",
-         caveat="the interval is the range over layers (every layer must lie within the margin), not a sampling "
-                "interval"),
-    Spec("anisotropy-bytes", "godey-fig2-character", "Fig. 2", "anisotropy-layers",
-         "Character- and byte-level language models display significant anisotropy in at least one of their layers.",
-         lambda r: _peak(r, r.group("character"), "CharacterBERT, CANINE, MANTa-LM and ByT5"), quantity=PEAK),
-    Spec(BYTES_VS_KEYS, "godey-fig2-bytes-higher", "Fig. 2", "anisotropy-layers",
-         "Models based solely on characters or bytes display even higher anisotropy than subword models.", _bytes_vs,
+         more=dict(digits=2, caveat="the interval is the range over layers (every layer must lie within the margin), "
+                                    "not a sampling interval")),
+    Spec("anisotropy-bytes", "Fig. 2", "Character- and byte-level language models display significant anisotropy in "
+         "at least one of their layers.", claim_id="godey-fig2-character", section="anisotropy-layers",
+         read=lambda r: _peak(r, r.group("character"), "CharacterBERT, CANINE, MANTa-LM and ByT5"), quantity=PEAK),
+    Spec(BYTES_VS_KEYS, "Fig. 2", "Models based solely on characters or bytes display even higher anisotropy than "
+         "subword models.", claim_id="godey-fig2-bytes-higher", section="anisotropy-layers", read=_bytes_vs,
          quantity="average cosine over layers (embeddings included), byte-level minus subword (sampled pairs, "
-                  "±1.96 SE)", table="anisotropy.BYTES_VS_KEYS"),
+                  "±1.96 SE)"),
     Spec(SPEECH_KEYS, **SPEECH, read=_speech_paper_model,
-         quantity="the lowest layer average cosine of its encoder (sampled pairs, ±1.96 SE)",
-         table="anisotropy.SPEECH_KEYS"),
+         quantity="the lowest layer average cosine of its encoder (sampled pairs, ±1.96 SE)"),
     Spec("anisotropy-speech", **SPEECH, read=_speech,
          quantity="the smallest layer average cosine over the speech encoders (sampled pairs, ±1.96 SE)"),
-    Spec("anisotropy-vision", "godey-fig3-vision", "Fig. 3b", "anisotropy-layers",
-         "Vision Transformers show significant anisotropy on some of their layers.",
-         lambda r: _peak(r, r.group("vision"), "ViT, BEiT, MiT and DeiT"), quantity=PEAK),
-    Spec("anisotropy-cnn", "godey-fig4-cnn", "Fig. 4", section="anisotropy-cnn",
-         claim="Most convolution-based vision models are isotropic (whole feature maps flattened); EfficientNet is "
-               "among them.", read=_cnn, direction="equal", margin=0.1, reference_label="0 (isotropic)",
+    Spec("anisotropy-vision", "Fig. 3b", "Vision Transformers show significant anisotropy on some of their layers.",
+         claim_id="godey-fig3-vision", section="anisotropy-layers",
+         read=lambda r: _peak(r, r.group("vision"), "ViT, BEiT, MiT and DeiT"), quantity=PEAK),
+    Spec("anisotropy-cnn", "Fig. 4", "Most convolution-based vision models are isotropic (whole feature maps "
+         "flattened); EfficientNet is among them.", claim_id="godey-fig4-cnn", section="anisotropy-cnn", read=_cnn,
+         direction="equal", margin=0.1, reference_label="0 (isotropic)",
          quantity="average cosine of whole flattened maps, median over the block outputs (bootstrap over images)"),
-    Spec("anisotropy-drift-correlation", "godey-fig5-transformers", "Fig. 5", "anisotropy-drift",
+    Spec("anisotropy-drift-correlation", "Fig. 5",
          "The anisotropy level correlates with the norm of the drift ‖x̄‖₂ across layers for several models "
-         "(Spearman): it follows the drift.", _drift_share, digits=2,
+         "(Spearman): it follows the drift.", claim_id="godey-fig5-transformers", section="anisotropy-drift",
+         read=_drift_share, more=dict(digits=2),
          quantity=f"share of the models with a positive Spearman ρ across layers and exact permutation p < {ALPHA} "
                   "(exact binomial interval over the models)"),
     Spec("anisotropy-speech-drift", **SPEECH_DRIFT, direction="none",
@@ -340,15 +304,15 @@ SPECS: tuple[Spec, ...] = (
                "drift effect — the paper's point: the drift does not explain it (a drift explanation needs a "
                "positive monotonic relation).",
          read=lambda r: _speech_drift(r, "the sign"), reference_label="0 (at most: a drift explanation needs ρ > 0)"),
-    Spec("anisotropy-cnn-drift", "godey-fig5-cnn", "Fig. 5", "anisotropy-drift",
-         "The anisotropy of CNNs is generally not correlated with the drift ‖x̄‖₂ across layers.", _cnn_drift,
-         direction="none", reference_label="0 (no correlation: the paper's p > 0.05)", digits=2,
+    Spec("anisotropy-cnn-drift", "Fig. 5", "The anisotropy of CNNs is generally not correlated with the drift ‖x̄‖₂ "
+         "across layers.", claim_id="godey-fig5-cnn", section="anisotropy-drift", read=_cnn_drift,
+         direction="none", reference_label="0 (no correlation: the paper's p > 0.05)", more=dict(digits=2),
          quantity="Spearman ρ across layers between ‖x̄‖₂ and the average cosine of flattened maps (Fisher-z interval "
                   "over the layers)"),
-    Spec("anisotropy-single-pair-null", "godey-fig18-null", "Fig. 18 (Appendix B)", "anisotropy-null",
+    Spec("anisotropy-single-pair-null", "Fig. 18 (Appendix B)",
          "The average cosine levels of Transformers are significantly unlikely between isotropic Gaussian vectors: "
-         "above the 95th percentile of a single pair's cosine at their width.", _single_pair,
-         reference_label="0 (on the paper's line)",
+         "above the 95th percentile of a single pair's cosine at their width.", claim_id="godey-fig18-null",
+         section="anisotropy-null", read=_single_pair, reference_label="0 (on the paper's line)",
          quantity="average cosine over layers minus the single-pair 95th percentile at the model's width, smallest "
                   "over models (sampled pairs, ±1.96 SE)"),
 )

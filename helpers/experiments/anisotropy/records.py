@@ -24,22 +24,8 @@ from .params import ALPHA, CHARACTER_LEVEL, IDENTITY_TOL
 
 @dataclass(frozen=True)
 class Record(StoredRecord):
-    """`book.results.StoredRecord`, read by stored key too: `record["key"]` reads a stored key, as the dict did
-    (the findings and tests written against the dicts read on unchanged)."""
-
-    def __getitem__(self, key: str) -> Any:
-        if key in self.other:
-            return self.other[key]
-        if key in self._stored().values() and (not self.layout or key in self.layout):
-            return getattr(self, key)
-        raise KeyError(key)
-
-    def __contains__(self, key: str) -> bool:
-        try:
-            self[key]
-        except KeyError:
-            return False
-        return True
+    """`book.results.StoredRecord`, the base of the chapter's records (read by attribute; `stored` writes any of
+    them back in its stored layout)."""
 
 
 def stored(v: Any) -> Any:
@@ -77,9 +63,6 @@ class LayerTest:
     pearson_p: float
     pearson: Interval
     input_bootstrap: Interval | None = None
-
-    def __getitem__(self, key: str) -> Any:
-        return getattr(self, key)
 
     def follows(self, reading: str = "spearman") -> bool:
         """Says the anisotropy follows the drift: positive and p < 0.05 (Spearman with its exact permutation p;

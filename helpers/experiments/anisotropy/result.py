@@ -238,6 +238,6 @@ class Result(results.Result):
         return max(rows, key=lambda r: r["pairs_reach"]) if rows else None
 
     def findings(self) -> list[Finding]:
-        """The paper's §3 claims (and the drift explanation it cites), from the table `findings.SPECS`."""
+        """The paper's §3 claims (and the drift explanation it cites), from the table `findings.FINDINGS`."""
         return findings(self)
 

@@ -22,7 +22,7 @@ from .compute import (
                       wide_params,
                       wide_specs,
 )
-from .findings import READING_TEXT, SPECS, Spec, findings
+from .findings import FINDINGS, READING_TEXT, Spec, findings
 from .params import (
                       METRIC_NAMES,
                       READINGS,
@@ -40,7 +40,7 @@ from .params import (
 )
 from .result import Result, Run, Runs, detectable_effect, quantile_at, welch_interval
 
-__all__ = ["GRID", "HOLDOUT", "METRIC_NAMES", "READINGS", "READING_TEXT", "SPECS", "TASK_METRICS", "WIDE_ALPHA",
+__all__ = ["FINDINGS", "GRID", "HOLDOUT", "METRIC_NAMES", "READINGS", "READING_TEXT", "TASK_METRICS", "WIDE_ALPHA",
            "WIDE_LR", "WIDE_TASK", "Params", "Result", "Run", "Runs", "Spec", "alpha_table", "detectable_effect",
            "expdecay_margin", "finetune_one", "findings", "holdout_selection", "majority_baseline",
            "paired_differences", "paper_gains", "paper_model_for", "paper_tables", "paper_value", "primary_metric",

@@ -433,7 +433,7 @@ class Result(LargerEncoder, results.Result):
                          if r.variant.startswith(variant_prefix) and stage in (None, r.stage)) / 3600)
 
     def findings(self) -> list[Finding]:
-        """The chapter's findings, built from the table `findings.SPECS`."""
+        """The chapter's findings, built from the table `findings.FINDINGS`."""
         from .findings import findings
 
         return findings(self)

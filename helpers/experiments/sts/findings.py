@@ -1,18 +1,18 @@
-"""The STS chapter's findings, declared as data: `FINDINGS` is a table with one row per finding (its key, the
-paper's claim, what kind of test it is, the quantity read, the reference it is held against and the setting:
-which encoder, which measure), in the order the chapter lists them. `build` turns the table into `Finding`s:
-each row's `read` names the reader below that measures it on a `Result` (effect, what was measured, at which
-scale); a row whose encoder this scale did not run becomes a finding that says what it needs."""
+"""The STS chapter's findings, declared as data: `FINDINGS` is a table of `core.findings.Spec` rows, one per finding
+(its key, the paper's claim, what kind of test it is, the quantity read, the reference it is held against and the
+setting: which encoder, which measure), in the order the chapter lists them. `build` turns the table into
+`Finding`s: each row's `read` names the reader below (`READERS`) that measures it on a `Result` (effect, what was
+measured, at which scale, how the interval is made); a row whose encoder this scale did not run becomes a finding
+that says what it needs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...core.findings import Finding
+from ...core.findings import Finding, Spec
 from ...core.findings import verdict as verdict_of
 from .params import (
     BOOK_BERT,
@@ -44,103 +44,90 @@ LSDS = "SoftDecay preserves local neighbourhoods better than whitening: lower LS
 MEASURES = {"EV1": "EV₁", "RBF_dis": "RBF_dis", "TokenUni": "TokenUni"}
 
 
-@dataclass(frozen=True)
-class Spec:
-    """One finding as data. `claim` and `quantity` are templates (the paper's numbers, the measure's `name`, what
-    the reader fills in); `read` names the reader; `encoder` and `measure` are its setting."""
+class On(NamedTuple):
+    """A row's setting, what its reader reads: the encoder (`FIRST`: the run's first model) and the measure (a
+    Table 4 measure, an LSDS reading)."""
 
-    key: str
-    read: str
-    where: str
-    claim_id: str
-    claim: str
-    quantity: str
-    direction: str = "above"
-    encoder: str = ""
+    encoder: str
     measure: str = ""
-    section: str = ""
-    kind: str = "claim"
-    digits: int = 2
 
 
-_T1 = dict(where="Table 1", section="sts-anisotropic")
-_GAIN = dict(read="gain", claim_id="yan-table1-gain", claim=GAIN, **_T1,
+def table1(template: str) -> Callable[[Any], str]:
+    """A Table 1 claim with the paper's BERT-base-cased numbers (raw, SoftDecay, WhiteBERT) filled in."""
+    return lambda res: template.format(**{name: res.paper_value(m, against=None) for name, m in
+                                          (("raw", "vanilla"), ("sd", "SoftDecay"), ("wb", "WhiteBERT"))})
+
+
+def measure(row: dict[str, Any], name: str) -> dict[str, Any]:
+    """`row`'s claim and quantity for the Table 4 measure `name` (stored name)."""
+    return row | {c: row[c].format(name=MEASURES[name]) for c in ("claim", "quantity")}
+
+
+_T1 = dict(where="Table 1", section="sts-anisotropic", more=dict(digits=2))
+_GAIN = dict(read="gain", claim_id="yan-table1-gain", claim=table1(GAIN), **_T1,
              quantity="SoftDecay − raw model, Spearman ×100, mean over the sets")
-_WHITE = dict(read="whitening", claim_id="yan-table1-whitening", claim=WHITE, direction="below", **_T1,
+_WHITE = dict(read="whitening", claim_id="yan-table1-whitening", claim=table1(WHITE), direction="below", **_T1,
               quantity="whitening − SoftDecay, Spearman ×100, mean over the sets")
-_T4 = dict(read="table4", where="Table 4", claim=UNIFORM, direction="below", section="sts-uniformity", digits=3,
+_T4 = dict(read="table4", where="Table 4", claim=UNIFORM, direction="below", section="sts-uniformity",
            quantity="{name} after SoftDecay − before, mean over the sets")
 _CONTROL = dict(read="control", where="Table 4", claim=CONTROL, direction="equal", section="sts-uniformity",
-                kind="control", digits=3,
+                kind="control",
                 quantity="{name} after SoftDecay of the Gaussian set − of the sentence embeddings, mean over the sets")
 _LSDS = dict(read="lsds", where="Fig. 6", claim_id="yan-fig6-lsds", claim=LSDS, direction="below",
-             section="sts-lsds", digits=3, quantity="LSDS of SoftDecay − LSDS of whitening, mean over the sets")
-_EV1, _RBF, _UNI = ({**_T4, "claim_id": f"yan-table4-{m}", "measure": s}
-                    for m, s in (("ev1", "EV1"), ("rbf", "RBF_dis"), ("tokenuni", "TokenUni")))
+             section="sts-lsds", quantity="LSDS of SoftDecay − LSDS of whitening, mean over the sets")
+_TABLE4 = (("ev1", "EV1"), ("rbf", "RBF_dis"), ("tokenuni", "TokenUni"))
+_EV1, _RBF, _UNI = ({**measure(_T4, s), "claim_id": f"yan-table4-{m}"} for m, s in _TABLE4)
+_CONTROL_EV1, _CONTROL_RBF, _CONTROL_UNI = ({**measure(_CONTROL, s), "claim_id": f"yan-table4-{m}"} for m, s in _TABLE4)
 
 #: the chapter's findings, in the order it lists them: per claim the encoder closest to the paper's BERT-base-cased
 #: first (the book's MLM BERT, as anisotropic), then MiniLM and SmolLM2, then all-mpnet-base-v2 (read on every pair
 #: only: a contrastive sentence encoder of BERT-base's size)
 FINDINGS = (
-    Spec("sts-gain-bert", encoder=BOOK_BERT, **_GAIN),
-    Spec("sts-gain-minilm", encoder=FIRST, **_GAIN),
-    Spec("sts-gain-smollm2", encoder=SMOL, **_GAIN),
-    Spec("sts-gain-mpnet", encoder=MPNET, **_GAIN),
-    Spec("sts-vs-whitening-bert", encoder=BOOK_BERT, **_WHITE),
-    Spec("sts-vs-whitening-minilm", encoder=FIRST, **_WHITE),
-    Spec("sts-vs-whitening-smollm2", encoder=SMOL, **_WHITE),
-    Spec("sts-vs-whitening-mpnet", encoder=MPNET, **_WHITE),
+    Spec("sts-gain-bert", setting=On(BOOK_BERT), **_GAIN),
+    Spec("sts-gain-minilm", setting=On(FIRST), **_GAIN),
+    Spec("sts-gain-smollm2", setting=On(SMOL), **_GAIN),
+    Spec("sts-gain-mpnet", setting=On(MPNET), **_GAIN),
+    Spec("sts-vs-whitening-bert", setting=On(BOOK_BERT), **_WHITE),
+    Spec("sts-vs-whitening-minilm", setting=On(FIRST), **_WHITE),
+    Spec("sts-vs-whitening-smollm2", setting=On(SMOL), **_WHITE),
+    Spec("sts-vs-whitening-mpnet", setting=On(MPNET), **_WHITE),
     Spec("sts-flipfree", read="flipfree", where="Table 1, property 1", claim_id="", kind="extension",
          claim="SoftDecay raises unsupervised STS with a transform that keeps the order of the singular values and the "
                "sign of every direction (property 1)",
          quantity="flip-free SoftDecay (σ clamped at |α|) − raw model, Spearman ×100, mean over the sets",
-         section="sts-flips"),
-    Spec("sts-ev1-bert", encoder=BOOK_BERT, **_EV1),
-    Spec("sts-ev1-minilm", encoder=FIRST, **_EV1),
-    Spec("sts-ev1-smollm2", encoder=SMOL, **_EV1),
-    Spec("sts-control-ev1", claim_id="yan-table4-ev1", measure="EV1", encoder=FIRST, **_CONTROL),
-    Spec("sts-rbf-bert", encoder=BOOK_BERT, **_RBF),
-    Spec("sts-rbf-minilm", encoder=FIRST, **_RBF),
-    Spec("sts-rbf-smollm2", encoder=SMOL, **_RBF),
-    Spec("sts-control-rbf", claim_id="yan-table4-rbf", measure="RBF_dis", encoder=FIRST, **_CONTROL),
-    Spec("sts-tokenuni-bert", encoder=BOOK_BERT, **_UNI),
-    Spec("sts-tokenuni-minilm", encoder=FIRST, **_UNI),
-    Spec("sts-tokenuni-smollm2", encoder=SMOL, **_UNI),
-    Spec("sts-control-tokenuni", claim_id="yan-table4-tokenuni", measure="TokenUni", encoder=FIRST, **_CONTROL),
+         section="sts-flips", more=dict(digits=2)),
+    Spec("sts-ev1-bert", setting=On(BOOK_BERT, "EV1"), **_EV1),
+    Spec("sts-ev1-minilm", setting=On(FIRST, "EV1"), **_EV1),
+    Spec("sts-ev1-smollm2", setting=On(SMOL, "EV1"), **_EV1),
+    Spec("sts-control-ev1", setting=On(FIRST, "EV1"), **_CONTROL_EV1),
+    Spec("sts-rbf-bert", setting=On(BOOK_BERT, "RBF_dis"), **_RBF),
+    Spec("sts-rbf-minilm", setting=On(FIRST, "RBF_dis"), **_RBF),
+    Spec("sts-rbf-smollm2", setting=On(SMOL, "RBF_dis"), **_RBF),
+    Spec("sts-control-rbf", setting=On(FIRST, "RBF_dis"), **_CONTROL_RBF),
+    Spec("sts-tokenuni-bert", setting=On(BOOK_BERT, "TokenUni"), **_UNI),
+    Spec("sts-tokenuni-minilm", setting=On(FIRST, "TokenUni"), **_UNI),
+    Spec("sts-tokenuni-smollm2", setting=On(SMOL, "TokenUni"), **_UNI),
+    Spec("sts-control-tokenuni", setting=On(FIRST, "TokenUni"), **_CONTROL_UNI),
     # Fig. 6 under the three readings of eq. (6), the authors' code first (it drew the figure)
-    Spec("sts-lsds-authors", encoder=FIRST, measure="authors", **_LSDS),
-    Spec("sts-lsds-eq6", encoder=FIRST, measure="eq. 6", **_LSDS),
-    Spec("sts-lsds", encoder=FIRST, measure="normalised", **_LSDS),
-    Spec("sts-alpha", read="alpha", where="App. B", claim_id="yan-alpha", encoder=FIRST, direction="equal",
-         claim="The STS results do not change significantly across α ∈ {{−0.2, …, −1.0}}, so α = −0.6 is fixed",
-         quantity="score at α = {hi} − at α = {lo}, Spearman ×100, mean over the sets", section="sts-alpha"),
+    Spec("sts-lsds-authors", setting=On(FIRST, "authors"), **_LSDS),
+    Spec("sts-lsds-eq6", setting=On(FIRST, "eq. 6"), **_LSDS),
+    Spec("sts-lsds", setting=On(FIRST, "normalised"), **_LSDS),
+    Spec("sts-alpha", read="alpha", where="App. B", claim_id="yan-alpha", setting=On(FIRST), direction="equal",
+         claim="The STS results do not change significantly across α ∈ {−0.2, …, −1.0}, so α = −0.6 is fixed",
+         quantity="score at α = {hi} − at α = {lo}, Spearman ×100, mean over the sets", section="sts-alpha",
+         more=dict(digits=2)),
 )
 
 
 def finding_keys(read: str) -> dict[str, str]:
     """{encoder: key} of the rows read by `read` (`FIRST` for the first model)."""
-    return {s.encoder: s.key for s in FINDINGS if s.read == read}
+    return {s.setting.encoder: s.key for s in FINDINGS if s.read == read}
 
 
 def build(res) -> list[Finding]:
     """The findings of `FINDINGS` measured on `res`, in the table's order (a row its reader skips — a Table 4
     measure of an encoder not run, the LSDS readings without the first model's re-reading — is left out)."""
-    raw, sd, wb = (res.paper_value(m, against=None) for m in ("vanilla", "SoftDecay", "WhiteBERT"))
-    out = []
-    for spec in FINDINGS:
-        model = res.models[0] if spec.encoder == FIRST else spec.encoder
-        got = READERS[spec.read](res, model, spec)
-        if got is None:
-            continue
-        how, fmt = got.pop("how", ""), got.pop("fmt", {})
-        quantity = spec.quantity.format(name=MEASURES.get(spec.measure, ""), **fmt) + (f" ({how})" if how else "")
-        out.append(Finding(
-            key=spec.key, where=spec.where, claim=spec.claim.format(raw=raw, sd=sd, wb=wb,
-                                                                    name=MEASURES.get(spec.measure, "")),
-            quantity=quantity, direction=spec.direction, kind=spec.kind, digits=spec.digits,
-            **({"claim_id": spec.claim_id} if spec.claim_id else {}),
-            **{"section": spec.section, **got}, paper="yan2022", chapter="sts"))
-    return out
+    return [f for spec in FINDINGS for f in spec.findings(res, READERS, paper="yan2022", chapter="sts")]
 
 
 # --- what a finding says was run -----------------------------------------------------------------------------
@@ -231,9 +218,20 @@ def _full_or_reading(res, model: str) -> dict[str, Any]:
 
 # --- the readers: what each kind of row measures ---------------------------------------------------------------
 
-def _gain(res, model: str, spec: Spec) -> dict[str, Any]:
+def model_of(res, spec: Spec) -> str:
+    """The encoder a row reads (`FIRST`: the run's first model)."""
+    return res.models[0] if spec.setting.encoder == FIRST else spec.setting.encoder
+
+
+def quantity(spec: Spec, how: str = "", **fmt: Any) -> dict[str, str]:
+    """A row's quantity with what the reader fills in (`fmt`) and how its interval is made (`how`)."""
+    return dict(quantity=spec.quantity.format(**fmt) + (f" ({how})" if how else ""))
+
+
+def _gain(res, spec: Spec) -> dict[str, Any]:
     """SoftDecay − raw for Table 1, from the closest reading there is: every pair (`full_readings`), else the
     re-reading under the paper-comparison pooling (over its draws), else the main run."""
+    model = model_of(res, spec)
     if model not in res.all_runs() and model not in res.full_readings:
         return _untested(res, model, _UNREAD.get(model, _RERUN))
     if model in res.full_readings:
@@ -250,13 +248,14 @@ def _gain(res, model: str, spec: Spec) -> dict[str, Any]:
         measured += f"; anisotropic (mean EV₁ {res.run_of(model).mean_metric('vanilla'):.2f})"
     if model in KIND_TEXT:
         measured += f"; {KIND_TEXT[model]} ({SIZE_TEXT[model]})"
-    return dict(measured=measured, how=how, effect=eff, paper_value=res.paper_value("SoftDecay"), reduced=red,
-                **_full_or_reading(res, model))
+    return dict(measured=measured, **quantity(spec, how), effect=eff, paper_value=res.paper_value("SoftDecay"),
+                reduced=red, **_full_or_reading(res, model))
 
 
-def _whitening(res, model: str, spec: Spec) -> dict[str, Any]:
+def _whitening(res, spec: Spec) -> dict[str, Any]:
     """whitening − SoftDecay for Table 1: cross-fitted, with the half-sampling procedure as its alternative, where
     the encoder's same-fit run exists; else as `Result.white_minus_sd` (one procedure)."""
+    model = model_of(res, spec)
     ran = set(res.all_runs())
     if model not in ran | set(res.full_readings) or (model not in ran and model not in res.samefit):
         return _untested(res, model, _SAMEFIT_NEEDS if model in res.full_readings else _UNREAD.get(model, _RERUN))
@@ -279,13 +278,13 @@ def _whitening(res, model: str, spec: Spec) -> dict[str, Any]:
     if model in KIND_TEXT:
         measured += f"; {KIND_TEXT[model]} ({SIZE_TEXT[model]})"
     margin = res.match_margin()
-    return dict(measured=measured, how=how, effect=eff, reduced=red, alternatives=alt, caveat=caveat,
+    return dict(measured=measured, **quantity(spec, how), effect=eff, reduced=red, alternatives=alt, caveat=caveat,
                 paper_value=-res.paper_value("SoftDecay", against="WhiteBERT"),
                 extra={"likeness": verdict_of(eff, "equal", margin=margin), "margin": margin},
                 **_full_or_reading(res, model))
 
 
-def _flipfree(res, model: str, spec: Spec) -> dict[str, Any]:
+def _flipfree(res, spec: Spec) -> dict[str, Any]:
     """Flip-free SoftDecay on the first anisotropic encoder re-read (the book's own question: the paper's
     SoftDecay flips directions)."""
     reread = [m for m in (BOOK_BERT, SMOL) if m in res.extras and res.read(m) is not None]
@@ -295,39 +294,42 @@ def _flipfree(res, model: str, spec: Spec) -> dict[str, Any]:
            "paired bootstrap over the pairs of one subsample draw")
     if rd is None:
         needs = res.unavailable.get(BOOK_BERT, "") or "the anisotropic encoders re-read under the authors' pooling"
-        return dict(measured="the book's MLM BERT and SmolLM2 are not re-read here", how=how, effect=None,
-                    needs=needs + "; SmolLM2: re-read by the book preset (3 subsample draws, about twenty "
+        return dict(measured="the book's MLM BERT and SmolLM2 are not re-read here", **quantity(spec, how),
+                    effect=None, needs=needs + "; SmolLM2: re-read by the book preset (3 subsample draws, about twenty "
                     "CPU-minutes)", command=COMMANDS["book"])
     return dict(measured=f"{encoder_text(res, rd.encoder, res.paper_pooling)}; σ clamped at |α|, so no direction flips",
-                how=how, effect=rd.over_draws("SoftDecay (clamped)") if several else rd.vs_raw("SoftDecay (clamped)"),
+                **quantity(spec, how),
+                effect=rd.over_draws("SoftDecay (clamped)") if several else rd.vs_raw("SoftDecay (clamped)"),
                 scale=reading_scale_text(res, rd.encoder),
                 reduced=reduced(rd.encoder, res.extra_max_pairs, rd.n_draws))
 
 
-def _table4(res, model: str, spec: Spec) -> dict[str, Any] | None:
+def _table4(res, spec: Spec) -> dict[str, Any] | None:
     """SoftDecay's change of a Table 4 measure, per set (none where the encoder's run is not here)."""
+    model = model_of(res, spec)
     if model not in res.all_runs() or not res.run_of(model).table4:
         return None
-    run, name = res.run_of(model), MEASURES[spec.measure]
-    paper = np.mean([float(r["BERT"]) for r in res.paper_table4 if r["metric"] == spec.measure])
-    return dict(measured=encoder_text(res, model), how="Student-t over the seven sets",
-                effect=run.metric_change(spec.measure), paper_value=res.paper_table4_change(spec.measure),
+    run, m = res.run_of(model), spec.setting.measure
+    paper = np.mean([float(r["BERT"]) for r in res.paper_table4 if r["metric"] == m])
+    return dict(measured=encoder_text(res, model), **quantity(spec, "Student-t over the seven sets"),
+                effect=run.metric_change(m), paper_value=res.paper_table4_change(m),
                 reduced=reduced(model, res.per_run(model)), scale=scale_text(res, model),
-                standin=f"raw {name} {run.mean_metric('vanilla', spec.measure):.3f} against BERT's {paper:.3f} "
+                standin=f"raw {MEASURES[m]} {run.mean_metric('vanilla', m):.3f} against BERT's {paper:.3f} "
                         "(Table 4)",
                 **_scope(res, model))
 
 
-def _control(res, model: str, spec: Spec) -> dict[str, Any] | None:
+def _control(res, spec: Spec) -> dict[str, Any] | None:
     """A Gaussian set of the embeddings' shape through SoftDecay against the embeddings (none without the
     first model's control)."""
+    model = model_of(res, spec)
     run = res.runs.get(model)
     if run is None or not run.control:
         return None
     return dict(measured=f"{model}, {len(run.control)} STS sets: each set's sentence embeddings and a Gaussian set "
                          "of the same shape, mean and spread, both through SoftDecay",
-                how="Student-t over the sets", effect=run.control_gap(spec.measure),
-                margin=0.1 * abs(run.metric_change(spec.measure).estimate),
+                **quantity(spec, "Student-t over the sets"), effect=run.control_gap(spec.setting.measure),
+                margin=0.1 * abs(run.metric_change(spec.setting.measure).estimate),
                 reference_label="0 (alike within a tenth of the embeddings' own change)",
                 reduced=reduced(model, res.per_run(model)), scale=scale_text(res, model), label=LABEL.get(model, model))
 
@@ -337,27 +339,30 @@ _LSDS_WHAT = {"authors": ("the authors' code: LLE barycentre weights, self inclu
               "normalised": ("RBF weights normalised to sum to one", "normalised weights")}
 
 
-def _lsds(res, model: str, spec: Spec) -> dict[str, Any] | None:
+def _lsds(res, spec: Spec) -> dict[str, Any] | None:
     """LSDS of SoftDecay − of whitening under one reading of eq. (6) (none without the first model's re-reading)."""
+    model = model_of(res, spec)
     if res.read(model) is None or not res.readings[model].lsds:
         return None
-    what, label = _LSDS_WHAT[spec.measure]
+    what, label = _LSDS_WHAT[spec.setting.measure]
     return dict(measured=f"{encoder_text(res, model, res.paper_pooling)}; LSDS with 12 neighbours, {what}",
-                how="Student-t over the sets", effect=res.lsds_reading_gap(spec.measure),
+                **quantity(spec, "Student-t over the sets"), effect=res.lsds_reading_gap(spec.setting.measure),
                 reduced=reduced(model, res.reading_pairs), scale=reading_scale_text(res, model), members=(model,),
                 label=label)
 
 
-def _alpha(res, model: str, spec: Spec) -> dict[str, Any]:
+def _alpha(res, spec: Spec) -> dict[str, Any]:
     """The α grid's two ends against the resolution of the main run's interval."""
+    model = model_of(res, spec)
     run = res.runs[model]
     resolution, alphas = run.vs_raw(SD), run.alpha_scores()
     return dict(measured=f"{model}, {len(res.datasets)} STS sets, α swept over {len(alphas)} values",
-                fmt=dict(hi=alphas.index.max(), lo=alphas.index.min()), effect=run.alpha_effect(),
+                **quantity(spec, hi=alphas.index.max(), lo=alphas.index.min()), effect=run.alpha_effect(),
                 margin=(resolution.high - resolution.low) / 2, reduced=reduced(model, res.max_pairs),
                 scale=scale_text(res, model))
 
 
-READERS: dict[str, Callable[..., dict[str, Any] | None]] = {
+#: the readers the rows name (`read`), each called with the Result and the row
+READERS: dict[str, Callable[[Any, Spec], dict[str, Any] | None]] = {
     "gain": _gain, "whitening": _whitening, "flipfree": _flipfree, "table4": _table4, "control": _control,
     "lsds": _lsds, "alpha": _alpha}

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from helpers.core.findings import Finding, Spec
+from helpers.core.findings import Finding, Spec, value_of
 
 from .params import ALIKE, MISSING_COMMAND
 
@@ -44,13 +44,13 @@ def findings(res: R) -> list[Finding]:
 # ------------------------------------------------------------------ what the specs read
 
 
-def main_gap(a: str, b: str) -> Callable[[R], Any]:
-    """`a` − `b` final training loss at the main depth, Algorithm 1's blocks."""
-    return lambda res: res.gap(a, b)
-
-
-def main_reduced(res: R) -> str:
-    return res.reduced(res.depth)
+def main(a: str, b: str, runs: str | Callable[[R], str]) -> dict[str, Any]:
+    """The columns of a finding at the main depth with Algorithm 1's blocks: `a` − `b` final training loss (`runs`:
+    the runs compared, as `measured` names them)."""
+    return dict(measured=lambda res: res._measured(res.depth, A1, value_of(runs, res)),
+                quantity=lambda res: f"{a} − {b} final training loss at depth {res.depth}, Algorithm 1's blocks (nats)",
+                effect=lambda res: res.gap(a, b), setting=lambda res: res.reduced(res.depth),
+                section="vit-depth80-section")
 
 
 def standard(res: R) -> R:
@@ -79,30 +79,19 @@ def alike(res: R) -> int:
 FINDINGS: tuple[Spec, ...] = (
     Spec(key="vit-post-behind-pre", where="§3.3, Fig. 6", claim_id="yu-fig6-post-behind-pre",
          claim="A deep (80-block) post-norm ViT trains far worse than its pre-norm counterpart, "
-               "even at half the learning rate.",
-         measured=lambda res: res._measured(res.depth, A1, f"post-norm (lr {res._lr('post-norm')}) and pre-norm "
-                                                         f"(lr {res._lr('pre-norm')})"),
-         quantity=lambda res: (f"post-norm − pre-norm final training loss at depth {res.depth}, Algorithm 1's blocks "
-                               "(nats)"),
-         effect=main_gap("post-norm", "pre-norm"), direction="above", setting=main_reduced,
-         section="vit-depth80-section"),
+               "even at half the learning rate.", direction="above",
+         **main("post-norm", "pre-norm",
+                lambda res: f"post-norm (lr {res._lr('post-norm')}) and pre-norm (lr {res._lr('pre-norm')})")),
     Spec(key="vit-deesc-vs-post", where="§3.3, Fig. 6", claim_id="yu-fig6-deesc-vs-post",
          claim="De-escalation (eq. 21, τ = 1, after every block) opens a significant gap between "
-               "the 80-block post-norm ViT and its de-escalated version.",
-         measured=lambda res: res._measured(res.depth, A1, f"de-escalated (lr {res._lr('de-escalated')}) and plain "
-                                                         f"post-norm (lr {res._lr('post-norm')})"),
-         quantity=lambda res: (f"de-escalated − post-norm final training loss at depth {res.depth}, Algorithm 1's "
-                               "blocks (nats)"),
-         effect=main_gap("de-escalated", "post-norm"), direction="below", setting=main_reduced,
-         section="vit-depth80-section"),
+               "the 80-block post-norm ViT and its de-escalated version.", direction="below",
+         **main("de-escalated", "post-norm", lambda res: f"de-escalated (lr {res._lr('de-escalated')}) and plain "
+                                                         f"post-norm (lr {res._lr('post-norm')})")),
     Spec(key="vit-deesc-vs-pre", where="§3.3, Fig. 6", claim_id="yu-fig6-deesc-vs-pre",
          claim="The de-escalated 80-block post-norm ViT slightly outperforms its pre-norm "
-               "counterpart in training loss.",
-         measured=lambda res: res._measured(res.depth, A1, "de-escalated and pre-norm"),
-         quantity=lambda res: (f"de-escalated − pre-norm final training loss at depth {res.depth}, Algorithm 1's "
-                               "blocks (nats)"),
-         effect=main_gap("de-escalated", "pre-norm"), direction="below", setting=main_reduced,
-         section="vit-depth80-section", more=dict(label="Algorithm 1's blocks", size_word="slightly")),
+               "counterpart in training loss.", direction="below",
+         **main("de-escalated", "pre-norm", "de-escalated and pre-norm"),
+         more=dict(label="Algorithm 1's blocks", size_word="slightly")),
     Spec(key="vit-deesc-vs-pre-standard", where="§3.3, Fig. 6", claim_id="yu-fig6-deesc-vs-pre",
          claim="The de-escalated 80-block post-norm ViT slightly outperforms its pre-norm counterpart in "
                "training loss (with the vit-pytorch block the paper's code points to).",
