@@ -477,3 +477,12 @@ class Result:
         command = getattr(params, "command", None) or f"make rerun CHAPTER={params.CHAPTER} SCALE={params.scale}"
         return save_results(params.CHAPTER, self.to_json(), params, folder, wall_time_s=wall_time_s, command=command,
                             indent=None)
+
+
+def stored_layout(v: Any) -> Any:
+    """`v` in its stored layout: every `StoredRecord` in it (in lists and dicts too) as the dict it was read from."""
+    if isinstance(v, StoredRecord):
+        return v.to_json()
+    if isinstance(v, list):
+        return [stored_layout(x) for x in v]
+    return {k: stored_layout(x) for k, x in v.items()} if isinstance(v, dict) else v

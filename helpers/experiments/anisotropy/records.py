@@ -28,13 +28,6 @@ class Record(StoredRecord):
     them back in its stored layout)."""
 
 
-def stored(v: Any) -> Any:
-    """`v` in its stored layout: every record in it (in lists and dicts too) as the dict it was read from."""
-    if isinstance(v, Record):
-        return v.to_json()
-    if isinstance(v, list):
-        return [stored(x) for x in v]
-    return {k: stored(x) for k, x in v.items()} if isinstance(v, dict) else v
 
 
 def isotropic_line(d: int) -> float:

@@ -1,8 +1,8 @@
 """The queries-and-keys chapter's typed records: one seed's trajectory (`Trajectory`, plain or centred), the
 reading of all seeds (`Comparison`, from `compute.compare_runs` and `compute.union_reading`), the centring
 ablation (`Ablation`, from `compute.ablation_summary`), one released model's end state (`EndState`) and one
-recipe probe (`Probe`). Each is read from the dict a results file stores (`Record.of`, the converter: committed
-results keep their layout and their cache keys) and written back in that layout (`Record.to_json`); a stored
+recipe probe (`Probe`). Each is read from the dict a results file stores (`StoredRecord.of`, the converter: committed
+results keep their layout and their cache keys) and written back in that layout (`StoredRecord.to_json`); a stored
 key reads as it did from the dict (`record["cos"]`). The reading threshold a record needs is given by the
 `Result` that holds it and never stored."""
 
@@ -13,16 +13,16 @@ from typing import Any
 
 import numpy as np
 
+from ...book.results import StoredRecord
 from ...core.qk import mean_abs_cos_random
 from ...core.stats import Interval, t_interval
-from ..anisotropy.records import Record
 
 #: what `EndState.heads` reads of every head, as absolute values
 HEAD_MEASURES = ("cos", "dot", "mean_share", "drift_share", "q_norm", "k_norm")
 
 
 @dataclass(frozen=True)
-class Trajectory(Record):
+class Trajectory(StoredRecord):
     """One seed's trajectory (`compute.trajectory`): per checkpoint step (S) and layer, per head where it has
     one, `cos`, `dot`, `q_norm`, `k_norm` of the mean query and key, `cos_concat` (a layer's heads
     concatenated), `entropy` and `entropy_layer` (attention rows); `means` and `sv1_share` per SVD basis
@@ -80,7 +80,7 @@ class Trajectory(Record):
 
 
 @dataclass(frozen=True)
-class Comparison(Record):
+class Comparison(StoredRecord):
     """The reading of every seed (`compute.compare_runs`, extended with the first seed's `union_reading`): head
     counts over all seeds (`n_common`, `n_opposite`, per layer), the mean |cos(Q̄, K̄)| at the first and last
     step, the onsets, |Q̄·K̄| and its growth, per layer the attention entropy at the first and last step and its
@@ -134,7 +134,7 @@ class Comparison(Record):
 
 
 @dataclass(frozen=True)
-class Ablation(Record):
+class Ablation(StoredRecord):
     """Plain against centred pretraining (`compute.ablation_summary`): per variant (`plain`, `centred`) the held-out
     loss, entropy and |cos| per seed and step and their summaries, and per layer at the last step; the seed-paired
     differences centred − plain (`diff_eval_final`, `diff_entropy_drop`, `diff_abs_cos_final`); `later`: the
@@ -190,7 +190,7 @@ class Ablation(Record):
 
 
 @dataclass(frozen=True)
-class EndState(Record):
+class EndState(StoredRecord):
     """One released model's end state (`compute.measure_end_state`): its `name`, the `data` it read
     (`n_sequences` of at most `max_length` tokens), `d_k`, and `trained` and `twin` (its untrained twin): per
     layer and head the cos, dot, norms and shares of `core.qk.end_state`; a rotary model (`rotary`) also before the
@@ -254,7 +254,7 @@ class EndState(Record):
 
 
 @dataclass(frozen=True)
-class Probe(Record):
+class Probe(StoredRecord):
     """One committed recipe probe (`compute.recipe_probes`): its `name`, learning rate, batch, dropout, corpus
     weighting (`wiki_weighted`), `steps` and `tokens_seen` as planned, the held-out MLM loss at its checkpoints
     (`eval_loss`, {step: nats}), the unigram baseline, the command and wall time."""

@@ -10,11 +10,10 @@ from typing import Any
 import numpy as np
 
 from ...book import results
-from ...book.results import _jsonable
+from ...book.results import _jsonable, stored_layout
 from ...core.findings import Finding
 from ...core.qk import chance_aligned_share, mean_abs_cos_random
 from ...core.stats import Interval, t_interval
-from ..anisotropy.records import stored
 from .params import BERT_VOCAB, LONG_PRETRAINING
 from .records import Ablation, Comparison, EndState, Probe, Trajectory
 
@@ -68,7 +67,7 @@ class Result(results.Result):
     def to_json(self) -> dict[str, Any]:
         empty = ("comparison", "ablation_summary")
         return _jsonable({f.name: {} if f.name in empty and getattr(self, f.name) is None else
-                          stored(getattr(self, f.name)) for f in fields(self)})
+                          stored_layout(getattr(self, f.name)) for f in fields(self)})
 
     # --- the trajectories ---------------------------------------------------------------------------
 
