@@ -19,7 +19,7 @@ from ..book.params import ChapterParams, ParameterError, check_heads, positive, 
 from ..book.runtime import choose_device, progress, run_seeds, seed_everything, stream_seed
 from ..core.anisotropy import BLOCK_STATS, block_statistics, drift_bias, find_fixed_point
 from ..core.drift import DRIFT_STATS, drift_statistics
-from ..core.findings import Finding
+from ..core.findings import Finding, Spec
 from ..core.measures import pairwise_cosine_mean
 from ..core.stats import Interval, t_interval
 from ..data import load_glue
@@ -220,69 +220,85 @@ class Result(results.Result):
 
     def findings(self) -> list[Finding]:
         """The paper's §4 claims (Figs. 6-10) against the sweeps, with the inputs the paper describes (rows
-        of E)."""
-        n, dims = len(self.seeds), f"{self.n_seq} sequences of {self.seq_len} tokens"
-        what = f"an untrained BERT block ({self.hidden} wide), {dims} drawn from E, {n} seeds"
-        scale = f"the paper's set-up ({dims}, one BERT block), {n} seeds (the paper: one)"
-        ref = self.reference
-        k = self.reference_level()
-        common = dict(paper="godey2024", chapter="drift", scale=scale)
-        # the block, its inputs and the bias sweep are the paper's; a trained model's norms and cosines (N*'s
-        # order, the low-anisotropy level) come from the reference model, which the paper takes as BERT-base
-        against = "" if ref["model"] == PAPER_REFERENCE else f"against {ref['model']} in place of BERT-base"
-        return [
-            Finding(key="drift-output-cosine", where="§4.2, Fig. 6",
-                    claim_id="godey-fig6-output-cosine",  section="drift-input-output",
-                    claim="The block's output has an average cosine slightly higher than its input's, "
-                          "whatever the bias norm.",
-                    measured=f"{what}; {len(self.norms)} bias norms from 0 to {max(self.norms):g}",
-                    quantity="output − input average cosine at the bias norm where it is smallest "
-                             f"(norms with 1 − input cosine > {self.RESOLVABLE:g})",
-                    effect=self.cosine_gain(), direction="above", size_word="slightly", label="rows of E",
-                    digits=6, **common),
-            Finding(key="drift-fixed-point", where="§4.2, Fig. 6",
-                    claim_id="godey-fig6-fixed-point", reduced=against,  section="drift-input-output",
-                    claim="There is a bias norm N* where the block's output norm equals its input norm, of the "
-                          "order of the hidden-state norms of the trained model.",
-                    measured=f"{what}; N* against {ref['model']}'s layer norms on {ref['sentences']} MRPC "
-                             "sentences",
-                    quantity="log10(N* / mean hidden-state norm of the reference model), range over seeds and "
-                             "layers",
-                    effect=self.fixed_point_ratio(), direction="equal", margin=1.0,
-                    reference_label="0 (equal norms; the margin is one order of magnitude)", digits=2, **common),
-            Finding(key="drift-score-spread", where="§4.3, Fig. 7",
-                    claim_id="godey-fig7-scores",  section="drift-scores",
-                    claim="The pre-softmax attention scores move away from zero as the input bias norm grows.",
-                    measured=f"{what}; pooled scores QKᵀ/√d_k",
-                    quantity=f"log10 of the score sd at N = {max(self.hist_norms):g} over N = 0",
-                    effect=self.score_growth(), direction="above", digits=2, **common),
-            Finding(key="drift-qk-norm", where="§4.3, Fig. 8b", section="drift-queries-keys",
-                    claim_id="godey-fig8-qk-norm",
-                    claim="Query and key representations increase in norm with the input bias norm.",
-                    measured=f"{what}; {len(self.norms)} bias norms from 0 to {max(self.norms):g}",
-                    quantity=f"log10 of the mean query norm at N = {max(self.norms):g} over N = 0",
-                    effect=self.qk_norm_growth(), direction="above", digits=2, **common),
-            Finding(key="drift-qk-without-bias", where="§4.3, Fig. 8",
-                    claim_id="godey-fig8-qk-anisotropic",  section="drift-queries-keys",
-                    claim="The queries and keys are anisotropic even when no bias is added.",
-                    measured=f"{what}; N = 0",
-                    quantity="average cosine of the queries at N = 0",
-                    effect=self.qk_cos_at_zero(), direction="above", digits=5, **common),
-            Finding(key="drift-sharper-softmax", where="§4.4, Figs. 9-10",
-                    claim_id="godey-fig9-sharper",  section="drift-softmax",
-                    claim="As the input bias norm grows, the self-attention softmax becomes less entropic.",
-                    measured=f"{what}; normalised row entropy",
-                    quantity=f"entropy / log L at N = {max(self.norms):g} minus at N = 0",
-                    effect=self.entropy_drop(), direction="below", digits=3, **common),
-            Finding(key="drift-low-anisotropy", where="§4.4",
-                    claim_id="godey-s44-low-anisotropy", reduced=against,  section="drift-sharpness",
-                    claim="At low anisotropy levels the sharpening is not very important.",
-                    measured=f"{what}; at N = {self.norms[k]:.3g}, the largest bias whose input cosine "
-                             f"stays at or below {ref['model']}'s most anisotropic layer",
-                    quantity="mean row maximum × L − 1 (0 = uniform attention)",
-                    effect=self.sharpening_at_reference(), direction="equal", margin=self.uniform_tol - 1,
-                    reference_label="0 (uniform attention)", digits=5, **common),
-        ]
+        of E): `FINDINGS`."""
+        return [f for spec in FINDINGS for f in spec.findings(self, paper="godey2024", chapter="drift", scale=_scale)]
+
+
+# --- the findings, as a table (`core.findings.Spec`): what each row reads of the Result -------------------
+def _dims(res: Result) -> str:
+    return f"{res.n_seq} sequences of {res.seq_len} tokens"
+
+
+def _what(res: Result) -> str:
+    return f"an untrained BERT block ({res.hidden} wide), {_dims(res)} drawn from E, {len(res.seeds)} seeds"
+
+
+def _scale(res: Result) -> str:
+    return f"the paper's set-up ({_dims(res)}, one BERT block), {len(res.seeds)} seeds (the paper: one)"
+
+
+def _against(res: Result) -> str:
+    """The block, its inputs and the bias sweep are the paper's; a trained model's norms and cosines (N*'s order,
+    the low-anisotropy level) come from the reference model, which the paper takes as BERT-base."""
+    model = res.reference["model"]
+    return "" if model == PAPER_REFERENCE else f"against {model} in place of BERT-base"
+
+
+def _on_norms(res: Result) -> str:
+    return f"{_what(res)}; {len(res.norms)} bias norms from 0 to {max(res.norms):g}"
+
+
+FINDINGS = (
+    Spec(key="drift-output-cosine", where="§4.2, Fig. 6", claim_id="godey-fig6-output-cosine",
+         section="drift-input-output",
+         claim="The block's output has an average cosine slightly higher than its input's, whatever the bias norm.",
+         measured=_on_norms,
+         quantity=lambda res: ("output − input average cosine at the bias norm where it is smallest "
+                               f"(norms with 1 − input cosine > {res.RESOLVABLE:g})"),
+         effect=lambda res: res.cosine_gain(), direction="above",
+         more=dict(size_word="slightly", label="rows of E", digits=6)),
+    Spec(key="drift-fixed-point", where="§4.2, Fig. 6", claim_id="godey-fig6-fixed-point",
+         section="drift-input-output",
+         claim="There is a bias norm N* where the block's output norm equals its input norm, of the order of the "
+               "hidden-state norms of the trained model.",
+         measured=lambda res: (f"{_what(res)}; N* against {res.reference['model']}'s layer norms on "
+                               f"{res.reference['sentences']} MRPC sentences"),
+         quantity="log10(N* / mean hidden-state norm of the reference model), range over seeds and layers",
+         effect=lambda res: res.fixed_point_ratio(), direction="equal", margin=1.0,
+         reference_label="0 (equal norms; the margin is one order of magnitude)",
+         more=dict(reduced=_against, digits=2)),
+    Spec(key="drift-score-spread", where="§4.3, Fig. 7", claim_id="godey-fig7-scores", section="drift-scores",
+         claim="The pre-softmax attention scores move away from zero as the input bias norm grows.",
+         measured=lambda res: f"{_what(res)}; pooled scores QKᵀ/√d_k",
+         quantity=lambda res: f"log10 of the score sd at N = {max(res.hist_norms):g} over N = 0",
+         effect=lambda res: res.score_growth(), direction="above", more=dict(digits=2)),
+    Spec(key="drift-qk-norm", where="§4.3, Fig. 8b", claim_id="godey-fig8-qk-norm", section="drift-queries-keys",
+         claim="Query and key representations increase in norm with the input bias norm.",
+         measured=_on_norms,
+         quantity=lambda res: f"log10 of the mean query norm at N = {max(res.norms):g} over N = 0",
+         effect=lambda res: res.qk_norm_growth(), direction="above", more=dict(digits=2)),
+    Spec(key="drift-qk-without-bias", where="§4.3, Fig. 8", claim_id="godey-fig8-qk-anisotropic",
+         section="drift-queries-keys",
+         claim="The queries and keys are anisotropic even when no bias is added.",
+         measured=lambda res: f"{_what(res)}; N = 0",
+         quantity="average cosine of the queries at N = 0",
+         effect=lambda res: res.qk_cos_at_zero(), direction="above", more=dict(digits=5)),
+    Spec(key="drift-sharper-softmax", where="§4.4, Figs. 9-10", claim_id="godey-fig9-sharper",
+         section="drift-softmax",
+         claim="As the input bias norm grows, the self-attention softmax becomes less entropic.",
+         measured=lambda res: f"{_what(res)}; normalised row entropy",
+         quantity=lambda res: f"entropy / log L at N = {max(res.norms):g} minus at N = 0",
+         effect=lambda res: res.entropy_drop(), direction="below", more=dict(digits=3)),
+    Spec(key="drift-low-anisotropy", where="§4.4", claim_id="godey-s44-low-anisotropy", section="drift-sharpness",
+         claim="At low anisotropy levels the sharpening is not very important.",
+         measured=lambda res: (f"{_what(res)}; at N = {res.norms[res.reference_level()]:.3g}, the largest bias "
+                               f"whose input cosine stays at or below {res.reference['model']}'s most anisotropic "
+                               "layer"),
+         quantity="mean row maximum × L − 1 (0 = uniform attention)",
+         effect=lambda res: res.sharpening_at_reference(), direction="equal",
+         margin=lambda res: res.uniform_tol - 1, reference_label="0 (uniform attention)",
+         more=dict(reduced=_against, digits=5)),
+)
 
 
 @torch.no_grad()
