@@ -19,7 +19,7 @@ import numpy as np
 from ..book import results, runtime
 from ..book.params import ChapterParams, check_heads, nonneg, positive, rules
 from ..core.causal_lm import VARIANTS, LMConfig
-from ..core.findings import Finding, finding_key
+from ..core.findings import Finding, Spec
 from ..core.stats import Interval, moving_average, t_interval
 from ..train import lm
 
@@ -191,64 +191,8 @@ class Result(results.Result):
                                      for h in self.histories[v]])) for v in self.arms}
 
     def findings(self) -> list[Finding]:
-        """The paper's Figure 7 claims, tested on this run (`book.findings`)."""
-        n, ours, paper = len(self.seeds), self.budget.get("ours", {}), self.budget.get("paper", {})
-        width = f", width {ours['d_model']}" if "d_model" in ours else ""
-        measured = (f"causal LM of depth {self.depth}{width} on WikiText-103 {self.tokens}, "
-                    f"{self.steps:,} steps, {n} seed{'s' if n != 1 else ''} per variant")
-        scale = (f"{self.scale}: {self.steps:,} of the paper's {paper['steps']:,} steps, depth {self.depth} "
-                 f"against {paper.get('depth', 60)}" if paper else self.scale)
-        common = dict(paper="yu2024", where="Fig. 7, §3.4", measured=measured, scale=scale, chapter="deeplm",
-                      reduced=self.reduced())
-        out = []
-        if "post-norm" in self.variants:
-            out.append(Finding(
-                key="deeplm-post-norm-fails", claim="The deep post-norm Transformer 'essentially failed' to train.",
-                quantity="post-norm final training loss − unigram loss, nats per token",
-                effect=self.against_unigram("post-norm"), direction="above", reference=0.0,
-                reference_label="the unigram predictor", claim_id="yu-fig7-post-fails", section="deeplm-loss",
-                **common))
-        if {"de-escalated", "post-norm"} <= set(self.variants):
-            out.append(Finding(
-                key="deeplm-deesc-rescues",
-                claim=("There is a huge performance gap between the post-norm model and the post-norm model "
-                       "with de-escalation at each FFN input."),
-                quantity="de-escalated − post-norm final training loss, nats per token",
-                effect=self.paired("de-escalated", "post-norm"), direction="below", size_word="huge",
-                label=f"τ = {self.tau:g}", claim_id="yu-fig7-deesc-vs-post", section="deeplm-loss", **common))
-        if {"de-escalated", "pre-norm"} <= set(self.variants):
-            out.append(Finding(
-                key="deeplm-deesc-like-pre-norm",
-                claim="The pre-norm and the de-escalated post-norm models 'performed similarly'.",
-                quantity="de-escalated − pre-norm final training loss, nats per token",
-                effect=self.paired("de-escalated", "pre-norm"), direction="equal",
-                margin=self.similar_margin(), claim_id="yu-fig7-deesc-like-pre", section="deeplm-loss", **common))
-        gap_claim = ("There is a huge performance gap between the post-norm model and the post-norm model with "
-                     "de-escalation at each FFN input.")
-        if {LEAKY, "post-norm"} <= set(self.arms):
-            out.append(Finding(
-                key="deeplm-leak-rescues", claim=gap_claim,
-                quantity=("de-escalated with the whole sequence's mean (eq. 21 as written: each position sees the "
-                          "later tokens through it) − post-norm final training loss, nats per token"),
-                effect=self.paired(LEAKY, "post-norm"), direction="below", section="deeplm-controls",
-                claim_id="yu-fig7-deesc-vs-post", kind="control",
-                **{**common, "measured": measured + f", the leakage control: {_seeds(len(self.histories[LEAKY]))}"}))
-        for t in self.control_taus:
-            if {tau_arm(t), "post-norm"} <= set(self.arms):
-                out.append(Finding(
-                    key=finding_key(TAU_KEYS, t, "deeplm.TAU_KEYS"), claim=gap_claim,
-                    quantity=f"de-escalated at τ = {t:g} − post-norm final training loss, nats per token",
-                    effect=self.paired(tau_arm(t), "post-norm"), direction="below", section="deeplm-controls",
-                    claim_id="yu-fig7-deesc-vs-post", size_word="huge", label=f"τ = {t:g}",
-                    **{**common, "measured": (measured + f", the de-escalated model at τ = {t:g}: "
-                                              f"{_seeds(len(self.histories[tau_arm(t)]))}"),
-                       "reduced": ", ".join(filter(None, (self.reduced(), f"at τ = {t:g} in place of {self.tau:g}")))}))
-        out.append(Finding(
-            key="deeplm-paper-scale", claim="Fig. 7 at the paper's scale: depth 60, width 410, 50,000 iterations.",
-            quantity="the three findings above at the paper's scale", effect=None, needs="a GPU",
-            command="make rerun CHAPTER=deeplm SCALE=paper", section="deeplm-differences",
-            claim_id="yu-fig7-deesc-vs-post", **{**common, "measured": "not run", "reduced": "", "scale": "paper"}))
-        return out
+        """The paper's Figure 7 claims, tested on this run (`book.findings`): `FINDINGS`."""
+        return [f for spec in FINDINGS for f in spec.findings(self, paper="yu2024", where=WHERE, chapter="deeplm")]
 
     def reduced(self) -> str:
         """How this run falls short of the paper's setting, read after a verdict ("at 2.0 % of the paper's steps,
@@ -313,6 +257,72 @@ def _seeds(n: int) -> str:
 
 #: the finding key of the de-escalated control at each τ of `Params.control_taus`
 TAU_KEYS = {0.5: "deeplm-tau-0p5-rescues"}
+
+
+# --- the findings, as a table (`core.findings.Spec`): what each row reads of the Result -------------------
+WHERE = "Fig. 7, §3.4"
+GAP_CLAIM = ("There is a huge performance gap between the post-norm model and the post-norm model with "
+             "de-escalation at each FFN input.")
+
+
+def _measured(res: Result) -> str:
+    n, ours = len(res.seeds), res.budget.get("ours", {})
+    width = f", width {ours['d_model']}" if "d_model" in ours else ""
+    return (f"causal LM of depth {res.depth}{width} on WikiText-103 {res.tokens}, {res.steps:,} steps, {n} "
+            f"seed{'s' if n != 1 else ''} per variant")
+
+
+def _scale(res: Result) -> str:
+    paper = res.budget.get("paper", {})
+    return (f"{res.scale}: {res.steps:,} of the paper's {paper['steps']:,} steps, depth {res.depth} against "
+            f"{paper.get('depth', 60)}" if paper else res.scale)
+
+
+def _tau_controls(res: Result) -> list[dict]:
+    """The de-escalated control at each τ of `control_taus` against post-norm (one finding each)."""
+    return [dict(case=t, quantity=f"de-escalated at τ = {t:g} − post-norm final training loss, nats per token",
+                 effect=res.paired(tau_arm(t), "post-norm"), label=f"τ = {t:g}",
+                 measured=(_measured(res) + f", the de-escalated model at τ = {t:g}: "
+                           f"{_seeds(len(res.histories[tau_arm(t)]))}"),
+                 reduced=", ".join(filter(None, (res.reduced(), f"at τ = {t:g} in place of {res.tau:g}"))))
+            for t in res.control_taus if {tau_arm(t), "post-norm"} <= set(res.arms)]
+
+
+_RUN = dict(scale=_scale, reduced=lambda res: res.reduced())
+FINDINGS = (
+    Spec(key="deeplm-post-norm-fails", where=WHERE,
+         claim="The deep post-norm Transformer 'essentially failed' to train.",
+         measured=_measured, quantity="post-norm final training loss − unigram loss, nats per token",
+         effect=lambda res: res.against_unigram("post-norm"), direction="above", reference=0.0,
+         reference_label="the unigram predictor", claim_id="yu-fig7-post-fails", section="deeplm-loss",
+         when=lambda res: "post-norm" in res.variants, more=_RUN),
+    Spec(key="deeplm-deesc-rescues", where=WHERE, claim=GAP_CLAIM, measured=_measured,
+         quantity="de-escalated − post-norm final training loss, nats per token",
+         effect=lambda res: res.paired("de-escalated", "post-norm"), direction="below",
+         claim_id="yu-fig7-deesc-vs-post", section="deeplm-loss",
+         when=lambda res: {"de-escalated", "post-norm"} <= set(res.variants),
+         more=dict(_RUN, size_word="huge", label=lambda res: f"τ = {res.tau:g}")),
+    Spec(key="deeplm-deesc-like-pre-norm", where=WHERE,
+         claim="The pre-norm and the de-escalated post-norm models 'performed similarly'.", measured=_measured,
+         quantity="de-escalated − pre-norm final training loss, nats per token",
+         effect=lambda res: res.paired("de-escalated", "pre-norm"), direction="equal",
+         margin=lambda res: res.similar_margin(), claim_id="yu-fig7-deesc-like-pre", section="deeplm-loss",
+         when=lambda res: {"de-escalated", "pre-norm"} <= set(res.variants), more=_RUN),
+    Spec(key="deeplm-leak-rescues", where=WHERE, claim=GAP_CLAIM,
+         measured=lambda res: _measured(res) + f", the leakage control: {_seeds(len(res.histories[LEAKY]))}",
+         quantity=("de-escalated with the whole sequence's mean (eq. 21 as written: each position sees the later "
+                   "tokens through it) − post-norm final training loss, nats per token"),
+         effect=lambda res: res.paired(LEAKY, "post-norm"), direction="below", section="deeplm-controls",
+         claim_id="yu-fig7-deesc-vs-post", kind="control", when=lambda res: {LEAKY, "post-norm"} <= set(res.arms),
+         more=_RUN),
+    Spec(key=TAU_KEYS, where=WHERE, claim=GAP_CLAIM, direction="below", section="deeplm-controls",
+         claim_id="yu-fig7-deesc-vs-post", read=_tau_controls, more=dict(_RUN, size_word="huge")),
+    Spec(key="deeplm-paper-scale", where=WHERE,
+         claim="Fig. 7 at the paper's scale: depth 60, width 410, 50,000 iterations.", measured="not run",
+         quantity="the three findings above at the paper's scale", section="deeplm-differences",
+         claim_id="yu-fig7-deesc-vs-post",
+         more=dict(needs="a GPU", command="make rerun CHAPTER=deeplm SCALE=paper", reduced="", scale="paper")),
+)
 
 
 def tau_arm(tau: float) -> str:
