@@ -75,7 +75,7 @@ def test_two_seeds_of_real_pretraining(res):
     (ln 30522 = 10.3 nats) and falls; the seeds' trajectories differ."""
     assert res.seeds == [0, 1] and res.source == "pretrain"
     for s in res.seeds:
-        ev = res.runs[str(s)]["eval_loss"]
+        ev = res.runs[str(s)].eval_loss
         assert abs(ev["0"] - np.log(30522)) < 0.5 and ev[str(res.steps[-1])] < ev["0"] - 1.0
     cos = res.stacked("cos")
     assert not np.allclose(cos[0], cos[1])
@@ -93,8 +93,8 @@ def test_findings_on_the_ci_run(res):
         assert f.section and f.measured.startswith(res.what)
     assert fs["qk-trained-model"].verdict == NOT_TESTABLE and "--recipe long" in fs["qk-trained-model"].command
     assert fs["qk-aligned-heads"].reference == pytest.approx(res.chance_share)
-    assert res.comparison["abs_cos_final"] > 2 * res.comparison["abs_cos_first"] > 0
-    assert res.comparison["abs_cos_first"] < 1.5 * res.chance
+    assert res.comparison.abs_cos_final > 2 * res.comparison.abs_cos_first > 0
+    assert res.comparison.abs_cos_first < 1.5 * res.chance
     assert fs["qk-dot-growth"].effect.estimate > 0.5
 
 
@@ -105,11 +105,11 @@ def test_the_effects_are_the_per_seed_quantities(res):
     assert res.first_layer_cos().estimate == pytest.approx(fin[:, 0].mean())
     e = res.stacked("entropy_layer")
     assert res.entropy_fall().estimate == pytest.approx((e[:, 0] - e[:, -1]).min(1).mean())
-    later = res.ablation_summary["later"]
+    later = res.ablation_summary.later
     assert res.ablation_summary.later_interval("diff_drop").estimate == pytest.approx(np.mean(later["diff_drop"]))
     for key in ("diff_eval_final", "diff_entropy_drop", "diff_abs_cos_final"):
         iv = res.ablation_summary.interval(key)
-        assert iv.n == len(res.seeds) and iv.estimate == pytest.approx(np.mean(res.ablation_summary[key]))
+        assert iv.n == len(res.seeds) and iv.estimate == pytest.approx(np.mean(getattr(res.ablation_summary, key)))
         assert iv.low <= iv.estimate <= iv.high
 
 
@@ -117,8 +117,8 @@ def test_means_drift_along_the_first_common_svd_direction(res):
     """Figs. 11-12 and App. C: the mean query and key leave the origin along the first direction of the
     common SVD, which carries most of σ₁²+σ₂²; the SVD of one distribution carries the other's drift."""
     c = res.comparison
-    assert c["union_grow"] >= c["union_heads"] / 2 and c["union_share_mean"] > 0.5
-    for o in c["other_mean"].values():
+    assert c.union_grow >= c.union_heads / 2 and c.union_share_mean > 0.5
+    for o in c.other_mean.values():
         assert o["moved"] >= o["heads"] / 2 and o["final"] > 2 * o["first"]
 
 
@@ -134,26 +134,26 @@ def test_the_centring_ablation_pretrains_a_centred_twin_of_every_seed(res):
     assert sorted(res.ablation) == sorted(res.runs)
     for s in res.runs:
         twin, plain = res.ablation[s], res.runs[s]
-        assert "block outputs centred" in twin["model"] and "centred" not in plain["model"]
-        assert list(twin["eval_loss"]) == list(plain["eval_loss"]) and twin["eval_loss"] != plain["eval_loss"]
+        assert "block outputs centred" in twin.model and "centred" not in plain.model
+        assert list(twin.eval_loss) == list(plain.eval_loss) and twin.eval_loss != plain.eval_loss
     a = res.ablation_summary
-    assert len(a["diff_eval_final"]) == len(res.seeds)
+    assert len(a.diff_eval_final) == len(res.seeds)
     for name in ("plain", "centred"):
-        assert np.asarray(a[name]["eval"]).shape == (len(res.seeds), len(res.steps))
-        assert a[name]["eval_best"] <= a[name]["eval_final"]
+        assert np.asarray(getattr(a, name)["eval"]).shape == (len(res.seeds), len(res.steps))
+        assert getattr(a, name)["eval_best"] <= getattr(a, name)["eval_final"]
 
 
 def test_per_seed_timing_claims_add_up_to_the_pooled_ones(res):
     """`per_seed` restates the pooled counts seed by seed (they sum to the pooled counts), and the entropy
     dip is no higher than either end."""
     c = res.comparison
-    ps = c["per_seed"]
+    ps = c.per_seed
     assert [r["seed"] for r in ps] == res.seeds
-    assert sum(r["n_common"] for r in ps) == c["n_common"] and sum(r["n_opposite"] for r in ps) == c["n_opposite"]
+    assert sum(r["n_common"] for r in ps) == c.n_common and sum(r["n_opposite"] for r in ps) == c.n_opposite
     for r in ps:
         assert r["entropy_lowest"] <= min(r["entropy_first"], r["entropy_final"]) + 1e-12
         assert r["entropy_lowest_step"] in res.steps
-        assert r["eval_final"] == pytest.approx(res.runs[str(r["seed"])]["eval_loss"][str(res.steps[-1])])
+        assert r["eval_final"] == pytest.approx(res.runs[str(r["seed"])].eval_loss[str(res.steps[-1])])
 
 
 def test_end_state_at_ci_scale(res):
@@ -163,13 +163,13 @@ def test_end_state_at_ci_scale(res):
     if not res.end_state:
         pytest.skip("rxnmapper's package is not installed")
     rec = res.end_state["rxnmapper-ALBERT"]
-    assert rec["d_k"] == 32 and rec["n_sequences"] == 16 and not rec["rotary"]
+    assert rec.d_k == 32 and rec.n_sequences == 16 and not rec.rotary
     for kind in ("trained", "twin"):
-        assert np.asarray(rec[kind]["cos"]).shape == (12, 8)
+        assert np.asarray(getattr(rec, kind)["cos"]).shape == (12, 8)
         for share in ("mean_share", "drift_share"):
-            a = np.asarray(rec[kind][share])
+            a = np.asarray(getattr(rec, kind)[share])
             assert np.all((a >= 0) & (a <= 1 + 1e-9))
-    assert "untrained" in rec["twin_description"] and "untrained" not in rec["trained_description"]
+    assert "untrained" in rec.twin_description and "untrained" not in rec.trained_description
     f = by_key(res)["qk-end-state"]
     assert f.effect.method == "bootstrap" and f.reference == pytest.approx(res.end_state_chance_share())
     row = res.end_state_rows()[0]
@@ -185,18 +185,18 @@ def test_planted_common_direction_in_layer_0_flips_its_verdict(book):
     r = copy.deepcopy(book)
     assert would(by_key(r)["qk-first-layer-common"]) == "contradicted"
     for s in r.seeds:
-        cos = np.asarray(r.runs[str(s)]["cos"], dtype=float)
+        cos = np.asarray(r.runs[str(s)].cos, dtype=float)
         cos[-1, 0] = -cos[-1, 0]
         plant(r.runs, s, cos=cos.tolist())
     assert would(by_key(r)["qk-first-layer-common"]) == "reproduced"
     for i, s in enumerate(r.seeds):            # 14, 15, 14 of 16 heads aligned: about nine in ten, the paper's size
-        cos = np.asarray(r.runs[str(s)]["cos"], dtype=float)
+        cos = np.asarray(r.runs[str(s)].cos, dtype=float)
         cos[-1] = np.sign(cos[-1]) * (0.9 + 0.01 * s)
         cos[-1].reshape(-1)[: 1 + (i + 1) % 2] = 0.0
         plant(r.runs, s, cos=cos.tolist())
     assert would(by_key(r)["qk-aligned-heads"]) == "reproduced"
     for s in r.seeds:        # every head aligned on every seed: a zero-width interval over the seeds, which the
-        cos = np.asarray(r.runs[str(s)]["cos"], dtype=float)       # rule does not let stand without a reason
+        cos = np.asarray(r.runs[str(s)].cos, dtype=float)       # rule does not let stand without a reason
         cos[-1] = np.sign(cos[-1] + 1e-9) * 0.95
         plant(r.runs, s, cos=cos.tolist())
     assert by_key(r)["qk-aligned-heads"].effect.low == by_key(r)["qk-aligned-heads"].effect.high == 1.0
@@ -209,7 +209,7 @@ def test_planted_loss_of_sharpening_with_centred_blocks_is_detected(book):
     r = copy.deepcopy(book)
     assert by_key(r)["qk-centring"].verdict == "not detected"
     for s in r.seeds:
-        e = np.asarray(r.ablation[str(s)]["entropy_layer"], dtype=float)
+        e = np.asarray(r.ablation[str(s)].entropy_layer, dtype=float)
         e[-1, 1:] = e[0, 1:] - 0.01 * s
         plant(r.ablation, s, entropy_layer=e.tolist())
     r = dataclasses.replace(r, ablation_summary=qk.ablation_summary(r.runs, r.ablation, r.steps))
@@ -221,7 +221,7 @@ def test_planted_entropy_rise_in_one_layer_contradicts_the_fall(book):
     layers' is contradicted."""
     r = copy.deepcopy(book)
     for s in r.seeds:
-        e = np.asarray(r.runs[str(s)]["entropy_layer"], dtype=float)
+        e = np.asarray(r.runs[str(s)].entropy_layer, dtype=float)
         e[-1, -1] = e[0, -1] + 0.5 + 0.01 * s
         plant(r.runs, s, entropy_layer=e.tolist())
     assert would(by_key(r)["qk-entropy-falls"]) == "contradicted"
@@ -295,13 +295,13 @@ def test_book_centring_reading(book):
     rows = a.later_layer_rows()
     assert max(rows, key=lambda r: r["centred"])["layer"] == 2
     assert all(r["diff"].covers(0) for r in rows)
-    kc, kp = np.asarray(a["centred"]["k_norm_final_layer"]), np.asarray(a["plain"]["k_norm_final_layer"])
-    qc, qp = np.asarray(a["centred"]["q_norm_final_layer"]), np.asarray(a["plain"]["q_norm_final_layer"])
+    kc, kp = np.asarray(a.centred["k_norm_final_layer"]), np.asarray(a.plain["k_norm_final_layer"])
+    qc, qp = np.asarray(a.centred["q_norm_final_layer"]), np.asarray(a.plain["q_norm_final_layer"])
     assert kc[1:].mean() < 0.2 and kc[1:].mean() < kp[1:].mean() / 10
     assert qc[1:].mean() > 2 * kc[1:].mean() and qc[1:].mean() < qp[1:].mean() / 5
     d = a.interval("diff_eval_final")
     assert d.estimate == pytest.approx(0.77, abs=0.01) and d.low > 0.3
-    assert 0.1 < a["centred"]["eval_final"] - a["unigram_nats"] < 0.3
+    assert 0.1 < a.centred["eval_final"] - a.unigram_nats < 0.3
     tail = a.late_loss_change()
     assert -0.02 < tail["centred"] < 0 and tail["to"] == 15000
 
@@ -326,13 +326,13 @@ def test_book_examples_and_seeds(book):
     """The example heads: the most positive is below the threshold (no common head on any seed), so it is
     labelled unaligned; the most negative is an opposite-direction head in layer 0; no seed has a
     common-direction head, and layer 0's heads are opposite on every seed."""
-    sim = book.first["display"]["similar"]["cos_final"]
-    assert 0 < sim < book.threshold and book.comparison["n_common"] == 0
+    sim = book.first.display["similar"]["cos_final"]
+    assert 0 < sim < book.threshold and book.comparison.n_common == 0
     assert book.example_label("similar") == "most positive (unaligned)"
-    assert book.example_label("opposite") == "opposite" and book.first["display"]["opposite"]["layer"] == 0
+    assert book.example_label("opposite") == "opposite" and book.first.display["opposite"]["layer"] == 0
     c = book.comparison
-    assert c["opposite_per_layer"][0] == c["heads_per_layer"]
-    assert all(r["median_onset"]["common"] is None for r in c["per_seed"])
+    assert c.opposite_per_layer[0] == c.heads_per_layer
+    assert all(r["median_onset"]["common"] is None for r in c.per_seed)
 
 
 # --- the end state of real pretraining ----------------------------------------------------------
@@ -401,11 +401,11 @@ def test_planted_end_state_alignment_changes_the_verdict(book):
     r = copy.deepcopy(book)
     assert by_key(r)["qk-end-state"].verdict == "direction only"
     for rec in r.end_state.values():        # nine heads in ten aligned: the paper's 'almost all'
-        cos = np.sign(np.asarray(rec["trained"]["cos"])) * 0.95
+        cos = np.sign(np.asarray(rec.trained["cos"])) * 0.95
         cos.reshape(-1)[::10] = 0.0
-        rec["trained"]["cos"] = cos.tolist()
+        rec.trained["cos"] = cos.tolist()
     assert by_key(r)["qk-end-state"].verdict == "reproduced"
     r = copy.deepcopy(book)
     for rec in r.end_state.values():
-        rec["trained"]["cos"] = rec["twin"]["cos"]
+        rec.trained["cos"] = rec.twin["cos"]
     assert by_key(r)["qk-end-state"].verdict in ("contradicted", "not detected")

@@ -37,7 +37,7 @@ def fig_layers(res: Result) -> plt.Figure:
     for ax, m in zip(axes.flat, models, strict=False):
         x = np.arange(len(m.cos_exact))
         ax.plot(x, m.cos_exact, "-o", ms=3, color="C0", label="average cosine")
-        if "map_cos_exact" in m:
+        if m.flattened:
             ax.plot(x, m.map_cos_exact, "-.", color="C4", label="whole maps flattened")
         t = res.twin(m)
         if t is not None:
