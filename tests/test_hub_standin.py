@@ -509,8 +509,8 @@ def test_anisotropy_paper_preset(hub, tmp_path):
         p = A.Params.resolve("paper", models=models, text_tokens=64, decoder_tokens=64, images=10, n_pairs=100,
                              gaussian_dims=(16,), gaussian_samples=1000, chunk_len=32, batch_size=4, device="cpu")
         res = A.run(p)
-        out["measured"] = [[m["name"], m["trained"], len(m["cos_exact"])] for m in res.models]
-        out["data"] = {{m["modality"]: m["data"] for m in res.models}}
+        out["measured"] = [[m.name, m.trained, len(m.cos_exact)] for m in res.models]
+        out["data"] = {{m.modality: m.data for m in res.models}}
         out["skipped"] = res.skipped
         """)
     assert not hub.unknown, hub.unknown
