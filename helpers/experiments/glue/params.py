@@ -67,7 +67,7 @@ class Params(ChapterParams):
 
     CHAPTER: ClassVar[str] = "glue"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "ci": dict(tasks=("RTE", "MRPC"), train_examples=32, eval_examples=32, batch_size=8, max_length=32,
+        "ci": dict(tasks=("RTE", "MRPC"), train_examples=16, eval_examples=16, batch_size=8, max_length=32,
                    epochs=2, seeds=2, spectra_examples=24, lrs=(2e-5, 1e-4), alphas=(-0.2, -0.5),
                    expdecay_readings=("top5", "all"), expdecay_seeds=1),
         # ExpDecay's three readings run at the selected learning rate on the 5 comparison seeds, as SoftDecay
