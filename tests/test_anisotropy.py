@@ -634,3 +634,27 @@ def test_following_the_drift_needs_a_positive_significant_correlation():
     assert neg.p_exact < 0.05 and neg.rho < 0 and not neg.follows()
     assert pos.p_exact < 0.05 and pos.follows()
     assert weak.p_exact > 0.05 and not weak.follows()
+
+
+def test_corpus_ids_are_tokenised_once_for_equal_tokenizers(monkeypatch):
+    """A model and its untrained twin load two equal tokenizers: the corpus is tokenised once and both get
+    the ids a direct call gives; another text, or a tokenizer with another vocabulary, is tokenised anew."""
+    from helpers.train import mlm
+
+    monkeypatch.setattr(H, "_CORPUS_IDS", {})
+    first, twin = mlm.tokenizer(), mlm.tokenizer()
+    assert first is not twin
+    text = "Anisotropy of token representations, measured layer by layer. " * 20
+    direct = first(text, add_special_tokens=False, return_attention_mask=False, verbose=False)["input_ids"]
+    assert H.corpus_ids(first, text) == direct
+    calls = []
+    monkeypatch.setattr(type(twin), "__call__", lambda self, *a, **k: calls.append(a) or {"input_ids": []})
+    assert H.corpus_ids(twin, text) is H.corpus_ids(first, text)       # the twin's call hit the memo
+    assert not calls
+    H.corpus_ids(twin, text + " More.")                                # another text: tokenised anew
+    assert len(calls) == 1
+    monkeypatch.undo()
+    other = mlm.tokenizer()
+    other.add_tokens(["anisotropy"])                                   # another vocabulary: another key
+    monkeypatch.setattr(H, "_CORPUS_IDS", {})
+    assert H.corpus_ids(other, text) != direct

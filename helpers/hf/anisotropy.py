@@ -3,6 +3,8 @@ and vision models (Godey et al. §3): the layer-wise anisotropy of a model over 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 
 import numpy as np
@@ -89,13 +91,37 @@ def _to_characters(h: Tensor, L: int, model) -> Tensor:
     return h[:, idx]
 
 
+#: a process's corpus tokenisations (`corpus_ids`), at most two: a model and its untrained twin tokenise one text
+_CORPUS_IDS: dict[tuple[str, str, str], list[int]] = {}
+
+
+def corpus_ids(tokenizer, text: str) -> list[int]:
+    """The token ids of `text` without special tokens. A fast tokenizer's ids are kept for the process,
+    keyed by its serialised definition (vocabulary, normaliser, pre-tokeniser; not the truncation and padding
+    state a call leaves in it) and the text's SHA-1:
+    a model and its untrained twin load two equal tokenizers and tokenise the same corpus once. The list
+    is shared: read it, do not change it."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return tokenizer(text, add_special_tokens=False, return_attention_mask=False, verbose=False)["input_ids"]
+    definition = {k: v for k, v in json.loads(backend.to_str()).items() if k not in ("truncation", "padding")}
+    key = (type(tokenizer).__name__, hashlib.sha1(json.dumps(definition, sort_keys=True).encode("utf-8")).hexdigest(),
+           hashlib.sha1(text.encode("utf-8")).hexdigest())
+    if key not in _CORPUS_IDS:
+        if len(_CORPUS_IDS) >= 2:
+            _CORPUS_IDS.clear()
+        _CORPUS_IDS[key] = tokenizer(text, add_special_tokens=False, return_attention_mask=False,
+                                     verbose=False)["input_ids"]
+    return _CORPUS_IDS[key]
+
+
 def text_anisotropy(model, tokenizer, text: str, max_tokens: int, chunk_len: int = 256, batch_size: int = 8,
                     n_pairs: int = 20_000, seed: int = 0, desc: str = "forward") -> dict[str, np.ndarray]:
     """Godey et al. §3 on a corpus: the whole `text` is tokenised and about `max_tokens` tokens are
     taken as contiguous chunks spread evenly over it (`spread_chunks`), special tokens excluded;
     per layer the average cosine similarity over all pairs (and over uniformly drawn pairs), the drift
     norm ‖x̄‖₂ and the mean-removed cosine."""
-    ids = tokenizer(text, add_special_tokens=False, return_attention_mask=False, verbose=False)["input_ids"]
+    ids = corpus_ids(tokenizer, text)
     if len(ids) < 2:
         raise ValueError("the text gave fewer than two tokens")
     pre, post = specials(tokenizer)
