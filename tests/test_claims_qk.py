@@ -409,3 +409,28 @@ def test_planted_end_state_alignment_changes_the_verdict(book):
     for rec in r.end_state.values():
         rec.trained["cos"] = rec.twin["cos"]
     assert by_key(r)["qk-end-state"].verdict in ("contradicted", "not detected")
+
+
+def test_the_alignment_heading_says_what_the_book_run_shows(book):
+    """The section heading names the layers with aligned heads and their direction, as the committed runs give them."""
+    from helpers.book.runtime import REPO_ROOT
+
+    heading = next(line for line in (REPO_ROOT / "book" / "qk.md").read_text().splitlines()
+                   if line.startswith("## The mean query and key align"))
+    layers, rows = book.aligned_layers(), book.layer_rows()
+    assert "layers " + " and ".join(map(str, layers)) + "," in heading
+    assert ("in opposite directions" in heading) == all(rows[li]["common"] == 0 and rows[li]["opposite"] > 0
+                                                         for li in layers)
+
+
+def test_the_first_paper_run_the_chapter_suggests_is_the_glued_one():
+    """The override the chapter prints for a first `paper` run lists the steps whose count and size it glues."""
+    import ast
+    import re
+
+    from helpers.book.runtime import REPO_ROOT
+
+    text = (REPO_ROOT / "book" / "qk.md").read_text()
+    steps = re.search(r'"seeds": 1, "steps": (\[[^\]]*\])', text.replace("\n  ", " ")).group(1)
+    assert tuple(ast.literal_eval(steps)) == qk.FIRST_RUN_STEPS
+    assert set(qk.FIRST_RUN_STEPS) <= set(qk.Params.resolve("paper").steps)

@@ -10,9 +10,11 @@ import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from ..core.stats import Interval, moving_average
+from ..experiments.anisotropy import BYTE_MLM
 from ..experiments.qk import (
     ALMOST_ALL,
     BERT_VOCAB,
+    FIRST_RUN_STEPS,
     MULTIBERT_CHECKPOINT_MB,
     PAPER_CHECKPOINTS,
     TARGET_BELOW_UNIGRAM,
@@ -500,6 +502,8 @@ def publish(res: Result) -> None:
         "qk-mask-prob": res.mask_prob, "qk-dropout": res.dropout, "qk-precision": PRECISION[res.precision],
         "qk-svd-fraction": res.svd_fraction, "qk-vocab": BERT_VOCAB, "qk-paper-checkpoints": PAPER_CHECKPOINTS,
         "qk-checkpoint-mb": MULTIBERT_CHECKPOINT_MB, "qk-paper-gb": PAPER_CHECKPOINTS * MULTIBERT_CHECKPOINT_MB / 1000,
+        "qk-first-run-n": len(FIRST_RUN_STEPS), "qk-byte-mlm-layers": BYTE_MLM.layers,
+        "qk-first-run-gb": len(FIRST_RUN_STEPS) * MULTIBERT_CHECKPOINT_MB / 1000,
         # Fig. 13
         "qk-chance": res.chance, "qk-threshold": res.threshold, "qk-chance-one-in": 1 / res.chance_share,
         "qk-abs-cos-first": c.abs_cos_first, "qk-abs-cos-final": c.abs_cos_final,

@@ -35,6 +35,7 @@ from .params import (
                       BERT_VOCAB,
                       END_STATE_FIELDS,
                       END_STATE_MODELS,
+                      FIRST_RUN_STEPS,
                       LONG_COMMAND,
                       LONG_PRETRAINING,
                       MULTIBERT_CHECKPOINT_MB,
@@ -50,7 +51,7 @@ from .result import Result
 
 __all__ = [
     "ALMOST_ALL", "ANALYSIS_VERSION", "Ablation", "BERT_VOCAB", "Comparison", "END_STATE_FIELDS",
-    "END_STATE_MODELS", "EndState", "LONG_COMMAND", "LONG_PRETRAINING", "MULTIBERT_CHECKPOINT_MB",
+    "END_STATE_MODELS", "EndState", "FIRST_RUN_STEPS", "LONG_COMMAND", "LONG_PRETRAINING", "MULTIBERT_CHECKPOINT_MB",
     "MULTIBERT_STEPS", "MULTIBERT_TOKENS", "PAPER_CHECKPOINTS", "Params", "Probe", "RECIPES", "Result",
     "TARGET_BELOW_UNIGRAM", "Trajectory", "_end_state_spec", "_spec", "ablation_summary", "cannot_test_trajectory",
     "compare_runs", "end_state_data", "end_state_name", "end_state_runs", "export_model", "findings",

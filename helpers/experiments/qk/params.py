@@ -153,3 +153,5 @@ class Params(ChapterParams):
 
 #: the MultiBERT checkpoints the `paper` preset reads (its seeds × its steps)
 PAPER_CHECKPOINTS = Params.PRESETS["paper"]["seeds"] * len(Params.PRESETS["paper"]["steps"])
+#: the MultiBERT steps of a first `paper` run the chapter suggests (one seed, `overrides = {"seeds": 1, "steps": …}`)
+FIRST_RUN_STEPS = (0, 20000, 100000, 200000, 500000, 1000000, 1500000, 2000000)
