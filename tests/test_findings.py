@@ -539,3 +539,31 @@ def test_the_committed_runs_of_two_chapters_make_a_dataset_that_meets_its_schema
     assert sum(c["claims"] for c in data["counts"].values()) == len(ids)
     df = pd.read_csv(paths["csv"])
     assert set(df.test_key.dropna()) == shown and df.claim_id.nunique() == len(data["claims"])
+
+
+def test_the_spearman_p_reuses_its_orderings_bit_for_bit():
+    """The orderings behind the exact and the Monte Carlo p-values are made once per n (and draws, seed): each
+    p-value equals the one computed from freshly drawn orderings, whatever was asked before."""
+    from itertools import permutations
+
+    from scipy import stats
+
+    from helpers.core.stats import spearman_exact_p
+
+    def fresh(x, y, max_exact=9, draws=200_000, seed=0):
+        rx, ry = stats.rankdata(x), stats.rankdata(y)
+        rx, ry = rx - rx.mean(), ry - ry.mean()
+        denom = np.sqrt((rx * rx).sum() * (ry * ry).sum())
+        obs = abs((rx * ry).sum()) / denom
+        if rx.size <= max_exact:
+            r = np.abs(ry[np.array(list(permutations(range(rx.size))))] @ rx) / denom
+            return float((r >= obs - 1e-12).mean())
+        idx = np.argsort(np.random.default_rng(seed).random((draws, rx.size)), axis=1)
+        return float(((np.abs(ry[idx] @ rx) / denom >= obs - 1e-12).sum() + 1) / (draws + 1))
+
+    rng = np.random.default_rng(3)
+    for n in (4, 7, 9, 7, 12, 12):
+        x, y = rng.normal(size=n), rng.normal(size=n)
+        assert spearman_exact_p(x, y) == fresh(x, y), n
+    x, y = rng.normal(size=6), rng.normal(size=6)
+    assert spearman_exact_p(x, y, max_exact=3, draws=5000, seed=2) == fresh(x, y, 3, 5000, 2)

@@ -6,6 +6,7 @@ same initialisation seed), so each seed gives one paired difference and the inte
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
@@ -101,12 +102,30 @@ def t_interval(values, level: float = 0.95) -> Interval:
 EXACT_MAX_POINTS = 9
 
 
+@functools.lru_cache(maxsize=4)
+def _orderings(n: int) -> np.ndarray:
+    """Every ordering of n points, one per row (read-only: shared by every test on n points)."""
+    from itertools import permutations
+
+    perms = np.fromiter((i for p in permutations(range(n)) for i in p), dtype=np.int8 if n < 128 else np.int64,
+                        count=math.factorial(n) * n).reshape(-1, n)
+    perms.flags.writeable = False
+    return perms
+
+
+@functools.lru_cache(maxsize=4)
+def _random_orderings(n: int, draws: int, seed: int) -> np.ndarray:
+    """`draws` random orderings of n points from `seed` (read-only: the same for every test on n points)."""
+    rng = np.random.default_rng(seed)
+    idx = np.argsort(rng.random((draws, n)), axis=1)
+    idx.flags.writeable = False
+    return idx
+
+
 def spearman_exact_p(x, y, max_exact: int = EXACT_MAX_POINTS, draws: int = 200_000, seed: int = 0) -> float:
     """Two-sided p-value of Spearman's ρ between `x` and `y` under the permutation null: exact over all n!
     orderings for n ≤ `max_exact` (as the paper's test, for a handful of layers), otherwise Monte Carlo over
     `draws` random permutations (add-one corrected). Ties are ranked by their mean rank."""
-    from itertools import permutations
-
     from scipy import stats
 
     rx, ry = stats.rankdata(np.asarray(x, float)), stats.rankdata(np.asarray(y, float))
@@ -120,12 +139,9 @@ def spearman_exact_p(x, y, max_exact: int = EXACT_MAX_POINTS, draws: int = 200_0
     obs = abs(float((rx * ry).sum())) / denom
     eps = 1e-12
     if n <= max_exact:
-        perms = np.array(list(permutations(range(n))))
-        r = np.abs(ry[perms] @ rx) / denom
+        r = np.abs(ry[_orderings(n)] @ rx) / denom
         return float((r >= obs - eps).mean())
-    rng = np.random.default_rng(seed)
-    idx = np.argsort(rng.random((draws, n)), axis=1)
-    r = np.abs(ry[idx] @ rx) / denom
+    r = np.abs(ry[_random_orderings(n, draws, seed)] @ rx) / denom
     return float(((r >= obs - eps).sum() + 1) / (draws + 1))
 
 
