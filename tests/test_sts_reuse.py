@@ -122,3 +122,44 @@ def test_kept_encodings_let_the_oldest_go_beyond_the_budget(minilm):
         H.encode(minilm, ["one sentence."], 64, 2, None)
         H.encode(minilm, ["another sentence."], 64, 2, None)
         assert len(H._KEPT) == 1
+
+
+def test_kept_fits_refit_nothing_twice_and_change_no_number(monkeypatch):
+    """Inside `kept_fits` the same-fit procedures, the planted size 0 and a repeated set give the same numbers as
+    without it, and rows met again are not refitted (the cross-fit's first halves are the half-samples)."""
+    from helpers.core import softdecay
+
+    e1, e2, gold, sub = pairs()
+    methods = sts.REFIT_METHODS
+
+    def everything():
+        both = torch.cat([e1, e2])
+        return (C.halfsample_refit(e1, e2, gold, sub, methods, draws=3, seed=5),
+                C.crossfit(e1, e2, gold, sub, methods, 3, 4, seed=5),
+                C.apply_methods(C.METHODS, e1, e2),
+                C.apply_method("whitening", *C.plant(both, "mean", 0.0).split(len(gold))))
+
+    calls = []
+    real = softdecay.whitening_fits
+    monkeypatch.setattr(C, "whitening_fits", lambda X, ks: calls.append(ks) or real(X, ks))
+    plain = everything()
+    n_plain = len(calls)
+    calls.clear()
+    with C.kept_fits():
+        kept = everything()
+    assert C._FITS is None
+    # 3 half-samples + 3 other halves + the whole set: each fitted once, both variants together
+    assert len(calls) == 7 < n_plain and all(ks == (None, 256) for ks in calls)
+    for a, b in zip(plain[:2], kept[:2], strict=True):
+        assert all(np.array_equal(a[m], b[m]) for m in methods)
+    for m in C.METHODS:
+        assert same(plain[2][m][0], kept[2][m][0]) and same(plain[2][m][1], kept[2][m][1]), m
+    assert same(plain[3][0], kept[3][0]) and same(plain[3][1], kept[3][1])
+
+
+def test_kept_fits_let_the_oldest_go_beyond_the_budget():
+    e1, e2, *_ = pairs()
+    with C.kept_fits(max_bytes=1):
+        C.apply_method("whitening", e1, e2)
+        C.apply_method("whitening", e2, e1)
+        assert len(C._FITS) == 1

@@ -4,6 +4,10 @@ the post-processing methods of Table 1, Spearman scoring, Table 4's uniformity m
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,7 +17,7 @@ from torch import Tensor
 
 from . import measures as M
 from .blocks import deescalate
-from .softdecay import softdecay_flipfree, softdecay_transform, whitening_apply, whitening_fit, whitening_fits
+from .softdecay import softdecay_flipfree, softdecay_transform, whitening_apply, whitening_fits
 from .stats import Interval
 
 POOLINGS = ("first_last", "first_last_l1", "last", "cls")
@@ -95,9 +99,7 @@ def apply_method(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6, tau: 
     if method in ("vanilla", "SoftDecay (token)"):
         return e1, e2
     if method.startswith("whitening"):
-        k = 256 if method.endswith("256") else None
-        mu, W = whitening_fit(both, min(k, both.shape[1]) if k else None)
-        out = whitening_apply(both, mu, W)
+        out = whitening_apply(both, *_whitenings(both, (method,))[method])
         return out[:n], out[n:]
     if method == "de-escalation":
         out = deescalate(both, tau)
@@ -113,12 +115,50 @@ def apply_method(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6, tau: 
     raise ValueError(f"unknown method {method!r}; known: {METHODS + FLIP_FREE}")
 
 
+#: the whitening fits kept inside `kept_fits()` (None outside it): (rows' dtype, shape, digest, k) -> (μ, W)
+_FITS: OrderedDict | None = None
+_FITS_BYTES = 64 * 2**20
+
+
+@contextmanager
+def kept_fits(max_bytes: int = _FITS_BYTES) -> Iterator[None]:
+    """Within this block a whitening fitted before on the same rows (the same bytes) is handed back, not
+    refitted: the same numbers. Runs meet the same rows again where a planted size of 0 adds nothing, where a
+    set is read twice, and where the cross-fit's halves are the half-samples (both drawn from one seed). The
+    oldest fits are let go beyond `max_bytes`."""
+    global _FITS, _FITS_BYTES
+    before = _FITS, _FITS_BYTES
+    _FITS, _FITS_BYTES = OrderedDict(), max_bytes
+    try:
+        yield
+    finally:
+        _FITS, _FITS_BYTES = before
+
+
+def _fits(both: Tensor, ks: tuple[int | None, ...]) -> list[tuple[Tensor, Tensor]]:
+    if _FITS is None:
+        return whitening_fits(both, ks)
+    rows = both.detach().cpu().contiguous()
+    head = (rows.dtype, tuple(rows.shape), hashlib.sha1(rows.view(torch.uint8).numpy().tobytes()).hexdigest())
+    missing = tuple(dict.fromkeys(k for k in ks if (*head, k) not in _FITS))
+    if missing:
+        for k, fit in zip(missing, whitening_fits(both, missing), strict=True):
+            _FITS[(*head, k)] = fit
+    out = []
+    for k in ks:
+        _FITS.move_to_end((*head, k))
+        out.append(_FITS[(*head, k)])
+    while len(_FITS) > len(ks) and sum(mu.nbytes + W.nbytes for mu, W in _FITS.values()) > _FITS_BYTES:
+        _FITS.popitem(last=False)
+    return out
+
+
 def _whitenings(both: Tensor, methods) -> dict[str, tuple[Tensor, Tensor]]:
     """(μ, W) of each whitening variant among `methods`, fitted on `both` as `apply_method` fits it, from one
     decomposition (`softdecay.whitening_fits`: whitening-256 keeps the first columns of whitening's W)."""
     names = [m for m in methods if m.startswith("whitening")]
     ks = tuple(min(256, both.shape[1]) if m.endswith("256") else None for m in names)
-    return dict(zip(names, whitening_fits(both, ks), strict=True)) if names else {}
+    return dict(zip(names, _fits(both, ks), strict=True)) if names else {}
 
 
 def apply_methods(methods, e1: Tensor, e2: Tensor, alpha: float = -0.6,
@@ -437,4 +477,4 @@ def lsds_lle(E: Tensor, F: Tensor, k: int = 12, max_points: int = 3000, seed: in
 __all__ = ["POOLINGS", "METHODS", "FLIP_FREE", "count_flips", "mean_share", "ev1_centred", "PROTOCOLS",
            "softdecay_scaled", "sign_flips", "recentre", "cosines", "score", "score_draws", "bootstrap_indices",
            "paired_bootstrap", "refit_bootstrap", "interval", "plant", "TokenStates", "pool", "spearman100",
-           "apply_method", "apply_methods", "fitted_maps", "uniformity_metrics", "lsds_score", "lsds_lle"]
+           "apply_method", "apply_methods", "fitted_maps", "kept_fits", "uniformity_metrics", "lsds_score", "lsds_lle"]

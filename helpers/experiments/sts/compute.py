@@ -496,8 +496,9 @@ def run(p: Params) -> Result:
         return readings(loaded[name], p, max_pairs, draws, planted)
 
     read, unavailable = {}, {}
-    # the main run, the same-fit procedures and the maps read the same sentences through the same encoder: one pass
-    with quiet_loading(), kept_encodings():
+    # the main run, the same-fit procedures and the maps read the same sentences through the same encoder: one pass;
+    # a whitening fitted on the same rows again is fitted once
+    with quiet_loading(), kept_encodings(), C.kept_fits():
         for name in p.models:
             runs[name], from_cache[name] = results.cached(
                 p, f"sts-{name.replace('/', '_')}", lambda n=name: compute(n, p, False),
