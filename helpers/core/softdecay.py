@@ -400,16 +400,23 @@ class SoftDecay(nn.Module):
 def whitening_fit(X: Tensor, k: int | None = None) -> tuple[Tensor, Tensor]:
     """BERT-whitening (Su et al. 2021; WhiteningBERT, Huang et al. 2021): μ = mean(X), Σ = cov(X) =
     U S Uᵀ, W = U S^{−1/2}, optionally its first k columns. Returns (μ, W)."""
+    return whitening_fits(X, (k,))[0]
+
+
+def whitening_fits(X: Tensor, ks: tuple[int | None, ...]) -> list[tuple[Tensor, Tensor]]:
+    """`whitening_fit(X, k)` for every k of `ks` from one decomposition of Σ: the variants differ only in
+    how many columns of W they keep, so each is the same numbers as its own `whitening_fit`."""
     X64 = X.to(torch.float64)
     mu = X64.mean(0, keepdim=True)
     cov = (X64 - mu).T @ (X64 - mu) / X64.shape[0]
     U, S, _ = torch.linalg.svd(cov)
     W = U / S.clamp_min(_TINY).sqrt()
-    if k is not None:
-        if not 1 <= k <= W.shape[1]:
+    out = []
+    for k in ks:
+        if k is not None and not 1 <= k <= W.shape[1]:
             raise ValueError(f"k must lie in [1, {W.shape[1]}], got {k}")
-        W = W[:, :k]
-    return mu.to(X.dtype), W.to(X.dtype)
+        out.append((mu.to(X.dtype), (W if k is None else W[:, :k]).to(X.dtype)))
+    return out
 
 
 def whitening_apply(X: Tensor, mu: Tensor, W: Tensor) -> Tensor:
@@ -438,4 +445,4 @@ def expdecay_penalty(H: Tensor, mask: Tensor | None = None, c1: float = 1.0, c2:
 
 
 __all__ = ["expdecay_penalty", "softdecay", "softdecay_transform", "softdecay_flipfree", "softdecay_loop_reference",
-           "SoftDecay", "SoftDecayDomainError", "whitening_fit", "whitening_apply"]
+           "SoftDecay", "SoftDecayDomainError", "whitening_fit", "whitening_fits", "whitening_apply"]

@@ -4,6 +4,10 @@ the post-processing methods of Table 1, Spearman scoring, Table 4's uniformity m
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,7 +17,7 @@ from torch import Tensor
 
 from . import measures as M
 from .blocks import deescalate
-from .softdecay import softdecay_flipfree, softdecay_transform, whitening_apply, whitening_fit
+from .softdecay import softdecay_flipfree, softdecay_transform, whitening_apply, whitening_fits
 from .stats import Interval
 
 POOLINGS = ("first_last", "first_last_l1", "last", "cls")
@@ -95,9 +99,7 @@ def apply_method(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6, tau: 
     if method in ("vanilla", "SoftDecay (token)"):
         return e1, e2
     if method.startswith("whitening"):
-        k = 256 if method.endswith("256") else None
-        mu, W = whitening_fit(both, min(k, both.shape[1]) if k else None)
-        out = whitening_apply(both, mu, W)
+        out = whitening_apply(both, *_whitenings(both, (method,))[method])
         return out[:n], out[n:]
     if method == "de-escalation":
         out = deescalate(both, tau)
@@ -111,6 +113,68 @@ def apply_method(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6, tau: 
         by = "sqrt_n" if "√N" in method else "max"
         return softdecay_scaled(e1, alpha, by), softdecay_scaled(e2, alpha, by)
     raise ValueError(f"unknown method {method!r}; known: {METHODS + FLIP_FREE}")
+
+
+#: the whitening fits kept inside `kept_fits()` (None outside it): (rows' dtype, shape, digest, k) -> (μ, W)
+_FITS: OrderedDict | None = None
+_FITS_BYTES = 64 * 2**20
+
+
+@contextmanager
+def kept_fits(max_bytes: int = _FITS_BYTES) -> Iterator[None]:
+    """Within this block a whitening fitted before on the same rows (the same bytes) is handed back, not
+    refitted: the same numbers. Runs meet the same rows again where a planted size of 0 adds nothing, where a
+    set is read twice, and where the cross-fit's halves are the half-samples (both drawn from one seed). The
+    oldest fits are let go beyond `max_bytes`."""
+    global _FITS, _FITS_BYTES
+    before = _FITS, _FITS_BYTES
+    _FITS, _FITS_BYTES = OrderedDict(), max_bytes
+    try:
+        yield
+    finally:
+        _FITS, _FITS_BYTES = before
+
+
+def _fits(both: Tensor, ks: tuple[int | None, ...]) -> list[tuple[Tensor, Tensor]]:
+    if _FITS is None:
+        return whitening_fits(both, ks)
+    rows = both.detach().cpu().contiguous()
+    head = (rows.dtype, tuple(rows.shape), hashlib.sha1(rows.view(torch.uint8).numpy().tobytes()).hexdigest())
+    missing = tuple(dict.fromkeys(k for k in ks if (*head, k) not in _FITS))
+    if missing:
+        for k, fit in zip(missing, whitening_fits(both, missing), strict=True):
+            _FITS[(*head, k)] = fit
+    out = []
+    for k in ks:
+        _FITS.move_to_end((*head, k))
+        out.append(_FITS[(*head, k)])
+    while len(_FITS) > len(ks) and sum(mu.nbytes + W.nbytes for mu, W in _FITS.values()) > _FITS_BYTES:
+        _FITS.popitem(last=False)
+    return out
+
+
+def _whitenings(both: Tensor, methods) -> dict[str, tuple[Tensor, Tensor]]:
+    """(μ, W) of each whitening variant among `methods`, fitted on `both` as `apply_method` fits it, from one
+    decomposition (`softdecay.whitening_fits`: whitening-256 keeps the first columns of whitening's W)."""
+    names = [m for m in methods if m.startswith("whitening")]
+    ks = tuple(min(256, both.shape[1]) if m.endswith("256") else None for m in names)
+    return dict(zip(names, _fits(both, ks), strict=True)) if names else {}
+
+
+def apply_methods(methods, e1: Tensor, e2: Tensor, alpha: float = -0.6,
+                  tau: float = 1.0) -> dict[str, tuple[Tensor, Tensor]]:
+    """`apply_method` of each of `methods`: {method: (e1', e2')}, the same numbers, with the whitening variants
+    fitted from one decomposition of the covariance."""
+    n = e1.shape[0]
+    fits = _whitenings(torch.cat([e1, e2]), methods)
+    out = {}
+    for m in methods:
+        if m in fits:
+            y = whitening_apply(torch.cat([e1, e2]), *fits[m])
+            out[m] = (y[:n], y[n:])
+        else:
+            out[m] = apply_method(m, e1, e2, alpha, tau)
+    return out
 
 
 def count_flips(X: Tensor, Y: Tensor, floor: float = 1e-10) -> int:
@@ -222,9 +286,8 @@ def refit_bootstrap(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, .
     cos = {m: np.empty(idx.shape) for m in methods}
     for b in range(draws):
         i = torch.as_tensor(idx[b])
-        a1, a2 = e1[i], e2[i]
-        for m in methods:
-            cos[m][b] = cosines(*apply_method(m, a1, a2, alpha))
+        for m, (x, y) in apply_methods(methods, e1[i], e2[i], alpha).items():
+            cos[m][b] = cosines(x, y)
     # every draw scored at once (row by row, as `score` scores one): stratified, so subsets keep their place
     return {m: score_draws(c, g[idx], sub, protocol) for m, c in cos.items()}
 
@@ -253,8 +316,8 @@ def halfsample_refit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, 
     cos = {m: np.empty(halves.shape) for m in methods}
     for b, idx in enumerate(halves):
         i = torch.as_tensor(idx)
-        for m in methods:
-            cos[m][b] = cosines(*apply_method(m, e1[i], e2[i], alpha))
+        for m, (x, y) in apply_methods(methods, e1[i], e2[i], alpha).items():
+            cos[m][b] = cosines(x, y)
     return {m: score_draws(c, g[halves], sub[halves[0]], protocol) for m, c in cos.items()}
 
 
@@ -266,10 +329,7 @@ def fitted_map(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6):
     if method in ("vanilla", "SoftDecay (token)"):
         return lambda x1, x2: (x1, x2)
     if method.startswith("whitening"):
-        both = torch.cat([e1, e2])
-        k = 256 if method.endswith("256") else None
-        mu, W = whitening_fit(both, min(k, both.shape[1]) if k else None)
-        return lambda x1, x2: (whitening_apply(x1, mu, W), whitening_apply(x2, mu, W))
+        return _whitening_map(*_whitenings(torch.cat([e1, e2]), (method,))[method])
     if method == "SoftDecay (sentence)":
         def linear(X: Tensor) -> Tensor:
             X64 = X.double()
@@ -282,6 +342,16 @@ def fitted_map(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6):
         M1, M2 = linear(e1), linear(e2)
         return lambda x1, x2: ((x1.double() @ M1).to(x1.dtype), (x2.double() @ M2).to(x2.dtype))
     raise ValueError(f"no out-of-sample map for {method!r}")
+
+
+def _whitening_map(mu: Tensor, W: Tensor):
+    return lambda x1, x2: (whitening_apply(x1, mu, W), whitening_apply(x2, mu, W))
+
+
+def fitted_maps(methods, e1: Tensor, e2: Tensor, alpha: float = -0.6) -> dict:
+    """`fitted_map` of each of `methods`, the whitening variants fitted from one decomposition (the same maps)."""
+    fits = _whitenings(torch.cat([e1, e2]), methods)
+    return {m: _whitening_map(*fits[m]) if m in fits else fitted_map(m, e1, e2, alpha) for m in methods}
 
 
 def crossfit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, ...], splits: int = 20, boot: int = 50,
@@ -300,13 +370,13 @@ def crossfit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, ...], sp
         a[half] = True
         ia, ib = torch.as_tensor(np.flatnonzero(a)), torch.as_tensor(np.flatnonzero(~a))
         idx = bootstrap_indices(sub, boot, seed + 1 + k)
+        cos = {m: np.empty(n) for m in methods}
+        for fit, apply in ((ia, ib), (ib, ia)):
+            for m, f in fitted_maps(methods, e1[fit], e2[fit], alpha).items():
+                cos[m][apply.numpy()] = cosines(*f(e1[apply], e2[apply]))
         for m in methods:
-            cos = np.empty(n)
-            for fit, apply in ((ia, ib), (ib, ia)):
-                x, y = fitted_map(m, e1[fit], e2[fit], alpha)(e1[apply], e2[apply])
-                cos[apply.numpy()] = cosines(x, y)
-            out[m][k, 0] = score(cos, g, sub, protocol)
-            out[m][k, 1:] = score_draws(cos[idx], g[idx], sub[idx[0]], protocol)
+            out[m][k, 0] = score(cos[m], g, sub, protocol)
+            out[m][k, 1:] = score_draws(cos[m][idx], g[idx], sub[idx[0]], protocol)
     return out
 
 
@@ -407,4 +477,4 @@ def lsds_lle(E: Tensor, F: Tensor, k: int = 12, max_points: int = 3000, seed: in
 __all__ = ["POOLINGS", "METHODS", "FLIP_FREE", "count_flips", "mean_share", "ev1_centred", "PROTOCOLS",
            "softdecay_scaled", "sign_flips", "recentre", "cosines", "score", "score_draws", "bootstrap_indices",
            "paired_bootstrap", "refit_bootstrap", "interval", "plant", "TokenStates", "pool", "spearman100",
-           "apply_method", "uniformity_metrics", "lsds_score", "lsds_lle"]
+           "apply_method", "apply_methods", "fitted_maps", "kept_fits", "uniformity_metrics", "lsds_score", "lsds_lle"]

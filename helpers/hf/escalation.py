@@ -3,7 +3,10 @@ BERT / ALBERT of any depth, and their per-layer similarity and gradient-norm pro
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -12,6 +15,30 @@ from torch import Tensor
 from ..core import measures as M
 from .walk import transformer_layers
 
+#: the encoders built inside `kept_encoders()` (None outside it): arguments -> (untouched model, the global RNG
+#: state its construction left)
+_KEPT: dict | None = None
+_KEPT_BYTES = 512 * 2**20
+
+
+@contextmanager
+def kept_encoders(max_bytes: int = _KEPT_BYTES) -> Iterator[None]:
+    """Within this block `random_encoder` builds each (kind, sizes, seed) once and hands out copies of the
+    untouched model, leaving the global RNG where building it leaves it: the same weights and the same draws
+    after, without drawing a model's weights again. A model is kept only while all kept fit in `max_bytes`
+    (a deep one is built each time)."""
+    global _KEPT, _KEPT_BYTES
+    before = _KEPT, _KEPT_BYTES
+    _KEPT, _KEPT_BYTES = {}, max_bytes
+    try:
+        yield
+    finally:
+        _KEPT, _KEPT_BYTES = before
+
+
+def _nbytes(model) -> int:
+    return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+
 
 def random_encoder(kind: str, depth: int, hidden: int, heads: int, intermediate: int, seed: int):
     """A randomly initialised transformers BERT or ALBERT of the given depth (no download).
@@ -19,7 +46,23 @@ def random_encoder(kind: str, depth: int, hidden: int, heads: int, intermediate:
     BERT: `BertConfig` defaults (bert-base) with `num_hidden_layers=depth`. ALBERT: the albert-base
     sizes (embedding 128) — the `AlbertConfig()` default is xxlarge (4096 wide), which the paper's
     Figure 1 cannot have used at depth 100 on one GPU. Eager attention, eval mode (no dropout).
+    Inside `kept_encoders()` a repeated request is a copy of the first build.
     """
+    if _KEPT is None:
+        return _build(kind, depth, hidden, heads, intermediate, seed)
+    key = (kind, depth, hidden, heads, intermediate, seed)
+    if key not in _KEPT:
+        model = _build(kind, depth, hidden, heads, intermediate, seed)
+        if _nbytes(model) + sum(_nbytes(m) for m, _ in _KEPT.values()) > _KEPT_BYTES:
+            return model
+        _KEPT[key] = (model, torch.get_rng_state())
+    model, rng = _KEPT[key]
+    torch.manual_seed(seed)             # every device's generator as a build leaves it, the CPU's after its draws
+    torch.set_rng_state(rng)
+    return copy.deepcopy(model)
+
+
+def _build(kind: str, depth: int, hidden: int, heads: int, intermediate: int, seed: int):
     from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel
 
     torch.manual_seed(seed)
@@ -106,4 +149,4 @@ def step_log_odds(model, input_ids: Tensor, attention_mask: Tensor) -> dict[str,
     return {"increments": np.array(inc), "t_sim": np.array(ts)}
 
 
-__all__ = ["random_encoder", "escalation_profile", "step_log_odds"]
+__all__ = ["random_encoder", "kept_encoders", "escalation_profile", "step_log_odds"]

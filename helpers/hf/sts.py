@@ -4,6 +4,11 @@ sentence-transformers interface."""
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -14,13 +19,55 @@ from ..core.softdecay import softdecay_transform
 from ..core.sts import TokenStates, pool
 from .capture import Capture, blocks
 
+#: the encodings kept inside `kept_encodings()` (None outside it): (model, texts' digest, max_length, batch_size) ->
+#: (token_alpha, TokenStates), oldest first
+_KEPT: OrderedDict | None = None
+_KEPT_BYTES = 512 * 2**20
+
+
+@contextmanager
+def kept_encodings(max_bytes: int = _KEPT_BYTES) -> Iterator[None]:
+    """Within this block `encode` hands back what it encoded before for the same model, texts (in the same
+    order), length and batch size, instead of a second pass: the same batches through the same model, so the
+    same numbers. A request without token-level SoftDecay takes an encoding made with it (the pass and the
+    pooled means are the same; `token_sd_last` is dropped). The oldest encodings are let go beyond `max_bytes`."""
+    global _KEPT, _KEPT_BYTES
+    before = _KEPT, _KEPT_BYTES
+    _KEPT, _KEPT_BYTES = OrderedDict(), max_bytes
+    try:
+        yield
+    finally:
+        _KEPT, _KEPT_BYTES = before
+
+
+def _nbytes(e: TokenStates) -> int:
+    return sum(t.numel() * t.element_size() for t in (e.layer_means, e.cls_last, e.token_sd_last) if t is not None)
+
 
 @torch.no_grad()
 def encode(loaded, texts: list[str], max_length: int = 128, batch_size: int = 32, token_alpha: float | None = -0.6,
            desc: str = "encode") -> TokenStates:
     """Run the model once over `texts` (batched by length) and keep only pooled quantities.
     With `token_alpha`, Algorithm 1 is applied to each sentence's last-layer token matrix (real
-    tokens only) before pooling — SoftDecay at the token level, as §4.3 states."""
+    tokens only) before pooling — SoftDecay at the token level, as §4.3 states. Inside `kept_encodings()` a
+    repeated request is answered from the first pass."""
+    if _KEPT is None:
+        return _encode(loaded, texts, max_length, batch_size, token_alpha, desc)
+    key = (loaded.model, hashlib.sha1("\x1f".join(texts).encode()).hexdigest(), len(texts), max_length, batch_size)
+    got = _KEPT.get(key)
+    if got is not None and (token_alpha is None or got[0] == token_alpha):
+        _KEPT.move_to_end(key)
+        e = got[1]
+        return e if token_alpha is not None else TokenStates(e.layer_means, e.cls_last, None)
+    e = _encode(loaded, texts, max_length, batch_size, token_alpha, desc)
+    _KEPT[key] = (token_alpha, e)
+    while len(_KEPT) > 1 and sum(_nbytes(v[1]) for v in _KEPT.values()) > _KEPT_BYTES:
+        _KEPT.popitem(last=False)
+    return e
+
+
+def _encode(loaded, texts: list[str], max_length: int, batch_size: int, token_alpha: float | None,
+            desc: str) -> TokenStates:
     model, tok = loaded.model, loaded.tokenizer
     dev = next(model.parameters()).device
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -69,4 +116,4 @@ class SoftDecayEncoder:
         return out.numpy() if convert_to_numpy else out
 
 
-__all__ = ["encode", "SoftDecayEncoder"]
+__all__ = ["encode", "kept_encodings", "SoftDecayEncoder"]

@@ -18,11 +18,20 @@ from ...book import results
 from ...book.runtime import REPO_ROOT, choose_device, seed_everything
 from ...core import sts as C
 from ...core.softdecay import softdecay_transform
-from ...core.sts import FLIP_FREE, METHODS, PROTOCOLS, apply_method, lsds_score, pool, uniformity_metrics
+from ...core.sts import (
+    FLIP_FREE,
+    METHODS,
+    PROTOCOLS,
+    apply_method,
+    apply_methods,
+    lsds_score,
+    pool,
+    uniformity_metrics,
+)
 from ...data import load_sts
 from ...hf import models as hm
 from ...hf.models import ModelUnavailable, quiet_loading
-from ...hf.sts import SoftDecayEncoder, encode
+from ...hf.sts import SoftDecayEncoder, encode, kept_encodings
 from .params import (
     _EXTRA_FIELDS,
     _MAP_FIELDS,
@@ -65,19 +74,19 @@ def _rows(e, rows: Tensor):
                          None if e.token_sd_last is None else e.token_sd_last[rows])
 
 
-def _reading_cosines(f1, f2, pooling: str, p: Params) -> tuple[dict, dict, Tensor, Tensor]:
+def _reading_cosines(f1, f2, pooling: str, p: Params) -> tuple[dict, dict, Tensor, Tensor, dict]:
     """Cosines of every `READING_METHODS` row under `pooling`, the sign flips of each SoftDecay variant
-    (`core.sts.count_flips`, both sentence matrices) and the pooled embeddings."""
+    (`core.sts.count_flips`, both sentence matrices), the pooled embeddings and each method's output."""
     p1, p2 = pool(f1, pooling), pool(f2, pooling)
     cos, flips = {}, {}
-    for m in READING_METHODS:
-        a, b = apply_method(m, p1, p2, p.alpha, p.tau)
+    outs = apply_methods(READING_METHODS, p1, p2, p.alpha, p.tau)
+    for m, (a, b) in outs.items():
         cos[m] = C.cosines(a, b)
         if m in ("SoftDecay (sentence)", *FLIP_FREE):
             flips[m] = C.count_flips(p1, a) + C.count_flips(p2, b)
     flips["directions"] = int(sum((v > 1e-10 * v.max()).sum() for v in
                                   (torch.linalg.svdvals(x.double()) for x in (p1, p2))))
-    return cos, flips, p1, p2
+    return cos, flips, p1, p2, outs
 
 
 def _planted_directions(p1: Tensor, p2: Tensor, ds, p: Params) -> dict:
@@ -146,7 +155,7 @@ def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> di
             per_draw[d]["pairs"][name] = len(idx)
             gold, sub = np.asarray(ds.scores, float), np.asarray(ds.subsets)
             for q in p.poolings:
-                cos, flips, p1, p2 = _reading_cosines(f1, f2, q, p)
+                cos, flips, p1, p2, outs = _reading_cosines(f1, f2, q, p)
                 per_draw[d]["scores"][q][name] = {m: C.score(c, gold, sub) for m, c in cos.items()}
                 per_draw[d]["flips"][q][name] = flips
                 if d:
@@ -160,7 +169,7 @@ def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> di
                                                   p.alpha).items():
                         refit[q][m].append(r)
                 both = torch.cat([p1, p2])
-                white = torch.cat(apply_method("whitening", p1, p2)).double()
+                white = torch.cat(outs["whitening"]).double()
                 out["anisotropy"][q][name] = {
                     "EV1": float(C.M.explained_variance(both.double(), 1)),
                     "EV1_whitened": float(C.M.explained_variance(white, 1)),
@@ -244,8 +253,8 @@ def samefit(loaded, name: str, p: Params, max_pairs: int) -> dict:
         for m, r in C.crossfit(p1, p2, gold, sub, REFIT_METHODS, st["splits"], st["split_boot"], p.seed,
                                p.alpha).items():
             cross[m].append(r)
-        for m in REFIT_METHODS:
-            full[m].append(C.score(C.cosines(*apply_method(m, p1, p2, p.alpha)), gold, sub))
+        for m, ab in apply_methods(REFIT_METHODS, p1, p2, p.alpha).items():
+            full[m].append(C.score(C.cosines(*ab), gold, sub))
 
     def iv(draws: dict, w: str, how: str) -> list[float]:
         d = np.mean(draws[w], 0) - np.mean(draws[sd], 0)
@@ -368,13 +377,14 @@ def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False
         out["pairs"][name], out["subsets"][name] = len(ds), len(set(ds.subsets))
         p1, p2 = pool(e1, p.pooling), pool(e2, p.pooling)
         cos = {}
+        outs = apply_methods([m for m in METHODS if m != "SoftDecay (token)"], p1, p2, alpha, p.tau)
         for method in METHODS:
             if method == "SoftDecay (token)":
                 if p.pooling == "cls":
                     continue
                 a, b = pool(e1, p.pooling, True), pool(e2, p.pooling, True)
             else:
-                a, b = apply_method(method, p1, p2, alpha, p.tau)
+                a, b = outs[method]
             cos[method] = C.cosines(a, b)
         scores, diffs, ci = _scores_and_intervals(cos, ds, p.bootstrap, seed)
         for prot in PROTOCOLS:
@@ -396,8 +406,7 @@ def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False
             "sigma_min": float(min(v[v > 1e-10 * v.max()].min() for v in sv.values())),
             "sigma_max": float(max(v.max() for v in sv.values()))}
         both = torch.cat([p1, p2])
-        w1, w2 = apply_method("whitening", p1, p2)
-        s1, s2 = apply_method("SoftDecay (sentence)", p1, p2, alpha)
+        (w1, w2), (s1, s2) = outs["whitening"], outs["SoftDecay (sentence)"]       # as scored above
         white, soft = torch.cat([w1, w2]), torch.cat([s1, s2])
         out["table4"][name] = {"vanilla": uniformity_metrics(both), "whitening": uniformity_metrics(white),
                                "SoftDecay": uniformity_metrics(soft)}
@@ -487,7 +496,9 @@ def run(p: Params) -> Result:
         return readings(loaded[name], p, max_pairs, draws, planted)
 
     read, unavailable = {}, {}
-    with quiet_loading():
+    # the main run, the same-fit procedures and the maps read the same sentences through the same encoder: one pass;
+    # a whitening fitted on the same rows again is fitted once
+    with quiet_loading(), kept_encodings(), C.kept_fits():
         for name in p.models:
             runs[name], from_cache[name] = results.cached(
                 p, f"sts-{name.replace('/', '_')}", lambda n=name: compute(n, p, False),

@@ -51,7 +51,7 @@ class Params(ChapterParams):
 
     CHAPTER: ClassVar[str] = "sts"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "ci": dict(max_pairs=150, lsds_points=300, tsne_pairs=40, alphas=(-0.2, -0.6, -1.0), bootstrap=200,
+        "ci": dict(max_pairs=150, lsds_points=300, tsne_pairs=20, alphas=(-0.2, -0.6, -1.0), bootstrap=200,
                    extra_models=(), plant_sizes=(0.0, 1.0, 4.0), source="auto", draws=2,
                    plant_directions=3),
         # the book's own MLM BERT (the queries-and-keys chapter's pretraining, scripts/export_book_model.py)

@@ -24,7 +24,7 @@ from helpers.core import escalation as E
 from helpers.core import measures as M
 from helpers.data import load_glue
 from helpers.hf import models
-from helpers.hf.escalation import escalation_profile, random_encoder, step_log_odds
+from helpers.hf.escalation import escalation_profile, kept_encoders, random_encoder, step_log_odds
 from helpers.hf.models import quiet_loading
 
 from .params import STEP_FIELDS, SWEEP_FIELDS, TOKENIZER_MODEL, Params, paper_levels
@@ -204,15 +204,17 @@ def run(p: Params) -> Result:
         return {"lemma24": dict(lemma.__dict__), "prop23": E.prop23_error(p.n_tokens, p.d_model, p.seed)}
 
     old = dict(drop=SWEEP_FIELDS + STEP_FIELDS)    # the pieces computed before the sweep: keyed without its fields
-    ident, _ = results.cached(p, "identities", identities, **old)
-    fig1, _ = results.cached(p, "figure1", lambda: figure1(p, device), **old)
-    pieces, _ = results.cached(p, "synthetic", lambda: _synthetic(p, device), **old)
-    appendix, _ = results.cached(p, "appendix", lambda: {
-        "figure8": _figure8(p), "bounds11": E.bounds11_check(p.bound_n, p.bound_d, p.bound_samples, p.seed)}, **old)
-    sweep, _ = results.cached(p, "tau_sweep", lambda: tau_sweep(p, device), drop=STEP_FIELDS)
-    steps, _ = results.cached(p, "figure1_steps", lambda: figure1_steps(p, device))
-    sentences, _ = results.cached(p, "figure1_sentences", lambda: figure1_sentences(p, device))
-    single, _ = results.cached(p, "lemma24_single", lambda: lemma24_single(p))
+    with kept_encoders():               # Figure 1's pieces draw the same random BERT and ALBERT: each built once
+        ident, _ = results.cached(p, "identities", identities, **old)
+        fig1, _ = results.cached(p, "figure1", lambda: figure1(p, device), **old)
+        pieces, _ = results.cached(p, "synthetic", lambda: _synthetic(p, device), **old)
+        appendix, _ = results.cached(p, "appendix", lambda: {
+            "figure8": _figure8(p), "bounds11": E.bounds11_check(p.bound_n, p.bound_d, p.bound_samples, p.seed)},
+            **old)
+        sweep, _ = results.cached(p, "tau_sweep", lambda: tau_sweep(p, device), drop=STEP_FIELDS)
+        steps, _ = results.cached(p, "figure1_steps", lambda: figure1_steps(p, device))
+        sentences, _ = results.cached(p, "figure1_sentences", lambda: figure1_sentences(p, device))
+        single, _ = results.cached(p, "lemma24_single", lambda: lemma24_single(p))
     return Result(
         settings=p, prop23_max_abs_error=ident["prop23"], lemma24=ident["lemma24"],
         other_value_scale=p.other_value_scale, paper_fig5=paper_levels(), figure1=fig1,
