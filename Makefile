@@ -54,7 +54,8 @@ book: $(STAMP) _mathjax/mathjax/tex-chtml.js
 	@if [ -f _build/.book-stamp ] && [ -n "$$(find helpers results data -type f -newer _build/.book-stamp | head -1)" ]; then \
 	    echo "helpers/, results/ or data/ changed since the last build: re-executing every chapter"; \
 	    rm -rf _build/.jupyter_cache _build/.doctrees; fi
-	$(BIN)/jupyter-book build . --builder html
+	@# the pages with code run in parallel first (one process per CPU; TOKUNI_BOOK_JOBS=…), then jupyter-book renders
+	$(BIN)/python scripts/build_book.py
 	@# the findings as data, written by the findings page (helpers.experiments.findings.write_dataset), go to the
 	@# site's root: findings.json, findings.csv and findings.schema.json
 	@test -f _build/findings/findings.json || { echo "no _build/findings/ (the findings page came from the cache):" \

@@ -292,3 +292,23 @@ def test_each_chapter_shows_its_core_functions_collapsed_and_they_exist(md):
     for path, obj in included:
         assert path.startswith("../helpers/core/"), f"{md}: {path} is not a core module"
         mystmd.pyobject_source(ROOT / "book" / path, obj)     # raises when the function was renamed or moved
+
+
+def test_the_book_build_executes_every_page_with_code_through_the_builds_reader():
+    """`make book` executes the pages itself before jupyter-book renders them: every page of the table of contents
+    that has a code cell, read by the reader jupyter-cache knows as myst-nb's (so the build finds them cached)."""
+    import importlib.util
+
+    from jupyter_cache.readers import list_readers
+
+    spec = importlib.util.spec_from_file_location("build_book", ROOT / "scripts" / "build_book.py")
+    build_book = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_book)
+    pages = build_book.pages()
+    with_code = {p for p in (ROOT / "book").glob("*.md") if "```{code-cell}" in p.read_text(encoding="utf-8")}
+    assert set(pages) == with_code and len(pages) == len(set(pages))
+    assert ROOT / "book" / "findings.md" in pages
+    assert build_book.READER["name"] in list_readers()
+    vit = ROOT / "book" / "vit.md"
+    nb = build_book._read(str(vit))
+    assert sum(c.cell_type == "code" for c in nb.cells) == vit.read_text(encoding="utf-8").count("```{code-cell}")
