@@ -17,7 +17,8 @@ legacy ids (`bert-base-uncased`) redirect to their organisation ids; MultiBERT a
 `pytorch_model.bin` only, MultiBERT without `tokenizer.json`; LibriSpeech audio is FLAC; mteb/sickr-sts
 holds all of SICK; the mteb STS copies are checked by content.
 
-About 15 minutes on 2 cores shared with other jobs (2026-11-25; ~3 CPU-minutes of its own): marked
+About 14 minutes on 2 cores shared with other jobs, about 4 CPU-minutes (2026-11-29; 24 minutes and
+8 CPU-minutes with a child per check): marked
 `hubstandin`, run on its own with `pytest -q tests/test_hub_standin.py` (or deselect it with
 `-m "not hubstandin"`).
 """
