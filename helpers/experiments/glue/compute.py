@@ -56,13 +56,14 @@ def wide_specs(p: Params) -> list[results.RunSpec]:
 def raw_spectra(p: Params) -> dict:
     """The paper's Fig. 8 control: each model's per-layer spectra (`hf.glue.layer_spectra`, as the fine-tuned
     runs measure them) on the first `spectra_examples` validation examples of every task, before any
-    fine-tuning (the pretrained encoder; the untrained classification head does not enter the hidden states)."""
+    fine-tuning (the pretrained encoder; the untrained classification head does not enter the hidden states, so
+    one load of each model serves every task)."""
     out: dict = {}
     for model in p.models:
         out[model] = {}
+        fc = FinetuneConfig(model=model, variant="baseline", seed=p.seed, max_length=p.max_length)
+        m, tok = load_classifier(fc, 2) if p.tasks else (None, None)
         for task in p.tasks:
-            fc = FinetuneConfig(task=task, model=model, variant="baseline", seed=p.seed, max_length=p.max_length)
-            m, tok = load_classifier(fc, 2)
             ev = encode_task(tok, task, "validation", 0, 0, p.max_length, first=p.spectra_examples)
             out[model][task] = layer_spectra(m, tok, ev, n=p.spectra_examples)["layers"]
     return out
