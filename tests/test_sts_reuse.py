@@ -112,7 +112,7 @@ def test_kept_encodings_answer_a_repeat_with_the_first_pass(minilm, monkeypatch)
         H.encode(minilm, texts, 64, 2, -0.4)                       # another α: another pass
         assert passes == [-0.6, None, None, -0.4]
     H.encode(minilm, texts, 64, 2, None)                           # outside the block nothing is kept
-    assert len(passes) == 5 and H._KEPT is None
+    assert len(passes) == 5 and not H._KEPT.active
 
 
 def test_kept_encodings_let_the_oldest_go_beyond_the_budget(minilm):
@@ -147,7 +147,7 @@ def test_kept_fits_refit_nothing_twice_and_change_no_number(monkeypatch):
     calls.clear()
     with C.kept_fits():
         kept = everything()
-    assert C._FITS is None
+    assert not C._FITS.active
     # 3 half-samples + 3 other halves + the whole set: each fitted once, both variants together
     assert len(calls) == 7 < n_plain and all(ks == (None, 256) for ks in calls)
     for a, b in zip(plain[:2], kept[:2], strict=True):

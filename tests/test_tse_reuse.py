@@ -27,7 +27,7 @@ def test_a_kept_encoder_is_the_same_model_and_leaves_the_same_draws(monkeypatch)
             with torch.no_grad():                       # a copy: changing it leaves the kept model as built
                 next(m.parameters()).add_(1.0)
         assert len(builds) == 2
-    assert H._KEPT is None
+    assert not H._KEPT.active
 
 
 def test_a_model_beyond_the_budget_is_built_each_time():

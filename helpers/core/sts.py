@@ -5,9 +5,6 @@ the post-processing methods of Table 1, Spearman scoring, Table 4's uniformity m
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +14,7 @@ from torch import Tensor
 
 from . import measures as M
 from .blocks import deescalate
+from .kept import Kept
 from .softdecay import softdecay_flipfree, softdecay_transform, whitening_apply, whitening_fits
 from .stats import Interval
 
@@ -115,41 +113,28 @@ def apply_method(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6, tau: 
     raise ValueError(f"unknown method {method!r}; known: {METHODS + FLIP_FREE}")
 
 
-#: the whitening fits kept inside `kept_fits()` (None outside it): (rows' dtype, shape, digest, k) -> (μ, W)
-_FITS: OrderedDict | None = None
-_FITS_BYTES = 64 * 2**20
+#: the whitening fits kept inside `kept_fits()`: (rows' dtype, shape, digest, k) -> (μ, W)
+_FITS = Kept(64 * 2**20, lambda fit: fit[0].nbytes + fit[1].nbytes)
 
 
-@contextmanager
-def kept_fits(max_bytes: int = _FITS_BYTES) -> Iterator[None]:
+def kept_fits(max_bytes: int | None = None):
     """Within this block a whitening fitted before on the same rows (the same bytes) is handed back, not
     refitted: the same numbers. Runs meet the same rows again where a planted size of 0 adds nothing, where a
     set is read twice, and where the cross-fit's halves are the half-samples (both drawn from one seed). The
-    oldest fits are let go beyond `max_bytes`."""
-    global _FITS, _FITS_BYTES
-    before = _FITS, _FITS_BYTES
-    _FITS, _FITS_BYTES = OrderedDict(), max_bytes
-    try:
-        yield
-    finally:
-        _FITS, _FITS_BYTES = before
+    oldest fits are let go beyond `max_bytes` (64 MiB)."""
+    return _FITS.scope(max_bytes)
 
 
 def _fits(both: Tensor, ks: tuple[int | None, ...]) -> list[tuple[Tensor, Tensor]]:
-    if _FITS is None:
+    if not _FITS.active:
         return whitening_fits(both, ks)
     rows = both.detach().cpu().contiguous()
     head = (rows.dtype, tuple(rows.shape), hashlib.sha1(rows.view(torch.uint8).numpy().tobytes()).hexdigest())
     missing = tuple(dict.fromkeys(k for k in ks if (*head, k) not in _FITS))
-    if missing:
-        for k, fit in zip(missing, whitening_fits(both, missing), strict=True):
-            _FITS[(*head, k)] = fit
-    out = []
-    for k in ks:
-        _FITS.move_to_end((*head, k))
-        out.append(_FITS[(*head, k)])
-    while len(_FITS) > len(ks) and sum(mu.nbytes + W.nbytes for mu, W in _FITS.values()) > _FITS_BYTES:
-        _FITS.popitem(last=False)
+    new = dict(zip(missing, whitening_fits(both, missing), strict=True)) if missing else {}
+    out = [new[k] if k in new else _FITS.get((*head, k)) for k in ks]
+    for k, fit in new.items():
+        _FITS.put((*head, k), fit)
     return out
 
 

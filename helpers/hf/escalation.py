@@ -5,35 +5,26 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from ..core import measures as M
+from ..core.kept import Kept
 from .walk import transformer_layers
 
-#: the encoders built inside `kept_encoders()` (None outside it): arguments -> (untouched model, the global RNG
-#: state its construction left)
-_KEPT: dict | None = None
-_KEPT_BYTES = 512 * 2**20
+#: the encoders built inside `kept_encoders()`: arguments -> (untouched model, the global RNG state its
+#: construction left)
+_KEPT = Kept(512 * 2**20, lambda v: _nbytes(v[0]), keep_at_least=0)
 
 
-@contextmanager
-def kept_encoders(max_bytes: int = _KEPT_BYTES) -> Iterator[None]:
+def kept_encoders(max_bytes: int | None = None):
     """Within this block `random_encoder` builds each (kind, sizes, seed) once and hands out copies of the
     untouched model, leaving the global RNG where building it leaves it: the same weights and the same draws
-    after, without drawing a model's weights again. A model is kept only while all kept fit in `max_bytes`
-    (a deep one is built each time)."""
-    global _KEPT, _KEPT_BYTES
-    before = _KEPT, _KEPT_BYTES
-    _KEPT, _KEPT_BYTES = {}, max_bytes
-    try:
-        yield
-    finally:
-        _KEPT, _KEPT_BYTES = before
+    after, without drawing a model's weights again. Models are kept while they fit in `max_bytes` (512 MiB; a
+    deep one is built each time)."""
+    return _KEPT.scope(max_bytes)
 
 
 def _nbytes(model) -> int:
@@ -48,15 +39,15 @@ def random_encoder(kind: str, depth: int, hidden: int, heads: int, intermediate:
     Figure 1 cannot have used at depth 100 on one GPU. Eager attention, eval mode (no dropout).
     Inside `kept_encoders()` a repeated request is a copy of the first build.
     """
-    if _KEPT is None:
+    if not _KEPT.active:
         return _build(kind, depth, hidden, heads, intermediate, seed)
     key = (kind, depth, hidden, heads, intermediate, seed)
     if key not in _KEPT:
         model = _build(kind, depth, hidden, heads, intermediate, seed)
-        if _nbytes(model) + sum(_nbytes(m) for m, _ in _KEPT.values()) > _KEPT_BYTES:
+        _KEPT.put(key, (model, torch.get_rng_state()))
+        if key not in _KEPT:                     # beyond the budget: not kept
             return model
-        _KEPT[key] = (model, torch.get_rng_state())
-    model, rng = _KEPT[key]
+    model, rng = _KEPT.get(key)
     torch.manual_seed(seed)             # every device's generator as a build leaves it, the CPU's after its draws
     torch.set_rng_state(rng)
     return copy.deepcopy(model)

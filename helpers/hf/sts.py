@@ -5,9 +5,6 @@ sentence-transformers interface."""
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -15,29 +12,23 @@ from torch import Tensor
 
 from ..book.runtime import progress
 from ..core import measures as M
+from ..core.kept import Kept
 from ..core.softdecay import softdecay_transform
 from ..core.sts import TokenStates, pool
 from .capture import Capture, blocks
 
-#: the encodings kept inside `kept_encodings()` (None outside it): (model, texts' digest, max_length, batch_size) ->
-#: (token_alpha, TokenStates), oldest first
-_KEPT: OrderedDict | None = None
-_KEPT_BYTES = 512 * 2**20
+#: the encodings kept inside `kept_encodings()`: (model, texts' digest, count, max_length, batch_size) ->
+#: (token_alpha, TokenStates)
+_KEPT = Kept(512 * 2**20, lambda v: _nbytes(v[1]))
 
 
-@contextmanager
-def kept_encodings(max_bytes: int = _KEPT_BYTES) -> Iterator[None]:
+def kept_encodings(max_bytes: int | None = None):
     """Within this block `encode` hands back what it encoded before for the same model, texts (in the same
     order), length and batch size, instead of a second pass: the same batches through the same model, so the
     same numbers. A request without token-level SoftDecay takes an encoding made with it (the pass and the
-    pooled means are the same; `token_sd_last` is dropped). The oldest encodings are let go beyond `max_bytes`."""
-    global _KEPT, _KEPT_BYTES
-    before = _KEPT, _KEPT_BYTES
-    _KEPT, _KEPT_BYTES = OrderedDict(), max_bytes
-    try:
-        yield
-    finally:
-        _KEPT, _KEPT_BYTES = before
+    pooled means are the same; `token_sd_last` is dropped). The oldest encodings are let go beyond `max_bytes`
+    (512 MiB)."""
+    return _KEPT.scope(max_bytes)
 
 
 def _nbytes(e: TokenStates) -> int:
@@ -51,18 +42,15 @@ def encode(loaded, texts: list[str], max_length: int = 128, batch_size: int = 32
     With `token_alpha`, Algorithm 1 is applied to each sentence's last-layer token matrix (real
     tokens only) before pooling — SoftDecay at the token level, as §4.3 states. Inside `kept_encodings()` a
     repeated request is answered from the first pass."""
-    if _KEPT is None:
+    if not _KEPT.active:
         return _encode(loaded, texts, max_length, batch_size, token_alpha, desc)
     key = (loaded.model, hashlib.sha1("\x1f".join(texts).encode()).hexdigest(), len(texts), max_length, batch_size)
     got = _KEPT.get(key)
     if got is not None and (token_alpha is None or got[0] == token_alpha):
-        _KEPT.move_to_end(key)
         e = got[1]
         return e if token_alpha is not None else TokenStates(e.layer_means, e.cls_last, None)
     e = _encode(loaded, texts, max_length, batch_size, token_alpha, desc)
-    _KEPT[key] = (token_alpha, e)
-    while len(_KEPT) > 1 and sum(_nbytes(v[1]) for v in _KEPT.values()) > _KEPT_BYTES:
-        _KEPT.popitem(last=False)
+    _KEPT.put(key, (token_alpha, e))
     return e
 
 
