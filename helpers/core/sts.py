@@ -97,7 +97,9 @@ def apply_method(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6, tau: 
     if method in ("vanilla", "SoftDecay (token)"):
         return e1, e2
     if method.startswith("whitening"):
-        out = whitening_apply(both, *_whitenings(both, (method,))[method])
+        k = 256 if method.endswith("256") else None
+        mu, W = whitening(both, min(k, both.shape[1]) if k else None)
+        out = whitening_apply(both, mu, W)
         return out[:n], out[n:]
     if method == "de-escalation":
         out = deescalate(both, tau)
@@ -136,6 +138,11 @@ def _fits(both: Tensor, ks: tuple[int | None, ...]) -> list[tuple[Tensor, Tensor
     for k, fit in new.items():
         _FITS.put((*head, k), fit)
     return out
+
+
+def whitening(both: Tensor, k: int | None = None) -> tuple[Tensor, Tensor]:
+    """BERT-whitening's (μ, W) fitted on `both` (`softdecay.whitening_fit`), once per rows inside `kept_fits()`."""
+    return _fits(both, (k,))[0]
 
 
 def _whitenings(both: Tensor, methods) -> dict[str, tuple[Tensor, Tensor]]:

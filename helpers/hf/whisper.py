@@ -395,7 +395,8 @@ def load_whisper(dtype: torch.dtype = torch.float32, *, untrained: bool = False,
         asked = None
         try:
             asked, rev, resolved = hublock.hub_revision(hub_id)        # the commit hub.lock pins, recorded and checked
-            kw = {"trust_remote_code": False, **({"revision": rev} if rev else {})}
+            kw = {"revision": rev} if rev else {}
+            kw["trust_remote_code"] = False                   # never a repository's own code
             proc = WhisperProcessor.from_pretrained(hub_id, **kw)
             with quiet_loading():
                 if untrained:
