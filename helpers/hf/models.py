@@ -208,20 +208,32 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
     kw["trust_remote_code"] = False
     modality = modality or MODALITY.get(name, "text")
     auto = AutoModelForCausalLM if gguf else AutoModel
+    where = source
     try:
+        if gguf and not on_hub:              # de-quantised once into the weight cache (`gguf_cache`), read from there
+            from . import gguf_cache
+
+            def from_gguf(folder: str, file: str):
+                with quiet_loading():
+                    m = auto.from_pretrained(folder, gguf_file=file, attn_implementation="eager",
+                                             dtype=torch.float32, trust_remote_code=False)
+                return m, AutoTokenizer.from_pretrained(folder, gguf_file=file, trust_remote_code=False)
+
+            where = str(gguf_cache.converted(Path(source), gguf, from_gguf))
+            kw.pop("gguf_file")
         if modality == "vision":
-            tok = AutoImageProcessor.from_pretrained(source, **kw)
+            tok = AutoImageProcessor.from_pretrained(where, **kw)
         elif modality == "audio":
-            tok = AutoFeatureExtractor.from_pretrained(source, **kw)
+            tok = AutoFeatureExtractor.from_pretrained(where, **kw)
         else:
-            tok = AutoTokenizer.from_pretrained(source, **kw)
+            tok = AutoTokenizer.from_pretrained(where, **kw)
         with quiet_loading():
             if untrained:
-                cfg = AutoConfig.from_pretrained(source, **kw)
+                cfg = AutoConfig.from_pretrained(where, **kw)
                 torch.manual_seed(seed)
                 model = auto.from_config(cfg, attn_implementation="eager", trust_remote_code=False)
             else:
-                model = auto.from_pretrained(source, attn_implementation="eager", dtype=torch.float32, **kw)
+                model = auto.from_pretrained(where, attn_implementation="eager", dtype=torch.float32, **kw)
         if modality == "text" and getattr(tok, "pad_token", None) is None and getattr(tok, "eos_token", None):
             tok.pad_token = tok.eos_token          # decoders (Llama, GPT-2) ship no pad token; masks hide it
             tok.padding_side = "right"
