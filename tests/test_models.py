@@ -70,43 +70,47 @@ def test_a_gguf_model_is_converted_once_and_loads_as_from_its_gguf_file(tmp_path
     """SmolLM2's GGUF file is de-quantised once into the weight cache (`hf.gguf_cache`): a load from the cache
     gives the GGUF load's weights bit for bit, tokenises as its tokenizer does, builds the same untrained twin,
     and the second load does not read the GGUF file at all."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from pathlib import Path
+
+    from transformers import AutoModelForCausalLM
 
     from helpers.hf import gguf_cache
 
     monkeypatch.setenv("TOKUNI_CACHE", str(tmp_path))
     name = "SmolLM2-135M-Instruct"
     folder, gguf = models.resolve_source(name), models.OFFLINE_PACKAGES[name][3]
-    first = models.load(name)                        # converts
-    dest = gguf_cache.cache_folder(__import__("pathlib").Path(folder) / gguf)
-    assert gguf_cache.is_converted(dest) and dest.parent == tmp_path and first.source == folder
+    real, seen = gguf_cache.converted, {}
+
+    def converted(f, file, load):                   # keeps what the GGUF load gave, as the reference
+        def keep(*a):
+            seen["model"], seen["tok"] = load(*a)
+            return seen["model"], seen["tok"]
+        return real(f, file, keep)
+
+    with monkeypatch.context() as m:
+        m.setattr(gguf_cache, "converted", converted)
+        first = models.load(name)                   # converts
+    dest = gguf_cache.cache_folder(Path(folder) / gguf)
+    assert gguf_cache.is_converted(dest) and first.source == folder and set(seen) == {"model", "tok"}
+    assert [p.name for p in tmp_path.iterdir()] == [dest.name]
+    ref_sd = seen["model"].state_dict()
+    for k, v in first.model.state_dict().items():
+        assert torch.equal(v, ref_sd[k]), k
+    texts = ["A man is playing a guitar.", "<|im_start|>user\nnaïve café — 42%<|im_end|>", "  spaced\ttabs\n"]
+    assert first.tokenizer(texts)["input_ids"] == seen["tok"](texts)["input_ids"]
     calls = []
-    real = AutoModelForCausalLM.from_pretrained.__func__
+    from_pretrained = AutoModelForCausalLM.from_pretrained.__func__
 
     def spy(cls, *a, **k):
         calls.append(k.get("gguf_file"))
-        return real(cls, *a, **k)
+        return from_pretrained(cls, *a, **k)
 
     with monkeypatch.context() as m:
         m.setattr(AutoModelForCausalLM, "from_pretrained", classmethod(spy))
-        again = models.load(name)
+        twin = models.load(name, untrained=True, seed=3).model.state_dict()
+        models.load(name)
     assert calls == [None]                           # read from the cache folder, not the GGUF file
-    ref = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=torch.float32)
-    ref_sd = ref.state_dict()
-    for k, v in again.model.state_dict().items():
-        assert torch.equal(v, ref_sd[k]), k
-    ref_tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
-    texts = ["A man is playing a guitar.", "<|im_start|>user\nnaïve café — 42%<|im_end|>", "  spaced\ttabs\n"]
-    assert again.tokenizer(texts)["input_ids"] == ref_tok(texts)["input_ids"]
-    twin = models.load(name, untrained=True, seed=3).model.state_dict()
-    assert [p.name for p in tmp_path.iterdir()] == [dest.name]      # the twin reads the same converted folder
-    monkeypatch.setenv("TOKUNI_CACHE", str(tmp_path / "elsewhere"))
-    monkeypatch.setattr(gguf_cache, "converted", lambda folder, file, load: folder)   # as before the cache
-    monkeypatch.setattr(gguf_cache, "is_converted", lambda d: False)
-    from transformers import AutoConfig
-
-    cfg = AutoConfig.from_pretrained(folder, gguf_file=gguf)
-    torch.manual_seed(3)
-    ref_twin = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").state_dict()
+    torch.manual_seed(3)                             # the twin the GGUF file's own config gives
+    ref_twin = AutoModelForCausalLM.from_config(seen["model"].config, attn_implementation="eager").state_dict()
     for k, v in twin.items():
         assert torch.equal(v, ref_twin[k]), k
