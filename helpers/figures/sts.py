@@ -570,6 +570,10 @@ def publish(res: Result) -> None:
         "sts-smol-sd-draws": _text_if_draws(res, SMOL, "SoftDecay (sentence)"),
         "sts-smol-clamped-draws": _text_if_draws(res, SMOL, "SoftDecay (clamped)"),
         "sts-bert-white-sd": _text_if_run(res, BOOK_BERT, lambda: res.white_minus_sd(BOOK_BERT)[0]),
+        "sts-bert-white-sd-half": (_iv(res.samefit[BOOK_BERT].iv(how="halfsample")) if BOOK_BERT in res.samefit
+                                   else "–"),
+        "sts-bert-white-sd-point": res.samefit[BOOK_BERT].point() if BOOK_BERT in res.samefit else float("nan"),
+        "sts-bert-white-sd-draws": _text_if_draws(res, BOOK_BERT, "whitening", "SoftDecay (sentence)"),
         "sts-bert-draws": res.readings[BOOK_BERT].n_draws if res.read(BOOK_BERT) else 0,
         "sts-bert-sd-draws": _text_if_draws(res, BOOK_BERT, "SoftDecay (sentence)"),
         "sts-bert-clamped-draws": _text_if_draws(res, BOOK_BERT, "SoftDecay (clamped)"),
@@ -603,6 +607,19 @@ def publish(res: Result) -> None:
         "sts-full-pairs": res.full_readings[m].n_pairs if m in res.full_readings else 0,
         "sts-full-minilm-ev1": _full_number(res, m, lambda: res.full_readings[m].anisotropy()),
         "sts-full-smol-ev1": _full_number(res, SMOL, lambda: res.full_readings[SMOL].anisotropy()),
+        # the book's MLM BERT on every pair (its weights remade by scripts/export_book_model.py --train)
+        "sts-paper-raw": res.paper_value("vanilla", against=None),
+        "sts-full-bert-raw": _full_number(res, BOOK_BERT,
+                                          lambda: res.full_readings[BOOK_BERT].scores()["vanilla"].mean()),
+        "sts-full-bert-sd": _text_if_full(res, BOOK_BERT, lambda: res.full_readings[BOOK_BERT].vs_raw()),
+        "sts-full-bert-sd-emb": _text_if_full(
+            res, BOOK_BERT, lambda: res.full_readings[BOOK_BERT].vs_raw(pooling=_other_pooling(res))),
+        "sts-full-bert-white": _text_if_full(
+            res, BOOK_BERT, lambda: res.full_readings[BOOK_BERT].vs_raw("whitening")),
+        "sts-full-bert-clamped": _text_if_full(
+            res, BOOK_BERT, lambda: res.full_readings[BOOK_BERT].vs_raw("SoftDecay (clamped)")),
+        "sts-full-bert-ev1": _full_number(res, BOOK_BERT, lambda: res.full_readings[BOOK_BERT].anisotropy()),
+        "sts-full-bert-flips-max": _full_flips(res, BOOK_BERT, "SoftDecay (sentence)", "max"),
         # all-mpnet-base-v2, read on every pair only (a contrastive sentence encoder of BERT-base's size)
         "sts-full-mpnet-raw": _full_number(res, MPNET, lambda: res.full_readings[MPNET].scores()["vanilla"].mean()),
         "sts-full-mpnet-raw-emb": _full_number(
