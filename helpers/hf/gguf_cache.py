@@ -22,13 +22,14 @@ from .split_weights import cache_root
 DONE = "converted.json"
 
 
-def cache_folder(gguf: Path) -> Path:
-    """The converted folder's path for GGUF file `gguf`: keyed by its SHA-256 and transformers' version."""
+def cache_folder(gguf: Path, sha256: str | None = None) -> Path:
+    """The converted folder's path for GGUF file `gguf` (whose SHA-256 is `sha256`, computed when not given): keyed
+    by that SHA-256 and transformers' version."""
     import transformers
 
     from ..data.hublock import file_sha256
 
-    return cache_root() / f"{gguf.stem}-{file_sha256(gguf)[:16]}-tf{transformers.__version__}"
+    return cache_root() / f"{gguf.stem}-{(sha256 or file_sha256(gguf))[:16]}-tf{transformers.__version__}"
 
 
 def is_converted(dest: Path) -> bool:
@@ -38,8 +39,11 @@ def is_converted(dest: Path) -> bool:
 def converted(folder: Path, gguf: str, load) -> Path:
     """The cache folder holding `folder/gguf` converted (made now if absent). `load(source, gguf_file)` returns
     (model, tokenizer) as the book loads them from the GGUF file; both are saved as they come."""
+    from ..data.hublock import file_sha256
+
     src = Path(folder) / gguf
-    dest = cache_folder(src)
+    sha = file_sha256(src)
+    dest = cache_folder(src, sha)
     if is_converted(dest):
         return dest
     model, tok = load(str(folder), gguf)
@@ -55,8 +59,7 @@ def converted(folder: Path, gguf: str, load) -> Path:
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True))
         save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         tok.save_pretrained(tmp)
-        (tmp / DONE).write_text(json.dumps({"gguf": gguf, "source": "PyPI weight package folder",
-                                            "sha256": dest.name.rsplit("-tf", 1)[0].rsplit("-", 1)[1]}, indent=1))
+        (tmp / DONE).write_text(json.dumps({"gguf": gguf, "sha256": sha}, indent=1))
         tmp.chmod(0o755)
         try:
             os.replace(tmp, dest)
