@@ -40,7 +40,9 @@ def test_interval_text_and_bootstrap_percentiles():
     (iv(0.2, 0.5), "above", 0.4, fd.REPRODUCED),          # covers the paper's size
     (iv(0.2, 0.5), "above", 0.1, fd.DIRECTION_ONLY),      # wholly beyond it: larger than the paper's
     (iv(0.2, 0.5), "above", 0.9, fd.DIRECTION_ONLY),      # right side, short of the paper's size
-    (iv(-0.1, 0.5), "above", None, fd.NOT_DETECTED),
+    (iv(-0.1, 0.5), "above", None, fd.INCONCLUSIVE),     # covers 0, and no size says what it excludes
+    (iv(-0.1, 0.5), "above", 0.4, fd.INCONCLUSIVE),      # covers 0 and the paper's size: excludes neither
+    (iv(-0.1, 0.3), "above", 0.4, fd.NOT_DETECTED),      # covers 0, wholly short of the paper's size
     (iv(-0.5, -0.2), "above", None, fd.CONTRADICTED),
     (iv(-0.5, -0.2), "below", None, fd.REPRODUCED),
     (iv(-0.5, -0.2), "below", -0.9, fd.DIRECTION_ONLY),
@@ -58,7 +60,9 @@ def test_the_rule_reads_the_interval_from_its_reference():
     """A reference other than zero (chance, a baseline): the same interval reads differently."""
     e = iv(0.15, 0.25)
     assert fd.verdict(e, "above", reference=0.10) == fd.REPRODUCED
-    assert fd.verdict(e, "above", reference=0.20) == fd.NOT_DETECTED
+    assert fd.verdict(e, "above", reference=0.20) == fd.INCONCLUSIVE
+    assert fd.verdict(e, "above", reference=0.20, smallest=0.1) == fd.NOT_DETECTED
+    assert fd.verdict(e, "above", reference=0.20, smallest=0.04) == fd.INCONCLUSIVE
     assert fd.verdict(e, "above", reference=0.30) == fd.CONTRADICTED
     assert fd.verdict(e, "above", reference=0.10, paper_value=0.8) == fd.DIRECTION_ONLY
 
@@ -94,7 +98,7 @@ def test_size_matters_both_ways():
 
 def finding(**kw):
     base = dict(key="x-y", paper="yu2024", where="Fig. 6", claim="c", measured="m", quantity="q",
-                effect=iv(-0.04, 0.03), claim_id="yu-fig6")
+                effect=iv(-0.04, 0.03), claim_id="yu-fig6", smallest=0.1, smallest_why="a planted size")
     return fd.Finding(**{**base, **kw})
 
 
@@ -137,7 +141,7 @@ def test_a_claim_is_judged_by_its_closest_test_and_counted_once():
     control and an extension change no count; a claim that loses its finding reads 'not tested here'."""
     c, other = claim(), claim("yu-fig7")
     reduced = finding(key="a", effect=iv(0.1, 0.3), reduced="at 2 % of the steps")
-    at_paper = finding(key="b", effect=iv(-0.1, 0.3))
+    at_paper = finding(key="b", effect=iv(-0.1, 0.05))
     j = fd.judge(c, [reduced, at_paper])
     assert j.deciding == (at_paper,) and j.verdict == fd.NOT_DETECTED and j.others == (reduced,)
     assert fd.judge(c, [reduced]).verdict_text() == "reproduced at 2 % of the steps"
@@ -567,3 +571,98 @@ def test_the_spearman_p_reuses_its_orderings_bit_for_bit():
         assert spearman_exact_p(x, y) == fresh(x, y), n
     x, y = rng.normal(size=6), rng.normal(size=6)
     assert spearman_exact_p(x, y, max_exact=3, draws=5000, seed=2) == fresh(x, y, 3, 5000, 2)
+
+
+# --- verdicts that say no more than their intervals -------------------------------------------------------------
+
+def test_an_interval_covering_zero_and_the_papers_size_is_inconclusive():
+    """MiniLM's GLUE gain on RTE, +1.95 [−0.86, +4.76] over five seeds against the paper's +3.25: it excludes
+    neither the claim nor its absence. 'Not detected' needs the interval wholly short of the paper's size (or of a
+    stated smallest effect of interest), and says what it excludes."""
+    rte = finding(effect=Interval(1.95, -0.86, 4.76, 5, "t"), paper_value=3.25, smallest=None, smallest_why="")
+    assert rte.verdict == fd.INCONCLUSIVE
+    short = finding(effect=Interval(0.3, -0.5, 1.1, 5, "t"), paper_value=3.25, smallest=None, smallest_why="")
+    assert short.verdict == fd.NOT_DETECTED and "above +1.100" in short.excludes()
+    no_size = finding(effect=Interval(0.3, -0.5, 1.1, 5, "t"), smallest=None, smallest_why="")
+    assert no_size.verdict == fd.INCONCLUSIVE
+    stated = finding(effect=Interval(0.3, -0.5, 1.1, 5, "t"), smallest=2.0, smallest_why="a planted size")
+    assert stated.verdict == fd.NOT_DETECTED and any("smallest effect of interest" in x for x in stated.flags())
+    with pytest.raises(ValueError, match="smallest"):
+        finding(smallest=0.5, smallest_why="")
+
+
+@pytest.mark.parametrize("method", ["t", "normal", "bootstrap", "jackknife", "fisher-z", "t-fisher-z"])
+def test_a_p_value_and_a_level_read_off_an_interval_agree(method):
+    """An interval at level L excludes a value exactly when twice its tail there is below 1 − L, and the interval
+    widened to 1 − p ends at that value."""
+    e = Interval(0.3, 0.1, 0.45, 6, method)
+    p = 2 * e.tail(0.0)
+    assert 0 < p < 0.05
+    at = e.at_level(1 - p)
+    assert at.low == pytest.approx(0.0, abs=1e-9) and at.high > e.high and at.level == pytest.approx(1 - p)
+    assert e.at_level(0.95) is e
+
+
+def test_a_binomial_share_is_read_at_another_level_by_clopper_pearson():
+    from scipy import stats
+
+    share = Interval(5 / 8, 0.245, 0.915, 8, "binomial")
+    wide = share.at_level(0.99)
+    ci = stats.binomtest(5, 8).proportion_ci(0.99, method="exact")
+    assert (wide.low, wide.high) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    assert 2 * share.tail(0.5) > 0.05 and 2 * Interval(1 / 8, 0.003, 0.527, 8, "binomial").tail(0.5) > 0.05
+
+
+def test_holm_levels_reject_exactly_what_holms_procedure_rejects():
+    """Holm's step-down on a planted family: the level each interval is read at excludes the null exactly when
+    Holm's adjusted p-value is at most 0.05, and is never below Bonferroni's level for what remains."""
+    from scipy import stats
+
+    ps = {"a": 0.001, "b": 0.012, "c": 0.014, "d": 0.03, "e": 0.5}
+    levels = fd.holm_levels(ps)
+    # Holm: 5·0.001 = 0.005 ✓, 4·0.012 = 0.048 ✓, 3·0.014 = 0.042 ✓, 2·0.03 = 0.06 ✗, then stop
+    rejected = {k for k, p in ps.items() if p < 1 - levels[k]}
+    assert rejected == {"a", "b", "c"}
+    ranked = sorted(ps, key=ps.get)
+    assert all(1 - levels[k] <= 0.05 / (len(ps) - r) + 1e-15 for r, k in enumerate(ranked))
+    for k, p in ps.items():                     # normal intervals with these p-values, read at their levels
+        z = stats.norm.isf(p / 2)
+        e = Interval(z, z - 1.96, z + 1.96, 100, "normal").at_level(levels[k])
+        assert (e.low > 0) == (k in rejected)
+
+
+def test_a_planted_family_corrects_a_verdict_that_only_the_uncorrected_interval_gives():
+    """Twenty tests of one paper, five of them with p ≈ 0.02: each excludes 0 at 95 % (direction only: short of
+    the paper's size) but not at its Holm level (with five left, Holm asks p < 0.01), so each reads not detected,
+    its interval short of the paper's size; the strong tests keep their verdicts; the uncorrected verdict is kept
+    as a sensitivity reading; a control and an out-of-scope test are not in the family."""
+    def weak(key, **kw):
+        return finding(key=key, effect=Interval(0.3, 0.05, 0.55, 30, "normal"), paper_value=2.0, **kw)
+
+    weaks = [weak(f"w{i}") for i in range(5)]
+    strong = [finding(key=f"s{i}", effect=Interval(1.0, 0.8, 1.2, 30, "normal")) for i in range(15)]
+    control, outside = weak("ctl", kind="control"), weak("oos", out_of_scope="another kind of model")
+    assert weaks[0].verdict == fd.DIRECTION_ONLY
+    got = {f.key: f for f in fd.correct([*weaks, *strong, control, outside])}
+    for i in range(5):
+        w = got[f"w{i}"]
+        assert w.family_size == 20 and w.verdict == fd.NOT_DETECTED and w.uncorrected_verdict == fd.DIRECTION_ONLY
+        assert w.read_effect.low < 0 < w.read_effect.high < 2.0 and "Holm" in " ".join(w.flags())
+    assert all(got[f"s{i}"].verdict == fd.REPRODUCED for i in range(15))
+    assert got["ctl"].family_level is None and got["oos"].family_level is None
+    assert got["ctl"].verdict == got["oos"].verdict == fd.DIRECTION_ONLY
+    alone = fd.correct([weaks[0]])[0]             # a family of one reads at 95 %
+    assert alone.family_level == pytest.approx(0.95) and alone.verdict == fd.DIRECTION_ONLY
+    others = {"yu2024": {**{f"s{i}": 1e-9 for i in range(15)}, **{f"w{i}": 0.0188 for i in range(1, 5)}}}
+    within = fd.correct([weaks[0]], others=others)[0]       # a chapter's test within the book's family
+    assert within.family_size == 20 and within.verdict == fd.NOT_DETECTED
+
+
+def test_test_p_asks_the_question_of_each_direction():
+    e = Interval(0.02, -0.01, 0.05, 40, "normal")
+    assert fd.test_p(e, "above") > 0.05                         # covers 0
+    assert fd.test_p(e, "equal", margin=0.1) < 0.05             # inside ±0.1
+    assert fd.test_p(Interval(0.2, 0.15, 0.25, 40, "normal"), "equal", margin=0.1) < 0.05   # wholly beyond it
+    assert fd.test_p(e, "at most", margin=0.1) < 0.05
+    assert fd.test_p(Interval.exact(0.1), "above") is None
+    assert fd.test_p(Interval(0.1, 0.0, 0.3, 3, "range"), "equal", margin=1.0) is None

@@ -71,6 +71,7 @@ verdict:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -125,13 +126,15 @@ def zero_width(effect: Interval | None) -> bool:
 
 def verdict(effect: Interval | None, direction: Direction, reference: float = 0.0,
             paper_value: float | None = None, margin: float | None = None,
-            tolerance: float | None = None, point_why: str = "") -> str:
+            tolerance: float | None = None, point_why: str = "", smallest: float | None = None) -> str:
     """The one rule that turns an effect into a verdict (see the module's docstring). `direction`: the
     side of `reference` the paper's claim puts the effect on ("above", "below"), "equal" for a claim
     that two things are alike within ±`margin`, "at most" / "at least" for a one-sided bound at
     reference ± `margin`, "none" for a claim of no effect without a margin; `tolerance`: the half-width an
     exact effect is read with; `point_why`: why a zero-width interval on a sampled quantity is right (else it
-    is inconclusive)."""
+    is inconclusive); `smallest`: the smallest effect of interest (its size from the reference, on the paper's
+    side), for a claim whose paper gives no size: an interval that covers the reference is "not detected" only
+    when it lies wholly short of the paper's size, else of `smallest`, and inconclusive otherwise."""
     if effect is None:
         return NOT_TESTABLE
     if direction not in DIRECTIONS:
@@ -170,7 +173,16 @@ def verdict(effect: Interval | None, direction: Direction, reference: float = 0.
         return REPRODUCED
     if hi < 0:
         return CONTRADICTED
-    return NOT_DETECTED
+    # the interval covers the reference: "not detected" only where it also excludes the paper's effect (an exact
+    # value within its tolerance of the reference excludes every effect beyond that round-off)
+    if effect.method == "exact":
+        return NOT_DETECTED
+    size = sign * (paper_value - reference) if paper_value is not None else None
+    if size is None or size <= 0:
+        size = smallest
+    if size is not None and size > 0 and hi < size:
+        return NOT_DETECTED
+    return INCONCLUSIVE
 
 
 def size_side(effect: Interval | None, direction: Direction, reference: float = 0.0,
@@ -279,6 +291,12 @@ class Finding:
     standin: str = ""
     caveat: str = ""
     size_word: str = ""
+    smallest: float | None = None
+    smallest_why: str = ""
+    unit: str = ""
+    units: int | None = None
+    family_level: float | None = None
+    family_size: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -294,27 +312,57 @@ class Finding:
             if self.tolerance is None or self.tolerance < 0 or not self.exact_why:
                 raise ValueError(f"finding {self.key!r}: an exact effect states its tolerance and why it has no "
                                  "sampling (exact_why); a sample statistic has an interval")
+        if self.smallest is not None and (self.smallest <= 0 or not self.smallest_why):
+            raise ValueError(f"finding {self.key!r}: a smallest effect of interest is positive and says why "
+                             "(smallest_why)")
+        if self.family_level is not None and not 0 < self.family_level < 1:
+            raise ValueError(f"finding {self.key!r}: family_level {self.family_level} is not a confidence level")
         object.__setattr__(self, "members", tuple(self.members))
         object.__setattr__(self, "alternatives", tuple((str(n), i) for n, i in self.alternatives))
         self._rule(self.effect)
 
-    def _rule(self, effect: Interval | None) -> str:
+    def _rule(self, effect: Interval | None, corrected: bool = True) -> str:
+        if corrected and effect is not None and self.family_level is not None:
+            effect = effect.at_level(self.family_level)
         return verdict(effect, self.direction, self.reference, self.paper_value, self.margin, self.tolerance,
-                       self.point_why)
+                       self.point_why, self.smallest)
+
+    @property
+    def read_effect(self) -> Interval | None:
+        """The interval the verdict is read on: `effect` at its family's corrected level (`family_level`, set by
+        `correct`), else `effect` as measured."""
+        if self.effect is None or self.family_level is None:
+            return self.effect
+        return self.effect.at_level(self.family_level)
+
+    @property
+    def p_value(self) -> float | None:
+        """The p-value of the question the verdict asks first (`test_p`), None for an effect with no sampling."""
+        return None if self.cannot_test else test_p(self.effect, self.direction, self.reference, self.margin)
 
     @property
     def primary_verdict(self) -> str:
-        """The verdict of `effect` alone (the first procedure)."""
+        """The verdict of `effect` alone (the first procedure), read at the family's level."""
         return NOT_TESTABLE if self.cannot_test else self._rule(self.effect)
 
-    def alternative_verdicts(self) -> list[tuple[str, str]]:
-        """(procedure, verdict) of each alternative procedure."""
-        return [(name, self._rule(iv)) for name, iv in self.alternatives]
+    def alternative_verdicts(self, corrected: bool = True) -> list[tuple[str, str]]:
+        """(procedure, verdict) of each alternative procedure (read at the family's level, unless `corrected` is
+        False)."""
+        return [(name, self._rule(iv, corrected)) for name, iv in self.alternatives]
+
+    @property
+    def uncorrected_verdict(self) -> str:
+        """The verdict the uncorrected 95 % interval would give (a sensitivity reading, never the verdict)."""
+        if self.family_level is None:
+            return self.verdict
+        return self._combine(NOT_TESTABLE if self.cannot_test else self._rule(self.effect, False),
+                             {a for _, a in self.alternative_verdicts(False)})
 
     @property
     def verdict(self) -> str:
-        v = self.primary_verdict
-        alt = {a for _, a in self.alternative_verdicts()}
+        return self._combine(self.primary_verdict, {a for _, a in self.alternative_verdicts()})
+
+    def _combine(self, v: str, alt: set[str]) -> str:
         if v != NOT_TESTABLE and alt - {v}:
             # procedures on the paper's side that differ only on the paper's size agree on the direction
             return DIRECTION_ONLY if alt | {v} == {REPRODUCED, DIRECTION_ONLY} else INCONCLUSIVE
@@ -334,6 +382,12 @@ class Finding:
             out.append(f"procedures disagree ({said}), so " + ("only the direction stands"
                                                               if self.verdict == DIRECTION_ONLY else
                                                               "no verdict stands"))
+        if self.family_level is not None and self.uncorrected_verdict != self.verdict:
+            out.append(f"read at {_pct(self.family_level)} by the family correction (Holm over its paper's "
+                       f"{self.family_size} tests); at 95 % alone: {self.uncorrected_verdict}")
+        if self.smallest is not None and self.verdict == NOT_DETECTED:
+            out.append(f"not detected against the smallest effect of interest {self.smallest:g} "
+                       f"({self.smallest_why})")
         return out
 
     @property
@@ -349,7 +403,7 @@ class Finding:
         """"smaller" or "larger" than the paper's size, for a 'direction only' verdict; "" otherwise."""
         if self.cannot_test or self.primary_verdict != DIRECTION_ONLY:
             return ""
-        return size_side(self.effect, self.direction, self.reference, self.paper_value, self.tolerance)
+        return size_side(self.read_effect, self.direction, self.reference, self.paper_value, self.tolerance)
 
     def verdict_words(self) -> str:
         """The verdict with its size: 'direction only (larger than the paper's)'; 'direction only (the paper's
@@ -378,23 +432,146 @@ class Finding:
             return "—"
         if self.effect.method == "exact":
             return f"{self.effect.text(self.digits)} (exact ± {self.tolerance:.2g})"
+        if self.effect.method == "range":
+            f = f"{{:+.{self.digits}f}}"
+            return (f"{f.format(self.effect.estimate)} (range over {self.n_units} {self.unit_name}: "
+                    f"{f.format(self.effect.low)} to {f.format(self.effect.high)}; not a confidence interval)")
         return self.effect.text(self.digits)
 
     def excludes(self) -> str:
         """What the interval rules out, for a 'not detected' or 'inconclusive' reading: 'excludes effects
         below −0.040 and above +0.031' (measured on the effect's own scale); '' otherwise."""
-        e = self.effect
+        e = self.read_effect
         if e is None or not e.has_interval or e.method == "exact":
             return ""
         f = f"{{:+.{self.digits}f}}"
         return f"excludes effects below {f.format(e.low)} and above {f.format(e.high)}"
 
+    #: methods whose `Interval.n` counts resamples, not the units resampled
+    RESAMPLED = ("bootstrap", "cross-fit", "subsample")
+
+    @property
+    def resamples(self) -> int | None:
+        """The draws behind a resampled interval (bootstrap, cross-fit, subsample); None otherwise."""
+        e = self.effect
+        return int(e.n) if e is not None and e.method in self.RESAMPLED else None
+
+    @property
+    def n_units(self) -> int | None:
+        """How many units the interval is taken over (`units`, else the interval's own n where it counts units:
+        seeds, layers, models, inputs); None where a resampled interval does not state its units."""
+        if self.units is not None:
+            return int(self.units)
+        e = self.effect
+        if e is None or e.method in self.RESAMPLED or e.method == "exact":
+            return None
+        return int(e.n)
+
+    @property
+    def unit_name(self) -> str:
+        """What the interval is taken over (`unit`, else what its method's n counts: seeds for a t-interval over
+        seeds, the models of a binomial share, …)."""
+        if self.unit:
+            return self.unit
+        e = self.effect
+        return {"t": "seeds", "binomial": "models", "jackknife": "units", "fisher-z": "points",
+                "range": "values"}.get(e.method, "") if e is not None else ""
+
+    def corrected_text(self) -> str:
+        """The interval the verdict is read on, where the family correction widened it: '[−0.50, +1.14] at
+        99.8 %'; '' otherwise."""
+        e = self.read_effect
+        if e is None or e is self.effect or not e.has_interval:
+            return ""
+        f = f"{{:+.{self.digits}f}}"
+        return f"[{f.format(e.low)}, {f.format(e.high)}] at {_pct(e.level)}"
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["verdict"] = self.verdict
+        d["uncorrected_verdict"] = self.uncorrected_verdict
+        d["p_value"] = self.p_value
         d["verdict_text"] = self.verdict_text()
         d["flags"] = self.flags()
         return d
+
+
+def _pct(level: float) -> str:
+    """A confidence level as a percentage with the digits it needs: 95 %, 99.8 %, 99.93 %."""
+    miss = 100 * (1 - level)
+    digits = max(0, min(4, -math.floor(math.log10(miss)) + 1)) if miss > 0 else 0
+    return f"{100 * level:.{digits}f} %"
+
+
+def test_p(effect: Interval | None, direction: str, reference: float = 0.0,
+           margin: float | None = None) -> float | None:
+    """The two-sided p-value of the question a finding's verdict turns on, read off its interval
+    (`Interval.tail`), such that the interval at level L answers it exactly when p < 1 − L: for a side ("above",
+    "below") or no effect ("none"), whether the effect differs from `reference`; for a bound ("at most",
+    "at least"), on which side of reference ± `margin` it lies; for a likeness ("equal"), with the estimate inside
+    reference ± `margin`, the two one-sided tests that it lies inside (the larger p, doubled), and with the
+    estimate outside, the test that it lies beyond the nearer edge. None for an effect with no sampling (exact,
+    a range, a single seed)."""
+    if effect is None or not effect.sampled:
+        return None
+    if direction in ("above", "below", "none"):
+        return min(1.0, 2 * effect.tail(reference))
+    m = float(margin or 0.0)
+    lo, hi = reference - m, reference + m
+    if direction == "at most":
+        return min(1.0, 2 * effect.tail(hi))
+    if direction == "at least":
+        return min(1.0, 2 * effect.tail(lo))
+    if direction == "equal":
+        if lo < effect.estimate < hi:
+            return min(1.0, 2 * max(effect.tail(lo), effect.tail(hi)))
+        return min(1.0, 2 * effect.tail(hi if effect.estimate >= hi else lo))
+    raise ValueError(f"direction {direction!r}: use one of {DIRECTIONS}")
+
+
+#: the family-wise error rate each paper's family of tests is held to
+FAMILY_ALPHA = 0.05
+
+
+def in_family(f: Finding) -> bool:
+    """Whether a finding belongs to its paper's family of tests: a claim's in-scope test or one of the book's own
+    questions, with a sampled interval (not exact, not a range) that could have moved. Controls and out-of-scope
+    tests are shown, never counted, and read at 95 %."""
+    return (f.kind in ("claim", "extension") and f.in_scope and not f.cannot_test and f.effect is not None
+            and f.p_value is not None and not zero_width(f.effect))
+
+
+def holm_levels(p_values: Mapping[str, float], alpha: float = FAMILY_ALPHA) -> dict[str, float]:
+    """Holm's step-down correction over one family, as the confidence level each test's interval is read at.
+    The tests are ranked by p-value; the r-th of m has the adjusted p-value p̃ = max over j ≤ r of
+    min(1, (m − j + 1)·p₍ⱼ₎) (Holm 1979), and it rejects when p̃ ≤ `alpha`. Its interval is read at
+    1 − alpha·p/p̃ (at 1 − alpha/(m − r + 1) when p = 0), the level at which the interval excludes the null exactly
+    when Holm rejects it: never narrower than Bonferroni's level for a family of m − r + 1."""
+    items = sorted(p_values.items(), key=lambda kv: (kv[1], kv[0]))
+    m = len(items)
+    out, running = {}, 0.0
+    for r, (key, p) in enumerate(items):
+        running = max(running, min(1.0, (m - r) * p))
+        a = alpha * p / running if p > 0 else alpha / (m - r)
+        out[key] = 1.0 - min(alpha, a)
+    return out
+
+
+def correct(findings, alpha: float = FAMILY_ALPHA, others: Mapping[str, Mapping[str, float]] | None = None
+            ) -> list[Finding]:
+    """`findings` with their family's correction: one family per paper, its members `in_family`, each read at
+    its Holm level (`holm_levels`) — `family_level` and `family_size` set; the rest unchanged. `others`:
+    {paper: {key: p}} of the family's members that are not among `findings` (a chapter's tests corrected within the
+    whole book's family); a finding among `findings` replaces its own entry there."""
+    fams: dict[str, dict[str, float]] = {p: dict((others or {}).get(p, {})) for p in PAPERS}
+    members = [f for f in findings if in_family(f)]
+    for f in members:
+        fams[f.paper][f.key] = float(f.p_value)
+    levels = {p: holm_levels(ps, alpha) for p, ps in fams.items()}
+    from dataclasses import replace
+
+    return [replace(f, family_level=levels[f.paper][f.key], family_size=len(fams[f.paper])) if f in members else f
+            for f in findings]
 
 
 def value_of(column: Any, res: Any) -> Any:
@@ -601,6 +778,7 @@ def count_verdicts(findings) -> dict[str, dict[str, int]]:
 
 __all__ = ["Interval", "Claim", "Finding", "Spec", "value_of", "Judged", "t_interval", "verdict", "size_side", "judge",
            "count_claims",
-           "count_verdicts", "finding_key", "zero_width", "VERDICTS", "CLAIM_VERDICTS", "KINDS", "PAPERS", "DIRECTIONS",
+           "count_verdicts", "finding_key", "zero_width", "test_p", "in_family", "holm_levels", "correct",
+           "FAMILY_ALPHA", "VERDICTS", "CLAIM_VERDICTS", "KINDS", "PAPERS", "DIRECTIONS",
            "REPRODUCED", "DIRECTION_ONLY", "NOT_DETECTED", "CONTRADICTED", "INCONCLUSIVE", "NOT_TESTABLE",
            "NOT_TESTED", "MIXED", "ON_ONE_MODEL"]

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-Method = Literal["t", "bootstrap", "exact", "normal", "range", "fisher-z", "jackknife", "subsample", "cross-fit",
-                 "binomial"]
+Method = Literal["t", "bootstrap", "exact", "normal", "range", "fisher-z", "t-fisher-z", "jackknife", "subsample",
+                 "cross-fit", "binomial"]
 
 
 @dataclass(frozen=True)
@@ -23,8 +23,9 @@ class Interval:
     bootstrap draws, layers) by `method` — "t" (Student-t over seeds), "bootstrap" (percentile),
     "normal" (± z·SE), "range" (min–max), "fisher-z" (a correlation's interval on Fisher's z scale over its `n`
     points), "jackknife" (leave-one-unit-out), "subsample" (half-samples without replacement), "cross-fit" (fit on
-    one half, score the other), "binomial" (Clopper–Pearson, a share of `n` units), or "exact" (a computed value:
-    low = high = estimate)."""
+    one half, score the other), "binomial" (Clopper–Pearson, a share of `n` units), "t-fisher-z" (correlations
+    averaged over `n` units on Fisher's z with a Student-t interval: `fisher_t_interval`), or "exact" (a computed
+    value: low = high = estimate)."""
 
     estimate: float
     low: float
@@ -66,6 +67,81 @@ class Interval:
         """The bounds clipped to the values the quantity can take (a count of heads: 0 to the heads of a layer;
         a |cos|: 0 to 1), so a t-interval over a few seeds does not reach past them; the estimate is kept."""
         return replace(self, low=max(self.low, low), high=min(self.high, high))
+
+    #: methods whose interval is a confidence interval at `level` (a `range` is a spread, an `exact` value has none)
+    SAMPLED = ("t", "bootstrap", "normal", "fisher-z", "t-fisher-z", "jackknife", "subsample", "cross-fit",
+               "binomial")
+    #: methods built on Fisher's z scale, and with Student-t quantiles on n − 1 degrees of freedom
+    _ZSCALE, _STUDENT = ("fisher-z", "t-fisher-z"), ("t", "jackknife", "t-fisher-z")
+
+    @property
+    def sampled(self) -> bool:
+        """True for a confidence interval at `level` (not an exact value, not a range, not a single seed's bare
+        estimate)."""
+        return self.method in self.SAMPLED and self.has_interval
+
+    def tail(self, value: float) -> float:
+        """The one-sided p-value of `value` read off this interval: the share of the estimate's sampling
+        distribution that lies beyond `value`, on the side of `value` away from the estimate (0.5 at the estimate).
+        An interval at level L excludes `value` exactly when `2 * tail(value) < 1 - L`. Each side's spread is read
+        from its own half of the interval, on the scale the method builds it on: Student-t with n − 1 degrees of
+        freedom (`t`, `jackknife`), Fisher's z (`fisher-z`), the binomial distribution itself (`binomial`:
+        k = estimate·n successes of n), the normal otherwise (a percentile bootstrap, a cross-fit or subsample
+        interval read as normal on each side)."""
+        from scipy import stats
+
+        if not self.sampled:
+            raise ValueError(f"a {self.method!r} interval has no sampling distribution to read a p-value from")
+        if self.method == "binomial":
+            k, n = round(self.estimate * self.n), int(self.n)
+            if value <= 0 or value >= 1:
+                return 0.0 if (value <= 0 < k / n or k / n < 1 <= value) else 0.5
+            return float(stats.binom.sf(k - 1, n, value) if k / n > value else stats.binom.cdf(k, n, value))
+        est, low, high, v = self.estimate, self.low, self.high, float(value)
+        if self.method in self._ZSCALE:
+            c = 1 - 1e-9
+            est, low, high, v = (math.atanh(max(-c, min(c, x))) for x in (est, low, high, v))
+        if v == est:
+            return 0.5
+        bound = low if v < est else high
+        q = self._quantile(self.level)
+        spread = abs(est - bound) / q
+        if spread == 0:
+            return 0.0
+        dist = stats.t(self.n - 1) if self.method in self._STUDENT and self.n > 1 else stats.norm
+        return float(dist.sf(abs(est - v) / spread))
+
+    def _quantile(self, level: float) -> float:
+        from scipy import stats
+
+        a = 0.5 + level / 2
+        return float(stats.t.ppf(a, self.n - 1) if self.method in self._STUDENT and self.n > 1
+                     else stats.norm.ppf(a))
+
+    def at_level(self, level: float) -> Interval:
+        """The same interval at another confidence `level` (a family's corrected level), on the scale its method
+        builds it on (`tail`'s): each side's distance from the estimate scaled by the ratio of the quantiles, on
+        Fisher's z for a correlation; a binomial share's Clopper–Pearson interval again. Not sampled (exact, range):
+        unchanged."""
+        if not self.sampled or level == self.level:
+            return self
+        if not 0 < level < 1:
+            raise ValueError(f"level must lie in (0, 1), got {level}")
+        if self.method == "binomial":
+            from scipy import stats
+
+            ci = stats.binomtest(round(self.estimate * self.n), int(self.n)).proportion_ci(level, method="exact")
+            return replace(self, low=min(float(ci.low), self.estimate), high=max(float(ci.high), self.estimate),
+                           level=level)
+        r = self._quantile(level) / self._quantile(self.level)
+        if self.method in self._ZSCALE:
+            c = 1 - 1e-9
+            z = [math.atanh(max(-c, min(c, x))) for x in (self.estimate, self.low, self.high)]
+            low, high = math.tanh(z[0] - r * (z[0] - z[1])), math.tanh(z[0] + r * (z[2] - z[0]))
+        else:
+            low = self.estimate - r * (self.estimate - self.low)
+            high = self.estimate + r * (self.high - self.estimate)
+        return replace(self, low=low, high=high, level=level)
 
     def covers(self, x: float) -> bool:
         return self.has_interval and self.low <= x <= self.high
@@ -166,10 +242,11 @@ def rank_correlation_interval(x, y, level: float = 0.95) -> Interval:
     return Interval(rho, min(low, rho), max(high, rho), int(n), "fisher-z", level)
 
 
-def jackknife_interval(values, statistic, level: float = 0.95) -> Interval:
+def jackknife_interval(values, statistic, level: float = 0.95, correlation: bool = False) -> Interval:
     """`statistic(values)` with its leave-one-out jackknife interval over the units of `values` (the first axis:
     layers, models, seeds): pseudo-values n·θ − (n − 1)·θ₍₋ᵢ₎, their mean ± t·SE with n − 1 degrees of freedom.
-    The estimate is the statistic on all units."""
+    The estimate is the statistic on all units. `correlation`: the statistic is a correlation, jackknifed on
+    Fisher's z = atanh θ (±1 read as ±(1 − 1/n²)) and mapped back, so its interval stays inside [−1, 1]."""
     from scipy import stats
 
     v = np.asarray(values)
@@ -178,10 +255,48 @@ def jackknife_interval(values, statistic, level: float = 0.95) -> Interval:
         raise ValueError("a jackknife needs at least 3 units")
     theta = float(statistic(v))
     loo = np.array([float(statistic(np.delete(v, i, axis=0))) for i in range(n)])
-    pseudo = n * theta - (n - 1) * loo
+    c = 1 - 1 / n**2
+    z = (lambda x: np.arctanh(np.clip(x, -c, c))) if correlation else (lambda x: x)
+    zt, zl = float(z(theta)), z(loo)
+    pseudo = n * zt - (n - 1) * zl
     se = float(pseudo.std(ddof=1) / math.sqrt(n))
     half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * se
-    return Interval(theta, theta - half, theta + half, n, "jackknife", level)
+    lo, hi = zt - half, zt + half
+    if correlation:
+        lo, hi = math.tanh(lo), math.tanh(hi)
+        return Interval(theta, min(lo, theta), max(hi, theta), n, "jackknife", level)
+    return Interval(theta, lo, hi, n, "jackknife", level)
+
+
+def fisher_interval(r: float, n: int, level: float = 0.95, se: float | None = None) -> Interval:
+    """A correlation `r` computed on `n` points with its interval on Fisher's z: atanh r ± z·SE, SE = 1/√(n − 3)
+    unless given (Bonett & Wright's √((1 + r²/2)/(n − 3)) for a rank correlation), mapped back. A perfect ±1 is
+    read as ±(1 − 1/n²) on the z scale, so its interval keeps a width; the interval always holds `r`."""
+    from scipy import stats
+
+    if n < 4:
+        raise ValueError("a Fisher-z interval needs at least 4 points")
+    c = float(np.clip(r, -(1 - 1 / n**2), 1 - 1 / n**2))
+    se = 1 / math.sqrt(n - 3) if se is None else se
+    q = float(stats.norm.ppf(0.5 + level / 2))
+    z = math.atanh(c)
+    return Interval(r, min(math.tanh(z - q * se), r), max(math.tanh(z + q * se), r), int(n), "fisher-z", level)
+
+
+def fisher_t_interval(values, n_points: int | None = None, level: float = 0.95) -> Interval:
+    """Correlations over units (one per model, say) averaged on Fisher's z with the Student-t interval over the
+    units (n − 1 degrees of freedom), mapped back: the estimate tanh(mean z) and an interval inside [−1, 1]. A
+    correlation of ±1 is read as ±(1 − 1/m²), m = `n_points` (the points each was computed on; 10⁶ if not
+    given). A single unit gives no interval."""
+    v = np.asarray(values, dtype=float).ravel()
+    m = n_points or 1000
+    c = 1 - 1 / m**2
+    z = np.arctanh(np.clip(v, -c, c))
+    t = t_interval(z, level)
+    if not t.has_interval:
+        return Interval(float(np.tanh(t.estimate)), math.nan, math.nan, t.n, "t-fisher-z", level)
+    return Interval(float(np.tanh(t.estimate)), float(np.tanh(t.low)), float(np.tanh(t.high)), t.n, "t-fisher-z",
+                    level)
 
 
 def moving_average(x, window: int) -> np.ndarray:
@@ -195,4 +310,4 @@ def moving_average(x, window: int) -> np.ndarray:
 
 
 __all__ = ["Interval", "t_interval", "moving_average", "spearman_exact_p", "rank_correlation_interval",
-           "jackknife_interval"]
+           "jackknife_interval", "fisher_interval", "fisher_t_interval"]
