@@ -666,3 +666,28 @@ def test_test_p_asks_the_question_of_each_direction():
     assert fd.test_p(e, "at most", margin=0.1) < 0.05
     assert fd.test_p(Interval.exact(0.1), "above") is None
     assert fd.test_p(Interval(0.1, 0.0, 0.3, 3, "range"), "equal", margin=1.0) is None
+
+
+def test_a_stand_in_on_a_planted_trend_reads_on_the_papers_trend():
+    """Four planted models on a line with a little scatter: a stand-in placed on the line at its own starting point
+    (beyond the models' range) reads "on the paper's trend"; moved well above it, "off the trend (above)"; a band
+    that covers zero cannot tell. The prediction interval widens away from the models, and leaving one model out
+    gives a range around the line's value."""
+    from helpers.core import stats as S
+
+    x, y = [52.0, 59.5, 63.0, 64.0], [12.0, 9.1, 8.2, 5.8]
+    t = S.fit_trend(x, y)
+    x0 = 44.0
+    at = t.value(x0)
+    on = Interval(at, at - 0.5, at + 0.5, 200, "bootstrap")
+    assert S.against_trend(on, t, x0) == S.ON_TREND and not t.within_range(x0)
+    assert S.against_trend(Interval(at + 20, at + 19, at + 21, 200, "bootstrap"), t, x0) == S.ABOVE_TREND
+    assert S.against_trend(Interval(-30, -31, -29, 200, "bootstrap"), t, x0) == S.BELOW_TREND
+    near, far = t.predict(60.0), t.predict(x0)
+    assert far.high - far.low > near.high - near.low
+    lo, hi = t.leave_one_out(x0)
+    assert lo <= at <= hi
+    flat = S.fit_trend([1.0, 2.0, 3.0, 4.0], [0.5, -0.5, 0.4, -0.4])
+    assert S.against_trend(Interval(0.1, 0.0, 0.2, 10, "t"), flat, 2.5) == S.TREND_INCONCLUSIVE
+    with pytest.raises(ValueError):
+        S.fit_trend([1.0, 2.0], [1.0, 2.0])

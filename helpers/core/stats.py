@@ -262,9 +262,11 @@ def jackknife_interval(values, statistic, level: float = 0.95, correlation: bool
     se = float(pseudo.std(ddof=1) / math.sqrt(n))
     half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * se
     lo, hi = zt - half, zt + half
-    if correlation:
+    if correlation and half > 0:
         lo, hi = math.tanh(lo), math.tanh(hi)
         return Interval(theta, min(lo, theta), max(hi, theta), n, "jackknife", level)
+    if correlation:                                  # no leave-one-out value moved: no width
+        return Interval(theta, theta, theta, n, "jackknife", level)
     return Interval(theta, lo, hi, n, "jackknife", level)
 
 
@@ -310,4 +312,91 @@ def moving_average(x, window: int) -> np.ndarray:
 
 
 __all__ = ["Interval", "t_interval", "moving_average", "spearman_exact_p", "rank_correlation_interval",
-           "jackknife_interval", "fisher_interval", "fisher_t_interval"]
+           "jackknife_interval", "fisher_interval", "fisher_t_interval", "Trend", "fit_trend", "against_trend",
+           "ON_TREND", "ABOVE_TREND", "BELOW_TREND", "TREND_INCONCLUSIVE"]
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A straight line fitted to a handful of (x, y) points — the papers' own models, each with its starting point
+    x (a raw score) and its effect y — with what it predicts at a new x₀: `predict(x0)` gives the fitted value with
+    its prediction interval for a new model (Student-t, n − 2 degrees of freedom: the line's uncertainty and the
+    models' scatter about it), and `leave_one_out(x0)` the range of the predictions when each model in turn is left
+    out. Fitted by `fit_trend`."""
+
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+    slope: float
+    intercept: float
+    resid_sd: float
+
+    @property
+    def n(self) -> int:
+        return len(self.x)
+
+    def value(self, x0: float) -> float:
+        return self.intercept + self.slope * float(x0)
+
+    def predict(self, x0: float, level: float = 0.95) -> Interval:
+        """The line at `x0` with the prediction interval of a new point there: ŷ ± t·s·√(1 + 1/n + (x₀ − x̄)²/Sxx).
+        An `x0` outside the fitted models' range is an extrapolation, and the interval widens with its distance."""
+        from scipy import stats
+
+        x = np.asarray(self.x, float)
+        sxx = float(((x - x.mean()) ** 2).sum())
+        se = self.resid_sd * math.sqrt(1 + 1 / self.n + (float(x0) - x.mean()) ** 2 / sxx)
+        half = float(stats.t.ppf(0.5 + level / 2, self.n - 2)) * se
+        v = self.value(x0)
+        return Interval(v, v - half, v + half, self.n, "t", level)
+
+    def leave_one_out(self, x0: float) -> tuple[float, float]:
+        """The smallest and largest prediction at `x0` of the lines fitted with one model left out (needs n ≥ 3)."""
+        if self.n < 3:
+            raise ValueError("leaving one model out needs at least 3 models")
+        preds = []
+        for i in range(self.n):
+            keep = [j for j in range(self.n) if j != i]
+            t = fit_trend([self.x[j] for j in keep], [self.y[j] for j in keep], allow_exact=True)
+            preds.append(t.value(x0))
+        return float(min(preds)), float(max(preds))
+
+    def within_range(self, x0: float) -> bool:
+        """True when `x0` lies between the fitted models' smallest and largest x (an interpolation)."""
+        return min(self.x) <= float(x0) <= max(self.x)
+
+
+def fit_trend(x, y, allow_exact: bool = False) -> Trend:
+    """The least-squares line of `y` on `x` (`Trend`). Needs at least 3 points for a prediction interval (2
+    degrees of freedom are the fewest a Student-t interval can have with one); `allow_exact` lets 2 points fit a
+    line exactly (for `Trend.leave_one_out`)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.shape != y.shape or x.size < (2 if allow_exact else 3):
+        raise ValueError(f"a trend needs at least {2 if allow_exact else 3} (x, y) points of equal number")
+    if np.ptp(x) == 0:
+        raise ValueError("a trend needs at least two different x")
+    slope, intercept = np.polyfit(x, y, 1)
+    resid = y - (intercept + slope * x)
+    sd = float(np.sqrt((resid**2).sum() / (x.size - 2))) if x.size > 2 else 0.0
+    return Trend(tuple(float(v) for v in x), tuple(float(v) for v in y), float(slope), float(intercept), sd)
+
+
+#: how a stand-in's effect sits against a paper's trend at its own starting point (`against_trend`)
+ON_TREND, ABOVE_TREND, BELOW_TREND, TREND_INCONCLUSIVE = ("on the paper's trend", "off the trend (above)",
+                                                          "off the trend (below)", "inconclusive")
+
+
+def against_trend(effect: Interval, trend: Trend, x0: float, level: float = 0.95) -> str:
+    """Where a stand-in's `effect` (with its interval) lies against the paper's trend at the stand-in's starting
+    point `x0`: "on the paper's trend" when its interval lies inside the trend's prediction interval there; "off the
+    trend (above / below)" when it lies wholly beyond it; "inconclusive" when they overlap only in part, or when
+    the trend's band covers zero (it cannot tell the effect's sign at that point)."""
+    band = trend.predict(x0, level)
+    if band.low <= 0 <= band.high:
+        return TREND_INCONCLUSIVE
+    if band.low <= effect.low and effect.high <= band.high:
+        return ON_TREND
+    if effect.low > band.high:
+        return ABOVE_TREND
+    if effect.high < band.low:
+        return BELOW_TREND
+    return TREND_INCONCLUSIVE

@@ -15,6 +15,7 @@ import numpy as np
 from ...core.findings import Finding, Spec
 from ...core.findings import verdict as verdict_of
 from .params import (
+    ALPHA_MARGIN,
     BOOK_BERT,
     COMMANDS,
     CONTRASTIVE_SCOPE,
@@ -179,16 +180,20 @@ def reduced(model: str, per: int = 0, draws: int = 1) -> str:
     return ", ".join(parts)
 
 
+def raw_score(res, model: str) -> float:
+    """`model`'s raw Table 1 Avg under the reading its Table 1 findings use."""
+    if model in res.full_readings:
+        return float(res.full_readings[model].scores()["vanilla"].mean())
+    if res.read(model) is not None:
+        return res.readings[model].raw_avg()
+    return res.averages[model]["subset-mean"]["vanilla"]
+
+
 def standin(res, model: str) -> str:
     """How far `model` is from BERT-base-cased on the baseline the paper reports (Table 1's raw Avg), under
     the reading its Table 1 findings use."""
-    if model in res.full_readings:
-        raw = float(res.full_readings[model].scores()["vanilla"].mean())
-    elif res.read(model) is not None:
-        raw = res.readings[model].raw_avg()
-    else:
-        raw = res.averages[model]["subset-mean"]["vanilla"]
-    return f"raw STS {raw:.2f} against BERT-base-cased's {res.paper_value('vanilla', against=None):.2f} (Table 1 Avg)"
+    return (f"raw STS {raw_score(res, model):.2f} against BERT-base-cased's "
+            f"{res.paper_value('vanilla', against=None):.2f} (Table 1 Avg)")
 
 
 def _scope(res, model: str) -> dict[str, Any]:
@@ -228,19 +233,27 @@ def quantity(spec: Spec, how: str = "", **fmt: Any) -> dict[str, str]:
     return dict(quantity=spec.quantity.format(**fmt) + (f" ({how})" if how else ""))
 
 
+#: what a Student-t interval over the STS sets is taken over
+SETS = "STS sets"
+
+
 def _gain(res, spec: Spec) -> dict[str, Any]:
     """SoftDecay − raw for Table 1, from the closest reading there is: every pair (`full_readings`), else the
     re-reading under the paper-comparison pooling (over its draws), else the main run."""
     model = model_of(res, spec)
     if model not in res.all_runs() and model not in res.full_readings:
         return _untested(res, model, _UNREAD.get(model, _RERUN))
+    unit: dict[str, Any] = dict(unit="sentence pairs")
     if model in res.full_readings:
         eff, measured = res.full_readings[model].vs_raw(SD), full_text(res, model)
         how, red = "paired bootstrap over the pairs", reduced(model)
+        unit["units"] = res.full_readings[model].n_pairs
     elif (rd := res.read(model)) is not None:
         eff = rd.over_draws(SD) if rd.n_draws > 1 else rd.vs_raw(SD)
         how = f"Student-t over {rd.n_draws} subsample draws" if rd.n_draws > 1 else "paired bootstrap over the pairs"
         measured, red = encoder_text(res, model, res.paper_pooling), reduced(model, rd.per_set, rd.n_draws)
+        if rd.n_draws > 1:
+            unit = dict(unit="subsample draws of sentence pairs")
     else:
         eff, measured = res.run_of(model).vs_raw(SD), encoder_text(res, model)
         how, red = "paired bootstrap over the pairs", reduced(model, res.per_run(model))
@@ -248,8 +261,9 @@ def _gain(res, spec: Spec) -> dict[str, Any]:
         measured += f"; anisotropic (mean EV₁ {res.run_of(model).mean_metric('vanilla'):.2f})"
     if model in KIND_TEXT:
         measured += f"; {KIND_TEXT[model]} ({SIZE_TEXT[model]})"
+    trend = res.trend_reading(eff, raw_score(res, model), "SoftDecay") if eff.has_interval else ""
     return dict(measured=measured, **quantity(spec, how), effect=eff, paper_value=res.paper_value("SoftDecay"),
-                reduced=red, **_full_or_reading(res, model))
+                reduced=red, caveat=trend, **unit, **_full_or_reading(res, model))
 
 
 def _whitening(res, spec: Spec) -> dict[str, Any]:
@@ -267,20 +281,25 @@ def _whitening(res, spec: Spec) -> dict[str, Any]:
         alt = (("half-samples without replacement", same.iv(how="halfsample")),)
         caveat = (f"transforms fitted once on all {same.n_pairs:,} pairs (the paper's estimate, no interval of its "
                   f"own): {same.point():+.2f}")
+        unit: dict[str, Any] = dict(unit="sentence pairs", units=same.n_pairs)
     else:
         eff, how = res.white_minus_sd(model)
         alt, caveat = (), ("one procedure only: the cross-fitted reading needs the encoder's sentence embeddings"
                            + (", hence its weights (`python scripts/export_book_model.py --train`)"
                               if model == BOOK_BERT else ""))
         rd = res.read(model)
+        unit = dict(unit="subsample draws of sentence pairs" if rd and rd.n_draws > 1 else "sentence pairs")
         measured = encoder_text(res, model, res.paper_pooling) if rd else encoder_text(res, model)
         red = reduced(model, rd.per_set, rd.n_draws) if rd else reduced(model, res.per_run(model))
     if model in KIND_TEXT:
         measured += f"; {KIND_TEXT[model]} ({SIZE_TEXT[model]})"
     margin = res.match_margin()
+    if eff is not None and eff.has_interval:
+        caveat = "; ".join(c for c in (caveat, res.trend_reading(eff, raw_score(res, model), "WhiteBERT",
+                                                                   "SoftDecay")) if c)
     return dict(measured=measured, **quantity(spec, how), effect=eff, reduced=red, alternatives=alt, caveat=caveat,
                 paper_value=-res.paper_value("SoftDecay", against="WhiteBERT"),
-                extra={"likeness": verdict_of(eff, "equal", margin=margin), "margin": margin},
+                extra={"likeness": verdict_of(eff, "equal", margin=margin), "margin": margin}, **unit,
                 **_full_or_reading(res, model))
 
 
@@ -300,8 +319,8 @@ def _flipfree(res, spec: Spec) -> dict[str, Any]:
     return dict(measured=f"{encoder_text(res, rd.encoder, res.paper_pooling)}; σ clamped at |α|, so no direction flips",
                 **quantity(spec, how),
                 effect=rd.over_draws("SoftDecay (clamped)") if several else rd.vs_raw("SoftDecay (clamped)"),
-                scale=reading_scale_text(res, rd.encoder),
-                reduced=reduced(rd.encoder, res.extra_max_pairs, rd.n_draws))
+                scale=reading_scale_text(res, rd.encoder), reduced=reduced(rd.encoder, res.extra_max_pairs, rd.n_draws),
+                unit="subsample draws of sentence pairs" if several else "sentence pairs")
 
 
 def _table4(res, spec: Spec) -> dict[str, Any] | None:
@@ -316,7 +335,7 @@ def _table4(res, spec: Spec) -> dict[str, Any] | None:
                 reduced=reduced(model, res.per_run(model)), scale=scale_text(res, model),
                 standin=f"raw {MEASURES[m]} {run.mean_metric('vanilla', m):.3f} against BERT's {paper:.3f} "
                         "(Table 4)",
-                **_scope(res, model))
+                unit=SETS, **_scope(res, model))
 
 
 def _control(res, spec: Spec) -> dict[str, Any] | None:
@@ -331,7 +350,8 @@ def _control(res, spec: Spec) -> dict[str, Any] | None:
                 **quantity(spec, "Student-t over the sets"), effect=run.control_gap(spec.setting.measure),
                 margin=0.1 * abs(run.metric_change(spec.setting.measure).estimate),
                 reference_label="0 (alike within a tenth of the embeddings' own change)",
-                reduced=reduced(model, res.per_run(model)), scale=scale_text(res, model), label=LABEL.get(model, model))
+                reduced=reduced(model, res.per_run(model)), scale=scale_text(res, model), label=LABEL.get(model, model),
+                unit=SETS)
 
 
 _LSDS_WHAT = {"authors": ("the authors' code: LLE barycentre weights, self included", "the authors' code"),
@@ -348,18 +368,18 @@ def _lsds(res, spec: Spec) -> dict[str, Any] | None:
     return dict(measured=f"{encoder_text(res, model, res.paper_pooling)}; LSDS with 12 neighbours, {what}",
                 **quantity(spec, "Student-t over the sets"), effect=res.lsds_reading_gap(spec.setting.measure),
                 reduced=reduced(model, res.reading_pairs), scale=reading_scale_text(res, model), members=(model,),
-                label=label)
+                label=label, out_of_scope=_scope(res, model)["out_of_scope"], unit=SETS)
 
 
 def _alpha(res, spec: Spec) -> dict[str, Any]:
-    """The α grid's two ends against the resolution of the main run's interval."""
+    """The α grid's two ends against the registry's fixed margin (`ALPHA_MARGIN`)."""
     model = model_of(res, spec)
     run = res.runs[model]
-    resolution, alphas = run.vs_raw(SD), run.alpha_scores()
+    alphas = run.alpha_scores()
     return dict(measured=f"{model}, {len(res.datasets)} STS sets, α swept over {len(alphas)} values",
                 **quantity(spec, hi=alphas.index.max(), lo=alphas.index.min()), effect=run.alpha_effect(),
-                margin=(resolution.high - resolution.low) / 2, reduced=reduced(model, res.max_pairs),
-                scale=scale_text(res, model))
+                margin=ALPHA_MARGIN, reduced=reduced(model, res.max_pairs), scale=scale_text(res, model),
+                out_of_scope=_scope(res, model)["out_of_scope"], unit=SETS)
 
 
 #: the readers the rows name (`read`), each called with the Result and the row

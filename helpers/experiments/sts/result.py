@@ -15,7 +15,7 @@ from ...book import results
 from ...book.results import _jsonable
 from ...core.findings import Finding
 from ...core.findings import verdict as verdict_of
-from ...core.stats import Interval, t_interval
+from ...core.stats import Interval, Trend, against_trend, fit_trend, t_interval
 from .params import BOOK_BERT, CROSSFIT_HOW, PAPER_BERT, PLANT_METHODS, SMOL
 from .records import SD, Reading, Record, Run, SameFit
 
@@ -233,6 +233,26 @@ class Result(results.Result):
         """The paper's Table 1 Avg of `method` for `model` (data/yan_2022_table1.csv), minus `against`'s."""
         avg = {r["method"]: float(r["Avg"]) for r in self.paper_table1 if r["model"] == model}
         return avg[method] - (avg[against] if against else 0.0)
+
+    def paper_trend(self, method: str, against: str = "vanilla") -> Trend:
+        """The paper's own models as an axis (Table 1 Avg): each model's raw score against its `method` −
+        `against` difference, with the least-squares line through them (`core.stats.fit_trend`)."""
+        models = sorted({r["model"] for r in self.paper_table1})
+        have = [m for m in models if {method, against, "vanilla"} <= {r["method"] for r in self.paper_table1
+                                                                      if r["model"] == m}]
+        return fit_trend([self.paper_value("vanilla", m, None) for m in have],
+                         [self.paper_value(method, m, against) for m in have])
+
+    def trend_reading(self, effect: Interval, raw: float, method: str, against: str = "vanilla") -> str:
+        """A stand-in's effect against the paper's trend at the stand-in's own raw score, in words: the trend's
+        prediction there with its 95 % prediction interval, the leave-one-model-out range, and where the effect
+        lies (`core.stats.against_trend`)."""
+        t = self.paper_trend(method, against)
+        band, (lo, hi) = t.predict(raw), t.leave_one_out(raw)
+        where = "inside" if t.within_range(raw) else "beyond"
+        return (f"the paper's {t.n} models' trend (raw score against this difference) predicts {band.text(2)} at raw "
+                f"STS {raw:.2f}, {where} their range (leaving one model out: {lo:+.2f} to {hi:+.2f}): "
+                f"{against_trend(effect, t, raw)}")
 
     def paper_table4_value(self, dataset: str, metric: str, column: str) -> float:
         """One cell of the paper's Table 4 as printed (data/yan_2022_table4.csv); NaN when absent."""
