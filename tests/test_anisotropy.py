@@ -658,3 +658,34 @@ def test_corpus_ids_are_tokenised_once_for_equal_tokenizers(monkeypatch):
     other.add_tokens(["anisotropy"])                                   # another vocabulary: another key
     monkeypatch.setattr(H, "_CORPUS_IDS", {})
     assert H.corpus_ids(other, text) != direct
+
+
+def test_a_clustered_sample_gets_the_interval_over_its_inputs_not_over_its_token_pairs():
+    """Planted: 30 inputs of 40 tokens, each input with an offset of its own, so the tokens of one input are alike.
+    The accumulator's leave-one-input-out values equal the all-pairs cosine recomputed without each input; the
+    jackknife over the inputs is several times wider than ±1.96 SE over the sampled pairs, which treats every token
+    as independent; a record with those values reads its level over the inputs, one without reads it over pairs."""
+    from helpers.core.measures import pairwise_cosine_mean
+    from helpers.experiments.anisotropy.records import Model
+
+    g = torch.Generator().manual_seed(0)
+    lift = torch.zeros(16)
+    lift[0] = 1.5
+    inputs = [torch.randn(16, generator=g) + 0.7 * torch.randn(40, 16, generator=g) + lift for _ in range(30)]
+    acc = A.LayerAccumulator(A.sample_pairs(1200, 20_000, seed=1))
+    for i in range(0, 30, 5):                                  # batches of five inputs, as the text readers stream
+        acc.add([torch.cat(inputs[i:i + 5])], inputs=torch.arange(5).repeat_interleave(40))
+    r = acc.result()
+    brute = [float(pairwise_cosine_mean(torch.cat(inputs[:i] + inputs[i + 1:]).double())) for i in range(30)]
+    assert r["inputs"] == 30 and np.allclose(r["cos_exact_loo"][0], brute)
+    fields = dict(n_pairs=20_000, dims=[16], cos_exact=r["cos_exact"].tolist(), cos_sampled=r["cos_sampled"].tolist(),
+                  cos_sampled_se=r["cos_sampled_se"].tolist())
+    clustered = Model(**fields, cos_exact_loo=r["cos_exact_loo"].tolist(), inputs=30)
+    pairs = Model(**fields)
+    wide, narrow = clustered.layer_interval(0), pairs.layer_interval(0)
+    assert (clustered.unit, wide.method, wide.n) == ("inputs", "jackknife", 30)
+    assert (pairs.unit, narrow.method) == ("token pairs", "normal")
+    assert (wide.high - wide.low) > 4 * (narrow.high - narrow.low)
+    one_call = A.LayerAccumulator(A.sample_pairs(80, 100, seed=0))
+    one_call.add([torch.randn(80, 4, generator=g)])             # one call, one input: no jackknife
+    assert "cos_exact_loo" not in one_call.result()

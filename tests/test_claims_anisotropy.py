@@ -188,11 +188,11 @@ def test_findings_on_the_committed_book_runs():
     expected = {"anisotropy-transformers": ("reproduced", 0.18), "anisotropy-subword": ("reproduced", 0.25),
                 "anisotropy-centred-isotropy": ("reproduced", 0.032),
                 "anisotropy-centred-spread": ("contradicted", BOOK_PR_SHARE[0]),
-                "anisotropy-bytes": ("reproduced", 0.29), "anisotropy-bytes-vs-smollm2": ("contradicted", -0.30),
+                "anisotropy-bytes": ("reproduced", 0.30), "anisotropy-bytes-vs-smollm2": ("contradicted", -0.30),
                 "anisotropy-bytes-vs-minilm": ("reproduced", 0.07),
                 "anisotropy-speech-whisper-base": ("reproduced", 0.34), "anisotropy-speech": ("reproduced", 0.29),
                 "anisotropy-vision": ("reproduced", 0.67), "anisotropy-cnn": ("contradicted", 0.25),
-                "anisotropy-drift-correlation": ("reproduced", BOOK_DRIFT_SHARE[0]),
+                "anisotropy-drift-correlation": ("inconclusive", BOOK_DRIFT_SHARE[0]),     # 5 of 8 against ½
                 "anisotropy-speech-drift": ("contradicted", -0.93),
                 "anisotropy-speech-drift-sign": ("reproduced", -0.93), "anisotropy-cnn-drift": ("contradicted", 0.68),
                 "anisotropy-single-pair-null": ("reproduced", 0.018)}
@@ -277,7 +277,8 @@ def test_findings_on_the_committed_book_runs():
 
 def test_the_claims_these_findings_decide_on_the_committed_book_runs():
     """The registry's verdicts from these tests: the speech claim reads two ways on one model (mixed); the class
-    claims (CNNs, byte-level models) are tested on one member each."""
+    claims (CNNs, byte- and character-level models, vision Transformers) are tested on one member each; the
+    Transformers that follow the drift, 5 of 8, do not settle "most"."""
     from helpers.experiments import findings as F
 
     fs = _book_or_skip().findings()
@@ -285,11 +286,11 @@ def test_the_claims_these_findings_decide_on_the_committed_book_runs():
     j = F.judge(claims["godey-fig5-speech"], fs)
     assert j.verdict == "mixed" and {f.key for f in j.deciding} == {"anisotropy-speech-drift",
                                                                       "anisotropy-speech-drift-sign"}
-    assert F.judge(claims["godey-fig5-transformers"], fs).verdict == "reproduced"
+    assert F.judge(claims["godey-fig5-transformers"], fs).verdict == "inconclusive"        # "most": more than half
     assert F.judge(claims["godey-bis-centred"], fs).verdict == "reproduced"
-    for cid in ("godey-fig4-cnn", "godey-fig5-cnn", "godey-fig2-bytes-higher"):
-        if claims[cid].class_of:
-            assert F.judge(claims[cid], fs).verdict == "on one model", cid
+    for cid in ("godey-fig4-cnn", "godey-fig5-cnn", "godey-fig2-bytes-higher", "godey-fig2-character",
+                "godey-fig3-vision"):
+        assert claims[cid].class_of and F.judge(claims[cid], fs).verdict == "on one model", cid
 
 
 def test_a_planted_isotropic_centred_cloud_changes_the_verdict(res):
@@ -354,17 +355,27 @@ def test_planted_effects_change_the_new_findings_verdicts():
     isotropic line (jackknife and sampled pairs alike) contradicts Biś et al."""
     import copy
 
+    def level(m, layer: int, value: float) -> None:
+        """Move a layer's level to `value`, its leave-one-input-out values with it (records are frozen: their
+        lists change in place)."""
+        shift = value - m.cos_exact[layer]
+        m.cos_exact[layer] = m.cos_sampled[layer] = value
+        m.cos_exact_loo[layer] = [v + shift for v in m.cos_exact_loo[layer]]
+
     r = copy.deepcopy(_book_or_skip())
     w = r.model("whisper-tiny.en")
-    w.cos_sampled[4] = w.cos_exact[4] = 0.15
+    level(w, 4, 0.15)
     b = r.model("byte-MLM")
-    b.cos_sampled[:] = [c + 0.4 for c in b.cos_sampled]   # records are frozen: their lists change in place
+    for i, c in enumerate(list(b.cos_exact)):
+        level(b, i, c + 0.4)
     dino = r.model("DINOv2-S/14")
-    dino.cos_sampled[:] = [-0.05] * len(dino.cos_sampled)
+    for i in range(dino.layers):
+        level(dino, i, -0.05)
     order = np.argsort(np.argsort(r.cnn_boot.map_mean_norm))     # the rank of each layer's ‖x̄‖₂
     r.cnn_boot.map_cos[:] = [0.3 + 0.01 * ((7 * int(k)) % 18) for k in order]   # a scrambled rank order
     anti = r.model("AntiBERTy")                        # 0.05 on every layer: below the single-pair line at d = 512
-    anti.cos_sampled[:] = [0.05] * len(anti.cos_sampled)
+    for i in range(anti.layers):
+        level(anti, i, 0.05)
     smol = r.model("SmolLM2-135M-Instruct")            # layer 3 beyond the line at d = 576 (±0.069)
     jk = next(j for j in r.centred_jack if j.name == "SmolLM2-135M-Instruct")
     jk.centred[3] = 0.09
@@ -409,8 +420,8 @@ def test_whisper_base_turned_toward_no_correlation_flips_its_literal_test():
 
 def test_the_sign_aware_share_drops_a_negative_correlation():
     """Turn MiniLM's correlation negative (its layers' cosines in the reverse order of ‖x̄‖₂): it stays
-    significant, but no longer counts as following the drift; turn every model negative and the share no longer
-    excludes 0 (its exact binomial interval keeps a width at 0 of 8)."""
+    significant, but no longer counts as following the drift; turn every model negative and the share, 0 of 8,
+    lies wholly below one half: not "most" (its exact binomial interval keeps a width at 0 of 8)."""
     import copy
 
     r = copy.deepcopy(_book_or_skip())
@@ -425,4 +436,5 @@ def test_the_sign_aware_share_drops_a_negative_correlation():
         m.cos_exact[:] = list(np.sort(m.cos_exact)[np.argsort(np.argsort(-np.asarray(m.mean_norm)))])
     assert r.share_counts()["spearman"] == 0
     share = {f.key: f for f in r.findings()}["anisotropy-drift-correlation"]
-    assert share.verdict == "not detected" and share.effect.low == 0 < share.effect.high and share.excludes()
+    # 0 of 8 with its exact interval wholly below one half: not "most" (contradicted), the interval keeping a width
+    assert share.verdict == "contradicted" and share.effect.low == 0 < share.effect.high < 0.5

@@ -22,11 +22,17 @@ from .measures import cosine_effective_dim, pairwise_cosine_mean, participation_
 class LayerAccumulator:
     """Streams token vectors of every layer and keeps, per layer: the sum of unit vectors (for the
     exact all-pairs average cosine), the sum of vectors (for the drift ‖x̄‖₂), the sum of norms, the
-    count, and the vectors at pre-sampled global positions (for the sampled-pairs estimate)."""
+    count, the vectors at pre-sampled global positions (for the sampled-pairs estimate), and the sum of
+    unit vectors of each input (a sequence, a recording, an image: the cluster its tokens belong to), from
+    which the all-pairs average cosine is jackknifed over the inputs: the tokens of one input are not
+    independent, so the input is the unit a level's interval is taken over."""
 
     pairs: Tensor                               # (n_pairs, 2) global token indices
     #: keep each layer's second moment Σ x xᵀ (for the centred cloud's spectrum) when d is at most this
     cov_max_dim: int = 2048
+    #: keep each input's unit-vector sum (for the jackknife over inputs) when d is at most this (a CNN's whole
+    #: flattened maps are read by a bootstrap over images of their own)
+    cluster_max_dim: int = 8192
     unit_sum: list[Tensor] = field(default_factory=list)
     vec_sum: list[Tensor] = field(default_factory=list)
     norm_sum: list[float] = field(default_factory=list)
@@ -34,18 +40,23 @@ class LayerAccumulator:
     second: list[Tensor | None] = field(default_factory=list)
     half_sum: list[Tensor] = field(default_factory=list)       # (2, d): the sums of alternate batches
     half_count: list[int] = field(default_factory=lambda: [0, 0])
+    cluster_sums: list[list[Tensor]] = field(default_factory=list)   # per layer, (inputs of a call, d) blocks
+    cluster_counts: list[Tensor] = field(default_factory=list)       # per call, the tokens of each of its inputs
     count: int = 0
     calls: int = 0
 
     def __post_init__(self) -> None:
         self.positions = self.pairs.flatten().unique().contiguous()          # sorted
 
-    def add(self, layers: list[Tensor], half: Tensor | None = None) -> None:
+    def add(self, layers: list[Tensor], half: Tensor | None = None, inputs: Tensor | None = None) -> None:
         """`layers`: one (tokens, d) tensor of real (non-special) token vectors per layer. `half`: for each
         token, which half of the data (0 or 1) it belongs to for the split-half stability of the mean
-        (say, the parity of its sequence); by default the whole call goes to one half, alternating."""
+        (say, the parity of its sequence); by default the whole call goes to one half, alternating. `inputs`:
+        for each token, the input of this call it comes from (0, 1, …: the sequences of a batch, the images of
+        a batch); by default the whole call is one input (one recording)."""
         n = layers[0].shape[0]
         if not self.unit_sum:
+            self.cluster_sums = [[] for _ in layers]
             for h in layers:
                 d = h.shape[-1]
                 self.unit_sum.append(torch.zeros(d, dtype=torch.float64))
@@ -63,10 +74,18 @@ class LayerAccumulator:
         lo, hi = self.count, self.count + n
         sel = (self.positions >= lo) & (self.positions < hi)
         local = self.positions[sel] - lo
+        g = torch.zeros(n, dtype=torch.long) if inputs is None else inputs.long()
+        k = int(g.max()) + 1 if n else 0
+        counts = torch.bincount(g, minlength=k)
+        self.cluster_counts.append(counts[counts > 0])
         for li, h in enumerate(layers):
             h64 = h.double()
             norms = h64.norm(dim=-1, keepdim=True)
-            self.unit_sum[li] += (h64 / norms.clamp_min(1e-30)).sum(0)
+            unit = h64 / norms.clamp_min(1e-30)
+            self.unit_sum[li] += unit.sum(0)
+            if h.shape[-1] <= self.cluster_max_dim:       # (inputs of the call, d): each input's unit-vector sum
+                self.cluster_sums[li].append(torch.zeros(k, h.shape[-1], dtype=torch.float64)
+                                             .index_add_(0, g, unit)[counts > 0])
             self.vec_sum[li] += h64.sum(0)
             self.norm_sum[li] += float(norms.sum())
             self.kept[li][sel] = h[local].float()
@@ -96,7 +115,12 @@ class LayerAccumulator:
             c = _pair_cosines(kept, ia, ib, centre=(v / n).float())   # Biś et al. (2021): mean vector removed
             cen.append(float(c.mean()))
             cen_se.append(float(c.std() / math.sqrt(c.numel())))
-        out = {"cos_exact": exact, "cos_sampled": np.array(samp), "cos_sampled_se": np.array(se),
+        loo = self.leave_one_input_out()
+        if loo is not None:
+            out_loo = {"cos_exact_loo": loo, "inputs": loo.shape[1]}
+        else:
+            out_loo = {}
+        out = {**out_loo, "cos_exact": exact, "cos_sampled": np.array(samp), "cos_sampled_se": np.array(se),
                "cos_centred": np.array(cen), "cos_centred_se": np.array(cen_se),
                "mean_norm": mean_norm, "avg_norm": avg_norm, "drift_ratio": mean_norm / avg_norm, "tokens": n,
                "dims": np.array([u.numel() for u in self.unit_sum])}
@@ -105,6 +129,25 @@ class LayerAccumulator:
                       for S, v, hs, kept in zip(self.second, self.vec_sum, self.half_sum, self.kept, strict=True)]
             out.update({k: np.array([sh[k] for sh in shapes]) for k in shapes[0]})
         return out
+
+
+    def leave_one_input_out(self) -> np.ndarray | None:
+        """(layers, inputs): the all-pairs average cosine of each layer with one input's tokens left out,
+        (‖S − sᵢ‖² − (N − nᵢ)) / ((N − nᵢ)(N − nᵢ − 1)) with S the sum of all N unit vectors and sᵢ that of
+        input i's nᵢ — the leave-one-out values of a jackknife over the inputs. None with fewer than 3 inputs, or
+        where a layer is too wide to keep its inputs' sums."""
+        if not self.cluster_sums or any(len(c) != len(self.cluster_counts) for c in self.cluster_sums):
+            return None
+        counts = torch.cat(self.cluster_counts).double()
+        if counts.numel() < 3:
+            return None
+        rest = self.count - counts
+        out = []
+        for S, parts in zip(self.unit_sum, self.cluster_sums, strict=True):
+            C = torch.cat(parts)                                                   # (inputs, d)
+            sq = float(S.square().sum()) - 2 * (C @ S) + C.square().sum(1)        # ‖S − sᵢ‖²
+            out.append(((sq - rest) / (rest * (rest - 1)).clamp_min(1)).numpy())
+        return np.stack(out)
 
 
 def _pair_cosines(kept: Tensor, ia: Tensor, ib: Tensor, centre: Tensor | None = None,

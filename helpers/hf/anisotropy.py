@@ -73,7 +73,8 @@ def sequence_anisotropy(model, sequences: list[list[int]], pre: list[int], post:
             out = model(input_ids=input_ids, attention_mask=attn, output_hidden_states=True)
             states = out.hidden_states
         half = torch.tensor([(bi * batch_size + j) % 2 for j in range(len(batch))])[:, None].expand(-1, L)[keep]
-        acc.add([_to_characters(h, L, model).float().cpu()[keep] for h in states], half)   # halves: sequence parity
+        inputs = torch.arange(len(batch))[:, None].expand(-1, L)[keep]             # each token's sequence
+        acc.add([_to_characters(h, L, model).float().cpu()[keep] for h in states], half, inputs)  # halves: parity
     return acc.result()
 
 
@@ -189,11 +190,13 @@ def vision_anisotropy(model, processor, images: list, batch_size: int = 32, n_pa
             per_image = [h.shape[0] // len(batch) for h in hs]
             accs = [LayerAccumulator(sample_pairs(k * len(images), n_pairs, seed + li))
                     for li, k in enumerate(per_image)]
-        for acc, h in zip(accs, hs, strict=True):
-            acc.add([h])
+        for acc, h in zip(accs, hs, strict=True):           # each image's vectors are contiguous: one input each
+            acc.add([h], inputs=torch.arange(len(batch)).repeat_interleave(h.shape[0] // len(batch)))
     per_layer = [a.result() for a in accs]
-    r = {k: np.concatenate([p[k] for p in per_layer]) for k in per_layer[0] if k != "tokens"}
+    r = {k: np.concatenate([p[k] for p in per_layer]) for k in per_layer[0] if k not in ("tokens", "inputs")}
     r["tokens"] = per_layer[-1]["tokens"]
+    if "inputs" in per_layer[0]:
+        r["inputs"] = per_layer[-1]["inputs"]
     r["vectors_per_layer"] = np.array([p["tokens"] for p in per_layer])
     return r
 

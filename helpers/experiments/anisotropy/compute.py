@@ -371,6 +371,9 @@ def vision_special_tokens(model) -> int:
 
 #: fields that only matter for the Gaussian baseline, the list of models or the spectrum runs: left out of each
 #: model's cache key
+#: what a model run's level intervals are taken over (part of its cache key): each input's unit-vector sum is
+#: kept, so a layer's all-pairs average cosine is jackknifed over the inputs
+LEVELS_OVER = "inputs"
 _MODEL_KEY_DROP = ("models", "untrained_twins", "gaussian_dims", "gaussian_samples", "zeroed_twins",
                    "shape_models", "shape_share", "shape_trained_byte_mlm")
 
@@ -409,7 +412,8 @@ def measure_models(p: Params, skipped: list[dict[str, str]] | None = None) -> li
             try:
                 rec, _ = results.cached(p, f"model-{slug}",
                                         lambda e=entry, u=untrained: measure(e, u, p, device, data),
-                                        drop=_MODEL_KEY_DROP, model=entry, untrained=untrained, **_special_key(entry))
+                                        drop=_MODEL_KEY_DROP, model=entry, untrained=untrained,
+                                        levels=LEVELS_OVER, **_special_key(entry))
             except (DataUnavailable, results.MissingRuns) as err:
                 if skipped is None:
                     raise
@@ -432,7 +436,8 @@ def measure_zeroed(p: Params, skip: set[str]) -> list[dict[str, Any]]:
             continue
         rec, _ = results.cached(p, f"model-{_slug(entry, 'untrained-zeroed')}",
                                 lambda e=entry: measure(e, True, p, device, data, zeroed=True),
-                                drop=_MODEL_KEY_DROP, model=entry, untrained=True, token_type="zeroed")
+                                drop=_MODEL_KEY_DROP, model=entry, untrained=True, token_type="zeroed",
+                                levels=LEVELS_OVER)
         rec["label"] = _label(name, True, zeroed=True)
         out.append(rec)
     return out

@@ -66,7 +66,12 @@ def _peak(res: Result, group, paper: str) -> list[Reading]:
                                                       if len(group) > 1 else f"; its peak is layer {layer}"),
                  effect=res.layer_interval(weak, layer), reference=null,
                  reference_label=f"the isotropic null of a {res.n_pairs:,}-pair average, ≤ {null:.4f}",
-                 reduced=_instead(group, paper), label=listed, members=_names(group))]
+                 reduced=_instead(group, paper), label=listed, members=_names(group), **_units(weak))]
+
+
+def _units(m) -> dict[str, Any]:
+    """What a level's interval is taken over (`Model.unit`) and how many: a model's inputs, or its sampled pairs."""
+    return dict(unit=m.unit, units=m.inputs if m.clustered else None)
 
 
 def _transformers(res: Result) -> list[Reading]:
@@ -96,7 +101,7 @@ def _centred_isotropy(res: Result) -> list[Reading]:
                     effect=dec["jackknife"], quantity="average cosine after removing the mean, at the layer closest "
                                                       "to the isotropic line (jackknife over the inputs)",
                     alternatives=(("±1.96 SE over the sampled pairs", dec["jk_pairs"]),),
-                    members=tuple(r["model"] for r in jk))
+                    members=tuple(r["model"] for r in jk), unit="inputs", units=dec["inputs"])
     else:
         read = dict(measured=f"{len(ts)} pretrained Transformers, every layer, {res.n_pairs:,} sampled pairs, the "
                              f"mean removed; the closest to the line is {dec['model']}'s layer {dec['layer']} "
@@ -136,7 +141,8 @@ def _bytes_vs(res: Result) -> list[Reading]:
                             effect=res.level_gap(b, s_),
                             reduced="" if all(m.name in PAPER_NAMES for m in (b, s_)) else
                             f"on {b.name} against {s_.name} (stand-ins)",
-                            label=f"{b.name} vs {short}", members=(b.name,)))
+                            label=f"{b.name} vs {short}", members=(b.name,),
+                            unit=b.unit if b.clustered and s_.clustered else "token pairs"))
     return out
 
 
@@ -146,7 +152,8 @@ def _speech_paper_model(res: Result) -> list[Reading]:
                  measured=f"{m.name}'s encoder only, every layer; its lowest is layer "
                           f"{int(np.argmin(m.cos_exact))}",
                  reduced=f"on {m.name}'s encoder alone (one of the paper's three speech models), FSDD spoken "
-                         "digits in place of Common Voice", label=f"{m.name} encoder", members=(m.name,))
+                         "digits in place of Common Voice", label=f"{m.name} encoder", members=(m.name,),
+                 **_units(m))
             for m in res.group("speech") if m.name in PAPER_OFFLINE]
 
 
@@ -160,7 +167,7 @@ def _speech(res: Result) -> list[Reading]:
                           f"{low.name}'s layer {int(np.argmin(low.cos_exact))}",
                  effect=res.lowest_layer(speech),
                  reduced=f"on the encoders of {listed}, FSDD spoken digits in place of the paper's three models on "
-                         "Common Voice", label=f"{listed} encoders", members=_names(speech))]
+                         "Common Voice", label=f"{listed} encoders", members=_names(speech), **_units(low))]
 
 
 def _cnn(res: Result) -> list[Reading]:
@@ -171,7 +178,7 @@ def _cnn(res: Result) -> list[Reading]:
     return [dict(measured=f"{cnn.name} on {n_img} CIFAR-10 test images, whole maps flattened (one vector per image "
                           f"and block); {res.cnn_boot.draws:,} bootstrap resamples of the images",
                  effect=res.cnn_map_cosine(), reduced=f"on one CNN ({cnn.name}), {n_img} images",
-                 label=cnn.name, members=(cnn.name,))]
+                 label=cnn.name, members=(cnn.name,), unit="images", units=n_img)]
 
 
 def _drift_share(res: Result) -> list[Reading]:
@@ -205,7 +212,7 @@ def _speech_drift(res: Result, reading: str) -> list[Reading]:
                  effect=t.fisher, reduced=f"on {b.name}'s encoder alone (HuBERT does not load offline), FSDD "
                                              "spoken digits in place of Common Voice",
                  caveat=res.definition_caveat([m for m in ts if m.name == b.name] or ts),
-                 members=(b.name,), label=f"{b.name} encoder, {reading}", extra=_layer_test_extra(t))]
+                 members=(b.name,), label=f"{b.name} encoder, {reading}", extra=_layer_test_extra(t), unit="layers")]
 
 
 def _cnn_drift(res: Result) -> list[Reading]:
@@ -220,7 +227,7 @@ def _cnn_drift(res: Result) -> list[Reading]:
                           f"position a vector instead: ρ = {pos.rho:.2f}, p = {pos.p_exact:.2f}",
                  effect=t.fisher, reduced=f"on one CNN ({cnn.name}), {n_img} images",
                  caveat=res.definition_caveat([cnn]), label=cnn.name, members=(cnn.name,),
-                 extra=_layer_test_extra(t))]
+                 extra=_layer_test_extra(t), unit="layers")]
 
 
 def _single_pair(res: Result) -> list[Reading]:
@@ -230,13 +237,15 @@ def _single_pair(res: Result) -> list[Reading]:
     low, gap = res.single_pair_margin()
     return [dict(measured=f"{len(ts)} pretrained Transformers, each model's average cosine over its layers; the "
                           f"closest to the line is {low.name}",
-                 effect=gap, reduced=_offline(res), label=f"{len(ts)} Transformers", members=_names(ts))]
+                 effect=gap, reduced=_offline(res), label=f"{len(ts)} Transformers", members=_names(ts),
+                 **_units(low))]
 
 
 # ------------------------------------------------------------------ the table
 
 #: the quantity every peak-layer test reads
-PEAK = "the smallest, over models, of the peak-layer average cosine (sampled pairs, ±1.96 SE)"
+PEAK = ("the smallest, over models, of the peak-layer average cosine (all pairs, with its jackknife over the inputs: "
+        "sequences, recordings or images)")
 #: Biś et al.'s claim, as Godey et al. cite it
 CENTRED = dict(claim_id="godey-bis-centred", where="§2 (citing Biś et al. 2021)", section="anisotropy-shape")
 #: Fig. 3a's claim, tested on the paper's own speech model and on every speech encoder
@@ -276,12 +285,12 @@ FINDINGS: tuple[Spec, ...] = (
          read=lambda r: _peak(r, r.group("character"), "CharacterBERT, CANINE, MANTa-LM and ByT5"), quantity=PEAK),
     Spec(BYTES_VS_KEYS, "Fig. 2", "Models based solely on characters or bytes display even higher anisotropy than "
          "subword models.", claim_id="godey-fig2-bytes-higher", section="anisotropy-layers", read=_bytes_vs,
-         quantity="average cosine over layers (embeddings included), byte-level minus subword (sampled pairs, "
-                  "±1.96 SE)"),
+         quantity="average cosine over layers (embeddings included), byte-level minus subword (all pairs, "
+                  "jackknife over the inputs)"),
     Spec(SPEECH_KEYS, **SPEECH, read=_speech_paper_model,
-         quantity="the lowest layer average cosine of its encoder (sampled pairs, ±1.96 SE)"),
+         quantity="the lowest layer average cosine of its encoder (all pairs, jackknife over the inputs)"),
     Spec("anisotropy-speech", **SPEECH, read=_speech,
-         quantity="the smallest layer average cosine over the speech encoders (sampled pairs, ±1.96 SE)"),
+         quantity="the smallest layer average cosine over the speech encoders (all pairs, jackknife over the inputs)"),
     Spec("anisotropy-vision", "Fig. 3b", "Vision Transformers show significant anisotropy on some of their layers.",
          claim_id="godey-fig3-vision", section="anisotropy-layers",
          read=lambda r: _peak(r, r.group("vision"), "ViT, BEiT, MiT and DeiT"), quantity=PEAK),
@@ -292,7 +301,8 @@ FINDINGS: tuple[Spec, ...] = (
     Spec("anisotropy-drift-correlation", "Fig. 5",
          "The anisotropy level correlates with the norm of the drift ‖x̄‖₂ across layers for several models "
          "(Spearman): it follows the drift.", claim_id="godey-fig5-transformers", section="anisotropy-drift",
-         read=_drift_share, more=dict(digits=2),
+         read=_drift_share, reference=0.5, reference_label="½ (the paper's \"most\": more than half of the models)",
+         more=dict(digits=2),
          quantity=f"share of the models with a positive Spearman ρ across layers and exact permutation p < {ALPHA} "
                   "(exact binomial interval over the models)"),
     Spec("anisotropy-speech-drift", **SPEECH_DRIFT, direction="none",
@@ -314,5 +324,5 @@ FINDINGS: tuple[Spec, ...] = (
          "above the 95th percentile of a single pair's cosine at their width.", claim_id="godey-fig18-null",
          section="anisotropy-null", read=_single_pair, reference_label="0 (on the paper's line)",
          quantity="average cosine over layers minus the single-pair 95th percentile at the model's width, smallest "
-                  "over models (sampled pairs, ±1.96 SE)"),
+                  "over models (all pairs, jackknife over the inputs)"),
 )

@@ -91,7 +91,8 @@ def drift_layer_test(mean_norm: tuple[float, ...], cos: tuple[float, ...]) -> La
     est = float(pr.statistic)
     low, high = float(np.tanh(np.arctanh(r) - half)), float(np.tanh(np.arctanh(r) + half))
     return LayerTest(layers=int(n), rho=float(sps.spearmanr(x, y).statistic), p_exact=spearman_exact_p(x, y),
-                     fisher=rank_correlation_interval(x, y), jackknife=jackknife_interval(np.column_stack([x, y]), rho),
+                     fisher=rank_correlation_interval(x, y), jackknife=jackknife_interval(np.column_stack([x, y]), rho,
+                                                                                  correlation=True),
                      pearson_r=est, pearson_p=float(pr.pvalue),
                      pearson=Interval(est, min(low, est), max(high, est), int(n), "fisher-z"))
 
@@ -130,6 +131,10 @@ class Model(Record):
     normalised: dict = field(default_factory=dict)
     map_cos_exact: list | None = None
     map_drift_ratio: list | None = None
+    #: (layers, inputs): each layer's all-pairs average cosine with one input left out (a jackknife's values);
+    #: None for a run made before the accumulator kept its inputs' sums
+    cos_exact_loo: list | None = None
+    inputs: int = 0
     other: dict = field(default_factory=dict)
     layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
@@ -161,9 +166,31 @@ class Model(Record):
             return "character"
         return {"text": "subword", "audio": "speech"}.get(self.modality, self.modality)
 
+    @property
+    def clustered(self) -> bool:
+        """True when the run kept its inputs' sums: a level's interval is then a jackknife over the inputs."""
+        return self.cos_exact_loo is not None
+
+    @property
+    def unit(self) -> str:
+        """What a level's interval is taken over: the inputs (sequences, recordings, images), or — for a run
+        without them — the sampled token pairs, which treats the tokens of one input as independent."""
+        return "inputs" if self.clustered else "token pairs"
+
     def layer_interval(self, layer: int) -> Interval:
-        """A layer's average cosine over its `n_pairs` sampled pairs, ±1.96 standard errors."""
+        """A layer's all-pairs average cosine with its jackknife interval over the inputs (leave one input's
+        tokens out); for a run without the inputs' sums, the sampled pairs' mean ±1.96 standard errors."""
+        if self.clustered:
+            return jackknife(float(self.cos_exact[layer]), self.cos_exact_loo[layer])
         return _interval(self.cos_sampled[layer], self.cos_sampled_se[layer], self.n_pairs)
+
+    def mean_interval(self) -> Interval:
+        """The average cosine averaged over the layers, with its jackknife over the inputs (or the sampled
+        pairs' ±1.96 SE for a run without the inputs' sums)."""
+        if self.clustered:
+            return jackknife(float(np.mean(self.cos_exact)), np.mean(np.asarray(self.cos_exact_loo, float), axis=0))
+        c, se = self.mean_over_layers()
+        return _interval(c, se, self.n_pairs)
 
     def centred_pairs(self, layer: int) -> Interval:
         """A layer's mean-removed average cosine over its `n_pairs` sampled pairs, ±1.96 standard errors."""
@@ -175,10 +202,9 @@ class Model(Record):
         return float(c.mean()), float(np.sqrt((se**2).sum()) / len(se))
 
     def single_pair_margin(self) -> Interval:
-        """The average cosine over layers (sampled pairs) minus the 95th percentile of a *single* isotropic pair's
-        cosine at the model's width (the paper's Fig. 18 reading), ±1.96 SE of the pair sampling."""
-        c, se = self.mean_over_layers()
-        return _interval(c - isotropic_line(self.d), se, self.n_pairs)
+        """The average cosine over layers minus the 95th percentile of a *single* isotropic pair's cosine at the
+        model's width (the paper's Fig. 18 reading), with `mean_interval`'s interval."""
+        return self.mean_interval().shift(isotropic_line(self.d))
 
     def sampling_z(self) -> np.ndarray:
         """|sampled − exact| / standard error per layer."""

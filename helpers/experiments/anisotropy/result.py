@@ -166,10 +166,15 @@ class Result(results.Result):
         return m.layer_interval(int(np.argmin(m.cos_exact)))
 
     def level_gap(self, a: Model, b: Model) -> Interval:
-        """Average cosine over layers of `a` minus that of `b`, ±1.96 SE of the pair sampling (normal)."""
-        (ca, sa), (cb, sb) = a.mean_over_layers(), b.mean_over_layers()
-        half = 1.96 * float(np.hypot(sa, sb))
-        return Interval(ca - cb, ca - cb - half, ca - cb + half, self.n_pairs, "normal")
+        """Average cosine over layers of `a` minus that of `b`, two independent samples of inputs: the two
+        jackknife half-widths over the inputs combined in quadrature (Student-t on the smaller model's inputs);
+        for runs without the inputs' sums, ±1.96 SE of the pair sampling (normal)."""
+        ia, ib = a.mean_interval(), b.mean_interval()
+        half = float(np.hypot(ia.high - ia.estimate, ib.high - ib.estimate))
+        est = ia.estimate - ib.estimate
+        if a.clustered and b.clustered:
+            return Interval(est, est - half, est + half, min(ia.n, ib.n), "jackknife")
+        return Interval(est, est - half, est + half, self.n_pairs, "normal")
 
     def cnn_map_cosine(self) -> Interval | None:
         return self.cnn_boot.map_cosine() if self.cnn_boot else None
