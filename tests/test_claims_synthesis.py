@@ -1,7 +1,7 @@
 """The synthesis chapter's findings (the book's own questions across the three papers' measures), on its `ci`
 result (all-MiniLM-L6-v2 and its five twins) and on the committed `book` runs when present; planted effects that
-change a verdict; intervals that are the percentiles of their draws (none moved or clipped) over the inputs only
-(the models are not resampled); the drift identity."""
+change a verdict; a mean over models with its interval over the models (over one model's inputs at `ci`); a
+per-model rank correlation with its interval over the layers; the drift identity."""
 
 import copy
 
@@ -70,21 +70,38 @@ def test_draws_near_one_stay_below_one(res):
     assert iv.estimate == 1.0 and iv.high <= 1.0 and iv.low == pytest.approx(np.percentile(row["draws"], 2.5))
 
 
-def test_models_are_not_resampled(res):
-    """Planted: a second copy of MiniLM's run shifted by +0.2. The mean over the two models moves by 0.1 and
-    its interval keeps the width of the inputs' interval — the models are the population, not a sample of
-    one, so their spread does not enter the interval."""
+def test_a_mean_over_models_takes_its_interval_over_the_models(res):
+    """Planted: copies of MiniLM's run shifted by +0.2 and −0.2. The mean over the three models is MiniLM's, and
+    its interval is the Student-t interval of the three models' values — the models' spread enters it, the
+    inputs' does not; a correlation's interval over the models stays inside [−1, 1] (Fisher's z)."""
+    from scipy import stats
+
     one = res.change("ev1_softdecay", "ev1_raw")
     planted = copy.deepcopy(res)
-    twin = copy.deepcopy(planted.runs[0])
-    twin["name"] = "shifted copy"
-    for k in ("ev1_softdecay",):
-        twin["operations"][k] = {"estimate": twin["operations"][k]["estimate"] + 0.2,
-                                 "draws": list(np.array(twin["operations"][k]["draws"]) + 0.2)}
-    planted.runs.append(twin)
-    two = planted.change("ev1_softdecay", "ev1_raw")
-    assert two.estimate == pytest.approx(one.estimate + 0.1)
-    assert two.high - two.low == pytest.approx(one.high - one.low, rel=1e-6)
+    for shift in (0.2, -0.2):
+        twin = copy.deepcopy(res.runs[0])
+        twin["name"] = f"shifted {shift:+}"
+        twin["operations"]["ev1_softdecay"] = {"estimate": twin["operations"]["ev1_softdecay"]["estimate"] + shift,
+                                               "draws": list(np.array(twin["operations"]["ev1_softdecay"]["draws"])
+                                                             + shift)}
+        planted.runs.append(twin)
+    three = planted.change("ev1_softdecay", "ev1_raw")
+    half = stats.t.ppf(0.975, 2) * 0.2 / np.sqrt(3)
+    assert (three.estimate, three.n, three.method) == (pytest.approx(one.estimate), 3, "t")
+    assert three.high - three.estimate == pytest.approx(half)
+    assert {f.unit_name for f in planted.findings()} == {"models"} and {f.n_units for f in planted.findings()} == {3}
+    rho = planted.agreement("cos", "ev1")
+    assert rho.method == "t-fisher-z" and -1 <= rho.low <= rho.estimate <= rho.high <= 1
+
+
+def test_a_models_rank_correlation_has_its_layers_as_the_unit(res):
+    """Per model, ρ across layers carries a Fisher-z interval over its layers: it holds its estimate, and a ρ of
+    1 keeps a width (a few layers cannot prove a perfect correlation)."""
+    run = res.run_of("all-MiniLM-L6-v2")
+    for key in run["ranked"]["model"]:
+        a, b = key.split("|")
+        iv = res.agreement_per_model(a, b)["all-MiniLM-L6-v2"]
+        assert iv.n == run["layers"] and iv.low <= iv.estimate <= iv.high and iv.high - iv.low > 0.05
 
 
 def test_mean_cosine_is_nearly_a_function_of_the_drift(res):

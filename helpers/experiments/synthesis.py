@@ -8,10 +8,13 @@ at the layer the model's EV₁ rates most collapsed, what three operations do to
 SoftDecay (Yan et al. Algorithm 1), whitening, and removing the input's mean token (Π₁^⊥, de-escalation's
 operation, Yu & Zhang eq. 21) — against an isotropic Gaussian matrix of each input's shape.
 
-The models are a convenience sample (the ones that load offline), so a statement across models is about these
-models: a mean over models comes with an interval over the probes' inputs only (each draw takes every model's
-draw b), never one that resamples the models as if they were drawn from a population. Every interval is the
-percentile interval of its draws as they are: no draw is moved, none clipped."""
+A statement across models is a claim about models, so its interval is taken over the models: a mean over
+models is read with the Student-t interval of the per-model values (a correlation on Fisher's z, so its interval
+stays inside [−1, 1]); the models are the ones that load offline, and the interval says how far the mean would move
+with other models like them. With one model (the `ci` preset) there are no models to resample, and the mean's
+interval is that model's percentile interval over its probe's inputs (`unit` says which). Per model, a rank
+correlation across layers has its layers as the unit (Fisher's z over the layers, with Bonett and Wright's
+standard error), and a change under an operation the percentile interval of its draws over the inputs."""
 
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from ..book.runtime import choose_device, run_seeds, seed_everything
 from ..core import measures as M
 from ..core.findings import Finding, Spec
 from ..core.softdecay import softdecay_transform, whitening_apply, whitening_fit
-from ..core.stats import Interval
+from ..core.stats import Interval, fisher_interval, fisher_t_interval, t_interval
 from ..diagnose import measures as DM
 from ..diagnose.capture import capture
 from ..diagnose.probe import default_probe
@@ -81,6 +84,8 @@ class Params(ChapterParams):
 
 def _inputs(p: Params, modality: str) -> int:
     return {"vision": p.image_inputs, "audio": p.audio_inputs}.get(modality, p.text_inputs)
+
+
 
 
 def _spearman_rows(est: dict[str, np.ndarray], draws: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
@@ -197,21 +202,35 @@ class Result(results.Result):
     def run_of(self, name: str) -> dict[str, Any]:
         return next(r for r in self.runs if r["name"] == name)
 
-    def _mean_over_models(self, get) -> Interval:
-        """The mean over the models of a per-model statistic, with the percentile interval of its bootstrap
-        draws: draw b is the mean over models of each model's draw b (its probe's inputs resampled). The models
-        are fixed — a convenience sample, the population the statement is about — so the interval covers the
-        inputs only. The draws are used as they are (none moved or clipped), so a bounded statistic's interval
-        stays within its bounds; with one model it is that model's bootstrap interval."""
+    def _mean_over_models(self, get, correlation: bool = False) -> Interval:
+        """The mean over the models of a per-model statistic (`get(run)`: its estimate and its draws over the
+        inputs), with its interval over the models: Student-t of the per-model estimates, on Fisher's z for a
+        `correlation` (each read over its model's layers). With one model, that model's percentile interval over
+        its inputs (the draws as they are)."""
         est = np.array([get(r)["estimate"] for r in self.runs], dtype=float)
-        dr = np.array([np.asarray(get(r)["draws"], dtype=float) for r in self.runs])       # (K, B)
-        means = np.nanmean(dr, axis=0)
-        lo, hi = np.nanpercentile(means, [50 * (1 - self.level), 50 * (1 + self.level)])
-        return Interval(float(np.nanmean(est)), float(lo), float(hi), int(np.isfinite(means).sum()), "bootstrap",
-                        self.level)
+        if len(self.runs) >= 2:
+            if correlation:
+                return fisher_t_interval(est, n_points=min(self.n_layers(r) for r in self.runs), level=self.level)
+            return t_interval(est, self.level)
+        d = np.asarray(get(self.runs[0])["draws"], dtype=float)
+        lo, hi = np.nanpercentile(d, [50 * (1 - self.level), 50 * (1 + self.level)])
+        return Interval(float(est[0]), float(lo), float(hi), int(np.isfinite(d).sum()), "bootstrap", self.level)
+
+    @staticmethod
+    def n_layers(run: dict[str, Any]) -> int:
+        """How many layers a model's curves have (the points of its rank correlations)."""
+        return int(run["layers"])
+
+    def unit(self) -> tuple[str, int]:
+        """What a mean over models is taken over, and how many: the models, or (one model) its inputs."""
+        if len(self.runs) >= 2:
+            return "models", len(self.runs)
+        r = self.runs[0]
+        return "inputs of one model", int(r["inputs"])
 
     def per_model(self, get) -> dict[str, Interval]:
-        """Per model, the statistic with the percentile interval of its bootstrap draws (none moved)."""
+        """Per model, the statistic with the percentile interval of its bootstrap draws over the inputs (none
+        moved)."""
         out = {}
         for r in self.runs:
             g = get(r)
@@ -221,11 +240,14 @@ class Result(results.Result):
                                       self.level)
         return out
 
+    def _pair(self, a: str, b: str, which: str) -> str:
+        return f"{a}|{b}" if f"{a}|{b}" in self.runs[0]["ranked"][which] else f"{b}|{a}"
+
     def agreement(self, a: str, b: str, which: str = "model") -> Interval:
         """Mean over models of the Spearman correlation across layers of measures `a` and `b` (`which`: "model",
-        or "twin": each model's twins' correlation averaged over its twins)."""
-        key = f"{a}|{b}" if f"{a}|{b}" in self.runs[0]["ranked"][which] else f"{b}|{a}"
-        return self._mean_over_models(lambda r: r["ranked"][which][key])
+        or "twin": each model's twins' correlation averaged over its twins), with its interval over the models."""
+        key = self._pair(a, b, which)
+        return self._mean_over_models(lambda r: r["ranked"][which][key], correlation=True)
 
     def agreement_matrix(self, which: str = "model") -> np.ndarray:
         """(measures × measures) mean Spearman estimates over models (1 on the diagonal)."""
@@ -262,9 +284,16 @@ class Result(results.Result):
         return self.per_model(get)
 
     def agreement_per_model(self, a: str, b: str, which: str = "model") -> dict[str, Interval]:
-        """Per model, the Spearman correlation across layers of `a` and `b` with its interval over inputs."""
-        key = f"{a}|{b}" if f"{a}|{b}" in self.runs[0]["ranked"][which] else f"{b}|{a}"
-        return self.per_model(lambda r: r["ranked"][which][key])
+        """Per model, the Spearman correlation across layers of `a` and `b` with its interval over the layers
+        (Fisher's z with Bonett and Wright's standard error √((1 + ρ²/2)/(n − 3)), n layers: the points the
+        correlation is computed on); None-width where a model has fewer than 4 layers."""
+        key = self._pair(a, b, which)
+        out = {}
+        for r in self.runs:
+            rho, n = float(r["ranked"][which][key]["estimate"]), self.n_layers(r)
+            out[r["name"]] = (fisher_interval(rho, n, self.level, se=math.sqrt((1 + rho * rho / 2) / (n - 3)))
+                              if n >= 4 else Interval(rho, math.nan, math.nan, n, "fisher-z", self.level))
+        return out
 
     def least_agreeing(self, a: str, b: str) -> tuple[str, Interval]:
         """The model whose layers `a` and `b` rank least alike, and its correlation."""
@@ -330,13 +359,16 @@ class Result(results.Result):
 
     def measured(self) -> str:
         """What every finding measured: the models, the draws, how the mean over models is read."""
-        return (f"{', '.join(self.names)}; {self.draws} bootstrap draws over each probe's inputs; the mean over these "
-                "models, with an interval over the inputs (the models are a convenience sample, the population the "
-                "statement is about)")
+        if len(self.runs) < 2:
+            return (f"{', '.join(self.names)}; {self.draws} bootstrap draws over the probe's inputs (one model: the "
+                    "interval is over its inputs)")
+        return (f"{', '.join(self.names)}; the mean over these {len(self.runs)} models with its Student-t interval "
+                "over the models (a correlation on Fisher's z)")
 
     def findings(self) -> list[Finding]:
         """The chapter's questions across the three papers' measures (`FINDINGS`), each an extension."""
-        return [spec.finding(self, chapter="synthesis", kind="extension",
+        unit, n = self.unit()
+        return [spec.finding(self, chapter="synthesis", kind="extension", unit=unit, units=n,
                              reduced=Result.reduced, measured=Result.measured, scale=SCALE) for spec in FINDINGS]
 
 
