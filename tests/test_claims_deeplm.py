@@ -139,7 +139,7 @@ def test_book_findings():
     """The book verdicts, pinned with their effects: post-norm trains (contradicted), de-escalation
     changes nothing detectable, and pre-norm is not 'similar' to the de-escalated model."""
     fs = {f.key: f for f in _book().findings()}
-    expected = {"deeplm-post-norm-fails": ("contradicted", -0.53), "deeplm-deesc-rescues": ("not detected", 0.00),
+    expected = {"deeplm-post-norm-fails": ("contradicted", -0.53), "deeplm-deesc-rescues": ("inconclusive", 0.00),
                 "deeplm-deesc-like-pre-norm": ("contradicted", 0.19)}
     for key, (verdict, effect) in expected.items():
         assert fs[key].verdict == verdict, key
@@ -174,7 +174,7 @@ def test_book_findings_name_their_claims_and_settings():
     assert fs["deeplm-paper-scale"].reduced == ""
     by_id = {c.id: c for c in claims("yu2024")}
     j = judge(by_id["yu-fig7-deesc-vs-post"], list(fs.values()))
-    assert j.lead.key == "deeplm-deesc-rescues" and j.verdict == "not detected"
+    assert j.lead.key == "deeplm-deesc-rescues" and j.verdict == "inconclusive"
     assert [c.key for c in j.controls] == ["deeplm-leak-rescues"]
 
 

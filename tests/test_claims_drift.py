@@ -128,9 +128,10 @@ def test_findings_on_the_ci_run(res):
     assert all(f.effect.n == 2 for k, f in fs.items() if k != "drift-fixed-point")
     for key in ("drift-score-spread", "drift-sharper-softmax", "drift-fixed-point", "drift-qk-norm"):
         assert fs[key].verdict == "reproduced", key
-    assert fs["drift-output-cosine"].verdict in ("direction only", "not detected")     # "slightly": no size
+    # "slightly": no size, so on the paper's side it is direction only, and around zero nothing can be excluded
+    assert fs["drift-output-cosine"].verdict in ("direction only", "inconclusive")
     # rows of E: Q at N = 0 is isotropic (zero-initialised biases); never "reproduced"
-    assert fs["drift-qk-without-bias"].verdict in ("not detected", "contradicted")
+    assert fs["drift-qk-without-bias"].verdict in ("inconclusive", "contradicted")
     assert abs(fs["drift-qk-without-bias"].effect.estimate) < 0.01
 
 
@@ -148,7 +149,7 @@ def test_findings_on_the_committed_book_runs():
     """Each book finding's verdict and effect, pinned (3 seeds; the embedding layer on one)."""
     fs = {f.key: f for f in _book_or_skip().findings()}
     expected = {"drift-output-cosine": ("direction only", 6e-6, 2e-6), "drift-fixed-point": ("reproduced", 0.42, 0.01),
-                "drift-score-spread": ("reproduced", 6.48, 0.01), "drift-qk-without-bias": ("not detected", 3e-5, 1e-5),
+                "drift-score-spread": ("reproduced", 6.48, 0.01), "drift-qk-without-bias": ("inconclusive", 3e-5, 1e-5),
                 "drift-sharper-softmax": ("reproduced", -0.036, 0.001), "drift-qk-norm": ("reproduced", 3.74, 0.01),
                 "drift-low-anisotropy": ("reproduced", 0.0004, 0.0001)}
     for key, (verdict, effect, tol) in expected.items():

@@ -92,7 +92,7 @@ def test_findings_on_the_ci_run(res):
         assert f.effect.n == 2 and f.effect.method == "t" and f.chapter == "qk" and f.paper == "godey2024"
         assert f.section and f.measured.startswith(res.what)
     assert fs["qk-trained-model"].verdict == NOT_TESTABLE and "--recipe long" in fs["qk-trained-model"].command
-    assert fs["qk-aligned-heads"].reference == pytest.approx(res.chance_share)
+    assert fs["qk-aligned-heads"].reference == qk.ALMOST_ALL            # "almost all": more than nine in ten
     assert res.comparison.abs_cos_final > 2 * res.comparison.abs_cos_first > 0
     assert res.comparison.abs_cos_first < 1.5 * res.chance
     assert fs["qk-dot-growth"].effect.estimate > 0.5
@@ -171,7 +171,7 @@ def test_end_state_at_ci_scale(res):
             assert np.all((a >= 0) & (a <= 1 + 1e-9))
     assert "untrained" in rec.twin_description and "untrained" not in rec.trained_description
     f = by_key(res)["qk-end-state"]
-    assert f.effect.method == "bootstrap" and f.reference == pytest.approx(res.end_state_chance_share())
+    assert f.effect.method == "bootstrap" and f.reference == qk.ALMOST_ALL and f.unit_name == "heads"
     row = res.end_state_rows()[0]
     assert abs(row["twin"]["abs_cos"].estimate - row["chance"]) < 0.1
 
@@ -180,8 +180,8 @@ def test_end_state_at_ci_scale(res):
 
 def test_planted_common_direction_in_layer_0_flips_its_verdict(book):
     """Flip the sign of every head's final cos(Q̄, K̄) in layer 0: the first-layer finding goes from
-    contradicted to reproduced; make every head aligned and the aligned-heads finding reaches the paper's
-    'almost all'."""
+    contradicted to reproduced; make about nine heads in ten aligned and the aligned-heads finding is no longer
+    contradicted: three seeds of 16 heads cannot show more than nine in ten (inconclusive)."""
     r = copy.deepcopy(book)
     assert would(by_key(r)["qk-first-layer-common"]) == "contradicted"
     for s in r.seeds:
@@ -194,7 +194,7 @@ def test_planted_common_direction_in_layer_0_flips_its_verdict(book):
         cos[-1] = np.sign(cos[-1]) * (0.9 + 0.01 * s)
         cos[-1].reshape(-1)[: 1 + (i + 1) % 2] = 0.0
         plant(r.runs, s, cos=cos.tolist())
-    assert would(by_key(r)["qk-aligned-heads"]) == "reproduced"
+    assert would(by_key(r)["qk-aligned-heads"]) == "inconclusive"
     for s in r.seeds:        # every head aligned on every seed: a zero-width interval over the seeds, which the
         cos = np.asarray(r.runs[str(s)].cos, dtype=float)       # rule does not let stand without a reason
         cos[-1] = np.sign(cos[-1] + 1e-9) * 0.95
@@ -205,9 +205,10 @@ def test_planted_common_direction_in_layer_0_flips_its_verdict(book):
 
 def test_planted_loss_of_sharpening_with_centred_blocks_is_detected(book):
     """Make the centred model's layers 1-3 end as flat as they started on every seed (centring takes all
-    their sharpening away): the centring finding turns from not detected to reproduced."""
+    their sharpening away): the centring finding turns from inconclusive (its interval covers zero, and the
+    question states no size) to reproduced."""
     r = copy.deepcopy(book)
-    assert by_key(r)["qk-centring"].verdict == "not detected"
+    assert by_key(r)["qk-centring"].verdict == "inconclusive"
     for s in r.seeds:
         e = np.asarray(r.ablation[str(s)].entropy_layer, dtype=float)
         e[-1, 1:] = e[0, 1:] - 0.01 * s
@@ -246,14 +247,14 @@ def test_planted_learned_model_gives_the_trajectory_findings_their_verdicts(book
 def test_book_findings(book):
     """The chapter's findings on the committed runs (3 seeds × 15,000 steps), pinned. Read from the book's own
     model, which has not learned enough to stand for BERT's pretraining, the trajectory findings give no verdict;
-    their effects would read: alignment beyond chance but in 40 % of the heads (layers 0 and 2 only), not 'almost
-    all'; layer 0 opposite, where the paper has a common direction; |Q̄·K̄| grows at least ×10^0.67 in every
-    layer; attention entropy falls in every layer (just above zero where it falls least). The centring
-    difference (the book's own question) is not detected."""
+    their effects would read: alignment in 40 % of the heads (layers 0 and 2 only), wholly short of 'almost all'
+    (contradicted); layer 0 opposite, where the paper has a common direction; |Q̄·K̄| grows at least ×10^0.67 in
+    every layer; attention entropy falls in every layer (just above zero where it falls least). The centring
+    difference (the book's own question) is inconclusive: its interval covers zero and it states no size."""
     fs = by_key(book)
-    expect = {"qk-aligned-heads": ("direction only", 0.40), "qk-first-layer-common": ("contradicted", -0.81),
+    expect = {"qk-aligned-heads": ("contradicted", 0.40), "qk-first-layer-common": ("contradicted", -0.81),
               "qk-dot-growth": ("reproduced", 0.67), "qk-entropy-falls": ("reproduced", 0.44),
-              "qk-centring": ("not detected", -0.41)}
+              "qk-centring": ("inconclusive", -0.41)}
     for key, (v, est) in expect.items():
         assert would(fs[key]) == v, key
         assert fs[key].verdict == (NOT_TESTABLE if key in TRAJECTORY else v), key
@@ -339,15 +340,15 @@ def test_book_examples_and_seeds(book):
 
 def test_book_end_state_finding(book):
     """Five real models that learned (the byte-level MLM's end state read from its committed record): 518 heads,
-    25 % [22 %, 28 %] aligned against 0.1 % by chance and under 1 % in the untrained twins: beyond chance, far
-    short of 'almost all' (direction only)."""
+    25 % [22 %, 28 %] aligned against 0.1 % by chance and under 1 % in the untrained twins: beyond chance, and
+    wholly short of 'almost all', read as more than nine in ten (contradicted)."""
     assert list(book.end_state) == ["AntiBERTy", "rxnmapper-ALBERT", "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct",
                                     "byte-MLM"]
     assert not book.end_state_missing
     f = by_key(book)["qk-end-state"]
-    assert f.verdict == "direction only"
+    assert f.verdict == "contradicted"
     assert f.effect.estimate == pytest.approx(0.25, abs=0.01) and f.effect.low > 0.2 and f.effect.high < 0.3
-    assert f.reference == pytest.approx(0.001, abs=0.0005)
+    assert f.reference == qk.ALMOST_ALL and book.end_state_chance_share() == pytest.approx(0.001, abs=0.0005)
     assert book.end_state_aligned("twin").estimate < 0.01
     assert book.end_state_summary()["n_heads"] == 502 + 16
 
@@ -395,16 +396,18 @@ def test_book_end_state_score_reading(book):
 
 
 def test_planted_end_state_alignment_changes_the_verdict(book):
-    """Plant |cos| = 0.95 in nine heads in ten of every pretrained model: the end-state finding reaches the
-    paper's 'almost all' (reproduced: its interval covers 0.9); plant the twins' cosines in the pretrained models:
-    it is contradicted (at or below chance)."""
+    """Plant |cos| = 0.95 in 49 heads in 50 of every pretrained model: the end-state finding reaches the
+    paper's 'almost all' (reproduced: its interval lies above nine in ten); in nine heads in ten exactly, it
+    covers the bar (inconclusive); the twins' cosines in the pretrained models: contradicted."""
     r = copy.deepcopy(book)
-    assert by_key(r)["qk-end-state"].verdict == "direction only"
-    for rec in r.end_state.values():        # nine heads in ten aligned: the paper's 'almost all'
-        cos = np.sign(np.asarray(rec.trained["cos"])) * 0.95
-        cos.reshape(-1)[::10] = 0.0
-        rec.trained["cos"] = cos.tolist()
-    assert by_key(r)["qk-end-state"].verdict == "reproduced"
+    assert by_key(r)["qk-end-state"].verdict == "contradicted"
+    for every, expect in ((50, "reproduced"), (10, "inconclusive")):
+        r = copy.deepcopy(book)
+        for rec in r.end_state.values():
+            cos = np.sign(np.asarray(rec.trained["cos"])) * 0.95
+            cos.reshape(-1)[::every] = 0.0
+            rec.trained["cos"] = cos.tolist()
+        assert by_key(r)["qk-end-state"].verdict == expect, every
     r = copy.deepcopy(book)
     for rec in r.end_state.values():
         rec.trained["cos"] = rec.twin["cos"]

@@ -157,7 +157,8 @@ BOOK_FINDINGS = {       # key: (verdict, effect, low, high) on the committed boo
     "sts-control-ev1": (REPRODUCED, -0.004, -0.005, -0.004),
     "sts-control-tokenuni": (REPRODUCED, -0.006, -0.007, -0.005),
     # Fig. 6, the three readings of eq. (6) on MiniLM's 400-pair re-reading under layers 1 + L
-    "sts-lsds-authors": (NOT_DETECTED, -0.028, -0.182, 0.127),
+    # (around zero, and the paper gives no size it could lie short of: inconclusive; MiniLM is outside the scope)
+    "sts-lsds-authors": (INCONCLUSIVE, -0.028, -0.182, 0.127),
     "sts-lsds-eq6": (CONTRADICTED, 0.946, 0.366, 1.525),
     "sts-lsds": (REPRODUCED, -0.328, -0.342, -0.314),
     "sts-alpha": (INCONCLUSIVE, 0.53, 0.03, 1.02),
@@ -168,7 +169,7 @@ HALF = {"sts-vs-whitening-bert": (5.19, 4.32, 6.03),
         "sts-vs-whitening-mpnet": (-6.03, -6.63, -5.34)}
 #: the claims these findings make, on the committed runs
 CLAIMS = {"yan-table1-gain": DIRECTION_ONLY, "yan-table1-whitening": "mixed", "yan-table4-ev1": REPRODUCED,
-          "yan-table4-rbf": REPRODUCED, "yan-table4-tokenuni": REPRODUCED, "yan-fig6-lsds": NOT_DETECTED}
+          "yan-table4-rbf": REPRODUCED, "yan-table4-tokenuni": REPRODUCED, "yan-fig6-lsds": "not tested here"}
 
 
 def test_book_findings_are_pinned(book):
@@ -200,7 +201,7 @@ def test_book_findings_are_pinned(book):
     assert fs["sts-gain-bert"].paper_value == pytest.approx(71.26 - 62.97)       # from the paper's Table 1 csv
     assert fs["sts-gain-bert"].size_side() == "larger"
     assert fs["sts-vs-whitening-bert"].paper_value == pytest.approx(67.77 - 71.26)
-    assert fs["sts-alpha"].margin == pytest.approx(0.30, abs=0.006)
+    assert fs["sts-alpha"].margin == experiments.sts.ALPHA_MARGIN == 1.0    # a constant, not the run's resolution
     assert fs["sts-ev1-bert"].paper_value == pytest.approx(-0.608, abs=0.001)
     assert "every pair" in fs["sts-gain-minilm"].scale and "400 pairs per set" in fs["sts-lsds"].reduced
     assert fs["sts-gain-minilm"].reduced == "on all-MiniLM-L6-v2 in place of BERT-base-cased"
@@ -329,8 +330,9 @@ def test_planted_table4_and_lsds_effects_change_their_verdicts(book):
 
 def test_a_planted_loss_of_the_flip_free_gain_changes_its_verdict(book):
     """Lower the clamped SoftDecay's scores on the book BERT by 12 points on every set and draw: the flip-free
-    finding (t over the draws) no longer reads reproduced; by 25: contradicted."""
-    for shift, verdict in ((12.0, "not detected"), (25.0, CONTRADICTED)):
+    finding (t over the draws) no longer reads reproduced (around zero, with no size to lie short of:
+    inconclusive); by 25: contradicted."""
+    for shift, verdict in ((12.0, INCONCLUSIVE), (25.0, CONTRADICTED)):
         planted = copy.deepcopy(book)
         for draw in planted.readings["book-mlm-bert"].draws:
             for row in draw.scores[planted.paper_pooling].values():

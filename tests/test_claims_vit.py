@@ -12,7 +12,6 @@ from helpers.core.findings import (
     CONTRADICTED,
     DIRECTION_ONLY,
     INCONCLUSIVE,
-    NOT_DETECTED,
     NOT_TESTABLE,
     REPRODUCED,
     Finding,
@@ -146,10 +145,13 @@ def test_findings_at_ci_scale(res):
 # --- the committed book runs ---
 
 #: every book finding: (verdict, effect estimate to 2 decimals)
-BOOK = {"vit-post-behind-pre": (REPRODUCED, 0.32), "vit-deesc-vs-post": (NOT_DETECTED, -0.03),
+# each test alone, at 95 % (the findings page reads them within Yu & Zhang's family: tests/golden); "far worse" has
+# no stated size, so post-norm behind pre-norm is direction only; an interval around zero with no size to fall
+# short of is inconclusive
+BOOK = {"vit-post-behind-pre": (DIRECTION_ONLY, 0.32), "vit-deesc-vs-post": (INCONCLUSIVE, -0.03),
         "vit-deesc-vs-pre": (CONTRADICTED, 0.29), "vit-deesc-vs-pre-standard": (DIRECTION_ONLY, -0.22),
         "vit-deesc-vs-pre-torch-ffn": (DIRECTION_ONLY, -0.12), "vit-ffn-scale": (REPRODUCED, 0.08),
-        "vit-alike-tokens": (NOT_DETECTED, 0.02),
+        "vit-alike-tokens": (INCONCLUSIVE, 0.02),
         "vit-paper-scale": (NOT_TESTABLE, None)}
 
 

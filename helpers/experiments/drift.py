@@ -266,7 +266,10 @@ FINDINGS = (
          quantity="log10(N* / mean hidden-state norm of the reference model), range over seeds and layers",
          effect=lambda res: res.fixed_point_ratio(), direction="equal", margin=1.0,
          reference_label="0 (equal norms; the margin is one order of magnitude)",
-         more=dict(reduced=_against, digits=2)),
+         more=dict(reduced=_against, digits=2, unit="seeds and layers",
+                   caveat=lambda res: ("N* is √d by the LayerNorm's construction, the same on every seed; what could "
+                                       "fail is only its comparison with the trained model's hidden-state norms, and "
+                                       "the spread shown is a range over seeds and layers"))),
     Spec(key="drift-score-spread", where="§4.3, Fig. 7", claim_id="godey-fig7-scores", section="drift-scores",
          claim="The pre-softmax attention scores move away from zero as the input bias norm grows.",
          measured=lambda res: f"{_what(res)}; pooled scores QKᵀ/√d_k",

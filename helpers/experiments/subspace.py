@@ -165,7 +165,8 @@ class Result(results.Result):
     def findings(self) -> list[Finding]:
         """The theorem (§3.1) on random matrices and real hidden states, eq. (8) and the Γ-step of
         Appendix A, and the §3.2 layer trends (median, token and [CLS] uniformity) on MRPC (`FINDINGS`)."""
-        return [f for spec in FINDINGS for f in spec.findings(self, paper="yan2022", chapter="subspace")]
+        return [f for spec in FINDINGS for f in spec.findings(self, paper="yan2022", chapter="subspace",
+                                                              unit="sentences", units=self.n_sentences)]
 
 
 # --- the findings, as a table (`core.findings.Spec`): what each row reads of the Result -------------------

@@ -29,6 +29,7 @@ from .compute import (
 )
 from .findings import FINDINGS, FIRST, Spec, build
 from .params import (
+                      ALPHA_MARGIN,
                       BOOK_BERT,
                       COMMANDS,
                       CONTRASTIVE_SCOPE,
@@ -54,7 +55,8 @@ from .params import (
 from .records import Draw, Reading, Record, Run, SameFit
 from .result import Result
 
-__all__ = ["BOOK_BERT", "COMMANDS", "CONTRASTIVE_SCOPE", "CROSSFIT_HOW", "DEMO_SENTENCES", "FINDINGS", "FIRST",
+__all__ = ["ALPHA_MARGIN", "BOOK_BERT", "COMMANDS",
+           "CONTRASTIVE_SCOPE", "CROSSFIT_HOW", "DEMO_SENTENCES", "FINDINGS", "FIRST",
            "KIND_TEXT", "LABEL", "MAP_METHODS", "MPNET", "PAPER_BERT", "PLANT_METHODS", "POOLING_LABEL",
            "POOLING_TEXT", "READING_METHODS", "REFIT_METHODS", "SIZE_TEXT", "SMOL", "STS_DATASETS", "Draw", "Params",
            "Reading", "Record", "Result", "Run", "SameFit", "Spec", "_subsample", "_subsample_idx", "_take",

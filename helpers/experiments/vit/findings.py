@@ -79,7 +79,7 @@ def alike(res: R) -> int:
 FINDINGS: tuple[Spec, ...] = (
     Spec(key="vit-post-behind-pre", where="§3.3, Fig. 6", claim_id="yu-fig6-post-behind-pre",
          claim="A deep (80-block) post-norm ViT trains far worse than its pre-norm counterpart, "
-               "even at half the learning rate.", direction="above",
+               "even at half the learning rate.", direction="above", more=dict(size_word="far worse"),
          **main("post-norm", "pre-norm",
                 lambda res: f"post-norm (lr {res._lr('post-norm')}) and pre-norm (lr {res._lr('pre-norm')})")),
     Spec(key="vit-deesc-vs-post", where="§3.3, Fig. 6", claim_id="yu-fig6-deesc-vs-post",
