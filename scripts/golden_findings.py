@@ -40,7 +40,8 @@ def golden(col) -> dict:
             "verdict": f.verdict, "kind": f.kind, "claim_id": f.claim_id,
             "estimate": _num(e.estimate) if e is not None else None, "low": _num(e.low) if e is not None else None,
             "high": _num(e.high) if e is not None else None, "n": int(e.n) if e is not None else None,
-            "method": e.method if e is not None else None}
+            "method": e.method if e is not None else None, "uncorrected_verdict": f.uncorrected_verdict,
+            "family_level": _num(f.family_level)}
     for j in col.judged():
         out["claims"][j.claim.id] = j.verdict
     return out
@@ -63,17 +64,30 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     os.environ["TOKUNI_TRAIN_MISSING"] = "0"        # read the committed runs; compute nothing
     sys.path.insert(0, str(REPO))
-    from helpers.experiments.findings import collect
+    from helpers.experiments.findings import FAMILY_PATH, collect, family_p_values
 
-    now = golden(collect("book"))
+    col = collect("book")
+    now, family = golden(col), family_record(family_p_values(col.findings))
     if args.check:
         lines = differences(now, json.loads(GOLDEN.read_text()))
+        if not FAMILY_PATH.is_file() or json.loads(FAMILY_PATH.read_text()) != family:
+            lines.append(f"{FAMILY_PATH.relative_to(REPO)} differs from the collection's family")
         print("\n".join(lines) or "the collection equals the golden file")
         return 1 if lines else 0
     GOLDEN.parent.mkdir(parents=True, exist_ok=True)
     GOLDEN.write_text(json.dumps(now, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    print(f"{len(now['findings'])} findings, {len(now['claims'])} claims -> {GOLDEN.relative_to(REPO)}")
+    FAMILY_PATH.write_text(json.dumps(family, indent=1, sort_keys=True) + "\n")
+    print(f"{len(now['findings'])} findings, {len(now['claims'])} claims -> {GOLDEN.relative_to(REPO)}; "
+          f"the family -> {FAMILY_PATH.relative_to(REPO)}")
     return 0
+
+
+def family_record(p_values: dict) -> dict:
+    """What `results/findings-family.json` holds: how it was made, and the p-values of each paper's family."""
+    return {"about": "Each paper's family of tests at book scale: every in-scope claim test and book's own question "
+                     "with a sampled interval, and its p-value. Holm's correction over each family sets the level "
+                     "its verdict is read at. Made by scripts/golden_findings.py from the committed results.",
+            "p_values": p_values}
 
 
 if __name__ == "__main__":

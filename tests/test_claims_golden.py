@@ -21,14 +21,40 @@ def _script():
     return mod
 
 
-def test_the_collection_equals_the_golden_file(monkeypatch):
+@pytest.fixture(scope="module")
+def book():
     from helpers.experiments.findings import collect
 
-    monkeypatch.setenv("TOKUNI_TRAIN_MISSING", "0")         # a missing run fails here instead of being computed
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TOKUNI_TRAIN_MISSING", "0")                  # a missing run fails here instead of being computed
+    try:
+        yield collect("book")
+    finally:
+        mp.undo()
+
+
+def test_the_collection_equals_the_golden_file(book):
     g = _script()
-    now, then = g.golden(collect("book")), json.loads(g.GOLDEN.read_text())
+    now, then = g.golden(book), json.loads(g.GOLDEN.read_text())
     assert not g.differences(now, then), "\n".join(g.differences(now, then))
     assert len(then["findings"]) > 100 and len(then["claims"]) > 90
+
+
+def test_the_committed_family_is_the_collections_and_a_chapter_reads_its_verdicts_from_it(book, monkeypatch):
+    """The p-values a chapter's own table corrects its tests with (`results/findings-family.json`) are those of
+    the whole book's collection, and a chapter's findings corrected within that family give the findings page's
+    verdicts and levels, test for test."""
+    from helpers.experiments import findings as F
+    from helpers.experiments import vit
+
+    g = _script()
+    assert json.loads(F.FAMILY_PATH.read_text()) == g.family_record(F.family_p_values(book.findings))
+    monkeypatch.setenv("TOKUNI_TRAIN_MISSING", "0")
+    page = {f.key: f for f in book.findings}
+    for f in F.corrected(vit.run(vit.Params.resolve("book")).findings()):
+        assert (f.verdict, f.family_size) == (page[f.key].verdict, page[f.key].family_size), f.key
+        if f.family_level is not None:
+            assert f.family_level == pytest.approx(page[f.key].family_level, abs=1e-6)
 
 
 def test_a_moved_number_or_verdict_is_reported():

@@ -474,8 +474,9 @@ class Finding:
         if self.unit:
             return self.unit
         e = self.effect
-        return {"t": "seeds", "binomial": "models", "jackknife": "units", "fisher-z": "points",
-                "range": "values"}.get(e.method, "") if e is not None else ""
+        if e is None:
+            return ""
+        return {"t": "seeds", "binomial": "models", "fisher-z": "points", "range": "values"}.get(e.method, "")
 
     def corrected_text(self) -> str:
         """The interval the verdict is read on, where the family correction widened it: '[−0.50, +1.14] at

@@ -24,7 +24,7 @@ import io
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,8 +42,10 @@ from ..core.findings import (
     Claim,
     Finding,
     Judged,
+    correct,
     count_claims,
     count_verdicts,
+    in_family,
     judge,
 )
 
@@ -119,6 +121,20 @@ class Collected:
         """Per paper: claims, tested at the paper's setting, at a reduced one, not at all, and the verdicts."""
         return count_claims(self.judged())
 
+    def uncorrected_counts(self) -> dict[str, dict]:
+        """`claim_counts` as the uncorrected 95 % intervals would give them (no family correction): a sensitivity
+        reading the page shows beside the verdicts, never the verdicts."""
+        plain = [replace(f, family_level=None, family_size=0) for f in self.findings]
+        return count_claims([judge(c, plain) for c in self.claims])
+
+    def choice_free_counts(self) -> dict[str, dict]:
+        """`claim_counts` as they would be if every out-of-scope test counted and no registry entry named a
+        deciding test: the choices made after the runs (`scope`, `decides`) undone, so a reader sees whether any
+        of them decides a count."""
+        inside = [replace(f, out_of_scope="") for f in self.findings]
+        claims_ = [replace(c, decides="", decides_why="") for c in self.claims]
+        return count_claims([judge(c, inside) for c in claims_])
+
     def extensions(self) -> list[Finding]:
         """The book's own questions, counted on their own."""
         return [f for f in self.findings if f.kind == "extension"]
@@ -189,7 +205,11 @@ def _test_record(f: Finding, role: str, scale: str) -> dict[str, Any]:
     return {
         "key": f.key, "label": f.name(), "role": role, "kind": f.kind, "chapter": f.chapter or None,
         "where": f.where, "claim": f.claim, "measured": f.measured, "quantity": f.quantity, "scale": f.scale,
-        **_interval(f.effect), "effect_text": f.effect_text(),
+        **_interval(f.effect), "n": f.n_units, "unit": f.unit_name, "resamples": f.resamples,
+        "effect_text": f.effect_text(), "p_value": _number(f.p_value), "family_size": f.family_size,
+        "family_level": _number(f.family_level), "corrected_low": _number(f.read_effect.low) if f.effect else None,
+        "corrected_high": _number(f.read_effect.high) if f.effect else None,
+        "uncorrected_verdict": f.uncorrected_verdict, "smallest": _number(f.smallest),
         "alternatives": [{"name": n, **_interval(iv), "verdict": v}
                          for (n, iv), (_, v) in zip(f.alternatives, f.alternative_verdicts(), strict=True)],
         "direction": f.direction, "reference": _number(f.reference), "reference_label": f.reference_label,
@@ -239,7 +259,9 @@ def _extension_record(f: Finding, scale: str, commit: str | None) -> dict[str, A
 #: the flat CSV's columns: the claim's (repeated on each of its tests), then the test's (prefixed `test_`)
 CLAIM_COLUMNS = ("paper", "claim_id", "kind", "where", "claim", "paper_value", "scope", "setting", "verdict",
                  "verdict_text", "command", "commit", "scale")
-TEST_COLUMNS = ("role", "key", "label", "chapter", "kind", "estimate", "low", "high", "method", "n", "level",
+TEST_COLUMNS = ("role", "key", "label", "chapter", "kind", "estimate", "low", "high", "method", "n", "unit",
+                "resamples", "level", "p_value", "family_size", "family_level", "corrected_low", "corrected_high",
+                "uncorrected_verdict",
                 "paper_value", "reference", "direction", "margin", "tolerance", "verdict", "verdict_text",
                 "setting", "reduced", "quantity", "measured", "out_of_scope", "alternatives", "flags", "command",
                 "page")
@@ -300,8 +322,41 @@ def write_dataset(col: Collected, folder: str | os.PathLike | None = None, **to_
     return paths
 
 
+#: the book's family of tests at `book` scale, as {paper: {finding key: p-value}}: what a chapter's own findings
+#: table reads to correct its tests within the whole paper's family without collecting every chapter (written and
+#: checked with the golden file: `scripts/golden_findings.py`)
+FAMILY_PATH = runtime.REPO_ROOT / "results" / "findings-family.json"
+
+
+def family_p_values(findings) -> dict[str, dict[str, float]]:
+    """{paper: {key: p-value}} of the findings that belong to their paper's family (`core.findings.in_family`)."""
+    out: dict[str, dict[str, float]] = {p: {} for p in PAPERS}
+    for f in findings:
+        if in_family(f):
+            out[f.paper][f.key] = float(f"{f.p_value:.6g}")
+    return out
+
+
+def book_family() -> dict[str, dict[str, float]]:
+    """The committed family (`FAMILY_PATH`); empty when it is not there."""
+    if not FAMILY_PATH.is_file():
+        return {}
+    return json.loads(FAMILY_PATH.read_text(encoding="utf-8"))["p_values"]
+
+
+def corrected(findings) -> list[Finding]:
+    """A chapter's findings corrected within their papers' whole families: the chapter's own tests with their own
+    p-values, the other chapters' from the committed family (`book_family`), so a chapter's table gives the
+    verdicts the findings page gives."""
+    mine = {f.key for f in findings}
+    others = {p: {k: v for k, v in ps.items() if k not in mine} for p, ps in book_family().items()}
+    return correct(list(findings), others=others)
+
+
 def collect(scale: str = "book", chapters: list[str] | None = None) -> Collected:
-    """Run (or read back) every chapter at `scale` and collect its findings."""
+    """Run (or read back) every chapter at `scale` and collect its findings, each paper's family corrected
+    (`core.findings.correct`: over the collected findings when every chapter is collected; within the committed
+    family otherwise)."""
     from importlib import import_module
 
     out = Collected(scale=scale, claims=claims(), chapters=list(chapters or chapter_order()))
@@ -319,6 +374,7 @@ def collect(scale: str = "book", chapters: list[str] | None = None) -> Collected
     keys = [f.key for f in out.findings]
     if len(set(keys)) != len(keys):
         raise ValueError(f"finding keys repeat: {sorted(k for k in keys if keys.count(k) > 1)}")
+    out.findings = correct(out.findings) if chapters is None else corrected(out.findings)
     return out
 
 

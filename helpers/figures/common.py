@@ -259,7 +259,9 @@ def findings_table(findings):
 
     from IPython.display import HTML
 
-    df = findings_frame(findings, local=True)
+    from ..experiments.findings import corrected
+
+    df = findings_frame(corrected(findings), local=True)
     if df.empty:
         return df
     small = '<br><small style="color:#555">{}</small>'.format
@@ -304,6 +306,8 @@ def findings_frame(findings, link_prefix: str = "", local: bool = False) -> pd.D
         notes = [n for n in (f.cannot_test, f.out_of_scope and f"outside the claim's scope: {f.out_of_scope}",
                              *f.flags()) if n]
         effect = f.effect_text() if f.effect is not None else f"needs {f.needs}: <code>{f.command}</code>"
+        if f.corrected_text():
+            effect += f"<br><small>read at the family's level: {f.corrected_text()}</small>"
         if f.excludes() and f.verdict in ("not detected", "inconclusive"):
             effect += f"<br><small>{f.excludes()}</small>"
         for name, iv in f.alternatives:

@@ -43,6 +43,10 @@ def _finding_line(f: Finding) -> str:
     """One test in the details of a claim: its verdict in words, what it measured, its effect (and its other
     procedures), why the rule set it aside, its stand-in's distance from the paper's model, its chapter."""
     eff = f.effect_text() if f.effect is not None else f"needs {_esc(f.needs)}: <code>{_esc(f.command)}</code>"
+    if f.corrected_text():
+        eff += f" (read at the family's level: {f.corrected_text()})"
+    if f.n_units is not None and f.effect is not None and f.effect.method not in ("exact", "range"):
+        eff += f", over {f.n_units:,} {_esc(f.unit_name)}"
     if f.excludes() and f.verdict in ("not detected", "inconclusive"):
         eff += f" ({f.excludes()})"
     alt = "".join(f"; {_esc(n)}: {iv.text(f.digits)}" for n, iv in f.alternatives)
@@ -180,17 +184,35 @@ def untested_list(col: Collected, paper: str):
                 f'{"".join(items)}</ul></details>')
 
 
+#: the columns of a paper's count table: its verdicts by setting, then two sensitivity readings (never the verdicts)
+COUNT_COLUMNS = {"paper": "at the paper's setting", "reduced": "at a reduced setting",
+                 "all": "all claims", "uncorrected": "each test at 95 % alone",
+                 "choice-free": "no scope, no deciding test named"}
+
+
 def counts(col: Collected, paper: str):
-    """`paper`'s claims counted once each: a row per verdict, a column per setting (the paper's, a reduced one,
-    not tested), and a last row with each column's number of claims."""
-    c = col.claim_counts()[paper]
-    names = {"paper": "at the paper's setting", "reduced": "at a reduced setting", "untested": "not tested"}
-    rows = [{"verdict": v, **{names[s]: c["verdicts"][s][v] for s in names}} for v in CLAIM_VERDICTS]
+    """`paper`'s claims counted once each, a row per verdict: at the paper's setting, at a reduced one, in all;
+    then the two sensitivity readings the page shows beside the verdicts — every test read at its uncorrected 95 %
+    (no family correction: `Collected.uncorrected_counts`), and every out-of-scope test counted with no registry
+    entry naming a deciding test (`Collected.choice_free_counts`); a last row with the number of claims."""
+    readings = {"verdicts": col.claim_counts()[paper], "uncorrected": col.uncorrected_counts()[paper],
+                "choice-free": col.choice_free_counts()[paper]}
+
+    def total(c: dict, v: str) -> int:
+        return sum(c["verdicts"][s][v] for s in c["verdicts"])
+
+    c = readings["verdicts"]
+    rows = [{"verdict": v, COUNT_COLUMNS["paper"]: c["verdicts"]["paper"][v],
+             COUNT_COLUMNS["reduced"]: c["verdicts"]["reduced"][v], COUNT_COLUMNS["all"]: total(c, v),
+             COUNT_COLUMNS["uncorrected"]: total(readings["uncorrected"], v),
+             COUNT_COLUMNS["choice-free"]: total(readings["choice-free"], v)} for v in CLAIM_VERDICTS]
     df = pd.DataFrame(rows)
-    df = df[df[list(names.values())].sum(axis=1) > 0]
-    df = pd.concat([df, pd.DataFrame([{"verdict": "claims", **{names[s]: c[s] for s in names}}])],
-                   ignore_index=True)
-    return common.table(df, digits=0)
+    df = df[df[list(COUNT_COLUMNS.values())[2:]].sum(axis=1) > 0]
+    df = pd.concat([df, pd.DataFrame([{"verdict": "claims", COUNT_COLUMNS["paper"]: c["paper"],
+                                       COUNT_COLUMNS["reduced"]: c["reduced"],
+                                       **{COUNT_COLUMNS[k]: readings.get(k, c)["claims"]
+                                          for k in ("all", "uncorrected", "choice-free")}}])], ignore_index=True)
+    return common.table(df, digits=0, compact=True)
 
 
 def extensions_table(col: Collected):
@@ -327,12 +349,10 @@ def publish(col: Collected) -> None:
     forest(col)
     c = col.claim_counts()
 
-    def n(p: str, verdict: str, settings: tuple[str, ...] = ("paper", "reduced")) -> int:
-        """`p`'s tested claims with `verdict`, at the given settings."""
-        return sum(c[p]["verdicts"][s][verdict] for s in settings)
-
     ext = col.extensions()
     by_key = {f.key: f for f in col.findings}
+    fam = {p: max((f.family_size for f in col.findings if f.paper == p), default=0) for p in PAPERS}
+    levels = [f.family_level for f in col.findings if f.family_level is not None]
 
     def eff(key: str) -> str:
         """A finding's effect as the summary quotes it ('—' when the chapter gives no such finding at this scale)."""
@@ -343,29 +363,18 @@ def publish(col: Collected) -> None:
         "findings-yan2022-paper": c["yan2022"]["paper"],
         "findings-yan2022-reduced": c["yan2022"]["reduced"],
         "findings-yan2022-untested": c["yan2022"]["untested"],
-        "findings-yan2022-reproduced": n("yan2022", "reproduced"),
-        "findings-yan2022-reproduced-paper": n("yan2022", "reproduced", ("paper",)),
-        "findings-yan2022-contradicted": n("yan2022", "contradicted"),
-        "findings-yan2022-mixed": n("yan2022", "mixed"),
-        "findings-yan2022-one-model": n("yan2022", "on one model"),
         "findings-godey2024-claims": c["godey2024"]["claims"],
         "findings-godey2024-paper": c["godey2024"]["paper"],
         "findings-godey2024-reduced": c["godey2024"]["reduced"],
         "findings-godey2024-untested": c["godey2024"]["untested"],
-        "findings-godey2024-reproduced": n("godey2024", "reproduced"),
-        "findings-godey2024-reproduced-paper": n("godey2024", "reproduced", ("paper",)),
-        "findings-godey2024-contradicted": n("godey2024", "contradicted"),
-        "findings-godey2024-mixed": n("godey2024", "mixed"),
-        "findings-godey2024-one-model": n("godey2024", "on one model"),
         "findings-yu2024-claims": c["yu2024"]["claims"],
         "findings-yu2024-paper": c["yu2024"]["paper"],
         "findings-yu2024-reduced": c["yu2024"]["reduced"],
         "findings-yu2024-untested": c["yu2024"]["untested"],
-        "findings-yu2024-reproduced": n("yu2024", "reproduced"),
-        "findings-yu2024-reproduced-paper": n("yu2024", "reproduced", ("paper",)),
-        "findings-yu2024-contradicted": n("yu2024", "contradicted"),
-        "findings-yu2024-mixed": n("yu2024", "mixed"),
-        "findings-yu2024-one-model": n("yu2024", "on one model"),
+        "findings-family-yan2022": fam["yan2022"], "findings-family-godey2024": fam["godey2024"],
+        "findings-family-yu2024": fam["yu2024"],
+        "findings-family-level-min": f"{100 * min(levels):.1f} %" if levels else "—",
+        "findings-family-level-max": f"{100 * max(levels):.2f} %" if levels else "—",
         "findings-claims": sum(c[p]["claims"] for p in c),
         "findings-tests": sum(f.kind == "claim" for f in col.findings),
         "findings-controls": len(col.controls()),
