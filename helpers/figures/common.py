@@ -3,6 +3,7 @@ figures glued for myst-nb (`{glue:text}` / `{glue:figure}`), tables formatted fo
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 
@@ -47,14 +48,91 @@ def publish(values: Mapping[str, object]) -> None:
 #: the figures this run drew, by name: what `show` displays in a chapter's generated notebook
 FIGURES: dict[str, plt.Figure] = {}
 
+#: the width a chapter shows a figure at in a 1280 px window (px; its text column less the figure's margins), and
+#: the smallest text a figure may show there: a figure wider than that is shown shrunk to it, and its text with it
+COLUMN_PX = 672
+MIN_TEXT_PX = 11.0
+#: the PNG text chunk in which a glued figure records its smallest text, in px of the image; the page check reads
+#: it and scales it by how much the page shrinks the image
+TEXT_KEY = "Smallest text px"
+
+
+def _drawn(fig: plt.Figure, **savefig) -> tuple[bytes, list[float]]:
+    """`fig` as PNG bytes (at its own dpi, cropped to what is drawn, as a notebook shows it), and the size in pt
+    of every non-empty text drawn into it (tick labels, titles, legends, annotations; what lies outside the view
+    is not drawn and not counted)."""
+    import io
+
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    sizes: list[float] = []
+    draw_text = RendererAgg.draw_text
+
+    def recording(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        if str(s).strip():
+            sizes.append(float(prop.get_size_in_points()))
+        return draw_text(self, gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+
+    buf = io.BytesIO()
+    RendererAgg.draw_text = recording
+    try:
+        fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches="tight", **savefig)
+    finally:
+        RendererAgg.draw_text = draw_text
+    return buf.getvalue(), sizes
+
+
+def _png_width(png: bytes) -> int:
+    return int.from_bytes(png[16:20], "big")   # the IHDR chunk's width, right after the signature
+
+
+def shown_text_px(fig: plt.Figure, column: float = COLUMN_PX) -> float:
+    """The smallest text of `fig` in px as a page shows it: drawn at the figure's dpi, then shrunk to `column` px
+    where the image is wider."""
+    png, sizes = _drawn(fig)
+    return min(sizes, default=math.inf) * fig.dpi / 72 * min(1.0, column / _png_width(png))
+
+
+def legible(fig: plt.Figure, column: float = COLUMN_PX, smallest: float = MIN_TEXT_PX) -> plt.Figure:
+    """Raise every text of `fig` that would show smaller than `smallest` px in a `column` px text column to that
+    size (texts already larger keep theirs), and lay the figure out again: a wide figure is shrunk to the column,
+    so its text must be drawn larger than a narrow one's. Returns the figure."""
+    from matplotlib.text import Text
+
+    for _ in range(4):    # a larger text widens the figure a little (its margins), which shrinks it a little more
+        png, sizes = _drawn(fig)
+        scale = min(1.0, column / _png_width(png))
+        need = smallest / scale * 72 / fig.dpi          # pt
+        if min(sizes, default=math.inf) >= need - 0.01:
+            break
+        need = math.ceil(need * 10) / 10
+        for ax in fig.axes:
+            for which in ("major", "minor"):
+                for axis, labels in (("x", ax.xaxis.get_ticklabels(which=which)),
+                                     ("y", ax.yaxis.get_ticklabels(which=which))):
+                    if labels and min(t.get_fontsize() for t in labels) < need:
+                        ax.tick_params(axis=axis, which=which, labelsize=need)
+        for t in fig.findobj(Text):
+            if t.get_fontsize() < need:
+                t.set_fontsize(need)
+        if fig.get_layout_engine() is None and fig.axes:
+            fig.tight_layout()
+    return fig
+
 
 def figure(name: str, fig: plt.Figure) -> plt.Figure:
     """Glue `fig` as `name` for a numbered, captioned `{glue:figure}` directive, keep it for `show(name)`,
-    and close it (so it is not drawn where it was made). Returns the figure."""
+    and close it (so it is not drawn where it was made). Its text is first made `legible` at the text column's
+    width, and the PNG glued records its smallest text (`TEXT_KEY`) for the page check. Returns the figure."""
     FIGURES[name] = fig
+    legible(fig)
     paste = _paste()
     if paste is not None:
-        paste(name, fig, display=False)
+        from IPython.display import Image
+
+        _, sizes = _drawn(fig)
+        png, _ = _drawn(fig, metadata={TEXT_KEY: f"{min(sizes, default=0.0) * fig.dpi / 72:.2f}"})
+        paste(name, Image(data=png, format="png"), display=False)
     plt.close(fig)
     return fig
 
