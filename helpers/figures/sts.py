@@ -305,15 +305,34 @@ def lsds_readings_table(res: Result):
     return common.table(df.rename(columns={"authors": "authors' code"}).reset_index(), digits=3)
 
 
+#: the encoders the figures show where their runs hold the data: the in-scope ones first, MiniLM beside
+FIGURE_MODELS = (BOOK_BERT, SMOL, "all-MiniLM-L6-v2")
+#: their names in panel titles
+SHORT_NAME = {BOOK_BERT: "the book's MLM BERT", SMOL: "SmolLM2-135M", "all-MiniLM-L6-v2": "MiniLM (out of scope)",
+              MPNET: "mpnet (out of scope)"}
+
+
+def _shown(res: Result, has) -> list[str]:
+    """The encoders of `FIGURE_MODELS` whose run holds what a figure draws (`has(run)`), in that order."""
+    runs = res.all_runs()
+    return [m for m in FIGURE_MODELS if m in runs and has(runs[m])]
+
+
 def alpha_sweep_figure(res: Result) -> plt.Figure:
-    df = res.run_of(res.models[0]).alpha_scores()
-    fig, ax = plt.subplots(figsize=(8, 3.6))
-    for d in df.columns:
-        ax.plot(df.index, df[d], marker="o", label=d)
-    ax.set_xlabel("α")
-    ax.set_ylabel("Spearman ×100")
-    ax.legend(fontsize=LEGEND, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    ax.set_title(f"SoftDecay against α, {res.models[0]}")
+    """Spearman ×100 of sentence-level SoftDecay against α, one panel per encoder (in-scope first), one curve per
+    set; one legend of the sets beneath."""
+    models = _shown(res, lambda r: bool(r.alpha_sweep)) or [res.models[0]]
+    fig, axes = plt.subplots(1, len(models), figsize=(2.6 * len(models) + 0.3, 3.6), squeeze=False)
+    for ax, m in zip(axes[0], models, strict=True):
+        df = res.run_of(m).alpha_scores()
+        for d in df.columns:
+            ax.plot(df.index, df[d], marker="o", ms=3, label=d)
+        ax.set_xlabel("α")
+        ax.set_title(SHORT_NAME.get(m, m))
+    axes[0, 0].set_ylabel("Spearman ×100")
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=4, frameon=False,
+               bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
     return fig
 
 
@@ -377,7 +396,7 @@ def lsds_figure(res: Result) -> plt.Figure:
     """LSDS of the identity, whitening and SoftDecay per set, with eq. (6)'s raw RBF weights (left) and
     weights normalised to sum to one (right); one legend above both panels."""
     ls = pd.DataFrame(res.runs[res.models[0]].lsds).T
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(8.2, 3.8))
     for ax, w in zip(axes, ("eq. 6", "normalised"), strict=True):
         ls[[c for c in ls.columns if c.endswith(f"({w})")]].rename(columns=lambda c: c.split(" (")[0]).plot.bar(
             ax=ax, rot=45, color=["0.6", "tab:blue", "tab:orange"], legend=False)
@@ -414,31 +433,33 @@ def _cdf(ax, values, title: str) -> None:
 
 
 def cdf_figure(res: Result) -> plt.Figure:
-    """CDFs of the normalised singular values of each layer's sentence-embedding matrix (STS-B) before
-    SoftDecay; after it on the last layer only (as the paper's Fig. 3), and on every layer. One legend below
-    the panels names the layers (colour and line style)."""
-    cdf = res.runs[res.models[0]].cdf
-    if not cdf:
+    """CDFs of the normalised singular values of each layer's sentence-embedding matrix (STS-B), a row per encoder
+    (in-scope first): before SoftDecay; after it on the last layer only (as the paper's Fig. 3), and on every layer.
+    The legend in each row's first panel names its layers (colour and line style)."""
+    models = _shown(res, lambda r: bool(r.cdf))
+    if not models:
         return _missing("STS-B")
-    fig, axes = plt.subplots(1, 3, figsize=(9, 3.6), sharey=True)
-    layers = range(len(cdf["before"]))
-    before = [(f"layer {i}", np.asarray(cdf["before"][i]) / max(cdf["before"][i])) for i in layers]
-    last = len(before) - 1
-    _cdf(axes[0], before, "before")
-    _cdf(axes[1], before[:-1] + [(f"layer {last} after", np.asarray(cdf["after"][-1]) / max(cdf["after"][-1]))],
-         "last layer transformed")
-    _cdf(axes[2], [(f"layer {i}", np.asarray(cdf["after"][i]) / max(cdf["after"][i])) for i in layers],
-         "every layer transformed")
-    axes[0].set_ylabel("F(x)", fontsize=LEGEND + 1)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, [f"{lab} (after, middle panel)" if i == last else lab for i, lab in enumerate(labels)],
-               loc="lower center", ncol=4, fontsize=LEGEND, frameon=False, bbox_to_anchor=(0.5, -0.14))
+    fig, axes = plt.subplots(len(models), 3, figsize=(8.5, 3.1 * len(models) + 0.2), sharey=True, squeeze=False)
+    for row, m in zip(axes, models, strict=True):
+        cdf = res.run_of(m).cdf
+        layers = range(len(cdf["before"]))
+        every = max(1, len(cdf["before"]) // 6)            # at most about seven curves a panel
+        shown = [i for i in layers if i % every == 0 or i == len(cdf["before"]) - 1]
+        before = [(f"layer {i}", np.asarray(cdf["before"][i]) / max(cdf["before"][i])) for i in shown]
+        last = shown[-1]
+        _cdf(row[0], before, f"{SHORT_NAME.get(m, m)}: before")
+        _cdf(row[1], before[:-1] + [(f"layer {last}, after", np.asarray(cdf["after"][-1]) / max(cdf["after"][-1]))],
+             "last layer transformed")
+        _cdf(row[2], [(f"layer {i}", np.asarray(cdf["after"][i]) / max(cdf["after"][i])) for i in shown],
+             "every layer transformed")
+        row[0].set_ylabel("F(x)", fontsize=LEGEND + 1)
+        row[1].legend(fontsize=LEGEND, loc="lower right", frameon=True, handlelength=2.4)
     fig.tight_layout()
     return fig
 
 
 def planted_figure(res: Result) -> plt.Figure:
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(8.2, 3.6), sharey=True)
     for ax, kind in zip(axes, ("mean", "spike"), strict=True):
         df = res.planted(kind)
         for m in df.columns:
@@ -474,7 +495,7 @@ def tsne_figure(res: Result) -> plt.Figure:
     panels = res.maps.get("sets", {}).get("STS15")
     if panels is None:
         return _missing("STS15")
-    fig, axes = plt.subplots(1, 3, figsize=(9, 3.8))
+    fig, axes = plt.subplots(1, 3, figsize=(8.2, 3.8))
     _tsne_axes(axes, panels)
     fig.legend(*axes[0].get_legend_handles_labels(), loc="upper center", ncol=2, fontsize=LEGEND + 1,
                frameon=False, markerscale=3, bbox_to_anchor=(0.5, 1.07))
@@ -489,7 +510,7 @@ def tsne_grid(res: Result) -> plt.Figure:
     sets = [d for d in res.datasets if d != "STS15" and d in tsne]
     if not sets:
         return _missing("a set other than STS15")
-    fig, axes = plt.subplots(3, len(sets), figsize=(9, 7.2), squeeze=False)
+    fig, axes = plt.subplots(3, len(sets), figsize=(8.2, 7.2), squeeze=False)
     for j, d in enumerate(sets):
         panels = tsne[d]
         _tsne_axes(axes[:, j], panels, with_titles=False)
