@@ -327,41 +327,54 @@ def verdict_html(verdict: str, text: str | None = None) -> str:
 
 
 def findings_table(findings):
-    """A chapter's findings as the table its first output cell shows, four columns that fit a page: the
-    verdict in words (paper, where and kind beneath), what was tested (with what set its verdict aside, or why it
-    lies outside its claim's scope, beneath), the effect with its interval (reference and the paper's value
-    beneath), and a link to the section that shows it; the same records the findings page collects, one row each.
-    The setting a verdict was reached at is a mark on the verdict (ᵃ, ᵇ, …) and a line in the legend beneath the
-    table, so that a long setting is said once, not wrapped into every row's narrow verdict column."""
-    from html import escape
-
+    """A chapter's findings as the table its first output cell shows, a row per finding in four columns that fit a
+    page: the claim (paper, where and kind beneath, and what is measured), said once for the rows that test it alike;
+    the verdict with the setting it was reached at, which names the model it was tested on (and what set the verdict
+    aside, or why the test lies outside its claim's scope, beneath); the effect with its interval; a link to the
+    section that shows it. The same records the findings page collects."""
     from IPython.display import HTML
 
+    from ..core.findings import PAPERS
+
+    findings = list(findings)
+    if not findings:
+        return pd.DataFrame()
     df = findings_frame(findings, local=True)
-    if df.empty:
-        return df
     small = '<br><small style="color:#555">{}</small>'.format
-    marks = {s: chr(ord("a") + i) for i, s in enumerate(dict.fromkeys(s for s in df["setting"] if s))}
-    out = pd.DataFrame({
-        "verdict": [v + (f"<sup>{marks[s]}</sup>" if s else "") + small(f"{p}, {w}" + (f"; {k}" if k else ""))
-                    for v, s, p, w, k in zip(df["verdict"], df["setting"], df["paper"], df["where"], df["kind"],
-                                             strict=True)],
-        "tested": [c + "".join(small(n) for n in notes) for c, notes in zip(df["claim"], df["notes"], strict=True)],
-        "effect [95 % interval]": [e + small(f"reference {r}")
-                                   for e, r in zip(df["effect"], df["reference"], strict=True)],
-        "": df["section"]})
-    html = (out.style.hide(axis="index")
-            .set_table_attributes('class="findings-table"')
-            .set_properties(subset=["verdict"], **{"min-width": "8em", "width": "22%"})
-            .set_properties(subset=["tested"], **{"min-width": "12em"})
-            .set_properties(subset=["effect [95 % interval]"], **{"min-width": "11em", "width": "30%"})
-            .to_html())
-    if marks:
-        lines = [f"<sup>{m}</sup> {escape(s)}" for s, m in marks.items()]
-        if any(not s for s in df["setting"]):
-            lines.append("unmarked: at the paper's setting")
-        html += ('<p class="findings-settings"><small>The setting of each verdict: ' + ("<br>" if len(lines) > 2
-                 else "") + ("<br>" if len(lines) > 2 else "; ").join(lines) + ".</small></p>")
+
+    def said_once(f, row) -> tuple:
+        """What the claim cell says, shared by consecutive findings that test one claim alike."""
+        return (f.paper, f.where, f.claim, row["kind"], f.quantity, row["reference"])
+
+    keys = [said_once(f, row) for f, (_, row) in zip(findings, df.iterrows(), strict=True)]
+    span = [0] * len(keys)          # rows the claim cell spans, on its first row; 0 on the rows it covers
+    i = 0
+    while i < len(keys):
+        j = i
+        while j + 1 < len(keys) and keys[j + 1] == keys[i]:
+            j += 1
+        span[i] = j - i + 1
+        i = j + 1
+    rows, said = [], set()
+    for f, (_, row), n in zip(findings, df.iterrows(), span, strict=True):
+        cells = []
+        if n:
+            where = f"{PAPERS[f.paper].split(' (')[0]}, {f.where}" + (f"; {row['kind']}" if row["kind"] else "")
+            claim = (f"{row['claim']}{small(where)}{small('measured: ' + f.quantity)}"
+                     f"{small('reference ' + row['reference'])}")
+            rowspan = f' rowspan="{n}"' if n > 1 else ""
+            cells.append(f'<td class="claim"{rowspan}>{claim}</td>')
+        setting = row["setting"] or ("" if f.verdict == "not testable here" else "at the paper's setting")
+        notes = [x if x not in said or ": " not in x else x.split(": ", 1)[0] + " (as above)" for x in row["notes"]]
+        said.update(row["notes"])
+        verdict = row["verdict"] + (small(setting) if setting else "") + "".join(small(x) for x in notes)
+        effect = row["effect"].split(": ", 1)[1] if row["effect"].startswith(f.quantity + ": ") else row["effect"]
+        cells += [f'<td class="verdict">{verdict}</td>', f'<td class="effect">{effect}</td>',
+                  f'<td class="link">{row["section"]}</td>']
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    head = ("<thead><tr><th>claim</th><th>verdict, and the model it was tested on</th>"
+            "<th>effect [95 % interval]</th><th></th></tr></thead>")
+    html = f'<table class="findings-table">{head}<tbody>{"".join(rows)}</tbody></table>'
     return HTML(SCROLL_BOX.format(html))
 
 
