@@ -37,7 +37,18 @@ PAPER_MATCH = {"vanilla": "vanilla", "whitening": "WhiteBERT", "SoftDecay (sente
 #: our model name -> the paper's model label in data/yan_2022_table1.csv
 PAPER_MODEL = {"bert-base-cased": "bert-base-cased", "distilbert-base-uncased": "distilbert-base-uncased",
                "albert-base-v2": "albert-base", "roberta-base": "roberta-base"}
-LEGEND = 9          # legend and small text, pt (figures are at most 9 inches wide: ≥ 7 pt at page width)
+#: the encoders the figures show where their runs hold the data: the in-scope ones first, MiniLM beside
+FIGURE_MODELS = (BOOK_BERT, SMOL, "all-MiniLM-L6-v2")
+#: their names in a table's first column, where a long name would wrap onto three lines
+TABLE_NAME = {BOOK_BERT: "book MLM BERT", SMOL: "SmolLM2-135M", "all-MiniLM-L6-v2": "MiniLM", MPNET: "mpnet"}
+#: the singular-value CDFs (the paper's Fig. 3, about BERT) show the encoders in the claims' scope only
+CDF_MODELS = (BOOK_BERT, SMOL)
+#: their names in panel titles
+SHORT_NAME = {BOOK_BERT: "the book's MLM BERT", SMOL: "SmolLM2-135M", "all-MiniLM-L6-v2": "MiniLM (out of scope)",
+              MPNET: "mpnet (out of scope)"}
+
+
+LEGEND = 9          # legend and small text, pt (common.figure raises any text that would show under 11 px)
 
 
 def _iv(iv: Interval | None, digits: int = 2) -> str:
@@ -171,17 +182,19 @@ def full_summary_table(res: Result):
     first): the raw model's Avg, SoftDecay − raw and whitening − raw (paired bootstrap, transforms fitted once),
     and whitening − SoftDecay cross-fitted (the paper-comparison pooling only; '–' where that run is not here)."""
     rows = []
-    for m in res.full_readings:
+    order = [*FIGURE_MODELS, MPNET]          # the encoders in the claims' scope first
+    for m in sorted(res.full_readings, key=lambda m: order.index(m) if m in order else len(order)):
         for q in sorted(res.poolings, key=lambda q: q != res.paper_pooling):
             full = res.full_readings[m]
-            rows.append({"encoder": m, "pooling": POOLING_LABEL[q], "raw": full.scores(q)["vanilla"].mean(),
+            rows.append({"encoder": TABLE_NAME.get(m, m), "pooling": POOLING_LABEL[q],
+                         "raw": full.scores(q)["vanilla"].mean(),
                          "SoftDecay − raw": _iv(full.vs_raw("SoftDecay (sentence)", q)),
                          "whitening − raw": _iv(full.vs_raw("whitening", q)),
                          "whitening − SoftDecay": (_iv(res.samefit[m].iv() if m in res.samefit else None)
                                                    if q == res.paper_pooling else "–")})
     if not rows:
         return None          # nothing read on every pair at this scale (the prose says so)
-    return common.table(pd.DataFrame(rows), digits=2)
+    return common.table(pd.DataFrame(rows), digits=2, compact=True)
 
 
 def full_table(res: Result, model: str):
@@ -226,14 +239,21 @@ def _draws_iv(res: Result, model: str, method: str, against: str, pooling: str |
     return f"{_iv(res.readings[model].over_draws(method, against, pooling))} ({res.readings[model].n_draws} draws)"
 
 
+#: the procedure `Result.white_sd_procedures` names the paired bootstrap that refits both transforms on every
+#: resample: its resamples repeat pairs, which handicaps whitening, so its draws are not centred on its estimate
+#: (an estimate outside its own interval); it decides nothing and the table leaves it out (the prose says why)
+REFITTED = "bootstrap refitted"
+
+
 def white_sd_table(res: Result):
-    """whitening − SoftDecay per encoder under every procedure (`Result.white_sd_procedures`): the interval, and
-    whether a finding reads it (the same-fit procedures; the subsample draws where those are not run)."""
+    """whitening − SoftDecay per encoder under the procedures that take estimate and interval from the same fits
+    (`Result.white_sd_procedures`, less the refitted bootstrap), the subsample draws and the fit on all pairs (a
+    point): the interval, and whether a finding reads it."""
     rows = [{"encoder": c["encoder"], "procedure": c["procedure"],
              "whitening − SoftDecay [95 %]": _iv(c["effect"]) if c["effect"].has_interval
              else f"{c['effect'].estimate:+.2f}",
              "read by the finding": "yes" if c["decides"] else ""}
-            for c in res.white_sd_procedures()]
+            for c in res.white_sd_procedures() if not c["procedure"].startswith(REFITTED)]
     if not rows:
         return None          # nothing to show at this scale (the prose says what was run)
     return _scroll(common.table(pd.DataFrame(rows)))
@@ -303,13 +323,6 @@ def lsds_readings_table(res: Result):
     if df.empty:
         return None          # nothing to show at this scale (the prose says what was run)
     return common.table(df.rename(columns={"authors": "authors' code"}).reset_index(), digits=3)
-
-
-#: the encoders the figures show where their runs hold the data: the in-scope ones first, MiniLM beside
-FIGURE_MODELS = (BOOK_BERT, SMOL, "all-MiniLM-L6-v2")
-#: their names in panel titles
-SHORT_NAME = {BOOK_BERT: "the book's MLM BERT", SMOL: "SmolLM2-135M", "all-MiniLM-L6-v2": "MiniLM (out of scope)",
-              MPNET: "mpnet (out of scope)"}
 
 
 def _shown(res: Result, has) -> list[str]:
@@ -436,7 +449,7 @@ def cdf_figure(res: Result) -> plt.Figure:
     """CDFs of the normalised singular values of each layer's sentence-embedding matrix (STS-B), a row per encoder
     (in-scope first): before SoftDecay; after it on the last layer only (as the paper's Fig. 3), and on every layer.
     The legend in each row's first panel names its layers (colour and line style)."""
-    models = _shown(res, lambda r: bool(r.cdf))
+    models = [m for m in _shown(res, lambda r: bool(r.cdf)) if m in CDF_MODELS] or _shown(res, lambda r: bool(r.cdf))
     if not models:
         return _missing("STS-B")
     fig, axes = plt.subplots(len(models), 3, figsize=(8.5, 3.1 * len(models) + 0.2), sharey=True, squeeze=False)
@@ -628,6 +641,7 @@ def publish(res: Result) -> None:
         "sts-full-pairs": res.full_readings[m].n_pairs if m in res.full_readings else 0,
         "sts-full-minilm-ev1": _full_number(res, m, lambda: res.full_readings[m].anisotropy()),
         "sts-full-smol-ev1": _full_number(res, SMOL, lambda: res.full_readings[SMOL].anisotropy()),
+        "sts-full-smol-sd": _text_if_full(res, SMOL, lambda: res.full_readings[SMOL].vs_raw()),
         # the book's MLM BERT on every pair (its weights remade by scripts/export_book_model.py --train)
         "sts-paper-raw": res.paper_value("vanilla", against=None),
         "sts-full-bert-raw": _full_number(res, BOOK_BERT,
