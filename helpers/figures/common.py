@@ -93,14 +93,12 @@ def shown_text_px(fig: plt.Figure, column: float = COLUMN_PX) -> float:
     return min(sizes, default=math.inf) * fig.dpi / 72 * min(1.0, column / _png_width(png))
 
 
-def legible(fig: plt.Figure, column: float = COLUMN_PX, smallest: float = MIN_TEXT_PX) -> plt.Figure:
-    """Raise every text of `fig` that would show smaller than `smallest` px in a `column` px text column to that
-    size (texts already larger keep theirs), and lay the figure out again: a wide figure is shrunk to the column,
-    so its text must be drawn larger than a narrow one's. Returns the figure."""
+def _legible(fig: plt.Figure, column: float, smallest: float) -> tuple[bytes, list[float]]:
+    """`legible`'s work: the figure's PNG and text sizes as last drawn, after its text was raised."""
     from matplotlib.text import Text
 
+    png, sizes = _drawn(fig)
     for _ in range(4):    # a larger text widens the figure a little (its margins), which shrinks it a little more
-        png, sizes = _drawn(fig)
         scale = min(1.0, column / _png_width(png))
         need = smallest / scale * 72 / fig.dpi          # pt
         if min(sizes, default=math.inf) >= need - 0.01:
@@ -117,7 +115,28 @@ def legible(fig: plt.Figure, column: float = COLUMN_PX, smallest: float = MIN_TE
                 t.set_fontsize(need)
         if fig.get_layout_engine() is None and fig.axes:
             fig.tight_layout()
+        png, sizes = _drawn(fig)
+    return png, sizes
+
+
+def legible(fig: plt.Figure, column: float = COLUMN_PX, smallest: float = MIN_TEXT_PX) -> plt.Figure:
+    """Raise every text of `fig` that would show smaller than `smallest` px in a `column` px text column to that
+    size (texts already larger keep theirs), and lay the figure out again: a wide figure is shrunk to the column,
+    so its text must be drawn larger than a narrow one's. Returns the figure."""
+    _legible(fig, column, smallest)
     return fig
+
+
+def _with_text(png: bytes, key: str, value: str) -> bytes:
+    """`png` with a tEXt chunk `key`: `value` after its header (what `savefig(metadata=...)` writes, without
+    drawing the figure again)."""
+    import struct
+    import zlib
+
+    body = key.encode("latin-1") + b"\0" + value.encode("latin-1")
+    chunk = struct.pack(">I", len(body)) + b"tEXt" + body + struct.pack(">I", zlib.crc32(b"tEXt" + body))
+    end = 8 + 8 + int.from_bytes(png[8:12], "big") + 4          # the signature, then the IHDR chunk
+    return png[:end] + chunk + png[end:]
 
 
 def figure(name: str, fig: plt.Figure) -> plt.Figure:
@@ -125,13 +144,12 @@ def figure(name: str, fig: plt.Figure) -> plt.Figure:
     and close it (so it is not drawn where it was made). Its text is first made `legible` at the text column's
     width, and the PNG glued records its smallest text (`TEXT_KEY`) for the page check. Returns the figure."""
     FIGURES[name] = fig
-    legible(fig)
+    png, sizes = _legible(fig, COLUMN_PX, MIN_TEXT_PX)
     paste = _paste()
     if paste is not None:
         from IPython.display import Image
 
-        _, sizes = _drawn(fig)
-        png, _ = _drawn(fig, metadata={TEXT_KEY: f"{min(sizes, default=0.0) * fig.dpi / 72:.2f}"})
+        png = _with_text(png, TEXT_KEY, f"{min(sizes, default=0.0) * fig.dpi / 72:.2f}")
         paste(name, Image(data=png, format="png"), display=False)
     plt.close(fig)
     return fig
