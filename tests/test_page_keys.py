@@ -66,6 +66,29 @@ def test_page_keys_both_ways(chapter, monkeypatch):
     assert not unused, f"figures.{chapter}.publish publishes keys {chapter}.md never uses: {sorted(unused)}"
 
 
+COMPANIONS = sorted(p for p in BOOK.glob("*-tables.md") if p.stem.rsplit("-", 1)[0] in CHAPTERS)
+
+
+@pytest.mark.parametrize("page", COMPANIONS, ids=lambda p: p.stem)
+def test_a_companion_page_runs_on_its_chapters_result(page, monkeypatch):
+    """A chapter's companion page (`book/<chapter>-tables.md`) is not run under nbval, which would run the chapter's
+    experiment a second time: its cells run here, in order, on the chapter's `ci` Result (read back from the run the
+    chapter saved this session), the cell that runs the experiment given that Result; a cell that fails fails."""
+    import jupytext
+
+    chapter = page.stem.rsplit("-", 1)[0]
+    module = getattr(experiments, chapter)
+    res = ci_result(module)
+    monkeypatch.setattr(common, "_paste", lambda: lambda name, value, display=True: None)
+    monkeypatch.setattr(module, "run", lambda p: res)
+    cells = [c for c in jupytext.read(str(page)).cells if c.cell_type == "code"]
+    assert any(f"experiments.{chapter}.run(" in c.source for c in cells), f"{page.name} runs no experiment"
+    namespace: dict = {}
+    for cell in cells:
+        exec(compile(cell.source, str(page), "exec"), namespace)
+    assert namespace["res"] is res
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_every_glue_key_is_a_literal_and_no_sentence_is_glued(chapter, monkeypatch):
     if chapter in NOT_YET_LITERAL:
