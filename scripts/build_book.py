@@ -30,7 +30,11 @@ def pages() -> list[Path]:
     import yaml
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    files = [toc["root"]] + [c["file"] for part in toc.get("parts", [toc]) for c in part.get("chapters", [])]
+
+    def files_of(entries: list[dict]) -> list[str]:     # a chapter, then the pages under it (its `sections`)
+        return [f for e in entries for f in [e["file"], *files_of(e.get("sections", []))]]
+
+    files = [toc["root"]] + [f for part in toc.get("parts", [toc]) for f in files_of(part.get("chapters", []))]
     out = []
     for f in files:
         path = ROOT / (f if f.endswith(".md") else f + ".md")

@@ -11,6 +11,11 @@ so that what it holds is checked too. A page fails on:
   without a horizontal scroll container around it, or cut off by a container that hides its overflow;
 * a table that needs its scroll container: wider than the box it sits in, so that a reader scrolls sideways
   to read it (the box keeps the page from breaking; the table should still fit its column);
+* a figure whose smallest text shows under `MIN_TEXT_PX` px: the PNG a book figure is glued as records its
+  smallest text in px of the image (`figures.common.TEXT_KEY`), which the page shrinks with the image; an image
+  that records none fails where the page shrinks it more than `MAX_SHRINK` times;
+* a figure with no alt text that says what it shows (none, a file name, or under three words), or one that
+  does not link to its full-size image;
 * a page taller than its limit in `MAX_HEIGHT` (px at 1280 px wide, collapsed blocks closed): only the pages
   named there have one;
 * a clipped table cell: content wider than a cell (or a box inside it) whose overflow is hidden;
@@ -40,6 +45,12 @@ from urllib.parse import unquote, urldefrag, urlparse
 
 WIDTH = 1280
 HEIGHT = 900
+#: the smallest text a figure may show, in px at `WIDTH` (the figure's own record, scaled as the page shows it)
+MIN_TEXT_PX = 11.0
+#: the most a page may shrink an image that records no text size
+MAX_SHRINK = 1.5
+#: the PNG text chunk in which a book figure records its smallest text (`helpers.figures.common.TEXT_KEY`)
+TEXT_KEY = "Smallest text px"
 #: the tallest a page may be, in px at `WIDTH` with its collapsed blocks closed: the findings page lists every
 #: claim of three papers and stays a page a reader scrolls through, not a register
 MAX_HEIGHT = {"book/findings.html": 12_000}
@@ -208,7 +219,16 @@ PAGE_JS = r"""
       .map((el) => ({href: el.getAttribute('href') || el.getAttribute('src'), url: el.href || el.src,
                      text: (el.textContent || el.getAttribute('alt') || '').trim().slice(0, 50),
                      inArticle: article.contains(el)}));
-  return {problems, text, outputs, problematic, ids, links, colWidth, stats};
+  // 5. images: how large each is drawn against its own size, its alt text, and the link around it
+  const images = [];
+  for (const img of article.querySelectorAll('img')) {
+    if (!visible(img) || img.closest('mjx-container, button, .headerlink')) continue;
+    const a = img.closest('a[href]');
+    images.push({what: describe(img.closest('figure') || img), url: img.currentSrc || img.src,
+                 src: img.getAttribute('src') || '', natural: img.naturalWidth,
+                 shown: img.getBoundingClientRect().width, alt: img.getAttribute('alt'), link: a ? a.href : null});
+  }
+  return {problems, text, outputs, problematic, ids, links, colWidth, stats, images};
 }
 """
 
@@ -260,6 +280,75 @@ def _text_problems(info: dict) -> list[dict]:
             problems.append({"kind": "output", "what": f"a cell output shows {what!r}: {first}"})
     for text in info["problematic"]:
         problems.append({"kind": "docutils", "what": f"an unresolved element in the page: {text!r}"})
+    return problems
+
+
+def png_text(path: Path) -> dict[str, str]:
+    """The tEXt chunks of a PNG file ({} for another format or an unreadable file)."""
+    import struct
+    import zlib
+
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return {}
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return {}
+    out, at = {}, 8
+    while at + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[at:at + 8])
+        body = data[at + 8:at + 8 + length]
+        if kind == b"tEXt" and b"\0" in body:
+            key, value = body.split(b"\0", 1)
+            out[key.decode("latin-1")] = value.decode("latin-1")
+        elif kind == b"zTXt" and b"\0" in body:
+            key, value = body.split(b"\0", 1)
+            out[key.decode("latin-1")] = zlib.decompress(value[1:]).decode("latin-1")
+        elif kind == b"IEND":
+            break
+        at += 12 + length
+    return out
+
+
+#: an alt text that is only a file's name or path: "../_images/3f…e2.png", "plot.png"
+_FILE_ALT = re.compile(r"(^|/)[\w.-]+\.(png|jpe?g|gif|svg|webp)$", re.IGNORECASE)
+
+
+def _figure_problems(root: Path, base: str, images: list[dict], stats: dict) -> list[dict]:
+    """Every image of a page: its smallest text as shown (from the figure's own record), or how much the page
+    shrinks it where it records none; its alt text; the link to its full-size file."""
+    problems = []
+    stats.update(shrunk=0, smallest_text=None)
+    for im in images:
+        what = im["what"]
+        scale = im["shown"] / im["natural"] if im["natural"] else 1.0
+        if scale < 1 / MAX_SHRINK:
+            stats["shrunk"] += 1
+        path = None
+        if im["url"].startswith(base):
+            path = root / unquote(urlparse(im["url"]).path)[1:]
+        record = png_text(path).get(TEXT_KEY) if path is not None else None
+        if record is not None:
+            shown = float(record) * min(scale, 1.0)
+            stats["smallest_text"] = min(shown, stats["smallest_text"] or shown)
+            if shown < MIN_TEXT_PX - 0.05:
+                problems.append({"kind": "small figure text",
+                                 "what": f"{what}: its smallest text shows at {shown:.1f} px ({float(record):.1f} px "
+                                         f"drawn, shown at {scale:.2f} of its {im['natural']} px width; at least "
+                                         f"{MIN_TEXT_PX:g} px: fewer panels, a figure sized for the column, or "
+                                         f"larger text)"})
+        elif scale < 1 / MAX_SHRINK:
+            problems.append({"kind": "shrunk figure",
+                             "what": f"{what}: shown at {scale:.2f} of its {im['natural']} px width, and it records "
+                                     f"no text size ({TEXT_KEY!r}) that would show it legible"})
+        alt = (im["alt"] or "").strip()
+        if len(alt.split()) < 3 or _FILE_ALT.search(alt) or alt == im["src"]:
+            problems.append({"kind": "no alt text",
+                             "what": f"{what}: alt text {alt!r} does not say what it shows (a sentence: what is "
+                                     f"drawn against what, for which models)"})
+        if not im["link"] or urldefrag(im["link"])[0] != urldefrag(im["url"])[0]:
+            problems.append({"kind": "no full-size link",
+                             "what": f"{what} does not link to its full-size image"})
     return problems
 
 
@@ -366,6 +455,7 @@ def check_site(root: Path, width: int = WIDTH, only: list[str] | None = None,
                 problems.append({"kind": "tall page", "what": f"{shape['height']:,} px tall at {width} px wide "
                                                               f"(its limit: {limit:,} px)"})
             problems += _text_problems(info)
+            problems += _figure_problems(root, base, info["images"], info["stats"])
             problems += _number_problems(page.evaluate(TABLES_JS))
             for url in sorted(set(failed)):
                 problems.append({"kind": "broken link", "what": f"the page loads {url[len(base):]}: not built"})
@@ -437,7 +527,10 @@ def format_report(report: dict[str, list[dict]], stats: dict[str, dict] | None =
         st = (stats or {}).get(name)
         held = ""
         if st and (st["tables"] or st["figures"]):
-            held = f"{_n(st['tables'], 'table')}, {st['scrolling']} scrolling sideways; {_n(st['figures'], 'figure')}; "
+            held = f"{_n(st['tables'], 'table')}, {st['scrolling']} scrolling sideways; {_n(st['figures'], 'figure')}"
+            if st.get("smallest_text") is not None:
+                held += f", smallest text {st['smallest_text']:.1f} px"
+            held += f", {st.get('shrunk', 0)} shrunk over {MAX_SHRINK:g}×; " if st["figures"] else "; "
         if st and "height" in st:
             held = f"  ({held}{st['height']:,} px tall" + (f", {st['opened']} collapsed blocks opened)"
                                                          if st.get("opened") else ")")

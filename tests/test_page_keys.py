@@ -37,6 +37,12 @@ def test_used_keys_finds_roles_with_formats_and_figure_directives():
     assert used_keys(text) == {"vit-order", "vit-final-train-pre-norm", "vit-fig6"}
 
 
+def pages(chapter: str) -> list[Path]:
+    """A chapter's page and its companion pages (`book/<chapter>-tables.md`: the tables a reader consults, which run
+    the chapter's experiment and publish its keys too)."""
+    return [BOOK / f"{chapter}.md", *sorted(BOOK.glob(f"{chapter}-*.md"))]
+
+
 def published(chapter: str, monkeypatch) -> dict[str, object]:
     glued: dict[str, object] = {}
 
@@ -51,13 +57,36 @@ def published(chapter: str, monkeypatch) -> dict[str, object]:
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_page_keys_both_ways(chapter, monkeypatch):
     glued = published(chapter, monkeypatch)
-    used = used_keys((BOOK / f"{chapter}.md").read_text())
+    used = set().union(*(used_keys(page.read_text()) for page in pages(chapter)))
     missing = used - set(glued)
     assert not missing, f"{chapter}.md uses keys its publish does not publish at ci scale: {sorted(missing)}"
     if chapter in NOT_YET_LITERAL:
         pytest.xfail(f"{chapter}: publish not yet one literal dict (its Result has no findings() yet)")
     unused = set(glued) - used
     assert not unused, f"figures.{chapter}.publish publishes keys {chapter}.md never uses: {sorted(unused)}"
+
+
+COMPANIONS = sorted(p for p in BOOK.glob("*-tables.md") if p.stem.rsplit("-", 1)[0] in CHAPTERS)
+
+
+@pytest.mark.parametrize("page", COMPANIONS, ids=lambda p: p.stem)
+def test_a_companion_page_runs_on_its_chapters_result(page, monkeypatch):
+    """A chapter's companion page (`book/<chapter>-tables.md`) is not run under nbval, which would run the chapter's
+    experiment a second time: its cells run here, in order, on the chapter's `ci` Result (read back from the run the
+    chapter saved this session), the cell that runs the experiment given that Result; a cell that fails fails."""
+    import jupytext
+
+    chapter = page.stem.rsplit("-", 1)[0]
+    module = getattr(experiments, chapter)
+    res = ci_result(module)
+    monkeypatch.setattr(common, "_paste", lambda: lambda name, value, display=True: None)
+    monkeypatch.setattr(module, "run", lambda p: res)
+    cells = [c for c in jupytext.read(str(page)).cells if c.cell_type == "code"]
+    assert any(f"experiments.{chapter}.run(" in c.source for c in cells), f"{page.name} runs no experiment"
+    namespace: dict = {}
+    for cell in cells:
+        exec(compile(cell.source, str(page), "exec"), namespace)
+    assert namespace["res"] is res
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

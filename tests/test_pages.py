@@ -118,6 +118,103 @@ def test_wide_figure_fails(tmp_path):
     assert "wide figure" in _kinds(report, "index"), check_pages.format_report(report)
 
 
+def _figure_png(tmp_path: Path, name: str, width_in: float, fontsize: float, fixed: bool = False) -> Path:
+    """A chart drawn as `figures.common.figure` glues it (at 120 dpi, cropped, its smallest text recorded in the PNG);
+    `fixed`: made legible at the text column's width first, as `common.figure` does."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from helpers.figures import common
+
+    fig, ax = plt.subplots(figsize=(width_in, 3), dpi=120)
+    ax.plot([0, 1, 2], [1, 3, 2], label="a planted curve")
+    ax.set_xlabel("step", fontsize=fontsize)
+    ax.tick_params(labelsize=fontsize)
+    ax.legend(fontsize=fontsize)
+    if fixed:
+        common.legible(fig)
+    _, sizes = common._drawn(fig)
+    png, _ = common._drawn(fig, metadata={common.TEXT_KEY: f"{min(sizes) * fig.dpi / 72:.2f}"})
+    plt.close(fig)
+    (tmp_path / name).write_bytes(png)
+    return tmp_path / name
+
+
+ALT = "Line chart of a planted curve against the step"
+FIGURE = ('<figure id="fig-planted" style="margin:0 14px"><a class="reference internal" href="{src}">'
+          '<img alt="{alt}" src="{src}" style="max-width:100%"></a><figcaption>A planted chart</figcaption></figure>')
+
+
+@browser
+def test_a_figure_shrunk_until_its_text_is_illegible_fails_and_the_same_made_legible_passes(tmp_path):
+    """An 11-inch chart with 9 pt text is drawn about 1,100 px wide and shown in a 700 px column: its labels show
+    at about 8 px. The same chart made legible (`figures.common.legible`: every text raised to what shows as
+    11 px) passes; so does a chart as narrow as the column with the small text, which the page does not shrink."""
+    _figure_png(tmp_path, "small.png", 11, 9)
+    _figure_png(tmp_path, "fixed.png", 11, 9, fixed=True)
+    _figure_png(tmp_path, "narrow.png", 4.5, 9)
+    site = _site(tmp_path, index=FIGURE.format(src="small.png", alt=ALT),
+                 fixed=FIGURE.format(src="fixed.png", alt=ALT),
+                 narrow=FIGURE.format(src="narrow.png", alt=ALT))
+    report = check_pages.check_site(site)
+    assert _kinds(report, "index") == ["small figure text"], check_pages.format_report(report)
+    assert "A planted chart" in report["index.html"][0]["what"]
+    assert report["fixed.html"] == [] and report["narrow.html"] == [], check_pages.format_report(report)
+    stats = check_pages.STATS[str(site.resolve())]
+    assert stats["index.html"]["shrunk"] == 1 and stats["index.html"]["smallest_text"] < 11
+    assert stats["fixed.html"]["smallest_text"] >= 11
+
+
+@browser
+def test_a_figure_without_alt_text_or_a_link_to_its_full_size_fails(tmp_path):
+    """Alt text says what a figure shows: none, the file's path (what a glued figure gets by default) or a word or
+    two fails; so does an image that does not link to its own full-size file. An image that records no text size
+    fails where the page shrinks it more than 1.5 times."""
+    _figure_png(tmp_path, "fig.png", 4.5, 11)
+    bare = '<figure><img alt="{alt}" src="fig.png"><figcaption>A planted chart</figcaption></figure>'
+    other = FIGURE.replace('href="{src}"', 'href="other.png"')
+    (tmp_path / "other.png").write_bytes((tmp_path / "fig.png").read_bytes())
+    site = _site(tmp_path, index=FIGURE.format(src="fig.png", alt=""),
+                 path=FIGURE.format(src="fig.png", alt="../_images/fig.png"),
+                 short=FIGURE.format(src="fig.png", alt="plot"), nolink=bare.format(alt=ALT),
+                 wrong=other.format(src="fig.png", alt=ALT), good=FIGURE.format(src="fig.png", alt=ALT))
+    report = check_pages.check_site(site)
+    for page in ("index", "path", "short"):
+        assert _kinds(report, page) == ["no alt text"], check_pages.format_report(report)
+    assert _kinds(report, "nolink") == ["no full-size link"], check_pages.format_report(report)
+    assert _kinds(report, "wrong") == ["no full-size link"], check_pages.format_report(report)
+    assert report["good.html"] == [], check_pages.format_report(report)
+    # a screenshot (no text size recorded) shown at a third of its width
+    from PIL import Image
+
+    Image.new("RGB", (2100, 300), "white").save(tmp_path / "shot.png")
+    report = check_pages.check_site(_site(tmp_path, shot=FIGURE.format(src="shot.png", alt=ALT)), only=["shot"])
+    assert _kinds(report, "shot") == ["shrunk figure"], check_pages.format_report(report)
+
+
+def test_the_book_build_links_every_figure_to_its_full_size_image(tmp_path):
+    """`helpers.book.sphinx_figures` (the book's Sphinx extension): a figure's image is wrapped in a link to its copy
+    in `_images/`, which Sphinx itself does only for an image resized by an option."""
+    from sphinx.application import Sphinx
+
+    src = tmp_path / "src"
+    src.mkdir()
+    _figure_png(src, "chart.png", 4, 11)
+    (src / "conf.py").write_text("extensions = ['helpers.book.sphinx_figures']\n")
+    (src / "index.rst").write_text("Title\n=====\n\n.. figure:: chart.png\n   :alt: " + ALT + "\n\n   A caption.\n")
+    app = Sphinx(str(src), str(src), str(tmp_path / "html"), str(tmp_path / "doctrees"), "html", status=None,
+                 warning=None, freshenv=True)
+    app.build()
+    html = (tmp_path / "html" / "index.html").read_text()
+    import re
+
+    link = re.search(r'<a class="([^"]*)" href="([^"]+)"><img alt="Line chart', html)
+    assert link and "figure-full-size" in link.group(1).split(), html[html.find("<figure"):][:400]
+    assert link.group(2) == "_images/chart.png" and (tmp_path / "html" / "_images" / "chart.png").is_file()
+
+
 @browser
 def test_clipped_cell_fails(tmp_path):
     cell = '<td style="max-width:60px;overflow:hidden;white-space:nowrap">a long cell that is cut off</td>'

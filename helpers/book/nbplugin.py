@@ -26,9 +26,17 @@ BOOK = Path(os.environ.get("TOKUNI_BOOK_DIR", Path(__file__).resolve().parents[2
 NB_SCALE = os.environ.get("TOKUNI_NB_SCALE", "ci")
 
 
+#: a chapter's companion page (`book/<chapter>-tables.md`: the tables a reader consults) runs the chapter's
+#: experiment again; under nbval that would be a second `ci` run of it, so its cells are run instead on the
+#: chapter's saved Result (`tests/test_page_keys.py`)
+COMPANION_SUFFIX = "-tables"
+
+
 def _is_chapter(path: Path) -> bool:
     path = path.resolve()
     if path.suffix != ".md" or BOOK not in path.parents or "_build" in path.parts:
+        return False
+    if path.stem.endswith(COMPANION_SUFFIX):
         return False
     head = path.read_text(encoding="utf-8")[:600]
     return head.startswith("---") and "kernelspec:" in head

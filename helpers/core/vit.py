@@ -15,8 +15,11 @@ from .blocks import VARIANTS, PostNormBlock, PreNormBlock, StandardBlock, ffn_we
 from .config import StoredNames
 
 #: "algorithm1": Yu & Zhang's blocks as written (scalar-γ LN, per-head value maps, no output projection, no
-#: biases); "standard": the vit-pytorch-style block the paper trained (per-channel LN with bias, Q/K/V and output
-#: projections with biases, GELU FFN with biases), in the same three variants
+#: biases); "standard": a block in the style of the vit-pytorch code the paper points to (per-channel LN with bias,
+#: an output projection, a GELU FFN with biases), in the same three variants. It is not vit-pytorch's block: there
+#: `to_qkv` has no bias (`nn.Linear(dim, inner_dim * 3, bias=False)`, at the commit matching the paper and today)
+#: where ours has Q/K/V biases, and the stock ViT around it (LayerNorm → Linear → LayerNorm patch embedding,
+#: N(0, 1) positions and [CLS], a final LayerNorm at every depth) is not `ViT` below
 #: the block ablation: a standard block with one part put back to Algorithm 1's, or all four
 STANDARD_REVERTS: dict[str, dict] = {
     "standard-scalar-ln": dict(norm="scalar"),     # LayerNorm with one scalar γ, λ

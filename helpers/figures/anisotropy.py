@@ -31,9 +31,9 @@ def fig_layers(res: Result) -> plt.Figure:
     """Figures 1-4, one panel per model: the average cosine over all pairs per layer (solid), its
     untrained twin (dotted); for the CNN also the cosine of whole flattened maps (Godey et al.'s reading of Fig. 4)."""
     models = res.pretrained()
-    cols = min(4, len(models))
+    cols = min(3, len(models))       # three panels a row: the figure fits the text column with its text legible
     rows = -(-len(models) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.9 * rows), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.5 * cols, 2.4 * rows + 0.6), squeeze=False, sharey=True)
     for ax, m in zip(axes.flat, models, strict=False):
         x = np.arange(len(m.cos_exact))
         ax.plot(x, m.cos_exact, "-o", ms=3, color="C0", label="average cosine")
@@ -44,16 +44,16 @@ def fig_layers(res: Result) -> plt.Figure:
             ax.plot(np.arange(len(t.cos_exact)), t.cos_exact, ":", color="C1", label="untrained twin")
         ax.axhline(0, color="0.6", lw=0.6)
         ax.set_title(f"{m.name}\n{MODALITY_NAMES.get(m.modality, m.modality)}", fontsize=9)
-        ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
+        ax.set_xlabel("layer", fontsize=8)
     return _finish_grid(fig, axes, len(models), "cosine similarity",
-                        "Anisotropy per layer across models and modalities", 4)
+                        "Anisotropy per layer across models and modalities", 3)
 
 
 def fig_drift(res: Result) -> plt.Figure:
     """Why the drift test is nearly circular: left, every layer of every model, the average cosine
     against (‖x̄‖₂ / E‖x‖)² with the identity line; right, the Spearman p-values of ‖x̄‖₂ (Godey et
     al. Fig. 5) and of the normalised drift ‖x̄‖₂ / E‖x‖ against the average cosine."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5 + 0.25 * len(res.models)))
+    fig, axes = plt.subplots(1, 2, figsize=(8, 4.5 + 0.3 * len(res.models)))
     for m, c in zip(res.models, _colors(res), strict=True):
         r2 = np.square(m.drift_ratio)
         axes[0].scatter(r2, m.cos_exact, s=12, marker=MARKERS.get(m.modality, "o"),
@@ -61,7 +61,7 @@ def fig_drift(res: Result) -> plt.Figure:
     axes[0].plot([0, 1], [0, 1], "k-", lw=0.8)
     axes[0].set_xlabel(r"$(\|\bar{x}\|_2\,/\,E\|x\|)^2$")
     axes[0].set_ylabel("average cosine similarity")
-    axes[0].set_title("(a) average cosine against the squared normalised drift", fontsize=10)
+    axes[0].set_title("(a) average cosine against\nthe squared normalised drift", fontsize=10)
     labels = [m.label for m in res.models]
     y = np.arange(len(labels))
     raw = [max(m.test().p_exact, FLOOR) for m in res.models]
@@ -76,9 +76,9 @@ def fig_drift(res: Result) -> plt.Figure:
     axes[1].legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=1, title="(b) Spearman p-value of",
                    title_fontsize=9)
     axes[1].invert_yaxis()
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8,
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8,
                bbox_to_anchor=(0.5, -0.01))
-    fig.tight_layout(rect=(0, 0.15, 1, 1))
+    fig.tight_layout(rect=(0, 0.2, 1, 1))
     return fig
 
 
@@ -86,7 +86,7 @@ def fig_correlation(res: Result) -> plt.Figure:
     """Figures 5 and 16: p-values of the Spearman and Pearson tests between ‖x̄‖₂ and the average
     cosine across layers, per model; red bars are not significant at 0.05."""
     labels = [m.label for m in res.models]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 2.6 + 0.3 * len(labels)), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(8, 2.6 + 0.35 * len(labels)), sharey=True)
     for ax, test in zip(axes, ("spearman", "pearson"), strict=True):
         tests = [m.test() for m in res.models]
         pv = [max(t.p_exact if test == "spearman" else t.pearson_p, FLOOR) for t in tests]
@@ -97,7 +97,7 @@ def fig_correlation(res: Result) -> plt.Figure:
         ax.set_xscale("log")
         ax.set_xlabel("Spearman p-value (exact permutation)" if test == "spearman" else "Pearson p-value")
     axes[0].invert_yaxis()
-    fig.suptitle("‖x̄‖₂ against the average cosine across layers: p < 0.05 with a positive (blue) or negative "
+    fig.suptitle("‖x̄‖₂ against the average cosine across layers:\np < 0.05 with a positive (blue) or negative "
                  "(red) correlation; grey, p > 0.05")
     return fig
 
@@ -105,7 +105,7 @@ def fig_correlation(res: Result) -> plt.Figure:
 def fig_gaussian(res: Result) -> plt.Figure:
     """Figure 17: density of the cosine of isotropic Gaussians (exact lines, Monte Carlo steps);
     Figure 18: the measured layer averages against the isotropic 95th percentile of their width."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 7))
+    fig, axes = plt.subplots(1, 2, figsize=(8, 9.5))
     c = np.linspace(-1, 1, 801)
     for i, g in enumerate(res.gaussian):
         axes[0].plot(c, isotropic_cosine_pdf(c, g.d), color=f"C{i}", label=f"d = {g.d}")
@@ -115,7 +115,7 @@ def fig_gaussian(res: Result) -> plt.Figure:
     axes[0].set_yscale("log")
     axes[0].set_ylim(1e-3, 80)
     axes[0].legend(fontsize=8)
-    axes[0].set_title("(a) density (lines exact, steps Monte Carlo)")
+    axes[0].set_title("(a) density (lines exact,\nsteps Monte Carlo)")
     ds = np.unique(np.geomspace(4, 8192, 60).astype(int))
     axes[1].plot(ds, [isotropic_cosine_quantile(0.95, d) for d in ds], "k-", label="95th pct of one pair (paper)")
     axes[1].plot(ds, [res.null_q95(d) for d in ds], "k--", label=f"95th pct of a {res.n_pairs:,}-pair average")
@@ -127,10 +127,10 @@ def fig_gaussian(res: Result) -> plt.Figure:
     axes[1].set_ylim(1e-4, 1.5)
     axes[1].set_xlabel("dimension d")
     axes[1].set_ylabel("cosine similarity")
-    axes[1].set_title("(b) layer averages against the isotropic null")
-    fig.legend(*axes[1].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8,
+    axes[1].set_title("(b) layer averages against\nthe isotropic null")
+    fig.legend(*axes[1].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8,
                bbox_to_anchor=(0.5, 0.0))
-    fig.tight_layout(rect=(0, 0.3, 1, 1))
+    fig.tight_layout(rect=(0, 0.38, 1, 1))
     return fig
 
 
@@ -184,9 +184,9 @@ def fig_spectrum(res: Result) -> plt.Figure:
     over d (pretrained solid, untrained twin dotted) and an isotropic Gaussian's of the same n and d
     (dashed)."""
     names = list(dict.fromkeys(s_.name for s_ in res.shapes))
-    cols = min(4, max(1, len(names)))
+    cols = min(3, max(1, len(names)))
     rows = -(-len(names) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.9 * rows), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.5 * cols, 2.2 * rows + 0.6), squeeze=False, sharey=True)
     for ax, name in zip(axes.flat, names, strict=False):
         for trained, style, label in ((True, "-o", "pretrained"), (False, ":", "untrained twin")):
             s_ = res.shape(name, trained)
@@ -197,7 +197,7 @@ def fig_spectrum(res: Result) -> plt.Figure:
                     ax.plot(x, np.asarray(s_.pr_iso) / d, "--", color="0.5", label="isotropic Gaussian")
         ax.set_yscale("log")
         ax.set_title(name, fontsize=9)
-        ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
+        ax.set_xlabel("layer", fontsize=8)
     return _finish_grid(fig, axes, len(names), "participation ratio / d",
                         "How many directions the centred cloud spreads over", 3)
 
@@ -490,5 +490,5 @@ def _finish_grid(fig, axes, used: int, ylabel: str, title: str, ncol: int):
     fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=ncol, fontsize=8,
                bbox_to_anchor=(0.5, -0.02))
     fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig

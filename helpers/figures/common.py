@@ -3,6 +3,7 @@ figures glued for myst-nb (`{glue:text}` / `{glue:figure}`), tables formatted fo
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 
@@ -47,14 +48,109 @@ def publish(values: Mapping[str, object]) -> None:
 #: the figures this run drew, by name: what `show` displays in a chapter's generated notebook
 FIGURES: dict[str, plt.Figure] = {}
 
+#: the width a chapter shows a figure at in a 1280 px window (px; its text column less the figure's margins), and
+#: the smallest text a figure may show there: a figure wider than that is shown shrunk to it, and its text with it
+COLUMN_PX = 672
+MIN_TEXT_PX = 11.0
+#: the PNG text chunk in which a glued figure records its smallest text, in px of the image; the page check reads
+#: it and scales it by how much the page shrinks the image
+TEXT_KEY = "Smallest text px"
+
+
+def _drawn(fig: plt.Figure, **savefig) -> tuple[bytes, list[float]]:
+    """`fig` as PNG bytes (at its own dpi, cropped to what is drawn, as a notebook shows it), and the size in pt
+    of every non-empty text drawn into it (tick labels, titles, legends, annotations; what lies outside the view
+    is not drawn and not counted)."""
+    import io
+
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    sizes: list[float] = []
+    draw_text = RendererAgg.draw_text
+
+    def recording(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        if str(s).strip():
+            sizes.append(float(prop.get_size_in_points()))
+        return draw_text(self, gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+
+    buf = io.BytesIO()
+    RendererAgg.draw_text = recording
+    try:
+        fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches="tight", **savefig)
+    finally:
+        RendererAgg.draw_text = draw_text
+    return buf.getvalue(), sizes
+
+
+def _png_width(png: bytes) -> int:
+    return int.from_bytes(png[16:20], "big")   # the IHDR chunk's width, right after the signature
+
+
+def shown_text_px(fig: plt.Figure, column: float = COLUMN_PX) -> float:
+    """The smallest text of `fig` in px as a page shows it: drawn at the figure's dpi, then shrunk to `column` px
+    where the image is wider."""
+    png, sizes = _drawn(fig)
+    return min(sizes, default=math.inf) * fig.dpi / 72 * min(1.0, column / _png_width(png))
+
+
+def _legible(fig: plt.Figure, column: float, smallest: float) -> tuple[bytes, list[float]]:
+    """`legible`'s work: the figure's PNG and text sizes as last drawn, after its text was raised."""
+    from matplotlib.text import Text
+
+    png, sizes = _drawn(fig)
+    for _ in range(4):    # a larger text widens the figure a little (its margins), which shrinks it a little more
+        scale = min(1.0, column / _png_width(png))
+        need = smallest / scale * 72 / fig.dpi          # pt
+        if min(sizes, default=math.inf) >= need - 0.01:
+            break
+        need = math.ceil(need * 10) / 10
+        for ax in fig.axes:
+            for which in ("major", "minor"):
+                for axis, labels in (("x", ax.xaxis.get_ticklabels(which=which)),
+                                     ("y", ax.yaxis.get_ticklabels(which=which))):
+                    if labels and min(t.get_fontsize() for t in labels) < need:
+                        ax.tick_params(axis=axis, which=which, labelsize=need)
+        for t in fig.findobj(Text):
+            if t.get_fontsize() < need:
+                t.set_fontsize(need)
+        if fig.get_layout_engine() is None and fig.axes:
+            fig.tight_layout()
+        png, sizes = _drawn(fig)
+    return png, sizes
+
+
+def legible(fig: plt.Figure, column: float = COLUMN_PX, smallest: float = MIN_TEXT_PX) -> plt.Figure:
+    """Raise every text of `fig` that would show smaller than `smallest` px in a `column` px text column to that
+    size (texts already larger keep theirs), and lay the figure out again: a wide figure is shrunk to the column,
+    so its text must be drawn larger than a narrow one's. Returns the figure."""
+    _legible(fig, column, smallest)
+    return fig
+
+
+def _with_text(png: bytes, key: str, value: str) -> bytes:
+    """`png` with a tEXt chunk `key`: `value` after its header (what `savefig(metadata=...)` writes, without
+    drawing the figure again)."""
+    import struct
+    import zlib
+
+    body = key.encode("latin-1") + b"\0" + value.encode("latin-1")
+    chunk = struct.pack(">I", len(body)) + b"tEXt" + body + struct.pack(">I", zlib.crc32(b"tEXt" + body))
+    end = 8 + 8 + int.from_bytes(png[8:12], "big") + 4          # the signature, then the IHDR chunk
+    return png[:end] + chunk + png[end:]
+
 
 def figure(name: str, fig: plt.Figure) -> plt.Figure:
     """Glue `fig` as `name` for a numbered, captioned `{glue:figure}` directive, keep it for `show(name)`,
-    and close it (so it is not drawn where it was made). Returns the figure."""
+    and close it (so it is not drawn where it was made). Its text is first made `legible` at the text column's
+    width, and the PNG glued records its smallest text (`TEXT_KEY`) for the page check. Returns the figure."""
     FIGURES[name] = fig
+    png, sizes = _legible(fig, COLUMN_PX, MIN_TEXT_PX)
     paste = _paste()
     if paste is not None:
-        paste(name, fig, display=False)
+        from IPython.display import Image
+
+        png = _with_text(png, TEXT_KEY, f"{min(sizes, default=0.0) * fig.dpi / 72:.2f}")
+        paste(name, Image(data=png, format="png"), display=False)
     plt.close(fig)
     return fig
 
@@ -249,43 +345,55 @@ def verdict_html(verdict: str, text: str | None = None) -> str:
 
 
 def findings_table(findings):
-    """A chapter's findings as the table its first output cell shows, four columns that fit a page: the
-    verdict in words (paper, where and kind beneath), what was tested (with what set its verdict aside, or why it
-    lies outside its claim's scope, beneath), the effect with its interval (reference and the paper's value
-    beneath), and a link to the section that shows it; the same records the findings page collects, one row each.
-    The setting a verdict was reached at is a mark on the verdict (ᵃ, ᵇ, …) and a line in the legend beneath the
-    table, so that a long setting is said once, not wrapped into every row's narrow verdict column."""
-    from html import escape
-
+    """A chapter's findings as the table its first output cell shows, a row per finding in four columns that fit a
+    page: the claim (paper, where and kind beneath, and what is measured), said once for the rows that test it alike;
+    the verdict with the setting it was reached at, which names the model it was tested on (and what set the verdict
+    aside, or why the test lies outside its claim's scope, beneath); the effect with its interval; a link to the
+    section that shows it. The same records the findings page collects."""
     from IPython.display import HTML
 
+    from ..core.findings import PAPERS
     from ..experiments.findings import corrected
 
+    findings = list(findings)
+    if not findings:
+        return pd.DataFrame()
     df = findings_frame(corrected(findings), local=True)
-    if df.empty:
-        return df
     small = '<br><small style="color:#555">{}</small>'.format
-    marks = {s: chr(ord("a") + i) for i, s in enumerate(dict.fromkeys(s for s in df["setting"] if s))}
-    out = pd.DataFrame({
-        "verdict": [v + (f"<sup>{marks[s]}</sup>" if s else "") + small(f"{p}, {w}" + (f"; {k}" if k else ""))
-                    for v, s, p, w, k in zip(df["verdict"], df["setting"], df["paper"], df["where"], df["kind"],
-                                             strict=True)],
-        "tested": [c + "".join(small(n) for n in notes) for c, notes in zip(df["claim"], df["notes"], strict=True)],
-        "effect [95 % interval]": [e + small(f"reference {r}")
-                                   for e, r in zip(df["effect"], df["reference"], strict=True)],
-        "": df["section"]})
-    html = (out.style.hide(axis="index")
-            .set_table_attributes('class="findings-table"')
-            .set_properties(subset=["verdict"], **{"min-width": "8em", "width": "22%"})
-            .set_properties(subset=["tested"], **{"min-width": "12em"})
-            .set_properties(subset=["effect [95 % interval]"], **{"min-width": "11em", "width": "30%"})
-            .to_html())
-    if marks:
-        lines = [f"<sup>{m}</sup> {escape(s)}" for s, m in marks.items()]
-        if any(not s for s in df["setting"]):
-            lines.append("unmarked: at the paper's setting")
-        html += ('<p class="findings-settings"><small>The setting of each verdict: ' + ("<br>" if len(lines) > 2
-                 else "") + ("<br>" if len(lines) > 2 else "; ").join(lines) + ".</small></p>")
+
+    def said_once(f, row) -> tuple:
+        """What the claim cell says, shared by consecutive findings that test one claim alike."""
+        return (f.paper, f.where, f.claim, row["kind"], f.quantity, row["reference"])
+
+    keys = [said_once(f, row) for f, (_, row) in zip(findings, df.iterrows(), strict=True)]
+    span = [0] * len(keys)          # rows the claim cell spans, on its first row; 0 on the rows it covers
+    i = 0
+    while i < len(keys):
+        j = i
+        while j + 1 < len(keys) and keys[j + 1] == keys[i]:
+            j += 1
+        span[i] = j - i + 1
+        i = j + 1
+    rows, said = [], set()
+    for f, (_, row), n in zip(findings, df.iterrows(), span, strict=True):
+        cells = []
+        if n:
+            where = f"{PAPERS[f.paper].split(' (')[0]}, {f.where}" + (f"; {row['kind']}" if row["kind"] else "")
+            claim = (f"{row['claim']}{small(where)}{small('measured: ' + f.quantity)}"
+                     f"{small('reference ' + row['reference'])}")
+            rowspan = f' rowspan="{n}"' if n > 1 else ""
+            cells.append(f'<td class="claim"{rowspan}>{claim}</td>')
+        setting = row["setting"] or ("" if f.verdict == "not testable here" else "at the paper's setting")
+        notes = [x if x not in said or ": " not in x else x.split(": ", 1)[0] + " (as above)" for x in row["notes"]]
+        said.update(row["notes"])
+        verdict = row["verdict"] + (small(setting) if setting else "") + "".join(small(x) for x in notes)
+        effect = row["effect"].split(": ", 1)[1] if row["effect"].startswith(f.quantity + ": ") else row["effect"]
+        cells += [f'<td class="verdict">{verdict}</td>', f'<td class="effect">{effect}</td>',
+                  f'<td class="link">{row["section"]}</td>']
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    head = ("<thead><tr><th>claim</th><th>verdict, and the model it was tested on</th>"
+            "<th>effect [95 % interval]</th><th></th></tr></thead>")
+    html = f'<table class="findings-table">{head}<tbody>{"".join(rows)}</tbody></table>'
     return HTML(SCROLL_BOX.format(html))
 
 

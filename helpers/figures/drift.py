@@ -32,7 +32,7 @@ def _versus_n(res: Result, ax, curves: dict[str, str | tuple[str, str]], ylabel:
 
 def fig6(res: Result) -> plt.Figure:
     """Figure 6: average cosine and average norm of the block's input and output against N."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.8))
     _versus_n(res, axes[0], {"input x + b": "in_cos", "output T(x + b)": "out_cos"}, "average cosine",
               "(a) cosine similarity")
     _versus_n(res, axes[1], {"input E‖x + b‖": "in_norm", "output E‖T(x + b)‖": "out_norm",
@@ -46,7 +46,7 @@ def fig6(res: Result) -> plt.Figure:
 def fig7(res: Result, max_seeds: int = 3) -> plt.Figure:
     """Figure 7: histograms of the pre-softmax scores at each `hist_norms` N (first seeds)."""
     n = len(res.hist_norms)
-    fig, axes = plt.subplots(1, n, figsize=(max(10, 2.6 * n), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, n, figsize=(max(8, 2.0 * n), 3.4), squeeze=False)
     for j, (ax, hn) in enumerate(zip(axes[0], res.hist_norms, strict=True)):
         for s, seed in enumerate(res.seeds[:max_seeds]):
             h = res.hists[s][j]
@@ -62,7 +62,7 @@ def fig7(res: Result, max_seeds: int = 3) -> plt.Figure:
 def fig8(res: Result) -> plt.Figure:
     """Figure 8: cosine and norm of the queries and keys (heads concatenated) against N, for inputs
     drawn from E and (cosine) for inputs through BERT's embedding layer."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.8))
     n = common.seeds_text(res.seeds_of())
     curves: dict[str, str | tuple[str, str]] = {f"Q (rows of E, {n})": "q_cos", f"K (rows of E, {n})": "k_cos"}
     if "embedding-layer" in res.variant_stats:
@@ -78,7 +78,7 @@ def fig8(res: Result) -> plt.Figure:
 def fig9_10(res: Result) -> plt.Figure:
     """Figures 9 and 10: softmax row max / median / min and the sequence max and min against N;
     the dotted line is the uniform attention 1/L."""
-    fig, axes = plt.subplots(1, 3, figsize=(12, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(8.2, 3.6))
     _versus_n(res, axes[0], {"row max": "row_max", "row median": "row_median", "row min": "row_min"},
               "softmax value", "(a) per-row max / median / min", logy=True)
     _versus_n(res, axes[1], {"sequence max": "seq_max"}, "softmax value", "(b) maximum over a sequence",
@@ -96,7 +96,9 @@ def sharpness(res: Result) -> plt.Figure:
     curve per input variant, with the reference model's range of layer-wise average cosine shaded;
     and (c) the spread of the scores against N: all scores pooled (Figure 7) and within rows (what
     the softmax sees)."""
-    fig, axes = plt.subplots(1, 3, figsize=(12.5, 4.2))
+    fig, axes = plt.subplots(2, 2, figsize=(8, 7.6))
+    axes[1, 1].axis("off")            # (c) has the second row to itself, its legend beside it
+    axes = [axes[0, 0], axes[0, 1], axes[1, 0], axes[1, 1]]
     cos_ref = res.reference.get("layer_cos", [])
     for v in res.variants():
         x = 1 - res.stat("in_cos", v).mean(0)
@@ -114,16 +116,20 @@ def sharpness(res: Result) -> plt.Figure:
     axes[0].set_yscale("log")
     axes[0].axhline(1, color="k", lw=0.7, ls=":")
     axes[0].set_ylabel("mean row maximum × L (1 = uniform)")
-    axes[0].set_title("(a) row maximum against input alignment")
+    axes[0].set_title("(a) row maximum against\ninput alignment")
     axes[1].set_ylabel("mean row entropy / log L")
-    axes[1].set_title("(b) entropy against input alignment")
+    axes[1].set_title("(b) entropy against\ninput alignment")
     curves: dict[str, str | tuple[str, str]] = {"all scores, rows of E": "score_std",
                                                 "within rows, rows of E": "score_row_sd"}
     for v in res.variant_stats:
         curves |= {f"all scores, {VARIANT_LABELS[v]}": ("score_std", v),
                    f"within rows, {VARIANT_LABELS[v]}": ("score_row_sd", v)}
     _versus_n(res, axes[2], curves, r"sd of $QK^\top/\sqrt{d_k}$", "(c) score spread: pooled vs within rows", logy=True)
-    fig.suptitle(f"Sharpness of the softmax and what of the score spread it sees ({seed_note(res)})")
+    handles, labels = axes[2].get_legend_handles_labels()
+    if axes[2].get_legend() is not None:
+        axes[2].get_legend().remove()
+    axes[3].legend(handles, labels, loc="center left", fontsize=8, frameon=False)
+    fig.suptitle(f"Sharpness of the softmax and what of the score spread it sees\n({seed_note(res)})")
     fig.tight_layout()
     return fig
 

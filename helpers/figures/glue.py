@@ -253,7 +253,7 @@ def cdf_figure(res: Result) -> plt.Figure:
     the grid gets its rows."""
     seed = res.seeds[0]
     rows = [(m, t) for m in res.models for t in res.tasks]
-    fig, axes = plt.subplots(len(rows), 3, figsize=(WIDTH + 1.5, 2.6 * len(rows) + 0.6), squeeze=False,
+    fig, axes = plt.subplots(len(rows), 3, figsize=(WIDTH + 0.2, 2.6 * len(rows) + 0.6), squeeze=False,
                              sharex=True, sharey=True)
     for row, (model, task) in zip(axes, rows, strict=True):
         base, sd = res.run_for(task, "baseline", seed, model), res.run_for(task, "softdecay", seed, model)

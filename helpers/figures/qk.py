@@ -111,7 +111,7 @@ def ablation_figure(res: Result) -> plt.Figure:
     against centred blocks (mean over seeds, thin lines per seed)."""
     common.set_theme()
     a = res.ablation_summary
-    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(8.5, 3.6))
     pal = common.sns.color_palette()
     labels = ("held-out MLM loss (nats)", "attention entropy (nats)", r"mean $\|\bar K\|$, layers 1 and up")
     for ax, key, label in zip(axes, ("eval", "entropy", "k_norm_later"), labels, strict=True):
@@ -133,17 +133,28 @@ def ablation_figure(res: Result) -> plt.Figure:
     return common.figure("qk-ablation", fig)
 
 
+def _legend_below(fig: plt.Figure, axes) -> None:
+    """One legend of the scatter panels beneath the grid, in place of one inside each row's first panel."""
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    for ax in axes[:, 0]:
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    fig.legend(handles, labels, loc="lower center", ncol=2, markerscale=3, frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+
+
 def fig11(res: Result) -> plt.Figure:
     """The paper's Fig. 11: display tokens' Q_s and K_s of the two example heads on the common SVD."""
     common.set_theme()
     R, shown = res.first, res.shown
-    fig, axes = plt.subplots(2, len(shown), figsize=(2.1 * len(shown) + 0.8, 5.4), squeeze=False)
+    fig, axes = plt.subplots(2, len(shown), figsize=(1.75 * len(shown) + 1.2, 5.6), squeeze=False)
     for row, key in zip(axes, ("similar", "opposite"), strict=True):
         ex = R.example(key)
         scatter_panels(row, ex, "union", res.steps, shown)
         row[0].set_ylabel(f"{res.example_label(key)}:\nlayer {ex['layer']} head {ex['head']} "
                           f"(cos {ex['cos_final']:+.2f})\nSVD dim 2", fontsize=9)
     fig.suptitle(f"{Q_S} and {K_S}, seed {res.seeds[0]}, on one SVD of their union over all steps")
+    _legend_below(fig, axes)
     return common.figure("qk-fig11", fig)
 
 
@@ -160,7 +171,7 @@ def _arrows(res: Result, basis: str, axes, label_fmt: str) -> None:
 def fig12(res: Result) -> plt.Figure:
     """The paper's Fig. 12: the trajectories of the mean query and key of the two example heads (common SVD)."""
     common.set_theme()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
+    fig, axes = plt.subplots(1, 2, figsize=(8, 4.4))
     _arrows(res, "union", axes, "{label}: layer {layer}, head {head} (final cos {cos:+.2f})")
     fig.suptitle(f"Mean query and key along training, common SVD (seed {res.seeds[0]})")
     return common.figure("qk-fig12", fig)
@@ -170,7 +181,7 @@ def _layer_grid(n: int) -> tuple[plt.Figure, list[plt.Axes]]:
     """A figure with one panel per layer, at most four a row (unused panels hidden)."""
     cols = 2 if n <= 4 else 4
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(8 if cols == 2 else 10, 3.0 * rows), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(8 if cols == 2 else 9, 3.0 * rows), sharey=True, squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
@@ -195,7 +206,7 @@ def fig14(res: Result) -> plt.Figure:
     """The paper's Fig. 14: Q̄_s·K̄_s of the two example heads, and |Q̄_s·K̄_s| per layer over heads and seeds."""
     common.set_theme()
     dot = res.first.array("dot")
-    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.7))
+    fig, axes = plt.subplots(1, 3, figsize=(8.5, 3.8))
     for ax, key in zip(axes[:2], ("similar", "opposite"), strict=True):
         ex = res.first.example(key)
         common.layer_curves(ax, {f"layer {ex['layer']} head {ex['head']} (cos {ex['cos_final']:+.2f})":
@@ -233,19 +244,20 @@ def fig19_20(res: Result) -> plt.Figure:
     common.set_theme()
     ex = res.first.example("opposite")
     shown = res.shown
-    fig, axes = plt.subplots(2, len(shown), figsize=(2.1 * len(shown) + 0.8, 5.4), squeeze=False)
+    fig, axes = plt.subplots(2, len(shown), figsize=(1.75 * len(shown) + 1.2, 5.6), squeeze=False)
     for row, basis in zip(axes, ("K", "Q"), strict=True):
         scatter_panels(row, ex, basis, res.steps, shown)
         row[0].set_ylabel(f"SVD of ${basis}_s$ only\nSVD dim 2")
     fig.suptitle(f"{res.example_label('opposite')} head (layer {ex['layer']} head {ex['head']}, seed "
-                 f"{res.seeds[0]}) on the SVD of the keys (top) or of the queries (bottom)")
+                 f"{res.seeds[0]})\non the SVD of the keys (top) or of the queries (bottom)")
+    _legend_below(fig, axes)
     return common.figure("qk-fig19-20", fig)
 
 
 def fig21_22(res: Result) -> plt.Figure:
     """The paper's Figs. 21-22: the mean trajectories of the two example heads on the K-only and Q-only SVDs."""
     common.set_theme()
-    fig, axes = plt.subplots(2, 2, figsize=(9, 8.4))
+    fig, axes = plt.subplots(2, 2, figsize=(8.2, 8))
     for ax_row, basis in zip(axes, ("K", "Q"), strict=True):
         _arrows(res, basis, ax_row, f"${basis}_s$-only SVD, {{label}}: layer {{layer}} head {{head}}")
     fig.suptitle(f"Mean query and key along training (seed {res.seeds[0]})")
@@ -391,7 +403,7 @@ def end_state_figure(res: Result) -> plt.Figure:
         ax.text(0.5, 0.5, "no pretrained model measured here", ha="center")
         return common.figure("qk-end-state", fig)
     cols = min(n, 2)
-    fig, axes = plt.subplots(-(-n // cols), cols, figsize=(4.6 * cols, 3.3 * -(-n // cols)), squeeze=False)
+    fig, axes = plt.subplots(-(-n // cols), cols, figsize=(3.6 * cols, 3.1 * -(-n // cols)), squeeze=False)
     pal = common.sns.color_palette()
     for ax, row in zip(axes.flat, rows, strict=False):
         name = row["model"]

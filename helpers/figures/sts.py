@@ -46,7 +46,18 @@ PAPER_MATCH = {"vanilla": "vanilla", "whitening": "WhiteBERT", "SoftDecay (sente
 #: our model name -> the paper's model label in data/yan_2022_table1.csv
 PAPER_MODEL = {"bert-base-cased": "bert-base-cased", "distilbert-base-uncased": "distilbert-base-uncased",
                "albert-base-v2": "albert-base", "roberta-base": "roberta-base"}
-LEGEND = 9          # legend and small text, pt (figures are at most 9 inches wide: ≥ 7 pt at page width)
+#: the encoders the figures show where their runs hold the data: the in-scope ones first, MiniLM beside
+FIGURE_MODELS = (BOOK_BERT, SMOL, "all-MiniLM-L6-v2")
+#: their names in a table's first column, where a long name would wrap onto three lines
+TABLE_NAME = {BOOK_BERT: "book MLM BERT", SMOL: "SmolLM2-135M", "all-MiniLM-L6-v2": "MiniLM", MPNET: "mpnet"}
+#: the singular-value CDFs (the paper's Fig. 3, about BERT) show the encoders in the claims' scope only
+CDF_MODELS = (BOOK_BERT, SMOL)
+#: their names in panel titles
+SHORT_NAME = {BOOK_BERT: "the book's MLM BERT", SMOL: "SmolLM2-135M", "all-MiniLM-L6-v2": "MiniLM (out of scope)",
+              MPNET: "mpnet (out of scope)"}
+
+
+LEGEND = 9          # legend and small text, pt (common.figure raises any text that would show under 11 px)
 
 
 def _iv(iv: Interval | None, digits: int = 2) -> str:
@@ -180,17 +191,19 @@ def full_summary_table(res: Result):
     first): the raw model's Avg, SoftDecay − raw and whitening − raw (paired bootstrap, transforms fitted once),
     and whitening − SoftDecay cross-fitted (the paper-comparison pooling only; '–' where that run is not here)."""
     rows = []
-    for m in res.full_readings:
+    order = [*FIGURE_MODELS, MPNET]          # the encoders in the claims' scope first
+    for m in sorted(res.full_readings, key=lambda m: order.index(m) if m in order else len(order)):
         for q in sorted(res.poolings, key=lambda q: q != res.paper_pooling):
             full = res.full_readings[m]
-            rows.append({"encoder": m, "pooling": POOLING_LABEL[q], "raw": full.scores(q)["vanilla"].mean(),
+            rows.append({"encoder": TABLE_NAME.get(m, m), "pooling": POOLING_LABEL[q],
+                         "raw": full.scores(q)["vanilla"].mean(),
                          "SoftDecay − raw": _iv(full.vs_raw("SoftDecay (sentence)", q)),
                          "whitening − raw": _iv(full.vs_raw("whitening", q)),
                          "whitening − SoftDecay": (_iv(res.samefit[m].iv() if m in res.samefit else None)
                                                    if q == res.paper_pooling else "–")})
     if not rows:
         return None          # nothing read on every pair at this scale (the prose says so)
-    return common.table(pd.DataFrame(rows), digits=2)
+    return common.table(pd.DataFrame(rows), digits=2, compact=True)
 
 
 def full_table(res: Result, model: str):
@@ -235,14 +248,21 @@ def _draws_iv(res: Result, model: str, method: str, against: str, pooling: str |
     return f"{_iv(res.readings[model].over_draws(method, against, pooling))} ({res.readings[model].n_draws} draws)"
 
 
+#: the procedure `Result.white_sd_procedures` names the paired bootstrap that refits both transforms on every
+#: resample: its resamples repeat pairs, which handicaps whitening, so its draws are not centred on its estimate
+#: (an estimate outside its own interval); it decides nothing and the table leaves it out (the prose says why)
+REFITTED = "bootstrap refitted"
+
+
 def white_sd_table(res: Result):
-    """whitening − SoftDecay per encoder under every procedure (`Result.white_sd_procedures`): the interval, and
-    whether a finding reads it (the same-fit procedures; the subsample draws where those are not run)."""
+    """whitening − SoftDecay per encoder under the procedures that take estimate and interval from the same fits
+    (`Result.white_sd_procedures`, less the refitted bootstrap), the subsample draws and the fit on all pairs (a
+    point): the interval, and whether a finding reads it."""
     rows = [{"encoder": c["encoder"], "procedure": c["procedure"],
              "whitening − SoftDecay [95 %]": _iv(c["effect"]) if c["effect"].has_interval
              else f"{c['effect'].estimate:+.2f}",
              "read by the finding": "yes" if c["decides"] else ""}
-            for c in res.white_sd_procedures()]
+            for c in res.white_sd_procedures() if not c["procedure"].startswith(REFITTED)]
     if not rows:
         return None          # nothing to show at this scale (the prose says what was run)
     return _scroll(common.table(pd.DataFrame(rows)))
@@ -314,15 +334,27 @@ def lsds_readings_table(res: Result):
     return common.table(df.rename(columns={"authors": "authors' code"}).reset_index(), digits=3)
 
 
+def _shown(res: Result, has) -> list[str]:
+    """The encoders of `FIGURE_MODELS` whose run holds what a figure draws (`has(run)`), in that order."""
+    runs = res.all_runs()
+    return [m for m in FIGURE_MODELS if m in runs and has(runs[m])]
+
+
 def alpha_sweep_figure(res: Result) -> plt.Figure:
-    df = res.run_of(res.models[0]).alpha_scores()
-    fig, ax = plt.subplots(figsize=(8, 3.6))
-    for d in df.columns:
-        ax.plot(df.index, df[d], marker="o", label=d)
-    ax.set_xlabel("α")
-    ax.set_ylabel("Spearman ×100")
-    ax.legend(fontsize=LEGEND, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    ax.set_title(f"SoftDecay against α, {res.models[0]}")
+    """Spearman ×100 of sentence-level SoftDecay against α, one panel per encoder (in-scope first), one curve per
+    set; one legend of the sets beneath."""
+    models = _shown(res, lambda r: bool(r.alpha_sweep)) or [res.models[0]]
+    fig, axes = plt.subplots(1, len(models), figsize=(2.6 * len(models) + 0.3, 3.6), squeeze=False)
+    for ax, m in zip(axes[0], models, strict=True):
+        df = res.run_of(m).alpha_scores()
+        for d in df.columns:
+            ax.plot(df.index, df[d], marker="o", ms=3, label=d)
+        ax.set_xlabel("α")
+        ax.set_title(SHORT_NAME.get(m, m))
+    axes[0, 0].set_ylabel("Spearman ×100")
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=4, frameon=False,
+               bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
     return fig
 
 
@@ -386,7 +418,7 @@ def lsds_figure(res: Result) -> plt.Figure:
     """LSDS of the identity, whitening and SoftDecay per set, with eq. (6)'s raw RBF weights (left) and
     weights normalised to sum to one (right); one legend above both panels."""
     ls = pd.DataFrame(res.runs[res.models[0]].lsds).T
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(8.2, 3.8))
     for ax, w in zip(axes, ("eq. 6", "normalised"), strict=True):
         ls[[c for c in ls.columns if c.endswith(f"({w})")]].rename(columns=lambda c: c.split(" (")[0]).plot.bar(
             ax=ax, rot=45, color=["0.6", "tab:blue", "tab:orange"], legend=False)
@@ -423,31 +455,33 @@ def _cdf(ax, values, title: str) -> None:
 
 
 def cdf_figure(res: Result) -> plt.Figure:
-    """CDFs of the normalised singular values of each layer's sentence-embedding matrix (STS-B) before
-    SoftDecay; after it on the last layer only (as the paper's Fig. 3), and on every layer. One legend below
-    the panels names the layers (colour and line style)."""
-    cdf = res.runs[res.models[0]].cdf
-    if not cdf:
+    """CDFs of the normalised singular values of each layer's sentence-embedding matrix (STS-B), a row per encoder
+    (in-scope first): before SoftDecay; after it on the last layer only (as the paper's Fig. 3), and on every layer.
+    The legend in each row's first panel names its layers (colour and line style)."""
+    models = [m for m in _shown(res, lambda r: bool(r.cdf)) if m in CDF_MODELS] or _shown(res, lambda r: bool(r.cdf))
+    if not models:
         return _missing("STS-B")
-    fig, axes = plt.subplots(1, 3, figsize=(9, 3.6), sharey=True)
-    layers = range(len(cdf["before"]))
-    before = [(f"layer {i}", np.asarray(cdf["before"][i]) / max(cdf["before"][i])) for i in layers]
-    last = len(before) - 1
-    _cdf(axes[0], before, "before")
-    _cdf(axes[1], before[:-1] + [(f"layer {last} after", np.asarray(cdf["after"][-1]) / max(cdf["after"][-1]))],
-         "last layer transformed")
-    _cdf(axes[2], [(f"layer {i}", np.asarray(cdf["after"][i]) / max(cdf["after"][i])) for i in layers],
-         "every layer transformed")
-    axes[0].set_ylabel("F(x)", fontsize=LEGEND + 1)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, [f"{lab} (after, middle panel)" if i == last else lab for i, lab in enumerate(labels)],
-               loc="lower center", ncol=4, fontsize=LEGEND, frameon=False, bbox_to_anchor=(0.5, -0.14))
+    fig, axes = plt.subplots(len(models), 3, figsize=(8.5, 3.1 * len(models) + 0.2), sharey=True, squeeze=False)
+    for row, m in zip(axes, models, strict=True):
+        cdf = res.run_of(m).cdf
+        layers = range(len(cdf["before"]))
+        every = max(1, len(cdf["before"]) // 6)            # at most about seven curves a panel
+        shown = [i for i in layers if i % every == 0 or i == len(cdf["before"]) - 1]
+        before = [(f"layer {i}", np.asarray(cdf["before"][i]) / max(cdf["before"][i])) for i in shown]
+        last = shown[-1]
+        _cdf(row[0], before, f"{SHORT_NAME.get(m, m)}: before")
+        _cdf(row[1], before[:-1] + [(f"layer {last}, after", np.asarray(cdf["after"][-1]) / max(cdf["after"][-1]))],
+             "last layer transformed")
+        _cdf(row[2], [(f"layer {i}", np.asarray(cdf["after"][i]) / max(cdf["after"][i])) for i in shown],
+             "every layer transformed")
+        row[0].set_ylabel("F(x)", fontsize=LEGEND + 1)
+        row[1].legend(fontsize=LEGEND, loc="lower right", frameon=True, handlelength=2.4)
     fig.tight_layout()
     return fig
 
 
 def planted_figure(res: Result) -> plt.Figure:
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(8.2, 3.6), sharey=True)
     for ax, kind in zip(axes, ("mean", "spike"), strict=True):
         df = res.planted(kind)
         for m in df.columns:
@@ -483,7 +517,7 @@ def tsne_figure(res: Result) -> plt.Figure:
     panels = res.maps.get("sets", {}).get("STS15")
     if panels is None:
         return _missing("STS15")
-    fig, axes = plt.subplots(1, 3, figsize=(9, 3.8))
+    fig, axes = plt.subplots(1, 3, figsize=(8.2, 3.8))
     _tsne_axes(axes, panels)
     fig.legend(*axes[0].get_legend_handles_labels(), loc="upper center", ncol=2, fontsize=LEGEND + 1,
                frameon=False, markerscale=3, bbox_to_anchor=(0.5, 1.07))
@@ -498,7 +532,7 @@ def tsne_grid(res: Result) -> plt.Figure:
     sets = [d for d in res.datasets if d != "STS15" and d in tsne]
     if not sets:
         return _missing("a set other than STS15")
-    fig, axes = plt.subplots(3, len(sets), figsize=(9, 7.2), squeeze=False)
+    fig, axes = plt.subplots(3, len(sets), figsize=(8.2, 7.2), squeeze=False)
     for j, d in enumerate(sets):
         panels = tsne[d]
         _tsne_axes(axes[:, j], panels, with_titles=False)
@@ -616,6 +650,7 @@ def publish(res: Result) -> None:
         "sts-full-pairs": res.full_readings[m].n_pairs if m in res.full_readings else 0,
         "sts-full-minilm-ev1": _full_number(res, m, lambda: res.full_readings[m].anisotropy()),
         "sts-full-smol-ev1": _full_number(res, SMOL, lambda: res.full_readings[SMOL].anisotropy()),
+        "sts-full-smol-sd": _text_if_full(res, SMOL, lambda: res.full_readings[SMOL].vs_raw()),
         # the book's MLM BERT on every pair (its weights remade by scripts/export_book_model.py --train)
         "sts-paper-raw": res.paper_value("vanilla", against=None),
         "sts-full-bert-raw": _full_number(res, BOOK_BERT,

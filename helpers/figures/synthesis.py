@@ -28,7 +28,7 @@ def curves(res: Result) -> plt.Figure:
     n = len(res.runs)
     cols = min(3, n)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols + 0.6, 2.6 * rows + 0.4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.5 * cols + 0.6, 2.4 * rows + 0.8), squeeze=False, sharey=True)
     for ax, r in zip(axes.flat, res.runs, strict=False):
         for paper, meas in HEADLINE.items():
             c = r["curves"][meas]
@@ -45,7 +45,7 @@ def curves(res: Result) -> plt.Figure:
     handles, labels = axes.flat[0].get_legend_handles_labels()
     handles.append(plt.Line2D([], [], color="0.4", ls="--"))
     labels.append(f"untrained twins (mean of {res.settings['twins']})")
-    fig.legend(handles, labels, loc="upper center", ncol=4, frameon=False, fontsize=9, bbox_to_anchor=(0.5, 1.04))
+    fig.legend(handles, labels, loc="upper center", ncol=2, frameon=False, fontsize=9, bbox_to_anchor=(0.5, 1.08))
     fig.tight_layout()
     return fig
 

@@ -16,15 +16,16 @@ from ..experiments.tse import Result
 from . import common
 
 TSIM, TCOS, TDIV, XI = r"$t_{\rm sim}$", r"$t_{\rm cos}$", r"$t_{\rm div}$", r"$\xi_1/\xi_2$"
-#: the page shows a figure about 7 inches wide: text of `size` points in a figure `width` inches wide
-#: appears at size · 7 / width points; the book wants at least ~8
-PAGE_INCHES, MIN_POINTS = 7.0, 8.0
+#: the page shows a figure about 5.7 inches wide (its text column, `common.COLUMN_PX`, at the figures' 120 dpi): text
+#: of `size` points in a figure `width` inches wide appears at size · 5.7 / width points; the book wants at least 6.6
+#: (11 px; `common.figure` raises any smaller text to it)
+PAGE_INCHES, MIN_POINTS = 5.7, 6.6
 
 
 def _panels(n: int, width: float | None = None, height: float = 3.6) -> tuple[plt.Figure, np.ndarray]:
     """`n` panels side by side, no figure title (the caption names the figure)."""
     common.set_theme()
-    width = width or {1: 6.0, 2: 8.5}.get(n, 10.0)
+    width = width or {1: 5.5, 2: 7.5}.get(n, 8.5)
     fig, axes = plt.subplots(1, n, figsize=(width, height))
     for ax in np.atleast_1d(axes):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))     # blocks are whole numbers
