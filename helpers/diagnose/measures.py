@@ -176,12 +176,15 @@ def isoscore(X: Tensor, m: Tensor) -> float:
 
 
 def measure(layers: list[tuple[Tensor, Tensor]], W: Tensor,
-            qk: list[tuple[Tensor, Tensor, Tensor]] | None = None, with_isoscore: bool = True) -> Measured:
-    """Every measure at every layer for the full sample and the bootstrap draws `W` (B, N)."""
+            qk: list[tuple[Tensor, Tensor, Tensor]] | None = None, with_isoscore: bool = True,
+            label: str | None = None) -> Measured:
+    """Every measure at every layer for the full sample and the bootstrap draws `W` (B, N); the progress bar
+    reads "<label>: measures per layer"."""
     rows: dict[str, list[Tensor]] = {name: [] for name in MEASURES if name != "qk_cos"}
     iso = []
     Wf = torch.cat([torch.ones(1, W.shape[1], dtype=W.dtype), W])
-    for X, m in progress(layers, desc="measures", total=len(layers)):
+    for X, m in progress(layers, desc=f"{label}: measures per layer" if label else "measures per layer",
+                         total=len(layers)):
         for name, v in pooled_measures(X, m, W).items():
             rows[name].append(v)
         N = Wf.sum(1)
@@ -258,6 +261,57 @@ def compare(model_estimate: np.ndarray, model_draws: np.ndarray, twin_estimates:
             "score": np.where(half > 0, diff / np.where(half > 0, half, 1), np.nan)}
 
 
+def twin_test(model_estimate: np.ndarray, model_draws: np.ndarray, twin_estimates: np.ndarray,
+              twin_draws: np.ndarray, bound: float = 0.05) -> dict[str, np.ndarray]:
+    """Is the model, at each layer, a new draw from its twins' distribution? The difference from the twins' mean,
+    D = m − t̄, against its standard error se = √(s²(1 + 1/K) + v): s² the variance of the K ≥ 2 twins' estimates
+    (how far two random initialisations lie apart; the 1/K for the error of their mean), v the bootstrap variance
+    of m_b − t̄_b over the probe's inputs (paired: the same draws for the model and every twin). t = D/se is
+    read as Student-t's with Welch–Satterthwaite's degrees of freedom, taken with the twins' variance at its
+    upper 1 − `bound` confidence bound (a report passes α/cells): K − 1 unless the probe's variance outweighs even
+    that, so that twins that agree by chance at one layer of many do not pass for a measured spread; `p` its
+    two-sided p-value (1 where D = se = 0). The multiplicity rule over a report's cells is `fdr_threshold`.
+    Shapes: model (L,), (B, L); twins (K, L), (K, B, L); every output (L,)."""
+    from scipy import stats
+
+    K = twin_estimates.shape[0]
+    if K < 2:
+        raise ValueError("the twin test needs at least two twins (their spread)")
+    diff = model_estimate - twin_estimates.mean(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        s2 = twin_estimates.var(0, ddof=1)
+        v = np.nanvar(model_draws - twin_draws.mean(0), axis=0, ddof=1)
+        init = s2 * (1 + 1 / K)
+        se = np.sqrt(init + v)
+        hi = init * (K - 1) / stats.chi2.ppf(bound, K - 1)          # the twins' variance at its upper bound
+        df = np.where(hi > 0, (K - 1) * ((hi + v) / np.where(hi > 0, hi, 1)) ** 2, np.inf)
+        df = np.minimum(df, 1e6)
+        t = np.where(se > 0, diff / np.where(se > 0, se, 1), np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
+        p = np.where(np.isfinite(diff) & np.isfinite(se), 2 * stats.t.sf(np.abs(t), df), np.nan)
+    return {"estimate": diff, "se": se, "spread": np.sqrt(s2), "df": df, "t": t, "p": p}
+
+
+def fdr_threshold(p: np.ndarray, alpha: float = 0.05) -> float:
+    """Benjamini–Hochberg's step-up rule over the finite p-values in `p` (any shape): the largest p₍ₖ₎ with
+    p₍ₖ₎ ≤ αk/m, every cell with p at or below it flagged; 0.0 when none qualifies (nothing flagged). Where no
+    cell differs, the chance of any flag is at most about α (as Bonferroni's); where several do, about a share
+    α of the flags are false, and a cell needs p ≤ αk/m rather than α/m — the power kept across layers and
+    measures."""
+    q = np.sort(np.asarray(p, dtype=float)[np.isfinite(p)])
+    if not q.size:
+        return 0.0
+    ok = np.flatnonzero(q <= alpha * np.arange(1, q.size + 1) / q.size)
+    return float(q[ok[-1]]) if ok.size else 0.0
+
+
+def t_quantile(p_two_sided: float, df: np.ndarray) -> np.ndarray:
+    """The |t| beyond which a two-sided p-value is below `p_two_sided`, per cell's degrees of freedom."""
+    from scipy import stats
+
+    return stats.t.isf(p_two_sided / 2, np.asarray(df, dtype=float))
+
+
 def interval(draws: np.ndarray, estimate: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bounds over the draws (axis 0), shifted so that the draws' median sits on the full-sample
     `estimate`: a resample repeats inputs, which biases ratio measures (the participation ratio most: repeated
@@ -269,4 +323,5 @@ def interval(draws: np.ndarray, estimate: np.ndarray, level: float = 0.95) -> tu
 
 
 __all__ = ["MEASURES", "COLLAPSE_SIGN", "Measured", "bootstrap_weights", "measure", "interval", "compare", "twin_band",
+           "twin_test", "fdr_threshold", "t_quantile",
            "pooled_measures", "per_input_measures", "skew_draws", "qk_draws", "isoscore"]

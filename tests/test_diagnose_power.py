@@ -1,0 +1,167 @@
+"""The twin test finds what it exists to find, and nothing else. Planted cases on a random 4-block BERT (width
+256, 4 heads; weights drawn after torch.manual_seed(1234)) read against its untrained twins:
+
+* a shared offset of norm 8 added to block 2's feed-forward output bias: flagged in blocks 2-4 at the default
+  settings, on the measures it moves (the mean cosine, drift, EV₁, TokenUni, RBF_dis, t_sim), and nowhere before
+  block 2;
+* block 2's weight matrices scaled by 4: flagged in blocks 2-4, or the report says the change is below what it can
+  detect;
+* the random model itself: never flagged, at any number of twins (2, 3, 5, 10, 20 and the default);
+* one twin: refused, in one line, by the command and by the Python call.
+
+The report and the JSON state the smallest shift the run could have detected (`Diagnosis.power`, `detectable`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import diagnose as D
+from helpers.diagnose import cli, measures, report
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_diagnose import tiny_bert, word_probe  # noqa: E402
+
+SEED = 1234
+MOVED = ("cos", "drift", "ev1", "tokenuni", "rbf_dis", "t_sim")
+
+
+def _random_bert(folder: Path) -> Path:
+    return tiny_bert(folder, SEED, layers=4, width=256)
+
+
+def _edit(folder: Path, change) -> Path:
+    from transformers import BertModel
+
+    net = BertModel.from_pretrained(folder)
+    with torch.no_grad():
+        change(net)
+    net.save_pretrained(folder)
+    return folder
+
+
+def shared_offset(net, norm: float = 8.0) -> None:
+    """Block 2's feed-forward output bias += v, one fixed direction of norm `norm`."""
+    v = torch.randn(net.config.hidden_size, generator=torch.Generator().manual_seed(5))
+    net.encoder.layer[1].output.dense.bias += v / v.norm() * norm
+
+
+def scaled_block(net, factor: float = 4.0) -> None:
+    """Block 2's weight matrices (attention and feed-forward) × `factor`."""
+    for p in net.encoder.layer[1].parameters():
+        if p.dim() == 2:
+            p.mul_(factor)
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    base = tmp_path_factory.mktemp("planted")
+    probe = word_probe(base / "probe.txt", n=64)
+    return {"random": _random_bert(base / "random"),
+            "offset": _edit(_random_bert(base / "offset"), shared_offset),
+            "scaled": _edit(_random_bert(base / "scaled"), scaled_block), "probe": probe}
+
+
+@pytest.fixture(scope="module")
+def offset_default(planted):
+    return D.diagnose(str(planted["offset"]), str(planted["probe"]), draws=100)
+
+
+def flagged_layers(d, m) -> list[str]:
+    return [d.meta["layer_names"][i] for i in np.flatnonzero(d.differs(m))]
+
+
+def test_shared_offset_is_flagged_in_the_blocks_it_changes_at_the_default_settings(offset_default):
+    d = offset_default
+    assert len(d.twins) >= D.run.TWINS and d.meta["twins"]["chosen"].startswith("the default")
+    for m in MOVED:
+        assert flagged_layers(d, m) == ["block 2", "block 3", "block 4"], (m, d._tested[m]["t"])
+    assert not any(d.differs(m)[:2].any() for m in d.measures)            # nothing before the offset
+    assert d.meta["argv"][d.meta["argv"].index("--twins") + 1] == str(len(d.twins))   # a rerun takes as many
+
+
+def test_shared_offset_is_flagged_with_five_twins(planted):
+    """With the five twins the default starts from, too: the false-discovery rule asks p ≤ αk/m of the k-th
+    smallest p-value, where Bonferroni asked α/m of every one (about 9 twin standard deviations at 5 twins)."""
+    d = D.diagnose(str(planted["offset"]), str(planted["probe"]), twins=5, draws=100)
+    assert sum(d.differs(m)[2:].sum() for m in MOVED) >= 15 and not any(d.differs(m)[:2].any() for m in d.measures)
+
+
+@pytest.mark.parametrize("twins", [2, 3, 5, 10, 20, None])
+def test_a_random_model_is_never_flagged(planted, twins):
+    d = D.diagnose(str(planted["random"]), str(planted["probe"]), twins=twins, draws=100)
+    assert sum(int(d.differs(m).sum()) for m in d.measures) == 0, {m: d._tested[m]["p"] for m in d.measures}
+    assert d.threshold == 0.0
+    assert "in 0 of" in report.summary_html(d)
+
+
+def test_a_block_scaled_by_four_is_flagged_or_reported_below_detection(planted):
+    d = D.diagnose(str(planted["scaled"]), str(planted["probe"]), twins=10, draws=100)
+    hit = {m: flagged_layers(d, m) for m in d.measures}
+    if any(hit.values()):
+        assert all(set(v) <= {"block 2", "block 3", "block 4"} for v in hit.values()), hit
+        assert hit["drift"] == ["block 2", "block 3", "block 4"]
+    else:                                                                  # otherwise the report must say so
+        assert "smallest shift" in report.summary_html(d)
+
+
+def test_the_report_and_the_json_state_the_smallest_detectable_shift(offset_default, tmp_path):
+    d = offset_default
+    k = len(d.twins)
+    power = d.power()
+    assert power["twins"] == k and power["one_sd"] > power["all_sd"] > 1
+    det = d.detectable("cos")
+    t = d._tested["cos"]
+    # the one-cell threshold is Bonferroni's t quantile times the standard error, in units and in twin SDs
+    q = measures.t_quantile(0.05 / d.cells, t["df"])
+    assert np.allclose(det["one"], q * t["se"]) and np.allclose(det["one_sd"], det["one"] / t["spread"])
+    assert np.all(det["one"][:2] > np.abs(t["estimate"][:2]))             # layers 0-1: shifts below what it sees
+    page = report.summary_html(d)
+    assert "smallest shift" in page and f"{power['one_sd']:.1f} twin standard deviations" in page
+    _, json_path = report.write_report(d, tmp_path / "r")
+    data = json.loads(json_path.read_text())
+    assert data["power"]["one_sd"] == pytest.approx(power["one_sd"])
+    assert len(data["measures"]["cos"]["detectable"]["one"]) == d.layers
+
+
+def test_the_flag_and_the_difference_interval_agree(offset_default):
+    """A cell is flagged exactly where its difference interval excludes 0."""
+    d = offset_default
+    for m in d.measures:
+        c = d.curve(m, "difference")
+        finite = np.isfinite(c["estimate"])
+        excludes = (c["low"] > 0) | (c["high"] < 0)
+        assert np.array_equal(d.differs(m)[finite], excludes[finite]), m
+
+
+def test_one_twin_is_refused(planted, capsys, tmp_path):
+    rc = cli.main(["diagnose", str(planted["random"]), "--probe", str(planted["probe"]), "--twins", "1", "--out",
+                   str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err and "--twins 1" in err and "interpretable" in err
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(D.DiagnoseError, match="--twins 1"):
+        D.diagnose(str(planted["random"]), str(planted["probe"]), twins=1)
+
+
+def test_fdr_threshold_is_benjamini_hochberg():
+    p = np.array([0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205, np.nan])
+    assert measures.fdr_threshold(p, 0.05) == 0.008                       # 0.039 > 0.05·3/8
+    assert measures.fdr_threshold(np.array([0.2, 0.5]), 0.05) == 0.0
+    assert measures.fdr_threshold(np.full(10, 0.04), 0.05) == 0.04         # every cell at 0.04 ≤ 0.05·10/10
+
+
+def test_twins_that_agree_by_chance_do_not_pass_for_a_measured_spread():
+    """Two twins 1e-4 apart where the probe's error is 1e-3 and the model lies 0.03 away: without the bound on
+    the twins' variance the degrees of freedom would read as the probe's (hundreds) and the cell as p < 1e-100."""
+    twins = np.array([[0.3680], [0.3681]])
+    draws = 0.3680 + 1e-3 * np.random.default_rng(0).standard_normal((2, 200, 1))
+    model = np.array([0.40])
+    mdraws = 0.40 + 1e-3 * np.random.default_rng(1).standard_normal((200, 1))
+    t = measures.twin_test(model, mdraws, twins, draws, bound=0.05 / 54)
+    assert t["df"][0] < 2 and t["p"][0] > 0.05 / 54
