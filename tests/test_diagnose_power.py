@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from helpers import diagnose as D
-from helpers.diagnose import cli, measures, report
+from helpers.diagnose import cli, measures, report, run
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_diagnose import tiny_bert, word_probe  # noqa: E402
@@ -72,6 +72,17 @@ def offset_default(planted):
     return D.diagnose(str(planted["offset"]), str(planted["probe"]), draws=100)
 
 
+@pytest.fixture(scope="module")
+def random_default(planted):
+    return D.diagnose(str(planted["random"]), str(planted["probe"]), draws=100)
+
+
+def first(d, k: int):
+    """The diagnosis `twins=k` gives: the twins are seeds seed, seed + 1, …, so its twins are the first k of a
+    run with more (checked in `test_fewer_twins_are_the_first_of_more`)."""
+    return run.Diagnosis(d.meta, d.model, d.twins[:k], d.skipped, d.notes)
+
+
 def flagged_layers(d, m) -> list[str]:
     return [d.meta["layer_names"][i] for i in np.flatnonzero(d.differs(m))]
 
@@ -85,16 +96,24 @@ def test_shared_offset_is_flagged_in_the_blocks_it_changes_at_the_default_settin
     assert d.meta["argv"][d.meta["argv"].index("--twins") + 1] == str(len(d.twins))   # a rerun takes as many
 
 
-def test_shared_offset_is_flagged_with_five_twins(planted):
+def test_shared_offset_is_flagged_with_five_twins(offset_default):
     """With the five twins the default starts from, too: the false-discovery rule asks p ≤ αk/m of the k-th
     smallest p-value, where Bonferroni asked α/m of every one (about 9 twin standard deviations at 5 twins)."""
-    d = D.diagnose(str(planted["offset"]), str(planted["probe"]), twins=5, draws=100)
+    d = first(offset_default, 5)
     assert sum(d.differs(m)[2:].sum() for m in MOVED) >= 15 and not any(d.differs(m)[:2].any() for m in d.measures)
 
 
-@pytest.mark.parametrize("twins", [2, 3, 5, 10, 20, None])
-def test_a_random_model_is_never_flagged(planted, twins):
-    d = D.diagnose(str(planted["random"]), str(planted["probe"]), twins=twins, draws=100)
+def test_fewer_twins_are_the_first_of_more(planted, offset_default):
+    d = D.diagnose(str(planted["offset"]), str(planted["probe"]), twins=3, draws=100)
+    for m in d.measures:
+        assert np.array_equal(d._twin_arrays(m)[0], first(offset_default, 3)._twin_arrays(m)[0], equal_nan=True)
+        assert np.array_equal(d.differs(m), first(offset_default, 3).differs(m))
+
+
+@pytest.mark.parametrize("twins", [2, 3, 5, 10, 15, 20, None])
+def test_a_random_model_is_never_flagged(random_default, twins):
+    d = random_default if twins is None else first(random_default, twins)
+    assert twins is not None or len(d.twins) >= D.run.TWINS
     assert sum(int(d.differs(m).sum()) for m in d.measures) == 0, {m: d._tested[m]["p"] for m in d.measures}
     assert d.threshold == 0.0
     assert "in 0 of" in report.summary_html(d)

@@ -49,8 +49,8 @@ def test_measures_that_disagree_get_one_sentence():
     top3 = np.array([0.36, 0.6, 0.6, 0.6, 0.6, 0.6])
     d = diagnosis({"cos": np.full(LAYERS, 0.1), "top3": top3}, {"cos": flat, "top3": flat})
     s = verdict.disagreement(d)
-    assert s == ("The measures disagree: less collapsed than at initialisation by mean cosine (every layer), more "
-                 "collapsed by top-3 share (blocks 1–5).")
+    assert s == ("The measures disagree: less collapsed than at initialisation by mean cosine; more collapsed by "
+                 "top-3 share (blocks 1–5).")
     assert s in report.summary_html(d) and d.to_json()["disagreement"] == s
 
 
@@ -59,3 +59,14 @@ def test_a_measure_without_a_direction_says_higher_or_lower():
     d = diagnosis({"qk_cos": np.array([np.nan, -0.5, -0.5, 0, 0, 0])}, {"qk_cos": flat})
     line = d.summary()[0]["verdict"]
     assert line.endswith("lower than at initialisation in blocks 1, 2") and "-0.500 to 0" in line
+
+
+def test_a_measure_that_goes_both_ways_is_named_so():
+    flat = np.full(LAYERS, 0.36)
+    d = diagnosis({"cos": np.full(LAYERS, 0.1), "top3": np.array([0.36, 0.6, 0.6, 0.1, 0.1, 0.36])},
+                  {"cos": flat, "top3": flat})
+    assert verdict.disagreement(d) == ("The measures disagree: less collapsed than at initialisation by mean cosine; "
+                                       "top-3 share goes both ways across layers.")
+    line = next(r["verdict"] for r in d.summary() if r["measure"] == "top3")
+    assert line.endswith("more collapsed than at initialisation in blocks 1, 2; less collapsed in blocks 3, 4")
+    assert verdict.span(np.array([7.62e-5, 0.0321])) == "7.6e-05–0.0321"

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..book.results import write_atomic
 from .checks import check_out
+from .compare import Record, placement, placement_html
 from .measures import COLLAPSE_SIGN, MEASURES
 from .run import Diagnosis
 from .verdict import disagreement, headline
@@ -198,6 +199,8 @@ first), vectors: {esc(meta['units'])}.</p>
 <img alt="per-layer curves" src="data:image/png;base64,{curves}">
 {"<h2>Where the model differs from its twins, layer by layer</h2>" + differs_grid(d) if d.twins else ""}
 {"<h2>Mean query against mean key, per head</h2>" + heads if heads else ""}
+<h2>Among the book's reference models</h2>
+{placement_html(placement(Record(d.to_json(), "")))}
 <h2>IsoScore beside the book's measures</h2><p>{esc(isoscore_note(d))}</p>
 {"<h2>Skipped</h2><ul>" + skipped + "</ul>" if skipped else ""}
 {"<h2>Notes</h2><ul>" + notes + "</ul>" if notes else ""}

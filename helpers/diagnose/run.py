@@ -189,7 +189,7 @@ def weights_record(name: str, loaded, kind: str, revision: str | None = None,
 
         folder = Path(package_dir(name))
     else:
-        folder = Path(loaded.source)
+        folder = Path(loaded.source).resolve()
     gguf = models.OFFLINE_PACKAGES.get(name, (None, None, None, None))[3]
     files = [folder / gguf] if gguf else sorted(f for f in folder.rglob("*") if f.is_file() and (
         f.suffix in _WEIGHT_SUFFIXES or f.name == "config.json"))
@@ -374,7 +374,8 @@ class Diagnosis:
         for m in self.measures:
             label, what = DM.MEASURES[m]
             row: dict[str, Any] = {"label": label, "what": what, "collapse_sign": DM.COLLAPSE_SIGN.get(m, 0),
-                                   "model": {k: arr(v) for k, v in self.curve(m, "model").items()}}
+                                   "model": {k: arr(v) for k, v in self.curve(m, "model").items()},
+                                   "model_draws": [arr(r) for r in self.model.draws[m]]}
             if self._tested:
                 band = self.curve(m, "twin")
                 row["twin"] = {k: arr(band[k]) for k in ("estimate", "low", "high")}
@@ -527,9 +528,11 @@ def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twin
                              f"({'wall' if dev.type == 'cuda' else 'CPU'} time), up to {MAX_TWINS}"),
                   "rule": differs_rule(len(seeds))} if seeds else None,
         "device": device_description(dev),
+        "device_used": str(dev),
         "memory_estimate_gib": round(need / 2**30, 2) if need else None,
         "versions": versions(),
-        "argv": argv or rerun_argv(model, probe, twins=len(seeds), seed=seed, draws=draws, max_tokens=max_tokens,
+        "argv": argv or rerun_argv(str(Path(model).expanduser().resolve()) if kind == "folder" else model, probe,
+                                   twins=len(seeds), seed=seed, draws=draws, max_tokens=max_tokens,
                                    revision=revision, device=device),
         "command": command or "python: helpers.diagnose.diagnose(" + repr(model) + ")",
         "seconds": None,

@@ -22,6 +22,8 @@ def _num(x: float) -> str:
     if x == 0:
         return "0"
     a = abs(x)
+    if a < 1e-3:
+        return f"{x:.1e}"
     if a >= 100:
         return f"{x:.0f}"
     digits = max(0, 2 - int(np.floor(np.log10(a))))
@@ -88,12 +90,13 @@ def measure_line(d: Diagnosis, m: str) -> str:
         if dirs["more"].size:
             said.append(f"more collapsed than at initialisation in {layers_text(dirs['more'], total)}")
         if dirs["less"].size:
-            said.append(f"less collapsed than at initialisation in {layers_text(dirs['less'], total)}")
+            said.append(f"less collapsed {'' if said else 'than at initialisation '}in "
+                        f"{layers_text(dirs['less'], total)}")
     else:
         if dirs["higher"].size:
             said.append(f"higher than at initialisation in {layers_text(dirs['higher'], total)}")
         if dirs["lower"].size:
-            said.append(f"lower than at initialisation in {layers_text(dirs['lower'], total)}")
+            said.append(f"lower {'' if said else 'than at initialisation '}in {layers_text(dirs['lower'], total)}")
     if not said:
         det = d.detectable(m)
         said.append("within what random initialisation gives in every layer (a shift smaller than "
@@ -103,27 +106,39 @@ def measure_line(d: Diagnosis, m: str) -> str:
 
 
 def disagreement(d: Diagnosis) -> str | None:
-    """One sentence where some measures call a layer more collapsed than at initialisation and others less;
-    None where they agree (or nothing is flagged)."""
+    """One sentence where some measures call the model less collapsed than at initialisation and others more:
+    each measure by the direction of most of its flagged layers (its layers named unless it is every layer), and
+    the measures that go both ways; None where they agree (or nothing is flagged)."""
     if not d.twins:
         return None
-    more, less = {}, {}
+    groups: dict[str, list[str]] = {"less": [], "more": [], "both": []}
     for m in d.measures:
         dirs = _directions(d, m)
-        if "more" not in dirs:
+        if "more" not in dirs or not (dirs["more"].size or dirs["less"].size):
             continue
-        if dirs["more"].size:
-            more[m] = dirs["more"]
-        if dirs["less"].size:
-            less[m] = dirs["less"]
-    if not more or not less:
+        total = int(np.isfinite(d.model.estimate[m]).sum())
+        label = MEASURES[m][0]
+        if dirs["more"].size and dirs["less"].size:
+            groups["both"].append(label)
+            continue
+        way = "more" if dirs["more"].size else "less"
+        where = layers_text(dirs[way], total)
+        groups[way].append(label if where == "every layer" else f"{label} ({where})")
+    if not (groups["more"] and groups["less"]) and not groups["both"]:
         return None
 
-    def part(group: dict[str, np.ndarray]) -> str:
-        return "; ".join(f"{MEASURES[m][0]} ({layers_text(v, d.layers)})" for m, v in group.items())
+    def listed(items: list[str]) -> str:
+        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
-    return (f"The measures disagree: less collapsed than at initialisation by {part(less)}, more collapsed by "
-            f"{part(more)}.")
+    parts = []
+    if groups["less"]:
+        parts.append(f"less collapsed than at initialisation by {listed(groups['less'])}")
+    if groups["more"]:
+        parts.append(f"more collapsed by {listed(groups['more'])}")
+    if groups["both"]:
+        parts.append(f"{listed(groups['both'])} {'goes' if len(groups['both']) == 1 else 'go'} both ways across "
+                     "layers")
+    return "The measures disagree: " + "; ".join(parts) + "."
 
 
 def headline(d: Diagnosis) -> str:
