@@ -119,7 +119,8 @@ def pooled_measures(X: Tensor, m: Tensor, W: Tensor, k: int = 3, r: int = 32) ->
     fro2 = AA / N.square() - 2 * muAmu / N + mu2.square()
     out["pr"] = var.square() / fro2.clamp_min(1e-300)
     d = X.shape[-1]
-    full = torch.einsum("nld,nle->de", Xm, Xm) / N[0] - torch.outer(xbar, xbar)
+    flat = Xm.reshape(-1, d)
+    full = (flat.T @ flat) / N[0] - torch.outer(xbar, xbar)
     r = min(d, max(r, k + 1))
     Q = torch.linalg.eigh(full).eigenvectors[:, -r:]                # (d, r)
     XQ = Xm @ Q                                                     # (N, n, r)
@@ -132,16 +133,37 @@ def pooled_measures(X: Tensor, m: Tensor, W: Tensor, k: int = 3, r: int = 32) ->
 
 
 def per_input_measures(X: Tensor, m: Tensor) -> dict[str, Tensor]:
-    """Yan et al.'s and Yu & Zhang's measures within each input: (N,) each; and its singular values (N, r)."""
+    """Yan et al.'s and Yu & Zhang's measures within each input, (N,) each, all from its Gram matrix
+    Gᵢ = XᵢXᵢᵀ over its real rows (one batched product, n × n per input, instead of a singular value decomposition
+    per input): EV₁ = λ₁/tr G (eq. 5), TokenUni the mean off-diagonal cosine (eq. 3), log RBF_dis from the unit
+    rows' distances 2 − 2cos (eq. 4), t_sim = 1ᵀG1/(n tr G) (Def. 1.1); and `s`, the singular values √λ of each
+    input, (N, min(n, d)) descending, for the skew (`skew_draws`). `helpers.core.measures` computes each of these
+    directly (`tests/test_diagnose_speed.py` holds them to it)."""
     Xd = X.double()
-    return {"ev1": M.explained_variance(Xd, 1, m), "tokenuni": M.token_uni(Xd, m),
-            "rbf_dis": M.rbf_dis(Xd, mask=m), "t_sim": M.t_sim(Xd, m)}
+    mf = m.double()
+    Xm = Xd * mf.unsqueeze(-1)
+    G = Xm @ Xm.transpose(-1, -2)                                   # (N, n, n)
+    n = mf.sum(1)
+    diag = torch.diagonal(G, dim1=-2, dim2=-1)                      # ‖xᵢ‖²
+    total = diag.sum(-1)
+    lam = torch.linalg.eigvalsh(G).flip(-1).clamp_min(0)            # λ = σ², descending
+    out = {"ev1": lam[:, 0] / total.clamp_min(1e-30)}
+    norm = Xd.norm(dim=-1).clamp_min(1e-30)                         # as the book's functions: unmasked rows' norms
+    cos = G / (norm.unsqueeze(-1) * norm.unsqueeze(-2))             # masked rows give 0
+    out["tokenuni"] = (cos.sum((-2, -1)) - n) / (n * (n - 1)).clamp_min(1)
+    unit_sq = torch.diagonal(cos, dim1=-2, dim2=-1)
+    pair = mf.unsqueeze(-1) * mf.unsqueeze(-2) * (1 - torch.eye(X.shape[-2], dtype=Xd.dtype))
+    dist = (unit_sq.unsqueeze(-1) + unit_sq.unsqueeze(-2) - 2 * cos).clamp_min(0)
+    out["rbf_dis"] = torch.log((torch.exp(-dist / 0.5) * pair).sum((-2, -1)) / pair.sum((-2, -1)).clamp_min(1))
+    out["t_sim"] = (G.sum((-2, -1)) / n.clamp_min(1) / total.clamp_min(1e-30)).clamp(0.0, 1.0)
+    out["s"] = lam[:, :min(X.shape[-2], X.shape[-1])].sqrt()
+    return out
 
 
-def skew_draws(X: Tensor, m: Tensor, W: Tensor) -> Tensor:
+def skew_draws(X: Tensor, m: Tensor, W: Tensor, s: Tensor | None = None) -> Tensor:
     """The skewness of the pooled singular values (scaled by the largest present) for the full sample and
-    each draw: (B + 1,)."""
-    s = M.singular_values(X.double(), m)                           # (N, r)
+    each draw: (B + 1,). `s`: the inputs' singular values where already computed (`per_input_measures`)."""
+    s = M.singular_values(X.double(), m) if s is None else s      # (N, r)
     n = m.sum(1)
     valid = torch.arange(s.shape[1]).unsqueeze(0) < n.clamp(max=s.shape[1]).unsqueeze(1)
     owner = torch.arange(s.shape[0]).unsqueeze(1).expand_as(s)[valid]
@@ -188,9 +210,11 @@ def measure(layers: list[tuple[Tensor, Tensor]], W: Tensor,
         for name, v in pooled_measures(X, m, W).items():
             rows[name].append(v)
         N = Wf.sum(1)
-        for name, v in per_input_measures(X, m).items():
+        within = per_input_measures(X, m)
+        sv = within.pop("s")
+        for name, v in within.items():
             rows[name].append((Wf @ v) / N)
-        rows["skew"].append(skew_draws(X, m, W))
+        rows["skew"].append(skew_draws(X, m, W, sv))
         iso.append(isoscore(X, m) if with_isoscore else float("nan"))
     est = {k: torch.stack(v, 1)[0].numpy() for k, v in rows.items()}
     draws = {k: torch.stack(v, 1)[1:].numpy() for k, v in rows.items()}
