@@ -175,3 +175,36 @@ def test_no_twins_no_twins_in_the_title_and_captions(small):
     assert "twin" not in title
     assert "twin" not in report.curves_caption(d) and "Where the model differs" not in page
     assert "--twins 0" in report.summary_html(d)
+
+
+# ------------------------------------------------------------------------------------------------ the device
+
+
+def test_auto_places_the_model_and_every_twin_on_the_accelerator(small, monkeypatch):
+    """`--device auto` on a machine with an accelerator (the placeholder device, `devicecheck`: torch's meta
+    device with made-up readbacks): the model and every twin are loaded onto it, every tensor handed to their
+    forward passes is on it, and the run goes through. The JSON records the device used."""
+    from devicecheck import META, meta_tensors, on_placeholder
+
+    placed, inputs = [], set()
+    real = run.models.load
+
+    def seen(module, args, kwargs):
+        inputs.update(v.device.type for v in (*args, *kwargs.values()) if hasattr(v, "device"))
+
+    def load(*a, **k):
+        got = real(*a, **k)
+        placed.append((k.get("untrained", False), k["device"], meta_tensors(got.model)))
+        got.model.register_forward_pre_hook(seen, with_kwargs=True)
+        return got
+
+    monkeypatch.setattr(run, "choose_device", lambda device="auto": META if device == "auto" else
+                        __import__("torch").device(device))
+    monkeypatch.setattr(run, "device_description", lambda dev: str(dev))
+    monkeypatch.setattr(run.models, "load", load)
+    with on_placeholder() as rb:
+        d = D.diagnose(str(small[0]), str(small[1]), twins=2, draws=20, device="auto")
+    assert [p[0] for p in placed] == [False, True, True]
+    assert all(dev == META and on_meta for _, dev, on_meta in placed)
+    assert inputs == {"meta"}
+    assert rb.readbacks > 0 and d.meta["device_used"] == "meta" and len(d.twins) == 2
