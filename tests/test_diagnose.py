@@ -204,7 +204,7 @@ def test_minilm_twin_differs_where_the_queries_and_keys_chapter_found():
     middle layers, its untrained twins' do not — below the twins in blocks 2-5, beyond the twins' spread (which
     is wide for a mean over a block's heads) in at least one of them; and training lowers every layer's EV₁
     below every twin's, beyond the rule in all but the last layer (where MiniLM's EV₁ rises again)."""
-    d = D.diagnose("all-MiniLM-L6-v2", n=32, draws=100)
+    d = D.diagnose("all-MiniLM-L6-v2", n=32, draws=100, twins=5)
     qk = d.curve("qk_cos", "difference")
     assert np.all(qk["estimate"][2:6] < -0.2) and d.differs("qk_cos")[2:6].any(), qk
     assert d.differs("ev1")[:-1].all() and all(np.all(d.model.estimate["ev1"] < t.estimate["ev1"]) for t in d.twins)

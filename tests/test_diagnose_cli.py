@@ -53,7 +53,7 @@ def test_two_processes_on_one_out_one_refused(small, tmp_path):
     """Two commands started together on one --out: one writes, the other exits 2 saying so; none is lost
     silently."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "TOKUNI_NO_PROGRESS": "1", "HF_HUB_OFFLINE": "1"}
-    args = [sys.executable, "-m", "helpers.diagnose", *_argv(small, "--twins", "2", "--out", str(tmp_path / "r"))]
+    args = [sys.executable, "-m", "helpers.diagnose", *_argv(small, "--twins", "0", "--out", str(tmp_path / "r"))]
     procs = [subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     done = [(p.wait(timeout=600), p.stderr.read()) for p in procs]

@@ -97,34 +97,41 @@ def pooled_measures(X: Tensor, m: Tensor, W: Tensor, k: int = 3, r: int = 32) ->
     the full sample's top-r principal subspace (exact for the full sample; for a draw a lower bound whose error
     is of second order in the draw's perturbation)."""
     Wf = torch.cat([torch.ones(1, W.shape[1], dtype=W.dtype), W])
-    Xd, mf = X.double(), m.double()
-    n = mf.sum(1)
-    Xm = Xd * mf.unsqueeze(-1)
+    n_in = X.shape[0]
+    owner = torch.arange(n_in).unsqueeze(1).expand_as(m)[m]         # the input of each real vector
+    P = X[m].double()                                               # (T, d): the real vectors, packed
+
+    def per_input(v: Tensor) -> Tensor:                             # (T, …) -> (N, …): sums within each input
+        return torch.zeros((n_in, *v.shape[1:]), dtype=v.dtype).index_add_(0, owner, v)
+
+    def unit_sums(V: Tensor) -> Tensor:
+        return per_input(V / V.norm(dim=-1, keepdim=True).clamp_min(1e-30))
+
+    n = m.double().sum(1)
     N = Wf @ n
-    mean = _weighted(Wf, Xm.sum(1)) / N.unsqueeze(-1)                # (B+1, d)
-    out = {"cos": _mean_cos(_weighted(Wf, _unit(Xd, m).sum(1)), N, N)}
+    mean = _weighted(Wf, per_input(P)) / N.unsqueeze(-1)            # (B+1, d)
+    out = {"cos": _mean_cos(_weighted(Wf, unit_sums(P)), N, N)}
     xbar = mean[0]
-    out["cos_centred"] = _mean_cos(_weighted(Wf, _unit(Xd - xbar, m).sum(1)), N, N)
-    sq = Wf @ Xm.square().sum((1, 2))                               # Σ w ‖x‖² = tr A_b
+    out["cos_centred"] = _mean_cos(_weighted(Wf, unit_sums(P - xbar)), N, N)
+    sq = Wf @ per_input(P.square().sum(-1))                         # Σ w ‖x‖² = tr A_b
     var = (sq / N - mean.square().sum(-1)).clamp_min(1e-300)          # tr C_b
     out["drift"] = mean.norm(dim=-1) / var.sqrt()
-    X32 = Xm.float()
+    X32 = X * m.unsqueeze(-1)
     C_in = torch.einsum("nld,nle->nde", X32, X32).reshape(X.shape[0], -1)      # (N, d²)
     G = (C_in @ C_in.T).double()                                    # ⟨Cᵢ, Cⱼ⟩_F
     del C_in
     AA = ((Wf @ G) * Wf).sum(-1)                                    # ‖A_b‖²_F
-    XmuSq = torch.einsum("nld,bd->bnl", Xm, mean).square().sum(-1)  # (B+1, N): ‖Xᵢμ_b‖²
+    XmuSq = per_input((P @ mean.T).square()).T                      # (B+1, N): ‖Xᵢμ_b‖²
     muAmu = (Wf * XmuSq).sum(-1)                                    # μ_bᵀ A_b μ_b
     mu2 = mean.square().sum(-1)
     fro2 = AA / N.square() - 2 * muAmu / N + mu2.square()
     out["pr"] = var.square() / fro2.clamp_min(1e-300)
     d = X.shape[-1]
-    flat = Xm.reshape(-1, d)
-    full = (flat.T @ flat) / N[0] - torch.outer(xbar, xbar)
+    full = (P.T @ P) / N[0] - torch.outer(xbar, xbar)
     r = min(d, max(r, k + 1))
     Q = torch.linalg.eigh(full).eigenvectors[:, -r:]                # (d, r)
-    XQ = Xm @ Q                                                     # (N, n, r)
-    QCQ_in = torch.einsum("nlr,nls->nrs", XQ, XQ)                   # (N, r, r): Qᵀ Cᵢ Q
+    XQ = P @ Q                                                      # (T, r)
+    QCQ_in = per_input(XQ.unsqueeze(-1) * XQ.unsqueeze(-2))         # (N, r, r): Qᵀ Cᵢ Q
     muQ = mean @ Q                                                  # (B+1, r)
     QCQ = _weighted(Wf, QCQ_in) / N[:, None, None] - torch.einsum("br,bs->brs", muQ, muQ)
     ritz = torch.linalg.eigvalsh(QCQ).flip(-1)
