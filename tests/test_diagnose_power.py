@@ -142,6 +142,8 @@ def test_the_report_and_the_json_state_the_smallest_detectable_shift(offset_defa
     assert np.all(det["one"][:2] > np.abs(t["estimate"][:2]))             # layers 0-1: shifts below what it sees
     page = report.summary_html(d)
     assert "smallest shift" in page and f"{power['one_sd']:.1f} twin standard deviations" in page
+    cos_row = next(r for r in report.power_table(d).split("<tr>") if r.startswith("<td>mean cosine</td>"))
+    assert f"<td>{np.median(det['one_sd']):.1f}</td>" in cos_row                # per measure, in units and SDs
     _, json_path = report.write_report(d, tmp_path / "r")
     data = json.loads(json_path.read_text())
     assert data["power"]["one_sd"] == pytest.approx(power["one_sd"])

@@ -96,7 +96,26 @@ def summary_html(d: Diagnosis) -> str:
     rows = [f"<li>{esc(r['verdict'])}</li>" for r in d.summary()]
     split = disagreement(d)
     return (f"<p><b>{esc(headline(d))}</b></p>\n<ul class=\"verdicts\">\n" + "\n".join(rows) + "</ul>\n"
-            + (f"<p><b>{esc(split)}</b></p>\n" if split else ""))
+            + (f"<p><b>{esc(split)}</b></p>\n" if split else "") + power_table(d))
+
+
+def power_table(d: Diagnosis) -> str:
+    """Per measure, the smallest shift from the twins' mean this run flags (`Diagnosis.detectable`, the median
+    over layers), in the measure's units and in twin standard deviations, for a cell that moves alone and where
+    every cell moves."""
+    from .verdict import _num
+
+    if not d.twins:
+        return ""
+    esc = html.escape
+    rows = []
+    for m in d.measures:
+        det = d.detectable(m)
+        med = {k: float(np.nanmedian(v)) if np.isfinite(v).any() else float("nan") for k, v in det.items()}
+        rows.append(f"<tr><td>{esc(MEASURES[m][0])}</td><td>{_num(med['one'])}</td><td>{med['one_sd']:.1f}</td>"
+                    f"<td>{_num(med['all'])}</td><td>{med['all_sd']:.1f}</td></tr>")
+    return ('<table class="power"><tr><th>smallest shift flagged (median over layers)</th><th>one cell alone</th>'
+            "<th>in twin SDs</th><th>every cell</th><th>in twin SDs</th></tr>\n" + "\n".join(rows) + "</table>\n")
 
 
 def differs_grid(d: Diagnosis) -> str:
@@ -263,6 +282,6 @@ def write_report(d: Diagnosis, out: str | Path) -> tuple[Path, Path]:
     return html_path, json_path
 
 
-__all__ = ["write_report", "write_json", "json_text", "record",
+__all__ = ["write_report", "write_json", "json_text", "record", "power_table",
            "render_html", "curves_figure", "heads_figure", "isoscore_note", "summary_html",
            "differs_grid"]
