@@ -269,7 +269,8 @@ def twin_band(twin_estimates: np.ndarray, twin_draws: np.ndarray, level: float =
 
 def compare(model_estimate: np.ndarray, model_draws: np.ndarray, twin_estimates: np.ndarray,
             twin_draws: np.ndarray, level: float = 0.95, cells: int = 1) -> dict[str, np.ndarray]:
-    """Model − twins, per layer: the difference from the twins' mean, D = m − t̄, with the interval
+    """The synthesis chapter's rule (the tool's own is `twin_test` with `fdr_threshold`, which keeps power across
+    cells). Model − twins, per layer: the difference from the twins' mean, D = m − t̄, with the interval
     D ± q·√(s²(1 + 1/K) + v): s² the variance of the K twins' estimates (how far two random initialisations of
     the architecture lie apart), v the bootstrap variance of m_b − t̄_b over the probe's inputs (paired: the same
     draws for the model and every twin), q Student-t's (`_quantile`: K − 1 degrees of freedom where the twins'

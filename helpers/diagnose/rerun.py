@@ -89,7 +89,7 @@ def moved(old: dict[str, Any], new: dict[str, Any], tolerance: float = TOLERANCE
 def rerun(path: str | Path, out: str | Path | None = None) -> tuple[list[str], list[dict[str, Any]], Any]:
     """Check, run again, compare: (the checks' lines, `moved`'s rows, the new `Diagnosis`). Raises
     `DiagnoseError` where the weights or the probe are no longer what the run read."""
-    from .cli import parser
+    from .options import parser
     from .report import record
     from .run import diagnose
 

@@ -1,7 +1,8 @@
 """`diagnose(model)`: check every option, the model and the probe, then load the model and several untrained
 twins (the same architecture, random weights drawn with seeds seed, seed + 1, …), run the probe through each,
-measure every layer with intervals over the probe's inputs, and say where the model lies outside what its twins
-give: the twins' spread (the initialisation) combined with the probe's interval (the inputs)."""
+measure every layer with intervals over the probe's inputs, and flag the (layer, measure) cells where the model is
+unlike a new draw from its twins (`measures.twin_test`: the twins' spread, the initialisation, beside the probe's
+sampling, the inputs; Benjamini–Hochberg over the cells), with the smallest shift the run could have flagged."""
 
 from __future__ import annotations
 

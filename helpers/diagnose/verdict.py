@@ -5,14 +5,14 @@ and the JSON say the same."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from .measures import COLLAPSE_SIGN, MEASURES
 
-if TYPE_CHECKING:
-    from .run import Diagnosis
+#: a `run.Diagnosis` (not imported: `run` imports this module)
+Diagnosis = Any
 
 
 def _num(x: float) -> str:
