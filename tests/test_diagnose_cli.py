@@ -139,6 +139,23 @@ def test_progress_bars_say_what_they_measure(small, monkeypatch):
         f"twin {i} of 3: {what}" for i in (1, 2, 3) for what in ("forward passes", "measures per layer")]
 
 
+def test_several_models_name_each_on_its_bars(small, tmp_path, monkeypatch):
+    seen = []
+    from helpers.diagnose import capture
+
+    monkeypatch.setattr(capture, "progress", lambda it, desc="", total=None, **kw: (seen.append(desc), iter(it))[1])
+    assert cli.main(["diagnose", str(small[0]), str(small[0]), "--probe", str(small[1]), "--twins", "2", "--draws",
+                     "20", "--out", str(tmp_path / "ab")]) == 2       # one model twice: the same report twice
+    other = tmp_path / "other"
+    import shutil
+
+    shutil.copytree(small[0], other)
+    assert cli.main(["diagnose", str(small[0]), str(other), "--probe", str(small[1]), "--twins", "2", "--draws", "20",
+                     "--out", str(tmp_path / "ab")]) == 0
+    assert seen == [f"{name}{what}: forward passes" for name in (small[0].name, "other")
+                    for what in ("", ", twin 1 of 2", ", twin 2 of 2")]
+
+
 def test_the_default_twin_count_labels_its_bars_and_records_its_choice(small, monkeypatch):
     seen = []
     from helpers.diagnose import capture

@@ -119,7 +119,7 @@ def _several(args, argv: list[str]) -> int:
         for model, o in zip(args.model, outs, strict=True):
             d = diagnose(model, args.probe, twins=twins, n=args.n, seed=args.seed, draws=args.draws,
                          device=args.device, max_tokens=args.max_tokens, revision=args.revision,
-                         command="tokuni " + " ".join(argv))
+                         command="tokuni " + " ".join(argv), label=_short(model))
             for m, why in d.skipped.items():
                 print(f"tokuni: {model}: skipped {m}: {why}", file=sys.stderr)
             written += write_report(d, o)

@@ -439,13 +439,15 @@ def _description(name: str, kind: str, loaded, config: dict | None) -> str:
 def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twins: int | None = None,
              n: int | None = None,
              seed: int = 0, draws: int = 200, device: str = "auto", max_tokens: int = MAX_TOKENS,
-             revision: str | None = None, command: str | None = None, argv: list[str] | None = None) -> Diagnosis:
+             revision: str | None = None, command: str | None = None, argv: list[str] | None = None,
+             label: str = "model") -> Diagnosis:
     """Diagnose `model` (a hub id, a local folder, or one of `OFFLINE_MODELS`) layer by layer on `probe` (a
     `Probe`, a probe file, or None: the modality's default probe of `n` inputs), beside `twins` untrained twins
     (same config, random weights drawn with seeds seed, seed + 1, …; 0: none; None, the default: `TWINS`, then
     more while the twins so far took under `TWIN_BUDGET_S` seconds, up to `MAX_TWINS`). Every option, the model (its
     folder's files, or the hub) and the probe are checked before any model is loaded: a refusal raises
-    `checks.DiagnoseError`, `probe.ProbeError` or `hf.loading.ModelUnavailable`, each with a one-line message."""
+    `checks.DiagnoseError`, `probe.ProbeError` or `hf.loading.ModelUnavailable`, each with a one-line message.
+    `label` names the model on the progress bars ("model"; a run of several models names each)."""
     t0, c0 = time.perf_counter(), time.process_time()
     check_options(draws, twins, max_tokens, seed)
     check_device(device)
@@ -474,9 +476,9 @@ def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twin
     tok_modality = "text" if modality in ("protein", "chem") else modality
     loaded = models.load(model, device=dev, modality=tok_modality, revision=commit)
     bs = _batch(modality, dev)
-    cap = capture(loaded, probe, dev, bs, max_tokens, label="model")
+    cap = capture(loaded, probe, dev, bs, max_tokens, label=label)
     W = DM.bootstrap_weights(cap.n_inputs, draws, seed)
-    got = DM.measure(cap.layers, W, cap.qk, label="model")
+    got = DM.measure(cap.layers, W, cap.qk, label=label)
     skipped = {} if cap.qk is not None else {"qk_cos": cap.qk_skipped}
     if np.isnan(got.isoscore).all():
         skipped["isoscore"] = "the `isoscore` package is not installed (`pip install --no-deps isoscore`)"
@@ -491,10 +493,11 @@ def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twin
     while len(twin_got) < target:
         s = seed + len(twin_got)
         twin_loaded = models.load(model, untrained=True, device=dev, modality=tok_modality, revision=commit, seed=s)
-        label = f"twin {len(twin_got) + 1} of {target}" + ("" if twins is not None or target == MAX_TWINS else "+")
-        tcap = capture(twin_loaded, probe, dev, bs, max_tokens, qk=want_qk, label=label)
+        which = f"twin {len(twin_got) + 1} of {target}" + ("" if twins is not None or target == MAX_TWINS else "+")
+        which = which if label == "model" else f"{label}, {which}"
+        tcap = capture(twin_loaded, probe, dev, bs, max_tokens, qk=want_qk, label=which)
         del twin_loaded
-        twin_got.append(DM.measure(tcap.layers, W, tcap.qk, label=label))
+        twin_got.append(DM.measure(tcap.layers, W, tcap.qk, label=which))
         del tcap
         if twins is None and len(twin_got) == target and target < MAX_TWINS:
             per = (clock() - t_twins) / len(twin_got)
