@@ -155,3 +155,19 @@ def test_moved_names_what_changed_and_by_how_much(one):
     rows = rerun.moved(old, new)
     assert len(rows) == 1 and rows[0]["measure"] == "ev1" and rows[0]["part"] == "model"
     assert rows[0]["largest"] == pytest.approx(0.01) and rows[0]["where"] == "block 1 (estimate)"
+
+
+def test_models_of_different_depths_side_by_side_without_differences(pair, tmp_path):
+    base, a = pair[0], pair[1]
+    rec = compare.Record.read(base / f"ab-{a.name}.json")
+    short = copy.deepcopy(rec.data)
+    short["model"], short["layer_names"] = "shorter", short["layer_names"][:-1]
+    for row in short["measures"].values():
+        row["model"] = {k: v[:-1] for k, v in row["model"].items()}
+        row["model_draws"] = [r[:-1] for r in row["model_draws"]]
+    cmp = compare.compare([rec, compare.Record(short, "short.json")])
+    assert cmp["measures"]["cos"]["differences"] == [None] and "no differences" in cmp["notes"][0]
+    page = compare.compare_html(cmp)
+    assert "shorter" in page and "<td>block 3</td><td>" in page            # the deeper model's last layer shown
+    html_path, json_path = compare.write_comparison(cmp, tmp_path / "d")
+    assert json.loads(json_path.read_text())["models"] == [rec.name, "shorter"]
