@@ -84,7 +84,11 @@ def test_versions_twins_and_rule(report):
     assert {"torch", "transformers", "tokenizers", "isoscore", "matplotlib", "numpy", "token-uniformity-book"} \
         <= set(data["versions"])
     tw = data["twins"]
-    assert tw["count"] == 2 and tw["seeds"] == [0, 1] and "Bonferroni" in tw["rule"]
+    assert tw["count"] == 2 and tw["seeds"] == [0, 1] and "Benjamini–Hochberg" in tw["rule"]
+    assert tw["chosen"] == "2 asked for" and 0 <= data["threshold_p"] <= 0.05
+    assert data["power"]["twins"] == 2 and data["power"]["one_sd"] > data["power"]["all_sd"] > 0
+    assert set(data["measures"]["ev1"]["detectable"]) == {"one", "all", "one_sd", "all_sd"}
+    assert set(data["measures"]["ev1"]["test"]) == {"se", "df", "t", "p"}
     row = data["measures"]["ev1"]
     assert len(row["twins"]) == 2 and len(row["twin_spread"]) == len(data["layer_names"])
     assert set(row["difference"]) == {"estimate", "low", "high"} and len(row["differs"]) == len(data["layer_names"])

@@ -117,14 +117,16 @@ class _QKStack:
 
 @torch.no_grad()
 def capture(loaded, probe: Probe, device: torch.device, batch_size: int, max_tokens: int = 256,
-            qk: bool = True) -> Captured:
-    """Run the probe through `loaded.model` (a `hf.models.Loaded`) and collect every layer's vectors."""
+            qk: bool = True, label: str | None = None) -> Captured:
+    """Run the probe through `loaded.model` (a `hf.models.Loaded`) and collect every layer's vectors; the
+    progress bar reads "<label>: forward passes" ("model", "twin 3 of 5")."""
     model, tok = loaded.model, loaded.tokenizer
+    desc = f"{label}: forward passes" if label else "forward passes"
     if probe.modality in ("text", "protein", "chem"):
-        return _sequences(model, tok, probe, device, batch_size, max_tokens, qk)
+        return _sequences(model, tok, probe, device, batch_size, max_tokens, qk, desc)
     if probe.modality == "vision":
-        return _vision(model, tok, probe, device, batch_size, max_tokens, qk)
-    return _audio(loaded, probe, device, max_tokens)
+        return _vision(model, tok, probe, device, batch_size, max_tokens, qk, desc)
+    return _audio(loaded, probe, device, max_tokens, desc)
 
 
 def _vocab_tokenizer(tok) -> bool:
@@ -182,7 +184,7 @@ def _encode(tok, items: list[str], max_tokens: int = 256) -> tuple[Tensor, Tenso
     return enc["input_ids"], attn, keep
 
 
-def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk) -> Captured:
+def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk, desc="forward passes") -> Captured:
     cut = check_tokens(tok, probe.items, max_tokens)
     seq2seq = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
     net = encoder_of(model) if seq2seq else model
@@ -191,7 +193,7 @@ def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk) -> Ca
     stack, qks, kept_order = _Stack(), _QKStack(), []
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     with cap or Capture(net, qk=False) as run:
-        for idx in progress(batches, desc="forward", total=len(batches)):
+        for idx in progress(batches, desc=desc, total=len(batches)):
             ids, attn, keep = _encode(tok, [probe.items[i] for i in idx], max_tokens)
             rec = run(hidden=True, input_ids=ids.to(device), attention_mask=attn.to(device))
             hs = blocks(rec, "hidden")
@@ -226,7 +228,8 @@ def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk) -> Ca
     return Captured(layers, "tokens", qk, why, notes, cut)
 
 
-def _vision(model, processor, probe, device, batch_size, max_tokens, want_qk) -> Captured:
+def _vision(model, processor, probe, device, batch_size, max_tokens, want_qk,
+            desc="forward passes") -> Captured:
     cfg = getattr(model, "config", None)
     skip = 1 + int(getattr(cfg, "num_register_tokens", 0) or 0) if getattr(cfg, "model_type", "") in _CLS_VISION \
         else 0
@@ -237,7 +240,7 @@ def _vision(model, processor, probe, device, batch_size, max_tokens, want_qk) ->
     items = probe.items
     batches = list(range(0, len(items), batch_size))
     with cap or Capture(model, qk=False) as run:
-        for i in progress(batches, desc="forward", total=len(batches)):
+        for i in progress(batches, desc=desc, total=len(batches)):
             batch = items[i:i + batch_size]
             px = processor(images=batch, return_tensors="pt")["pixel_values"].to(device)
             rec = run(hidden=True, pixel_values=px)
@@ -259,7 +262,7 @@ def _vision(model, processor, probe, device, batch_size, max_tokens, want_qk) ->
     return Captured(stack.padded(), units, qks.result() if cap is not None else None, why)
 
 
-def _audio(loaded, probe, device, max_tokens) -> Captured:
+def _audio(loaded, probe, device, max_tokens, desc="forward passes") -> Captured:
     from ..hf import whisper
 
     model = loaded.model
@@ -267,13 +270,13 @@ def _audio(loaded, probe, device, max_tokens) -> Captured:
     why = f"{type(model).__name__}: the walker does not hook a speech encoder's attention projections"
     if getattr(model.config, "model_type", "") == "whisper":
         waves = probe.items
-        for i in progress(range(0, len(waves), 8), desc="forward", total=-(-len(waves) // 8)):
+        for i in progress(range(0, len(waves), 8), desc=desc, total=-(-len(waves) // 8)):
             for clip in whisper.encoder_hidden_states(model, loaded.tokenizer, waves[i:i + 8]):
                 pos = _keep_evenly(torch.arange(clip.shape[1]), max_tokens)
                 stack.add([h[pos] for h in clip])
         return Captured(stack.padded(), "encoder frames", None, why)
     run = Capture(encoder_of(model), qk=False)
-    for w in progress(probe.items, desc="forward", total=len(probe.items)):
+    for w in progress(probe.items, desc=desc, total=len(probe.items)):
         inp = loaded.tokenizer(w, sampling_rate=16_000, return_tensors="pt").to(device)
         hs = blocks(run(hidden=True, **inp), "hidden")
         pos = _keep_evenly(torch.arange(hs[0].shape[1]), max_tokens)

@@ -24,9 +24,17 @@ class DiagnoseError(ValueError):
     """A run refused before any work, or a model it cannot measure: the message is one line."""
 
 
-def check_options(draws: int, twins: int, max_tokens: int, seed: int) -> None:
-    """Every numeric option within its bounds (`LIMITS`)."""
+def check_options(draws: int, twins: int | None, max_tokens: int, seed: int) -> None:
+    """Every numeric option within its bounds (`LIMITS`; `twins` None: the default), and never one twin: the
+    spread of random initialisations needs two at least, and a comparison without it reads two random models
+    as different."""
+    if twins == 1 and not isinstance(twins, bool):
+        raise DiagnoseError("--twins 1: one twin cannot show how far random initialisations lie apart, so no "
+                            "comparison would be interpretable; give 0 (no twins) or 2 to 50 (default: 5, more "
+                            "while they are cheap)")
     for name, value in (("draws", draws), ("twins", twins), ("max_tokens", max_tokens), ("seed", seed)):
+        if name == "twins" and value is None:
+            continue
         lo, hi = LIMITS[name]
         if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
             flag = "--" + name.replace("_", "-")
@@ -76,6 +84,76 @@ def check_out(out: str | os.PathLike) -> None:
         raise DiagnoseError(f"--out {out}: cannot write in {folder} ({err.strerror or err})") from None
     os.close(fd)
     os.unlink(tmp)
+
+
+class OutLock:
+    """The report's prefix held for one run: `<folder>/.<name>.tokuni-lock`, made with O_EXCL and holding the
+    process id and host, removed when the run ends (any way it ends). A second run on the same prefix is refused
+    in one line; a lock whose process on this host is gone is taken over. A folder the lock had to make is removed
+    again when nothing else was written in it."""
+
+    def __init__(self, out: str | os.PathLike) -> None:
+        self.out = Path(out)
+        self.path = self.out.with_name("." + self.out.name + ".tokuni-lock")
+        self.made: list[Path] = []
+
+    def __enter__(self) -> OutLock:
+        import socket
+
+        folder = self.path.parent
+        missing = []
+        while not folder.exists():
+            missing.append(folder)
+            folder = folder.parent
+        for f in reversed(missing):
+            f.mkdir()
+            self.made.append(f)
+        me = f"{os.getpid()} {socket.gethostname()}"
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if self._stale():
+                    self.path.unlink(missing_ok=True)
+                    continue
+                self._unmake()
+                raise DiagnoseError(f"--out {self.out}: another tokuni run is writing this report (lock "
+                                    f"{self.path}); wait for it, or choose another --out") from None
+            with os.fdopen(fd, "w") as f:
+                f.write(me + "\n")
+            return self
+        self._unmake()
+        raise DiagnoseError(f"--out {self.out}: cannot take the lock {self.path}")
+
+    def _stale(self) -> bool:
+        """The lock's process is gone (same host, no such process id)."""
+        import socket
+
+        try:
+            pid, host = self.path.read_text().split()
+            pid_ = int(pid)
+        except (OSError, ValueError):
+            return False
+        if host != socket.gethostname():
+            return False
+        try:
+            os.kill(pid_, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+    def _unmake(self) -> None:
+        for f in reversed(self.made):
+            try:
+                f.rmdir()
+            except OSError:
+                break
+
+    def __exit__(self, *exc) -> None:
+        self.path.unlink(missing_ok=True)
+        self._unmake()
 
 
 def looks_like_path(name: str) -> bool:

@@ -97,33 +97,41 @@ def pooled_measures(X: Tensor, m: Tensor, W: Tensor, k: int = 3, r: int = 32) ->
     the full sample's top-r principal subspace (exact for the full sample; for a draw a lower bound whose error
     is of second order in the draw's perturbation)."""
     Wf = torch.cat([torch.ones(1, W.shape[1], dtype=W.dtype), W])
-    Xd, mf = X.double(), m.double()
-    n = mf.sum(1)
-    Xm = Xd * mf.unsqueeze(-1)
+    n_in = X.shape[0]
+    owner = torch.arange(n_in).unsqueeze(1).expand_as(m)[m]         # the input of each real vector
+    P = X[m].double()                                               # (T, d): the real vectors, packed
+
+    def per_input(v: Tensor) -> Tensor:                             # (T, …) -> (N, …): sums within each input
+        return torch.zeros((n_in, *v.shape[1:]), dtype=v.dtype).index_add_(0, owner, v)
+
+    def unit_sums(V: Tensor) -> Tensor:
+        return per_input(V / V.norm(dim=-1, keepdim=True).clamp_min(1e-30))
+
+    n = m.double().sum(1)
     N = Wf @ n
-    mean = _weighted(Wf, Xm.sum(1)) / N.unsqueeze(-1)                # (B+1, d)
-    out = {"cos": _mean_cos(_weighted(Wf, _unit(Xd, m).sum(1)), N, N)}
+    mean = _weighted(Wf, per_input(P)) / N.unsqueeze(-1)            # (B+1, d)
+    out = {"cos": _mean_cos(_weighted(Wf, unit_sums(P)), N, N)}
     xbar = mean[0]
-    out["cos_centred"] = _mean_cos(_weighted(Wf, _unit(Xd - xbar, m).sum(1)), N, N)
-    sq = Wf @ Xm.square().sum((1, 2))                               # Σ w ‖x‖² = tr A_b
+    out["cos_centred"] = _mean_cos(_weighted(Wf, unit_sums(P - xbar)), N, N)
+    sq = Wf @ per_input(P.square().sum(-1))                         # Σ w ‖x‖² = tr A_b
     var = (sq / N - mean.square().sum(-1)).clamp_min(1e-300)          # tr C_b
     out["drift"] = mean.norm(dim=-1) / var.sqrt()
-    X32 = Xm.float()
+    X32 = X * m.unsqueeze(-1)
     C_in = torch.einsum("nld,nle->nde", X32, X32).reshape(X.shape[0], -1)      # (N, d²)
     G = (C_in @ C_in.T).double()                                    # ⟨Cᵢ, Cⱼ⟩_F
     del C_in
     AA = ((Wf @ G) * Wf).sum(-1)                                    # ‖A_b‖²_F
-    XmuSq = torch.einsum("nld,bd->bnl", Xm, mean).square().sum(-1)  # (B+1, N): ‖Xᵢμ_b‖²
+    XmuSq = per_input((P @ mean.T).square()).T                      # (B+1, N): ‖Xᵢμ_b‖²
     muAmu = (Wf * XmuSq).sum(-1)                                    # μ_bᵀ A_b μ_b
     mu2 = mean.square().sum(-1)
     fro2 = AA / N.square() - 2 * muAmu / N + mu2.square()
     out["pr"] = var.square() / fro2.clamp_min(1e-300)
     d = X.shape[-1]
-    full = torch.einsum("nld,nle->de", Xm, Xm) / N[0] - torch.outer(xbar, xbar)
+    full = (P.T @ P) / N[0] - torch.outer(xbar, xbar)
     r = min(d, max(r, k + 1))
     Q = torch.linalg.eigh(full).eigenvectors[:, -r:]                # (d, r)
-    XQ = Xm @ Q                                                     # (N, n, r)
-    QCQ_in = torch.einsum("nlr,nls->nrs", XQ, XQ)                   # (N, r, r): Qᵀ Cᵢ Q
+    XQ = P @ Q                                                      # (T, r)
+    QCQ_in = per_input(XQ.unsqueeze(-1) * XQ.unsqueeze(-2))         # (N, r, r): Qᵀ Cᵢ Q
     muQ = mean @ Q                                                  # (B+1, r)
     QCQ = _weighted(Wf, QCQ_in) / N[:, None, None] - torch.einsum("br,bs->brs", muQ, muQ)
     ritz = torch.linalg.eigvalsh(QCQ).flip(-1)
@@ -132,16 +140,37 @@ def pooled_measures(X: Tensor, m: Tensor, W: Tensor, k: int = 3, r: int = 32) ->
 
 
 def per_input_measures(X: Tensor, m: Tensor) -> dict[str, Tensor]:
-    """Yan et al.'s and Yu & Zhang's measures within each input: (N,) each; and its singular values (N, r)."""
+    """Yan et al.'s and Yu & Zhang's measures within each input, (N,) each, all from its Gram matrix
+    Gᵢ = XᵢXᵢᵀ over its real rows (one batched product, n × n per input, instead of a singular value decomposition
+    per input): EV₁ = λ₁/tr G (eq. 5), TokenUni the mean off-diagonal cosine (eq. 3), log RBF_dis from the unit
+    rows' distances 2 − 2cos (eq. 4), t_sim = 1ᵀG1/(n tr G) (Def. 1.1); and `s`, the singular values √λ of each
+    input, (N, min(n, d)) descending, for the skew (`skew_draws`). `helpers.core.measures` computes each of these
+    directly (`tests/test_diagnose_speed.py` holds them to it)."""
     Xd = X.double()
-    return {"ev1": M.explained_variance(Xd, 1, m), "tokenuni": M.token_uni(Xd, m),
-            "rbf_dis": M.rbf_dis(Xd, mask=m), "t_sim": M.t_sim(Xd, m)}
+    mf = m.double()
+    Xm = Xd * mf.unsqueeze(-1)
+    G = Xm @ Xm.transpose(-1, -2)                                   # (N, n, n)
+    n = mf.sum(1)
+    diag = torch.diagonal(G, dim1=-2, dim2=-1)                      # ‖xᵢ‖²
+    total = diag.sum(-1)
+    lam = torch.linalg.eigvalsh(G).flip(-1).clamp_min(0)            # λ = σ², descending
+    out = {"ev1": lam[:, 0] / total.clamp_min(1e-30)}
+    norm = Xd.norm(dim=-1).clamp_min(1e-30)                         # as the book's functions: unmasked rows' norms
+    cos = G / (norm.unsqueeze(-1) * norm.unsqueeze(-2))             # masked rows give 0
+    out["tokenuni"] = (cos.sum((-2, -1)) - n) / (n * (n - 1)).clamp_min(1)
+    unit_sq = torch.diagonal(cos, dim1=-2, dim2=-1)
+    pair = mf.unsqueeze(-1) * mf.unsqueeze(-2) * (1 - torch.eye(X.shape[-2], dtype=Xd.dtype))
+    dist = (unit_sq.unsqueeze(-1) + unit_sq.unsqueeze(-2) - 2 * cos).clamp_min(0)
+    out["rbf_dis"] = torch.log((torch.exp(-dist / 0.5) * pair).sum((-2, -1)) / pair.sum((-2, -1)).clamp_min(1))
+    out["t_sim"] = (G.sum((-2, -1)) / n.clamp_min(1) / total.clamp_min(1e-30)).clamp(0.0, 1.0)
+    out["s"] = lam[:, :min(X.shape[-2], X.shape[-1])].sqrt()
+    return out
 
 
-def skew_draws(X: Tensor, m: Tensor, W: Tensor) -> Tensor:
+def skew_draws(X: Tensor, m: Tensor, W: Tensor, s: Tensor | None = None) -> Tensor:
     """The skewness of the pooled singular values (scaled by the largest present) for the full sample and
-    each draw: (B + 1,)."""
-    s = M.singular_values(X.double(), m)                           # (N, r)
+    each draw: (B + 1,). `s`: the inputs' singular values where already computed (`per_input_measures`)."""
+    s = M.singular_values(X.double(), m) if s is None else s      # (N, r)
     n = m.sum(1)
     valid = torch.arange(s.shape[1]).unsqueeze(0) < n.clamp(max=s.shape[1]).unsqueeze(1)
     owner = torch.arange(s.shape[0]).unsqueeze(1).expand_as(s)[valid]
@@ -176,18 +205,23 @@ def isoscore(X: Tensor, m: Tensor) -> float:
 
 
 def measure(layers: list[tuple[Tensor, Tensor]], W: Tensor,
-            qk: list[tuple[Tensor, Tensor, Tensor]] | None = None, with_isoscore: bool = True) -> Measured:
-    """Every measure at every layer for the full sample and the bootstrap draws `W` (B, N)."""
+            qk: list[tuple[Tensor, Tensor, Tensor]] | None = None, with_isoscore: bool = True,
+            label: str | None = None) -> Measured:
+    """Every measure at every layer for the full sample and the bootstrap draws `W` (B, N); the progress bar
+    reads "<label>: measures per layer"."""
     rows: dict[str, list[Tensor]] = {name: [] for name in MEASURES if name != "qk_cos"}
     iso = []
     Wf = torch.cat([torch.ones(1, W.shape[1], dtype=W.dtype), W])
-    for X, m in progress(layers, desc="measures", total=len(layers)):
+    for X, m in progress(layers, desc=f"{label}: measures per layer" if label else "measures per layer",
+                         total=len(layers)):
         for name, v in pooled_measures(X, m, W).items():
             rows[name].append(v)
         N = Wf.sum(1)
-        for name, v in per_input_measures(X, m).items():
+        within = per_input_measures(X, m)
+        sv = within.pop("s")
+        for name, v in within.items():
             rows[name].append((Wf @ v) / N)
-        rows["skew"].append(skew_draws(X, m, W))
+        rows["skew"].append(skew_draws(X, m, W, sv))
         iso.append(isoscore(X, m) if with_isoscore else float("nan"))
     est = {k: torch.stack(v, 1)[0].numpy() for k, v in rows.items()}
     draws = {k: torch.stack(v, 1)[1:].numpy() for k, v in rows.items()}
@@ -235,7 +269,8 @@ def twin_band(twin_estimates: np.ndarray, twin_draws: np.ndarray, level: float =
 
 def compare(model_estimate: np.ndarray, model_draws: np.ndarray, twin_estimates: np.ndarray,
             twin_draws: np.ndarray, level: float = 0.95, cells: int = 1) -> dict[str, np.ndarray]:
-    """Model − twins, per layer: the difference from the twins' mean, D = m − t̄, with the interval
+    """The synthesis chapter's rule (the tool's own is `twin_test` with `fdr_threshold`, which keeps power across
+    cells). Model − twins, per layer: the difference from the twins' mean, D = m − t̄, with the interval
     D ± q·√(s²(1 + 1/K) + v): s² the variance of the K twins' estimates (how far two random initialisations of
     the architecture lie apart), v the bootstrap variance of m_b − t̄_b over the probe's inputs (paired: the same
     draws for the model and every twin), q Student-t's (`_quantile`: K − 1 degrees of freedom where the twins'
@@ -258,6 +293,57 @@ def compare(model_estimate: np.ndarray, model_draws: np.ndarray, twin_estimates:
             "score": np.where(half > 0, diff / np.where(half > 0, half, 1), np.nan)}
 
 
+def twin_test(model_estimate: np.ndarray, model_draws: np.ndarray, twin_estimates: np.ndarray,
+              twin_draws: np.ndarray, bound: float = 0.05) -> dict[str, np.ndarray]:
+    """Is the model, at each layer, a new draw from its twins' distribution? The difference from the twins' mean,
+    D = m − t̄, against its standard error se = √(s²(1 + 1/K) + v): s² the variance of the K ≥ 2 twins' estimates
+    (how far two random initialisations lie apart; the 1/K for the error of their mean), v the bootstrap variance
+    of m_b − t̄_b over the probe's inputs (paired: the same draws for the model and every twin). t = D/se is
+    read as Student-t's with Welch–Satterthwaite's degrees of freedom, taken with the twins' variance at its
+    upper 1 − `bound` confidence bound (a report passes α/cells): K − 1 unless the probe's variance outweighs even
+    that, so that twins that agree by chance at one layer of many do not pass for a measured spread; `p` its
+    two-sided p-value (1 where D = se = 0). The multiplicity rule over a report's cells is `fdr_threshold`.
+    Shapes: model (L,), (B, L); twins (K, L), (K, B, L); every output (L,)."""
+    from scipy import stats
+
+    K = twin_estimates.shape[0]
+    if K < 2:
+        raise ValueError("the twin test needs at least two twins (their spread)")
+    diff = model_estimate - twin_estimates.mean(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        s2 = twin_estimates.var(0, ddof=1)
+        v = np.nanvar(model_draws - twin_draws.mean(0), axis=0, ddof=1)
+        init = s2 * (1 + 1 / K)
+        se = np.sqrt(init + v)
+        hi = init * (K - 1) / stats.chi2.ppf(bound, K - 1)          # the twins' variance at its upper bound
+        df = np.where(hi > 0, (K - 1) * ((hi + v) / np.where(hi > 0, hi, 1)) ** 2, np.inf)
+        df = np.minimum(df, 1e6)
+        t = np.where(se > 0, diff / np.where(se > 0, se, 1), np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
+        p = np.where(np.isfinite(diff) & np.isfinite(se), 2 * stats.t.sf(np.abs(t), df), np.nan)
+    return {"estimate": diff, "se": se, "spread": np.sqrt(s2), "df": df, "t": t, "p": p}
+
+
+def fdr_threshold(p: np.ndarray, alpha: float = 0.05) -> float:
+    """Benjamini–Hochberg's step-up rule over the finite p-values in `p` (any shape): the largest p₍ₖ₎ with
+    p₍ₖ₎ ≤ αk/m, every cell with p at or below it flagged; 0.0 when none qualifies (nothing flagged). Where no
+    cell differs, the chance of any flag is at most about α (as Bonferroni's); where several do, about a share
+    α of the flags are false, and a cell needs p ≤ αk/m rather than α/m — the power kept across layers and
+    measures."""
+    q = np.sort(np.asarray(p, dtype=float)[np.isfinite(p)])
+    if not q.size:
+        return 0.0
+    ok = np.flatnonzero(q <= alpha * np.arange(1, q.size + 1) / q.size)
+    return float(q[ok[-1]]) if ok.size else 0.0
+
+
+def t_quantile(p_two_sided: float, df: np.ndarray) -> np.ndarray:
+    """The |t| beyond which a two-sided p-value is below `p_two_sided`, per cell's degrees of freedom."""
+    from scipy import stats
+
+    return stats.t.isf(p_two_sided / 2, np.asarray(df, dtype=float))
+
+
 def interval(draws: np.ndarray, estimate: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bounds over the draws (axis 0), shifted so that the draws' median sits on the full-sample
     `estimate`: a resample repeats inputs, which biases ratio measures (the participation ratio most: repeated
@@ -269,4 +355,5 @@ def interval(draws: np.ndarray, estimate: np.ndarray, level: float = 0.95) -> tu
 
 
 __all__ = ["MEASURES", "COLLAPSE_SIGN", "Measured", "bootstrap_weights", "measure", "interval", "compare", "twin_band",
+           "twin_test", "fdr_threshold", "t_quantile",
            "pooled_measures", "per_input_measures", "skew_draws", "qk_draws", "isoscore"]

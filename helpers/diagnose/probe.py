@@ -19,6 +19,8 @@ DEFAULT_SIZE = {"text": 128, "protein": 64, "chem": 64, "vision": 48, "audio": 3
 #: the most inputs a probe may hold (a default probe's `-n`, or a probe file's lines): every layer of the model
 #: and of each twin keeps every input's vectors in memory, and the measures' cost grows with the inputs
 MAX_SIZE = {"text": 2048, "protein": 1024, "chem": 1024, "vision": 512, "audio": 256}
+#: the largest probe file read (checked before reading): 2,048 lines of 16 KiB
+MAX_BYTES = 32 * 2**20
 
 
 class ProbeError(ValueError):
@@ -134,12 +136,21 @@ def _default(modality: str, n: int, seed: int) -> Probe:
 
 def read_lines(path: str | Path) -> tuple[list[str], str]:
     """The non-empty lines of a probe file and the file's SHA-256; `ProbeError` (one line naming the file) when
-    it cannot be read, is not UTF-8, holds fewer than 2 inputs or more than any modality allows."""
+    it cannot be read, is larger than `MAX_BYTES` (its size checked before it is read, and no more than that read
+    from a file without one), is not UTF-8, holds fewer than 2 inputs or more than any modality allows."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise ProbeError(f"probe file {path}: {size / 1e6:,.0f} MB; a probe file holds at most "
+                             f"{MAX_BYTES // 2**20} MiB (one input per line)")
+        with open(path, "rb") as f:                 # a device or a pipe has no size: read at most one byte more
+            raw = f.read(MAX_BYTES + 1)
     except OSError as err:
         raise ProbeError(f"probe file {path}: cannot be read ({err.strerror or err})") from None
+    if len(raw) > MAX_BYTES:
+        raise ProbeError(f"probe file {path}: more than {MAX_BYTES // 2**20} MiB; a probe file holds at most that "
+                         "(one input per line)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -182,5 +193,5 @@ def read_probe(path: str | Path, modality: str) -> Probe:
                                   f"{path.name}", source=str(path), made=made)
 
 
-__all__ = ["MODALITIES", "DEFAULT_SIZE", "MAX_SIZE", "Probe", "ProbeError", "default_probe", "read_probe", "read_lines",
-           "wikitext_sentences"]
+__all__ = ["MODALITIES", "DEFAULT_SIZE", "MAX_SIZE", "MAX_BYTES", "Probe", "ProbeError", "default_probe", "read_probe",
+           "read_lines", "wikitext_sentences"]

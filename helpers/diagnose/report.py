@@ -15,8 +15,10 @@ import numpy as np
 
 from ..book.results import write_atomic
 from .checks import check_out
+from .compare import Record, placement, placement_html
 from .measures import COLLAPSE_SIGN, MEASURES
 from .run import Diagnosis
+from .verdict import disagreement, headline
 
 
 def _png(fig) -> str:
@@ -66,6 +68,7 @@ def heads_figure(d: Diagnosis):
     """cos(q̄, k̄) of every head and block, model (and the first twin) as heat maps on one labelled colour
     scale."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     panels = [("model", d.model.qk_heads)]
     if d.twin is not None and d.twin.qk_heads is not None:
@@ -77,43 +80,42 @@ def heads_figure(d: Diagnosis):
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("block", fontsize=8)
         ax.set_ylabel("head", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))         # blocks and heads are whole numbers
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     bar = fig.colorbar(im, ax=axes[0].tolist(), shrink=0.85)
     bar.set_label("cos(mean query, mean key) of the head\n(−1 opposite, 0 orthogonal, +1 aligned)", fontsize=8)
     return fig
 
 
-def _layers_text(names: list[str], total: int) -> str:
-    if not names:
-        return "—"
-    return "every layer" if len(names) == total else ", ".join(names)
-
-
 def summary_html(d: Diagnosis) -> str:
-    """The report's first lines: per measure, which direction means collapse, and in which layers the model is
-    more (or less) collapsed than its untrained twins."""
+    """The report's first lines: the headline (cells flagged, the rule, the run's power), one verdict line per
+    measure with its numbers, and a sentence where the measures disagree on the direction (`verdict`)."""
     esc = html.escape
     if not d.twins:
-        return "<p>No untrained twins were measured (<code>--twins 0</code>), so nothing is compared.</p>"
-    cells = sum(int(d.differs(m).sum()) for m in d.measures)
-    k = len(d.twins)
-    head = (f"<p><b>The model differs from its {k} untrained twin{'s' if k > 1 else ''} in {cells} of {d.cells} "
-            "(layer, measure) cells.</b> A cell differs where the model lies outside the twins' spread combined "
-            f"with the probe's interval, at 95 % over all {d.cells} cells at once, so that a random model of this "
-            "architecture reads as no difference.")
-    if k == 1:
-        head += " <b>With one twin the initialisation's spread is not measured:</b> two random models can differ."
+        return f"<p>{esc(headline(d))}</p>"
+    rows = [f"<li>{esc(r['verdict'])}</li>" for r in d.summary()]
+    split = disagreement(d)
+    return (f"<p><b>{esc(headline(d))}</b></p>\n<ul class=\"verdicts\">\n" + "\n".join(rows) + "</ul>\n"
+            + (f"<p><b>{esc(split)}</b></p>\n" if split else "") + power_table(d))
+
+
+def power_table(d: Diagnosis) -> str:
+    """Per measure, the smallest shift from the twins' mean this run flags (`Diagnosis.detectable`, the median
+    over layers), in the measure's units and in twin standard deviations, for a cell that moves alone and where
+    every cell moves."""
+    from .verdict import _num
+
+    if not d.twins:
+        return ""
+    esc = html.escape
     rows = []
-    for r in d.summary():
-        if "more_collapsed" in r:
-            more = _layers_text(r["more_collapsed"], d.layers)
-            less = _layers_text(r["less_collapsed"], d.layers)
-        else:
-            more = "higher in " + _layers_text(r["higher"], d.layers) if r["higher"] else "—"
-            less = "lower in " + _layers_text(r["lower"], d.layers) if r["lower"] else "—"
-        rows.append(f"<tr><td>{esc(r['label'])}</td><td>{esc(r['collapse'])}</td><td>{esc(more)}</td>"
-                    f"<td>{esc(less)}</td></tr>")
-    return (head + "</p>\n<table><tr><th>measure</th><th>collapse is</th><th>more collapsed than the twins in</th>"
-            "<th>less collapsed than the twins in</th></tr>\n" + "\n".join(rows) + "</table>")
+    for m in d.measures:
+        det = d.detectable(m)
+        med = {k: float(np.nanmedian(v)) if np.isfinite(v).any() else float("nan") for k, v in det.items()}
+        rows.append(f"<tr><td>{esc(MEASURES[m][0])}</td><td>{_num(med['one'])}</td><td>{med['one_sd']:.1f}</td>"
+                    f"<td>{_num(med['all'])}</td><td>{med['all_sd']:.1f}</td></tr>")
+    return ('<table class="power"><tr><th>smallest shift flagged (median over layers)</th><th>one cell alone</th>'
+            "<th>in twin SDs</th><th>every cell</th><th>in twin SDs</th></tr>\n" + "\n".join(rows) + "</table>\n")
 
 
 def differs_grid(d: Diagnosis) -> str:
@@ -173,6 +175,16 @@ def _weights(meta: dict) -> str:
     return f"weights read from disk, SHA-256: {first}{more}{pk}"
 
 
+def curves_caption(d: Diagnosis) -> str:
+    """The curves' caption; without twins it speaks of the model alone."""
+    model = "Blue: the model with its 95 % interval over the probe's inputs."
+    if not d.twins:
+        return model
+    return (model + " Grey: the untrained twins' mean and the band a random model of this architecture falls in at "
+            "one layer (95 %). A red dot marks a layer where the model differs from its twins by the summary's "
+            "rule, which holds for all cells at once and so asks for more than leaving the band.")
+
+
 def render_html(d: Diagnosis) -> str:
     meta = d.meta
     esc = html.escape
@@ -196,20 +208,18 @@ table.grid td,table.grid th{{padding:2px 4px;text-align:center;font-size:13px}}
 table.grid td:first-child{{text-align:left}}
 .more{{color:#c0392b;font-weight:bold}}.less{{color:#2471a3;font-weight:bold}}.same{{color:#aaa}}
 .small{{font-size:13px;color:#555}}img{{max-width:100%}}code{{background:#f4f4f4;padding:1px 4px}}</style></head><body>
-<h1>{esc(meta['model'])}: layer by layer, against its untrained twins</h1>
+<h1>{esc(meta['model'])}: layer by layer{", against its untrained twins" if d.twins else ""}</h1>
 <p>{esc(meta['description'])}. {esc(meta['modality'])} model, {len(meta['layer_names'])} layers (embeddings
 first), vectors: {esc(meta['units'])}.</p>
 <h2>Summary</h2>
 {summary_html(d)}
 <h2>Every measure per layer</h2>
-<p class="small">Blue: the model with its 95 % interval over the probe's inputs. Grey: the untrained twins'
-mean and the band a random model of this architecture falls in at one layer (95 %). A red dot marks a layer
-where the model differs from its twins by the summary's rule, which holds for all cells at once and so asks for
-more than leaving the band.</p>
+<p class="small">{curves_caption(d)}</p>
 <img alt="per-layer curves" src="data:image/png;base64,{curves}">
-<h2>Where the model differs from its twins, layer by layer</h2>
-{differs_grid(d)}
+{"<h2>Where the model differs from its twins, layer by layer</h2>" + differs_grid(d) if d.twins else ""}
 {"<h2>Mean query against mean key, per head</h2>" + heads if heads else ""}
+<h2>Among the book's reference models</h2>
+{placement_html(placement(Record(d.to_json(), "")))}
 <h2>IsoScore beside the book's measures</h2><p>{esc(isoscore_note(d))}</p>
 {"<h2>Skipped</h2><ul>" + skipped + "</ul>" if skipped else ""}
 {"<h2>Notes</h2><ul>" + notes + "</ul>" if notes else ""}
@@ -226,6 +236,28 @@ Every number, and the arguments that rerun it: the JSON file beside this page.</
 """
 
 
+def record(d: Diagnosis) -> dict:
+    """The JSON record: `Diagnosis.to_json` with the process's CPU time up to now."""
+    rec = d.to_json()
+    rec["seconds"] = {**(rec.get("seconds") or {}), "process_cpu": round(time.process_time(), 1)}
+    return rec
+
+
+def json_text(d: Diagnosis) -> str:
+    return json.dumps(record(d), indent=1, ensure_ascii=False) + "\n"
+
+
+def write_json(d: Diagnosis, out: str | Path) -> Path:
+    """Write `<out>.json` alone (atomically; the folder made if needed)."""
+    out = Path(out)
+    check_out(out)
+    json_path = out.with_name(out.name + ".json")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(json_path, json_text(d))
+    json_path.chmod(0o644)
+    return json_path
+
+
 def write_report(d: Diagnosis, out: str | Path) -> tuple[Path, Path]:
     """Write `<out>.html` and `<out>.json` (the folder made if needed; `checks.check_out` first). Both are
     rendered in memory and then written atomically, so a failure or an interrupt leaves neither (or the previous
@@ -236,9 +268,7 @@ def write_report(d: Diagnosis, out: str | Path) -> tuple[Path, Path]:
     check_out(out)
     page = render_html(d)
     plt.close("all")
-    record = d.to_json()
-    record["seconds"] = {**(record.get("seconds") or {}), "process_cpu": round(time.process_time(), 1)}
-    data = json.dumps(record, indent=1, ensure_ascii=False)
+    data = json_text(d)
     html_path, json_path = out.with_name(out.name + ".html"), out.with_name(out.name + ".json")
     html_path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(json_path, data)
@@ -252,5 +282,6 @@ def write_report(d: Diagnosis, out: str | Path) -> tuple[Path, Path]:
     return html_path, json_path
 
 
-__all__ = ["write_report", "render_html", "curves_figure", "heads_figure", "isoscore_note", "summary_html",
+__all__ = ["write_report", "write_json", "json_text", "record", "power_table",
+           "render_html", "curves_figure", "heads_figure", "isoscore_note", "summary_html",
            "differs_grid"]

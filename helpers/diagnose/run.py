@@ -1,7 +1,8 @@
 """`diagnose(model)`: check every option, the model and the probe, then load the model and several untrained
 twins (the same architecture, random weights drawn with seeds seed, seed + 1, …), run the probe through each,
-measure every layer with intervals over the probe's inputs, and say where the model lies outside what its twins
-give: the twins' spread (the initialisation) combined with the probe's interval (the inputs)."""
+measure every layer with intervals over the probe's inputs, and flag the (layer, measure) cells where the model is
+unlike a new draw from its twins (`measures.twin_test`: the twins' spread, the initialisation, beside the probe's
+sampling, the inputs; Benjamini–Hochberg over the cells), with the smallest shift the run could have flagged."""
 
 from __future__ import annotations
 
@@ -41,8 +42,12 @@ OFFLINE_MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2", "SmolLM2-135M-Instruc
 #: modality of the offline models that are not plain text
 _MODALITY = {"AntiBERTy": "protein", "rxnmapper-ALBERT": "chem", "EfficientNet-Lite0": "vision",
              "whisper-tiny.en": "audio", "whisper-base": "audio"}
-#: the default number of untrained twins
+#: the default number of untrained twins: at least TWINS, then more while they are cheap (`TWIN_BUDGET_S`), up to
+#: MAX_TWINS
 TWINS = 5
+MAX_TWINS = 20
+#: the seconds of twin passes (CPU time on a CPU, wall time on a GPU) past which the default takes no more twins
+TWIN_BUDGET_S = 30.0
 #: the default bound on the vectors of one input (`capture`: a text is cut to its first `max_tokens` tokens)
 MAX_TOKENS = 256
 #: files whose SHA-256 the JSON records for a model read from disk
@@ -185,7 +190,7 @@ def weights_record(name: str, loaded, kind: str, revision: str | None = None,
 
         folder = Path(package_dir(name))
     else:
-        folder = Path(loaded.source)
+        folder = Path(loaded.source).resolve()
     gguf = models.OFFLINE_PACKAGES.get(name, (None, None, None, None))[3]
     files = [folder / gguf] if gguf else sorted(f for f in folder.rglob("*") if f.is_file() and (
         f.suffix in _WEIGHT_SUFFIXES or f.name == "config.json"))
@@ -260,27 +265,44 @@ class Diagnosis:
 
     @cached_property
     def cells(self) -> int:
-        """The (layer, measure) cells the comparison with the twins reads (Bonferroni's count)."""
+        """The (layer, measure) cells the comparison with the twins reads (the false-discovery rule's count)."""
         return int(sum(np.isfinite(self.model.estimate[m]).sum() for m in self.measures))
+
+    @property
+    def alpha(self) -> float:
+        return 1 - self.level
 
     def _twin_arrays(self, measure: str) -> tuple[np.ndarray, np.ndarray]:
         return (np.stack([t.estimate[measure] for t in self.twins]),
                 np.stack([t.draws[measure] for t in self.twins]))
 
     @cached_property
-    def _compared(self) -> dict[str, dict[str, np.ndarray]]:
-        out = {}
-        for m in self.measures:
-            est, draws = self._twin_arrays(m)
-            out[m] = DM.compare(self.model.estimate[m], self.model.draws[m], est, draws, self.level, self.cells)
-        return out
+    def _tested(self) -> dict[str, dict[str, np.ndarray]]:
+        """Per measure, `measures.twin_test`'s arrays (difference, se, spread, df, t, p)."""
+        if len(self.twins) < 2:
+            return {}
+        bound = self.alpha / max(self.cells, 1)
+        return {m: DM.twin_test(self.model.estimate[m], self.model.draws[m], *self._twin_arrays(m), bound=bound)
+                for m in self.measures}
+
+    @cached_property
+    def threshold(self) -> float:
+        """The p-value at or below which a cell is flagged: Benjamini–Hochberg over every cell of the report at
+        false-discovery rate 1 − level (`measures.fdr_threshold`); 0.0 where nothing is flagged."""
+        if not self._tested:
+            return 0.0
+        return DM.fdr_threshold(np.concatenate([t["p"] for t in self._tested.values()]), self.alpha)
 
     def curve(self, measure: str, which: str = "model") -> dict[str, np.ndarray]:
         """estimate, low, high per layer of `which`: "model" (95 % bootstrap over the inputs), "twin" (the
         twins' mean with a 95 % prediction band for a random model: `measures.twin_band`), "difference" (model −
-        twins' mean, with the simultaneous interval of `measures.compare`)."""
+        twins' mean, with the interval that excludes 0 exactly where the cell is flagged: ± t·se at the
+        report's threshold, or at Bonferroni's α/cells where nothing is flagged)."""
         if which == "difference":
-            return {k: self._compared[measure][k] for k in ("estimate", "low", "high")}
+            t = self._tested[measure]
+            p = self.threshold or self.alpha / max(self.cells, 1)
+            half = DM.t_quantile(p, t["df"]) * t["se"] * (1 - 1e-9)     # the threshold cell: flagged, so 0 lies outside
+            return {"estimate": t["estimate"], "low": t["estimate"] - half, "high": t["estimate"] + half}
         if which == "twin":
             return DM.twin_band(*self._twin_arrays(measure), self.level)
         est, draws = self.model.estimate[measure], self.model.draws[measure]
@@ -288,36 +310,64 @@ class Diagnosis:
         return {"estimate": est, "low": lo, "high": hi}
 
     def differs(self, measure: str) -> np.ndarray:
-        """Per layer: whether the model lies outside its twins' spread combined with the probe's interval
-        (`measures.compare`); all False without twins."""
-        if not self.twins:
+        """Per layer: whether the model is flagged as unlike a random draw of its architecture (`measures.
+        twin_test`'s p-value at or below the report's false-discovery threshold); all False without twins."""
+        if not self._tested:
             return np.zeros(self.layers, dtype=bool)
-        return self._compared[measure]["differs"]
+        p = self._tested[measure]["p"]
+        return np.isfinite(p) & (p <= self.threshold)
+
+    def detectable(self, measure: str) -> dict[str, np.ndarray]:
+        """Per layer, the smallest shift from the twins' mean this run flags: `one`, where it is the only cell
+        that moves (the rule then asks p ≤ α/cells, Bonferroni's), and `all`, where every cell moves (p ≤ α), in
+        the measure's units, and the same in twin standard deviations (`one_sd`, `all_sd`). A true shift of this size is
+        flagged about half the time."""
+        t = self._tested[measure]
+        one = DM.t_quantile(self.alpha / max(self.cells, 1), t["df"]) * t["se"]
+        every = DM.t_quantile(self.alpha, t["df"]) * t["se"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sd = np.where(t["spread"] > 0, t["spread"], np.nan)
+            return {"one": one, "all": every, "one_sd": one / sd, "all_sd": every / sd}
+
+    def power(self) -> dict[str, Any] | None:
+        """The run's power in one statement: the median over cells of the smallest shift flagged in twin standard
+        deviations, for one cell moving alone and for every cell moving (`detectable`); None without twins."""
+        if not self._tested:
+            return None
+        one = np.concatenate([self.detectable(m)["one_sd"] for m in self.measures])
+        every = np.concatenate([self.detectable(m)["all_sd"] for m in self.measures])
+        return {"twins": len(self.twins), "cells": self.cells, "one_sd": float(np.nanmedian(one)),
+                "all_sd": float(np.nanmedian(every))}
 
     def summary(self) -> list[dict[str, Any]]:
-        """Per measure: what its direction of collapse is, and the layers where the model is more and less
-        collapsed than its twins (by the `differs` rule)."""
+        """Per measure: what its direction of collapse is, the layers where the model is more and less
+        collapsed than its twins (by the `differs` rule), and its verdict line (`verdict.measure_line`)."""
+        from .verdict import measure_line
+
         rows = []
         names = self.meta["layer_names"]
         for m in self.measures:
             sign = DM.COLLAPSE_SIGN.get(m, 0)
             row = {"measure": m, "label": DM.MEASURES[m][0],
                    "collapse": {1: "higher", -1: "lower"}.get(sign, "no direction of collapse")}
-            if self.twins:
-                c = self._compared[m]
-                up = c["differs"] & (c["estimate"] > 0)
-                down = c["differs"] & (c["estimate"] < 0)
+            if self._tested:
+                flagged, est = self.differs(m), self._tested[m]["estimate"]
+                up = flagged & (est > 0)
+                down = flagged & (est < 0)
                 more, less = (up, down) if sign >= 0 else (down, up)
                 row["higher"] = [names[i] for i in np.flatnonzero(up)]
                 row["lower"] = [names[i] for i in np.flatnonzero(down)]
                 if sign:
                     row["more_collapsed"] = [names[i] for i in np.flatnonzero(more)]
                     row["less_collapsed"] = [names[i] for i in np.flatnonzero(less)]
+            row["verdict"] = measure_line(self, m)
             rows.append(row)
         return rows
 
     def to_json(self) -> dict[str, Any]:
         def arr(a):
+            if a is None:
+                return None
             return [None if not np.isfinite(x) else round(float(x), 6) for x in np.asarray(a, dtype=float)]
 
         out: dict[str, Any] = {**self.meta, "skipped": self.skipped, "notes": self.notes, "level": self.level,
@@ -325,16 +375,27 @@ class Diagnosis:
         for m in self.measures:
             label, what = DM.MEASURES[m]
             row: dict[str, Any] = {"label": label, "what": what, "collapse_sign": DM.COLLAPSE_SIGN.get(m, 0),
-                                   "model": {k: arr(v) for k, v in self.curve(m, "model").items()}}
-            if self.twins:
+                                   "model": {k: arr(v) for k, v in self.curve(m, "model").items()},
+                                   "model_draws": [arr(r) for r in self.model.draws[m]]}
+            if self._tested:
                 band = self.curve(m, "twin")
                 row["twin"] = {k: arr(band[k]) for k in ("estimate", "low", "high")}
                 row["twin_spread"] = arr(band["spread"])
                 row["twins"] = [arr(t.estimate[m]) for t in self.twins]
                 row["difference"] = {k: arr(v) for k, v in self.curve(m, "difference").items()}
                 row["differs"] = [bool(x) for x in self.differs(m)]
+                t = self._tested[m]
+                row["test"] = {"se": arr(t["se"]), "df": arr(t["df"]), "t": arr(t["t"]), "p": arr(t["p"])}
+                row["detectable"] = {k: arr(v) for k, v in self.detectable(m).items()}
             out["measures"][m] = row
+        from .verdict import disagreement, headline, power_line
+
+        out["headline"] = headline(self)
         out["summary"] = self.summary()
+        out["disagreement"] = disagreement(self)
+        if self._tested:
+            out["threshold_p"] = self.threshold
+            out["power"] = {**self.power(), "text": power_line(self)}
         if self.model.qk_heads is not None:
             out["qk_heads"] = {"model": [arr(r) for r in self.model.qk_heads]}
             if self.twin is not None and self.twin.qk_heads is not None:
@@ -375,14 +436,18 @@ def _description(name: str, kind: str, loaded, config: dict | None) -> str:
     return f"{name}: a {arch} model from the Hugging Face hub, weights as published there"
 
 
-def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twins: int = TWINS, n: int | None = None,
+def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twins: int | None = None,
+             n: int | None = None,
              seed: int = 0, draws: int = 200, device: str = "auto", max_tokens: int = MAX_TOKENS,
-             revision: str | None = None, command: str | None = None, argv: list[str] | None = None) -> Diagnosis:
+             revision: str | None = None, command: str | None = None, argv: list[str] | None = None,
+             label: str = "model") -> Diagnosis:
     """Diagnose `model` (a hub id, a local folder, or one of `OFFLINE_MODELS`) layer by layer on `probe` (a
     `Probe`, a probe file, or None: the modality's default probe of `n` inputs), beside `twins` untrained twins
-    (same config, random weights drawn with seeds seed, seed + 1, …; 0: none). Every option, the model (its
+    (same config, random weights drawn with seeds seed, seed + 1, …; 0: none; None, the default: `TWINS`, then
+    more while the twins so far took under `TWIN_BUDGET_S` seconds, up to `MAX_TWINS`). Every option, the model (its
     folder's files, or the hub) and the probe are checked before any model is loaded: a refusal raises
-    `checks.DiagnoseError`, `probe.ProbeError` or `hf.loading.ModelUnavailable`, each with a one-line message."""
+    `checks.DiagnoseError`, `probe.ProbeError` or `hf.loading.ModelUnavailable`, each with a one-line message.
+    `label` names the model on the progress bars ("model"; a run of several models names each)."""
     t0, c0 = time.perf_counter(), time.process_time()
     check_options(draws, twins, max_tokens, seed)
     check_device(device)
@@ -411,9 +476,9 @@ def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twin
     tok_modality = "text" if modality in ("protein", "chem") else modality
     loaded = models.load(model, device=dev, modality=tok_modality, revision=commit)
     bs = _batch(modality, dev)
-    cap = capture(loaded, probe, dev, bs, max_tokens)
+    cap = capture(loaded, probe, dev, bs, max_tokens, label=label)
     W = DM.bootstrap_weights(cap.n_inputs, draws, seed)
-    got = DM.measure(cap.layers, W, cap.qk)
+    got = DM.measure(cap.layers, W, cap.qk, label=label)
     skipped = {} if cap.qk is not None else {"qk_cos": cap.qk_skipped}
     if np.isnan(got.isoscore).all():
         skipped["isoscore"] = "the `isoscore` package is not installed (`pip install --no-deps isoscore`)"
@@ -421,14 +486,23 @@ def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twin
     description = _description(model, kind, loaded, config)
     want_qk, n_layers, units, notes, cut = cap.qk is not None, len(cap.layers), cap.units, cap.notes, cap.cut
     del loaded, cap
-    seeds = run_seeds(seed, twins) if twins else []
-    twin_got = []
-    for s in seeds:
+    twin_got: list[DM.Measured] = []
+    clock = time.perf_counter if dev.type == "cuda" else time.process_time
+    t_twins = clock()
+    target = TWINS if twins is None else twins
+    while len(twin_got) < target:
+        s = seed + len(twin_got)
         twin_loaded = models.load(model, untrained=True, device=dev, modality=tok_modality, revision=commit, seed=s)
-        tcap = capture(twin_loaded, probe, dev, bs, max_tokens, qk=want_qk)
+        which = f"twin {len(twin_got) + 1} of {target}" + ("" if twins is not None or target == MAX_TWINS else "+")
+        which = which if label == "model" else f"{label}, {which}"
+        tcap = capture(twin_loaded, probe, dev, bs, max_tokens, qk=want_qk, label=which)
         del twin_loaded
-        twin_got.append(DM.measure(tcap.layers, W, tcap.qk))
+        twin_got.append(DM.measure(tcap.layers, W, tcap.qk, label=which))
         del tcap
+        if twins is None and len(twin_got) == target and target < MAX_TWINS:
+            per = (clock() - t_twins) / len(twin_got)
+            target = max(TWINS, min(MAX_TWINS, int(TWIN_BUDGET_S // max(per, 1e-9))))
+    seeds = run_seeds(seed, len(twin_got)) if twin_got else []
     truncation = {"max_tokens": max_tokens, "inputs_cut": cut,
                   "rule": ("each input cut to its first max_tokens tokens before the forward pass (special tokens "
                            "added beyond, within the model's length limit)" if modality in ("text", "protein", "chem")
@@ -453,11 +527,16 @@ def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twin
         "draws": draws,
         "twins": {"count": len(seeds), "seeds": seeds,
                   "what": "the same config with random weights drawn after torch.manual_seed(seed) for each seed",
+                  "chosen": (f"{twins} asked for" if twins is not None else
+                             f"the default: {TWINS}, then as many as fit in {TWIN_BUDGET_S:.0f} s of twin passes "
+                             f"({'wall' if dev.type == 'cuda' else 'CPU'} time), up to {MAX_TWINS}"),
                   "rule": differs_rule(len(seeds))} if seeds else None,
         "device": device_description(dev),
+        "device_used": str(dev),
         "memory_estimate_gib": round(need / 2**30, 2) if need else None,
         "versions": versions(),
-        "argv": argv or rerun_argv(model, probe, twins=twins, seed=seed, draws=draws, max_tokens=max_tokens,
+        "argv": argv or rerun_argv(str(Path(model).expanduser().resolve()) if kind == "folder" else model, probe,
+                                   twins=len(seeds), seed=seed, draws=draws, max_tokens=max_tokens,
                                    revision=revision, device=device),
         "command": command or "python: helpers.diagnose.diagnose(" + repr(model) + ")",
         "seconds": None,
@@ -469,16 +548,15 @@ def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twin
     return d
 
 
-def differs_rule(twins: int) -> str:
-    """The rule that calls a layer different from the twins, in words."""
-    if twins >= 2:
-        return ("a layer differs where model − twins' mean lies outside ±t·√(s²(1 + 1/K) + v): s² the variance of "
-                f"the K = {twins} twins (the initialisation), v the bootstrap variance over the probe's inputs, t "
-                "Student-t's (K − 1 degrees of freedom where the twins' spread dominates, more where the inputs' does: "
-                "Welch-Satterthwaite) at 95 % simultaneous over the report's (layer, measure) cells (Bonferroni)")
-    return ("one twin: the initialisation's spread is not measured, so a layer differs where model − twin lies "
-            "outside the probe's interval alone (normal, 95 % simultaneous over the report's cells); two random "
-            "models can differ by this rule")
+def differs_rule(twins: int, level: float = 0.95) -> str:
+    """The rule that flags a cell, in words."""
+    return (f"a cell (layer, measure) is flagged where the model is unlike a new draw from its K = {twins} twins: "
+            "t = (model − twins' mean)/√(s²(1 + 1/K) + v), s² the twins' variance (the initialisation), v the "
+            "bootstrap variance over the probe's inputs, read as Student-t's (K − 1 degrees of freedom where the "
+            "twins' spread dominates, more where the inputs' does even against the twins' variance at its upper "
+            "bound: Welch–Satterthwaite), its two-sided p-values "
+            f"over every cell of the report held to a false-discovery rate of {1 - level:.0%} (Benjamini–Hochberg): "
+            f"where no cell differs, the chance of any flag is about {1 - level:.0%}")
 
 
 def _version() -> str:

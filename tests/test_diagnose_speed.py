@@ -1,0 +1,78 @@
+"""The faster paths of `tokuni diagnose` compute what the book's functions compute: the within-input measures
+from each input's Gram matrix (one batched product and a small symmetric eigenproblem per input, where the book's
+functions take a singular value decomposition per measure) against `helpers.core.measures`, with padded rows, with
+more rows than dimensions, and with an input of two tokens; and `measure` over a layer gives the same numbers
+through either path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers.core import measures as M
+from helpers.diagnose import measures
+
+
+def cloud(n: int, L: int, d: int, seed: int, offset: float = 0.4):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, L, d, generator=g) + offset
+    lengths = torch.randint(2, L + 1, (n,), generator=g)
+    lengths[0] = 2                                               # an input of two tokens
+    lengths[1] = L                                               # and one without padding
+    m = torch.arange(L).unsqueeze(0) < lengths.unsqueeze(1)
+    return X, m
+
+
+@pytest.mark.parametrize("shape", [(24, 17, 32), (12, 40, 16)])     # fewer rows than dimensions, and more
+def test_within_input_measures_equal_the_books_functions(shape):
+    X, m = cloud(*shape, seed=sum(shape))
+    got = measures.per_input_measures(X, m)
+    Xd = X.double()
+    want = {"ev1": M.explained_variance(Xd, 1, m), "tokenuni": M.token_uni(Xd, m), "rbf_dis": M.rbf_dis(Xd, mask=m),
+            "t_sim": M.t_sim(Xd, m)}
+    for k, v in want.items():
+        assert torch.allclose(got[k], v, rtol=1e-10, atol=1e-12), k
+    s = M.singular_values(Xd, m)
+    assert got["s"].shape == s.shape and torch.allclose(got["s"], s, rtol=0, atol=1e-6 * float(s.max()))
+
+
+def test_skew_from_shared_singular_values_equals_its_own():
+    X, m = cloud(20, 15, 24, seed=3)
+    W = measures.bootstrap_weights(20, 30, 1)
+    s = measures.per_input_measures(X, m)["s"]
+    assert torch.allclose(measures.skew_draws(X, m, W, s), measures.skew_draws(X, m, W), rtol=1e-9, atol=1e-9)
+
+
+def test_all_minilm_reads_as_its_committed_reference_run():
+    """all-MiniLM-L6-v2 measured again as the synthesis chapter's committed book run measured it (96 WikiText
+    sentences, 128 tokens, 200 draws, seed 0): every measure at every layer, its interval over the inputs and its
+    first twin's, the same as the committed numbers."""
+    import json
+    from pathlib import Path
+
+    import numpy as np
+
+    from helpers.diagnose.capture import capture
+    from helpers.diagnose.probe import default_probe
+    from helpers.hf import models
+
+    ref = json.loads((Path(__file__).resolve().parents[1] / "results" / "synthesis" / "book" /
+                      "model-all-MiniLM-L6-v2.json").read_text())
+    p, r = ref["params"], ref["results"]
+    assert (p["text_inputs"], p["max_tokens"], p["draws"], p["seed"]) == (96, 128, 200, 0)
+    probe = default_probe("text", 96, 0)
+    dev = torch.device("cpu")
+    got, first = [], None
+    for untrained in (False, True):
+        loaded = models.load("all-MiniLM-L6-v2", untrained=untrained, device=dev, modality="text", seed=0)
+        cap = capture(loaded, probe, dev, 32, 128)
+        W = measures.bootstrap_weights(cap.n_inputs, 200, 0)
+        got.append(measures.measure(cap.layers, W, cap.qk, with_isoscore=False))
+    model, first = got
+    for m, c in r["curves"].items():
+        want = np.array([np.nan if x is None else x for x in c["model"]["estimate"]], dtype=float)
+        assert np.allclose(model.estimate[m], want, rtol=1e-7, atol=1e-9, equal_nan=True), m
+        lo, hi = measures.interval(model.draws[m], model.estimate[m])
+        assert np.allclose(lo, np.array(c["model"]["low"], dtype=float), rtol=1e-7, atol=1e-9, equal_nan=True), m
+        assert np.allclose(first.estimate[m], np.array(c["twins"][0], dtype=float), rtol=1e-7, atol=1e-9,
+                           equal_nan=True), m
