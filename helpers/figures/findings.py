@@ -287,7 +287,7 @@ def forest(col: Collected) -> plt.Figure:
     ax = fig.add_axes((0.52, 0.95 / fig_h, 0.2, 1 - 1.0 / fig_h))
     at_left = blended_transform_factory(fig.transFigure, ax.transData)
     total = max(sum(heights), 1.0)
-    reach, y0 = [2.2], 0.0
+    reach, y0, spans = [2.2], 0.0, []
     for i, ((j, f), lab, h) in enumerate(zip(rows, labels, heights, strict=True)):
         y = y0 + h - 1.0
         y0 += h
@@ -302,6 +302,7 @@ def forest(col: Collected) -> plt.Figure:
             ax.add_patch(plt.Rectangle((-f.margin / s, y - 0.6), 2 * f.margin / s, 1.2, color="0.85", lw=0))
         reach += [abs(x) / s for x in (lo, hi, est) if x == x]
         ax.plot([lo / s, hi / s], [y, y], color=colour, lw=3, solid_capstyle="butt")
+        spans.append((y, lo / s, hi / s, colour))
         ax.plot(est / s, y, "o", color=colour, ms=6)
         ax.plot(1.0, y, "D", mfc="none", mec="0.25", ms=7)
         ax.text(1.05, y, f.effect_text(), va="center", fontsize=FOREST_FONT, transform=ax.get_yaxis_transform())
@@ -314,6 +315,10 @@ def forest(col: Collected) -> plt.Figure:
     ax.axvline(1, color="0.6", lw=0.8, ls=":")
     lim = min(max(reach) * 1.08, 4.0)
     ax.set_xlim(-lim, lim)
+    for y, lo, hi, colour in spans:             # an interval that runs past the axis ends in an arrow at its edge
+        for end, side, marker in ((lo, -1, "<"), (hi, 1, ">")):
+            if side * end > lim:
+                ax.plot(side * lim, y, marker=marker, color=colour, ms=9, clip_on=False)
     ax.set_ylim(total, 0)
     ax.set_yticks([])
     ax.tick_params(axis="x", labelsize=FOREST_FONT)
