@@ -147,7 +147,7 @@ FINDINGS: tuple[Spec, ...] = (
          effect=lambda res: res.end_state_aligned(), direction="above", reference=ALMOST_ALL,
          reference_label=lambda res: f"almost all: {ALMOST_ALL:g} (chance {res.end_state_chance_share():.1e})",
          when=lambda res: bool(res.end_state),
-         more=dict(digits=2, unit="heads",
+         more=dict(digits=2, unit="heads", units=lambda res: res.end_state_summary()["n_heads"],
                    reduced=lambda res: f"on {len(res.end_state)} released models' end state in place of "
                                        "MultiBERT's trajectory",
                    scale="the released models' own pretraining (no trajectory: the end state only)")),

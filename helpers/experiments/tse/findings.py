@@ -158,7 +158,7 @@ FINDINGS: tuple[Spec, ...] = (
          effect=lambda res: res.saturation_interval(), direction="below",
          reference=lambda res: res.paper_fig2["first block where t_sim > 0.99"], reference_label="block 15",
          section="tse-fig2", setting=(*SYNTH, "trials"),
-         more=dict(point_why=lambda res: res.saturation_point_why(), digits=0)),
+         more=dict(point_why=lambda res: res.saturation_point_why(), digits=0, units=lambda res: res.settings.trials)),
     Spec(key="tse-fig2-delta-omega", where="Fig. 2 (right)", claim_id="yu-fig2-delta-omega",
          claim="δ and ω are far less than 1 from the start.",
          measured=trials, quantity="the larger of δ and ω (head averages) at block 0, mean over trials",
