@@ -41,21 +41,15 @@ def reduced(res: R, *names: str) -> str:
                      if getattr(st, k) != getattr(paper, k))
 
 
-#: what each finding's interval is taken over (the unit the claim is about: random stacks drawn at initialisation,
-#: the blocks of one stack, the sentences fed to BERT, Monte Carlo draws of the weights)
+#: what the findings' intervals are taken over (the unit each claim is about: random stacks drawn at initialisation,
+#: the blocks of one stack, Monte Carlo draws of the weights; each row names its own)
 TRIALS, BLOCKS, DRAWS = "random stacks (trials)", "blocks", "Monte Carlo draws of the weights"
-UNITS = {"tse-fig1": "input sentences", "tse-fig1-gradient": "layers", "tse-fig2-ratio": TRIALS,
-         "tse-fig2-saturation": TRIALS, "tse-fig2-delta-omega": TRIALS, "tse-ffn-negligible": TRIALS,
-         "tse-lemma24": DRAWS, "tse-prop29": DRAWS, "tse-fig1-eq18": "initialisations", "tse-estimate2": BLOCKS,
-         "tse-thm26": DRAWS, "tse-remark28-rate": BLOCKS, "tse-fig4-prenorm": TRIALS, "tse-eq20-norm": TRIALS,
-         "tse-fig5-half": "runs", "tse-fig5-tenth": "runs", "tse-fig5-one": "runs", "tse-tau-threshold": "runs",
-         "tse-fig8": TRIALS}
 
 
 def build(spec: Spec, res: R) -> Finding:
     """The `Finding` a spec gives on `res`; its `setting` names the Params fields whose reduction it states."""
     red = reduced(res, *(spec.setting or ()))
-    return spec.finding(res, paper="yu2024", chapter="tse", reduced=red, unit=UNITS.get(spec.key, ""),
+    return spec.finding(res, paper="yu2024", chapter="tse", reduced=red,
                         scale=f"{res.scale}: {red}" if red else f"{res.scale}: the paper's setting")
 
 
@@ -123,7 +117,7 @@ def fig5(key: str, tau: str, level: float) -> Spec:
         kind="control" if tau == "1.0" else "claim", margin=0.1, section="tse-fig5",
         setting=(*SYNTH, "deesc_depth", "deesc_runs"),
         when=lambda res: tau in res.figure5 and tau in res.paper_fig5,
-        more=dict(label=f"τ = {float(tau):g}", tolerance=lambda res: 1e-9 if identity(res) else None,
+        more=dict(unit="runs", label=f"τ = {float(tau):g}", tolerance=lambda res: 1e-9 if identity(res) else None,
                   exact_why=lambda res: (
                       f"at τ = 1 eq. (21) removes the whole token mean, and a matrix of zero mean has t_div = 1 by "
                       f"definition: every one of the {last(res).size} runs gives 1 to round-off"
@@ -138,38 +132,41 @@ FINDINGS: tuple[Spec, ...] = (
          measured=bert,
          quantity="the smaller of BERT's and ALBERT's last-layer t_sim, mean over sentences (bootstrap over sentences)",
          effect=lambda res: res.fig1_last(), direction="above", reference=0.99, reference_label="0.99 (unity)",
-         section="tse-fig1", setting=FIG1, more=dict(digits=4)),
+         section="tse-fig1", setting=FIG1, more=dict(unit="input sentences", digits=4)),
     Spec(key="tse-fig1-gradient", where="Fig. 1 (right)", claim_id="yu-fig1-gradient",
          claim="The depth-100 BERT's gradient norm stays roughly constant across layers.",
          measured=lambda res: bert(res).replace(" and ALBERT", ""),
          quantity="change of log gradient norm between adjacent layers, mean over layers",
          effect=lambda res: res.grad_log_steps(), direction="equal", margin=math.log(1.01),
-         reference_label="0 (± log 1.01: 1 % per layer)", section="tse-fig1", setting=FIG1, more=dict(digits=4)),
+         reference_label="0 (± log 1.01: 1 % per layer)", section="tse-fig1", setting=FIG1,
+         more=dict(unit="layers", digits=4)),
     Spec(key="tse-fig2-ratio", where="Fig. 2, §2.4", claim_id="yu-fig2-ratio",
          claim="The attention step's ξ₁/ξ₂ is around 2 from the very first block.",
          measured=trials,
          quantity="the attention step's ξ₁/ξ₂ (step 1: SA + residual) at block 0, mean over trials",
          effect=lambda res: t_interval(res.figure2.xi_ratio[:, 0, 0]), direction="equal",
          reference=lambda res: res.paper_fig2["mean xi1/xi2 of step 1 at the first block"],
-         reference_label="the paper's 2", margin=0.2, section="tse-fig2", setting=(*SYNTH, "trials")),
+         reference_label="the paper's 2", margin=0.2, section="tse-fig2", setting=(*SYNTH, "trials"),
+         more=dict(unit=TRIALS)),
     Spec(key="tse-fig2-saturation", where="Fig. 2, §2.4", claim_id="yu-fig2-saturation",
          claim="Token similarity approaches its maximum before block 15.",
          measured=trials, quantity="the first block whose mean t_sim exceeds 0.99 (bootstrap over trials)",
          effect=lambda res: res.saturation_interval(), direction="below",
          reference=lambda res: res.paper_fig2["first block where t_sim > 0.99"], reference_label="block 15",
          section="tse-fig2", setting=(*SYNTH, "trials"),
-         more=dict(point_why=lambda res: res.saturation_point_why(), digits=0, units=lambda res: res.settings.trials)),
+         more=dict(unit=TRIALS, point_why=lambda res: res.saturation_point_why(), digits=0,
+                   units=lambda res: res.settings.trials)),
     Spec(key="tse-fig2-delta-omega", where="Fig. 2 (right)", claim_id="yu-fig2-delta-omega",
          claim="δ and ω are far less than 1 from the start.",
          measured=trials, quantity="the larger of δ and ω (head averages) at block 0, mean over trials",
          effect=delta_omega, direction="below", reference=1.0, reference_label="1",
-         section="tse-fig2", setting=(*SYNTH, "trials")),
+         section="tse-fig2", setting=(*SYNTH, "trials"), more=dict(unit=TRIALS)),
     Spec(key="tse-ffn-negligible", where="§2.4, Fig. 2", claim_id="yu-other-steps-negligible",
          claim="Steps 2-4 (the LayerNorms and the FFN) have a negligible impact on token similarity.",
          measured=trials, quantity="the FFN step's share of the log-odds growth of t_sim until it passes 0.99",
          effect=lambda res: res.ffn_share(), direction="equal", reference=0.0, margin=0.1,
          reference_label="0 (a share under a tenth counts as negligible)", section="tse-ffn",
-         setting=(*SYNTH, "trials")),
+         setting=(*SYNTH, "trials"), more=dict(unit=TRIALS)),
     Spec(key="tse-prop23", where="Prop. 2.3, eq. (6)", claim_id="yu-prop23",
          claim="r(X, Y) = 1 + (ξ₁/ξ₂ − 1) t_sim(X) for any pair X, Y.",
          measured="8 random float64 pairs X, Y (n = 64, d = 512)",
@@ -186,7 +183,8 @@ FINDINGS: tuple[Spec, ...] = (
          effect=lambda res: res.lemma_gap("single"), direction="equal",
          margin=lambda res: res.lemma_margin("single"),
          reference_label="0 (± 1 % of the formula's excess over one)", section="tse-identities",
-         setting=(*SYNTH, "lemma_trials"), when=lambda res: res.lemma24_single is not None, more=dict(digits=4)),
+         setting=(*SYNTH, "lemma_trials"), when=lambda res: res.lemma24_single is not None,
+         more=dict(unit=DRAWS, digits=4)),
     Spec(key="tse-prop29", where="Prop. 2.9, eq. (18)", claim_id="yu-prop29",
          claim="With h heads, E[ξ₁] = 1 + α²dσ²μ̄₁², μ̄₁² the head average.",
          measured=lambda res: (f"one block's 8-head attention on X ~ N(0, 1), "
@@ -194,7 +192,7 @@ FINDINGS: tuple[Spec, ...] = (
          quantity="Monte Carlo mean of ξ₁ − the formula",
          effect=lambda res: res.lemma_gap("multi"), direction="equal", margin=lambda res: res.lemma_margin("multi"),
          reference_label="0 (± 1 % of the formula's excess over one)", section="tse-identities",
-         setting=(*SYNTH, "lemma_trials"), more=dict(digits=4)),
+         setting=(*SYNTH, "lemma_trials"), more=dict(unit=DRAWS, digits=4)),
     Spec(key="tse-fig1-eq18", where="eq. (18), Fig. 1", claim_id="yu-prop29",
          claim=("BERT's attention step escalates at the rate eq. (18) gives: E[ξ₁]/E[ξ₂] ≈ 1 + α²dσ² at "
                 "near-uniform attention."),
@@ -207,25 +205,26 @@ FINDINGS: tuple[Spec, ...] = (
          reference_label=lambda res: (f"eq. (18)'s {res.eq18_factor():.4f} at d = {res.settings.hf_hidden}, "
                                       "σ = 0.02"),
          margin=lambda res: res.eq18_margin(), section="tse-fig1", setting=FIG1,
-         when=lambda res: res.figure1_steps is not None),
+         when=lambda res: res.figure1_steps is not None, more=dict(unit="initialisations")),
     Spec(key="tse-estimate2", where="Estimates 1-2, Fig. 3", claim_id="yu-estimate2",
          claim="Estimate 2 (the spectral gap of P alone) approximates E[ξ₁/ξ₂] − 1 more closely than Estimate 1.",
          measured=redrawn,
          quantity="|Estimate 1 − sample mean of ξ₁/ξ₂ − 1| − |Estimate 2 − sample mean|, mean over blocks",
          effect=lambda res: res.estimate_gap(), direction="above", section="tse-fig3",
-         setting=(*SYNTH, "w_trials")),
+         setting=(*SYNTH, "w_trials"), more=dict(unit=BLOCKS)),
     Spec(key="tse-thm26", where="Theorem 2.6, eq. (16); Fig. 3", claim_id="yu-thm26",
          claim="The SA-plus-residual step raises token similarity in expectation: E[r] > 1.",
          measured=redrawn,
          quantity=lambda res: f"sample mean of r(X, Y) − 1 at the least escalating block ({res.rate_excess()[1]})",
          effect=lambda res: res.rate_excess()[0], direction="above", section="tse-fig3",
-         setting=(*SYNTH, "w_trials"), more=dict(digits=4)),
+         setting=(*SYNTH, "w_trials"), more=dict(unit=DRAWS, digits=4)),
     Spec(key="tse-remark28-rate", where="Remark 2.8, Fig. 3", claim_id="yu-linear-rate",
          claim="Once similarity is high, diversity shrinks per block by the linear rate 1/(1 + α²) = 1/2.",
          measured=redrawn,
          quantity="diversity contraction 1/r per block over the blocks with t_sim > 0.9, mean over them",
          effect=lambda res: res.late_rate(), direction="equal", reference=lambda res: 1 / (1 + res.settings.alpha ** 2),
-         reference_label="1/(1 + α²) = 0.5", margin=0.05, section="tse-fig3", setting=(*SYNTH, "w_trials")),
+         reference_label="1/(1 + α²) = 0.5", margin=0.05, section="tse-fig3", setting=(*SYNTH, "w_trials"),
+         more=dict(unit=BLOCKS)),
     Spec(key="tse-fig4-prenorm", where="Fig. 4, §3.1", claim_id="yu-fig4-prenorm",
          claim="Pre-norm mitigates the escalation implicitly: its token similarity grows more slowly.",
          measured=lambda res: (f"{res.figure4.t_sim.shape[0]} pre-norm (eq. 19) stacks beside "
@@ -235,7 +234,7 @@ FINDINGS: tuple[Spec, ...] = (
          reference=lambda res: float(res.figure2.t_sim[:, prenorm_block(res)].mean()),
          reference_label=lambda res: (f"post-norm's {res.figure2.t_sim[:, prenorm_block(res)].mean():.3f} at block "
                                       f"{prenorm_block(res)}"),
-         section="tse-fig4", setting=(*SYNTH, "trials"), more=dict(size_word="much slower")),
+         section="tse-fig4", setting=(*SYNTH, "trials"), more=dict(unit=TRIALS, size_word="much slower")),
     Spec(key="tse-eq20-norm", where="eq. (20), Fig. 4 (right)", claim_id="yu-eq20",
          claim="The pre-norm residual stream grows with depth while the attention's input stays at ‖LN(·)‖_F.",
          measured=lambda res: (f"{res.figure4.t_sim.shape[0]} pre-norm (eq. 19) stacks, "
@@ -243,7 +242,7 @@ FINDINGS: tuple[Spec, ...] = (
          quantity="‖X‖_F at the last block ÷ at the first, mean over trials",
          effect=lambda res: t_interval(res.figure4.norm_X[:, -1] / res.figure4.norm_X[:, 0]), direction="above",
          reference=1.0, reference_label="1", section="tse-fig4", setting=(*SYNTH, "prenorm_depth"),
-         more=dict(digits=2)),
+         more=dict(unit=TRIALS, digits=2)),
     fig5("tse-fig5-half", "0.5", 0.5),
     fig5("tse-fig5-tenth", "0.1", 0.0),
     fig5("tse-fig5-one", "1.0", 1.0),
@@ -255,7 +254,7 @@ FINDINGS: tuple[Spec, ...] = (
          quantity="the τ at which the last block's t_div first reaches 0.5, mean over runs",
          effect=lambda res: res.tau_threshold(), direction="equal", reference=lambda res: res.tau_star(),
          reference_label=lambda res: f"τ* = {res.tau_star():.2f}", margin=0.05, section="tse-tau-sweep",
-         setting=(*SYNTH, "deesc_depth"), when=lambda res: res.tau_sweep is not None),
+         setting=(*SYNTH, "deesc_depth"), when=lambda res: res.tau_sweep is not None, more=dict(unit="runs")),
     Spec(key="tse-bounds11", where="Lemma 2.4, eq. (11)", claim_id="yu-bounds11",
          claim="μ₁² ≥ (1 − ω)² and μ₂² ≤ δ² for any row-stochastic P.",
          measured=lambda res: (f"{res.settings.bound_samples} random pairs (X, P) per family, {len(res.bounds11)} "
@@ -282,5 +281,5 @@ FINDINGS: tuple[Spec, ...] = (
                                f"{res.settings.eta_draws_precise} draws of W per (d, t)"),
          quantity="slope of log sd(η) against log d, mean over t",
          effect=lambda res: res.eta_slope(), direction="below", reference_label="0 (−1/2: the rate 1/√d)",
-         section="tse-fig8", setting=("eta_draws_precise",)),
+         section="tse-fig8", setting=("eta_draws_precise",), more=dict(unit=TRIALS)),
 )
