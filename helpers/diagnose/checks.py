@@ -286,3 +286,22 @@ def check_memory(inputs: int, vectors: int, dims: tuple[int, int, int] | None, d
 
 __all__ = ["DiagnoseError", "LIMITS", "check_options", "check_device", "check_out", "check_folder", "check_memory",
            "estimate_bytes", "available_memory", "dims_of", "looks_like_path", "modality_of_config"]
+
+
+def write_pair(out: Path, page: str, data: str) -> tuple[Path, Path]:
+    """Write `<out>.html` (`page`) and `<out>.json` (`data`), each atomically, the JSON first and removed again if
+    the HTML cannot be written, so that a failure or an interrupt leaves neither (or the previous pair) behind;
+    both readable like any other file written here (a report to share). Returns (html, json)."""
+    from ..book.results import write_atomic
+
+    html_path, json_path = out.with_name(out.name + ".html"), out.with_name(out.name + ".json")
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(json_path, data)
+    try:
+        write_atomic(html_path, page)
+    except BaseException:
+        json_path.unlink(missing_ok=True)
+        raise
+    for f in (html_path, json_path):
+        f.chmod(0o644)
+    return html_path, json_path

@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ..book.results import write_atomic
 from ..book.runtime import REPO_ROOT
-from .checks import DiagnoseError, check_out
+from .checks import DiagnoseError, check_out, write_pair
 from .measures import COLLAPSE_SIGN, MEASURES, interval
 
 #: the synthesis chapter's committed runs, from which `placement` reads the reference models
@@ -187,15 +186,7 @@ def write_comparison(cmp: dict[str, Any], out: str | Path, placements: dict[str,
     check_out(out)
     page = compare_html(cmp, placements)
     data = json.dumps({**cmp, "placement": placements or {}}, indent=1, ensure_ascii=False) + "\n"
-    html_path, json_path = out.with_name(out.name + ".html"), out.with_name(out.name + ".json")
-    html_path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(json_path, data)
-    try:
-        write_atomic(html_path, page)
-    except BaseException:
-        json_path.unlink(missing_ok=True)
-        raise
-    return html_path, json_path
+    return write_pair(out, page, data)
 
 
 # ------------------------------------------------------------------------------------------------ placement

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..book.results import write_atomic
-from .checks import check_out
+from .checks import check_out, write_pair
 from .compare import Record, placement, placement_html
 from .measures import COLLAPSE_SIGN, MEASURES
 from .run import Diagnosis
@@ -268,18 +268,7 @@ def write_report(d: Diagnosis, out: str | Path) -> tuple[Path, Path]:
     check_out(out)
     page = render_html(d)
     plt.close("all")
-    data = json_text(d)
-    html_path, json_path = out.with_name(out.name + ".html"), out.with_name(out.name + ".json")
-    html_path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(json_path, data)
-    try:
-        write_atomic(html_path, page)
-    except BaseException:
-        json_path.unlink(missing_ok=True)
-        raise
-    for f in (html_path, json_path):
-        f.chmod(0o644)                      # a report to share: readable like any other file written here
-    return html_path, json_path
+    return write_pair(out, page, json_text(d))
 
 
 __all__ = ["write_report", "write_json", "json_text", "record", "power_table",
