@@ -297,8 +297,8 @@ def test_atom_maps_are_stripped_and_plain_atoms_unbracketed():
 
     assert strip_atom_maps("[CH3:1][C@@H:17]([OH:25])>>[Br:1]") == "[CH3][C@@H]([OH])>>[Br]"
     # plain atoms lose their brackets; chiral, charged, isotopic atoms and aromatic [nH] keep them
-    assert unbracket_organic("[CH3][C@@H]([OH])[cH]1[n][nH][cH][cH]1>>[Br][NH4+][13CH3]") == \
-        "C[C@@H](O)c1n[nH]cc1>>Br[NH4+][13CH3]"
+    assert (unbracket_organic("[CH3][C@@H]([OH])[cH]1[n][nH][cH][cH]1>>[Br][NH4+][13CH3]")
+            == "C[C@@H](O)c1n[nH]cc1>>Br[NH4+][13CH3]")
 
 
 def pkg(module: str) -> None:

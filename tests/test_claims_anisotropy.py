@@ -176,8 +176,8 @@ def _book_or_skip():
 
     p = anisotropy.Params.resolve("book")
     folder = REPO_ROOT / "results" / "anisotropy" / "book"
-    if len(list(folder.glob("model-*.json"))) < 2 * len(p.models) - 1 or not list(folder.glob("shape-*.json")) \
-            or len(list(folder.glob("centred-jackknife-*.json"))) < len(anisotropy.CENTRED_MODELS):
+    if (len(list(folder.glob("model-*.json"))) < 2 * len(p.models) - 1 or not list(folder.glob("shape-*.json"))
+            or len(list(folder.glob("centred-jackknife-*.json"))) < len(anisotropy.CENTRED_MODELS)):
         pytest.skip("anisotropy book runs not committed")
     return anisotropy.run(p.with_(train_missing=False))     # every run read back from the cache
 

@@ -278,8 +278,8 @@ def test_hub_id_through_the_hub_stand_in(tmp_path):
     w = data["weights"]                                   # the revision asked for, and the commit it resolved to
     assert w["revision"] == "main" and len(w["resolved_commit"]) == 40 and data["argv"][-2:] == ["--revision", "main"]
     assert "from the Hugging Face hub" in data["description"] and "[pretrained]" not in data["description"]
-    assert data["probe"]["inputs"] == 12 and len(data["measures"]["qk_cos"]["model"]["estimate"]) == \
-        len(data["layer_names"])
+    assert (data["probe"]["inputs"] == 12
+            and len(data["measures"]["qk_cos"]["model"]["estimate"]) == len(data["layer_names"]))
 
 
 def test_query_key_maps_without_rotary_positions_are_hooked():

@@ -81,8 +81,8 @@ def test_probe_hash_text_path_and_truncation(report):
 
 def test_versions_twins_and_rule(report):
     data = report[0]
-    assert {"torch", "transformers", "tokenizers", "isoscore", "matplotlib", "numpy", "token-uniformity-book"} \
-        <= set(data["versions"])
+    assert ({"torch", "transformers", "tokenizers", "isoscore", "matplotlib", "numpy", "token-uniformity-book"}
+            <= set(data["versions"]))
     tw = data["twins"]
     assert tw["count"] == 2 and tw["seeds"] == [0, 1] and "Benjamini–Hochberg" in tw["rule"]
     assert tw["chosen"] == "2 asked for" and 0 <= data["threshold_p"] <= 0.05

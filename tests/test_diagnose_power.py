@@ -198,8 +198,8 @@ def _simulated_flags(K: int, reps: int, shift: float = 0.0, seed: int = 0) -> tu
     cells = L * n_measures
     any_flag, found, fdp = 0, 0, 0.0
     for _ in range(reps):
-        z = np.sqrt(0.9) * rng.standard_normal((K + 1, n_measures, 1)) \
-            + np.sqrt(0.1) * rng.standard_normal((K + 1, n_measures, L))
+        z = (np.sqrt(0.9) * rng.standard_normal((K + 1, n_measures, 1))
+             + np.sqrt(0.1) * rng.standard_normal((K + 1, n_measures, L)))
         z[0, 0] += shift
         draws = z[:, :, None, :] + 0.1 * rng.standard_normal((K + 1, n_measures, 30, L))
         p = np.stack([measures.twin_test(z[0, j], draws[0, j], z[1:, j], draws[1:, j], bound=0.05 / cells)["p"]

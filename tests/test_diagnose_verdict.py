@@ -37,8 +37,9 @@ def test_a_verdict_line_per_measure_with_numbers_and_direction():
     lines = {r["measure"]: r["verdict"] for r in d.summary()}
     assert lines["cos"].startswith("mean cosine 0.0300–0.250 across layers, against 0.3")
     assert lines["cos"].endswith("less collapsed than at initialisation in every layer")
-    assert lines["top3"].startswith("top-3 share 0.360 across layers") and "within what random initialisation" in \
-        lines["top3"] and "twin standard deviations, would go unseen" in lines["top3"]
+    assert (lines["top3"].startswith("top-3 share 0.360 across layers")
+            and "within what random initialisation" in lines["top3"]
+            and "twin standard deviations, would go unseen" in lines["top3"])
     assert verdict.disagreement(d) is None
 
 

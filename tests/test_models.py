@@ -62,8 +62,8 @@ def test_a_folders_tokenizer_loads_once_per_process_and_tokenises_as_a_fresh_one
     assert models.pretrained_tokenizer(source) is tok
     texts, pairs = ["the cat sat", "a much longer sentence than the first"], ["on the mat", "short"]
     fresh = AutoTokenizer.from_pretrained(source)
-    assert tok(texts, pairs, truncation=True, max_length=8)["input_ids"] == \
-        fresh(texts, pairs, truncation=True, max_length=8)["input_ids"]
+    assert (tok(texts, pairs, truncation=True, max_length=8)["input_ids"]
+            == fresh(texts, pairs, truncation=True, max_length=8)["input_ids"])
 
 
 def test_a_gguf_model_is_converted_once_and_loads_as_from_its_gguf_file(tmp_path, monkeypatch):

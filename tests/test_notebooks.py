@@ -42,8 +42,8 @@ def test_notebook_exists_and_is_in_step(md):
 
     nb = notebook_path(md)
     assert nb.is_file(), f"{nb.name} missing: run `make notebooks`"
-    assert nb.read_text(encoding="utf-8") == nbformat.writes(colab_notebook(md)) + "\n", \
-        f"{nb.name} is out of step with {md.name}: run `make notebooks`"
+    assert nb.read_text(encoding="utf-8") == nbformat.writes(colab_notebook(md)) + "\n", (
+        f"{nb.name} is out of step with {md.name}: run `make notebooks`")
 
 
 def test_generated_notebook_has_setup_first_and_no_outputs():
@@ -82,10 +82,10 @@ def _run_setup(tmp_path, helpers_importable: bool, env: dict | None = None):
             raise ImportError(name)
         return real_import(name, *a, **k)
 
-    with mock.patch.object(builtins, "__import__", fake_import), \
-            mock.patch.object(subprocess, "run", lambda cmd, **k: calls.append(cmd)), \
-            mock.patch("os.chdir", lambda d: calls.append(["chdir", d])), \
-            mock.patch.dict("os.environ", env or {}, clear=False), mock.patch.object(sys, "path", list(sys.path)):
+    with (mock.patch.object(builtins, "__import__", fake_import),
+          mock.patch.object(subprocess, "run", lambda cmd, **k: calls.append(cmd)),
+          mock.patch("os.chdir", lambda d: calls.append(["chdir", d])),
+          mock.patch.dict("os.environ", env or {}, clear=False), mock.patch.object(sys, "path", list(sys.path))):
         cwd = Path.cwd()
         try:
             exec(compile(source, "setup", "exec"), {"__name__": "setup_cell"})

@@ -617,8 +617,8 @@ def test_call_capture_gives_the_scores_of_a_rotary_grouped_decoder():
         s = rec[f"blocks.{li}.attn.q"] @ rec[f"blocks.{li}.attn.k"].transpose(-1, -2) / math.sqrt(8)
         p = torch.softmax(s.masked_fill(~allowed, float("-inf")), -1)
         assert torch.allclose(p[real], att[li][real], atol=1e-6)
-        pre = rec[f"blocks.{li}.attn.q_pre_rotary"] @ rec[f"blocks.{li}.attn.k_pre_rotary"].transpose(-1, -2) \
-            / math.sqrt(8)
+        pre = (rec[f"blocks.{li}.attn.q_pre_rotary"] @ rec[f"blocks.{li}.attn.k_pre_rotary"].transpose(-1, -2)
+               / math.sqrt(8))
         assert not torch.allclose(pre, s, atol=1e-3)
 
 

@@ -122,9 +122,9 @@ def test_planted_model_maps_onto_every_transformers_key_with_the_right_rows():
 
     ct2, d = planted(), 8
     cfg = whisper.whisper_config(ct2)
-    assert (cfg.encoder_layers, cfg.decoder_layers, cfg.d_model, cfg.encoder_attention_heads,
-            cfg.num_mel_bins, cfg.vocab_size, cfg.max_source_positions, cfg.max_target_positions) \
-        == (1, 1, 8, 2, 4, 50_300, 6, 5)
+    assert ((cfg.encoder_layers, cfg.decoder_layers, cfg.d_model, cfg.encoder_attention_heads,
+             cfg.num_mel_bins, cfg.vocab_size, cfg.max_source_positions, cfg.max_target_positions)
+            == (1, 1, 8, 2, 4, 50_300, 6, 5))
     sd, leftover = whisper.convert_state_dict(ct2, 1, 1)
     assert leftover == []
     model = WhisperForConditionalGeneration(cfg)
@@ -178,9 +178,9 @@ def test_real_conversion_has_no_missing_or_unexpected_keys_and_tiny_en_shape(tmp
     dest = tmp_path / "whisper-tiny.en"
     assert whisper.cache_valid(dest, whisper.package_dir())
     cfg = json.loads((dest / "config.json").read_text())
-    assert (cfg["encoder_layers"], cfg["decoder_layers"], cfg["d_model"], cfg["encoder_attention_heads"],
-            cfg["num_mel_bins"], cfg["max_source_positions"], cfg["max_target_positions"], cfg["vocab_size"]) \
-        == (4, 4, 384, 6, 80, 1500, 448, 51864)
+    assert ((cfg["encoder_layers"], cfg["decoder_layers"], cfg["d_model"], cfg["encoder_attention_heads"],
+             cfg["num_mel_bins"], cfg["max_source_positions"], cfg["max_target_positions"], cfg["vocab_size"])
+            == (4, 4, 384, 6, 80, 1500, 448, 51864))
     from safetensors.torch import load_file
 
     sd = load_file(str(dest / "model.safetensors"))

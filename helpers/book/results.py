@@ -268,8 +268,8 @@ def cached(params: Any, name: str, compute: Callable[[], Any], drop: tuple[str, 
     `variants`) replaced by this run's own values in `extra` (say `seed=1, variant="pre-norm"`).
     Returns (results as JSON-able data, came_from_cache)."""
     key = params.cache_key(drop=drop, **extra)
-    if not getattr(params, "train_missing", True) and cached_path(params.CHAPTER, name, key, params.scale) is None \
-            and persists(params.scale):
+    if (not getattr(params, "train_missing", True) and cached_path(params.CHAPTER, name, key, params.scale) is None
+            and persists(params.scale)):
         raise MissingRuns(params.CHAPTER, params.scale, [name],
                           command=f"make rerun CHAPTER={params.CHAPTER} SCALE={params.scale}")
     command = getattr(params, "command", None) or f"make rerun CHAPTER={params.CHAPTER} SCALE={params.scale}"

@@ -343,8 +343,8 @@ def centred_cosine_resamples(X, groups, counts, block: int = 100) -> tuple[float
     unit = X / X.norm(dim=1, keepdim=True).clamp_min(1e-300)
     n = X.shape[0]
     raw = float((unit.sum(0).square().sum() - n) / (n * (n - 1)))
-    draws = torch.cat([centred(counts[i:i + block]) for i in range(0, len(counts), block)]) if len(counts) else \
-        torch.zeros(0, dtype=torch.float64)
+    draws = (torch.cat([centred(counts[i:i + block]) for i in range(0, len(counts), block)]) if len(counts) else
+             torch.zeros(0, dtype=torch.float64))
     return full, raw, draws.numpy()
 
 

@@ -59,8 +59,8 @@ def encode_task(tokenizer, task: str, split: str, n: int = 0, seed: int = 0, max
         idx = idx[:first]
     s1 = [ds.sentence1[i] for i in idx]
     s2 = [ds.sentence2[i] for i in idx] if ds.sentence2 is not None else None
-    enc = tokenizer(s1, s2, truncation=True, max_length=max_length) if s2 else \
-        tokenizer(s1, truncation=True, max_length=max_length)
+    enc = (tokenizer(s1, s2, truncation=True, max_length=max_length) if s2 else
+           tokenizer(s1, truncation=True, max_length=max_length))
     keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
     feats = [{k: enc[k][i] for k in keys} for i in range(len(idx))]
     return Encoded(task, split, feats, [_int_label(ds.labels[i]) for i in idx])

@@ -132,8 +132,8 @@ def _revision_missing(err: BaseException) -> bool:
 
     seen: BaseException | None = err
     while seen is not None:
-        if isinstance(seen, RevisionNotFoundError) or "is not a valid git identifier" in str(seen) \
-                or "Invalid rev id" in str(seen):
+        if (isinstance(seen, RevisionNotFoundError) or "is not a valid git identifier" in str(seen)
+                or "Invalid rev id" in str(seen)):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
@@ -147,8 +147,8 @@ def explain_missing(kind: str, repo_id: str, asked: str | None, err: BaseExcepti
     if asked is None or asked != pinned or not _revision_missing(err):
         return None
     head = hub_head(kind, repo_id)
-    return moved(kind, repo_id, pinned, head or "unknown: the hub could not be asked", missing=True) \
-        if head != pinned else None
+    return (moved(kind, repo_id, pinned, head or "unknown: the hub could not be asked", missing=True)
+            if head != pinned else None)
 
 
 def write_pin(kind: str, repo_id: str, revision: str, source: str | None = None) -> None:

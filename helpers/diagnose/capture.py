@@ -221,8 +221,8 @@ def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk, desc=
     inv = np.argsort(kept_order)                    # back to the probe's order
     layers = [(X[inv], m[inv]) for X, m in stack.padded()]
     qk = [(q[inv], k[inv], n[inv]) for q, k, n in qks.result()] if cap is not None else None
-    notes = [f"{len(probe.items) - len(kept_order)} inputs with fewer than two tokens left out"] \
-        if len(kept_order) < len(probe.items) else []
+    notes = ([f"{len(probe.items) - len(kept_order)} inputs with fewer than two tokens left out"]
+             if len(kept_order) < len(probe.items) else [])
     if cut:
         notes.append(f"{cut} inputs longer than {max_tokens} tokens cut to their first {max_tokens}")
     return Captured(layers, "tokens", qk, why, notes, cut)
@@ -231,8 +231,8 @@ def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk, desc=
 def _vision(model, processor, probe, device, batch_size, max_tokens, want_qk,
             desc="forward passes") -> Captured:
     cfg = getattr(model, "config", None)
-    skip = 1 + int(getattr(cfg, "num_register_tokens", 0) or 0) if getattr(cfg, "model_type", "") in _CLS_VISION \
-        else 0
+    skip = (1 + int(getattr(cfg, "num_register_tokens", 0) or 0) if getattr(cfg, "model_type", "") in _CLS_VISION
+            else 0)
     cap, why = _qk_capture(model) if want_qk else (None, "not asked for")
     if cap is None and not any(isinstance(m, nn.MultiheadAttention) for m in model.modules()) and cfg is None:
         why = f"{type(model).__name__} has no attention (a convolutional network)"

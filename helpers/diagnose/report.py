@@ -189,14 +189,14 @@ def render_html(d: Diagnosis) -> str:
     meta = d.meta
     esc = html.escape
     curves = _png(curves_figure(d))
-    heads = f'<img alt="per-head q/k alignment" src="data:image/png;base64,{_png(heads_figure(d))}">' \
-        if d.model.qk_heads is not None else ""
+    heads = (f'<img alt="per-head q/k alignment" src="data:image/png;base64,{_png(heads_figure(d))}">'
+             if d.model.qk_heads is not None else "")
     skipped = "".join(f"<li><b>{esc(k)}</b>: {esc(v)}</li>" for k, v in d.skipped.items())
     notes = "".join(f"<li>{esc(n)}</li>" for n in d.notes)
     tw = meta.get("twins") or {}
-    twins = (f"{tw['count']} untrained twin{'s' if tw['count'] > 1 else ''} (seeds "
-             f"{', '.join(map(str, tw['seeds']))}): {esc(tw['what'])}. Rule: {esc(tw['rule'])}.") if tw else \
-        "no untrained twins."
+    twins = ((f"{tw['count']} untrained twin{'s' if tw['count'] > 1 else ''} (seeds "
+              f"{', '.join(map(str, tw['seeds']))}): {esc(tw['what'])}. Rule: {esc(tw['rule'])}.") if tw else
+             "no untrained twins.")
     git = meta.get("git") or {}
     commit = (git.get("commit") or "not a git checkout")[:12] + (" (uncommitted changes)" if git.get("dirty") else "")
     secs = meta.get("seconds") or {}

@@ -145,8 +145,8 @@ def model_config(name: str, revision: str | None = None) -> dict | None:
                                           trust_remote_code=False).to_dict()
     except ValueError as err:
         if "custom code" in str(err):
-            raise DiagnoseError(f"{name} needs custom code (an auto_map in its config), which tokuni never runs") \
-                from None
+            raise DiagnoseError(
+                f"{name} needs custom code (an auto_map in its config), which tokuni never runs") from None
         return None
     except OSError:
         return None

@@ -182,8 +182,8 @@ def _on_task(res: Result) -> str:
 
 def _scale(res: Result) -> str:
     model = res.settings["model"]
-    return f"{model} ({_n_last(res)} layers) in place of BERT-base (12)" if model != "bert-base-uncased" \
-        else "the paper's model"
+    return (f"{model} ({_n_last(res)} layers) in place of BERT-base (12)" if model != "bert-base-uncased"
+            else "the paper's model")
 
 
 def _reduced(res: Result) -> str:

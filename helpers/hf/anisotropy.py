@@ -48,8 +48,8 @@ def sequence_anisotropy(model, sequences: list[list[int]], pre: list[int], post:
     if sum(len(c) for c in sequences) < 2:
         raise ValueError("the sequences hold fewer than two tokens")
     acc = LayerAccumulator(sample_pairs(sum(len(c) for c in sequences), n_pairs, seed))
-    seq2seq = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False)) and \
-        hasattr(model, "get_decoder")
+    seq2seq = (bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
+               and hasattr(model, "get_decoder"))
     if not seq2seq:
         model = encoder_of(model)
     dev = next(model.parameters()).device

@@ -112,8 +112,8 @@ def compile_blocks(model: nn.Module, **options: Any) -> int:
     lists: list[nn.ModuleList] = []
     prefixes: list[str] = []
     for name, m in model.named_modules():                     # outermost lists only (parents come first)
-        if isinstance(m, nn.ModuleList) and len(m) >= 2 and len({type(b) for b in m}) == 1 \
-                and not any(name.startswith(p) for p in prefixes):
+        if (isinstance(m, nn.ModuleList) and len(m) >= 2 and len({type(b) for b in m}) == 1
+                and not any(name.startswith(p) for p in prefixes)):
             lists.append(m)
             prefixes.append(name + ".")
     if not lists:
