@@ -233,13 +233,14 @@ def rank_correlation_interval(x, y, level: float = 0.95) -> Interval:
     n = x.size
     if n < 4:
         raise ValueError("a Fisher-z interval of a rank correlation needs at least 4 points")
-    rho = float(stats.spearmanr(x, y).statistic)
+    return rank_interval(float(stats.spearmanr(x, y).statistic), n, level)
+
+
+def rank_interval(rho: float, n: int, level: float = 0.95) -> Interval:
+    """A Spearman ρ over `n` points with its Fisher-z interval and Bonett and Wright's standard error
+    √((1 + ρ²/2)/(n − 3)), ρ = ±1 read as ±(1 − 1/n²) (`fisher_interval`)."""
     r = float(np.clip(rho, -(1 - 1 / n**2), 1 - 1 / n**2))
-    se = math.sqrt((1 + r * r / 2) / (n - 3))
-    z = math.atanh(r)
-    q = float(stats.norm.ppf(0.5 + level / 2))
-    low, high = math.tanh(z - q * se), math.tanh(z + q * se)
-    return Interval(rho, min(low, rho), max(high, rho), int(n), "fisher-z", level)
+    return fisher_interval(rho, n, level, se=math.sqrt((1 + r * r / 2) / (n - 3)))
 
 
 def jackknife_interval(values, statistic, level: float = 0.95, correlation: bool = False) -> Interval:
@@ -312,7 +313,8 @@ def moving_average(x, window: int) -> np.ndarray:
 
 
 __all__ = ["Interval", "t_interval", "moving_average", "spearman_exact_p", "rank_correlation_interval",
-           "jackknife_interval", "fisher_interval", "fisher_t_interval", "Trend", "fit_trend", "against_trend",
+           "jackknife_interval", "fisher_interval", "fisher_t_interval", "rank_interval", "Trend", "fit_trend",
+           "against_trend",
            "ON_TREND", "ABOVE_TREND", "BELOW_TREND", "TREND_INCONCLUSIVE"]
 
 

@@ -33,7 +33,7 @@ from ..book.runtime import choose_device, run_seeds, seed_everything
 from ..core import measures as M
 from ..core.findings import Finding, Spec
 from ..core.softdecay import softdecay_transform, whitening_apply, whitening_fit
-from ..core.stats import Interval, fisher_interval, fisher_t_interval, t_interval
+from ..core.stats import Interval, fisher_t_interval, rank_interval, t_interval
 from ..diagnose import measures as DM
 from ..diagnose.capture import capture
 from ..diagnose.probe import default_probe
@@ -212,9 +212,7 @@ class Result(results.Result):
             if correlation:
                 return fisher_t_interval(est, n_points=min(self.n_layers(r) for r in self.runs), level=self.level)
             return t_interval(est, self.level)
-        d = np.asarray(get(self.runs[0])["draws"], dtype=float)
-        lo, hi = np.nanpercentile(d, [50 * (1 - self.level), 50 * (1 + self.level)])
-        return Interval(float(est[0]), float(lo), float(hi), int(np.isfinite(d).sum()), "bootstrap", self.level)
+        return self.per_model(get)[self.runs[0]["name"]]
 
     @staticmethod
     def n_layers(run: dict[str, Any]) -> int:
@@ -291,8 +289,8 @@ class Result(results.Result):
         out = {}
         for r in self.runs:
             rho, n = float(r["ranked"][which][key]["estimate"]), self.n_layers(r)
-            out[r["name"]] = (fisher_interval(rho, n, self.level, se=math.sqrt((1 + rho * rho / 2) / (n - 3)))
-                              if n >= 4 else Interval(rho, math.nan, math.nan, n, "fisher-z", self.level))
+            out[r["name"]] = (rank_interval(rho, n, self.level) if n >= 4
+                              else Interval(rho, math.nan, math.nan, n, "fisher-z", self.level))
         return out
 
     def least_agreeing(self, a: str, b: str) -> tuple[str, Interval]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...book.results import StoredRecord
 from ...core import anisotropy as A
-from ...core.stats import Interval, jackknife_interval, rank_correlation_interval, spearman_exact_p
+from ...core.stats import Interval, fisher_interval, jackknife_interval, rank_correlation_interval, spearman_exact_p
 from .params import ALPHA, CHARACTER_LEVEL, IDENTITY_TOL
 
 
@@ -86,15 +86,12 @@ def drift_layer_test(mean_norm: tuple[float, ...], cos: tuple[float, ...]) -> La
     n = x.size
     rho = lambda v: float(sps.spearmanr(v[:, 0], v[:, 1]).statistic)  # noqa: E731
     pr = sps.pearsonr(x, y)
-    r = float(np.clip(pr.statistic, -(1 - 1 / n**2), 1 - 1 / n**2))
-    half = 1.96 / np.sqrt(n - 3)
     est = float(pr.statistic)
-    low, high = float(np.tanh(np.arctanh(r) - half)), float(np.tanh(np.arctanh(r) + half))
     return LayerTest(layers=int(n), rho=float(sps.spearmanr(x, y).statistic), p_exact=spearman_exact_p(x, y),
                      fisher=rank_correlation_interval(x, y), jackknife=jackknife_interval(np.column_stack([x, y]), rho,
                                                                                   correlation=True),
                      pearson_r=est, pearson_p=float(pr.pvalue),
-                     pearson=Interval(est, min(low, est), max(high, est), int(n), "fisher-z"))
+                     pearson=fisher_interval(est, n))
 
 
 @dataclass(frozen=True)
