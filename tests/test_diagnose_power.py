@@ -119,14 +119,13 @@ def test_a_random_model_is_never_flagged(random_default, twins):
     assert "in 0 of" in report.summary_html(d)
 
 
-def test_a_block_scaled_by_four_is_flagged_or_reported_below_detection(planted):
+def test_a_block_scaled_by_four_is_flagged_where_it_acts(planted):
     d = D.diagnose(str(planted["scaled"]), str(planted["probe"]), twins=10, draws=100)
     hit = {m: flagged_layers(d, m) for m in d.measures}
-    if any(hit.values()):
-        assert all(set(v) <= {"block 2", "block 3", "block 4"} for v in hit.values()), hit
-        assert hit["drift"] == ["block 2", "block 3", "block 4"]
-    else:                                                                  # otherwise the report must say so
-        assert "smallest shift" in report.summary_html(d)
+    # at ten twins the change is large enough to be seen: flagged, and only where it acts (block 2 and after)
+    assert any(hit.values())
+    assert all(set(v) <= {"block 2", "block 3", "block 4"} for v in hit.values()), hit
+    assert hit["drift"] == ["block 2", "block 3", "block 4"]
 
 
 def test_the_report_and_the_json_state_the_smallest_detectable_shift(offset_default, tmp_path):

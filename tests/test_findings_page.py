@@ -211,7 +211,8 @@ STATED = {
     "vit-post-behind-pre": "inconclusive", "vit-deesc-vs-pre": "contradicted",
     "vit-deesc-vs-pre-standard": "direction only",
     "deeplm-post-norm-fails": "contradicted", "deeplm-deesc-rescues": "inconclusive",
-    "deeplm-deesc-like-pre-norm": "inconclusive",
+    "deeplm-deesc-like-pre-norm": "inconclusive", "synthesis-centring-anisotropy": "inconclusive",
+    "synthesis-centring-skew": "inconclusive",
 }
 #: the claims' verdicts the summaries and the README state in words
 STATED_CLAIMS = {

@@ -121,6 +121,15 @@ class Collected:
         """Per paper: claims, tested at the paper's setting, at a reduced one, not at all, and the verdicts."""
         return count_claims(self.judged())
 
+    def family_sizes(self) -> dict[str, int]:
+        """{paper: how many tests its family holds} (`core.findings.in_family`)."""
+        return {p: max((f.family_size for f in self.findings if f.paper == p), default=0) for p in PAPERS}
+
+    def family_levels(self) -> tuple[float, float] | None:
+        """The lowest and highest level the family correction reads an interval at; None without a family."""
+        levels = [f.family_level for f in self.findings if f.family_level is not None]
+        return (min(levels), max(levels)) if levels else None
+
     def uncorrected_counts(self) -> dict[str, dict]:
         """`claim_counts` as the uncorrected 95 % intervals would give them (no family correction): a sensitivity
         reading the page shows beside the verdicts, never the verdicts."""

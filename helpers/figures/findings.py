@@ -356,8 +356,7 @@ def publish(col: Collected) -> None:
 
     ext = col.extensions()
     by_key = {f.key: f for f in col.findings}
-    fam = {p: max((f.family_size for f in col.findings if f.paper == p), default=0) for p in PAPERS}
-    levels = [f.family_level for f in col.findings if f.family_level is not None]
+    fam, levels = col.family_sizes(), col.family_levels()
 
     def eff(key: str) -> str:
         """A finding's effect as the summary quotes it ('—' when the chapter gives no such finding at this scale)."""
@@ -378,8 +377,8 @@ def publish(col: Collected) -> None:
         "findings-yu2024-untested": c["yu2024"]["untested"],
         "findings-family-yan2022": fam["yan2022"], "findings-family-godey2024": fam["godey2024"],
         "findings-family-yu2024": fam["yu2024"],
-        "findings-family-level-min": f"{100 * min(levels):.1f} %" if levels else "—",
-        "findings-family-level-max": f"{100 * max(levels):.2f} %" if levels else "—",
+        "findings-family-level-min": f"{100 * levels[0]:.1f} %" if levels else "—",
+        "findings-family-level-max": f"{100 * levels[1]:.2f} %" if levels else "—",
         "findings-claims": sum(c[p]["claims"] for p in c),
         "findings-tests": sum(f.kind == "claim" for f in col.findings),
         "findings-controls": len(col.controls()),
