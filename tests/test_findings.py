@@ -518,6 +518,8 @@ def test_the_schema_speaks_the_rules_vocabulary(validator):
     assert defs["test"]["properties"]["kind"]["enum"] == list(fd.KINDS)
     assert defs["test"]["properties"]["direction"]["enum"] == list(fd.DIRECTIONS)
     assert defs["test"]["properties"]["method"]["enum"] == [*get_args(Method), None]
+    assert defs["test"]["properties"]["paper_scale_verdict"]["enum"] == list(fd.SCALE_VERDICTS)
+    assert defs["claim"]["properties"]["paper_scale_verdict"]["enum"] == list(fd.CLAIM_SCALE_VERDICTS)
     assert defs["claim"]["properties"]["paper"]["enum"] == list(fd.PAPERS)
 
 

@@ -53,6 +53,15 @@ settings apart. A stand-in says how far it is from the paper's model on the base
 (`standin`: "raw STS 40.92 against BERT-base-cased's 62.97"); a verdict read from a near-identity or with
 another limit says so in its row (`caveat`).
 
+**At the paper's setting.** A reduced test's verdict holds at its own setting. It speaks for the paper's setting
+only through a measured trend (`at_scale`: the effect at several points of the axis on which the test falls
+short, a fitted form and its band at the paper's point, `core.scale`): the finding's own rule read on that band
+gives `paper_scale_verdict` — reproduced, direction only or contradicted only where the band decides; otherwise
+**inconclusive at the paper's scale** (with `decides_to`, how far along the axis the band still decides); a
+reduced test with no trend has **no trend to the paper's scale**. A claim's verdict there
+(`Judged.paper_scale_verdict`) is its verdict where a deciding test ran at the paper's setting, else the one its
+deciding tests' trends share (mixed where they differ).
+
 **The verdict of a claim** (`judge`) — one rule, over the claim's in-scope tests of kind `"claim"` that give a
 verdict:
 
@@ -76,6 +85,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
+from .scale import Distance, Extrapolation
 from .stats import Interval, t_interval
 
 REPRODUCED = "reproduced"
@@ -87,12 +99,21 @@ NOT_TESTABLE = "not testable here"
 NOT_TESTED = "not tested here"
 MIXED = "mixed"
 ON_ONE_MODEL = "on one model"
+#: a reduced test read at the paper's setting through a trend whose band there does not decide
+SCALE_INCONCLUSIVE = "inconclusive at the paper's scale"
+#: a reduced test with no measured trend to the paper's setting: it says nothing there
+NOT_JUDGED = "no trend to the paper's scale"
+#: the verdicts at the paper's setting (`Finding.paper_scale_verdict`), in the order the headline screen counts them
+SCALE_VERDICTS = (REPRODUCED, DIRECTION_ONLY, NOT_DETECTED, INCONCLUSIVE, CONTRADICTED, SCALE_INCONCLUSIVE,
+                  NOT_JUDGED, NOT_TESTABLE)
 #: the verdict vocabulary of a finding, in the order the findings page counts them
 VERDICTS = (REPRODUCED, DIRECTION_ONLY, NOT_DETECTED, INCONCLUSIVE, CONTRADICTED, NOT_TESTABLE)
 #: a claim's verdicts: a finding's; "mixed" (its deciding tests disagree), "on one model" (a class claim tested on
 #: one member), and "not tested here" for a claim no chapter tests
 CLAIM_VERDICTS = (REPRODUCED, DIRECTION_ONLY, NOT_DETECTED, INCONCLUSIVE, CONTRADICTED, MIXED, ON_ONE_MODEL,
                   NOT_TESTABLE, NOT_TESTED)
+#: a claim's verdicts at the paper's setting (`Judged.paper_scale_verdict`)
+CLAIM_SCALE_VERDICTS = (*SCALE_VERDICTS, MIXED, ON_ONE_MODEL, NOT_TESTED)
 #: the kinds of finding
 KINDS = ("claim", "control", "extension")
 #: the directions a finding's claim can take
@@ -257,7 +278,10 @@ class Finding:
     where each gives it); `standin`: how far a stand-in is from the paper's model on the paper's baseline;
     `caveat`: a limit of the reading the row must carry (a test that is nearly a definition); `size_word`: a size
     word of the claim ("slightly", "huge") for which no `margin` is stated: an effect on the paper's side is then
-    read as direction only, since nothing says how large "slightly" is."""
+    read as direction only, since nothing says how large "slightly" is; `distance`: how far the test's setting is
+    from the paper's, as numbers (`core.scale.Distance`: steps, width, layers, tokens, a baseline score);
+    `at_scale`: for a reduced test, the measured trend along the axis on which it falls short, read at the paper's
+    point (`core.scale.Extrapolation`), from which `paper_scale_verdict` judges the paper's setting."""
 
     key: str
     paper: str
@@ -297,6 +321,8 @@ class Finding:
     units: int | None = None
     family_level: float | None = None
     family_size: int = 0
+    distance: tuple[Distance, ...] = ()
+    at_scale: Extrapolation | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -319,6 +345,9 @@ class Finding:
             raise ValueError(f"finding {self.key!r}: family_level {self.family_level} is not a confidence level")
         object.__setattr__(self, "members", tuple(self.members))
         object.__setattr__(self, "alternatives", tuple((str(n), i) for n, i in self.alternatives))
+        object.__setattr__(self, "distance", tuple(self.distance))
+        if self.at_scale is not None and not self.reduced:
+            raise ValueError(f"finding {self.key!r}: a test at the paper's setting needs no trend to it (at_scale)")
         self._rule(self.effect)
 
     def _rule(self, effect: Interval | None, corrected: bool = True) -> str:
@@ -421,6 +450,60 @@ class Finding:
             return text
         return f"{text} {self.reduced}" if self.reduced else text
 
+    # --- at the paper's setting ----------------------------------------------------------------------------------
+
+    def _scale_rule(self, band: Interval) -> str:
+        v = verdict(band, self.direction, self.reference, self.paper_value, self.margin, None, "", self.smallest)
+        v = self._combine(v, set())
+        return v if v in (REPRODUCED, DIRECTION_ONLY, CONTRADICTED) else SCALE_INCONCLUSIVE
+
+    @property
+    def paper_scale_verdict(self) -> str:
+        """What this test says at the paper's setting: its own verdict for a test run there; for a reduced test,
+        the finding's rule applied to its trend's band at the paper's point (`at_scale`, read at 95 %) — reproduced,
+        direction only or contradicted only where the band decides, else "inconclusive at the paper's scale"; and
+        "no trend to the paper's scale" for a reduced test with no measured trend (its verdict stays at its own
+        setting)."""
+        if self.verdict == NOT_TESTABLE:
+            return NOT_TESTABLE
+        if not self.reduced:
+            return self.verdict
+        if self.at_scale is None:
+            return NOT_JUDGED
+        return self._scale_rule(self.at_scale.band)
+
+    def decides_to(self, grid: int = 60) -> float | None:
+        """The farthest point of the axis, from the last measured point toward the paper's, at which the trend's
+        band still decides (reproduced, direction only or contradicted); None where it decides nowhere past the
+        measured points or where there is no trend. Equal to the paper's point where the band decides there."""
+        t = self.at_scale
+        if t is None:
+            return None
+        last, target = max(t.x), t.target
+        if target <= last:
+            return target if self._scale_rule(t.band) != SCALE_INCONCLUSIVE else None
+        best = None
+        for x0 in np.geomspace(last, target, grid):
+            if self._scale_rule(t.at(float(x0))) == SCALE_INCONCLUSIVE:
+                break
+            best = float(x0)
+        return best
+
+    def paper_scale_text(self) -> str:
+        """The verdict at the paper's setting in words, with the band it is read from: 'inconclusive at the paper's
+        scale: +0.12 [−0.40, +0.64] at 60,000 training steps, from 4 points over 250–1,000 (4×), forms log and
+        inverse square root; the band decides up to 1,900'."""
+        v = self.paper_scale_verdict
+        t = self.at_scale
+        if t is None or not self.reduced:
+            return v
+        where = self.decides_to()
+        tail = ("" if where is None or where >= t.target else
+                f"; the band decides up to {where:,.4g} {t.axis}")
+        if where is None and v == SCALE_INCONCLUSIVE:
+            tail = "; the band decides nowhere past the measured points"
+        return f"{v}: {t.text(self.digits)}{tail}"
+
     def name(self) -> str:
         """The test's short name among its claim's tests: `label`, else its members, else its key."""
         return self.label or ", ".join(self.members) or self.key
@@ -494,6 +577,8 @@ class Finding:
         d["p_value"] = self.p_value
         d["verdict_text"] = self.verdict_text()
         d["flags"] = self.flags()
+        d["paper_scale_verdict"] = self.paper_scale_verdict
+        d["paper_scale_text"] = self.paper_scale_text()
         return d
 
 
@@ -712,6 +797,28 @@ class Judged:
         if self.deciding:
             return f"{self.deciding[0].verdict_words()} on each of {len(self.deciding)} tests"
         return self.verdict
+
+    @property
+    def paper_scale_verdict(self) -> str:
+        """The claim's verdict at the paper's setting: its verdict where a deciding test ran there; else what its
+        deciding tests' trends say there (`Finding.paper_scale_verdict`; one shared verdict, else mixed), the tests
+        with no trend set aside; "no trend to the paper's scale" where none has one."""
+        if self.verdict in (NOT_TESTED, NOT_TESTABLE) or self.setting == "paper":
+            return self.verdict
+        got = [f.paper_scale_verdict for f in self.deciding if f.paper_scale_verdict != NOT_JUDGED]
+        if not got:
+            return NOT_JUDGED
+        return got[0] if len(set(got)) == 1 else MIXED
+
+    def paper_scale_text(self) -> str:
+        """`paper_scale_verdict` with its tests' words where a trend gave it."""
+        v = self.paper_scale_verdict
+        read = [f for f in self.deciding if f.reduced and f.at_scale is not None]
+        if v in (NOT_TESTED, NOT_TESTABLE, NOT_JUDGED) or self.setting == "paper" or not read:
+            return v
+        if len(read) == 1:
+            return read[0].paper_scale_text()
+        return f"{v}: " + "; ".join(f"{f.paper_scale_verdict} on {f.name()}" for f in read)
 
     @property
     def findings(self) -> tuple[Finding, ...]:

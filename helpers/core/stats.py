@@ -14,7 +14,7 @@ from typing import Any, Literal
 import numpy as np
 
 Method = Literal["t", "bootstrap", "exact", "normal", "range", "fisher-z", "t-fisher-z", "jackknife", "subsample",
-                 "cross-fit", "binomial"]
+                 "cross-fit", "binomial", "extrapolated"]
 
 
 @dataclass(frozen=True)

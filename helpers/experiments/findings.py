@@ -227,9 +227,25 @@ def _test_record(f: Finding, role: str, scale: str) -> dict[str, Any]:
         "excludes": f.excludes() if f.verdict in (NOT_DETECTED, INCONCLUSIVE) else "",
         "flags": f.flags(), "members": list(f.members), "out_of_scope": f.out_of_scope, "standin": f.standin,
         "caveat": f.caveat, "size_word": f.size_word, "cannot_test": f.cannot_test, "needs": f.needs,
+        "distance": [{"what": d.what, "ours": _number(d.ours), "paper": _number(d.paper), "unit": d.unit}
+                     for d in f.distance],
+        "paper_scale_verdict": f.paper_scale_verdict, "paper_scale_text": f.paper_scale_text(),
+        "paper_scale": _scale_record(f),
         "command": f.command or (f"make rerun CHAPTER={f.chapter} SCALE={scale}" if f.chapter else None),
         "page": page,
     }
+
+
+def _scale_record(f: Finding) -> dict[str, Any] | None:
+    """A reduced test's trend to the paper's setting as plain data (None without one): the axis, its points, the
+    paper's point, the band and each form's interval there, and how far along the axis the band decides."""
+    t = f.at_scale
+    if t is None:
+        return None
+    return {"axis": t.axis, "x": list(t.x), "y": list(t.y), "units": t.units, "target": t.target,
+            "points": t.points, "span": _number(t.span), **_interval(t.band), "why": t.why,
+            "forms": [{"form": ff.form, **_interval(ff.at_target)} for ff in t.fits],
+            "decides_to": _number(f.decides_to())}
 
 
 def _claim_record(j: Judged, scale: str, commit: str | None) -> dict[str, Any]:
@@ -243,6 +259,7 @@ def _claim_record(j: Judged, scale: str, commit: str | None) -> dict[str, Any]:
         "paper": c.paper, "claim_id": c.id, "kind": "claim", "where": c.where, "section": c.section,
         "claim": c.claim, "predicate": c.predicate, "paper_value": c.paper_value, "scope": c.scope,
         "class_of": c.class_of, "setting": j.setting, "verdict": j.verdict, "verdict_text": j.verdict_text(),
+        "paper_scale_verdict": j.paper_scale_verdict, "paper_scale_text": j.paper_scale_text(),
         "underlying": j.underlying, "decides": c.decides, "decides_why": c.decides_why, "untested": c.untested,
         "command": c.command or first.get("command") or None, "commit": commit or None, **tests,
     }
@@ -259,7 +276,8 @@ def _extension_record(f: Finding, scale: str, commit: str | None) -> dict[str, A
         "paper": f.paper, "claim_id": f.key, "kind": "extension", "where": f.where, "section": "",
         "claim": f.claim, "predicate": "", "paper_value": "", "scope": "", "class_of": "",
         "setting": f.setting if gives else "untested", "verdict": f.verdict,
-        "verdict_text": f.verdict_text(), "underlying": "", "decides": "", "decides_why": "", "untested": "",
+        "verdict_text": f.verdict_text(), "paper_scale_verdict": f.paper_scale_verdict,
+        "paper_scale_text": f.paper_scale_text(), "underlying": "", "decides": "", "decides_why": "", "untested": "",
         "command": test["command"], "commit": commit or None,
         "deciding": [test] if gives else [], "others": [] if gives else [test], "out_of_scope": [], "controls": [],
     }
@@ -267,13 +285,13 @@ def _extension_record(f: Finding, scale: str, commit: str | None) -> dict[str, A
 
 #: the flat CSV's columns: the claim's (repeated on each of its tests), then the test's (prefixed `test_`)
 CLAIM_COLUMNS = ("paper", "claim_id", "kind", "where", "claim", "paper_value", "scope", "setting", "verdict",
-                 "verdict_text", "command", "commit", "scale")
+                 "verdict_text", "paper_scale_verdict", "command", "commit", "scale")
 TEST_COLUMNS = ("role", "key", "label", "chapter", "kind", "estimate", "low", "high", "method", "n", "unit",
                 "resamples", "level", "p_value", "family_size", "family_level", "corrected_low", "corrected_high",
                 "uncorrected_verdict",
                 "paper_value", "reference", "direction", "margin", "tolerance", "verdict", "verdict_text",
-                "setting", "reduced", "quantity", "measured", "out_of_scope", "alternatives", "flags", "command",
-                "page")
+                "setting", "reduced", "paper_scale_verdict", "paper_scale_text", "distance", "quantity", "measured",
+                "out_of_scope", "alternatives", "flags", "command", "page")
 CSV_COLUMNS = CLAIM_COLUMNS + tuple(f"test_{c}" for c in TEST_COLUMNS)
 
 
@@ -288,6 +306,8 @@ def dataset_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
             return "; ".join(f"{a['name']}: {a['estimate']} [{a['low']}, {a['high']}] {a['verdict']}" for a in v)
         if col == "flags":
             return "; ".join(v)
+        if col == "distance":
+            return "; ".join(f"{d['what']}: {d['ours']} of {d['paper']}" for d in v)
         return v
 
     rows = []

@@ -1,0 +1,134 @@
+"""The trend to the paper's setting (`core.scale`) and the verdict it gives there (`Finding.paper_scale_verdict`),
+on planted cases: a gap that closes with the budget, a stand-in on a planted trend, too few budgets."""
+
+import math
+
+import numpy as np
+import pytest
+
+from helpers.core import findings as F
+from helpers.core.findings import Finding, Judged, judge
+from helpers.core.scale import FORMS, MIN_POINTS, Distance, extrapolate
+from helpers.core.stats import Interval, against_trend, fit_trend, t_interval
+
+BUDGETS = [250, 500, 1000, 2000, 4000]
+
+
+def _gap(budget, seed, closes=True):
+    """A planted gap (lower is the paper's side): +0.30 at 250 steps, falling 0.12 per doubling when it closes."""
+    rng = np.random.default_rng(seed)
+    slope = -0.12 if closes else 0.0
+    return 0.30 + slope * math.log2(budget / 250) + rng.normal(0, 0.01)
+
+
+def _finding(at_scale=None, effect=None, reduced="at 1.7 % of the paper's steps", **kw):
+    effect = effect or t_interval([_gap(1000, s) for s in range(3)])
+    return Finding(key="planted-gap", paper="yu2024", where="Fig. 6", claim="the planted model trains better",
+                   measured="planted", quantity="gap", effect=effect, direction="below", reduced=reduced,
+                   claim_id="planted", at_scale=at_scale, **kw)
+
+
+def _trend(budgets, closes=True, target=60_000):
+    per_seed = [[_gap(b, 10 * s + i, closes) for i, b in enumerate(budgets)] for s in range(3)]
+    return extrapolate(budgets, np.mean(per_seed, 0), target, ("log", "inverse square root"), per_unit=per_seed,
+                       axis="training steps")
+
+
+def test_a_planted_log_trend_is_read_back_with_a_band_that_covers_it():
+    x = np.array(BUDGETS, float)
+    y = 1.0 - 0.2 * np.log(x) + np.random.default_rng(0).normal(0, 0.01, x.size)
+    e = extrapolate(x, y, 60_000, ("log",), axis="training steps")
+    truth = 1.0 - 0.2 * math.log(60_000)
+    assert e.band.low < truth < e.band.high
+    assert e.fits[0].coefficients[1] == pytest.approx(-0.2, abs=0.02)
+    assert e.points == 5 and e.span == pytest.approx(16)
+    # the band widens with the distance it is carried
+    assert e.at(8_000).high - e.at(8_000).low < e.band.high - e.band.low
+
+
+def test_the_band_is_the_union_of_the_forms():
+    e = _trend(BUDGETS)
+    lows = [f.at_target.low for f in e.fits]
+    highs = [f.at_target.high for f in e.fits]
+    assert e.band.low == min(lows) and e.band.high == max(highs)
+    assert e.band.estimate == e.fits[0].at_target.estimate
+    assert set(e.forms) <= set(FORMS)
+
+
+def test_fewer_than_four_budgets_give_no_trend():
+    with pytest.raises(ValueError, match="at least 4"):
+        extrapolate([250, 500, 1000], [0.3, 0.2, 0.1], 60_000)
+    with pytest.raises(ValueError, match="at least 4"):
+        extrapolate([250, 250, 500, 1000], [0.3, 0.3, 0.2, 0.1], 60_000)
+    assert MIN_POINTS == 4
+    # so a reduced test without one says nothing at the paper's scale
+    f = _finding()
+    assert f.verdict == F.CONTRADICTED
+    assert f.paper_scale_verdict == F.NOT_JUDGED
+
+
+def test_a_gap_that_closes_with_budget_stops_being_contradicted_at_the_papers_scale():
+    f = _finding(at_scale=_trend(BUDGETS))
+    assert f.verdict == F.CONTRADICTED                        # at its own setting, the gap is on the wrong side
+    assert f.paper_scale_verdict in (F.SCALE_INCONCLUSIVE, F.REPRODUCED)
+    assert f.paper_scale_verdict != F.CONTRADICTED
+    assert "training steps" in f.paper_scale_text()
+    # a gap that stays open stays contradicted there
+    g = _finding(at_scale=_trend(BUDGETS, closes=False))
+    assert g.paper_scale_verdict == F.CONTRADICTED
+    assert g.decides_to() == pytest.approx(60_000)
+
+
+def test_a_closing_gap_with_a_tight_trend_reads_reproduced_at_the_papers_scale():
+    x = np.array(BUDGETS * 3, float)
+    per_seed = [[0.30 - 0.12 * math.log2(b / 250) + 0.001 * s for b in BUDGETS] for s in range(3)]
+    e = extrapolate(BUDGETS, np.mean(per_seed, 0), 60_000, ("log",), per_unit=per_seed, axis="training steps")
+    assert x.size == 15
+    f = _finding(at_scale=e)
+    assert f.paper_scale_verdict == F.REPRODUCED
+
+
+def test_decides_to_is_where_the_band_stops_deciding():
+    f = _finding(at_scale=_trend(BUDGETS))
+    where = f.decides_to()
+    if f.paper_scale_verdict == F.SCALE_INCONCLUSIVE:
+        assert where is None or max(BUDGETS) <= where < 60_000
+    assert _finding().decides_to() is None
+
+
+def test_a_test_at_the_papers_setting_needs_no_trend():
+    with pytest.raises(ValueError, match="needs no trend"):
+        _finding(at_scale=_trend(BUDGETS), reduced="")
+    f = _finding(reduced="")
+    assert f.paper_scale_verdict == f.verdict
+
+
+def test_a_claim_reads_its_deciding_tests_trends():
+    claim = F.Claim(id="planted", paper="yu2024", where="Fig. 6", claim="c", predicate="p")
+    closing = _finding(at_scale=_trend(BUDGETS))
+    j = judge(claim, [closing])
+    assert isinstance(j, Judged)
+    assert j.verdict == F.CONTRADICTED
+    assert j.paper_scale_verdict == closing.paper_scale_verdict
+    bare = judge(claim, [_finding()])
+    assert bare.paper_scale_verdict == F.NOT_JUDGED
+
+
+def test_distance_in_words_and_in_the_record():
+    d = Distance("training steps", 1000, 60_000)
+    assert d.fraction == pytest.approx(1 / 60)
+    assert d.text() == "1,000 of 60,000 training steps (1.7 %)"
+    assert Distance("raw STS", 44.04, 62.97, "score").text() == "raw STS 44.04 against 62.97"
+    f = _finding(distance=(d,))
+    assert f.to_json()["distance"][0]["paper"] == 60_000
+
+
+def test_a_stand_in_placed_on_a_planted_trend_reads_on_the_trend():
+    xs, slope, icpt = [51.87, 59.53, 62.97, 64.12], -0.5, 40.0
+    rng = np.random.default_rng(1)
+    trend = fit_trend(xs, [icpt + slope * x + rng.normal(0, 0.5) for x in xs])
+    x0 = 44.04
+    on = Interval(icpt + slope * x0, icpt + slope * x0 - 0.5, icpt + slope * x0 + 0.5, 200, "bootstrap")
+    assert against_trend(on, trend, x0) == "on the paper's trend"
+    far = on.shift(-100)
+    assert against_trend(far, trend, x0) == "off the trend (above)"
