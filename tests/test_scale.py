@@ -132,3 +132,10 @@ def test_a_stand_in_placed_on_a_planted_trend_reads_on_the_trend():
     assert against_trend(on, trend, x0) == "on the paper's trend"
     far = on.shift(-100)
     assert against_trend(far, trend, x0) == "off the trend (above)"
+
+
+def test_a_run_that_cannot_test_the_claim_still_speaks_through_its_trend():
+    f = _finding(at_scale=_trend(BUDGETS, closes=False), cannot_test="trained too little")
+    assert f.verdict == F.NOT_TESTABLE
+    assert f.paper_scale_verdict == F.CONTRADICTED
+    assert _finding(cannot_test="trained too little").paper_scale_verdict == F.NOT_TESTABLE

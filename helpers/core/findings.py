@@ -463,14 +463,13 @@ class Finding:
         the finding's rule applied to its trend's band at the paper's point (`at_scale`, read at 95 %) — reproduced,
         direction only or contradicted only where the band decides, else "inconclusive at the paper's scale"; and
         "no trend to the paper's scale" for a reduced test with no measured trend (its verdict stays at its own
-        setting)."""
+        setting). A test whose own run cannot test the claim (`cannot_test`, e.g. a model trained too little) may
+        still speak for the paper's setting through its trend."""
+        if self.at_scale is not None:
+            return self._scale_rule(self.at_scale.band)
         if self.verdict == NOT_TESTABLE:
             return NOT_TESTABLE
-        if not self.reduced:
-            return self.verdict
-        if self.at_scale is None:
-            return NOT_JUDGED
-        return self._scale_rule(self.at_scale.band)
+        return NOT_JUDGED if self.reduced else self.verdict
 
     def decides_to(self, grid: int = 60) -> float | None:
         """The farthest point of the axis, from the last measured point toward the paper's, at which the trend's
