@@ -139,3 +139,21 @@ def test_a_run_that_cannot_test_the_claim_still_speaks_through_its_trend():
     assert f.verdict == F.NOT_TESTABLE
     assert f.paper_scale_verdict == F.CONTRADICTED
     assert _finding(cannot_test="trained too little").paper_scale_verdict == F.NOT_TESTABLE
+
+
+def test_units_with_their_own_x_widen_the_band_by_their_own_fits():
+    rng = np.random.default_rng(3)
+    xs, ys, gs = [], [], []
+    for unit, slope in (("a", 0.5), ("b", 0.1)):
+        for x in (40.0, 45.0, 50.0, 55.0):
+            xv = x + rng.normal(0, 0.5)
+            xs.append(xv)
+            ys.append(slope * (xv - 40) + rng.normal(0, 0.05))
+            gs.append(unit)
+    pooled = extrapolate(xs, ys, 63.0, ("linear",))
+    by_unit = extrapolate(xs, ys, 63.0, ("linear",), groups=gs)
+    assert by_unit.units == 2 and pooled.units == 1
+    assert by_unit.band.high - by_unit.band.low > pooled.band.high - pooled.band.low
+    assert by_unit.at(63.0) == by_unit.band
+    with pytest.raises(ValueError, match="groups"):
+        extrapolate(xs, ys, 63.0, groups=gs[:-1])

@@ -100,7 +100,8 @@ class Extrapolation:
     """A measured trend along one axis and its value at the paper's point.
 
     `axis`: what x is ("training steps"); `x`, `y`: the points (x; y the mean over units at x); `units`: how many
-    units (seeds) stand behind each mean; `target`: the paper's point on the axis; `fits`: one `FormFit` per form,
+    units (seeds) stand behind each mean; `target`: the paper's point on the axis (`groups`: each point's unit, where the units do not share x);
+    `fits`: one `FormFit` per form,
     the first the primary; `band`: the union of the forms' intervals at the target, the primary form's value as its
     estimate (method "extrapolated"); `level`: the band's level."""
 
@@ -114,6 +115,7 @@ class Extrapolation:
     level: float = 0.95
     why: str = ""
     per_unit: tuple[tuple[float, ...], ...] = field(default=(), repr=False)
+    groups: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def points(self) -> int:
@@ -131,7 +133,7 @@ class Extrapolation:
     def at(self, x0: float) -> Interval:
         """The band at another point `x0` of the axis (the same forms and units)."""
         return extrapolate(self.x, self.y, x0, self.forms, per_unit=self.per_unit or None, axis=self.axis,
-                           level=self.level).band
+                           level=self.level, groups=self.groups or None).band
 
     def text(self, digits: int = 3) -> str:
         """'+0.12 [−0.40, +0.64] at 60,000 training steps, from 4 points over 250–1,000 (4×), forms log and inverse
@@ -167,17 +169,26 @@ def _prediction(t: np.ndarray, y: np.ndarray, t0: float, level: float) -> tuple[
 
 def extrapolate(x: Sequence[float], y: Sequence[float], target: float, forms: Sequence[str] = ("log",),
                 per_unit: Sequence[Sequence[float]] | None = None, axis: str = "", level: float = 0.95,
-                why: str = "") -> Extrapolation:
+                why: str = "", groups: Sequence[object] | None = None) -> Extrapolation:
     """The trend of `y` along `x` read at `target` (see the module's docstring for the band).
 
-    `x`: the points of the axis (distinct, positive for the log and inverse-square-root forms); `y`: the effect at
-    each, the mean over units; `per_unit`: optionally each unit's effect at every x (units × points), whose own
-    extrapolations widen the band to their Student-t interval; `forms`: names of `FORMS`, the first the primary;
+    `x`: the points of the axis (positive for the log and inverse-square-root forms); `y`: the effect at each, the
+    mean over units; `per_unit`: optionally each unit's effect at every x (units × points), whose own
+    extrapolations widen the band to their Student-t interval; `groups`: instead of `per_unit`, where each unit has
+    its own x (a model's checkpoints, each at its own raw score), the unit of every point — the fit then takes
+    every point, and each unit's own fit widens the band; `forms`: names of `FORMS`, the first the primary;
     `why`: why these forms. Raises ValueError with fewer than `MIN_POINTS` distinct x, an unknown form, or
     mismatched lengths."""
     xa, ya = np.asarray(x, float), np.asarray(y, float)
     if xa.shape != ya.shape or xa.ndim != 1:
         raise ValueError("x and y are one point each, of equal number")
+    if groups is not None:
+        if per_unit is not None or len(groups) != xa.size:
+            raise ValueError("groups name the unit of every point, in place of per_unit")
+        labels = list(dict.fromkeys(groups))
+        per_unit_fits = [(xa[[g == u for g in groups]], ya[[g == u for g in groups]]) for u in labels]
+    else:
+        per_unit_fits = None
     if len(set(xa.tolist())) < MIN_POINTS:
         raise ValueError(f"a trend needs at least {MIN_POINTS} distinct points on its axis (got "
                          f"{len(set(xa.tolist()))}); no verdict at the paper's setting from fewer")
@@ -192,20 +203,25 @@ def extrapolate(x: Sequence[float], y: Sequence[float], target: float, forms: Se
         t, t0 = tf(xa), float(tf(np.array([float(target)]))[0])
         pred, coef, s = _prediction(t, ya, t0, level)
         low, high = pred.low, pred.high
+        own: list[float] = []
         if units is not None and units.shape[0] >= 2:
             own = [_prediction(t, row, t0, level)[0].estimate for row in units if np.isfinite(row).all()]
-            if len(own) >= 2:
-                tv = t_interval(own, level)
-                low, high = min(low, tv.low), max(high, tv.high)
+        elif per_unit_fits is not None:
+            own = [_prediction(tf(gx), gy, t0, level)[0].estimate for gx, gy in per_unit_fits
+                   if len(set(gx.tolist())) >= 2]
+        if len(own) >= 2:
+            tv = t_interval(own, level)
+            low, high = min(low, tv.low), max(high, tv.high)
         iv = Interval(pred.estimate, low, high, xa.size, "extrapolated", level)
         fits.append(FormFit(name, iv, coef, s))
         lows.append(low)
         highs.append(high)
     band = Interval(fits[0].at_target.estimate, min(lows), max(highs), xa.size, "extrapolated", level)
-    n_units = int(units.shape[0]) if units is not None else 1
+    n_units = int(units.shape[0]) if units is not None else len(per_unit_fits) if per_unit_fits is not None else 1
     return Extrapolation(axis, tuple(float(v) for v in xa), tuple(float(v) for v in ya), n_units, float(target),
                          tuple(fits), band, level, why,
-                         tuple(tuple(float(v) for v in r) for r in units) if units is not None else ())
+                         tuple(tuple(float(v) for v in r) for r in units) if units is not None else (),
+                         tuple(str(g) for g in groups) if groups is not None else ())
 
 
 __all__ = ["Distance", "Extrapolation", "FORMS", "FormFit", "MIN_POINTS", "extrapolate"]
