@@ -157,3 +157,45 @@ def test_units_with_their_own_x_widen_the_band_by_their_own_fits():
     assert by_unit.at(63.0) == by_unit.band
     with pytest.raises(ValueError, match="groups"):
         extrapolate(xs, ys, 63.0, groups=gs[:-1])
+
+
+def test_a_headline_that_sums_up_others_is_their_conjunction():
+    R, D, C, I, M = F.REPRODUCED, F.DIRECTION_ONLY, F.CONTRADICTED, F.INCONCLUSIVE, F.MIXED
+    assert F.synthesis([R, R]) == R
+    assert F.synthesis([R, D]) == D
+    assert F.synthesis([R, C, I]) == C
+    assert F.synthesis([R, M]) == M
+    assert F.synthesis([R, I]) == I
+    assert F.synthesis([R, F.NOT_TESTED]) == R                  # a part with no verdict is set aside
+    assert F.synthesis([F.NOT_TESTED, F.NOT_TESTABLE]) == F.NOT_TESTED
+    assert F.synthesis([F.NOT_JUDGED], at_scale=True) == F.NOT_JUDGED
+    assert F.synthesis([R, F.SCALE_INCONCLUSIVE], at_scale=True) == F.SCALE_INCONCLUSIVE
+
+
+def test_a_headline_claim_reads_its_parts_at_both_settings():
+    part = F.Claim(id="planted", paper="yu2024", where="Fig. 6", claim="c", predicate="p")
+    head = F.Claim(id="planted-head", paper="yu2024", where="abstract", claim="h", predicate="p", headline=True,
+                   judged_from=("planted",))
+    closing, still = _finding(at_scale=_trend(BUDGETS)), _finding(at_scale=_trend(BUDGETS, closes=False))
+    [h] = F.headlines([part, head], [closing])
+    assert h.verdict == F.CONTRADICTED
+    assert h.paper_scale_verdict == closing.paper_scale_verdict != F.CONTRADICTED
+    assert "planted" in h.basis()
+    [h2] = F.headlines([part, head], [still])
+    assert h2.paper_scale_verdict == F.CONTRADICTED
+    with pytest.raises(ValueError, match="only a headline"):
+        F.Claim(id="x", paper="yu2024", where="a", claim="c", predicate="p", judged_from=("planted",))
+    with pytest.raises(ValueError, match="not in the registry"):
+        F.headlines([F.Claim(id="h", paper="yu2024", where="a", claim="c", predicate="p", headline=True,
+                             judged_from=("nowhere",))], [])
+
+
+def test_the_registry_names_each_papers_headlines():
+    from helpers.experiments.findings import claims
+
+    cs = claims()
+    for paper in F.PAPERS:
+        assert any(c.headline for c in cs if c.paper == paper), paper
+    ids = {c.id for c in cs}
+    for c in cs:
+        assert set(c.judged_from) <= ids, c.id

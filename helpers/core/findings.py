@@ -231,7 +231,8 @@ class Claim:
     `command` what would, for a claim no finding attaches to; `scope`: the models the claim is about (tests
     outside it are marked `out_of_scope` by their chapter); `class_of`: set for a claim about a class of models
     (a verdict needs two members); `decides`, `decides_why`: the finding that decides when its tests disagree,
-    and why."""
+    and why; `headline`: a claim of the paper's abstract or conclusion, shown first on the findings page;
+    `judged_from`: for a headline claim that sums up others, the claims it rests on (`Headline`)."""
 
     id: str
     paper: str
@@ -246,8 +247,15 @@ class Claim:
     class_of: str = ""
     decides: str = ""
     decides_why: str = ""
+    headline: bool = False
+    judged_from: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "judged_from", tuple(self.judged_from))
+        if self.judged_from and not self.headline:
+            raise ValueError(f"claim {self.id!r}: only a headline claim is judged from others (judged_from)")
+        if self.id in self.judged_from:
+            raise ValueError(f"claim {self.id!r} is judged from itself")
         if self.paper not in PAPERS:
             raise ValueError(f"claim {self.id!r}: paper {self.paper!r} is not one of {sorted(PAPERS)}")
         if not (self.claim and self.predicate and self.where):
@@ -889,3 +897,75 @@ __all__ = ["Interval", "Claim", "Finding", "Spec", "value_of", "Judged", "t_inte
            "FAMILY_ALPHA", "VERDICTS", "CLAIM_VERDICTS", "KINDS", "PAPERS", "DIRECTIONS",
            "REPRODUCED", "DIRECTION_ONLY", "NOT_DETECTED", "CONTRADICTED", "INCONCLUSIVE", "NOT_TESTABLE",
            "NOT_TESTED", "MIXED", "ON_ONE_MODEL"]
+
+
+def synthesis(parts: list[str], at_scale: bool = False) -> str:
+    """The verdict of a headline claim that sums up others, from their verdicts (`parts`), read as a conjunction:
+    the parts with no verdict (not tested here, not testable here, no trend to the paper's scale) are set aside;
+    with none left, "not tested here" ("no trend to the paper's scale" when `at_scale`); contradicted when a part is
+    contradicted; reproduced when every part is; direction only when every part is on the paper's side; mixed when
+    a part is mixed; otherwise inconclusive ("inconclusive at the paper's scale" when `at_scale`)."""
+    tested = [v for v in parts if v not in (NOT_TESTED, NOT_TESTABLE, NOT_JUDGED)]
+    if not tested:
+        return NOT_JUDGED if at_scale else NOT_TESTED
+    if CONTRADICTED in tested:
+        return CONTRADICTED
+    if all(v == REPRODUCED for v in tested):
+        return REPRODUCED
+    if all(v in (REPRODUCED, DIRECTION_ONLY) for v in tested):
+        return DIRECTION_ONLY
+    if MIXED in tested:
+        return MIXED
+    return SCALE_INCONCLUSIVE if at_scale else INCONCLUSIVE
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A headline claim of a paper (`Claim.headline`) with its verdict at the book's setting and at the paper's:
+    its own (`own`, `judge`'s) when it has no `judged_from`; else `synthesis` over the claims it rests on (`parts`),
+    its own verdict among them where a test of its own gives one."""
+
+    own: Judged
+    parts: tuple[Judged, ...] = ()
+
+    @property
+    def claim(self) -> Claim:
+        return self.own.claim
+
+    def _own_counts(self) -> bool:
+        return self.own.verdict not in (NOT_TESTED, NOT_TESTABLE)
+
+    @property
+    def verdict(self) -> str:
+        if not self.parts:
+            return self.own.verdict
+        return synthesis([j.verdict for j in ((self.own,) if self._own_counts() else ()) + self.parts])
+
+    @property
+    def paper_scale_verdict(self) -> str:
+        if not self.parts:
+            return self.own.paper_scale_verdict
+        return synthesis([j.paper_scale_verdict for j in ((self.own,) if self._own_counts() else ()) + self.parts],
+                         at_scale=True)
+
+    def basis(self) -> str:
+        """How the verdicts were reached, in words: 'its own tests'; 'judged from 4 claims: yu-fig6-deesc-vs-post
+        (inconclusive | inconclusive at the paper's scale), …'; 'not tested here'."""
+        if not self.parts:
+            return "its own tests" if self._own_counts() else "no test of its own"
+        listed = "; ".join(f"{j.claim.id} ({j.verdict} | {j.paper_scale_verdict})" for j in self.parts)
+        own = f"its own tests ({self.own.verdict} | {self.own.paper_scale_verdict}) and " if self._own_counts() else ""
+        return f"judged from {own}{len(self.parts)} claims it sums up: {listed}"
+
+
+def headlines(claims: list[Claim], findings: list[Finding], paper: str | None = None) -> list[Headline]:
+    """The headline claims (of `paper`), in the papers' order, each judged (`Headline`)."""
+    judged = {c.id: judge(c, findings) for c in claims}
+    out = []
+    for c in claims:
+        if c.headline and paper in (None, c.paper):
+            missing = [i for i in c.judged_from if i not in judged]
+            if missing:
+                raise ValueError(f"headline claim {c.id!r} is judged from claims not in the registry: {missing}")
+            out.append(Headline(judged[c.id], tuple(judged[i] for i in c.judged_from)))
+    return out

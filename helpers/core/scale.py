@@ -100,10 +100,10 @@ class Extrapolation:
     """A measured trend along one axis and its value at the paper's point.
 
     `axis`: what x is ("training steps"); `x`, `y`: the points (x; y the mean over units at x); `units`: how many
-    units (seeds) stand behind each mean; `target`: the paper's point on the axis (`groups`: each point's unit, where the units do not share x);
-    `fits`: one `FormFit` per form,
+    units (seeds) stand behind each mean; `target`: the paper's point on the axis; `fits`: one `FormFit` per form,
     the first the primary; `band`: the union of the forms' intervals at the target, the primary form's value as its
-    estimate (method "extrapolated"); `level`: the band's level."""
+    estimate (method "extrapolated"); `level`: the band's level; `per_unit` or `groups`: the units' own values at
+    every x, or each point's unit where the units do not share x."""
 
     axis: str
     x: tuple[float, ...]

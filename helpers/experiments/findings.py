@@ -41,10 +41,12 @@ from ..core.findings import (
     VERDICTS,
     Claim,
     Finding,
+    Headline,
     Judged,
     correct,
     count_claims,
     count_verdicts,
+    headlines,
     in_family,
     judge,
 )
@@ -69,7 +71,8 @@ def claims(paper: str | None = None) -> list[Claim]:
         if not path.is_file():
             raise FileNotFoundError(f"the claims of {p} are listed in {path.relative_to(runtime.REPO_ROOT)}")
         for rec in yaml.safe_load(path.read_text()) or []:
-            out.append(Claim(paper=p, **{k: str(v) for k, v in rec.items()}))
+            out.append(Claim(paper=p, **{k: (v if isinstance(v, bool) else tuple(map(str, v)) if isinstance(v, list)
+                                             else str(v)) for k, v in rec.items()}))
     ids = [c.id for c in out]
     if len(set(ids)) != len(ids):
         raise ValueError(f"claim ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
@@ -144,6 +147,10 @@ class Collected:
         claims_ = [replace(c, decides="", decides_why="") for c in self.claims]
         return count_claims([judge(c, inside) for c in claims_])
 
+    def headlines(self, paper: str | None = None) -> list[Headline]:
+        """The headline claims (of `paper`) with their verdicts at the book's and at the paper's setting."""
+        return headlines(self.claims, self.findings, paper)
+
     def extensions(self) -> list[Finding]:
         """The book's own questions, counted on their own."""
         return [f for f in self.findings if f.kind == "extension"]
@@ -184,6 +191,9 @@ class Collected:
             "counts": self.claim_counts(),
             "extension_counts": count_verdicts(self.extensions()),
             "claims": records,
+            "headlines": [{"paper": h.claim.paper, "claim_id": h.claim.id, "verdict": h.verdict,
+                           "paper_scale_verdict": h.paper_scale_verdict, "judged_from": list(h.claim.judged_from),
+                           "basis": h.basis()} for h in self.headlines()],
         }
 
 

@@ -334,7 +334,8 @@ def spectrum_cdfs(ax: plt.Axes, values_by_layer: Sequence[tuple[str, np.ndarray]
 #: how each verdict is shown (the rule itself is `helpers.core.findings.verdict`)
 VERDICT_COLOURS = {"reproduced": "#1b7837", "direction only": "#7fbc41", "not detected": "#8c8c8c",
                    "inconclusive": "#bf812d", "contradicted": "#c51b7d", "not testable here": "#4393c3",
-                   "not tested here": "#6c6c6c", "mixed": "#762a83", "on one model": "#b35806"}
+                   "not tested here": "#6c6c6c", "mixed": "#762a83", "on one model": "#b35806",
+                   "inconclusive at the paper's scale": "#bf812d", "no trend to the paper's scale": "#6c6c6c"}
 #: how a finding's kind is said beneath its verdict (a paper's claim says nothing)
 KIND_TEXT = {"claim": "", "control": "a control of the method (not counted)", "extension": "the book's own question"}
 

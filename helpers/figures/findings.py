@@ -143,6 +143,29 @@ def claims_table(col: Collected, paper: str):
     return HTML(f'<div class="claims">{head}<ul class="claims-list">{"".join(items)}</ul></div>')
 
 
+def headlines_table(col: Collected, paper: str):
+    """`paper`'s headline claims (its abstract's and its conclusion's), one row each: the claim where the paper makes
+    it; its verdict at the book's setting; its verdict at the paper's setting, read from the measured trends
+    (`Finding.paper_scale_verdict`); how each was reached (its own tests, or the claims it sums up, each with its two
+    verdicts, by `core.findings.synthesis`). The deciding test's words at the paper's setting sit beneath."""
+    from IPython.display import HTML
+
+    rows = []
+    for h in col.headlines(paper):
+        c = h.claim
+        scale_words = h.own.paper_scale_text() if not h.parts and h.own.setting == "reduced" else ""
+        scale_words = "" if scale_words == h.paper_scale_verdict else scale_words
+        book_words = h.own.verdict_text() if not h.parts else ""
+        book_words = "" if book_words == h.verdict else book_words
+        rows.append(
+            f"<tr><td><b>{_esc(c.where)}</b> {_esc(c.claim)}{_small(_esc(h.basis()))}</td>"
+            f"<td>{common.verdict_html(h.verdict)}{_small(_esc(book_words)) if book_words else ''}</td>"
+            f"<td>{common.verdict_html(h.paper_scale_verdict)}"
+            f"{_small(_esc(scale_words)) if scale_words else ''}</td></tr>")
+    head = ("<tr><th>headline claim</th><th>at the book's setting</th><th>at the paper's setting</th></tr>")
+    return HTML(f'<table class="headlines"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>')
+
+
 def _why_untested(j: Judged) -> tuple[str, str]:
     """Why no test decides claim `j`, and the command that would test it ('' where none would here)."""
     if j.findings:
