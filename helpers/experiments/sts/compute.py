@@ -6,6 +6,7 @@ mathematics is `helpers.core.sts`; the encoder pass `helpers.hf.sts`."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 
@@ -37,6 +38,8 @@ from .params import (
     _MAP_FIELDS,
     _NOT_READINGS,
     _READING_FIELDS,
+    BOOK_BERT,
+    COMMANDS,
     DEMO_SENTENCES,
     MAP_METHODS,
     PLANT_METHODS,
@@ -478,6 +481,39 @@ def samefit_cached(p: Params, name: str, max_pairs: int, loaded) -> tuple[dict, 
                           drop=_NOT_READINGS, model=name, max_pairs=max_pairs, **samefit_settings(p))
 
 
+#: where a pretraining checkpoint of the book MLM is exported to be read (`path_cached`)
+PATH_EXPORT = "book-mlm-bert-path"
+
+
+def path_key(seed: int) -> str:
+    """The settings hash of the book MLM pretraining of `seed` (the queries-and-keys chapter's `book` preset)."""
+    from .. import qk
+
+    qp = qk.Params.resolve("book")
+    return results.settings_hash({**qk.pretrain_config(qp, seed).stored(), "precision": qp.precision})
+
+
+def path_cached(p: Params, seed: int, step: int, device) -> tuple[dict, bool]:
+    """The book MLM BERT at pretraining step `step` of seed `seed`, read on every pair of every set under
+    `paper_pooling` alone (`readings`), through the results cache (`sts-path-book-mlm-bert-seed<s>-step<t>`): one
+    point of its own path along Table 1's axis. Computing it needs the checkpoint on this machine
+    (`python scripts/export_book_model.py --train --seed <s>`); FileNotFoundError names the command otherwise."""
+    from .. import qk
+
+    q = replace(p, poolings=(p.paper_pooling,))
+
+    def compute() -> dict:
+        folder = qk.export_model(qk.Params.resolve("book"), seed=seed, step=step, name=PATH_EXPORT)
+        loaded = hm.load(str(folder), device=device, modality="text")
+        out = readings(loaded, q, 0, 1, False)
+        out["held_out_mlm_nats"] = json.loads((folder / "BOOK_MODEL.json").read_text())["held_out_mlm_nats"]
+        return out
+
+    return results.cached(q, f"sts-path-{BOOK_BERT}-seed{seed}-step{step}", compute, drop=_NOT_READINGS,
+                          model=BOOK_BERT, max_pairs=0, draws=1, planted=False, pretraining=path_key(seed),
+                          run_seed=seed, step=step)
+
+
 def run(p: Params) -> Result:
     """Every model of `p`, each through the committed-results cache (key: the Params with `models`
     replaced by the run's `model`), the anisotropic `extra_models` (fewer pairs, `extra_pooling`),
@@ -537,6 +573,18 @@ def run(p: Params) -> Result:
                 same[name], from_cache[f"same-fit {name}"] = samefit_cached(p, name, mp, load)
             except (ModelUnavailable, results.MissingRuns) as err:
                 unavailable[f"{name} (same-fit procedures)"] = str(err)
+        path, missing = {}, []
+        for seed in p.path_seeds:
+            for step in p.path_steps:
+                try:
+                    path[f"{seed}:{step}"], from_cache[f"path {seed}:{step}"] = path_cached(p, seed, step, device)
+                except (ModelUnavailable, results.MissingRuns, FileNotFoundError):
+                    missing.append(f"seed {seed} step {step}")
+        if missing:
+            unavailable[f"{BOOK_BERT} pretraining path"] = (
+                f"{len(missing)} of its checkpoints are neither committed nor on this machine ({', '.join(missing[:3])}"
+                f"{', …' if len(missing) > 3 else ''}): `python scripts/export_book_model.py --train --seed N`, then "
+                f"`{COMMANDS['book']}`")
         first = p.models[0]
         model = loaded.get(first) or hm.load(first, device=device)
         drawn, from_cache["maps"] = results.cached(
@@ -554,5 +602,6 @@ def run(p: Params) -> Result:
                   paper_table4=paper4, encoder_demo=demo, bootstrap=p.bootstrap, max_pairs=p.max_pairs,
                   extra_max_pairs=p.extra_max_pairs, readings=read, unavailable=unavailable,
                   paper_pooling=p.paper_pooling, poolings=list(p.poolings), plant_directions=p.plant_directions,
-                  reading_pairs=p.reading_pairs or p.max_pairs, maps=drawn, full_readings=full, samefit=same)
+                  reading_pairs=p.reading_pairs or p.max_pairs, maps=drawn, full_readings=full, samefit=same,
+                  path=path)
 

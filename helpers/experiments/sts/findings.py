@@ -263,7 +263,8 @@ def _gain(res, spec: Spec) -> dict[str, Any]:
         measured += f"; {KIND_TEXT[model]} ({SIZE_TEXT[model]})"
     trend = res.trend_reading(eff, raw_score(res, model), "SoftDecay") if eff.has_interval else ""
     return dict(measured=measured, **quantity(spec, how), effect=eff, paper_value=res.paper_value("SoftDecay"),
-                reduced=red, caveat=trend, **unit, **_full_or_reading(res, model))
+                reduced=red, caveat=trend, at_scale=res.path_trend(SD) if model == BOOK_BERT else None, **unit,
+                **_full_or_reading(res, model))
 
 
 def _whitening(res, spec: Spec) -> dict[str, Any]:
@@ -299,6 +300,7 @@ def _whitening(res, spec: Spec) -> dict[str, Any]:
                                                                    "SoftDecay")) if c)
     return dict(measured=measured, **quantity(spec, how), effect=eff, reduced=red, alternatives=alt, caveat=caveat,
                 paper_value=-res.paper_value("SoftDecay", against="WhiteBERT"),
+                at_scale=res.path_trend("whitening", SD) if model == BOOK_BERT else None,
                 extra={"likeness": verdict_of(eff, "equal", margin=margin), "margin": margin}, **unit,
                 **_full_or_reading(res, model))
 

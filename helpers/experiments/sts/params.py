@@ -14,6 +14,11 @@ DEMO_SENTENCES = {"guitar": "A man is playing a guitar.", "instrument": "Someone
                   "stocks": "The stock market fell."}
 
 
+#: the book MLM's checkpoints read along Table 1's axis (every checkpoint of its pretraining after the untrained
+#: step 0 and its first 100 steps, when the raw score has barely moved from the untrained model's)
+PATH_STEPS = (200, 500, 1000, 2000, 3000, 5000, 7500, 10000, 15000)
+
+
 @dataclass(frozen=True)
 class Params(ChapterParams):
     """Yan et al. §5.1, App. B-C: SoftDecay on unsupervised STS (Table 1, Table 4, Figures 3, 4, 6-8).
@@ -48,8 +53,14 @@ class Params(ChapterParams):
     extra_draws: int = 1             # subsample draws of each re-read extra encoder (`reread_extras`)
     plant_directions: int = 5        # random directions of the planted experiment
     full_readings: tuple[str, ...] = ()   # encoders re-read under `poolings` on every pair of every set (Table 1)
+    # the book MLM BERT's own path along Table 1's axis: its pretraining checkpoints (the queries-and-keys chapter's
+    # `book` pretraining, seeds `path_seeds`, steps `path_steps`) each read on every pair under `paper_pooling`
+    path_seeds: tuple[int, ...] = ()
+    path_steps: tuple[int, ...] = ()
 
     CHAPTER: ClassVar[str] = "sts"
+    #: which checkpoints are read does not change any other result (each path reading has its own key)
+    CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("path_seeds", "path_steps")
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(max_pairs=150, lsds_points=300, tsne_pairs=20, alphas=(-0.2, -0.6, -1.0), bootstrap=200,
                    extra_models=(), plant_sizes=(0.0, 1.0, 4.0), source="auto", draws=2,
@@ -60,7 +71,8 @@ class Params(ChapterParams):
         "book": dict(extra_models=("SmolLM2-135M-Instruct", "book-mlm-bert"), reading_pairs=400,
                      reread_extras=("book-mlm-bert", "SmolLM2-135M-Instruct"), extra_draws=3,
                      full_readings=("all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "book-mlm-bert",
-                                    "all-mpnet-base-v2")),
+                                    "all-mpnet-base-v2"),
+                     path_seeds=(0, 1), path_steps=PATH_STEPS),
         "paper": dict(models=("bert-base-cased", "distilbert-base-uncased", "albert-base-v2", "roberta-base"),
                       extra_models=(), source="hub"),
     }
@@ -78,6 +90,7 @@ class Params(ChapterParams):
         poolings=(lambda v: len(v) > 0, "needs at least one pooling"), draws=positive, extra_draws=positive,
         reading_pairs=nonneg,
         plant_directions=(lambda v: v >= 2, "needs >= 2 directions (an interval across them)"),
+        path_steps=(lambda v: all(s > 0 for s in v), "checkpoint steps are positive (step 0 is the untrained model)"),
     )
 
 

@@ -15,6 +15,7 @@ from ...book import results
 from ...book.results import _jsonable
 from ...core.findings import Finding
 from ...core.findings import verdict as verdict_of
+from ...core.scale import MIN_POINTS, Extrapolation, extrapolate
 from ...core.stats import Interval, Trend, against_trend, fit_trend, t_interval
 from .params import BOOK_BERT, CROSSFIT_HOW, PAPER_BERT, PLANT_METHODS, SMOL
 from .records import SD, Reading, Record, Run, SameFit
@@ -56,6 +57,7 @@ class Result(results.Result):
     maps: dict = field(default_factory=dict)
     full_readings: dict[str, Reading] = field(default_factory=dict)
     samefit: dict[str, SameFit] = field(default_factory=dict)
+    path: dict[str, Reading] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """The converter: each stored dict becomes its record, given the settings it reads itself with."""
@@ -67,6 +69,7 @@ class Result(results.Result):
                          for m, r in self.readings.items()}
         self.full_readings = {m: Reading.of(r, encoder=m, per_set=0, **common) for m, r in self.full_readings.items()}
         self.samefit = {m: SameFit.of(r, encoder=m) for m, r in self.samefit.items()}
+        self.path = {k: Reading.of(r, encoder=BOOK_BERT, per_set=0, **common) for k, r in self.path.items()}
 
     def to_json(self) -> dict[str, Any]:
         def plain(v):
@@ -253,6 +256,37 @@ class Result(results.Result):
         return (f"the paper's {t.n} models' trend (raw score against this difference) predicts {band.text(2)} at raw "
                 f"STS {raw:.2f}, {where} their range (leaving one model out: {lo:+.2f} to {hi:+.2f}): "
                 f"{against_trend(effect, t, raw)}")
+
+    # --- the book MLM's own path along Table 1's axis ---------------------------------------------------------
+
+    def path_points(self, method: str = SD, against: str = "vanilla") -> pd.DataFrame:
+        """The book MLM BERT's pretraining checkpoints (`path`): per seed and step, its raw Table 1 Avg (every pair,
+        the paper-comparison pooling), `method` − `against` there, and its held-out MLM loss; sorted by seed and
+        step. Empty when no checkpoint was read."""
+        rows = []
+        for k, r in self.path.items():
+            seed, step = (int(v) for v in k.split(":"))
+            rows.append(dict(seed=seed, step=step, raw=r.avg("vanilla"), effect=r.avg(method) - r.avg(against),
+                             held_out=r.other.get("held_out_mlm_nats")))
+        cols = ["seed", "step", "raw", "effect", "held_out"]
+        return pd.DataFrame(rows, columns=cols).sort_values(["seed", "step"]).reset_index(drop=True)
+
+    #: the forms of the book MLM's path: the paper's own models' relation is a straight line in the raw score (its
+    #: trend), so the path is read the same way, with a log form beside it as the sensitivity to a bend
+    PATH_FORMS = ("linear", "log")
+
+    def path_trend(self, method: str = SD, against: str = "vanilla") -> Extrapolation | None:
+        """The book MLM's path (`path_points`) as a trend of `method` − `against` against its raw score, read at
+        BERT-base-cased's raw score (the paper's Table 1 Avg): every checkpoint a point, each seed a unit whose own
+        fit widens the band (`core.scale.extrapolate`). None with fewer than `core.scale.MIN_POINTS` checkpoints."""
+        pts = self.path_points(method, against)
+        if pts["raw"].nunique() < MIN_POINTS:
+            return None
+        return extrapolate(pts["raw"], pts["effect"], self.paper_value("vanilla", against=None), self.PATH_FORMS,
+                           axis="raw STS (Table 1 Avg)", groups=pts["seed"].tolist(),
+                           why="one model's own checkpoints, each at its own raw score: the paper's own models lie on "
+                               "a straight line in the raw score, and a log form reads a bend toward the paper's "
+                               "point")
 
     def paper_table4_value(self, dataset: str, metric: str, column: str) -> float:
         """One cell of the paper's Table 4 as printed (data/yan_2022_table4.csv); NaN when absent."""
