@@ -12,10 +12,12 @@ from helpers.core.findings import (
     CONTRADICTED,
     DIRECTION_ONLY,
     INCONCLUSIVE,
+    NOT_JUDGED,
     NOT_TESTABLE,
     REPRODUCED,
     Finding,
 )
+from helpers.core.scale import MIN_POINTS
 from helpers.experiments import vit
 
 KEYS = ["vit-post-behind-pre", "vit-deesc-vs-post", "vit-deesc-vs-pre", "vit-deesc-vs-pre-standard",
@@ -142,6 +144,16 @@ def test_findings_at_ci_scale(res):
     assert by["vit-post-behind-pre"].reduced.startswith("at ") and by["vit-paper-scale"].reduced == ""
 
 
+def test_ci_runs_give_one_budget_and_no_trend(res):
+    """One epoch at ci scale (its rate constant: the decays fall at the run's end) is one budget: no finding has a
+    trend to the paper's setting, and every reduced one says so and carries its distance from it."""
+    assert res.epochs == 1 and res.lr_constant and res.budget_epochs() == [1]
+    for f in res.findings():
+        if f.reduced:
+            assert f.at_scale is None and f.paper_scale_verdict == NOT_JUDGED, f.key
+            assert (f.distance[0].what, f.distance[0].ours) == ("training steps", res.steps), f.key
+
+
 # --- the committed book runs ---
 
 #: every book finding: (verdict, effect estimate to 2 decimals)
@@ -187,6 +199,29 @@ def test_book_findings_name_their_claims_and_settings(book):
     by_id = {c.id: c for c in claims("yu2024")}
     j = judge(by_id["yu-fig6-deesc-vs-pre"], list(fs.values()))
     assert j.lead.key == "vit-deesc-vs-pre" and j.verdict == CONTRADICTED
+
+
+#: the book findings run at a depth other than the paper's 80
+BOOK_DEPTHS = {"vit-deesc-vs-pre-torch-ffn": 48, "vit-ffn-scale": 24, "vit-alike-tokens": 48}
+
+
+def test_book_epochs_are_not_budgets_so_no_finding_has_a_trend_to_the_paper(book):
+    """The book runs follow §3.3's step decay (×0.2 after steps 500 and 750 of 1,000), so their rate is not
+    constant, and a run of fewer epochs decays sooner: only after epoch 1 (a one-epoch run decays at its end) and
+    epoch 4 are they where a run of that length ends. Two budgets are fewer than a trend needs, so no finding is
+    read at the paper's setting (no trend to the paper's scale); each reduced one states its distance from it."""
+    assert not book.lr_constant and book.lr_decay_steps() == [500, 750]
+    assert book.budget_epochs() == [1, 4] and len(book.budget_epochs()) < MIN_POINTS
+    fs = {f.key: f for f in book.findings()}
+    assert not fs["vit-paper-scale"].reduced and fs["vit-paper-scale"].distance == ()
+    for key, f in fs.items():
+        if key == "vit-paper-scale":
+            continue
+        assert f.reduced and f.at_scale is None and f.paper_scale_verdict == NOT_JUDGED, key
+        d = {x.what: (x.ours, x.paper) for x in f.distance}
+        assert d.pop("training steps") == (1_000, 58_650) and d.pop("width") == (96, 192), key
+        assert d.pop("patch tokens per image") == (16, 64) and d.pop("training images") == (16_000, 50_000), key
+        assert d == ({"depth": (BOOK_DEPTHS[key], 80)} if key in BOOK_DEPTHS else {}), key
 
 
 def test_a_planted_effect_changes_the_verdicts(book):

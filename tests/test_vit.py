@@ -314,6 +314,26 @@ def test_run_t_sim_reads_before_deescalation_and_zero_for_round_off():
     assert r.alike_depth("post-norm") == 1               # no depth reaches 0.99: the deepest
 
 
+@pytest.mark.parametrize("epochs", [1, 2, 4, 10])
+def test_lr_factors_are_the_rates_the_task_steps_through(epochs):
+    """`train.vit.lr_factors` is the rate `ViTTask.build`'s scheduler gives every optimiser step (×0.2 after 70 %
+    and 90 % of the epochs, rounded down to whole epochs, at least one), read off the scheduler itself."""
+    from helpers.train import vit as vit_train
+
+    task = vit_train.ViTTask(tiny("pre-norm"), fake_data(20), fake_data(4, 1),
+                             vit_train.TrainConfig(epochs=epochs, batch_size=4))
+    _, opt, sched = task.build(torch.device("cpu"))
+    base, seen = opt.param_groups[0]["lr"], []
+    for _ in range(epochs * task.steps_per_epoch):
+        seen.append(opt.param_groups[0]["lr"] / base)
+        opt.step()
+        sched.step()
+    factors = vit_train.lr_factors(epochs, task.steps_per_epoch)
+    assert seen == pytest.approx(factors) and len(factors) == epochs * 5
+    if epochs == 4:      # the book's four epochs: the base rate for two, then 0.2 and 0.04 of it
+        assert factors == pytest.approx([1.0] * 10 + [0.2] * 5 + [0.04] * 5)
+
+
 def test_the_variants_of_one_seed_start_from_the_same_weights():
     """A seed pairs the initial weights as well as the data order: `run_variant` seeds torch before it
     builds the model, and the three variants draw their parameters in the same order (pre-norm adds a final

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from ..core.scale import MIN_POINTS
 from ..core.vit import FFN_SCALES
 from ..experiments.vit import (
     ABLATION_VARIANTS,
@@ -15,6 +16,8 @@ from ..experiments.vit import (
     CHANCE_MARGIN,
     FFN_SCALE_BASE,
     LEVEL_MARGIN,
+    LR_DECAY,
+    LR_DECAY_AT,
     RECIPES,
     Result,
     block_cost,
@@ -356,6 +359,11 @@ def publish(res: Result) -> None:
         "vit-paper-steps": f"{res.paper_steps:,}", "vit-step-share": f"{100 * res.steps / res.paper_steps:.1f} %",
         "vit-loss-low": low, "vit-loss-high": high, "vit-level-margin": LEVEL_MARGIN,
         "vit-chance-margin": CHANCE_MARGIN, "vit-alike-threshold": ALIKE,
+        # the budget: whether an epoch's end is a run of its own
+        "vit-lr-decay": LR_DECAY, "vit-lr-decay-at": " and ".join(f"{100 * f:.0f} %" for f in LR_DECAY_AT),
+        "vit-lr-decay-steps": " and ".join(f"{s:,}" for s in res.lr_decay_steps()) or "(none within the run)",
+        "vit-budget-epochs": " and ".join(str(k) for k in res.budget_epochs()),
+        "vit-budget-count": len(res.budget_epochs()), "vit-min-points": MIN_POINTS,
         # depth 80
         "vit-a1-chance-post-norm-full-lr": res.at_chance("post-norm-full-lr", res.depth),
         "vit-gap-a1-deesc-post": res.gap("de-escalated", "post-norm").text(),

@@ -36,6 +36,21 @@ class TrainConfig(StoredNames):
 
 #: §3.3's learning rates: 1e-4 for pre-norm and de-escalated post-norm, half that for plain post-norm
 LR, POST_NORM_LR = 1e-4, 5e-5
+#: §3.3's step decay: the rate is multiplied by `DECAY` at each of these fractions of training
+DECAY_AT, DECAY = (0.7, 0.9), 0.2
+
+
+def lr_milestones(epochs: int, steps_per_epoch: int) -> list[int]:
+    """The optimiser steps after which a run of `epochs` multiplies its rate by `DECAY`: each fraction of
+    `DECAY_AT` of the epochs, rounded down to whole epochs (at least one), in steps."""
+    return [max(1, int(f * epochs)) * steps_per_epoch for f in DECAY_AT]
+
+
+def lr_factors(epochs: int, steps_per_epoch: int) -> list[float]:
+    """The rate of every optimiser step of a run of `epochs`, as a multiple of its base rate: step s (1-based)
+    runs after s − 1 scheduler steps, at `DECAY` to the number of milestones among them (`MultiStepLR`)."""
+    ms = lr_milestones(epochs, steps_per_epoch)
+    return [DECAY ** sum(m <= s for m in ms) for s in range(epochs * steps_per_epoch)]
 
 
 def model_variant(variant: str) -> str:
@@ -86,9 +101,8 @@ class ViTTask(Task):
         model = self.model.to(device)
         opt = adamw(param_groups(model, variant_lr(model.cfg.variant, self.tc.lr)), betas=(0.9, 0.999),
                     weight_decay=self.tc.weight_decay)
-        # ×0.2 at 70 % and 90 % of training (§3.3), in optimiser steps
-        milestones = [max(1, int(f * self.tc.epochs)) * self.steps_per_epoch for f in (0.7, 0.9)]
-        return model, opt, torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.2)
+        milestones = lr_milestones(self.tc.epochs, self.steps_per_epoch)
+        return model, opt, torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=DECAY)
 
     def batch(self, epoch: int, index: int, device: torch.device) -> tuple[Tensor, Tensor]:
         if self._order is None or self._order[0] != epoch:

@@ -17,6 +17,8 @@ from .params import (
     CHANCE_MARGIN,
     FFN_SCALE_BASE,
     LEVEL_MARGIN,
+    LR_DECAY,
+    LR_DECAY_AT,
     MISSING_COMMAND,
     RECIPES,
     VARIANTS,
@@ -32,5 +34,5 @@ from .result import Result
 __all__ = ["Params", "Result", "run", "run_one", "runs", "RECIPES", "FFN_SCALES", "FFN_SCALE_BASE",
            "MISSING_COMMAND", "recipe_cost", "seconds_per_epoch", "block_cost", "BLOCK_BENCH", "ABLATION_VARIANTS",
            "ABLATION_BLOCKS", "VARIANTS", "MODEL_VARIANTS", "model_variant", "variant_lr", "side", "ALIKE",
-           "CHANCE_MARGIN", "LEVEL_MARGIN", "Block", "Variant", "STANDARD_REVERTS", "ALGORITHM1_INITS", "FFN_STEPS",
-           "FINDINGS", "Spec", "AblationReadings"]
+           "CHANCE_MARGIN", "LEVEL_MARGIN", "LR_DECAY", "LR_DECAY_AT", "Block", "Variant", "STANDARD_REVERTS",
+           "ALGORITHM1_INITS", "FFN_STEPS", "FINDINGS", "Spec", "AblationReadings"]

@@ -7,7 +7,10 @@ paper's run — and `findings(res)` turns it into `Finding`s.
 
 A spec's key is written here once. Its other columns are values or functions of the `Result` (`R`): `effect` is the
 quantity read (an `Interval`, None where it needs a GPU or runs not committed), `setting` the depth its runs are at
-(what makes the finding's `reduced`), `when` whether the result holds the runs it needs."""
+(what makes the finding's `reduced` and its `distance` from the paper's setting), `when` whether the result holds the
+runs it needs. No finding has a trend to the paper's setting (`at_scale`): §3.3's step decay makes an epoch's end
+the end of a shorter run only after the first epoch and the last (`Result.budget_epochs`), fewer budgets than a trend
+needs (`core.scale.MIN_POINTS`)."""
 
 from __future__ import annotations
 
@@ -29,10 +32,11 @@ TORCH_FFN = "algorithm1-torch-ffn-init"
 
 def build(spec: Spec, res: R) -> Finding:
     """The `Finding` a spec gives on `res`; its `setting` (a function of the Result) says the depth its runs are
-    at, the finding's `reduced`."""
+    at, from which the finding's `reduced` and `distance`."""
     fixed = {"paper": "yu2024", "chapter": "vit", "scale": res._scale()}
     if spec.setting is not None:
-        fixed["reduced"] = spec.setting
+        depth = spec.setting(res)
+        fixed["reduced"], fixed["distance"] = res.reduced(depth), res.distance(depth)
     return spec.finding(res, **fixed)
 
 
@@ -49,7 +53,7 @@ def main(a: str, b: str, runs: str | Callable[[R], str]) -> dict[str, Any]:
     the runs compared, as `measured` names them)."""
     return dict(measured=lambda res: res._measured(res.depth, A1, value_of(runs, res)),
                 quantity=lambda res: f"{a} − {b} final training loss at depth {res.depth}, Algorithm 1's blocks (nats)",
-                effect=lambda res: res.gap(a, b), setting=lambda res: res.reduced(res.depth),
+                effect=lambda res: res.gap(a, b), setting=lambda res: res.depth,
                 section="vit-depth80-section")
 
 
@@ -100,7 +104,7 @@ FINDINGS: tuple[Spec, ...] = (
          quantity=lambda res: (f"de-escalated − pre-norm final training loss at depth {standard(res).depth}, "
                                "standard blocks (nats)"),
          effect=lambda res: standard(res).gap("de-escalated", "pre-norm"), direction="below",
-         setting=lambda res: standard(res).reduced(standard(res).depth), section="vit-depth80-section",
+         setting=lambda res: standard(res).depth, section="vit-depth80-section",
          when=lambda res: standard(res) is not None, more=dict(label="standard blocks", size_word="slightly")),
     Spec(key="vit-deesc-vs-pre-torch-ffn", where="§3.3, Fig. 6; §2.4", claim_id="yu-fig6-deesc-vs-pre",
          claim="The de-escalated post-norm ViT slightly outperforms its pre-norm counterpart in training "
@@ -110,7 +114,7 @@ FINDINGS: tuple[Spec, ...] = (
          quantity=lambda res: (f"de-escalated − pre-norm final training loss at depth {res.confirm_depth}, "
                                "Algorithm 1's blocks with PyTorch's FFN initialisation (nats)"),
          effect=lambda res: res.ablation_gaps(res.confirm_depth)[TORCH_FFN], direction="below",
-         setting=lambda res: res.reduced(res.confirm_depth), section="vit-ablation-section", when=confirmed,
+         setting=lambda res: res.confirm_depth, section="vit-ablation-section", when=confirmed,
          more=dict(label="Algorithm 1's blocks, PyTorch's FFN initialisation", size_word="slightly")),
     Spec(key="vit-ffn-scale", where="§2.1, §2.4; Fig. 6", kind="extension",
          claim="The FFN's initial scale decides how far the de-escalated post-norm ViT ends below pre-norm: "
@@ -123,7 +127,7 @@ FINDINGS: tuple[Spec, ...] = (
                                f"{', '.join(f'×{f:g}' for f in res.ffn_scale_blocks()) or 'the scales run'}; "
                                "nats)"),
          effect=lambda res: res.ffn_scale_slope() if scales_tested(res) else None, direction="above",
-         setting=lambda res: res.reduced(res.ablation_depth), section="vit-ffn-scale-section",
+         setting=lambda res: res.ablation_depth, section="vit-ffn-scale-section",
          when=lambda res: bool(res.ffn_scale_blocks() or res.ffn_scale_missing()),
          more=dict(needs=lambda res: ("" if scales_tested(res)
                                       else f"the FFN-scale runs at depth {res.ablation_depth} (not committed)"),
@@ -137,7 +141,7 @@ FINDINGS: tuple[Spec, ...] = (
          quantity=lambda res: (f"post-norm − pre-norm final training loss at depth {alike(res)}, standard blocks, "
                                "where post-norm's tokens are alike (nats)"),
          effect=lambda res: standard(res).gap("post-norm-full-lr", "pre-norm", alike(res)), direction="above",
-         setting=lambda res: standard(res).reduced(alike(res)), section="vit-tsim-section",
+         setting=alike, section="vit-tsim-section",
          when=lambda res: standard(res) is not None),
     Spec(key="vit-paper-scale", where="§3.3, Fig. 6", claim_id="yu-fig6-deesc-vs-pre",
          claim="After 150 epochs at depth 80, width 192 and 4×4 patches, the de-escalated post-norm ViT ends "

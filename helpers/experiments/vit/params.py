@@ -44,6 +44,8 @@ def side(iv: Interval) -> int:
 
 #: the model behind a chapter variant, and the one learning-rate rule (`helpers.train.vit`)
 model_variant, variant_lr = vit_train.model_variant, vit_train.variant_lr
+#: §3.3's step decay: the factor the rate is multiplied by at each of these fractions of training (`helpers.train.vit`)
+LR_DECAY, LR_DECAY_AT = vit_train.DECAY, vit_train.DECAY_AT
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ import numpy as np
 
 from helpers.book import results
 from helpers.core.findings import Finding
+from helpers.core.scale import Distance
 from helpers.core.stats import Interval, t_interval
+from helpers.train.vit import lr_factors, lr_milestones
 
 from .ablation import AblationReadings
 from .findings import findings
@@ -60,9 +62,13 @@ class Result(AblationReadings, results.Result):
     recipe_costs: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
+    def steps_per_epoch(self) -> int:
+        return -(-self.train_images // self.batch_size)
+
+    @property
     def steps(self) -> int:
         """Optimiser steps per run."""
-        return self.epochs * -(-self.train_images // self.batch_size)
+        return self.epochs * self.steps_per_epoch
 
     @property
     def depths(self) -> list[int]:
@@ -187,6 +193,46 @@ class Result(AblationReadings, results.Result):
         if depth is not None and depth != q.depth:
             parts.append(f"depth {depth} of {q.depth}")
         return ", ".join(parts)
+
+    def distance(self, depth: int) -> tuple[Distance, ...]:
+        """How far a finding's runs at `depth` are from the paper's setting, as numbers: optimiser steps, width,
+        and the depth, patch tokens per image and training images where they differ from the paper's."""
+        q = Params.resolve("paper")
+        out = [Distance("training steps", self.steps, self.paper_steps, "optimiser steps"),
+               Distance("width", self.d_model, q.d_model)]
+        if depth != q.depth:
+            out.append(Distance("depth", depth, q.depth, "blocks"))
+        tokens, paper_tokens = (self.image // self.patch) ** 2, (self.image // q.patch) ** 2
+        if tokens != paper_tokens:
+            out.append(Distance("patch tokens per image", tokens, paper_tokens))
+        if self.train_images != (q.train_images or 50_000):
+            out.append(Distance("training images", self.train_images, q.train_images or 50_000, "CIFAR-10 images"))
+        return tuple(out)
+
+    # --- the learning-rate schedule: whether an epoch's end stands for a shorter run ---
+
+    def lr_factors(self, epochs: int | None = None) -> np.ndarray:
+        """The rate of every optimiser step of a run of `epochs` (default: these runs') at this run's steps per
+        epoch, as a multiple of the variant's base rate (§3.3's step decay, `train.vit.lr_factors`)."""
+        return np.asarray(lr_factors(self.epochs if epochs is None else epochs, self.steps_per_epoch))
+
+    @property
+    def lr_constant(self) -> bool:
+        """Whether these runs keep one learning rate from the first step to the last."""
+        f = self.lr_factors()
+        return bool((f == f[0]).all())
+
+    def lr_decay_steps(self) -> list[int]:
+        """The optimiser steps of these runs after which the rate decays (those before their last step)."""
+        return [m for m in lr_milestones(self.epochs, self.steps_per_epoch) if m < self.steps]
+
+    def budget_epochs(self) -> list[int]:
+        """The epochs k after which these runs are where a run of k epochs ends: their first k epochs follow the
+        schedule a k-epoch run follows (a seed fixes the data order, augmentation and initial weights, so the
+        rest is shared). Under a constant rate every epoch; under the step decay a shorter run decays sooner,
+        so an epoch after which a shorter run would already have decayed, but these have not, is none."""
+        full, n = self.lr_factors(), self.steps_per_epoch
+        return [k for k in range(1, self.epochs + 1) if np.array_equal(full[:k * n], self.lr_factors(k))]
 
     def before_t_sim(self) -> dict[str, float]:
         """t_sim of the last block just before its de-escalation step, after training (first seed;
