@@ -189,6 +189,26 @@ def test_every_finding_names_a_claim_of_the_registry_and_a_planted_orphan_is_cau
 
 #: the verdicts the findings page's per-paper summaries state in words (book/findings.md), by finding key; the
 #: numbers beside them are glued, the words are pinned here on the committed book runs
+def test_the_headline_screen_gives_each_headline_claim_both_verdicts():
+    from dataclasses import replace
+
+    col = planted()
+    head = Claim(id="yu-abstract", paper="yu2024", where="abstract", claim="de-escalation trains deep models",
+                 predicate="p", headline=True, judged_from=("yu-fig6", "yu-fig7"))
+    own = replace(col.claims[0], headline=True)
+    col.claims = [own, *col.claims[1:], head]
+    yu = figures.findings.headlines_table(col, "yu2024").data
+    assert yu.count("<tr>") == 2 and "at the paper&#x27;s setting" in yu or "at the paper's setting" in yu
+    assert "judged from 2 claims" in yu and "yu-fig6" in yu
+    # Fig. 6's reduced test has no trend, so at the paper's setting the summary rests on Fig. 7 alone: left open
+    assert "no trend to the paper" in yu
+    [h] = col.headlines("yu2024")
+    assert h.verdict == "reproduced" and h.paper_scale_verdict == "inconclusive at the paper's scale"
+    yan = figures.findings.headlines_table(col, "yan2022").data
+    assert "its own tests" in yan and "Table 1" in yan
+    assert [x["claim_id"] for x in col.to_dataset(commit="x")["headlines"]] == ["yan-table1", "yu-abstract"]
+
+
 STATED = {
     "subspace-bound": "reproduced", "subspace-eq8": "contradicted", "subspace-gamma-step": "contradicted",
     "sts-ev1-bert": "reproduced", "sts-gain-bert": "direction only", "sts-gain-smollm2": "direction only",

@@ -166,7 +166,8 @@ def test_a_headline_that_sums_up_others_is_their_conjunction():
     assert F.synthesis([R, C, I]) == C
     assert F.synthesis([R, M]) == M
     assert F.synthesis([R, I]) == I
-    assert F.synthesis([R, F.NOT_TESTED]) == R                  # a part with no verdict is set aside
+    assert F.synthesis([R, F.NOT_TESTED]) == I                  # a part with no verdict leaves it open
+    assert F.synthesis([C, F.NOT_TESTED]) == C
     assert F.synthesis([F.NOT_TESTED, F.NOT_TESTABLE]) == F.NOT_TESTED
     assert F.synthesis([F.NOT_JUDGED], at_scale=True) == F.NOT_JUDGED
     assert F.synthesis([R, F.SCALE_INCONCLUSIVE], at_scale=True) == F.SCALE_INCONCLUSIVE

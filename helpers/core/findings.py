@@ -901,18 +901,19 @@ __all__ = ["Interval", "Claim", "Finding", "Spec", "value_of", "Judged", "t_inte
 
 def synthesis(parts: list[str], at_scale: bool = False) -> str:
     """The verdict of a headline claim that sums up others, from their verdicts (`parts`), read as a conjunction:
-    the parts with no verdict (not tested here, not testable here, no trend to the paper's scale) are set aside;
-    with none left, "not tested here" ("no trend to the paper's scale" when `at_scale`); contradicted when a part is
-    contradicted; reproduced when every part is; direction only when every part is on the paper's side; mixed when
-    a part is mixed; otherwise inconclusive ("inconclusive at the paper's scale" when `at_scale`)."""
+    with no part giving a verdict (each not tested here, not testable here, or with no trend to the paper's scale),
+    "not tested here" ("no trend to the paper's scale" when `at_scale`); contradicted when a part is contradicted;
+    reproduced when every part is, direction only when every part is on the paper's side (a part with no verdict
+    leaves the conjunction open); mixed when a part is mixed; otherwise inconclusive ("inconclusive at the paper's
+    scale" when `at_scale`)."""
     tested = [v for v in parts if v not in (NOT_TESTED, NOT_TESTABLE, NOT_JUDGED)]
     if not tested:
         return NOT_JUDGED if at_scale else NOT_TESTED
     if CONTRADICTED in tested:
         return CONTRADICTED
-    if all(v == REPRODUCED for v in tested):
+    if len(tested) == len(parts) and all(v == REPRODUCED for v in tested):
         return REPRODUCED
-    if all(v in (REPRODUCED, DIRECTION_ONLY) for v in tested):
+    if len(tested) == len(parts) and all(v in (REPRODUCED, DIRECTION_ONLY) for v in tested):
         return DIRECTION_ONLY
     if MIXED in tested:
         return MIXED

@@ -51,8 +51,11 @@ def _finding_line(f: Finding) -> str:
         eff += f" ({f.excludes()})"
     alt = "".join(f"; {_esc(n)}: {iv.text(f.digits)}" for n, iv in f.alternatives)
     why = f" — {_esc(f.cannot_test)}" if f.cannot_test else ""
-    notes = "".join(f" <i>{_esc(x)}.</i>" for x in (*f.flags(), f.standin and f"Stand-in: {f.standin}", f.caveat)
-                    if x)
+    far = "; ".join(d.text() for d in f.distance)
+    at_paper = f.paper_scale_text() if f.reduced and f.verdict != "not testable here" else ""
+    notes = "".join(f" <i>{_esc(x)}.</i>" for x in (*f.flags(), f.standin and f"Stand-in: {f.standin}", f.caveat,
+                                                     far and f"Distance from the paper's setting: {far}",
+                                                     at_paper and f"At the paper's setting: {at_paper}") if x)
     return (f"<li>{common.verdict_html(f.verdict, f.verdict_text())}{why}: {_esc(f.claim)} "
             f"<i>{_esc(f.quantity)}</i> {eff}{alt}. Measured: {_esc(f.measured)}"
             + (f" ({_esc(f.scale)})" if f.scale else "") + f".{notes} {_link(f)}</li>")

@@ -432,9 +432,112 @@ def lsds_figure(res: Result) -> plt.Figure:
     return fig
 
 
-def _missing(what: str) -> plt.Figure:
+#: the two Table 1 differences the path figure draws: (our method, against, the paper's method, against, label)
+PATH_PANELS = (("SoftDecay (sentence)", "vanilla", "SoftDecay", "vanilla", "SoftDecay − raw model"),
+               ("whitening", "SoftDecay (sentence)", "WhiteBERT", "SoftDecay", "whitening − SoftDecay"))
+#: the paper's models by their short names on the figure
+PAPER_SHORT = {"bert-base-cased": "BERT", "distilbert-base-uncased": "DistilBERT", "albert-base": "ALBERT",
+               "roberta-base": "RoBERTa"}
+
+
+def path_figure(res: Result) -> plt.Figure:
+    """Table 1's axis, one panel per difference (SoftDecay − raw; whitening − SoftDecay), Spearman ×100 against the
+    raw score: the paper's models (diamonds) with their straight line and its 95 % prediction band; the book MLM
+    BERT's pretraining checkpoints, a line per seed; its own trend carried to BERT-base-cased's raw score, with the
+    band there (the bar at the right); the encoders read on every pair (the in-scope stand-ins filled, the
+    contrastive ones hollow)."""
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 4.4))
+    target = res.paper_value("vanilla", against=None)
+    for ax, (ours, against, paper, paper_against, label) in zip(axes, PATH_PANELS, strict=True):
+        trend = res.paper_trend(paper, paper_against)
+        lo_x = min([*trend.x, *res.path_points(ours, against)["raw"].tolist(), target]) - 2
+        xs = np.linspace(lo_x, max(trend.x) + 2, 80)
+        band = [trend.predict(x) for x in xs]
+        ax.fill_between(xs, [b.low for b in band], [b.high for b in band], color="0.88",
+                        label="paper's models: 95 % band")
+        ax.plot(xs, [trend.value(x) for x in xs], color="0.45", lw=1)
+        ax.scatter(trend.x, trend.y, marker="D", color="k", s=28, zorder=4, label="paper's models")
+        for r in res.paper_table1:
+            if r["method"] == "vanilla" and r["model"] in PAPER_SHORT:
+                x = res.paper_value("vanilla", r["model"], None)
+                if x in trend.x:
+                    ax.annotate(PAPER_SHORT[r["model"]], (x, trend.y[trend.x.index(x)]), textcoords="offset points",
+                                xytext=(3, 5), fontsize=LEGEND)
+        pts = res.path_points(ours, against)
+        for seed, g in pts.groupby("seed"):
+            ax.plot(g["raw"], g["effect"], marker="o", ms=3.5, lw=1.2,
+                    label=f"book MLM BERT, seed {seed} (checkpoints)")
+        t = res.path_trend(ours, against)
+        if t is not None:
+            a, b = t.fits[0].coefficients
+            xx = np.linspace(min(t.x), target, 40)
+            ax.plot(xx, a + b * xx, ls="--", color="tab:red", lw=1.2, label="its trend, carried to BERT-base's raw")
+            ax.errorbar([target + 0.6], [t.band.estimate], yerr=[[t.band.estimate - t.band.low],
+                                                                 [t.band.high - t.band.estimate]],
+                        fmt="s", color="tab:red", capsize=3, ms=4, zorder=5)
+        for m in (SMOL, "all-MiniLM-L6-v2", MPNET):
+            if m in res.full_readings:
+                r = res.full_readings[m]
+                y = r.avg(ours) - r.avg(against)
+                out = m != SMOL
+                ax.scatter([r.avg("vanilla")], [y], marker="s", s=30, zorder=4,
+                           facecolors="none" if out else "tab:purple", edgecolors="tab:purple",
+                           label="SmolLM2" if not out else ("contrastive encoders (out of scope)"
+                                                            if m == "all-MiniLM-L6-v2" else None))
+        ax.axhline(0, color="0.3", lw=0.8)
+        ax.axvline(target, color="0.6", lw=0.8, ls=":")
+        ax.set_xlabel("raw STS, Table 1 Avg (Spearman ×100)")
+        ax.set_ylabel(f"{label} (×100)")
+        ax.set_title(label, fontsize=LEGEND + 2)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, frameon=False, fontsize=LEGEND, bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.2, 1, 1))
+    return fig
+
+
+def path_numbers(res: Result) -> dict:
+    """The numbers the prose quotes about Table 1's axis (`sts-axis-*`, `sts-path-*`): the paper's models' trend read
+    at the book BERT's raw score, and the book BERT's own path carried to BERT-base-cased's raw score, with the
+    verdicts its two findings take there."""
+    from ..core.stats import against_trend
+
+    nan = float("nan")
+    out: dict = {"sts-axis-n-models": res.paper_trend("SoftDecay").n, "sts-axis-paper-at-bert": "–",
+                 "sts-axis-bert-reading": "–", "sts-path-n": 0, "sts-path-seeds": 0, "sts-path-last-steps": "–",
+                 "sts-path-raw-lo": nan, "sts-path-raw-hi": nan, "sts-path-sd-lo": nan, "sts-path-sd-hi": nan,
+                 "sts-path-target": res.paper_value("vanilla", against=None), "sts-path-sd-band": "–",
+                 "sts-path-white-band": "–", "sts-path-sd-verdict": "–", "sts-path-white-verdict": "–",
+                 "sts-path-forms": "–"}
+    if BOOK_BERT in res.full_readings:
+        raw = res.full_readings[BOOK_BERT].avg("vanilla")
+        trend = res.paper_trend("SoftDecay")
+        out.update({"sts-axis-n-models": trend.n, "sts-axis-paper-at-bert": trend.predict(raw).text(2),
+                    "sts-axis-bert-reading": against_trend(res.full_readings[BOOK_BERT].vs_raw(), trend, raw)})
+    pts = res.path_points()
+    if pts.empty:
+        return out
+    found = {f.key: f for f in res.findings() if f.key in ("sts-gain-bert", "sts-vs-whitening-bert")}
+    t_sd, t_white = res.path_trend(), res.path_trend("whitening", "SoftDecay (sentence)")
+    last = pts.groupby("seed")["step"].max()
+    out.update({
+        "sts-path-n": len(pts), "sts-path-seeds": pts["seed"].nunique(),
+        "sts-path-last-steps": " and ".join(f"{int(v):,}" for v in sorted(last.unique(), reverse=True)),
+        "sts-path-raw-lo": float(pts["raw"].min()), "sts-path-raw-hi": float(pts["raw"].max()),
+        "sts-path-sd-lo": float(pts["effect"].min()), "sts-path-sd-hi": float(pts["effect"].max()),
+        "sts-path-target": res.paper_value("vanilla", against=None),
+        "sts-path-sd-band": t_sd.band.text(2) if t_sd else "–",
+        "sts-path-white-band": t_white.band.text(2) if t_white else "–",
+        "sts-path-sd-verdict": found["sts-gain-bert"].paper_scale_verdict if "sts-gain-bert" in found else "–",
+        "sts-path-white-verdict": (found["sts-vs-whitening-bert"].paper_scale_verdict
+                                   if "sts-vs-whitening-bert" in found else "–"),
+        "sts-path-forms": " and ".join(t_sd.forms) if t_sd else "–",
+    })
+    return out
+
+
+def _missing(what: str, why: str = "was not among the datasets run") -> plt.Figure:
     fig, ax = plt.subplots(figsize=(8, 1.5))
-    ax.text(0.5, 0.5, f"{what} was not among the datasets run", ha="center", va="center")
+    ax.text(0.5, 0.5, f"{what} {why}", ha="center", va="center")
     ax.set_axis_off()
     return fig
 
@@ -731,9 +834,12 @@ def publish(res: Result) -> None:
         "sts-map-pairs": min((pn["n"] for panels in res.maps.get("sets", {}).values() for pn in panels.values()),
                              default=float("nan")),
     })
+    common.publish(path_numbers(res))
     common.figure("sts-alpha-sweep", alpha_sweep_figure(res))
     common.figure("sts-fig6", lsds_figure(res))
     common.figure("sts-fig3", cdf_figure(res))
     common.figure("sts-fig4", tsne_figure(res))
     common.figure("sts-fig7", tsne_grid(res))
     common.figure("sts-planted", planted_figure(res))
+    common.figure("sts-path", path_figure(res) if res.path else _missing("the book MLM BERT's pretraining path",
+                                                                                "was not read at this scale"))
