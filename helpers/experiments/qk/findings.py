@@ -124,8 +124,9 @@ TRAJECTORY = dict(RUN, cannot_test=cannot_test_trajectory, digits=2)
 
 
 def trend(quantity: str) -> dict:
-    """A trajectory finding's columns with its trend to MultiBERT's tokens (`Result.trend`)."""
-    return dict(TRAJECTORY, at_scale=lambda res: res.trend(quantity))
+    """A trajectory finding's columns with its trend to MultiBERT's tokens (`Result.trend`), the quantity named in
+    its `extra` (`Result.trend_finding`)."""
+    return dict(TRAJECTORY, at_scale=lambda res: res.trend(quantity), extra={"trend": quantity})
 
 
 #: the claim of Fig. 13, tested on the trajectories and on the released models' end state

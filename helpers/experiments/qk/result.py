@@ -167,6 +167,10 @@ class Result(results.Result):
         return extrapolate(self.checkpoint_tokens()[keep], y.mean(0), MULTIBERT_TOKENS, TREND_FORMS, per_unit=y,
                            axis="training tokens", why=TREND_WHY)
 
+    def trend_finding(self, quantity: str) -> Finding | None:
+        """The finding whose trend is `per_checkpoint(quantity)`'s (None where none has one)."""
+        return next((f for f in self.findings() if f.at_scale is not None and f.extra.get("trend") == quantity), None)
+
     def end_state_budgets(self) -> list[dict]:
         """The end-state models whose pretraining tokens a source here states (`PRETRAINING_TOKENS`): model,
         tokens, and the share of its heads with |cos(Q̄, K̄)| ≥ threshold. Other models, other data: shown beside a
