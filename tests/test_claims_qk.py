@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from testutil import ci_result
 
-from helpers.core.findings import NOT_TESTABLE, verdict
+from helpers.core.findings import NOT_JUDGED, NOT_TESTABLE, REPRODUCED, SCALE_INCONCLUSIVE, verdict
 from helpers.experiments import qk
 
 KEYS = ["qk-aligned-heads", "qk-first-layer-common", "qk-dot-growth", "qk-entropy-falls", "qk-centring",
@@ -264,6 +264,87 @@ def test_book_findings(book):
     assert fs["qk-centring"].effect.high == pytest.approx(1.50, abs=0.01)
     assert fs["qk-trained-model"].verdict == NOT_TESTABLE
     assert book.aligned_layers() == [0, 2] and "layers 0 and 2" in fs["qk-aligned-heads"].measured
+
+
+def test_each_trajectory_effect_is_the_last_checkpoint_of_its_trend_quantity(book):
+    """A trajectory finding's per-seed effect is the last column of the quantity its trend reads at every
+    checkpoint; the trend starts at the end of warm-up and targets MultiBERT's tokens."""
+    res = book
+    fs = by_key(res)
+    for key, quantity in (("qk-aligned-heads", "aligned"), ("qk-first-layer-common", "first_layer_cos"),
+                          ("qk-dot-growth", "dot_growth"), ("qk-entropy-falls", "entropy_fall")):
+        last = res.per_checkpoint(quantity)[:, -1]
+        assert fs[key].effect.estimate == pytest.approx(float(np.mean(last))), key
+        assert res.trend_finding(quantity).key == key
+        t = fs[key].at_scale
+        assert t is not None and t.target == qk.MULTIBERT_TOKENS, key
+        assert min(t.x) >= res.warmup_steps * res.batch_size * res.seq_len, key
+    assert res.trend_steps() and all(s >= res.warmup_steps for s in res.trend_steps())
+
+
+def test_book_trend_to_multibert_tokens(book):
+    """The trajectory findings read at MultiBERT's tokens (2M steps × 256 × 512) through their trends along the
+    book's checkpoints from the end of warm-up on: steps 1,000-15,000 (warm-up ends at step 900; the rate then
+    decays linearly to zero), 7 points over 15× the tokens, log and inverse-square-root forms. The aligned
+    share's band runs from -2.07 to +2.41 (nothing clipped; a share lies in [0, 1]): the settling form alone
+    stays short of 'almost all' (0.03 to 0.69), the log form allows any share, so the verdict at the paper's
+    scale is inconclusive; the band lies below 0.9 up to about 94.5M tokens (6× the book's). Layer 0's cosine
+    stays negative up to about 418M tokens, the growth of |Q̄·K̄| positive up to about 21M; the entropy fall's
+    band decides nowhere past the measured points. The verdicts at the book's own setting stay not testable."""
+    fs = by_key(book)
+    f = fs["qk-aligned-heads"]
+    t = f.at_scale
+    assert book.warmup_steps == 900
+    assert book.trend_steps() == [1000, 2000, 3000, 5000, 7500, 10000, 15000]
+    assert t.points == 7 >= 4 and t.units == 3 and t.axis == "training tokens"
+    assert t.target == qk.MULTIBERT_TOKENS == 2_000_000 * 256 * 512
+    assert t.x[0] == 1000 * 8 * 128 and t.x[-1] == book.tokens_seen == 15_000 * 8 * 128
+    assert t.forms == ("log", "inverse square root")
+    tokens = {d.what: d for d in f.distance}["training tokens"]
+    assert (tokens.ours, tokens.paper) == (book.tokens_seen, qk.MULTIBERT_TOKENS)
+    assert {d.what: (d.ours, d.paper) for d in f.distance} == {
+        "training tokens": (15_360_000, qk.MULTIBERT_TOKENS), "layers": (4, 12), "width": (256, 768)}
+    assert f.verdict == NOT_TESTABLE
+    assert f.paper_scale_verdict == SCALE_INCONCLUSIVE
+    assert (t.band.low, t.band.estimate, t.band.high) == pytest.approx((-2.071, 0.171, 2.413), abs=0.001)
+    log, isqrt = (fit.at_target for fit in t.fits)
+    assert log.low < 0 and log.high > 1                                   # the log form allows any share
+    assert isqrt.high < qk.ALMOST_ALL                                     # the settling form stays short of it
+    assert f.decides_to() == pytest.approx(94.5e6, rel=0.01)
+    assert t.at(f.decides_to()).high < qk.ALMOST_ALL
+    expect = {"qk-first-layer-common": ((-7.561, 0.703), 417.8e6), "qk-dot-growth": ((-4.020, 1.887), 21.37e6),
+              "qk-entropy-falls": ((-9.254, 4.910), None)}
+    for key, ((low, high), reach) in expect.items():
+        g = fs[key]
+        assert g.verdict == NOT_TESTABLE and g.paper_scale_verdict == SCALE_INCONCLUSIVE, key
+        assert (g.at_scale.band.low, g.at_scale.band.high) == pytest.approx((low, high), abs=0.001), key
+        assert g.decides_to() == (pytest.approx(reach, rel=0.01) if reach else None), key
+        assert g.distance == f.distance, key
+    assert fs["qk-centring"].at_scale is None and fs["qk-centring"].paper_scale_verdict == NOT_JUDGED
+    assert fs["qk-end-state"].at_scale is None and fs["qk-end-state"].distance == ()
+    assert book.end_state_budgets() == [{"model": "byte-MLM", "tokens": 600 * 16 * 256, "aligned": 0.6875}]
+
+
+def test_planted_rising_share_of_aligned_heads_is_reproduced_at_multibert_scale(book):
+    """Plant, at the checkpoints of the trend, a share of aligned heads that rises from 13 to 16 of the 16
+    heads of a seed: its band at MultiBERT's tokens lies above 'almost all', so the verdict there is reproduced
+    while the book's own setting still gives none."""
+    r = copy.deepcopy(book)
+    keep = [i for i, s in enumerate(r.steps) if s in r.trend_steps()]
+    base = [13, 14, 14, 15, 15, 16, 16]
+    shifts = [(0,) * 7, (0, 0, 1, 0, 1, 0, 0), (-1, 0, 0, -1, 0, 0, -1)]
+    for s, shift in zip(r.seeds, shifts, strict=True):
+        cos = r.runs[str(s)].array("cos")
+        for i, n in zip(keep, (min(16, b + d) for b, d in zip(base, shift, strict=True)), strict=True):
+            flat = np.zeros(cos[i].size)
+            flat[:n] = 0.9
+            cos[i] = flat.reshape(cos[i].shape)
+        plant(r.runs, s, cos=cos.tolist())
+    f = by_key(r)["qk-aligned-heads"]
+    assert f.verdict == NOT_TESTABLE
+    assert f.at_scale.band.low > qk.ALMOST_ALL
+    assert f.paper_scale_verdict == REPRODUCED
+    assert by_key(book)["qk-aligned-heads"].paper_scale_verdict != REPRODUCED
 
 
 def test_book_per_layer_reading(book):

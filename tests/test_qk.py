@@ -670,3 +670,21 @@ def test_an_end_state_model_without_a_record_is_reported_when_the_run_may_not_me
     done, missing, hits = qk.end_state_runs(p)
     assert set(missing) == {"byte-MLM"} and "make grid CHAPTER=qk" in missing["byte-MLM"]
     assert set(done) == set(p.end_state) - {"byte-MLM"} and all(hits)
+
+
+def test_the_trend_starts_where_the_pretraining_schedule_ends_its_warm_up():
+    """`Result.warmup_steps` is the step at which the MLM pretraining's learning rate peaks and starts its linear
+    decay to zero (`train.mlm`'s schedule), for the book preset and the ci one; the trend's checkpoints start
+    there."""
+    from helpers.train import mlm
+
+    for scale in ("ci", "book"):
+        p = QKParams.resolve(scale)
+        rate = mlm._schedule(experiment.pretrain_config(p, p.seed))
+        res = experiment.Result(source="pretrain", what="", steps=list(p.steps), seeds=[p.seed], shown=[],
+                                n_samples=p.n_samples, batch_size=p.batch_size, seq_len=p.seq_len, d_k=p.d_k,
+                                threshold=p.threshold, warmup=p.warmup)
+        w = res.warmup_steps
+        assert rate(w - 2) < rate(w - 1) == rate(w) == 1.0 > rate(w + 1), scale
+        assert rate(max(p.steps)) == 0.0
+        assert res.trend_steps() == [s for s in p.steps if s >= w], scale

@@ -9,6 +9,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
+from ..core.scale import FORMS
 from ..core.stats import Interval, moving_average
 from ..experiments.anisotropy import BYTE_MLM
 from ..experiments.qk import (
@@ -16,6 +17,7 @@ from ..experiments.qk import (
     BERT_VOCAB,
     FIRST_RUN_STEPS,
     MULTIBERT_CHECKPOINT_MB,
+    MULTIBERT_TOKENS,
     PAPER_CHECKPOINTS,
     TARGET_BELOW_UNIGRAM,
     Result,
@@ -202,6 +204,48 @@ def fig13(res: Result) -> plt.Figure:
     return common.figure("qk-fig13", fig)
 
 
+def aligned_trend(res: Result) -> plt.Figure:
+    """The share of aligned heads against the tokens seen (log axis): each seed's checkpoints (faint; hollow
+    before the end of warm-up, outside the fit), the mean over seeds at the fitted checkpoints, each fitted form
+    carried to MultiBERT's tokens and the band there; the end-state models with a stated budget, apart."""
+    common.set_theme()
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    t = res.trend("aligned")
+    pal = sns.color_palette("colorblind")
+    tokens, share = res.checkpoint_tokens(), res.per_checkpoint("aligned")
+    used = np.isin(res.steps, res.trend_steps())
+    on = np.asarray(res.steps) > 0
+    for i in range(len(res.seeds)):
+        ax.plot(tokens[on], share[i, on], color="grey", alpha=0.35, lw=1, label="each seed" if i == 0 else None)
+        ax.scatter(tokens[on & ~used], share[i, on & ~used], s=16, facecolors="none", edgecolors="grey", alpha=0.6,
+                   label="before the end of warm-up (not fitted)" if i == 0 else None)
+    if t is not None:
+        ax.scatter(t.x, t.y, s=30, color=pal[0], zorder=3, label=f"mean over {common.seeds_text(t.units)}, fitted")
+        xs = np.geomspace(min(t.x), t.target, 200)
+        for fit, ls in zip(t.fits, ("--", ":"), strict=False):
+            a, b = fit.coefficients
+            ax.plot(xs, a + b * FORMS[fit.form][0](xs), color=pal[0], ls=ls, lw=1.5, label=f"{fit.form} form")
+        b = t.band
+        ax.errorbar([t.target], [b.estimate], yerr=[[b.estimate - b.low], [b.high - b.estimate]], fmt="o",
+                    color=pal[0], capsize=5, lw=2, zorder=4, label="band at MultiBERT's tokens")
+        beyond = "\n(beyond the axis)" if b.low < 0 or b.high > 1 else ""
+        ax.annotate(f"MultiBERT: band\n{b.low:+.2f} to {b.high:+.2f}{beyond}", (t.target, 0.65), xytext=(-8, 0),
+                    textcoords="offset points", ha="right", va="center", fontsize=9, color=pal[0])
+    for r in res.end_state_budgets():
+        ax.scatter([r["tokens"]], [r["aligned"]], marker="D", s=50, color=pal[2], zorder=4,
+                   label=f"{r['model']}, end state (its tokens are bytes; not fitted)")
+    ax.axhline(ALMOST_ALL, color="grey", ls="-.", lw=1, label=f"almost all ({ALMOST_ALL:g})")
+    ax.set_xscale("log")
+    ax.set_xlim(right=3 * MULTIBERT_TOKENS)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("training tokens per seed")
+    ax.set_ylabel(rf"share of heads, $|\cos(\bar Q, \bar K)| \geq {res.threshold:g}$")
+    ax.set_title("Aligned heads along pretraining, carried to MultiBERT's tokens")
+    fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0.2, 1, 1))
+    return common.figure("qk-aligned-trend", fig)
+
+
 def fig14(res: Result) -> plt.Figure:
     """The paper's Fig. 14: Q̄_s·K̄_s of the two example heads, and |Q̄_s·K̄_s| per layer over heads and seeds."""
     common.set_theme()
@@ -302,6 +346,28 @@ def alignment_table(res: Result):
                         "mean |cos| at the end": _iv(r["abs_cos"], 2), "mean cos": f"{r['cos']:+.2f}"}
                        for r in res.layer_rows()])
     return common.table(df)
+
+
+#: how the trend table heads each form's value at MultiBERT's tokens
+FORM_NAMES = {"log": "log form", "inverse square root": "1/√x form", "linear": "linear form"}
+
+
+def trend_table(res: Result):
+    """Per trajectory finding with a trend (`Finding.at_scale`): its mean over seeds at the last step, each form's
+    value at MultiBERT's tokens, the band there, how far along the tokens the band still decides, and the verdict
+    it gives at the paper's setting."""
+    rows = []
+    for f in res.findings():
+        t = f.at_scale
+        if t is None:
+            continue
+        where = f.decides_to()
+        rows.append({"finding": f.key, "last step": f.effect.estimate,
+                     **{FORM_NAMES[fit.form]: fit.at_target.estimate for fit in t.fits},
+                     "band at MultiBERT's tokens": f"{t.band.low:+.2f} to {t.band.high:+.2f}",
+                     "decides up to (M tokens)": where / 1e6 if where is not None else MISSING,
+                     "verdict there": f.paper_scale_verdict})
+    return common.table(pd.DataFrame(rows), digits=2, compact=True)
 
 
 def scalar_product_table(res: Result):
@@ -488,7 +554,8 @@ PRECISION = {"bf16": "bf16 autocast with fp32 weights", "fp32": "fp32 throughout
 
 def publish(res: Result) -> None:
     """Draw and glue every figure and glue every number the prose quotes."""
-    for draw in (pretraining, fig11, fig12, fig13, fig14, fig15, fig19_20, fig21_22, fig23, end_state_figure):
+    for draw in (pretraining, fig11, fig12, fig13, aligned_trend, fig14, fig15, fig19_20, fig21_22, fig23,
+                 end_state_figure):
         draw(res)
     c, rows, pre, probe = res.comparison, res.layer_rows(), res.pretraining_reading(), res.probe_reading()
     by_layer = res.alignment_by_layer()
@@ -500,6 +567,10 @@ def publish(res: Result) -> None:
     e0, e1 = np.array(c.entropy_first), np.array(c.entropy_final)
     a = res.ablation_summary
     nan = float("nan")
+    aligned = res.trend_finding("aligned")
+    trend, reach = (aligned.at_scale, aligned.decides_to()) if aligned else (None, None)
+    isqrt = next((fit.at_target for fit in trend.fits if fit.form == "inverse square root"), None) if trend else None
+    budget = next(iter(res.end_state_budgets()), None)
     if a:
         ablation_figure(res)
         later, tail, last_layers = a.later, a.late_loss_change(), a.later_layers_final
@@ -524,6 +595,16 @@ def publish(res: Result) -> None:
         "qk-aligned-layers": _layers(by_layer["layers"]), "qk-aligned-in-layers": by_layer["aligned"],
         "qk-heads-in-layers": by_layer["heads"], "qk-layers-at-chance": _layers(by_layer["at_chance"]),
         "qk-onset-opposite": _num(onset), "qk-onset-opposite-share": _num(onset) / res.steps[-1],
+        # the trend to MultiBERT's tokens
+        "qk-warmup-steps": f"{res.warmup_steps:,}", "qk-trend-n": len(res.trend_steps()),
+        "qk-trend-first-step": f"{res.trend_steps()[0]:,}" if trend else MISSING,
+        "qk-multibert-gtokens": MULTIBERT_TOKENS / 1e9, "qk-multibert-factor": MULTIBERT_TOKENS / res.tokens_seen,
+        "qk-trend-low": trend.band.low if trend else nan, "qk-trend-high": trend.band.high if trend else nan,
+        "qk-trend-isqrt-low": isqrt.low if isqrt else nan, "qk-trend-isqrt-high": isqrt.high if isqrt else nan,
+        "qk-trend-reach-mtokens": reach / 1e6 if reach else nan,
+        "qk-trend-reach-factor": reach / res.tokens_seen if reach else nan,
+        "qk-budget-mtokens": budget["tokens"] / 1e6 if budget else nan,
+        "qk-budget-aligned": budget["aligned"] if budget else nan,
         # Fig. 14
         "qk-dot-layer0-first": rows[0]["abs_dot_first"], "qk-dot-layer0-final": rows[0]["abs_dot_final"],
         "qk-dot-layer0-centred": rows[0]["abs_dot_centred"],
@@ -585,9 +666,9 @@ def publish(res: Result) -> None:
     })
 
 
-__all__ = ["pretraining", "ablation_figure", "fig11", "fig12", "fig13", "fig14", "fig15", "fig19_20", "fig21_22",
-           "fig23", "end_state_figure", "end_state_table", "end_state_score_table", "alignment_table",
-           "scalar_product_table", "entropy_table", "centring_layer_table",
+__all__ = ["pretraining", "ablation_figure", "aligned_trend", "fig11", "fig12", "fig13", "fig14", "fig15", "fig19_20",
+           "fig21_22", "fig23", "end_state_figure", "end_state_table", "trend_table", "end_state_score_table",
+           "alignment_table", "scalar_product_table", "entropy_table", "centring_layer_table",
            "seed_frame", "seed_table", "seed_entropy_table", "pretraining_table", "probe_table", "publish",
            "scatter_panels",
            "mean_arrows", "MISSING"]

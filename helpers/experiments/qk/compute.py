@@ -566,4 +566,5 @@ def run(p: Params) -> Result:
                   ablation=centred, end_state=ends, end_state_missing=missing,
                   ablation_summary=ablation_summary(runs, centred, steps) if centred else {},
                   probes=recipe_probes() if p.source == "pretrain" else [], scale=p.scale,
-                  mask_prob=p.mask_prob, dropout=p.dropout, precision=p.precision, svd_fraction=p.svd_fraction)
+                  mask_prob=p.mask_prob, dropout=p.dropout, precision=p.precision, svd_fraction=p.svd_fraction,
+                  warmup=p.warmup)

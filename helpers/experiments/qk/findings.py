@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...core.findings import Finding, Spec
-from .params import ALMOST_ALL, LONG_COMMAND, MULTIBERT_TOKENS, TARGET_BELOW_UNIGRAM
+from ...core.scale import Distance
+from .params import (
+    ALMOST_ALL,
+    LONG_COMMAND,
+    MULTIBERT_LAYERS,
+    MULTIBERT_TOKENS,
+    MULTIBERT_WIDTH,
+    TARGET_BELOW_UNIGRAM,
+)
 
 if TYPE_CHECKING:
     from .result import Result
@@ -42,6 +50,16 @@ def reduced(res: Result) -> str:
         return ""
     return (f"on the book's own {res.what.removeprefix('our ').split(',')[0]} BERT at about "
             f"1/{float(f'{MULTIBERT_TOKENS / res.tokens_seen:.2g}'):,.0f} of MultiBERT's tokens")
+
+
+def distance(res: Result) -> tuple[Distance, ...]:
+    """How far the book's own pretraining is from MultiBERT's: training tokens per seed, layers, width (none on
+    MultiBERT's checkpoints). Parameters are left out: the paper does not state MultiBERT's count."""
+    if res.source == "multiberts":
+        return ()
+    return (Distance("training tokens", res.tokens_seen, MULTIBERT_TOKENS, "tokens"),
+            Distance("layers", res.n_layers, MULTIBERT_LAYERS),
+            Distance("width", res.n_heads * res.d_k, MULTIBERT_WIDTH))
 
 
 def cannot_test_trajectory(res: Result) -> str:
@@ -101,8 +119,16 @@ def end_state_measured(res: Result) -> str:
 
 #: what the findings read from the book's own pretraining share: how it falls short of MultiBERT's, and why it
 #: gives no verdict while that model has not learned
-RUN = dict(reduced=reduced, scale=scale)
+RUN = dict(reduced=reduced, scale=scale, distance=distance)
 TRAJECTORY = dict(RUN, cannot_test=cannot_test_trajectory, digits=2)
+
+
+def trend(quantity: str) -> dict:
+    """A trajectory finding's columns with its trend to MultiBERT's tokens (`Result.trend`), the quantity named in
+    its `extra` (`Result.trend_finding`)."""
+    return dict(TRAJECTORY, at_scale=lambda res: res.trend(quantity), extra={"trend": quantity})
+
+
 #: the claim of Fig. 13, tested on the trajectories and on the released models' end state
 ALIGNED = ("Almost all heads see the mean query and the mean key align, in common or opposite directions, along "
            "training; in a 64-dimensional head such an alignment is very unlikely by chance.")
@@ -113,22 +139,23 @@ FINDINGS: tuple[Spec, ...] = (
          quantity=lambda res: f"share of heads with |cos(Q̄, K̄)| ≥ {res.threshold} at the last step",
          effect=lambda res: res.aligned_share(), direction="above", reference=ALMOST_ALL,
          reference_label=lambda res: f"almost all: {ALMOST_ALL:g} (chance {res.chance_share:.1e})",
-         more=dict(TRAJECTORY)),
+         more=trend("aligned")),
     Spec("qk-first-layer-common", where="Fig. 13, §5", section="qk-alignment", claim_id="godey-fig13-layers",
          claim="The first layers display a common-direction dynamic (cos(Q̄, K̄) increases); the last layers an "
                "opposite-direction one.",
          measured=measured, quantity="final cos(Q̄, K̄) of layer 0, mean over its heads",
-         effect=lambda res: res.first_layer_cos(), direction="above", more=TRAJECTORY),
+         effect=lambda res: res.first_layer_cos(), direction="above", more=trend("first_layer_cos")),
     Spec("qk-dot-growth", where="Fig. 14", section="qk-scalar-products", claim_id="godey-fig14-dot",
          claim="The drift of the mean query and key increases the magnitude of their scalar product.",
          measured=measured,
          quantity="log10 growth of |Q̄·K̄| from step 0 to the last step, in the layer where it grows least",
-         effect=lambda res: res.dot_growth(), direction="above", reference_label="0 (no growth)", more=TRAJECTORY),
+         effect=lambda res: res.dot_growth(), direction="above", reference_label="0 (no growth)",
+         more=trend("dot_growth")),
     Spec("qk-entropy-falls", where="Fig. 15", section="qk-entropy", claim_id="godey-fig15-entropy",
          claim="Training induces a decay of the attention entropy in all layers.", measured=measured,
          quantity="fall of the mean attention-row entropy from step 0 to the last step, in the layer where it "
                   "falls least (nats)",
-         effect=lambda res: res.entropy_fall(), direction="above", more=TRAJECTORY),
+         effect=lambda res: res.entropy_fall(), direction="above", more=trend("entropy_fall")),
     # measured where the centring ablation ran; otherwise (MultiBERT) what it needs
     Spec("qk-centring", where="§6–7, Limitations", section="qk-centring", claim_id="godey-s6-sharp-attention",
          kind="extension",

@@ -9,12 +9,25 @@ from typing import Any, ClassVar, Literal
 from ...book import runtime
 from ...book.params import ChapterParams, ParameterError, check_heads, nonneg, positive, rules
 from ...hf.qk import MULTIBERT_STEPS
+from ..anisotropy.params import BYTE_MLM, BYTE_MLM_NAME
 
 #: how far below the unigram predictor the held-out MLM loss must go for "a model that uses its context"
 #: (the bar the book's CPU runs do not reach and `LONG_PRETRAINING` is sized for)
 TARGET_BELOW_UNIGRAM = 1.5
 #: MultiBERT's pretraining (BERT-base's): 2M steps of 256 sequences of 512 tokens (Sellam et al. 2022)
 MULTIBERT_TOKENS = 2_000_000 * 256 * 512
+#: MultiBERT's architecture (BERT-base's): 12 layers, 768 wide
+MULTIBERT_LAYERS, MULTIBERT_WIDTH = 12, 768
+#: the tokens of pretraining of the end-state models where a source here states them: only the byte-level MLM
+#: trained here (its tokens are bytes). The sources here give AntiBERTy's data in sequences (558M antibodies), and
+#: no budget for rxnmapper's ALBERT, all-MiniLM-L6-v2 (distilled, then fine-tuned) or SmolLM2-135M-Instruct
+PRETRAINING_TOKENS: dict[str, int] = {BYTE_MLM_NAME: BYTE_MLM.steps * BYTE_MLM.batch_size * BYTE_MLM.seq_len}
+#: the forms a trajectory finding's trend to MultiBERT's tokens is fitted with (`core.scale.FORMS`), and why
+TREND_FORMS = ("log", "inverse square root")
+TREND_WHY = ("log: the quantity keeps moving by the same amount per doubling of the tokens; inverse square root: "
+             "it settles to a limit. Read from the checkpoints from the end of warm-up on (before it the learning "
+             "rate is still rising); the rate then decays linearly to zero at the last step, so each checkpoint is "
+             "a point of one run's decay, not the end of a shorter run")
 #: "almost all heads" (the caption of the paper's Fig. 13) read as a share: nine heads in ten
 ALMOST_ALL = 0.9
 #: the command that trains the model the chapter's loss bar needs (a GPU; README, "GPU")

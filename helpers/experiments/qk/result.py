@@ -13,8 +13,9 @@ from ...book import results
 from ...book.results import _jsonable, stored_layout
 from ...core.findings import Finding
 from ...core.qk import chance_aligned_share, mean_abs_cos_random
+from ...core.scale import MIN_POINTS, Extrapolation, extrapolate
 from ...core.stats import Interval, t_interval
-from .params import BERT_VOCAB, LONG_PRETRAINING
+from .params import BERT_VOCAB, LONG_PRETRAINING, MULTIBERT_TOKENS, PRETRAINING_TOKENS, TREND_FORMS, TREND_WHY
 from .records import Ablation, Comparison, EndState, Probe, Trajectory
 
 
@@ -54,6 +55,7 @@ class Result(results.Result):
     dropout: float = 0.1
     precision: str = "fp32"
     svd_fraction: float = 0.2
+    warmup: float = 0.06             # the share of the steps with a linear warm-up (then linear decay to 0)
 
     def __post_init__(self) -> None:
         """The converter: each stored dict becomes its record (an empty one: none)."""
@@ -117,6 +119,66 @@ class Result(results.Result):
         """Whether each head ends aligned, |cos(Q̄, K̄)| ≥ threshold: (seeds, layers, heads)."""
         return np.abs(self.final_cos()) >= self.threshold
 
+    def per_checkpoint(self, quantity: str) -> np.ndarray:
+        """A trajectory finding's quantity at every checkpoint, per seed: (seeds, S). "aligned": the share of heads
+        with |cos(Q̄, K̄)| ≥ threshold; "first_layer_cos": cos(Q̄, K̄) of layer 0, mean over its heads;
+        "dot_growth": log10 of the growth of |Q̄·K̄| (mean over a layer's heads) since step 0, in the layer where it
+        grew least; "entropy_fall": the fall of the mean attention entropy since step 0, in the layer where it fell
+        least (nats). Its last column is the finding's per-seed effect."""
+        if quantity == "aligned":
+            return (np.abs(self.stacked("cos")) >= self.threshold).mean((2, 3))
+        if quantity == "first_layer_cos":
+            return self.stacked("cos")[:, :, 0].mean(2)
+        if quantity == "dot_growth":
+            d = np.abs(self.stacked("dot")).mean(3)                                  # (seeds, S, layers)
+            return np.log10(d / d[:, :1]).min(2)
+        if quantity == "entropy_fall":
+            e = self.stacked("entropy_layer")                                        # (seeds, S, layers)
+            return (e[:, :1] - e).min(2)
+        raise ValueError(f"no quantity {quantity!r} per checkpoint")
+
+    # --- the trend to MultiBERT's tokens ------------------------------------------------------------
+
+    def checkpoint_tokens(self) -> np.ndarray:
+        """The tokens one seed has seen at each checkpoint (step × batch × sequence length): (S,)."""
+        return np.asarray(self.steps, dtype=float) * self.batch_size * self.seq_len
+
+    @property
+    def warmup_steps(self) -> int:
+        """The step at which warm-up ends and the learning rate starts its linear decay to zero at the last step
+        (`train.mlm`'s schedule)."""
+        return max(1, int(round(self.warmup * max(self.steps))))
+
+    def trend_steps(self) -> list[int]:
+        """The checkpoints a trend is read from: those from the end of warm-up on (while the rate rises, a
+        checkpoint reflects the warm-up more than the tokens; from there the rate decays linearly, so each
+        checkpoint is a point of one run's decay, not the end of a shorter run: `TREND_WHY`)."""
+        return [s for s in self.steps if s >= self.warmup_steps]
+
+    def trend(self, quantity: str) -> Extrapolation | None:
+        """`per_checkpoint(quantity)` along the tokens seen, at the checkpoints of `trend_steps`, read at
+        MultiBERT's tokens with `TREND_FORMS` (the band: `core.scale`; nothing clipped, so a share's band may
+        leave [0, 1]). None on MultiBERT's own checkpoints (the paper's setting) or with fewer than `MIN_POINTS`
+        such checkpoints."""
+        keep = [i for i, s in enumerate(self.steps) if s in self.trend_steps()]
+        if self.source == "multiberts" or len(keep) < MIN_POINTS:
+            return None
+        y = self.per_checkpoint(quantity)[:, keep]
+        return extrapolate(self.checkpoint_tokens()[keep], y.mean(0), MULTIBERT_TOKENS, TREND_FORMS, per_unit=y,
+                           axis="training tokens", why=TREND_WHY)
+
+    def trend_finding(self, quantity: str) -> Finding | None:
+        """The finding whose trend is `per_checkpoint(quantity)`'s (None where none has one)."""
+        return next((f for f in self.findings() if f.at_scale is not None and f.extra.get("trend") == quantity), None)
+
+    def end_state_budgets(self) -> list[dict]:
+        """The end-state models whose pretraining tokens a source here states (`PRETRAINING_TOKENS`): model,
+        tokens, and the share of its heads with |cos(Q̄, K̄)| ≥ threshold. Other models, other data: shown beside a
+        trend, never in it."""
+        return [{"model": m, "tokens": float(PRETRAINING_TOKENS[m]),
+                 "aligned": float((rec.heads("trained")["cos"] >= self.threshold).mean())}
+                for m, rec in self.end_state.items() if m in PRETRAINING_TOKENS]
+
     def layer_rows(self) -> list[dict]:
         """Per layer: aligned heads per seed (t-interval over seeds, clipped to 0..heads) and the final mean
         |cos(Q̄, K̄)| per seed (t-interval over seeds, clipped to [0, 1]),
@@ -154,23 +216,21 @@ class Result(results.Result):
 
     def aligned_share(self) -> Interval:
         """The share of heads that end aligned (|cos| ≥ threshold), per seed, t-interval over seeds."""
-        return t_interval(self.aligned().mean((1, 2)))
+        return t_interval(self.per_checkpoint("aligned")[:, -1])
 
     def first_layer_cos(self) -> Interval:
         """The final cos(Q̄, K̄) of layer 0, mean over its heads, per seed (the paper: common direction, > 0)."""
-        return t_interval(self.final_cos()[:, 0].mean(1))
+        return t_interval(self.per_checkpoint("first_layer_cos")[:, -1])
 
     def dot_growth(self) -> Interval:
         """log10 of the growth of |Q̄·K̄| (mean over a layer's heads) from the first to the last step, in the
         layer where it grows least, per seed (Fig. 14: the magnitude grows)."""
-        d = np.abs(self.stacked("dot")).mean(3)                                      # (seeds, S, layers)
-        return t_interval(np.log10(d[:, -1] / d[:, 0]).min(1))
+        return t_interval(self.per_checkpoint("dot_growth")[:, -1])
 
     def entropy_fall(self) -> Interval:
         """The fall of the mean attention entropy from the first to the last step, in the layer where it falls
         least, per seed, nats (Fig. 15: it decays in every layer)."""
-        e = self.stacked("entropy_layer")                                            # (seeds, S, layers)
-        return t_interval((e[:, 0] - e[:, -1]).min(1))
+        return t_interval(self.per_checkpoint("entropy_fall")[:, -1])
 
     def example_label(self, key: str) -> str:
         """How the figures name the example head `key` ("similar": the largest final cos(Q̄, K̄); "opposite":
