@@ -374,6 +374,11 @@ def untestable(col: Collected):
     return HTML(f'<ul class="untested-list">{"".join(items)}</ul>')
 
 
+#: the findings whose band at the paper's setting the per-paper summaries quote
+SCALE_QUOTED = ("sts-gain-bert", "sts-vs-whitening-bert", "qk-aligned-heads", "deeplm-post-norm-fails",
+                "deeplm-deesc-rescues", "deeplm-deesc-like-pre-norm")
+
+
 def publish(col: Collected) -> None:
     """Draw the forest figure and hand the page its numbers: per paper, claims and how many were tested at
     the paper's setting, at a reduced one, not at all, and the verdicts per setting; the extensions' count."""
@@ -387,6 +392,11 @@ def publish(col: Collected) -> None:
     def eff(key: str) -> str:
         """A finding's effect as the summary quotes it ('—' when the chapter gives no such finding at this scale)."""
         return by_key[key].effect_text() if key in by_key else "—"
+
+    def scale(key: str) -> str:
+        """A finding's band at the paper's setting as the summary quotes it ('—' without a trend at this scale)."""
+        f = by_key.get(key)
+        return f.at_scale.band.text(f.digits) if f is not None and f.at_scale is not None else "—"
 
     common.publish({
         "findings-yan2022-claims": c["yan2022"]["claims"],
@@ -443,6 +453,8 @@ def publish(col: Collected) -> None:
         "findings-eff-vit-deesc-vs-pre-standard": eff("vit-deesc-vs-pre-standard"),
         "findings-eff-deeplm-post-norm-fails": eff("deeplm-post-norm-fails"),
         "findings-eff-deeplm-deesc-rescues": eff("deeplm-deesc-rescues"),
+        # the bands at the paper's setting the summaries quote
+        **{f"findings-scale-{k}": scale(k) for k in SCALE_QUOTED},
     })
 
 
