@@ -66,7 +66,9 @@ def test_the_check_names_a_planted_test_without_a_distance_or_with_a_bad_one():
 
 
 def test_a_planted_distance_reaches_the_findings_json_record_and_its_csv_row():
-    from helpers.experiments.findings import Collected, _test_record, dataset_rows
+    import jsonschema
+
+    from helpers.experiments.findings import Collected, _test_record, dataset_rows, dataset_schema
 
     d = model_distance(ModelSize(6, 384, 22_713_216), ModelSize(12, 768, 110e6)) + (
         Distance("baseline RTE accuracy", 55.5, 64.98, "score"),)
@@ -78,6 +80,7 @@ def test_a_planted_distance_reaches_the_findings_json_record_and_its_csv_row():
                                {"what": "baseline RTE accuracy", "ours": 55.5, "paper": 64.98, "unit": "score"}]
     claim = fd.Claim(id="yan-table2-gain", paper="yan2022", where="Table 2", claim="c", predicate="p")
     data = Collected(scale="book", findings=[f], claims=[claim], chapters=["glue"]).to_dataset(commit=None)
+    jsonschema.Draft202012Validator(dataset_schema()).validate(data)
     (row,) = dataset_rows(data)
     assert row["test_distance"].startswith("parameters: 22713216.0 of 110000000.0; layers: 6.0 of 12.0")
 
