@@ -9,6 +9,8 @@ the scatter of the runs and the choice of form.
 
 * `Distance` — one axis of the distance as numbers: ours, the paper's (parameters, layers, width, steps, tokens, a
   baseline score).
+* `ModelSize`, `model_distance` — a model's layers, width and parameters, and a stand-in's distance from the paper's
+  model on each (the sizes themselves are written once, in `hf.models.SIZE`).
 * `FORMS` — the curves a trend is fitted with, each a linear model in a transformed axis: "linear" (y = a + b·x),
   "log" (y = a + b·ln x: an effect that keeps moving by the same amount per doubling of the budget) and
   "inverse square root" (y = a + b/√x: an effect that settles to a limit a as the budget grows).
@@ -80,8 +82,28 @@ class Distance:
         if self.what.startswith("raw") or self.unit == "score":
             return f"{self.what} {num(self.ours)} against {num(self.paper)}"
         frac = self.fraction
-        pct = f" ({100 * frac:.2g} %)" if frac is not None and frac < 1 else ""
+        pct = f" ({100 * frac:.2g} %)" if frac is not None and frac < 0.995 else ""
         return f"{num(self.ours)} of {num(self.paper)} {self.what}{pct}"
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """A model's size: `layers` (Transformer blocks; an encoder-decoder's encoder and decoder together), `width`
+    (hidden size) and `parameters` (None where not counted)."""
+
+    layers: int
+    width: int
+    parameters: float | None = None
+
+
+def model_distance(ours: ModelSize | None, paper: ModelSize | None) -> tuple[Distance, ...]:
+    """A stand-in's distance from the paper's model: parameters, layers and width, ours against the paper's (an axis
+    whose own value is unknown is left out; the paper's unknown is None). Empty when our model's size is unknown."""
+    if ours is None:
+        return ()
+    axes = (("parameters", ""), ("layers", "blocks"), ("width", "dimensions"))
+    return tuple(Distance(what, getattr(ours, what), getattr(paper, what) if paper is not None else None, unit)
+                 for what, unit in axes if getattr(ours, what) is not None)
 
 
 @dataclass(frozen=True)
@@ -224,4 +246,5 @@ def extrapolate(x: Sequence[float], y: Sequence[float], target: float, forms: Se
                          tuple(str(g) for g in groups) if groups is not None else ())
 
 
-__all__ = ["Distance", "Extrapolation", "FORMS", "FormFit", "MIN_POINTS", "extrapolate"]
+__all__ = ["Distance", "Extrapolation", "FORMS", "FormFit", "MIN_POINTS", "ModelSize", "extrapolate",
+           "model_distance"]

@@ -21,6 +21,7 @@ from ..core.anisotropy import BLOCK_STATS, block_statistics, drift_bias, find_fi
 from ..core.drift import DRIFT_STATS, drift_statistics
 from ..core.findings import Finding, Spec
 from ..core.measures import pairwise_cosine_mean
+from ..core.scale import Distance, model_distance
 from ..core.stats import Interval, t_interval
 from ..data import load_glue
 from ..hf import models
@@ -244,6 +245,12 @@ def _against(res: Result) -> str:
     return "" if model == PAPER_REFERENCE else f"against {model} in place of BERT-base"
 
 
+def _against_distance(res: Result) -> tuple[Distance, ...]:
+    """How far the reference model is from BERT-base (`_against`): parameters, layers, width (`hf.models.SIZE`)."""
+    model = res.reference["model"]
+    return () if model == PAPER_REFERENCE else model_distance(models.SIZE.get(model), models.SIZE[PAPER_REFERENCE])
+
+
 def _on_norms(res: Result) -> str:
     return f"{_what(res)}; {len(res.norms)} bias norms from 0 to {max(res.norms):g}"
 
@@ -266,7 +273,7 @@ FINDINGS = (
          quantity="log10(N* / mean hidden-state norm of the reference model), range over seeds and layers",
          effect=lambda res: res.fixed_point_ratio(), direction="equal", margin=1.0,
          reference_label="0 (equal norms; the margin is one order of magnitude)",
-         more=dict(reduced=_against, digits=2, unit="seeds and layers",
+         more=dict(reduced=_against, distance=_against_distance, digits=2, unit="seeds and layers",
                    caveat=lambda res: ("N* is √d by the LayerNorm's construction, the same on every seed; what could "
                                        "fail is only its comparison with the trained model's hidden-state norms, and "
                                        "the spread shown is a range over seeds and layers"))),
@@ -300,7 +307,7 @@ FINDINGS = (
          quantity="mean row maximum × L − 1 (0 = uniform attention)",
          effect=lambda res: res.sharpening_at_reference(), direction="equal",
          margin=lambda res: res.uniform_tol - 1, reference_label="0 (uniform attention)",
-         more=dict(reduced=_against, digits=5)),
+         more=dict(reduced=_against, distance=_against_distance, digits=5)),
 )
 
 

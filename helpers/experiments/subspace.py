@@ -21,6 +21,7 @@ from ..book.params import ChapterParams, positive, rules
 from ..book.runtime import REPO_ROOT, choose_device, seed_everything
 from ..core import subspace as S
 from ..core.findings import Finding, Spec
+from ..core.scale import Distance, model_distance
 from ..core.stats import Interval
 from ..data import load_glue
 from ..hf import models
@@ -180,16 +181,30 @@ def _on_task(res: Result) -> str:
             f"{_n_last(res)}")
 
 
+#: the paper's model (BERT-base)
+PAPER_MODEL = Params.PRESETS["paper"]["model"]
+
+
 def _scale(res: Result) -> str:
     model = res.settings["model"]
-    return (f"{model} ({_n_last(res)} layers) in place of BERT-base (12)" if model != "bert-base-uncased"
-            else "the paper's model")
+    return (f"{model} ({_n_last(res)} layers) in place of BERT-base ({models.SIZE[PAPER_MODEL].layers})"
+            if model != PAPER_MODEL else "the paper's model")
 
 
 def _reduced(res: Result) -> str:
     model = res.settings["model"]
-    return (f"on {model} ({_n_last(res)} layers) in place of BERT-base (12), {res.n_sentences} sentences"
-            if model != "bert-base-uncased" else "")
+    return (f"on {model} ({_n_last(res)} layers) in place of BERT-base ({models.SIZE[PAPER_MODEL].layers}), "
+            f"{res.n_sentences} sentences" if model != PAPER_MODEL else "")
+
+
+def _distance(res: Result) -> tuple[Distance, ...]:
+    """How far the run is from the paper's: our model's parameters, layers and width against BERT-base's
+    (`hf.models.SIZE`), and the sentences read (the paper does not say how many)."""
+    model = res.settings["model"]
+    if model == PAPER_MODEL:
+        return ()
+    return model_distance(models.SIZE.get(model), models.SIZE[PAPER_MODEL]) + (
+        Distance("sentences", res.n_sentences, None, "sentences"),)
 
 
 def _boot(res: Result) -> str:
@@ -208,7 +223,7 @@ def _exact(why: str, scale: str) -> dict[str, Any]:
 def _trend(name: str, section: str, **more: Any) -> dict[str, Any]:
     """The columns of a §3.2 layer trend on the second task."""
     return dict(effect=lambda res: res.trend(name), section=section,
-                more=dict(scale=_scale, reduced=_reduced, **more))
+                more=dict(scale=_scale, reduced=_reduced, distance=_distance, **more))
 
 
 FINDINGS = (

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from ..book.runtime import progress
+from ..core.scale import ModelSize
 from ..data import hublock
 from .loading import ModelUnavailable, quiet_loading
 
@@ -57,8 +58,20 @@ DESCRIPTIONS = {
 MODALITY = {"book-mlm-bert": "text", "all-MiniLM-L6-v2": "text", "SmolLM2-135M-Instruct": "text",
             "all-mpnet-base-v2": "text", "DINOv2-S/14": "vision",
             "whisper-tiny.en": "audio", "whisper-base": "audio"}
+#: the size of the models a stand-in test runs and of the papers' models it stands in for (`core.scale.ModelSize`:
+#: layers, width, parameters), from which a finding states its distance from the paper's model
+#: (`core.scale.model_distance`). Offline models: parameters counted from their weights (position-id buffers left
+#: out); the papers' models: as their own papers give them (BERT-base: Devlin et al. 2019, 110M)
+SIZE = {
+    "book-mlm-bert": ModelSize(layers=4, width=256),
+    "all-MiniLM-L6-v2": ModelSize(layers=6, width=384, parameters=22_713_216),
+    "SmolLM2-135M-Instruct": ModelSize(layers=30, width=576, parameters=134_515_008),
+    "all-mpnet-base-v2": ModelSize(layers=12, width=768, parameters=109_486_464),
+    "bert-base-uncased": ModelSize(layers=12, width=768, parameters=110e6),
+}
 #: the width (hidden size) of each offline text encoder, where a chapter's prose needs the number
-WIDTH = {"book-mlm-bert": 256, "all-MiniLM-L6-v2": 384, "SmolLM2-135M-Instruct": 576, "all-mpnet-base-v2": 768}
+WIDTH = {name: SIZE[name].width for name in ("book-mlm-bert", "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct",
+                                              "all-mpnet-base-v2")}
 
 
 def about(name: str) -> str:

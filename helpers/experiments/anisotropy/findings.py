@@ -12,7 +12,9 @@ import numpy as np
 
 from ...core import anisotropy as A
 from ...core.findings import Finding, Spec
-from .params import ALPHA, PAPER_NAMES, PAPER_OFFLINE, SENTENCE_ENCODERS
+from ...core.scale import Distance
+from .params import ALPHA, PAPER_FIGURES, PAPER_NAMES, PAPER_OFFLINE, PAPER_TRANSFORMERS, SENTENCE_ENCODERS
+from .params import PAPER_SPEECH_UNCORRELATED as UNCORRELATED
 
 if TYPE_CHECKING:
     from .result import Result
@@ -42,6 +44,23 @@ def _names(group) -> tuple[str, ...]:
     return tuple(m.name for m in group)
 
 
+def _listed(names) -> str:
+    """"A, B and C"."""
+    names = list(names)
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+#: how a distance names the models of each kind it counts
+KIND_WORDS = {"subword": "subword models", "character": "character- and byte-level models",
+              "speech": "speech models", "vision": "vision Transformers", "cnn": "CNNs"}
+
+
+def _count(what: str, ours: int, paper: tuple[str, ...] | None) -> tuple[Distance, ...]:
+    """How many models a test measured against how many the paper's figure shows (`paper` None: the paper does not
+    say which models it reads there)."""
+    return (Distance(what, ours, len(paper) if paper is not None else None, "models"),)
+
+
 def _instead(group, paper: str) -> str:
     """"" when every model of `group` is one of the paper's, else "on <models> in place of <paper>"."""
     if group and all(m.name in PAPER_NAMES for m in group):
@@ -55,8 +74,9 @@ def _offline(res: Result) -> str:
             f"on {len(ts)} Transformers that load offline in place of the paper's")
 
 
-def _peak(res: Result, group, paper: str) -> list[Reading]:
-    """The weakest peak layer of `group` against the isotropic null of an `n_pairs` average."""
+def _peak(res: Result, group, kind: str = "") -> list[Reading]:
+    """The weakest peak layer of `group` against the isotropic null of an `n_pairs` average; `kind`: the paper's
+    figure (`PAPER_FIGURES`) it stands in for."""
     if not group:
         return []
     weak, layer = res.weakest_peak(group)
@@ -66,7 +86,9 @@ def _peak(res: Result, group, paper: str) -> list[Reading]:
                                                       if len(group) > 1 else f"; its peak is layer {layer}"),
                  effect=res.layer_interval(weak, layer), reference=null,
                  reference_label=f"the isotropic null of a {res.n_pairs:,}-pair average, ≤ {null:.4f}",
-                 reduced=_instead(group, paper), label=listed, members=_names(group), **_units(weak))]
+                 reduced=_instead(group, _listed(PAPER_FIGURES[kind])) if kind else "", label=listed,
+                 members=_names(group), distance=_count(KIND_WORDS[kind], len(group), PAPER_FIGURES[kind]) if kind
+                 else (), **_units(weak))]
 
 
 def _units(m) -> dict[str, Any]:
@@ -81,8 +103,9 @@ def _transformers(res: Result) -> list[Reading]:
     weak, layer = res.weakest_peak()
     return [r | dict(measured=f"{len(ts)} pretrained Transformers ({', '.join(_names(ts))}), every layer; the "
                               f"weakest is {weak.name} (its layer {layer})",
-                     reduced=_offline(res), label=f"{len(ts)} Transformers")
-            for r in _peak(res, ts, "")]
+                     reduced=_offline(res), label=f"{len(ts)} Transformers",
+                     distance=_count("Transformers", len(ts), PAPER_TRANSFORMERS))
+            for r in _peak(res, ts)]
 
 
 def _centred_isotropy(res: Result) -> list[Reading]:
@@ -113,7 +136,7 @@ def _centred_isotropy(res: Result) -> list[Reading]:
                         reference_label=f"0, within the 95th percentile of one isotropic pair's cosine at d = "
                                         f"{dec['d']} (±{dec['line']:.3f}, the paper's Appendix B line)",
                         reduced=f"on {len(ts)} Transformers that load offline in place of Biś et al.'s language "
-                                "models")]
+                                "models", distance=_count("Transformers", len(ts), None))]
 
 
 def _centred_spread(res: Result) -> list[Reading]:
@@ -125,7 +148,8 @@ def _centred_spread(res: Result) -> list[Reading]:
                           f"{res.shape_share:.0%} subsample of the tokens (covariance spectrum)",
                  effect=share, reduced=f"on {len(shaped)} Transformers that load offline, a {res.shape_share:.0%} "
                                        "subsample of the tokens",
-                 label=f"{len(shaped)} Transformers", members=tuple(shaped))]
+                 label=f"{len(shaped)} Transformers", members=tuple(shaped),
+                 distance=_count("Transformers", len(shaped), None))]
 
 
 def _bytes_vs(res: Result) -> list[Reading]:
@@ -142,6 +166,8 @@ def _bytes_vs(res: Result) -> list[Reading]:
                             reduced="" if all(m.name in PAPER_NAMES for m in (b, s_)) else
                             f"on {b.name} against {s_.name} (stand-ins)",
                             label=f"{b.name} vs {short}", members=(b.name,),
+                            distance=_count(KIND_WORDS["character"], 1, PAPER_FIGURES["character"])
+                            + _count(KIND_WORDS["subword"], 1, PAPER_FIGURES["subword"]),
                             unit=b.unit if b.clustered and s_.clustered else "token pairs"))
     return out
 
@@ -153,7 +179,7 @@ def _speech_paper_model(res: Result) -> list[Reading]:
                           f"{int(np.argmin(m.cos_exact))}",
                  reduced=f"on {m.name}'s encoder alone (one of the paper's three speech models), FSDD spoken "
                          "digits in place of Common Voice", label=f"{m.name} encoder", members=(m.name,),
-                 **_units(m))
+                 distance=_count(KIND_WORDS["speech"], 1, PAPER_FIGURES["speech"]), **_units(m))
             for m in res.group("speech") if m.name in PAPER_OFFLINE]
 
 
@@ -167,7 +193,8 @@ def _speech(res: Result) -> list[Reading]:
                           f"{low.name}'s layer {int(np.argmin(low.cos_exact))}",
                  effect=res.lowest_layer(speech),
                  reduced=f"on the encoders of {listed}, FSDD spoken digits in place of the paper's three models on "
-                         "Common Voice", label=f"{listed} encoders", members=_names(speech), **_units(low))]
+                         "Common Voice", label=f"{listed} encoders", members=_names(speech),
+                 distance=_count(KIND_WORDS["speech"], len(speech), PAPER_FIGURES["speech"]), **_units(low))]
 
 
 def _cnn(res: Result) -> list[Reading]:
@@ -178,7 +205,8 @@ def _cnn(res: Result) -> list[Reading]:
     return [dict(measured=f"{cnn.name} on {n_img} CIFAR-10 test images, whole maps flattened (one vector per image "
                           f"and block); {res.cnn_boot.draws:,} bootstrap resamples of the images",
                  effect=res.cnn_map_cosine(), reduced=f"on one CNN ({cnn.name}), {n_img} images",
-                 label=cnn.name, members=(cnn.name,), unit="images", units=n_img)]
+                 label=cnn.name, members=(cnn.name,), unit="images", units=n_img,
+                 distance=_count(KIND_WORDS["cnn"], 1, PAPER_FIGURES["cnn"]))]
 
 
 def _drift_share(res: Result) -> list[Reading]:
@@ -190,7 +218,7 @@ def _drift_share(res: Result) -> list[Reading]:
                           f"{c['either_sign']} have p < {ALPHA} of either sign, {c['negative']} of them negative; by "
                           f"Pearson (App. A) {c['pearson']} follow the drift",
                  effect=res.significant_share(), reduced=_offline(res), caveat=res.definition_caveat(ts),
-                 label=f"{len(ts)} Transformers", members=_names(ts))]
+                 label=f"{len(ts)} Transformers", members=_names(ts), distance=_count("Transformers", len(ts), None))]
 
 
 def _layer_test_extra(t: dict[str, Any]) -> dict[str, Any]:
@@ -212,7 +240,8 @@ def _speech_drift(res: Result, reading: str) -> list[Reading]:
                  effect=t.fisher, reduced=f"on {b.name}'s encoder alone (HuBERT does not load offline), FSDD "
                                              "spoken digits in place of Common Voice",
                  caveat=res.definition_caveat([m for m in ts if m.name == b.name] or ts),
-                 members=(b.name,), label=f"{b.name} encoder, {reading}", extra=_layer_test_extra(t), unit="layers")]
+                 members=(b.name,), label=f"{b.name} encoder, {reading}", extra=_layer_test_extra(t), unit="layers",
+                 distance=_count(KIND_WORDS["speech"], 1, UNCORRELATED))]
 
 
 def _cnn_drift(res: Result) -> list[Reading]:
@@ -227,7 +256,7 @@ def _cnn_drift(res: Result) -> list[Reading]:
                           f"position a vector instead: ρ = {pos.rho:.2f}, p = {pos.p_exact:.2f}",
                  effect=t.fisher, reduced=f"on one CNN ({cnn.name}), {n_img} images",
                  caveat=res.definition_caveat([cnn]), label=cnn.name, members=(cnn.name,),
-                 extra=_layer_test_extra(t), unit="layers")]
+                 extra=_layer_test_extra(t), unit="layers", distance=_count(KIND_WORDS["cnn"], 1, None))]
 
 
 def _single_pair(res: Result) -> list[Reading]:
@@ -238,7 +267,7 @@ def _single_pair(res: Result) -> list[Reading]:
     return [dict(measured=f"{len(ts)} pretrained Transformers, each model's average cosine over its layers; the "
                           f"closest to the line is {low.name}",
                  effect=gap, reduced=_offline(res), label=f"{len(ts)} Transformers", members=_names(ts),
-                 **_units(low))]
+                 distance=_count("Transformers", len(ts), None), **_units(low))]
 
 
 # ------------------------------------------------------------------ the table
@@ -253,6 +282,8 @@ SPEECH = dict(claim_id="godey-fig3-speech", where="Fig. 3a", section="anisotropy
               claim="Every layer of every speech model has an average cosine of at least 0.2.",
               reference=0.2, reference_label="the paper's 0.2")
 #: Fig. 5's claim on the speech models, read as the literal test and as its point
+UNCORRELATED_CLAIM = (f"Some speech models ({_listed(UNCORRELATED)}) display anisotropy that cannot be correlated with "
+                      "the drift effect")
 SPEECH_DRIFT = dict(claim_id="godey-fig5-speech", where="Fig. 5", section="anisotropy-drift", more=dict(digits=2),
                     quantity="Spearman ρ across layers between ‖x̄‖₂ and the average cosine (Fisher-z interval over "
                              "the layers)")
@@ -264,7 +295,7 @@ FINDINGS: tuple[Spec, ...] = (
          quantity=PEAK),
     Spec("anisotropy-subword", "Fig. 1", "Token-level (subword) language models display high average cosine across "
          "their layers.", claim_id="godey-fig1-subword", section="anisotropy-layers",
-         read=lambda r: _peak(r, r.group("subword"), "BERT, RoBERTa, GPT-2 and T5"), quantity=PEAK),
+         read=lambda r: _peak(r, r.group("subword"), "subword"), quantity=PEAK),
     Spec("anisotropy-centred-isotropy", **CENTRED,
          claim="Removing the average component from all representations leads to a nearly perfect isotropy.",
          read=_centred_isotropy, direction="equal",
@@ -282,7 +313,7 @@ FINDINGS: tuple[Spec, ...] = (
                                     "not a sampling interval")),
     Spec("anisotropy-bytes", "Fig. 2", "Character- and byte-level language models display significant anisotropy in "
          "at least one of their layers.", claim_id="godey-fig2-character", section="anisotropy-layers",
-         read=lambda r: _peak(r, r.group("character"), "CharacterBERT, CANINE, MANTa-LM and ByT5"), quantity=PEAK),
+         read=lambda r: _peak(r, r.group("character"), "character"), quantity=PEAK),
     Spec(BYTES_VS_KEYS, "Fig. 2", "Models based solely on characters or bytes display even higher anisotropy than "
          "subword models.", claim_id="godey-fig2-bytes-higher", section="anisotropy-layers", read=_bytes_vs,
          quantity="average cosine over layers (embeddings included), byte-level minus subword (all pairs, "
@@ -293,7 +324,7 @@ FINDINGS: tuple[Spec, ...] = (
          quantity="the smallest layer average cosine over the speech encoders (all pairs, jackknife over the inputs)"),
     Spec("anisotropy-vision", "Fig. 3b", "Vision Transformers show significant anisotropy on some of their layers.",
          claim_id="godey-fig3-vision", section="anisotropy-layers",
-         read=lambda r: _peak(r, r.group("vision"), "ViT, BEiT, MiT and DeiT"), quantity=PEAK),
+         read=lambda r: _peak(r, r.group("vision"), "vision"), quantity=PEAK),
     Spec("anisotropy-cnn", "Fig. 4", "Most convolution-based vision models are isotropic (whole feature maps "
          "flattened); EfficientNet is among them.", claim_id="godey-fig4-cnn", section="anisotropy-cnn", read=_cnn,
          direction="equal", margin=0.1, reference_label="0 (isotropic)",
@@ -306,12 +337,10 @@ FINDINGS: tuple[Spec, ...] = (
          quantity=f"share of the models with a positive Spearman ρ across layers and exact permutation p < {ALPHA} "
                   "(exact binomial interval over the models)"),
     Spec("anisotropy-speech-drift", **SPEECH_DRIFT, direction="none",
-         claim="Some speech models (HuBERT and Whisper-base) display anisotropy that cannot be correlated with the "
-               "drift effect — the literal test: no significant Spearman correlation across layers.",
+         claim=f"{UNCORRELATED_CLAIM} — the literal test: no significant Spearman correlation across layers.",
          read=lambda r: _speech_drift(r, "the test"), reference_label="0 (no correlation: the paper's p > 0.05)"),
     Spec("anisotropy-speech-drift-sign", **SPEECH_DRIFT, direction="at most", margin=0.0,
-         claim="Some speech models (HuBERT and Whisper-base) display anisotropy that cannot be correlated with the "
-               "drift effect — the paper's point: the drift does not explain it (a drift explanation needs a "
+         claim=f"{UNCORRELATED_CLAIM} — the paper's point: the drift does not explain it (a drift explanation needs a "
                "positive monotonic relation).",
          read=lambda r: _speech_drift(r, "the sign"), reference_label="0 (at most: a drift explanation needs ρ > 0)"),
     Spec("anisotropy-cnn-drift", "Fig. 5", "The anisotropy of CNNs is generally not correlated with the drift ‖x̄‖₂ "

@@ -27,6 +27,19 @@ OFFLINE_MODELS = (
 MODALITIES = ("text", "bytes", "protein", "chem", "audio", "vision")
 #: the paper's models that load offline here, under the names their records hold (the hub id's model)
 PAPER_OFFLINE = {"whisper-base": "openai/whisper-base"}
+#: the paper's models as it names them, by the figure that shows them: what a test on the offline models stands in
+#: for (its `reduced` names them; its distance counts them)
+PAPER_FIGURES = {
+    "subword": ("BERT", "RoBERTa", "GPT-2", "T5"),                                   # Fig. 1
+    "character": ("CharacterBERT", "CANINE-c", "CANINE-s", "MANTa-LM", "ByT5"),      # Fig. 2, §3.1
+    "speech": ("wav2vec 2.0", "HuBERT", "Whisper"),                                   # Fig. 3a, §3.2
+    "vision": ("ViT", "BEiT", "MiT", "DeiT"),                                         # Fig. 3b, §3.2
+    "cnn": ("ResNet", "EfficientNet", "CvT", "ConvNeXt", "VAN"),                      # Fig. 4, §3.2
+}
+#: the paper's Transformers (Figs. 1–3)
+PAPER_TRANSFORMERS = tuple(m for k in ("subword", "character", "speech", "vision") for m in PAPER_FIGURES[k])
+#: the speech models whose anisotropy the paper finds uncorrelated with the drift (Fig. 5, §3.3)
+PAPER_SPEECH_UNCORRELATED = ("HuBERT", "Whisper-base")
 #: the paper's models by the names a record holds: a finding on these only is at the paper's setting
 PAPER_NAMES = frozenset(e.split(":", 1)[1] for e in PAPER_ANISOTROPY_MODELS) | frozenset(PAPER_OFFLINE)
 #: the paper's character- and byte-level text models (Fig. 2), among the `text:` entries

@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from ...core.findings import Finding, Spec
+from ...core.scale import Distance, model_distance
 from ...core.stats import t_interval
-from ...hf.models import about
+from ...hf.models import SIZE, about
 from .params import METRIC_NAMES, READINGS, expdecay_margin, paper_model_for, paper_tables, primary_metric
 from .result import Result
 
@@ -50,11 +51,27 @@ def paper_model(model: str) -> str:
     return paper_model_for(model, set(paper_tables().model))
 
 
-def stand_in(res: Result, model: str, reduced: str = "", scale: str = "") -> dict[str, str]:
+def stand_in(res: Result, model: str, reduced: str = "", scale: str = "",
+             baseline: tuple[Distance, ...] = ()) -> dict[str, Any]:
     """A finding's `reduced` and `scale` on `model` in place of the paper's model (`reduced` is empty when it is the
-    paper's), each followed by what else falls short of the paper's setting."""
+    paper's), each followed by what else falls short of the paper's setting; and its `distance` from the paper's
+    model: parameters, layers, width (`hf.models.SIZE`), then the `baseline` scores the reader compares."""
     paper, instead = paper_model(model), f"{model} in place of {paper_model(model)}"
-    return dict(reduced="" if model == paper else f"on {instead}{reduced}", scale=f"{res.scale}: {instead}{scale}")
+    if model == paper:
+        return dict(reduced="", scale=f"{res.scale}: {instead}{scale}")
+    return dict(reduced=f"on {instead}{reduced}", scale=f"{res.scale}: {instead}{scale}",
+                distance=model_distance(SIZE.get(model), SIZE.get(paper)) + baseline)
+
+
+def baseline(what: str, ours: float, paper: float) -> tuple[Distance, ...]:
+    """Our tuned baseline's score against the paper's (Table 2), as one `Distance` (unit "score"; the paper's None
+    where it reports none)."""
+    paper = _number(paper)
+    return (Distance(f"baseline {what}", float(ours), None if np.isnan(paper) else paper, "score"),)
+
+
+def _number(x: float | None) -> float:
+    return float("nan") if x is None else float(x)
 
 
 def table2(model: str, task: str, name: str, d: list[float], base: float, sd: float, run, epochs: int, lr: float,
@@ -77,7 +94,8 @@ def _softdecay(res: Result) -> list[dict[str, Any]]:
             name = METRIC_NAMES[primary_metric(task)]
             out.append(table2(model, task, name, d, row["paper baseline"], row["paper softdecay"],
                               res.run_for(task, "softdecay", res.seeds[0]), res.epochs, row["lr"], row["α₀"])
-                       | stand_in(res, model, scale=SEEDS.format(n=len(d)))
+                       | stand_in(res, model, scale=SEEDS.format(n=len(d)),
+                                  baseline=baseline(f"{task} {name}", row["baseline"], row["paper baseline"]))
                        | dict(case=task, quantity=f"SoftDecay − baseline validation {name}, points",
                               paper_value=res.paper_gain(task), extra={"detectable_80": res.detectable(task)}))
     return out
@@ -93,7 +111,8 @@ def _wide(res: Result) -> list[dict[str, Any]]:
                    ", neither selected", f"; {model} is {what}" if what else "")
             | stand_in(res, model, f", with {a} fixed, not selected",
                        SEEDS.format(n=len(d)) + f"; lr {first.lr:g} (the paper's) and {a} fixed, where the paper "
-                                                "selects α₀ from -0.2, -0.5 and -0.8")
+                                                "selects α₀ from -0.2, -0.5 and -0.8",
+                       baseline(f"{first.task} accuracy", np.mean(res.wide_scores("baseline")), base))
             | dict(case=(first.task, model), paper_value=sd - base, extra={"detectable_80": res.wide_detectable()},
                    quantity=f"SoftDecay − baseline validation accuracy on {first.task}, points")]
 
@@ -124,7 +143,8 @@ def _size(res: Result) -> dict[str, Any] | None:
                 effect=size, scale=f"{res.scale}: {model} in place of {paper}; {large} and {small} in place of QNLI "
                                    "and RTE",
                 reduced="" if model == paper else f"on {model}, {large} against {small}, in place of {paper}, QNLI "
-                                                  "against RTE")
+                                                  "against RTE",
+                distance=() if model == paper else model_distance(SIZE.get(model), SIZE.get(paper)))
 
 
 def _expdecay(res: Result) -> list[dict[str, Any]]:
@@ -132,6 +152,9 @@ def _expdecay(res: Result) -> list[dict[str, Any]]:
     paper's own largest ExpDecay change (`params.expdecay_margin`)."""
     paper_ed, margin, model, tasks = res.paper_expdecay_gain(), expdecay_margin(), res.models[0], ", ".join(res.tasks)
     order = [READINGS[r][1] for r in ("all", "top5", "squared")]
+    rows = [r for t in res.tasks if (r := res.summary_row(t))]
+    over_tasks = baseline(f"mean over {tasks}", np.mean([r["baseline"] for r in rows]),
+                          np.mean([_number(r.get("paper baseline")) for r in rows])) if rows else ()
     out = []
     for label in sorted(res.expdecay_labels(), key=order.index):
         reading = next(k for k, (_s, lab) in READINGS.items() if lab == label)
@@ -146,7 +169,7 @@ def _expdecay(res: Result) -> list[dict[str, Any]]:
                 quantity=f"ExpDecay ({reading}) − baseline, mean over {tasks} of each task's first metric, points",
                 reference_label=f"+{margin:.2f} (no substantial improvement: at most the largest change the paper "
                                 "still calls none; a loss does not contradict it)",
-                label=reading, **stand_in(res, model, scale=SEEDS.format(n=eff.n))))
+                label=reading, **stand_in(res, model, scale=SEEDS.format(n=eff.n), baseline=over_tasks)))
     return out
 
 
