@@ -68,6 +68,7 @@ SIZE = {
     "SmolLM2-135M-Instruct": ModelSize(layers=30, width=576, parameters=134_515_008),
     "all-mpnet-base-v2": ModelSize(layers=12, width=768, parameters=109_486_464),
     "bert-base-uncased": ModelSize(layers=12, width=768, parameters=110e6),
+    "bert-base-cased": ModelSize(layers=12, width=768, parameters=110e6),
 }
 #: the width (hidden size) of each offline text encoder, where a chapter's prose needs the number
 WIDTH = {name: SIZE[name].width for name in ("book-mlm-bert", "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct",

@@ -177,6 +177,8 @@ FINDINGS: tuple[Spec, ...] = (
          more=dict(digits=2, unit="heads", units=lambda res: res.end_state_summary()["n_heads"],
                    reduced=lambda res: f"on {len(res.end_state)} released models' end state in place of "
                                        "MultiBERT's trajectory",
+                   distance=lambda res: (Distance("released models read at their end state, in place of MultiBERT's "
+                                                  "checkpoints", len(res.end_state), None, "models"),),
                    scale="the released models' own pretraining (no trajectory: the end state only)")),
     Spec("qk-trained-model", where="§5", section="qk-pretraining", claim_id="godey-s5-multibert",
          claim="These dynamics are those of BERT's pretraining to its end (MultiBERT: 2M steps of 256 × 512 "

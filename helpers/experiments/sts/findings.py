@@ -14,6 +14,8 @@ import numpy as np
 
 from ...core.findings import Finding, Spec
 from ...core.findings import verdict as verdict_of
+from ...core.scale import Distance, model_distance
+from ...hf.models import SIZE
 from .params import (
     ALPHA_MARGIN,
     BOOK_BERT,
@@ -197,8 +199,16 @@ def standin(res, model: str) -> str:
 
 
 def _scope(res, model: str) -> dict[str, Any]:
+    """A row's encoder: its label, its scope, and its distance from BERT-base-cased in size
+    (`core.scale.model_distance`)."""
     return dict(label=LABEL.get(model, model), members=(model,),
-                out_of_scope=CONTRASTIVE_SCOPE if model in (res.models[0], MPNET) else "")
+                out_of_scope=CONTRASTIVE_SCOPE if model in (res.models[0], MPNET) else "",
+                distance=model_distance(SIZE.get(model), SIZE[PAPER_BERT]))
+
+
+def _raw_distance(res, model: str) -> Distance:
+    """`model`'s raw Table 1 Avg against BERT-base-cased's: the baseline the paper reports."""
+    return Distance("raw STS (Table 1 Avg)", raw_score(res, model), res.paper_value("vanilla", against=None), "score")
 
 
 def _untested(res, model: str, needs: dict[str, str]) -> dict[str, Any]:
@@ -217,8 +227,10 @@ _SAMEFIT_NEEDS = dict(needs="the encoder's same-fit run on every pair (cross-fit
 
 def _full_or_reading(res, model: str) -> dict[str, Any]:
     full = model in res.full_readings
+    scope = _scope(res, model)
+    scope["distance"] = (*scope["distance"], _raw_distance(res, model))
     return dict(scale=f"{res.scale}: {model} on every pair" if full else reading_scale_text(res, model),
-                section="sts-full" if full else "sts-anisotropic", standin=standin(res, model), **_scope(res, model))
+                section="sts-full" if full else "sts-anisotropic", standin=standin(res, model), **scope)
 
 
 # --- the readers: what each kind of row measures ---------------------------------------------------------------
