@@ -71,17 +71,27 @@ class Params(ChapterParams):
     #: (`core.causal_lm.attention_kernel`) it is still ~1.15x slower (casts dominate the small matrix
     #: products: 0.27 vs 0.31 s per step at depth 48, one thread); on a GPU at paper width choose bf16
     precision: Literal["fp32", "bf16"] = "fp32"
+    #: the learning rate after the warm-up: "cosine" decays it to zero over `steps` (Transformer-XL's), "constant"
+    #: holds it, so that the first b steps of a run stand for a run of b steps
+    schedule: Literal["cosine", "constant"] = "cosine"
+    #: the budget curve: post-norm, pre-norm and de-escalated trained again for `steps` under a constant learning
+    #: rate (every seed), and read at this many budgets — `steps`, `steps`/2, …, each half the next (0: none)
+    curve_budgets: int = 5
 
     CHAPTER: ClassVar[str] = "deeplm"
-    #: `control_taus` and the controls' seed counts only add runs, each keyed by its own τ and seed
-    CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("resume_every", "control_taus", "leak_seeds", "tau_seeds")
+    #: `control_taus`, the controls' seed counts and the budget curve only add runs, each keyed by its own τ, seed
+    #: and schedule
+    CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("resume_every", "control_taus", "leak_seeds", "tau_seeds",
+                                                "curve_budgets")
+    #: the committed cosine runs were keyed before `schedule` existed
+    KEYED_UNLESS_DEFAULT: ClassVar[tuple[str, ...]] = ("schedule",)
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(depth=6, d_model=32, n_heads=2, d_ff=64, seq_len=32, batch_size=8, steps=40, lr=1e-3,
                    seeds=1, eval_sequences=16, eval_every=10),
         "book": dict(),
         "paper": dict(depth=60, d_model=410, n_heads=10, d_ff=820, seq_len=150, tokens="wordpiece", batch_size=40,
                       steps=50000, seeds=3, eval_every=1000, resume_every=1000, precision="bf16",
-                      variants=VARIANTS, control_taus=()),
+                      variants=VARIANTS, control_taus=(), curve_budgets=0),
     }
     RULES: ClassVar = rules(
         variants=(lambda v: len(v) > 0 and len(set(v)) == len(v), "needs distinct variants"),
@@ -90,7 +100,7 @@ class Params(ChapterParams):
         warmup=nonneg, tau=(lambda v: 0 < v <= 1, "must lie in (0, 1] (eq. 21)"), seeds=positive,
         control_taus=(lambda v: all(0 < t <= 1 for t in v) and len(set(v)) == len(v),
                       "distinct taus in (0, 1] (eq. 21)"),
-        leak_seeds=positive, tau_seeds=positive,
+        leak_seeds=positive, tau_seeds=positive, curve_budgets=nonneg,
         eval_sequences=positive, eval_every=positive, resume_every=positive,
     )
 
@@ -356,7 +366,7 @@ class _Trainer:
                        depth=p.depth, d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, seq_len=p.seq_len,
                        tau=p.tau, deesc_mean="sequence" if leaky else "prefix")
         tc = lm.LMTrainConfig(steps=p.steps, batch_size=p.batch_size, lr=p.lr, warmup=p.warmup,
-                              eval_every=p.eval_every, seed=s, resume_every=p.resume_every)
+                              eval_every=p.eval_every, seed=s, resume_every=p.resume_every, schedule=p.schedule)
         h = lm.train_lm(cfg, tc, *self.sequences(), checkpoint=ckpt, device=runtime.choose_device(p.device),
                         precision=p.precision)
         h["loss"] = [round(x, 5) if math.isfinite(x) else None for x in h["loss"]]
@@ -369,11 +379,13 @@ def _grid(p: Params, trainer: _Trainer) -> list[results.RunSpec]:
     # another τ retrains only the de-escalated models
     # the control τ runs are the de-escalated model's specs at that τ (named like it: a committed run of
     # another τ is the file `de-escalated-seed<s>@<hash>.json`; `_arm` tells them apart)
+    # a run under another schedule than the cosine is named for it (`constant-lr-post-norm-seed0`)
     seeds = runtime.run_seeds(p.seed, p.seeds)
+    pre = "" if p.schedule == "cosine" else f"{p.schedule}-lr-"
     plain = [v for v in p.variants if not v.startswith("de-escalated")]
     deesc = [v for v in p.variants if v.startswith("de-escalated")]
-    specs = ((results.variant_specs(p.with_(tau=1.0), plain, seeds, trainer) if plain else [])
-             + (results.variant_specs(p, deesc, seeds, trainer) if deesc else []))
+    specs = ((results.variant_specs(p.with_(tau=1.0), plain, seeds, trainer, pre) if plain else [])
+             + (results.variant_specs(p, deesc, seeds, trainer, pre) if deesc else []))
     specs = [s for s in specs if s.extra["variant"] != LEAKY or s.extra["run_seed"] in seeds[: p.leak_seeds]]
     for t in p.control_taus:
         if t == p.tau and "de-escalated" in p.variants:
@@ -388,9 +400,34 @@ def _arm(p: Params, spec: results.RunSpec) -> str:
     return tau_arm(spec.params.tau) if v == "de-escalated" and spec.params.tau != p.tau else v
 
 
-def runs(p: Params) -> list[results.RunSpec]:
-    """The heavy runs of `p` — every variant and seed — as the grid runner takes them (`make grid`)."""
-    return _grid(p, _Trainer(p))
+def curve_params(p: Params) -> Params | None:
+    """The budget curve's settings: `p` under a constant learning rate, with the variants of `VARIANTS` it runs and
+    no control; None when `p` reads no curve (`curve_budgets` 0, or `p` itself under a constant rate)."""
+    if not p.curve_budgets or p.schedule != "cosine":
+        return None
+    return p.with_(schedule="constant", variants=tuple(v for v in VARIANTS if v in p.variants), control_taus=(),
+                   curve_budgets=0)
+
+
+def curve_budgets(p: Params) -> list[int]:
+    """The budgets the curve is read at: `steps`, `steps`/2, … (`curve_budgets` of them, each half the next,
+    rounded down; at least one step), ascending."""
+    return sorted({max(1, p.steps // 2 ** k) for k in range(p.curve_budgets)})
+
+
+def curve_runs(p: Params) -> list[results.RunSpec]:
+    """The budget curve's runs, seed by seed (a seed's three variants, then the next seed's)."""
+    q = curve_params(p)
+    if q is None:
+        return []
+    order = {v: i for i, v in enumerate(q.variants)}
+    return sorted(_grid(q, _Trainer(q)), key=lambda s: (s.extra["run_seed"], order[s.extra["variant"]]))
+
+
+def runs(p: Params, curve: bool = True) -> list[results.RunSpec]:
+    """The heavy runs of `p` — every variant and seed, then the budget curve's (unless `curve` is False) — as the
+    grid runner takes them (`make grid`)."""
+    return _grid(p, _Trainer(p)) + (curve_runs(p) if curve else [])
 
 
 def run(p: Params) -> Result:
