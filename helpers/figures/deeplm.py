@@ -112,7 +112,7 @@ def budget_curve(res: Result) -> plt.Figure:
         ax.set_xlabel("training steps")
         ax.set_title(_gap_name(a, b))
         if t is None:
-            ax.text(0.5, 0.05, "no trend: too few budgets with every seed", transform=ax.transAxes, ha="center",
+            ax.text(0.5, 0.95, "no trend:\nseeds missing", transform=ax.transAxes, ha="center", va="top",
                     fontsize=10)
     axes[0].set_ylabel("gap (nats per token)")
     handles, labels = [], []
