@@ -439,3 +439,38 @@ def test_book_trends_to_the_papers_steps():
         t = fs[key].at_scale
         assert t.points == 5 and t.x == (62, 125, 250, 500, 1000) and t.units == 3, key
         assert t.target == 50_000 and t.forms == deeplm.CURVE_FORMS, key
+    # the verdicts at the paper's steps: post-norm keeps pulling away from the unigram predictor (contradicted there
+    # too); neither gap between variants is decided there
+    assert {k: fs[k].paper_scale_verdict for k in CURVE_KEYS} == {
+        "deeplm-post-norm-fails": F.CONTRADICTED, "deeplm-deesc-rescues": F.SCALE_INCONCLUSIVE,
+        "deeplm-deesc-like-pre-norm": F.SCALE_INCONCLUSIVE}
+    bands = {k: fs[k].at_scale.band for k in CURVE_KEYS}
+    assert bands["deeplm-post-norm-fails"].estimate == pytest.approx(-3.00, abs=0.01)
+    assert bands["deeplm-post-norm-fails"].high == pytest.approx(-0.443, abs=0.005)
+    assert bands["deeplm-deesc-rescues"].low == pytest.approx(-0.625, abs=0.005)
+    assert bands["deeplm-deesc-rescues"].high == pytest.approx(0.959, abs=0.005)
+    assert bands["deeplm-deesc-like-pre-norm"].low == pytest.approx(0.051, abs=0.005)
+    assert bands["deeplm-deesc-like-pre-norm"].high == pytest.approx(1.198, abs=0.005)
+
+
+def test_book_budget_curve_as_the_chapter_reads_it():
+    """The reading of the budget curve: post-norm − unigram falls at every doubling and its band at the paper's steps
+    lies below zero under both forms; de-escalated − post-norm changes sign over the budgets, ends above zero under
+    the constant rate where the cosine runs end level, and its band holds both signs; de-escalated − pre-norm is
+    negative at the first two budgets and positive after, and its band lies above zero but reaches inside the
+    margin of likeness."""
+    r = _book()
+    if r.curve_missing:
+        pytest.skip(f"budget curve not all committed: {len(r.curve_missing)} of 9 runs missing")
+    fs = r.curve_findings()
+    post = fs[("post-norm", None)].at_scale
+    assert np.all(np.diff(post.y) < 0) and all(f.at_target.high < 0 for f in post.fits)
+    assert r.curve_at("post-norm").estimate < r.gap("post-norm").estimate
+    rescue = fs[("de-escalated", "post-norm")]
+    assert min(rescue.at_scale.y) < 0 < max(rescue.at_scale.y)
+    assert r.curve_at("de-escalated", "post-norm").low > 0 and r.paired("de-escalated", "post-norm").covers(0.0)
+    assert rescue.at_scale.band.low < 0 < rescue.at_scale.band.high
+    like = fs[("de-escalated", "pre-norm")]
+    y = np.array(like.at_scale.y)
+    assert np.all(y[:2] < 0) and np.all(y[2:] > 0)
+    assert 0 < like.at_scale.band.low < like.margin < like.at_scale.band.high

@@ -128,18 +128,19 @@ def budget_curve(res: Result) -> plt.Figure:
 
 
 def budget_table(res: Result):
-    """Per gap: the constant-rate run's gap at the run's own steps beside the cosine run's (the finding's), and the
-    trend's band at the paper's steps with the finding's verdict there."""
+    """A column per gap: the constant-rate runs' gap at the run's own steps beside the cosine runs' (the finding's),
+    and the trend's band at the paper's steps with the finding's verdict there."""
     fs = res.curve_findings()
-    rows = []
+    paper = res.budget.get("paper", {}).get("steps", 0)
+    cols = {}
     for a, b in CURVE_GAPS:
         const, f = res.curve_at(a, b), fs[(a, b)]
         t = f.at_scale
-        paper = res.budget.get("paper", {}).get("steps", 0)
-        rows.append({"gap": _gap_name(a, b), f"constant rate, {res.steps:,} steps": const.text() if const else "—",
-                     f"cosine, {res.steps:,} steps": res.gap(a, b).text(),
-                     f"band at {paper:,} steps": t.band.text() if t else "—", "verdict there": f.paper_scale_verdict})
-    return common.table(pd.DataFrame(rows), compact=True)
+        cols[_gap_name(a, b)] = {f"constant rate, {res.steps:,} steps": const.text() if const else "—",
+                                 f"cosine, {res.steps:,} steps": res.gap(a, b).text(),
+                                 f"band at {paper:,} steps": t.band.text() if t else "—",
+                                 "verdict there": f.paper_scale_verdict}
+    return common.table(pd.DataFrame(cols), index=True)
 
 
 def final_table(res: Result):
@@ -196,6 +197,8 @@ def publish(res: Result) -> None:
     budget_curve(res)
     steps = res.curve_steps or [np.nan]
     held = sum(h is not None for hs in res.curve.values() for h in hs)
+    bands = {g: (f.at_scale.band.text() if f.at_scale else "—") for g, f in res.curve_findings().items()}
+    const = {g: (iv.text() if (iv := res.curve_at(*g)) else "—") for g in CURVE_GAPS}
     tr, ts = res.final_train(), res.last_t_sim()
     tsim0 = {v: float(np.mean([h["t_sim"][0][-1] for h in res.histories[v]])) for v in res.variants}
     to3, near = res.steps_to(3.0), res.steps_near(res.unigram_nats, PLATEAU_TOL)
@@ -241,6 +244,11 @@ def publish(res: Result) -> None:
         "deeplm-paper-steps": paper.get("steps", 0), "deeplm-curve-budgets": len(res.curve_steps),
         "deeplm-curve-first": steps[0], "deeplm-curve-last": steps[-1], "deeplm-curve-span": steps[-1] / steps[0],
         "deeplm-window-pct": 100 * FINAL_WINDOW, "deeplm-min-budgets": MIN_POINTS,
+        "deeplm-budget-band-post-norm": bands.get(("post-norm", None), "—"),
+        "deeplm-budget-band-deesc-post": bands.get(("de-escalated", "post-norm"), "—"),
+        "deeplm-budget-band-deesc-pre": bands.get(("de-escalated", "pre-norm"), "—"),
+        "deeplm-budget-const-post-norm": const[("post-norm", None)],
+        "deeplm-budget-const-deesc-post": const[("de-escalated", "post-norm")],
         "deeplm-curve-held": held, "deeplm-curve-runs": held + len(res.curve_missing),
         "deeplm-mtokens": ratio.get("ours", np.nan) / 1e6, "deeplm-paper-mtokens": ratio.get("paper", np.nan) / 1e6,
     })
