@@ -8,7 +8,8 @@ and values, failing with one message that names the offending parameter. `script
 the same validation before it starts papermill.
 
 `cache_key()` is what a result depends on: every field but those in `NOT_RESULTS` (scale, device,
-output folder, command) and the class's own `CACHE_EXCLUDE`. It is derived from the dataclass,
+output folder, command) and the class's own `CACHE_EXCLUDE`; a field added after runs were committed
+(`KEYED_UNLESS_DEFAULT`) enters it only away from its default. It is derived from the dataclass,
 never listed by hand.
 """
 
@@ -97,6 +98,9 @@ class ChapterParams:
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
     #: fields of this chapter that do not change its results (besides NOT_RESULTS)
     CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ()
+    #: fields added after runs were committed: left out of the key while at their default (which is what the
+    #: committed runs ran with), so those runs keep their keys; any other value is keyed
+    KEYED_UNLESS_DEFAULT: ClassVar[tuple[str, ...]] = ()
     #: (field, predicate, message) triples checked after types
     RULES: ClassVar[tuple[tuple[str, Any, str], ...]] = ()
 
@@ -151,8 +155,11 @@ class ChapterParams:
 
     def cache_key(self, drop: tuple[str, ...] = (), **extra: Any) -> dict[str, Any]:
         """The settings a result depends on: every field but NOT_RESULTS, CACHE_EXCLUDE and `drop`
-        (fields a per-run cache replaces by the run's own values, given as `extra`)."""
+        (fields a per-run cache replaces by the run's own values, given as `extra`), and a field of
+        KEYED_UNLESS_DEFAULT at its default."""
         skip = set(NOT_RESULTS) | set(self.CACHE_EXCLUDE) | set(drop)
+        defaults = {f.name: f.default for f in fields(self) if f.name in self.KEYED_UNLESS_DEFAULT}
+        skip |= {k for k, d in defaults.items() if getattr(self, k) == d}
         key = {k: v for k, v in self.as_dict().items() if k not in skip}
         key.update(extra)
         return key

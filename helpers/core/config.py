@@ -8,7 +8,7 @@ configuration under its stored names, so every key and every committed file stay
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any, ClassVar
 
 
@@ -16,7 +16,13 @@ class StoredNames:
     """Mixin for a dataclass: `STORED_AS` maps a field to the name it is stored under."""
 
     STORED_AS: ClassVar[dict[str, str]] = {}
+    #: fields added after runs were stored: left out of `stored()` while at their default (what those runs ran
+    #: with), so their keys and checkpoints stay what they were
+    STORED_UNLESS_DEFAULT: ClassVar[tuple[str, ...]] = ()
 
     def stored(self) -> dict[str, Any]:
-        """`dataclasses.asdict(self)` with the stored names, in field order: what keys and results hold."""
-        return {self.STORED_AS.get(k, k): v for k, v in asdict(self).items()}
+        """`dataclasses.asdict(self)` with the stored names, in field order: what keys and results hold (a field of
+        `STORED_UNLESS_DEFAULT` only away from its default)."""
+        skip = {f.name for f in fields(self) if f.name in self.STORED_UNLESS_DEFAULT
+                and getattr(self, f.name) == f.default}
+        return {self.STORED_AS.get(k, k): v for k, v in asdict(self).items() if k not in skip}

@@ -116,6 +116,11 @@ class FormFit:
     coefficients: tuple[float, float]
     resid_sd: float
 
+    def value(self, x: Sequence[float] | float) -> np.ndarray:
+        """The fitted curve a + b·t(x) at `x` (the form's line through the points and on to the target)."""
+        a, b = self.coefficients
+        return a + b * FORMS[self.form][0](np.asarray(x, float))
+
 
 @dataclass(frozen=True)
 class Extrapolation:

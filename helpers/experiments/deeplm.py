@@ -20,6 +20,7 @@ from ..book import results, runtime
 from ..book.params import ChapterParams, check_heads, nonneg, positive, rules
 from ..core.causal_lm import VARIANTS, LMConfig
 from ..core.findings import Finding, Spec
+from ..core.scale import MIN_POINTS, Distance, Extrapolation, extrapolate
 from ..core.stats import Interval, moving_average, t_interval
 from ..train import lm
 
@@ -32,6 +33,18 @@ PLATEAU_TOL = 0.05
 #: "performed similarly" (§3.4) read as: a final-loss gap smaller than this fraction of what pre-norm
 #: learned beyond the unigram predictor (unigram loss − pre-norm loss)
 SIMILAR_FRACTION = 0.1
+#: the final loss of a run of b steps: the mean training loss over this fraction of its last steps
+FINAL_WINDOW = 0.05
+#: the paper's deep Transformer-XL: "about 201M model parameters" (§3.4)
+PAPER_PARAMETERS = 201e6
+#: the forms a budget curve is carried to the paper's steps with (`core.scale.FORMS`), the first the primary
+CURVE_FORMS = ("log", "inverse square root")
+#: the gaps the budget curve reads, a − b (b None: a − the unigram loss), in the order of the findings
+CURVE_GAPS: tuple[tuple[str, str | None], ...] = (("post-norm", None), ("de-escalated", "post-norm"),
+                                                   ("de-escalated", "pre-norm"))
+CURVE_WHY = ("a loss gap between two trainings either keeps moving by about the same amount per doubling of the "
+             "steps (log) or settles to a limit as they grow (inverse square root): the two bracket how it may go on "
+             "over the paper's longer run.")
 
 
 @dataclass(frozen=True)
@@ -71,17 +84,27 @@ class Params(ChapterParams):
     #: (`core.causal_lm.attention_kernel`) it is still ~1.15x slower (casts dominate the small matrix
     #: products: 0.27 vs 0.31 s per step at depth 48, one thread); on a GPU at paper width choose bf16
     precision: Literal["fp32", "bf16"] = "fp32"
+    #: the learning rate after the warm-up: "cosine" decays it to zero over `steps` (Transformer-XL's), "constant"
+    #: holds it, so that the first b steps of a run stand for a run of b steps
+    schedule: Literal["cosine", "constant"] = "cosine"
+    #: the budget curve: post-norm, pre-norm and de-escalated trained again for `steps` under a constant learning
+    #: rate (every seed), and read at this many budgets — `steps`, `steps`/2, …, each half the next (0: none)
+    curve_budgets: int = 5
 
     CHAPTER: ClassVar[str] = "deeplm"
-    #: `control_taus` and the controls' seed counts only add runs, each keyed by its own τ and seed
-    CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("resume_every", "control_taus", "leak_seeds", "tau_seeds")
+    #: `control_taus`, the controls' seed counts and the budget curve only add runs, each keyed by its own τ, seed
+    #: and schedule
+    CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("resume_every", "control_taus", "leak_seeds", "tau_seeds",
+                                                "curve_budgets")
+    #: the committed cosine runs were keyed before `schedule` existed
+    KEYED_UNLESS_DEFAULT: ClassVar[tuple[str, ...]] = ("schedule",)
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "ci": dict(depth=6, d_model=32, n_heads=2, d_ff=64, seq_len=32, batch_size=8, steps=40, lr=1e-3,
                    seeds=1, eval_sequences=16, eval_every=10),
         "book": dict(),
         "paper": dict(depth=60, d_model=410, n_heads=10, d_ff=820, seq_len=150, tokens="wordpiece", batch_size=40,
                       steps=50000, seeds=3, eval_every=1000, resume_every=1000, precision="bf16",
-                      variants=VARIANTS, control_taus=()),
+                      variants=VARIANTS, control_taus=(), curve_budgets=0),
     }
     RULES: ClassVar = rules(
         variants=(lambda v: len(v) > 0 and len(set(v)) == len(v), "needs distinct variants"),
@@ -90,7 +113,7 @@ class Params(ChapterParams):
         warmup=nonneg, tau=(lambda v: 0 < v <= 1, "must lie in (0, 1] (eq. 21)"), seeds=positive,
         control_taus=(lambda v: all(0 < t <= 1 for t in v) and len(set(v)) == len(v),
                       "distinct taus in (0, 1] (eq. 21)"),
-        leak_seeds=positive, tau_seeds=positive,
+        leak_seeds=positive, tau_seeds=positive, curve_budgets=nonneg,
         eval_sequences=positive, eval_every=positive, resume_every=positive,
     )
 
@@ -131,13 +154,19 @@ class Result(results.Result):
     tau: float = 1.0
     #: the τ of the de-escalated control runs, whose histories are `histories[tau_arm(t)]`
     control_taus: list[float] = field(default_factory=list)
+    #: the budget curve (`curve_runs`): per variant, each seed's run under a constant learning rate (`loss` per step,
+    #: `wall_time_s`, `diverged`), None for a run the results do not hold yet; `curve_steps`: the budgets it is read
+    #: at; `curve_missing`: the names of the runs not held
+    curve: dict[str, list[dict | None]] = field(default_factory=dict)
+    curve_steps: list[int] = field(default_factory=list)
+    curve_missing: list[str] = field(default_factory=list)
 
     @property
     def arms(self) -> list[str]:
         """Every trained arm: the variants, then the de-escalated model at each control τ (`tau_arm`)."""
         return list(self.variants) + [tau_arm(t) for t in self.control_taus]
 
-    def final_train(self, window: float = 0.05) -> dict[str, np.ndarray]:
+    def final_train(self, window: float = FINAL_WINDOW) -> dict[str, np.ndarray]:
         """Per variant, each seed's mean training loss over the last `window` of the steps (NaN if diverged)."""
         out = {}
         for v in self.arms:
@@ -246,6 +275,83 @@ class Result(results.Result):
                 out[v].append(int(hit[0]) + w if len(hit) else None)
         return out
 
+    def distance(self) -> tuple[Distance, ...]:
+        """How far this run is from the paper's: training steps, depth, width and parameters (() without the
+        paper's budget)."""
+        ours, paper = self.budget.get("ours", {}), self.budget.get("paper", {})
+        if not paper:
+            return ()
+        return (Distance("training steps", self.steps, paper["steps"]),
+                Distance("blocks", self.depth, paper["depth"]),
+                Distance("model width", ours.get("d_model", math.nan), paper["d_model"]),
+                Distance("parameters", self.parameters, PAPER_PARAMETERS))
+
+    # --- the budget curve: the same gaps after b steps of a constant-rate run -------------------------------
+
+    def curve_final(self, budget: int, window: float = FINAL_WINDOW) -> dict[str, np.ndarray]:
+        """Per curve variant, each seed's mean training loss over the last `window` of the first `budget` steps of
+        its constant-rate run — the definition of `final_train` at a budget of `budget` steps (NaN for a run not
+        held, diverged or shorter)."""
+        k = max(1, int(window * budget))
+        out = {}
+        for v, hs in self.curve.items():
+            vals = []
+            for h in hs:
+                loss = np.asarray([np.nan if x is None else x for x in h["loss"]], float) if h else np.array([])
+                ok = h is not None and len(loss) >= budget and not h.get("diverged")
+                vals.append(float(loss[budget - k:budget].mean()) if ok else np.nan)
+            out[v] = np.array(vals)
+        return out
+
+    def curve_gaps(self, a: str, b: str | None = None) -> np.ndarray:
+        """seeds × `curve_steps`: the same-seed gap a − b at each budget (b None: a − the unigram loss); NaN where
+        a run is not held."""
+        cols = []
+        for budget in self.curve_steps:
+            f = self.curve_final(budget)
+            cols.append(f[a] - (self.unigram_nats if b is None else f[b]))
+        return np.column_stack(cols) if cols else np.empty((len(self.seeds), 0))
+
+    def curve_complete(self, a: str, b: str | None = None) -> list[int]:
+        """The budgets at which every seed's gap a − b is held."""
+        if not self.curve or a not in self.curve or (b is not None and b not in self.curve):
+            return []
+        g = self.curve_gaps(a, b)
+        return [x for x, col in zip(self.curve_steps, g.T, strict=True) if np.isfinite(col).all()]
+
+    def curve_at(self, a: str, b: str | None = None, budget: int | None = None) -> Interval | None:
+        """The constant-rate gap a − b at `budget` steps (default: the run's own `steps`) with its t-interval over
+        seeds, where every seed holds it (else None)."""
+        budget = self.steps if budget is None else budget
+        if budget not in self.curve_complete(a, b):
+            return None
+        return t_interval(self.curve_gaps(a, b)[:, self.curve_steps.index(budget)])
+
+    def trend(self, a: str, b: str | None = None) -> Extrapolation | None:
+        """The gap a − b along the training steps of the constant-rate runs, carried to the paper's steps
+        (`core.scale.extrapolate`, forms `CURVE_FORMS`, each seed's own curve widening the band); None with fewer
+        than `MIN_POINTS` budgets at which every seed is held, or at the paper's steps."""
+        paper = self.budget.get("paper", {})
+        x = self.curve_complete(a, b)
+        if len(x) < MIN_POINTS or not paper or self.steps >= paper["steps"]:
+            return None
+        g = self.curve_gaps(a, b)[:, [self.curve_steps.index(v) for v in x]]
+        return extrapolate(x, g.mean(0), paper["steps"], CURVE_FORMS, per_unit=g, axis="training steps",
+                           why=CURVE_WHY)
+
+    def curve_findings(self) -> dict[tuple[str, str | None], Finding]:
+        """The findings the budget curve carries to the paper's steps, by the gap (a, b) each reads."""
+        return {f.extra["gap"]: f for f in self.findings() if "gap" in f.extra}
+
+    def gap(self, a: str, b: str | None = None) -> Interval:
+        """The gap a − b of the runs themselves (cosine schedule, `steps` steps): `paired`, or `against_unigram`
+        for b None."""
+        return self.against_unigram(a) if b is None else self.paired(a, b)
+
+    def curve_seconds(self) -> dict[str, list[float | None]]:
+        """Per curve variant, each seed's run time (seconds; None for a run not held)."""
+        return {v: [h.get("wall_time_s") if h else None for h in hs] for v, hs in self.curve.items()}
+
     def last_t_sim(self) -> dict[str, float]:
         """t_sim of the last block's output at the end of training, mean over seeds."""
         return {v: float(np.mean([h["t_sim"][-1][-1] for h in self.histories[v]])) for v in self.arms}
@@ -288,26 +394,36 @@ def _tau_controls(res: Result) -> list[dict]:
             for t in res.control_taus if {tau_arm(t), "post-norm"} <= set(res.arms)]
 
 
-_RUN = dict(scale=_scale, reduced=lambda res: res.reduced())
+_RUN = dict(scale=_scale, reduced=lambda res: res.reduced(), distance=lambda res: res.distance())
+
+
+def _curve(a: str, b: str | None = None) -> dict:
+    """The columns of a finding the budget curve carries to the paper's steps: its trend (`Result.trend`) and, in
+    `extra["gap"]`, the gap (a, b) it reads (`CURVE_GAPS`)."""
+    return dict(at_scale=lambda res: res.trend(a, b), extra={"gap": (a, b)})
+
 FINDINGS = (
     Spec(key="deeplm-post-norm-fails", where=WHERE,
          claim="The deep post-norm Transformer 'essentially failed' to train.",
          measured=_measured, quantity="post-norm final training loss − unigram loss, nats per token",
          effect=lambda res: res.against_unigram("post-norm"), direction="above", reference=0.0,
          reference_label="the unigram predictor", claim_id="yu-fig7-post-fails", section="deeplm-loss",
-         when=lambda res: "post-norm" in res.variants, more=_RUN),
+         when=lambda res: "post-norm" in res.variants,
+         more=dict(_RUN, **_curve("post-norm"))),
     Spec(key="deeplm-deesc-rescues", where=WHERE, claim=GAP_CLAIM, measured=_measured,
          quantity="de-escalated − post-norm final training loss, nats per token",
          effect=lambda res: res.paired("de-escalated", "post-norm"), direction="below",
          claim_id="yu-fig7-deesc-vs-post", section="deeplm-loss",
          when=lambda res: {"de-escalated", "post-norm"} <= set(res.variants),
-         more=dict(_RUN, size_word="huge", label=lambda res: f"τ = {res.tau:g}")),
+         more=dict(_RUN, size_word="huge", label=lambda res: f"τ = {res.tau:g}",
+                   **_curve("de-escalated", "post-norm"))),
     Spec(key="deeplm-deesc-like-pre-norm", where=WHERE,
          claim="The pre-norm and the de-escalated post-norm models 'performed similarly'.", measured=_measured,
          quantity="de-escalated − pre-norm final training loss, nats per token",
          effect=lambda res: res.paired("de-escalated", "pre-norm"), direction="equal",
          margin=lambda res: res.similar_margin(), claim_id="yu-fig7-deesc-like-pre", section="deeplm-loss",
-         when=lambda res: {"de-escalated", "pre-norm"} <= set(res.variants), more=_RUN),
+         when=lambda res: {"de-escalated", "pre-norm"} <= set(res.variants),
+         more=dict(_RUN, **_curve("de-escalated", "pre-norm"))),
     Spec(key="deeplm-leak-rescues", where=WHERE, claim=GAP_CLAIM,
          measured=lambda res: _measured(res) + f", the leakage control: {_seeds(len(res.histories[LEAKY]))}",
          quantity=("de-escalated with the whole sequence's mean (eq. 21 as written: each position sees the later "
@@ -356,7 +472,7 @@ class _Trainer:
                        depth=p.depth, d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, seq_len=p.seq_len,
                        tau=p.tau, deesc_mean="sequence" if leaky else "prefix")
         tc = lm.LMTrainConfig(steps=p.steps, batch_size=p.batch_size, lr=p.lr, warmup=p.warmup,
-                              eval_every=p.eval_every, seed=s, resume_every=p.resume_every)
+                              eval_every=p.eval_every, seed=s, resume_every=p.resume_every, schedule=p.schedule)
         h = lm.train_lm(cfg, tc, *self.sequences(), checkpoint=ckpt, device=runtime.choose_device(p.device),
                         precision=p.precision)
         h["loss"] = [round(x, 5) if math.isfinite(x) else None for x in h["loss"]]
@@ -369,11 +485,13 @@ def _grid(p: Params, trainer: _Trainer) -> list[results.RunSpec]:
     # another τ retrains only the de-escalated models
     # the control τ runs are the de-escalated model's specs at that τ (named like it: a committed run of
     # another τ is the file `de-escalated-seed<s>@<hash>.json`; `_arm` tells them apart)
+    # a run under another schedule than the cosine is named for it (`constant-lr-post-norm-seed0`)
     seeds = runtime.run_seeds(p.seed, p.seeds)
+    pre = "" if p.schedule == "cosine" else f"{p.schedule}-lr-"
     plain = [v for v in p.variants if not v.startswith("de-escalated")]
     deesc = [v for v in p.variants if v.startswith("de-escalated")]
-    specs = ((results.variant_specs(p.with_(tau=1.0), plain, seeds, trainer) if plain else [])
-             + (results.variant_specs(p, deesc, seeds, trainer) if deesc else []))
+    specs = ((results.variant_specs(p.with_(tau=1.0), plain, seeds, trainer, pre) if plain else [])
+             + (results.variant_specs(p, deesc, seeds, trainer, pre) if deesc else []))
     specs = [s for s in specs if s.extra["variant"] != LEAKY or s.extra["run_seed"] in seeds[: p.leak_seeds]]
     for t in p.control_taus:
         if t == p.tau and "de-escalated" in p.variants:
@@ -388,9 +506,34 @@ def _arm(p: Params, spec: results.RunSpec) -> str:
     return tau_arm(spec.params.tau) if v == "de-escalated" and spec.params.tau != p.tau else v
 
 
-def runs(p: Params) -> list[results.RunSpec]:
-    """The heavy runs of `p` — every variant and seed — as the grid runner takes them (`make grid`)."""
-    return _grid(p, _Trainer(p))
+def curve_params(p: Params) -> Params | None:
+    """The budget curve's settings: `p` under a constant learning rate, with the variants of `VARIANTS` it runs and
+    no control; None when `p` reads no curve (`curve_budgets` 0, or `p` itself under a constant rate)."""
+    if not p.curve_budgets or p.schedule != "cosine":
+        return None
+    return p.with_(schedule="constant", variants=tuple(v for v in VARIANTS if v in p.variants), control_taus=(),
+                   curve_budgets=0)
+
+
+def curve_budgets(p: Params) -> list[int]:
+    """The budgets the curve is read at: `steps`, `steps`/2, … (`curve_budgets` of them, each half the next,
+    rounded down; at least one step), ascending."""
+    return sorted({max(1, p.steps // 2 ** k) for k in range(p.curve_budgets)})
+
+
+def curve_runs(p: Params) -> list[results.RunSpec]:
+    """The budget curve's runs, seed by seed (a seed's three variants, then the next seed's)."""
+    q = curve_params(p)
+    if q is None:
+        return []
+    order = {v: i for i, v in enumerate(q.variants)}
+    return sorted(_grid(q, _Trainer(q)), key=lambda s: (s.extra["run_seed"], order[s.extra["variant"]]))
+
+
+def runs(p: Params, curve: bool = True) -> list[results.RunSpec]:
+    """The heavy runs of `p` — every variant and seed, then the budget curve's (unless `curve` is False) — as the
+    grid runner takes them (`make grid`)."""
+    return _grid(p, _Trainer(p)) + (curve_runs(p) if curve else [])
 
 
 def run(p: Params) -> Result:
@@ -412,13 +555,34 @@ def run(p: Params) -> Result:
     paper = Params.resolve("paper")
     budget = {k: {"steps": q.steps, "batch_size": q.batch_size, "seq_len": q.seq_len, "depth": q.depth,
                   "d_model": q.d_model, "d_ff": q.d_ff, "lr": q.lr} for k, q in (("ours", p), ("paper", paper))}
+    curve, missing = _curve(p)
     n_params = parameter_count(CausalLM(LMConfig(vocab=vocab, depth=p.depth, d_model=p.d_model, n_heads=p.n_heads,
                                                  d_ff=p.d_ff, seq_len=p.seq_len)))
     return Result(variants=list(p.variants), seeds=runtime.run_seeds(p.seed, p.seeds), depth=p.depth, steps=p.steps,
                   tokens=p.tokens, parameters=n_params, uniform_nats=math.log(vocab),
                   unigram_nats=_unigram(train[:, 1:].numpy(), held[:, 1:].numpy(), vocab), scale=p.scale,
                   histories=histories, from_cache=all(hits), budget=budget, tau=p.tau,
-                  control_taus=[t for t in p.control_taus if tau_arm(t) in histories])
+                  control_taus=[t for t in p.control_taus if tau_arm(t) in histories], curve=curve,
+                  curve_steps=curve_budgets(p) if curve else [], curve_missing=missing)
 
 
-__all__ = ["Params", "Result", "run", "runs", "tau_arm", "LEAKY", "PLATEAU_TOL", "SIMILAR_FRACTION"]
+def _curve(p: Params) -> tuple[dict[str, list[dict | None]], list[str]]:
+    """The budget curve's runs (`curve_runs`): trained where missing when `p.train_missing`, else those the results
+    hold (the others None, named in the list returned beside)."""
+    specs = curve_runs(p)
+    if not specs:
+        return {}, []
+    held = [s for s in specs if p.train_missing or s.done()]
+    outs = dict(zip((s.name for s in held), results.execute_all(held, train_missing=p.train_missing), strict=True))
+    seeds = runtime.run_seeds(p.seed, p.seeds)
+    curve: dict[str, list[dict | None]] = {v: [None] * len(seeds) for v in curve_params(p).variants}
+    for s in specs:
+        if s.name in outs:
+            h = outs[s.name][0]
+            curve[s.extra["variant"]][seeds.index(s.extra["run_seed"])] = {
+                "loss": h["loss"], "wall_time_s": h.get("wall_time_s"), "diverged": h.get("diverged")}
+    return curve, [s.name for s in specs if s.name not in outs]
+
+
+__all__ = ["Params", "Result", "run", "runs", "curve_runs", "curve_params", "curve_budgets", "tau_arm",
+           "CURVE_GAPS", "CURVE_FORMS", "FINAL_WINDOW", "LEAKY", "PLATEAU_TOL", "SIMILAR_FRACTION"]

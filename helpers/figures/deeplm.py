@@ -7,8 +7,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..core.scale import MIN_POINTS
 from ..core.stats import moving_average
-from ..experiments.deeplm import LEAKY, PLATEAU_TOL, Result, tau_arm
+from ..experiments.deeplm import CURVE_GAPS, FINAL_WINDOW, LEAKY, PLATEAU_TOL, Result, tau_arm
 from . import common
 
 #: the order of `common.layer_curves` (seaborn palette), so both figures colour the variants alike
@@ -69,6 +70,79 @@ def tsim(res: Result) -> plt.Figure:
     return common.figure("deeplm-tsim", fig)
 
 
+def _gap_name(a: str, b: str | None) -> str:
+    return f"{a} − {b or 'unigram'}"
+
+
+def budget_curve(res: Result) -> plt.Figure:
+    """Each gap of the findings against the training steps of the constant-rate runs (log axis): each seed's gap
+    (faint), their mean, each form fitted to the means and carried to the paper's steps, the band there (error bar),
+    the cosine run's gap at its own steps beside the constant-rate one, and 0; the likeness margin shaded where
+    the claim is one of likeness."""
+    common.set_theme()
+    fig, axes = plt.subplots(1, len(CURVE_GAPS), figsize=(8.5, 3.6), sharex=True)
+    fs = res.curve_findings()
+    for ax, (a, b) in zip(axes, CURVE_GAPS, strict=True):
+        g = res.curve_gaps(a, b)
+        x = np.asarray(res.curve_steps, float)
+        for i, row in enumerate(g):
+            ax.plot(x, row, "o", color="C0", alpha=0.3, ms=4, label="each seed" if i == 0 else None)
+        held = [i for i, col in enumerate(g.T) if np.isfinite(col).all()]
+        if held:
+            ax.plot(x[held], g[:, held].mean(0), "o", color="C0", ms=6, label="constant rate, mean over seeds")
+        t = fs[(a, b)].at_scale
+        if t is not None:
+            grid = np.geomspace(min(t.x), t.target, 80)
+            for fit, ls in zip(t.fits, ("-", "--"), strict=False):
+                ax.plot(grid, fit.value(grid), ls, color="C0", lw=1.2, label=f"{fit.form} form")
+            band = t.band
+            ax.errorbar([t.target], [band.estimate], yerr=[[band.estimate - band.low], [band.high - band.estimate]],
+                        fmt="s", color="black", capsize=4, ms=5, label="band at the paper's steps")
+        cos = res.gap(a, b)
+        if cos.has_interval:
+            ax.errorbar([res.steps * 1.25], [cos.estimate], yerr=[[cos.estimate - cos.low], [cos.high - cos.estimate]],
+                        fmt="D", color="C3", mfc="white", capsize=3, ms=5, label="cosine schedule")
+        else:
+            ax.plot([res.steps * 1.25], [cos.estimate], "D", color="C3", mfc="white", ms=5, label="cosine schedule")
+        margin = fs[(a, b)].margin
+        if margin:
+            ax.axhspan(-margin, margin, color="grey", alpha=0.15, lw=0, label="likeness margin")
+        ax.axhline(0, color="grey", lw=1)
+        ax.set_xscale("log")
+        ax.set_xlabel("training steps")
+        ax.set_title(_gap_name(a, b))
+        if t is None:
+            ax.text(0.5, 0.95, "no trend:\nseeds missing", transform=ax.transAxes, ha="center", va="top",
+                    fontsize=10)
+    axes[0].set_ylabel("gap (nats per token)")
+    handles, labels = [], []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=10, frameon=False, bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    _legible(fig, axes)
+    return common.figure("deeplm-budget", fig)
+
+
+def budget_table(res: Result):
+    """A column per gap: the constant-rate runs' gap at the run's own steps beside the cosine runs' (the finding's),
+    and the trend's band at the paper's steps with the finding's verdict there."""
+    fs = res.curve_findings()
+    paper = res.budget.get("paper", {}).get("steps", 0)
+    cols = {}
+    for a, b in CURVE_GAPS:
+        const, f = res.curve_at(a, b), fs[(a, b)]
+        t = f.at_scale
+        cols[_gap_name(a, b)] = {f"constant rate, {res.steps:,} steps": const.text() if const else "—",
+                                 f"cosine, {res.steps:,} steps": res.gap(a, b).text(),
+                                 f"band at {paper:,} steps": t.band.text() if t else "—",
+                                 "verdict there": f.paper_scale_verdict}
+    return common.table(pd.DataFrame(cols), index=True)
+
+
 def final_table(res: Result):
     """Per variant: final training loss (last 5 % of steps) with its range over seeds, held-out loss and t_sim of
     the last block, means over seeds (`runs_table` has each variant's runs: diverged, seconds per step)."""
@@ -120,6 +194,11 @@ def publish(res: Result) -> None:
     """Draw and glue the figures, and glue every number the prose quotes (one literal dict)."""
     fig7(res)
     tsim(res)
+    budget_curve(res)
+    steps = res.curve_steps or [np.nan]
+    held = sum(h is not None for hs in res.curve.values() for h in hs)
+    bands = {g: (f.at_scale.band.text() if f.at_scale else "—") for g, f in res.curve_findings().items()}
+    const = {g: (iv.text() if (iv := res.curve_at(*g)) else "—") for g in CURVE_GAPS}
     tr, ts = res.final_train(), res.last_t_sim()
     tsim0 = {v: float(np.mean([h["t_sim"][0][-1] for h in res.histories[v]])) for v in res.variants}
     to3, near = res.steps_to(3.0), res.steps_near(res.unigram_nats, PLATEAU_TOL)
@@ -162,8 +241,18 @@ def publish(res: Result) -> None:
         "deeplm-step-ratio": ratio.get("steps", np.nan), "deeplm-token-ratio": ratio.get("tokens", np.nan),
         "deeplm-tokens-per-step": ratio.get("ours_per_step", 0),
         "deeplm-paper-tokens-per-step": ratio.get("paper_per_step", 0),
+        "deeplm-paper-steps": paper.get("steps", 0), "deeplm-curve-budgets": len(res.curve_steps),
+        "deeplm-curve-first": steps[0], "deeplm-curve-last": steps[-1], "deeplm-curve-span": steps[-1] / steps[0],
+        "deeplm-window-pct": 100 * FINAL_WINDOW, "deeplm-min-budgets": MIN_POINTS,
+        "deeplm-budget-band-post-norm": bands.get(("post-norm", None), "—"),
+        "deeplm-budget-band-deesc-post": bands.get(("de-escalated", "post-norm"), "—"),
+        "deeplm-budget-band-deesc-pre": bands.get(("de-escalated", "pre-norm"), "—"),
+        "deeplm-budget-const-post-norm": const[("post-norm", None)],
+        "deeplm-budget-const-deesc-post": const[("de-escalated", "post-norm")],
+        "deeplm-curve-held": held, "deeplm-curve-runs": held + len(res.curve_missing),
         "deeplm-mtokens": ratio.get("ours", np.nan) / 1e6, "deeplm-paper-mtokens": ratio.get("paper", np.nan) / 1e6,
     })
 
 
-__all__ = ["fig7", "tsim", "final_table", "runs_table", "differences_table", "publish", "PAIRS"]
+__all__ = ["fig7", "tsim", "budget_curve", "budget_table", "final_table", "runs_table", "differences_table", "publish",
+           "PAIRS"]

@@ -8,7 +8,8 @@ validation split; the held-out loss is measured on fixed sequences of the test s
 
 Optimiser as Transformer-XL's base WikiText-103 recipe, which Yu & Zhang kept "intact": Adam(W) with
 learning rate 2.5e-4, cosine decay to zero over the run, no warm-up, and — as their run — no dropout
-and no gradient clipping.
+and no gradient clipping. A constant learning rate (`schedule="constant"`) makes every prefix of a run stand
+for a shorter run, so one run gives the losses at every smaller budget.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .loop import Task, adamw, decay_groups, fit
 @dataclass(frozen=True)
 class LMTrainConfig(StoredNames):
     STORED_AS: ClassVar[dict[str, str]] = {"batch_size": "batch"}
+    STORED_UNLESS_DEFAULT: ClassVar[tuple[str, ...]] = ("schedule",)
 
     steps: int = 1000
     batch_size: int = 16
@@ -40,8 +42,12 @@ class LMTrainConfig(StoredNames):
     eval_every: int = 50
     seed: int = 0
     resume_every: int = 100
+    #: the learning rate after the warm-up: "cosine" decays it to zero over `steps` (Transformer-XL's recipe);
+    #: "constant" holds it, so that the first b steps of a run are a run of b steps (a budget curve from one run)
+    schedule: str = "cosine"
 
 
+SCHEDULES = ("cosine", "constant")
 TOKENS = ("bytes", "wordpiece")
 
 
@@ -94,11 +100,15 @@ class LMTask(Task):
         seed_everything(self.tc.seed)
         model = CausalLM(self.cfg).to(device)
         opt = adamw(decay_groups(model, self.tc.weight_decay), lr=self.tc.lr, betas=(0.9, 0.999))
-        total, warm = self.tc.steps, self.tc.warmup
+        total, warm, schedule = self.tc.steps, self.tc.warmup, self.tc.schedule
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule {schedule!r}: use one of {SCHEDULES}")
 
         def f(step: int) -> float:
             if step < warm:
                 return (step + 1) / warm
+            if schedule == "constant":
+                return 1.0
             return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
         return model, opt, torch.optim.lr_scheduler.LambdaLR(opt, f)
 
@@ -161,4 +171,4 @@ def train_lm(cfg: LMConfig, tc: LMTrainConfig, train_seqs: Tensor, eval_seqs: Te
     return history
 
 
-__all__ = ["TOKENS", "LMTrainConfig", "LMTask", "vocabulary_size", "token_stream", "sequences", "train_lm"]
+__all__ = ["SCHEDULES", "TOKENS", "LMTrainConfig", "LMTask", "vocabulary_size", "token_stream", "sequences", "train_lm"]
