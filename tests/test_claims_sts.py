@@ -536,3 +536,29 @@ def test_book_bert_reread(book):
     assert rd.over_draws("de-escalation").high < 0 < rd.over_draws("whitening", "SoftDecay (sentence)").low
     assert book.readings[b].anisotropy("mean_share") > 0.6 and book.readings[b].anisotropy("EV1") > 0.6
     assert book.readings[b].anisotropy("EV1_centred") > 4 * book.readings[m].anisotropy("EV1_centred")
+
+
+def test_the_book_berts_pretraining_path_carries_table1_to_bert_base(book):
+    """The book MLM BERT's own path along Table 1's axis: two seeds' checkpoints read on every pair, a trend per
+    difference read at BERT-base-cased's raw score, and the two Table 1 findings judged there from it."""
+    pts = book.path_points()
+    assert pts["seed"].nunique() == 2 and pts.groupby("seed").size().min() >= 4
+    assert list(pts.groupby("seed")["step"].max()) == [15_000, 15_000]
+    t = book.path_trend()
+    assert t is not None and t.units == 2 and t.points == len(pts)
+    assert t.target == pytest.approx(book.paper_value("vanilla", against=None))
+    assert t.band.low <= min(f.at_target.low for f in t.fits) and t.forms == ("linear", "log")
+    found = by_key(book.findings())
+    gain, white = found["sts-gain-bert"], found["sts-vs-whitening-bert"]
+    assert gain.at_scale == t and white.at_scale == book.path_trend("whitening", "SoftDecay (sentence)")
+    # at the book's raw score: direction only and contradicted; carried to BERT-base's, both bands cover zero
+    assert (gain.verdict, white.verdict) == ("direction only", "contradicted")
+    assert gain.paper_scale_verdict == white.paper_scale_verdict == "inconclusive at the paper's scale"
+    assert gain.at_scale.band.low < 0 < gain.at_scale.band.high
+    # every Table 1 row states its distance from BERT-base-cased, the raw score among it
+    assert any(d.what.startswith("raw STS") and d.paper == pytest.approx(62.97) for d in gain.distance)
+
+
+def test_the_ci_run_reads_no_pretraining_path(res):
+    assert res.path == {} and res.path_trend() is None
+    assert all(f.at_scale is None for f in res.findings())

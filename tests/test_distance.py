@@ -12,7 +12,7 @@ from helpers.core.scale import Distance, ModelSize, model_distance
 from helpers.core.stats import Interval
 
 #: the chapters whose reduced findings must state a distance (the others state theirs in their own tests)
-CHAPTERS = ["anisotropy", "glue", "tse", "drift", "subspace", "synthesis", "sts", "vit", "qk"]
+CHAPTERS = ["anisotropy", "glue", "tse", "drift", "subspace", "synthesis", "sts", "vit", "qk", "deeplm"]
 
 
 @pytest.fixture(scope="module")

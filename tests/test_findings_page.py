@@ -250,6 +250,24 @@ STATED_CLAIMS = {
 }
 
 
+#: the verdicts at the paper's setting the summaries state in words
+STATED_SCALE = {
+    "sts-gain-bert": "inconclusive at the paper's scale", "sts-vs-whitening-bert": "inconclusive at the paper's scale",
+    "qk-aligned-heads": "inconclusive at the paper's scale", "deeplm-post-norm-fails": "contradicted",
+    "deeplm-deesc-rescues": "inconclusive at the paper's scale", "vit-deesc-vs-pre": "no trend to the paper's scale",
+    "vit-post-behind-pre": "no trend to the paper's scale",
+}
+
+
+def test_the_summaries_state_the_verdicts_at_the_papers_setting(monkeypatch):
+    from helpers.experiments import findings as page
+
+    monkeypatch.setenv("TOKUNI_TRAIN_MISSING", "0")
+    col = page.collect("book", sorted({k.split("-")[0] for k in STATED_SCALE}))
+    got = {f.key: f.paper_scale_verdict for f in col.findings}
+    assert {k: got.get(k) for k in STATED_SCALE} == STATED_SCALE
+
+
 def test_the_summaries_state_the_verdicts_of_the_committed_runs(monkeypatch):
     from helpers.experiments import findings as page
 

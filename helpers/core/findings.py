@@ -87,7 +87,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .scale import Distance, Extrapolation
+from .scale import Distance, Extrapolation, num
 from .stats import Interval, t_interval
 
 REPRODUCED = "reproduced"
@@ -506,7 +506,7 @@ class Finding:
             return v
         where = self.decides_to()
         tail = ("" if where is None or where >= t.target else
-                f"; the band decides up to {where:,.4g} {t.axis}")
+                f"; the band decides up to {num(where)} {t.axis}")
         if where is None and v == SCALE_INCONCLUSIVE:
             tail = "; the band decides nowhere past the measured points"
         return f"{v}: {t.text(self.digits)}{tail}"
@@ -808,19 +808,26 @@ class Judged:
     @property
     def paper_scale_verdict(self) -> str:
         """The claim's verdict at the paper's setting: its verdict where a deciding test ran there; else what its
-        deciding tests' trends say there (`Finding.paper_scale_verdict`; one shared verdict, else mixed), the tests
-        with no trend set aside; "no trend to the paper's scale" where none has one."""
-        if self.verdict in (NOT_TESTED, NOT_TESTABLE) or self.setting == "paper":
+        deciding tests' trends say there (`Finding.paper_scale_verdict`; one shared verdict, else mixed), or, where
+        none has a trend, its other in-scope tests' trends; "no trend to the paper's scale" where no test has one."""
+        if self.setting == "paper":
             return self.verdict
-        got = [f.paper_scale_verdict for f in self.deciding if f.paper_scale_verdict != NOT_JUDGED]
-        if not got:
-            return NOT_JUDGED
+        read = self._scale_tests()
+        if not read:
+            return self.verdict if self.verdict in (NOT_TESTED, NOT_TESTABLE) else NOT_JUDGED
+        got = [f.paper_scale_verdict for f in read]
         return got[0] if len(set(got)) == 1 else MIXED
+
+    def _scale_tests(self) -> list[Finding]:
+        """The tests a claim is read from at the paper's setting: its deciding tests with a trend there, else its
+        other in-scope tests with one (a test whose own run cannot test the claim may still have a trend)."""
+        return ([f for f in self.deciding if f.at_scale is not None]
+                or [f for f in self.others if f.at_scale is not None])
 
     def paper_scale_text(self) -> str:
         """`paper_scale_verdict` with its tests' words where a trend gave it."""
         v = self.paper_scale_verdict
-        read = [f for f in self.deciding if f.reduced and f.at_scale is not None]
+        read = [f for f in self._scale_tests() if f.reduced]
         if v in (NOT_TESTED, NOT_TESTABLE, NOT_JUDGED) or self.setting == "paper" or not read:
             return v
         if len(read) == 1:

@@ -58,6 +58,14 @@ FORMS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
 }
 
 
+def num(v: float) -> str:
+    """A point of an axis as the text says it: '1,000', '50,000', '62.97', '2.62e+11' (ten million and beyond)."""
+    v = float(v)
+    if abs(v) >= 1e7:
+        return f"{v:.3g}"
+    return f"{v:,.0f}" if v.is_integer() and abs(v) >= 10 else f"{v:,.4g}"
+
+
 @dataclass(frozen=True)
 class Distance:
     """One axis of the distance between a test's setting and the paper's: `what` ("training steps", "width",
@@ -75,8 +83,6 @@ class Distance:
 
     def text(self) -> str:
         """'1,000 of 60,000 training steps (1.7 %)'; 'raw STS 44.04 against 62.97'."""
-        def num(v: float) -> str:
-            return f"{v:,.0f}" if float(v).is_integer() and abs(v) >= 10 else f"{v:,.4g}"
         if self.paper is None:
             return f"{self.what} {num(self.ours)} (the paper's not stated)"
         if self.what.startswith("raw") or self.unit == "score":
@@ -167,8 +173,8 @@ class Extrapolation:
         square root'."""
         f = f"{{:+.{digits}f}}"
         b = self.band
-        return (f"{f.format(b.estimate)} [{f.format(b.low)}, {f.format(b.high)}] at {self.target:,.4g} {self.axis}, "
-                f"from {self.points} points over {min(self.x):,.4g}–{max(self.x):,.4g} ({self.span:.3g}×), "
+        return (f"{f.format(b.estimate)} [{f.format(b.low)}, {f.format(b.high)}] at {num(self.target)} {self.axis}, "
+                f"from {self.points} points over {num(min(self.x))}–{num(max(self.x))} ({self.span:.3g}×), "
                 f"form{'s' if len(self.fits) > 1 else ''} {' and '.join(self.forms)}")
 
 

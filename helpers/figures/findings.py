@@ -18,6 +18,7 @@ from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import blended_transform_factory
 
 from ..core.findings import CLAIM_VERDICTS, PAPERS, Finding, Judged
+from ..core.scale import num
 from ..experiments.findings import Collected
 from . import common
 
@@ -393,6 +394,13 @@ def publish(col: Collected) -> None:
         """A finding's effect as the summary quotes it ('—' when the chapter gives no such finding at this scale)."""
         return by_key[key].effect_text() if key in by_key else "—"
 
+    def budgets(key: str) -> str:
+        """The points of a finding's trend in words ('5 budgets from 62 to 1,000 steps'; '—' without one)."""
+        t = by_key[key].at_scale if key in by_key else None
+        if t is None:
+            return "—"
+        return f"{t.points} budgets from {num(min(t.x))} to {num(max(t.x))} {t.axis.removeprefix('training ')}"
+
     def scale(key: str) -> str:
         """A finding's band at the paper's setting as the summary quotes it ('—' without a trend at this scale)."""
         f = by_key.get(key)
@@ -455,6 +463,7 @@ def publish(col: Collected) -> None:
         "findings-eff-deeplm-deesc-rescues": eff("deeplm-deesc-rescues"),
         # the bands at the paper's setting the summaries quote
         **{f"findings-scale-{k}": scale(k) for k in SCALE_QUOTED},
+        "findings-scale-deeplm-budgets": budgets("deeplm-post-norm-fails"),
     })
 
 

@@ -507,7 +507,7 @@ def path_numbers(res: Result) -> dict:
                  "sts-path-raw-lo": nan, "sts-path-raw-hi": nan, "sts-path-sd-lo": nan, "sts-path-sd-hi": nan,
                  "sts-path-target": res.paper_value("vanilla", against=None), "sts-path-sd-band": "–",
                  "sts-path-white-band": "–", "sts-path-sd-verdict": "–", "sts-path-white-verdict": "–",
-                 "sts-path-forms": "–"}
+                 "sts-path-forms": "–", "sts-path-end-raw": nan}
     if BOOK_BERT in res.full_readings:
         raw = res.full_readings[BOOK_BERT].avg("vanilla")
         trend = res.paper_trend("SoftDecay")
@@ -531,6 +531,7 @@ def path_numbers(res: Result) -> dict:
         "sts-path-white-verdict": (found["sts-vs-whitening-bert"].paper_scale_verdict
                                    if "sts-vs-whitening-bert" in found else "–"),
         "sts-path-forms": " and ".join(t_sd.forms) if t_sd else "–",
+        "sts-path-end-raw": float(pts[pts["seed"] == pts["seed"].min()].iloc[-1]["raw"]),
     })
     return out
 
@@ -557,6 +558,18 @@ def _cdf(ax, values, title: str) -> None:
     ax.tick_params(labelsize=LEGEND)
 
 
+def ordinal(n: int) -> str:
+    """'second', 'fifth', …: how a stride is said in a caption ('every fifth layer'); '12th' past twelve."""
+    words = ("", "", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh",
+             "twelfth")
+    return words[n] if 2 <= n < len(words) else ("" if n == 1 else f"{n}th")
+
+
+def cdf_stride(n_layers: int) -> int:
+    """Which layers a row of the CDF figure draws: every `cdf_stride`-th (and the last), at most about seven."""
+    return max(1, n_layers // 6)
+
+
 def cdf_figure(res: Result) -> plt.Figure:
     """CDFs of the normalised singular values of each layer's sentence-embedding matrix (STS-B), a row per encoder
     (in-scope first): before SoftDecay; after it on the last layer only (as the paper's Fig. 3), and on every layer.
@@ -568,7 +581,7 @@ def cdf_figure(res: Result) -> plt.Figure:
     for row, m in zip(axes, models, strict=True):
         cdf = res.run_of(m).cdf
         layers = range(len(cdf["before"]))
-        every = max(1, len(cdf["before"]) // 6)            # at most about seven curves a panel
+        every = cdf_stride(len(cdf["before"]))
         shown = [i for i in layers if i % every == 0 or i == len(cdf["before"]) - 1]
         before = [(f"layer {i}", np.asarray(cdf["before"][i]) / max(cdf["before"][i])) for i in shown]
         last = shown[-1]
@@ -684,7 +697,9 @@ def publish(res: Result) -> None:
         # the settings the prose states, and what each encoder is (`hf.models.DESCRIPTIONS`)
         "sts-alpha": res.alpha, "sts-alpha-abs": abs(res.alpha), "sts-f0": _f_at_zero(res.alpha),
         "sts-about-bert": about(BOOK_BERT), "sts-about-smol": about(SMOL), "sts-about-minilm": about(m),
-        "sts-about-mpnet": about(MPNET), "sts-smol-width": WIDTH[SMOL],
+        "sts-about-mpnet": about(MPNET), "sts-smol-width": WIDTH[SMOL], "sts-minilm-width": WIDTH[m],
+        "sts-fig3-smol-stride": (ordinal(cdf_stride(len(res.run_of(SMOL).cdf["before"])))
+                                 if SMOL in res.all_runs() and res.run_of(SMOL).cdf else "–"),
         "sts-n-sets": len(res.datasets), "sts-n-other-sets": len(res.datasets) - 1,
         "sts-crossfit-splits": next((s.settings["splits"] for s in res.samefit.values()), CROSSFIT_SPLITS),
         # anisotropic encoders
