@@ -198,7 +198,7 @@ def test_the_headline_screen_gives_each_headline_claim_both_verdicts():
     own = replace(col.claims[0], headline=True)
     col.claims = [own, *col.claims[1:], head]
     yu = figures.findings.headlines_table(col, "yu2024").data
-    assert yu.count("<tr>") == 2 and "at the paper&#x27;s setting" in yu or "at the paper's setting" in yu
+    assert yu.count("<tr>") == 2 and ("paper&#x27;s setting" in yu or "paper's setting" in yu)
     assert "judged from 2 claims" in yu and "yu-fig6" in yu
     # Fig. 6's reduced test has no trend, so at the paper's setting the summary rests on Fig. 7 alone: left open
     assert "no trend to the paper" in yu

@@ -147,11 +147,21 @@ def claims_table(col: Collected, paper: str):
     return HTML(f'<div class="claims">{head}<ul class="claims-list">{"".join(items)}</ul></div>')
 
 
+def _short(text: str, most: int = 90) -> str:
+    """A claim cut to its first `most` characters at a word, with an ellipsis (whole where it is short enough)."""
+    text = text.strip()
+    return text if len(text) <= most else text[:most].rsplit(" ", 1)[0].rstrip(",;:") + " …"
+
+
+#: the verdicts at the paper's setting as the headline screen's column says them (its heading names the setting)
+SCALE_SHORT = {"inconclusive at the paper's scale": "inconclusive", "no trend to the paper's scale": "no trend"}
+
+
 def headlines_table(col: Collected, paper: str):
     """`paper`'s headline claims (its abstract's and its conclusion's), one row each: the claim where the paper makes
     it; its verdict at the book's setting; its verdict at the paper's setting, read from the measured trends
     (`Finding.paper_scale_verdict`); how each was reached (its own tests, or the claims it sums up, each with its two
-    verdicts, by `core.findings.synthesis`). The deciding test's words at the paper's setting sit beneath."""
+    verdicts, by `core.findings.synthesis`) and the deciding test's words at each setting a click away."""
     from IPython.display import HTML
 
     rows = []
@@ -161,13 +171,21 @@ def headlines_table(col: Collected, paper: str):
         scale_words = "" if scale_words == h.paper_scale_verdict else scale_words
         book_words = h.own.verdict_text() if not h.parts else ""
         book_words = "" if book_words == h.verdict else book_words
+        how = "".join(f"<p>{_esc(x)}</p>" for x in (f"The claim: {c.claim}", f"How it is judged: {h.basis()}.",
+                                                     book_words and f"At the book's setting: {book_words}.",
+                                                     scale_words and f"At the paper's setting: {scale_words}.") if x)
         rows.append(
-            f"<tr><td><b>{_esc(c.where)}</b> {_esc(c.claim)}{_small(_esc(h.basis()))}</td>"
-            f"<td>{common.verdict_html(h.verdict)}{_small(_esc(book_words)) if book_words else ''}</td>"
-            f"<td>{common.verdict_html(h.paper_scale_verdict)}"
-            f"{_small(_esc(scale_words)) if scale_words else ''}</td></tr>")
-    head = ("<tr><th>headline claim</th><th>at the book's setting</th><th>at the paper's setting</th></tr>")
-    return HTML(f'<table class="headlines"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>')
+            f"<tr><td><details><summary><b>{_esc(c.where)}</b> {_esc(_short(c.claim))}</summary>"
+            f'<div style="color:#555;font-size:0.9em">{how}</div></details></td>'
+            f'<td style="white-space:nowrap">{common.verdict_html(h.verdict)}</td>'
+            f'<td style="white-space:nowrap">'
+            f"{common.verdict_html(h.paper_scale_verdict, SCALE_SHORT.get(h.paper_scale_verdict))}"
+            "</td></tr>")
+    nowrap = '<th style="white-space:nowrap">'
+    head = (f"<tr><th>headline claim (click: the claim in full, how it is judged)</th>{nowrap}book's setting</th>"
+            f"{nowrap}paper's setting</th></tr>")
+    return HTML(f'<table class="headlines" style="width:100%"><thead>{head}</thead><tbody>{"".join(rows)}'
+                "</tbody></table>")
 
 
 def _why_untested(j: Judged) -> tuple[str, str]:
@@ -240,6 +258,17 @@ def counts(col: Collected, paper: str):
                                        **{COUNT_COLUMNS[k]: readings.get(k, c)["claims"]
                                           for k in ("all", "uncorrected", "choice-free")}}])], ignore_index=True)
     return common.table(df, digits=0, compact=True)
+
+
+def counts_folded(col: Collected, paper: str):
+    """`counts` one click away: the claims counted by verdict and setting, with the two sensitivity readings."""
+    from IPython.display import HTML
+
+    c = col.claim_counts()[paper]
+    head = (f"<b>Counted:</b> {common.plural(c['claims'], 'claim')} by verdict and setting, with the two sensitivity "
+            "readings (click to show)")
+    return HTML(f'<details class="claim-counts"><summary>{head}</summary>'
+                f'{common.SCROLL_BOX.format(counts(col, paper).to_html())}</details>')
 
 
 def extensions_table(col: Collected):

@@ -63,11 +63,13 @@ def stand_in(res: Result, model: str, reduced: str = "", scale: str = "",
                 distance=model_distance(SIZE.get(model), SIZE.get(paper)) + baseline)
 
 
-def baseline(what: str, ours: float, paper: float) -> tuple[Distance, ...]:
+def baseline(what: str, ours: float | None, paper: float) -> tuple[Distance, ...]:
     """Our tuned baseline's score against the paper's (Table 2), as one `Distance` (unit "score"; the paper's None
-    where it reports none)."""
-    paper = _number(paper)
-    return (Distance(f"baseline {what}", float(ours), None if np.isnan(paper) else paper, "score"),)
+    where it reports none); none where our summary holds no baseline score."""
+    paper, ours = _number(paper), _number(ours)
+    if np.isnan(ours):
+        return ()
+    return (Distance(f"baseline {what}", ours, None if np.isnan(paper) else paper, "score"),)
 
 
 def _number(x: float | None) -> float:
@@ -95,7 +97,7 @@ def _softdecay(res: Result) -> list[dict[str, Any]]:
             out.append(table2(model, task, name, d, row["paper baseline"], row["paper softdecay"],
                               res.run_for(task, "softdecay", res.seeds[0]), res.epochs, row["lr"], row["α₀"])
                        | stand_in(res, model, scale=SEEDS.format(n=len(d)),
-                                  baseline=baseline(f"{task} {name}", row["baseline"], row["paper baseline"]))
+                                  baseline=baseline(f"{task} {name}", row.get("baseline"), row["paper baseline"]))
                        | dict(case=task, quantity=f"SoftDecay − baseline validation {name}, points",
                               paper_value=res.paper_gain(task), extra={"detectable_80": res.detectable(task)}))
     return out
@@ -152,7 +154,7 @@ def _expdecay(res: Result) -> list[dict[str, Any]]:
     paper's own largest ExpDecay change (`params.expdecay_margin`)."""
     paper_ed, margin, model, tasks = res.paper_expdecay_gain(), expdecay_margin(), res.models[0], ", ".join(res.tasks)
     order = [READINGS[r][1] for r in ("all", "top5", "squared")]
-    rows = [r for t in res.tasks if (r := res.summary_row(t))]
+    rows = [r for t in res.tasks if (r := res.summary_row(t)) and "baseline" in r]
     over_tasks = baseline(f"mean over {tasks}", np.mean([r["baseline"] for r in rows]),
                           np.mean([_number(r.get("paper baseline")) for r in rows])) if rows else ()
     out = []
