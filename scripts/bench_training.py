@@ -1,8 +1,9 @@
 """Throughput of the book's three training loops, fp32 against bf16 autocast, on one thread.
 
     python scripts/bench_training.py [--steps 8] [--threads 1] [--compile] [--out results/bench/training-cpu.json]
-    python scripts/bench_training.py --loops "ViT depth 80, Algorithm 1 blocks (vit book sweep)" \
-        "ViT depth 80, standard blocks (vit book sweep)" --runs bf16 --out results/bench/vit-blocks-cpu.json
+    python scripts/bench_training.py --runs bf16 --out results/bench/vit-blocks-cpu.json
+        --loops "ViT depth 80, Algorithm 1 blocks (vit book sweep)" "ViT depth 80, standard blocks (vit book sweep)"
+    (one command on one line: the loops to time, then the precision and the output file)
 
 For each loop — MLM pretraining (the qk book model: 4 × 256 BERT, batch 8 × 128 tokens), ViT training
 (the vit book model: depth 24, width 192, 4 × 4 patches, batch 128) and GLUE fine-tuning (all-MiniLM-L6-v2,

@@ -23,7 +23,7 @@ def continuations(source: str) -> list[int]:
 
 def test_no_python_file_of_the_project_continues_a_line_with_a_backslash():
     found = {str(p.relative_to(REPO)): lines for p in sorted([*REPO.glob("helpers/**/*.py"),
-                                                              *REPO.glob("scripts/*.py"), *REPO.glob("tests/*.py"),
+                                                              *REPO.glob("scripts/*.py"), *REPO.glob("tests/**/*.py"),
                                                               REPO / "conftest.py"])
              if (lines := continuations(p.read_text(encoding="utf-8")))}
     assert not found, f"backslash continuations (use parentheses): {found}"

@@ -334,8 +334,8 @@ class _Handler(BaseHTTPRequestHandler):
                     self._json(out)
                 return
             return self._unknown()
-        if rest.count("/") <= 3 and any(w in rest for w in ("revision", "tree", "paths-info")) or "/" not in rest \
-                or rest.count("/") == 1:
+        if ((rest.count("/") <= 3 and any(w in rest for w in ("revision", "tree", "paths-info")))
+                or "/" not in rest or rest.count("/") == 1):
             repo_id = rest.split("/revision/")[0].split("/tree/")[0].split("/paths-info/")[0]
             return self._error(404, "RepoNotFound", f"Repository Not Found ({kind} {repo_id})")
         return self._unknown()
