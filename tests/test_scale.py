@@ -89,10 +89,16 @@ def test_a_closing_gap_with_a_tight_trend_reads_reproduced_at_the_papers_scale()
 
 
 def test_decides_to_is_where_the_band_stops_deciding():
-    f = _finding(at_scale=_trend(BUDGETS))
-    where = f.decides_to()
-    if f.paper_scale_verdict == F.SCALE_INCONCLUSIVE:
-        assert where is None or max(BUDGETS) <= where < 60_000
+    closing = _finding(at_scale=_trend(BUDGETS))                    # decides at the paper's point: reproduced there
+    assert closing.paper_scale_verdict == F.REPRODUCED and closing.decides_to() == pytest.approx(60_000)
+    # a gap on the wrong side whose seeds drift apart: the band widens with distance and stops deciding
+    per_seed = [[0.10 + (s - 1) * 0.01 * i for i, _ in enumerate(BUDGETS)] for s in range(3)]
+    drifting = _finding(at_scale=extrapolate(BUDGETS, np.mean(per_seed, 0), 10**7, ("log",), per_unit=per_seed,
+                                             axis="training steps"))
+    assert drifting.paper_scale_verdict == F.SCALE_INCONCLUSIVE
+    where = drifting.decides_to()
+    assert where is not None and max(BUDGETS) <= where < 10**7
+    assert drifting.paper_scale_text().endswith(f"the band decides up to {F.num(where)} training steps")
     assert _finding().decides_to() is None
 
 

@@ -480,21 +480,20 @@ class Finding:
         return NOT_JUDGED if self.reduced else self.verdict
 
     def decides_to(self, grid: int = 60) -> float | None:
-        """The farthest point of the axis, from the last measured point toward the paper's, at which the trend's
-        band still decides (reproduced, direction only or contradicted); None where it decides nowhere past the
-        measured points or where there is no trend. Equal to the paper's point where the band decides there."""
+        """The paper's point where the trend's band decides there (reproduced, direction only or contradicted); else
+        the farthest point between the last measured one and the paper's at which it decides; None where it decides
+        nowhere past the measured points or where there is no trend."""
         t = self.at_scale
         if t is None:
             return None
         last, target = max(t.x), t.target
         if target <= last:
             return target if self._scale_rule(t.band) != SCALE_INCONCLUSIVE else None
-        best = None
-        for x0 in np.geomspace(last, target, grid):
-            if self._scale_rule(t.at(float(x0))) == SCALE_INCONCLUSIVE:
-                break
-            best = float(x0)
-        return best
+        if self._scale_rule(t.band) != SCALE_INCONCLUSIVE:
+            return target
+        deciding = [float(x0) for x0 in np.geomspace(last, target, grid)[:-1]
+                    if self._scale_rule(t.at(float(x0))) != SCALE_INCONCLUSIVE]
+        return max(deciding) if deciding else None
 
     def paper_scale_text(self) -> str:
         """The verdict at the paper's setting in words, with the band it is read from: 'inconclusive at the paper's
