@@ -24,6 +24,8 @@ class TrainConfig(StoredNames):
     training, lr 1e-4 (5e-5 for plain post-norm), AutoAugment."""
 
     STORED_AS: ClassVar[dict[str, str]] = {"batch_size": "batch"}
+    #: the committed runs were stored before `schedule` existed (all under §3.3's step decay)
+    STORED_UNLESS_DEFAULT: ClassVar[tuple[str, ...]] = ("schedule",)
 
     epochs: int = 150
     batch_size: int = 128
@@ -32,6 +34,9 @@ class TrainConfig(StoredNames):
     augment: bool = True
     seed: int = 0
     sim_every: int = 1               # epochs between t_sim measurements
+    #: "step": §3.3's step decay (×0.2 at 70 % and 90 % of training); "constant": the base rate throughout,
+    #: so that the state after any epoch is the end of a shorter run (the budget curve)
+    schedule: str = "step"
 
 
 #: §3.3's learning rates: 1e-4 for pre-norm and de-escalated post-norm, half that for plain post-norm
@@ -40,16 +45,21 @@ LR, POST_NORM_LR = 1e-4, 5e-5
 DECAY_AT, DECAY = (0.7, 0.9), 0.2
 
 
-def lr_milestones(epochs: int, steps_per_epoch: int) -> list[int]:
+SCHEDULES = ("step", "constant")
+
+
+def lr_milestones(epochs: int, steps_per_epoch: int, schedule: str = "step") -> list[int]:
     """The optimiser steps after which a run of `epochs` multiplies its rate by `DECAY`: each fraction of
-    `DECAY_AT` of the epochs, rounded down to whole epochs (at least one), in steps."""
-    return [max(1, int(f * epochs)) * steps_per_epoch for f in DECAY_AT]
+    `DECAY_AT` of the epochs, rounded down to whole epochs (at least one), in steps; none under a constant rate."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
+    return [] if schedule == "constant" else [max(1, int(f * epochs)) * steps_per_epoch for f in DECAY_AT]
 
 
-def lr_factors(epochs: int, steps_per_epoch: int) -> list[float]:
+def lr_factors(epochs: int, steps_per_epoch: int, schedule: str = "step") -> list[float]:
     """The rate of every optimiser step of a run of `epochs`, as a multiple of its base rate: step s (1-based)
     runs after s − 1 scheduler steps, at `DECAY` to the number of milestones among them (`MultiStepLR`)."""
-    ms = lr_milestones(epochs, steps_per_epoch)
+    ms = lr_milestones(epochs, steps_per_epoch, schedule)
     return [DECAY ** sum(m <= s for m in ms) for s in range(epochs * steps_per_epoch)]
 
 
@@ -101,7 +111,7 @@ class ViTTask(Task):
         model = self.model.to(device)
         opt = adamw(param_groups(model, variant_lr(model.cfg.variant, self.tc.lr)), betas=(0.9, 0.999),
                     weight_decay=self.tc.weight_decay)
-        milestones = lr_milestones(self.tc.epochs, self.steps_per_epoch)
+        milestones = lr_milestones(self.tc.epochs, self.steps_per_epoch, self.tc.schedule)
         return model, opt, torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=DECAY)
 
     def batch(self, epoch: int, index: int, device: torch.device) -> tuple[Tensor, Tensor]:
@@ -121,7 +131,17 @@ class ViTTask(Task):
         return loss, {"train_loss": loss.detach(), "train_acc": acc}, len(y)
 
     def new_history(self) -> dict:
-        return {"epoch": [], "train_loss": [], "train_acc": [], "test_loss": [], "test_acc": [], "t_sim": {}}
+        # under a constant rate the training loss of every step too (`loss`), so that a budget's final loss is read
+        # over the same share of its own steps at every budget (the budget curve)
+        steps = {"loss": []} if self.tc.schedule == "constant" else {}
+        return {"epoch": [], "train_loss": [], "train_acc": [], "test_loss": [], "test_acc": [], "t_sim": {}, **steps}
+
+    def hook_needs_model(self, step: int) -> bool:
+        return False                                           # `after_step` only books the step's loss
+
+    def after_step(self, model: nn.Module, step: int, stats: dict[str, float], history: dict) -> None:
+        if "loss" in history:
+            history["loss"].append(round(float(stats["train_loss"]), 5))
 
     def after_epoch(self, model: nn.Module, epoch: int, means: dict[str, float], history: dict) -> None:
         dev = next(model.parameters()).device
@@ -174,7 +194,7 @@ def run_variant(p, depth: int, variant: str, seed: int, train_set, test_set,
     # as the runs' checkpoints do
     tc = TrainConfig(epochs=p.epochs, batch_size=p.batch_size,
                      lr=p.lr if variant != "post-norm-full-lr" else p.lr or LR,
-                     augment=p.augment, seed=seed, sim_every=p.sim_every)
+                     augment=p.augment, seed=seed, sim_every=p.sim_every, schedule=p.schedule)
     torch.manual_seed(seed)
     model = ViT(ViTConfig(variant=model_variant(variant), depth=depth, d_model=p.d_model, d_ff=p.d_ff,
                           n_heads=p.n_heads, patch=p.patch, tau=p.tau, deesc_place=p.deesc_place, block=p.block))

@@ -135,10 +135,12 @@ class _Trainer:
 def _specs(p: Params, depth: int, variants, seeds, datasets) -> list[results.RunSpec]:
     """Every variant × seed at one depth, as runs: those at `p.depth` are named `<variant>-seed<s>`, those at
     another depth `d<depth>-<variant>-seed<s>`, both with a `<block>-` prefix for blocks other than Algorithm
-    1's (so they sit beside the Algorithm-1 runs instead of replacing them); the key is `p` at that depth
-    without the sweep (so a run does not depend on which other depths were swept)."""
+    1's (so they sit beside the Algorithm-1 runs instead of replacing them), and a `constant-lr-` prefix before
+    all for runs under a constant rate (the budget curve); the key is `p` at that depth without the sweep (so a
+    run does not depend on which other depths were swept)."""
     q = p.with_(depth=depth, depths=())
-    prefix = ("" if p.block == "algorithm1" else f"{p.block}-") + ("" if depth == p.depth else f"d{depth}-")
+    prefix = (("" if p.schedule == "step" else f"{p.schedule}-lr-") + ("" if p.block == "algorithm1" else f"{p.block}-")
+              + ("" if depth == p.depth else f"d{depth}-"))
     return results.variant_specs(q, variants, seeds, _Trainer(p, depth, datasets), prefix=prefix)
 
 

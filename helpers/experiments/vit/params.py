@@ -87,6 +87,9 @@ class Params(ChapterParams):
     confirm_depths: tuple[int, ...] = ()
     seeds: int = 3
     sim_every: int = 1
+    #: the learning rate's schedule: "step", §3.3's (×0.2 at 70 % and 90 % of training); "constant", the base
+    #: rate throughout, so that every epoch's end is the end of a shorter run (the budget curve, `RECIPES["curve"]`)
+    schedule: Literal["step", "constant"] = "step"
     #: "auto": bf16 autocast (fp32 weights and optimiser) where the device computes bf16 natively
     #: (`runtime.native_bf16`: ≥ 2× faster on an AVX-512-BF16 CPU and on GPUs, and it follows the fp32 loss
     #: curve, tests/test_train.py), fp32 elsewhere (emulated bf16 is ~100× slower); the book's committed runs
@@ -97,6 +100,8 @@ class Params(ChapterParams):
     #: which depths are swept does not change any one run's result (each run's key has its own depth)
     CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("standard_depths", "ablations", "ablation_depth", "confirm_blocks",
                                                  "confirm_depths")
+    #: the committed step-decay runs were keyed before `schedule` existed
+    KEYED_UNLESS_DEFAULT: ClassVar[tuple[str, ...]] = ("schedule",)
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         # the book's width and patches (96 wide, 4 heads of 24, 8x8 patches: 16 tokens)
         "ci": dict(depth=4, depths=(2,), d_model=96, d_ff=192, n_heads=4, patch=8, epochs=1, train_images=256,
@@ -130,6 +135,7 @@ class Params(ChapterParams):
         patch=(lambda v: v > 0 and 32 % v == 0, "must divide 32"), epochs=positive, train_images=nonneg,
         test_images=nonneg, batch_size=positive, lr=(lambda v: v is None or v > 0, "must be > 0"),
         tau=(lambda v: 0 < v <= 1, "must lie in (0, 1] (eq. 21)"), seeds=positive, sim_every=positive,
+        schedule=(lambda v: v in vit_train.SCHEDULES, f"must be one of {vit_train.SCHEDULES}"),
     )
 
     def __post_init__(self) -> None:
@@ -143,7 +149,9 @@ class Params(ChapterParams):
 #: the FFN's initial scale from its relative step size); `ffn-scale`, the FFN-scale sweep at the ablation's depth
 #: and its confirmation depth, and that block at both; `depth80-ffn`, Algorithm 1's block with
 #: PyTorch's FFN initialisation at depth 80; `long`, persistence: depth 48 with both blocks at 10x the optimiser
-#: steps (one seed; the schedule's decays at 70 % and 90 % of the longer run)
+#: steps (one seed; the schedule's decays at 70 % and 90 % of the longer run); `curve`, the budget curve: the
+#: three variants at depth 80, 3 seeds, under a constant rate for 16 epochs of 4,000 images (63 steps each, 1,008
+#: in all), so that each epoch's end is a budget, 63 to 1,008 steps (16×)
 RECIPES: dict[str, dict[str, Any]] = {
     "ffn-steps": dict(ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_STEPS)),
     "ffn-scale": dict(ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_SCALES, *FFN_STEPS),
@@ -151,5 +159,8 @@ RECIPES: dict[str, dict[str, Any]] = {
     "depth80-ffn": dict(confirm_depths=(48, 80)),
     "long": dict(depth=48, depths=(), standard_depths=(48,), ablation_depth=0, ablations=(), confirm_blocks=(),
                  confirm_depths=(), seeds=1, epochs=40, variants=("post-norm", "pre-norm", "de-escalated")),
+    "curve": dict(depths=(), standard_depths=(), ablation_depth=0, ablations=(), confirm_blocks=(),
+                  confirm_depths=(), schedule="constant", epochs=16, train_images=4000,
+                  variants=("post-norm", "pre-norm", "de-escalated")),
 }
 
