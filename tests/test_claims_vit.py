@@ -3,6 +3,7 @@ result (structure, and what one seed can support) and on the committed `book` ru
 `results/vit/book/`, seconds): every book finding's verdict and effect, and the chapter's readings."""
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from helpers.core.findings import (
     REPRODUCED,
     Finding,
 )
+from helpers.core import findings as F
 from helpers.core.scale import MIN_POINTS
 from helpers.experiments import vit
 
@@ -205,23 +207,80 @@ def test_book_findings_name_their_claims_and_settings(book):
 BOOK_DEPTHS = {"vit-deesc-vs-pre-torch-ffn": 48, "vit-ffn-scale": 24, "vit-alike-tokens": 48}
 
 
-def test_book_epochs_are_not_budgets_so_no_finding_has_a_trend_to_the_paper(book):
+def test_book_epochs_are_not_budgets_so_only_the_curve_gives_a_trend_to_the_paper(book):
     """The book runs follow §3.3's step decay (×0.2 after steps 500 and 750 of 1,000), so their rate is not
     constant, and a run of fewer epochs decays sooner: only after epoch 1 (a one-epoch run decays at its end) and
-    epoch 4 are they where a run of that length ends. Two budgets are fewer than a trend needs, so no finding is
-    read at the paper's setting (no trend to the paper's scale); each reduced one states its distance from it."""
+    epoch 4 are they where a run of that length ends, fewer budgets than a trend needs. The three gaps at depth 80
+    are carried to the paper's steps by the budget curve's constant-rate runs (five budgets, 63 to 1,008 steps)
+    where all its runs are committed; every other reduced finding has no trend to the paper's scale, and each
+    states its distance from the paper's setting."""
     assert not book.lr_constant and book.lr_decay_steps() == [500, 750]
     assert book.budget_epochs() == [1, 4] and len(book.budget_epochs()) < MIN_POINTS
+    assert book.curve_steps == [63, 126, 252, 504, 1008] and book.curve_images == 4_000
     fs = {f.key: f for f in book.findings()}
     assert not fs["vit-paper-scale"].reduced and fs["vit-paper-scale"].distance == ()
+    curve = {"vit-post-behind-pre", "vit-deesc-vs-post", "vit-deesc-vs-pre"}
     for key, f in fs.items():
         if key == "vit-paper-scale":
             continue
-        assert f.reduced and f.at_scale is None and f.paper_scale_verdict == NOT_JUDGED, key
+        if key in curve and not book.curve_missing:
+            t = f.at_scale
+            assert t.x == tuple(book.curve_steps) and t.target == 58_650 and t.units == 3, key
+            assert f.paper_scale_verdict in F.SCALE_VERDICTS, key
+        else:
+            assert f.reduced and f.at_scale is None and f.paper_scale_verdict == NOT_JUDGED, key
         d = {x.what: (x.ours, x.paper) for x in f.distance}
         assert d.pop("training steps") == (1_000, 58_650) and d.pop("width") == (96, 192), key
         assert d.pop("patch tokens per image") == (16, 64) and d.pop("training images") == (16_000, 50_000), key
         assert d == ({"depth": (BOOK_DEPTHS[key], 80)} if key in BOOK_DEPTHS else {}), key
+
+
+def _planted_curve(res, gaps: dict[int, float], held=(0, 1, 2)):
+    """`res` with a budget curve whose per-step losses are flat within each budget: pre-norm 2.0, post-norm
+    2.0 + gap(b) and de-escalated 2.0 + gap(b) / 2 over the steps ending at budget b (`gaps`: b -> gap; the last
+    budget's steps continue to the 16th epoch); `held`: the seeds whose runs are held."""
+    n = -(-4000 // res.batch_size)
+    budgets = sorted(gaps)
+
+    def loss(scale):
+        out, start = [], 0
+        for b in budgets:
+            out += [2.0 + scale * gaps[b]] * (b - start)
+            start = b
+        return out + [out[-1]] * (16 * n - len(out))
+
+    curve = {v: [{"loss": loss(c), "wall_time_s": 600.0} if s in held else None for s in range(3)]
+             for v, c in (("post-norm", 1.0), ("pre-norm", 0.0), ("de-escalated", 0.5))}
+    return dataclasses.replace(res, curve=curve, curve_images=4000, seeds=[0, 1, 2],
+                               curve_missing=[f"run{s}" for s in range(3) if s not in held])
+
+
+def test_a_planted_budget_curve_is_read_back_and_carried_to_the_papers_steps(res):
+    """A planted curve whose post-norm − pre-norm gap falls by 0.1 nats per doubling of the steps: the gaps come
+    back at every budget, the log form carries them to the paper's 58,650 steps, the finding reads its trend, and
+    a gap that closes this fast is no longer 'post-norm far behind' at the paper's scale. Two seeds of three give
+    no budget with every seed held, hence no trend."""
+    import math
+
+    n = -(-4000 // res.batch_size)
+    gaps = {e * n: 0.8 - 0.1 * math.log2(e) for e in vit.CURVE_EPOCHS}
+    r = _planted_curve(res, gaps)
+    assert r.curve_steps == sorted(gaps)
+    g = r.curve_gaps("post-norm", "pre-norm")
+    assert g.shape == (3, 5) and np.allclose(g, [gaps[b] for b in r.curve_steps])
+    assert r.curve_at("de-escalated", "post-norm").estimate == pytest.approx(-gaps[16 * n] / 2)
+    t = r.trend("post-norm", "pre-norm")
+    assert t.points == 5 and t.target == 58_650
+    assert t.band.estimate == pytest.approx(0.8 - 0.1 * math.log2(58_650 / n), abs=1e-6)
+    f = r.curve_findings()[("post-norm", "pre-norm")]
+    assert f.key == "vit-post-behind-pre" and f.at_scale is not None
+    assert f.paper_scale_verdict != F.REPRODUCED
+    assert _planted_curve(res, gaps, held=(0, 1)).trend("post-norm", "pre-norm") is None
+    from helpers.figures import vit as fig
+
+    table = fig.budget_table(r).data
+    assert table.loc["band at 58,650 steps", "post-norm − pre-norm"] == t.band.text()
+    assert len(fig.budget_figure(r).axes) == 3
 
 
 def test_a_planted_effect_changes_the_verdicts(book):

@@ -15,6 +15,8 @@ the scatter of the runs and the choice of form.
   "log" (y = a + b·ln x: an effect that keeps moving by the same amount per doubling of the budget) and
   "inverse square root" (y = a + b/√x: an effect that settles to a limit a as the budget grows).
 * `extrapolate` — a trend's value at the paper's point with its band (`Extrapolation`).
+* `BudgetCurve` — runs under a constant learning rate read as budgets: the state after b steps of such a run is where
+  a run of b steps ends, so one run per arm and seed gives a gap between arms at several budgets, and its trend.
 
 **The band.** For each form: the 95 % prediction interval, at the paper's point, of the least-squares fit to the
 mean over units (seeds) at each point of the axis (Student-t, n − p degrees of freedom: the fit's uncertainty and
@@ -257,5 +259,83 @@ def extrapolate(x: Sequence[float], y: Sequence[float], target: float, forms: Se
                          tuple(str(g) for g in groups) if groups is not None else ())
 
 
-__all__ = ["Distance", "Extrapolation", "FORMS", "FormFit", "MIN_POINTS", "ModelSize", "extrapolate",
-           "model_distance"]
+#: the forms a budget curve is carried to the paper's steps with, the first the primary, and why these
+BUDGET_FORMS = ("log", "inverse square root")
+BUDGET_WHY = ("a loss gap between two trainings either keeps moving by about the same amount per doubling of the "
+              "steps (log) or settles to a limit as they grow (inverse square root): the two bracket how it may go on "
+              "over the paper's longer run.")
+
+
+@dataclass(frozen=True)
+class BudgetCurve:
+    """Constant-rate runs read at several budgets (one run per arm and seed; its first b steps are a b-step run).
+
+    `losses`: per arm, each seed's training loss at every step (None for a run not held; NaN for a step whose loss
+    is not finite); `budgets`: the budgets (steps) it is read at, ascending; `window`: a budget's final loss is the
+    mean loss over this share of its own last steps (at least one), the reading of a run's final loss at every
+    budget alike; `baseline`: what a gap against no arm (b None) is taken against (a loss no model must beat, as
+    the unigram loss); `diverged`: per arm, the seeds whose runs diverged (their losses are not read)."""
+
+    losses: dict[str, list[Sequence[float] | None]]
+    budgets: tuple[int, ...]
+    window: float
+    baseline: float = math.nan
+    diverged: dict[str, tuple[bool, ...]] = field(default_factory=dict)
+
+    def final(self, budget: int) -> dict[str, np.ndarray]:
+        """Per arm, each seed's mean loss over the last `window` of its first `budget` steps (NaN for a run not
+        held, diverged or shorter than `budget`)."""
+        k = max(1, int(self.window * budget))
+        out = {}
+        for arm, runs in self.losses.items():
+            gone = self.diverged.get(arm, ())
+            vals = []
+            for i, loss in enumerate(runs):
+                a = np.asarray([np.nan if v is None else v for v in loss], float) if loss is not None else np.array([])
+                ok = loss is not None and a.size >= budget and not (i < len(gone) and gone[i])
+                vals.append(float(a[budget - k:budget].mean()) if ok else np.nan)
+            out[arm] = np.array(vals)
+        return out
+
+    def gaps(self, a: str, b: str | None = None) -> np.ndarray:
+        """seeds × budgets: the same-seed gap a − b at each budget (b None: a − `baseline`); NaN where a run is not
+        held."""
+        cols = []
+        for budget in self.budgets:
+            f = self.final(budget)
+            cols.append(f[a] - (self.baseline if b is None else f[b]))
+        return np.column_stack(cols) if cols else np.empty((0, 0))
+
+    def complete(self, a: str, b: str | None = None) -> list[int]:
+        """The budgets at which every seed's gap a − b is held."""
+        if a not in self.losses or (b is not None and b not in self.losses):
+            return []
+        return [x for x, col in zip(self.budgets, self.gaps(a, b).T, strict=True) if np.isfinite(col).all()]
+
+    def at(self, a: str, b: str | None = None, budget: int | None = None) -> Interval | None:
+        """The gap a − b at `budget` (default: the largest) with its t-interval over seeds, where every seed holds
+        it (else None)."""
+        budget = self.budgets[-1] if budget is None and self.budgets else budget
+        if budget not in self.complete(a, b):
+            return None
+        return t_interval(self.gaps(a, b)[:, list(self.budgets).index(budget)])
+
+    def trend(self, a: str, b: str | None, target: float, forms: Sequence[str] = BUDGET_FORMS,
+              why: str = BUDGET_WHY) -> Extrapolation | None:
+        """The gap a − b along the budgets, carried to `target` steps (`extrapolate`, forms `BUDGET_FORMS` unless
+        given, each seed's own curve widening the band); None with fewer than `MIN_POINTS` budgets at which every
+        seed is held."""
+        x = self.complete(a, b)
+        if len(x) < MIN_POINTS:
+            return None
+        g = self.gaps(a, b)[:, [list(self.budgets).index(v) for v in x]]
+        return extrapolate(x, g.mean(0), target, forms, per_unit=g, axis="training steps", why=why)
+
+
+def doubling_budgets(steps: int, n: int) -> list[int]:
+    """`n` budgets ending at `steps`, each half the next (rounded down; at least one step), ascending."""
+    return sorted({max(1, steps // 2 ** k) for k in range(n)})
+
+
+__all__ = ["BUDGET_FORMS", "BUDGET_WHY", "BudgetCurve", "Distance", "Extrapolation", "FORMS", "FormFit", "MIN_POINTS",
+           "ModelSize", "doubling_budgets", "extrapolate", "model_distance"]

@@ -20,7 +20,7 @@ from ..book import results, runtime
 from ..book.params import ChapterParams, check_heads, nonneg, positive, rules
 from ..core.causal_lm import VARIANTS, LMConfig
 from ..core.findings import Finding, Spec
-from ..core.scale import MIN_POINTS, Distance, Extrapolation, extrapolate
+from ..core.scale import BUDGET_FORMS, BUDGET_WHY, BudgetCurve, Distance, Extrapolation, doubling_budgets
 from ..core.stats import Interval, moving_average, t_interval
 from ..train import lm
 
@@ -37,14 +37,11 @@ SIMILAR_FRACTION = 0.1
 FINAL_WINDOW = 0.05
 #: the paper's deep Transformer-XL: "about 201M model parameters" (§3.4)
 PAPER_PARAMETERS = 201e6
-#: the forms a budget curve is carried to the paper's steps with (`core.scale.FORMS`), the first the primary
-CURVE_FORMS = ("log", "inverse square root")
+#: the forms a budget curve is carried to the paper's steps with, and why (`core.scale.BUDGET_FORMS`)
+CURVE_FORMS, CURVE_WHY = BUDGET_FORMS, BUDGET_WHY
 #: the gaps the budget curve reads, a − b (b None: a − the unigram loss), in the order of the findings
 CURVE_GAPS: tuple[tuple[str, str | None], ...] = (("post-norm", None), ("de-escalated", "post-norm"),
                                                    ("de-escalated", "pre-norm"))
-CURVE_WHY = ("a loss gap between two trainings either keeps moving by about the same amount per doubling of the "
-             "steps (log) or settles to a limit as they grow (inverse square root): the two bracket how it may go on "
-             "over the paper's longer run.")
 
 
 @dataclass(frozen=True)
@@ -288,56 +285,41 @@ class Result(results.Result):
 
     # --- the budget curve: the same gaps after b steps of a constant-rate run -------------------------------
 
+    def budget_curve(self, window: float = FINAL_WINDOW) -> BudgetCurve:
+        """The constant-rate runs as budgets (`core.scale.BudgetCurve`): each seed's per-step training loss per
+        variant, read at `curve_steps` over the last `window` of each budget (the definition of `final_train` at a
+        budget of that many steps), gaps against no variant taken against the unigram loss."""
+        return BudgetCurve({v: [h["loss"] if h else None for h in hs] for v, hs in self.curve.items()},
+                           tuple(self.curve_steps), window, self.unigram_nats,
+                           {v: tuple(bool(h and h.get("diverged")) for h in hs) for v, hs in self.curve.items()})
+
     def curve_final(self, budget: int, window: float = FINAL_WINDOW) -> dict[str, np.ndarray]:
-        """Per curve variant, each seed's mean training loss over the last `window` of the first `budget` steps of
-        its constant-rate run — the definition of `final_train` at a budget of `budget` steps (NaN for a run not
-        held, diverged or shorter)."""
-        k = max(1, int(window * budget))
-        out = {}
-        for v, hs in self.curve.items():
-            vals = []
-            for h in hs:
-                loss = np.asarray([np.nan if x is None else x for x in h["loss"]], float) if h else np.array([])
-                ok = h is not None and len(loss) >= budget and not h.get("diverged")
-                vals.append(float(loss[budget - k:budget].mean()) if ok else np.nan)
-            out[v] = np.array(vals)
-        return out
+        """Per curve variant, each seed's final training loss at a budget of `budget` steps (`BudgetCurve.final`)."""
+        return self.budget_curve(window).final(budget)
 
     def curve_gaps(self, a: str, b: str | None = None) -> np.ndarray:
         """seeds × `curve_steps`: the same-seed gap a − b at each budget (b None: a − the unigram loss); NaN where
         a run is not held."""
-        cols = []
-        for budget in self.curve_steps:
-            f = self.curve_final(budget)
-            cols.append(f[a] - (self.unigram_nats if b is None else f[b]))
-        return np.column_stack(cols) if cols else np.empty((len(self.seeds), 0))
+        g = self.budget_curve().gaps(a, b)
+        return g if g.size else np.empty((len(self.seeds), 0))
 
     def curve_complete(self, a: str, b: str | None = None) -> list[int]:
         """The budgets at which every seed's gap a − b is held."""
-        if not self.curve or a not in self.curve or (b is not None and b not in self.curve):
-            return []
-        g = self.curve_gaps(a, b)
-        return [x for x, col in zip(self.curve_steps, g.T, strict=True) if np.isfinite(col).all()]
+        return self.budget_curve().complete(a, b) if self.curve else []
 
     def curve_at(self, a: str, b: str | None = None, budget: int | None = None) -> Interval | None:
         """The constant-rate gap a − b at `budget` steps (default: the run's own `steps`) with its t-interval over
         seeds, where every seed holds it (else None)."""
-        budget = self.steps if budget is None else budget
-        if budget not in self.curve_complete(a, b):
-            return None
-        return t_interval(self.curve_gaps(a, b)[:, self.curve_steps.index(budget)])
+        return self.budget_curve().at(a, b, self.steps if budget is None else budget)
 
     def trend(self, a: str, b: str | None = None) -> Extrapolation | None:
         """The gap a − b along the training steps of the constant-rate runs, carried to the paper's steps
-        (`core.scale.extrapolate`, forms `CURVE_FORMS`, each seed's own curve widening the band); None with fewer
-        than `MIN_POINTS` budgets at which every seed is held, or at the paper's steps."""
+        (`BudgetCurve.trend`, forms `CURVE_FORMS`); None with fewer than `MIN_POINTS` budgets at which every seed
+        is held, or at the paper's steps."""
         paper = self.budget.get("paper", {})
-        x = self.curve_complete(a, b)
-        if len(x) < MIN_POINTS or not paper or self.steps >= paper["steps"]:
+        if not paper or self.steps >= paper["steps"]:
             return None
-        g = self.curve_gaps(a, b)[:, [self.curve_steps.index(v) for v in x]]
-        return extrapolate(x, g.mean(0), paper["steps"], CURVE_FORMS, per_unit=g, axis="training steps",
-                           why=CURVE_WHY)
+        return self.budget_curve().trend(a, b, paper["steps"], CURVE_FORMS, why=CURVE_WHY)
 
     def curve_findings(self) -> dict[tuple[str, str | None], Finding]:
         """The findings the budget curve carries to the paper's steps, by the gap (a, b) each reads."""
@@ -516,9 +498,9 @@ def curve_params(p: Params) -> Params | None:
 
 
 def curve_budgets(p: Params) -> list[int]:
-    """The budgets the curve is read at: `steps`, `steps`/2, … (`curve_budgets` of them, each half the next,
-    rounded down; at least one step), ascending."""
-    return sorted({max(1, p.steps // 2 ** k) for k in range(p.curve_budgets)})
+    """The budgets the curve is read at: `steps`, `steps`/2, … (`curve_budgets` of them, `core.scale.doubling_budgets`),
+    ascending."""
+    return doubling_budgets(p.steps, p.curve_budgets)
 
 
 def curve_runs(p: Params) -> list[results.RunSpec]:

@@ -311,6 +311,28 @@ def layer_curves(ax: plt.Axes, curves: Mapping[str, np.ndarray], x0: int = 0, sp
     return ax
 
 
+def trend_panel(ax: plt.Axes, trend, x: Sequence[float] = (), units: np.ndarray | None = None, colour: str = "C0",
+                mean_label: str = "mean over seeds", unit_label: str = "each seed",
+                band_label: str = "band at the paper's steps", logx: bool = True) -> plt.Axes:
+    """A measured trend carried to the paper's point (`core.scale.Extrapolation`, or None where there is none): each
+    unit's value at every point of `x` (`units`, units × points; faint), the means the fit took, each form's curve
+    from the first point to the paper's (solid for the primary form, dashed after), and the band there (error bar)."""
+    xs = np.asarray(x, float)
+    for i, row in enumerate(np.empty((0, xs.size)) if units is None else np.asarray(units, float)):
+        ax.plot(xs, row, "o", color=colour, alpha=0.3, ms=4, label=unit_label if i == 0 else None)
+    if trend is not None:
+        ax.plot(trend.x, trend.y, "o", color=colour, ms=6, label=mean_label)
+        grid = np.geomspace(min(trend.x), trend.target, 80) if logx else np.linspace(min(trend.x), trend.target, 80)
+        for fit, ls in zip(trend.fits, ("-", "--", ":"), strict=False):
+            ax.plot(grid, fit.value(grid), ls, color=colour, lw=1.2, label=f"{fit.form} form")
+        b = trend.band
+        ax.errorbar([trend.target], [b.estimate], yerr=[[b.estimate - b.low], [b.high - b.estimate]], fmt="s",
+                    color="black", capsize=4, ms=5, label=band_label)
+    if logx:
+        ax.set_xscale("log")
+    return ax
+
+
 def spectrum_cdfs(ax: plt.Axes, values_by_layer: Sequence[tuple[str, np.ndarray]], title: str = "",
                   xlabel: str = "normalised singular value x", logx: bool = False) -> plt.Axes:
     """Empirical CDFs F(x) = Pr(λ ≤ x) of normalised singular values, one curve per layer

@@ -83,21 +83,8 @@ def budget_curve(res: Result) -> plt.Figure:
     fig, axes = plt.subplots(1, len(CURVE_GAPS), figsize=(8.5, 3.6), sharex=True)
     fs = res.curve_findings()
     for ax, (a, b) in zip(axes, CURVE_GAPS, strict=True):
-        g = res.curve_gaps(a, b)
-        x = np.asarray(res.curve_steps, float)
-        for i, row in enumerate(g):
-            ax.plot(x, row, "o", color="C0", alpha=0.3, ms=4, label="each seed" if i == 0 else None)
-        held = [i for i, col in enumerate(g.T) if np.isfinite(col).all()]
-        if held:
-            ax.plot(x[held], g[:, held].mean(0), "o", color="C0", ms=6, label="constant rate, mean over seeds")
         t = fs[(a, b)].at_scale
-        if t is not None:
-            grid = np.geomspace(min(t.x), t.target, 80)
-            for fit, ls in zip(t.fits, ("-", "--"), strict=False):
-                ax.plot(grid, fit.value(grid), ls, color="C0", lw=1.2, label=f"{fit.form} form")
-            band = t.band
-            ax.errorbar([t.target], [band.estimate], yerr=[[band.estimate - band.low], [band.high - band.estimate]],
-                        fmt="s", color="black", capsize=4, ms=5, label="band at the paper's steps")
+        common.trend_panel(ax, t, res.curve_steps, res.curve_gaps(a, b), mean_label="constant rate, mean over seeds")
         cos = res.gap(a, b)
         if cos.has_interval:
             ax.errorbar([res.steps * 1.25], [cos.estimate], yerr=[[cos.estimate - cos.low], [cos.high - cos.estimate]],
@@ -108,7 +95,6 @@ def budget_curve(res: Result) -> plt.Figure:
         if margin:
             ax.axhspan(-margin, margin, color="grey", alpha=0.15, lw=0, label="likeness margin")
         ax.axhline(0, color="grey", lw=1)
-        ax.set_xscale("log")
         ax.set_xlabel("training steps")
         ax.set_title(_gap_name(a, b))
         if t is None:

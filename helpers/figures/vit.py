@@ -14,6 +14,10 @@ from ..experiments.vit import (
     ABLATION_VARIANTS,
     ALIKE,
     CHANCE_MARGIN,
+    CURVE,
+    CURVE_EPOCHS,
+    CURVE_GAPS,
+    CURVE_WINDOW,
     FFN_SCALE_BASE,
     LEVEL_MARGIN,
     LR_DECAY,
@@ -82,6 +86,55 @@ def fig6(res: Result) -> plt.Figure:
     fig.suptitle(f"ViT depth {res.depth}, {res.steps:,} optimiser steps, {common.seeds_text(len(res.seeds))} "
                  f"({res.scale} scale)")
     return common.figure("vit-fig6", fig)
+
+
+def _gap_name(a: str, b: str) -> str:
+    return f"{a} − {b}"
+
+
+def budget_figure(res: Result) -> plt.Figure:
+    """Each gap at the main depth against the training steps of the constant-rate runs (log axis): each seed's gap
+    (faint), their mean, each form fitted to the means and carried to the paper's steps with the band there
+    (`common.trend_panel`), the step-decay runs' gap at their own steps beside the last budget, and 0."""
+    common.set_theme()
+    fig, axes = plt.subplots(1, len(CURVE_GAPS), figsize=(WIDTH, 3.6), sharex=True, layout="constrained")
+    fs = res.curve_findings()
+    for ax, (a, b) in zip(axes, CURVE_GAPS, strict=True):
+        t = fs[(a, b)].at_scale if (a, b) in fs else None
+        common.trend_panel(ax, t, res.curve_steps, res.curve_gaps(a, b), mean_label="constant rate, mean over seeds")
+        step = res.gap(a, b)
+        ax.errorbar([res.steps * 1.25], [step.estimate], yerr=[[step.estimate - step.low], [step.high - step.estimate]],
+                    fmt="D", color="C3", mfc="white", capsize=3, ms=5, label="step decay (the chapter's runs)")
+        ax.axhline(0, color="grey", lw=1)
+        ax.set_xlabel("optimiser steps")
+        ax.set_title(_gap_name(a, b), fontsize=10)
+        if t is None:
+            ax.text(0.5, 0.95, "no trend:\nruns missing", transform=ax.transAxes, ha="center", va="top", fontsize=10)
+    axes[0].set_ylabel("final training loss gap (nats)")
+    handles, labels = [], []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=9, frameon=False)
+    return common.figure("vit-budget", fig)
+
+
+def budget_table(res: Result):
+    """A column per gap: the constant-rate runs' gap at the curve's last budget beside the step-decay runs' (the
+    finding's), and the trend's band at the paper's steps with the finding's verdict there."""
+    fs = res.curve_findings()
+    last = res.curve_steps[-1] if res.curve_steps else 0
+    cols = {}
+    for a, b in CURVE_GAPS:
+        const, f = res.curve_at(a, b), fs.get((a, b))
+        t = f.at_scale if f else None
+        cols[_gap_name(a, b)] = {f"constant rate, {last:,} steps": const.text() if const else "—",
+                                 f"step decay, {res.steps:,} steps": res.gap(a, b).text(),
+                                 f"band at {res.paper_steps:,} steps": t.band.text() if t else "—",
+                                 "verdict there": f.paper_scale_verdict if f else "—"}
+    return common.table(pd.DataFrame(cols), index=True)
 
 
 def tsim(res: Result) -> plt.Figure:
@@ -329,6 +382,31 @@ def _range(r: Result, variant: str) -> str:
     return f"{a.min():.2f}–{a.max():.2f}"
 
 
+def _curve_values(res: Result) -> dict[str, object]:
+    """The budget curve's numbers the prose quotes: its runs, budgets and cost, and each gap's band and verdict at
+    the paper's steps."""
+    steps = res.curve_steps or [0]
+    secs = [v for vs in res.curve_seconds().values() for v in vs if v is not None]
+    held = len(secs)
+    out: dict[str, object] = {
+        "vit-curve-epochs": CURVE["epochs"], "vit-curve-images": f"{CURVE['train_images']:,}",
+        "vit-curve-budgets": len(CURVE_EPOCHS), "vit-curve-first": f"{steps[0]:,}", "vit-curve-last": f"{steps[-1]:,}",
+        "vit-curve-span": steps[-1] / steps[0] if steps[0] else np.nan,
+        "vit-curve-window": f"{100 * CURVE_WINDOW:.0f} %",
+        "vit-curve-held": held, "vit-curve-runs": held + len(res.curve_missing),
+        "vit-curve-cpu-h": sum(secs) / 3600 if secs else np.nan,
+        "vit-curve-run-min": f"{min(secs) / 60:.0f}–{max(secs) / 60:.0f}" if secs else "(none run)",
+    }
+    fs = res.curve_findings()
+    for (a, b), name in zip(CURVE_GAPS, ("post-pre", "deesc-post", "deesc-pre"), strict=True):
+        f, const = fs.get((a, b)), res.curve_at(a, b)
+        t = f.at_scale if f else None
+        out[f"vit-curve-{name}-last"] = const.text() if const else "(not held)"
+        out[f"vit-curve-{name}-band"] = t.band.text() if t else "(no trend)"
+        out[f"vit-curve-{name}-verdict"] = f.paper_scale_verdict if f else "(no finding)"
+    return out
+
+
 def publish(res: Result) -> None:
     """Draw and glue the figures, and glue every number the prose quotes."""
     fig6(res)
@@ -336,6 +414,7 @@ def publish(res: Result) -> None:
     block_figure(res)
     ablation_figure(res)
     ffn_scale_figure(res)
+    budget_figure(res)
     std = res.standard_result() or res           # without standard-block runs the std keys read the main grid
     low, high = res.final_loss_range()
     gabl, c = res.ablation_gaps(), res.confirm_depth
@@ -364,6 +443,8 @@ def publish(res: Result) -> None:
         "vit-lr-decay-steps": " and ".join(f"{s:,}" for s in res.lr_decay_steps()) or "(none within the run)",
         "vit-budget-epochs": " and ".join(str(k) for k in res.budget_epochs()),
         "vit-budget-count": len(res.budget_epochs()), "vit-min-points": MIN_POINTS,
+        # the budget curve
+        **_curve_values(res),
         # depth 80
         "vit-a1-chance-post-norm-full-lr": res.at_chance("post-norm-full-lr", res.depth),
         "vit-gap-a1-deesc-post": res.gap("de-escalated", "post-norm").text(),

@@ -15,7 +15,7 @@ from helpers.core.vit import FFN_SCALES
 from helpers.data import load_cifar10
 from helpers.train import vit as vit_train
 
-from .params import ABLATION_VARIANTS, RECIPES, Params
+from .params import ABLATION_VARIANTS, CURVE, RECIPES, Params
 from .result import Result
 
 
@@ -77,10 +77,46 @@ def run(p: Params) -> Result:
                  d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, patch=p.patch, test_images=p.test_images or 10_000,
                  standard=standard, ablation=ablation, ablation_depth=p.ablation_depth, confirm=confirm,
                  missing={d: b for d, b in missing.items() if b})
+    res.curve, res.curve_missing, res.curve_images = _curve(p)
     if p.scale == "book":
         per_epoch = seconds_per_epoch(res)
         res.recipe_costs = {name: recipe_cost(name, per_epoch) for name in RECIPES}
     return res
+
+
+def curve_params(p: Params) -> Params | None:
+    """The budget curve's settings (`CURVE` over `p`: constant-rate runs at `p.depth`), None when `p` reads none."""
+    return p.with_(**CURVE) if p.curve else None
+
+
+def curve_specs(p: Params) -> list[results.RunSpec]:
+    """The budget curve's runs, seed by seed (a seed's variants, then the next seed's)."""
+    q = curve_params(p)
+    if q is None:
+        return []
+    specs = _specs(q, q.depth, q.variants, runtime.run_seeds(q.seed, q.seeds), _lazy_datasets(q))
+    order = {v: i for i, v in enumerate(q.variants)}
+    return sorted(specs, key=lambda s: (s.extra["run_seed"], order[s.extra["variant"]]))
+
+
+def _curve(p: Params) -> tuple[dict[str, list[dict | None]], list[str], int]:
+    """The budget curve's runs (`curve_specs`): trained where missing when `p.train_missing`, else those the results
+    hold (the others None, named in the list returned beside), each as its per-step training loss and wall time; and
+    the curve's training images."""
+    specs = curve_specs(p)
+    if not specs:
+        return {}, [], 0
+    q = curve_params(p)
+    held = [s for s in specs if p.train_missing or s.done()]
+    outs = dict(zip((s.name for s in held), results.execute_all(held, train_missing=p.train_missing), strict=True))
+    seeds = runtime.run_seeds(q.seed, q.seeds)
+    curve: dict[str, list[dict | None]] = {v: [None] * len(seeds) for v in q.variants}
+    for s in specs:
+        if s.name in outs:
+            h = outs[s.name][0]
+            curve[s.extra["variant"]][seeds.index(s.extra["run_seed"])] = {"loss": h["loss"],
+                                                                          "wall_time_s": h["wall_time_s"]}
+    return curve, [s.name for s in specs if s.name not in outs], q.train_images
 
 
 def _ablation_grid(p: Params, depth: int, blocks, sweep, standard, seeds, dev, datasets, out: dict,
@@ -156,7 +192,8 @@ def _grid(p: Params, depth: int, variants, seeds, dev, datasets):
 
 def runs(p: Params) -> list[results.RunSpec]:
     """Every heavy run `run(p)` makes, in its order, as the grid runner takes them (`make grid`): the sweep, the
-    standard-block sweep, the ablation and its confirmations (a run the sweeps already make is listed once)."""
+    standard-block sweep, the ablation and its confirmations, the budget curve (a run the sweeps already make is listed
+    once)."""
     datasets, seeds = _lazy_datasets(p), runtime.run_seeds(p.seed, p.seeds)
     out = [s for d in sorted({p.depth, *p.depths}) for s in _specs(p, d, p.variants, seeds, datasets)]
     if p.block != "standard":
@@ -171,6 +208,7 @@ def runs(p: Params) -> list[results.RunSpec]:
                 continue                                    # trained by a sweep above: the same runs
             q = p.with_(block=block, standard_depths=(), ablations=(), confirm_blocks=())
             out += _specs(q, depth, ABLATION_VARIANTS, seeds, datasets)
+    out += curve_specs(p)
     seen, unique = set(), []
     for s in out:
         ident = (s.name, results.settings_hash(s.key))

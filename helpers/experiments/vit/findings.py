@@ -8,9 +8,9 @@ paper's run — and `findings(res)` turns it into `Finding`s.
 A spec's key is written here once. Its other columns are values or functions of the `Result` (`R`): `effect` is the
 quantity read (an `Interval`, None where it needs a GPU or runs not committed), `setting` the depth its runs are at
 (what makes the finding's `reduced` and its `distance` from the paper's setting), `when` whether the result holds the
-runs it needs. No finding has a trend to the paper's setting (`at_scale`): §3.3's step decay makes an epoch's end
-the end of a shorter run only after the first epoch and the last (`Result.budget_epochs`), fewer budgets than a trend
-needs (`core.scale.MIN_POINTS`)."""
+runs it needs. The three gaps at the main depth carry a trend to the paper's steps (`at_scale`, `Result.trend`) from
+the budget curve: constant-rate runs whose every epoch is a budget (under §3.3's step decay an epoch's end is the end
+of a shorter run only after the first epoch and the last, `Result.budget_epochs`, fewer budgets than a trend needs)."""
 
 from __future__ import annotations
 
@@ -48,13 +48,14 @@ def findings(res: R) -> list[Finding]:
 # ------------------------------------------------------------------ what the specs read
 
 
-def main(a: str, b: str, runs: str | Callable[[R], str]) -> dict[str, Any]:
+def main(a: str, b: str, runs: str | Callable[[R], str], **more: Any) -> dict[str, Any]:
     """The columns of a finding at the main depth with Algorithm 1's blocks: `a` − `b` final training loss (`runs`:
-    the runs compared, as `measured` names them)."""
+    the runs compared, as `measured` names them), its trend to the paper's steps, and `more` of the row's fields."""
     return dict(measured=lambda res: res._measured(res.depth, A1, value_of(runs, res)),
                 quantity=lambda res: f"{a} − {b} final training loss at depth {res.depth}, Algorithm 1's blocks (nats)",
                 effect=lambda res: res.gap(a, b), setting=lambda res: res.depth,
-                section="vit-depth80-section")
+                section="vit-depth80-section",
+                more=dict(at_scale=lambda res: res.trend(a, b), extra={"gap": (a, b)}, **more))
 
 
 def standard(res: R) -> R:
@@ -83,9 +84,10 @@ def alike(res: R) -> int:
 FINDINGS: tuple[Spec, ...] = (
     Spec(key="vit-post-behind-pre", where="§3.3, Fig. 6", claim_id="yu-fig6-post-behind-pre",
          claim="A deep (80-block) post-norm ViT trains far worse than its pre-norm counterpart, "
-               "even at half the learning rate.", direction="above", more=dict(size_word="far worse"),
+               "even at half the learning rate.", direction="above",
          **main("post-norm", "pre-norm",
-                lambda res: f"post-norm (lr {res._lr('post-norm')}) and pre-norm (lr {res._lr('pre-norm')})")),
+                lambda res: f"post-norm (lr {res._lr('post-norm')}) and pre-norm (lr {res._lr('pre-norm')})",
+                size_word="far worse")),
     Spec(key="vit-deesc-vs-post", where="§3.3, Fig. 6", claim_id="yu-fig6-deesc-vs-post",
          claim="De-escalation (eq. 21, τ = 1, after every block) opens a significant gap between "
                "the 80-block post-norm ViT and its de-escalated version.", direction="below",
@@ -94,8 +96,8 @@ FINDINGS: tuple[Spec, ...] = (
     Spec(key="vit-deesc-vs-pre", where="§3.3, Fig. 6", claim_id="yu-fig6-deesc-vs-pre",
          claim="The de-escalated 80-block post-norm ViT slightly outperforms its pre-norm "
                "counterpart in training loss.", direction="below",
-         **main("de-escalated", "pre-norm", "de-escalated and pre-norm"),
-         more=dict(label="Algorithm 1's blocks", size_word="slightly")),
+         **main("de-escalated", "pre-norm", "de-escalated and pre-norm", label="Algorithm 1's blocks",
+                size_word="slightly")),
     Spec(key="vit-deesc-vs-pre-standard", where="§3.3, Fig. 6", claim_id="yu-fig6-deesc-vs-pre",
          claim="The de-escalated 80-block post-norm ViT slightly outperforms its pre-norm counterpart in "
                "training loss (with the vit-pytorch block the paper's code points to).",

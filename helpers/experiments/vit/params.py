@@ -90,6 +90,8 @@ class Params(ChapterParams):
     #: the learning rate's schedule: "step", §3.3's (×0.2 at 70 % and 90 % of training); "constant", the base
     #: rate throughout, so that every epoch's end is the end of a shorter run (the budget curve, `RECIPES["curve"]`)
     schedule: Literal["step", "constant"] = "step"
+    #: read the budget curve (`CURVE`: constant-rate runs whose every epoch is a budget) beside these runs
+    curve: bool = False
     #: "auto": bf16 autocast (fp32 weights and optimiser) where the device computes bf16 natively
     #: (`runtime.native_bf16`: ≥ 2× faster on an AVX-512-BF16 CPU and on GPUs, and it follows the fp32 loss
     #: curve, tests/test_train.py), fp32 elsewhere (emulated bf16 is ~100× slower); the book's committed runs
@@ -99,7 +101,7 @@ class Params(ChapterParams):
     CHAPTER: ClassVar[str] = "vit"
     #: which depths are swept does not change any one run's result (each run's key has its own depth)
     CACHE_EXCLUDE: ClassVar[tuple[str, ...]] = ("standard_depths", "ablations", "ablation_depth", "confirm_blocks",
-                                                 "confirm_depths")
+                                                 "confirm_depths", "curve")
     #: the committed step-decay runs were keyed before `schedule` existed
     KEYED_UNLESS_DEFAULT: ClassVar[tuple[str, ...]] = ("schedule",)
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -118,7 +120,7 @@ class Params(ChapterParams):
                      standard_depths=(6, 12, 24, 48, 80),
                      ablations=(*STANDARD_REVERTS, *ALGORITHM1_INITS, *FFN_SCALES, *FFN_STEPS),
                      ablation_depth=24, confirm_blocks=("algorithm1-torch-ffn-init",),
-                     confirm_depths=(48,)),
+                     confirm_depths=(48,), curve=True),
         "paper": dict(),
     }
     RULES: ClassVar = rules(
@@ -161,6 +163,16 @@ RECIPES: dict[str, dict[str, Any]] = {
                  confirm_depths=(), seeds=1, epochs=40, variants=("post-norm", "pre-norm", "de-escalated")),
     "curve": dict(depths=(), standard_depths=(), ablation_depth=0, ablations=(), confirm_blocks=(),
                   confirm_depths=(), schedule="constant", epochs=16, train_images=4000,
-                  variants=("post-norm", "pre-norm", "de-escalated")),
+                  variants=("post-norm", "pre-norm", "de-escalated"), curve=False),
 }
+#: the budget curve's settings, over the chapter's own (`Params.curve`; the recipe that makes its runs alone)
+CURVE = RECIPES["curve"]
+#: the gaps the budget curve reads, a − b, in the order of the findings
+CURVE_GAPS = (("post-norm", "pre-norm"), ("de-escalated", "post-norm"), ("de-escalated", "pre-norm"))
+#: the budgets the curve is read at, in epochs of its runs (each twice the last: 63 to 1,008 steps, 16×)
+CURVE_EPOCHS = (1, 2, 4, 8, 16)
+#: a budget's final loss: the mean training loss over this share of its own last steps (the chapter's runs read
+#: their last epoch, a quarter of their steps)
+CURVE_WINDOW = 0.25
+
 

@@ -11,13 +11,13 @@ import numpy as np
 
 from helpers.book import results
 from helpers.core.findings import Finding
-from helpers.core.scale import Distance
+from helpers.core.scale import BudgetCurve, Distance, Extrapolation
 from helpers.core.stats import Interval, t_interval
 from helpers.train.vit import lr_factors, lr_milestones
 
 from .ablation import AblationReadings
 from .findings import findings
-from .params import ALIKE, CHANCE_MARGIN, LEVEL_MARGIN, Params, side
+from .params import ALIKE, CHANCE_MARGIN, CURVE_EPOCHS, CURVE_WINDOW, LEVEL_MARGIN, Params, side
 
 
 @dataclass
@@ -60,6 +60,12 @@ class Result(AblationReadings, results.Result):
     #: what each of `RECIPES` adds to these runs: {name: {"runs": runs not in the cache, "hours": their estimated
     #: CPU-hours}} (`recipe_cost`; empty outside the book scale)
     recipe_costs: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the budget curve (`compute.curve_specs`): per variant, each seed's constant-rate run at `depth` (`loss` per
+    #: step, `wall_time_s`), None for a run the results do not hold yet; `curve_missing`: the names of those runs;
+    #: `curve_images`: their training images (an epoch of theirs is a budget, `CURVE_EPOCHS`)
+    curve: dict[str, list[dict | None]] = field(default_factory=dict)
+    curve_missing: list[str] = field(default_factory=list)
+    curve_images: int = 0
 
     @property
     def steps_per_epoch(self) -> int:
@@ -233,6 +239,44 @@ class Result(AblationReadings, results.Result):
         so an epoch after which a shorter run would already have decayed, but these have not, is none."""
         full, n = self.lr_factors(), self.steps_per_epoch
         return [k for k in range(1, self.epochs + 1) if np.array_equal(full[:k * n], self.lr_factors(k))]
+
+    # --- the budget curve: the same gaps after b steps of a constant-rate run ---
+
+    @property
+    def curve_steps(self) -> list[int]:
+        """The budgets the curve is read at, in optimiser steps (`CURVE_EPOCHS` of its runs; none without a curve)."""
+        n = -(-self.curve_images // self.batch_size) if self.curve else 0
+        return [e * n for e in CURVE_EPOCHS] if n else []
+
+    def budget_curve(self) -> BudgetCurve:
+        """The constant-rate runs as budgets (`core.scale.BudgetCurve`): each seed's per-step training loss per
+        variant, a budget's final loss the mean over its last `CURVE_WINDOW` of steps."""
+        return BudgetCurve({v: [h["loss"] if h else None for h in hs] for v, hs in self.curve.items()},
+                           tuple(self.curve_steps), CURVE_WINDOW)
+
+    def curve_at(self, a: str, b: str, budget: int | None = None) -> Interval | None:
+        """The constant-rate gap a − b at `budget` steps (default: the curve's largest) over seeds, where every seed
+        holds it (else None)."""
+        return self.budget_curve().at(a, b, budget) if self.curve else None
+
+    def trend(self, a: str, b: str) -> Extrapolation | None:
+        """The gap a − b along the curve's budgets carried to the paper's steps (`BudgetCurve.trend`); None with
+        fewer than `core.scale.MIN_POINTS` budgets at which every seed is held, or at the paper's steps."""
+        if not self.curve or self.steps >= self.paper_steps:
+            return None
+        return self.budget_curve().trend(a, b, self.paper_steps)
+
+    def curve_findings(self) -> dict[tuple[str, str], Finding]:
+        """The findings the budget curve carries to the paper's steps, by the gap (a, b) each reads."""
+        return {f.extra["gap"]: f for f in self.findings() if "gap" in f.extra}
+
+    def curve_gaps(self, a: str, b: str) -> np.ndarray:
+        """seeds × `curve_steps`: the same-seed constant-rate gap a − b at each budget (NaN where a run is not held)."""
+        return self.budget_curve().gaps(a, b) if self.curve else np.empty((len(self.seeds), 0))
+
+    def curve_seconds(self) -> dict[str, list[float | None]]:
+        """Per curve variant, each seed's run time (seconds; None for a run not held)."""
+        return {v: [h["wall_time_s"] if h else None for h in hs] for v, hs in self.curve.items()}
 
     def before_t_sim(self) -> dict[str, float]:
         """t_sim of the last block just before its de-escalation step, after training (first seed;
