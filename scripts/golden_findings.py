@@ -64,10 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     os.environ["TOKUNI_TRAIN_MISSING"] = "0"        # read the committed runs; compute nothing
     sys.path.insert(0, str(REPO))
-    from helpers.experiments.findings import FAMILY_PATH, collect, family_p_values
+    from helpers.experiments.findings import FAMILY_PATH, collect, family_p_values, scale_family
 
     col = collect("book")
-    now, family = golden(col), family_record(family_p_values(col.findings))
+    now, family = golden(col), family_record(family_p_values(col.findings), scale_family(col.findings))
     if args.check:
         lines = differences(now, json.loads(GOLDEN.read_text()))
         if not FAMILY_PATH.is_file() or json.loads(FAMILY_PATH.read_text()) != family:
@@ -82,12 +82,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def family_record(p_values: dict) -> dict:
-    """What `results/findings-family.json` holds: how it was made, and the p-values of each paper's family."""
+def family_record(p_values: dict, trends: dict) -> dict:
+    """What `results/findings-family.json` holds: how it was made, the p-values of each paper's family, and each
+    paper's family of trends to its setting."""
     return {"about": "Each paper's family of tests at book scale: every in-scope claim test and book's own question "
                      "with a sampled interval, and its p-value. Holm's correction over each family sets the level "
-                     "its verdict is read at. Made by scripts/golden_findings.py from the committed results.",
-            "p_values": p_values}
+                     "its verdict is read at. And each paper's family of trends (the tests carried to the paper's "
+                     "setting by a measured trend): each band is read at 1 - 0.05/m for m trends (Bonferroni). "
+                     "Made by scripts/golden_findings.py from the committed results.",
+            "p_values": p_values, "trends": trends}
 
 
 if __name__ == "__main__":

@@ -41,20 +41,26 @@ def test_the_collection_equals_the_golden_file(book):
 
 
 def test_the_committed_family_is_the_collections_and_a_chapter_reads_its_verdicts_from_it(book, monkeypatch):
-    """The p-values a chapter's own table corrects its tests with (`results/findings-family.json`) are those of
-    the whole book's collection, and a chapter's findings corrected within that family give the findings page's
-    verdicts and levels, test for test."""
+    """The p-values and the trends a chapter's own table corrects its tests with (`results/findings-family.json`)
+    are those of the whole book's collection, and a chapter's findings corrected within those families give the
+    findings page's verdicts, levels and bands at the paper's setting, test for test."""
+    from helpers.experiments import deeplm, vit
     from helpers.experiments import findings as F
-    from helpers.experiments import vit
 
     g = _script()
-    assert json.loads(F.FAMILY_PATH.read_text()) == g.family_record(F.family_p_values(book.findings))
+    assert json.loads(F.FAMILY_PATH.read_text()) == g.family_record(F.family_p_values(book.findings),
+                                                                     F.scale_family(book.findings))
     monkeypatch.setenv("TOKUNI_TRAIN_MISSING", "0")
     page = {f.key: f for f in book.findings}
-    for f in F.corrected(vit.run(vit.Params.resolve("book")).findings()):
-        assert (f.verdict, f.family_size) == (page[f.key].verdict, page[f.key].family_size), f.key
-        if f.family_level is not None:
-            assert f.family_level == pytest.approx(page[f.key].family_level, abs=1e-6)
+    for chapter in (vit, deeplm):
+        for f in F.corrected(chapter.run(chapter.Params.resolve("book")).findings()):
+            assert (f.verdict, f.family_size) == (page[f.key].verdict, page[f.key].family_size), f.key
+            if f.family_level is not None:
+                assert f.family_level == pytest.approx(page[f.key].family_level, abs=1e-6)
+            assert f.scale_family_size == page[f.key].scale_family_size, f.key
+            if f.at_scale is not None:
+                assert f.at_scale.band == page[f.key].at_scale.band, f.key
+                assert f.paper_scale_verdict == page[f.key].paper_scale_verdict, f.key
 
 
 def test_a_moved_number_or_verdict_is_reported():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from testutil import ci_result
 
+from helpers.core import findings as F
 from helpers.core.findings import (
     CONTRADICTED,
     DIRECTION_ONLY,
@@ -18,7 +19,6 @@ from helpers.core.findings import (
     REPRODUCED,
     Finding,
 )
-from helpers.core import findings as F
 from helpers.core.scale import MIN_POINTS
 from helpers.experiments import vit
 

@@ -2,6 +2,7 @@
 on planted cases: a gap that closes with the budget, a stand-in on a planted trend, too few budgets."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -206,3 +207,31 @@ def test_the_registry_names_each_papers_headlines():
     ids = {c.id for c in cs}
     for c in cs:
         assert set(c.judged_from) <= ids, c.id
+
+
+def test_a_papers_trends_are_a_family_read_at_bonferronis_level():
+    """Three trends of one paper: each band is read at 1 − 0.05/3 (wider than its 95 % band, the same estimate),
+    the record says so, and a chapter's trend corrected with the other two named (`scale_others`) reads the same
+    band; a band that just decides at 95 % stops deciding at the family's level. A lone trend stays at 95 %, and a
+    finding with no trend is left alone."""
+    trends = [_finding(at_scale=_trend(BUDGETS)), _finding(at_scale=_trend(BUDGETS, closes=False))]
+    fs = [replace(f, key=f"planted-{i}") for i, f in enumerate([*trends, _finding(at_scale=_trend(BUDGETS))])]
+    none = replace(_finding(), key="no-trend")
+    out = {f.key: f for f in F.correct([*fs, none])}
+    for f in fs:
+        c = out[f.key]
+        assert c.scale_family_size == 3 and c.at_scale.level == pytest.approx(1 - 0.05 / 3)
+        assert c.at_scale.band.estimate == pytest.approx(f.at_scale.band.estimate)
+        assert c.at_scale.band.low < f.at_scale.band.low and c.at_scale.band.high > f.at_scale.band.high
+        assert "read at 98.3 % (Bonferroni over its paper's 3 trends)" in c.paper_scale_text()
+    assert out["no-trend"].at_scale is None and out["no-trend"].scale_family_size == 0
+    alone = F.correct([fs[0]], scale_others={"yu2024": ["planted-1", "planted-2"]})[0]
+    assert alone.at_scale.band == out["planted-0"].at_scale.band
+    assert F.correct([fs[0]])[0].at_scale.band == fs[0].at_scale.band      # one trend: 95 %
+    # a band that just decides at 95 %: a gap whose seeds scatter so that its 95 % band ends just below 0
+    per_seed = [[-0.2 - 0.02 * math.log2(b / 250) + 0.08 * (s - 1) for b in BUDGETS] for s in range(3)]
+    e = extrapolate(BUDGETS, np.mean(per_seed, 0), 60_000, ("log",), per_unit=per_seed, axis="training steps")
+    edge = _finding(at_scale=e)
+    assert e.band.high < 0 and edge.paper_scale_verdict != F.SCALE_INCONCLUSIVE
+    wide = replace(edge, at_scale=e.at_level(1 - 0.05 / 30))
+    assert wide.at_scale.band.high > 0 and wide.paper_scale_verdict == F.SCALE_INCONCLUSIVE

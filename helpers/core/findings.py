@@ -58,7 +58,8 @@ only through a measured trend (`at_scale`: the effect at several points of the a
 short, a fitted form and its band at the paper's point, `core.scale`): the finding's own rule read on that band
 gives `paper_scale_verdict` — reproduced, direction only or contradicted only where the band decides; otherwise
 **inconclusive at the paper's scale** (with `decides_to`, how far along the axis the band still decides); a
-reduced test with no trend has **no trend to the paper's scale**. A claim's verdict there
+reduced test with no trend has **no trend to the paper's scale**. The trends of one paper are a family (`correct`,
+`in_scale_family`): each band is read at 1 − 0.05/m for its paper's m trends (Bonferroni). A claim's verdict there
 (`Judged.paper_scale_verdict`) is its verdict where a deciding test ran at the paper's setting, else the one its
 deciding tests' trends share (mixed where they differ).
 
@@ -81,7 +82,7 @@ verdict:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -289,7 +290,8 @@ class Finding:
     read as direction only, since nothing says how large "slightly" is; `distance`: how far the test's setting is
     from the paper's, as numbers (`core.scale.Distance`: steps, width, layers, tokens, a baseline score);
     `at_scale`: for a reduced test, the measured trend along the axis on which it falls short, read at the paper's
-    point (`core.scale.Extrapolation`), from which `paper_scale_verdict` judges the paper's setting."""
+    point (`core.scale.Extrapolation`), from which `paper_scale_verdict` judges the paper's setting; its band is
+    read at 95 % until `correct` reads it at its paper's trend family's level (`scale_family_size` trends)."""
 
     key: str
     paper: str
@@ -331,6 +333,7 @@ class Finding:
     family_size: int = 0
     distance: tuple[Distance, ...] = ()
     at_scale: Extrapolation | None = None
+    scale_family_size: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -468,7 +471,8 @@ class Finding:
     @property
     def paper_scale_verdict(self) -> str:
         """What this test says at the paper's setting: its own verdict for a test run there; for a reduced test,
-        the finding's rule applied to its trend's band at the paper's point (`at_scale`, read at 95 %) — reproduced,
+        the finding's rule applied to its trend's band at the paper's point (`at_scale`, read at its trend family's
+        corrected level once `correct` has set it, else at 95 %) — reproduced,
         direction only or contradicted only where the band decides, else "inconclusive at the paper's scale"; and
         "no trend to the paper's scale" for a reduced test with no measured trend (its verdict stays at its own
         setting). A test whose own run cannot test the claim (`cannot_test`, e.g. a model trained too little) may
@@ -508,6 +512,8 @@ class Finding:
                 f"; the band decides up to {num(where)} {t.axis}")
         if where is None and v == SCALE_INCONCLUSIVE:
             tail = "; the band decides nowhere past the measured points"
+        if self.scale_family_size > 1:
+            tail += f"; read at {_pct(t.level)} (Bonferroni over its paper's {self.scale_family_size} trends)"
         return f"{v}: {t.text(self.digits)}{tail}"
 
     def name(self) -> str:
@@ -649,21 +655,41 @@ def holm_levels(p_values: Mapping[str, float], alpha: float = FAMILY_ALPHA) -> d
     return out
 
 
-def correct(findings, alpha: float = FAMILY_ALPHA, others: Mapping[str, Mapping[str, float]] | None = None
-            ) -> list[Finding]:
+def in_scale_family(f: Finding) -> bool:
+    """Whether a test belongs to its paper's family of trends: an in-scope claim test or book's own question carried
+    to the paper's setting by a measured trend (`at_scale`)."""
+    return f.kind in ("claim", "extension") and f.in_scope and f.at_scale is not None
+
+
+def correct(findings, alpha: float = FAMILY_ALPHA, others: Mapping[str, Mapping[str, float]] | None = None,
+            scale_others: Mapping[str, Sequence[str]] | None = None) -> list[Finding]:
     """`findings` with their family's correction: one family per paper, its members `in_family`, each read at
-    its Holm level (`holm_levels`) — `family_level` and `family_size` set; the rest unchanged. `others`:
-    {paper: {key: p}} of the family's members that are not among `findings` (a chapter's tests corrected within the
-    whole book's family); a finding among `findings` replaces its own entry there."""
+    its Holm level (`holm_levels`) — `family_level` and `family_size` set. And one family of trends per paper, its
+    members `in_scale_family`, each band read at Bonferroni's level 1 − alpha/m for m trends (a band is a union
+    of forms' prediction intervals, with no one p-value to rank for Holm's steps) — `at_scale` re-read and
+    `scale_family_size` set. The rest unchanged. `others`: {paper: {key: p}} of the family's members that are not
+    among `findings`, `scale_others`: {paper: [key]} of the trend family's (a chapter's tests corrected within the
+    whole book's families); a finding among `findings` replaces its own entry there."""
     fams: dict[str, dict[str, float]] = {p: dict((others or {}).get(p, {})) for p in PAPERS}
     members = [f for f in findings if in_family(f)]
     for f in members:
         fams[f.paper][f.key] = float(f.p_value)
     levels = {p: holm_levels(ps, alpha) for p, ps in fams.items()}
+    trends = {p: set((scale_others or {}).get(p, ())) for p in PAPERS}
+    for f in findings:
+        if in_scale_family(f):
+            trends[f.paper].add(f.key)
     from dataclasses import replace
 
-    return [replace(f, family_level=levels[f.paper][f.key], family_size=len(fams[f.paper])) if f in members else f
-            for f in findings]
+    out = []
+    for f in findings:
+        if f in members:
+            f = replace(f, family_level=levels[f.paper][f.key], family_size=len(fams[f.paper]))
+        if in_scale_family(f):
+            m = len(trends[f.paper])
+            f = replace(f, at_scale=f.at_scale.at_level(1 - alpha / m) if m > 1 else f.at_scale, scale_family_size=m)
+        out.append(f)
+    return out
 
 
 def value_of(column: Any, res: Any) -> Any:

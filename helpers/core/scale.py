@@ -170,6 +170,11 @@ class Extrapolation:
         return extrapolate(self.x, self.y, x0, self.forms, per_unit=self.per_unit or None, axis=self.axis,
                            level=self.level, groups=self.groups or None).band
 
+    def at_level(self, level: float) -> Extrapolation:
+        """The same trend with its band read at `level` (a family's corrected level)."""
+        return extrapolate(self.x, self.y, self.target, self.forms, per_unit=self.per_unit or None, axis=self.axis,
+                           level=level, why=self.why, groups=self.groups or None)
+
     def text(self, digits: int = 3) -> str:
         """'+0.12 [−0.40, +0.64] at 60,000 training steps, from 4 points over 250–1,000 (4×), forms log and inverse
         square root'."""

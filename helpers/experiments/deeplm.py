@@ -23,6 +23,7 @@ from ..core.findings import Finding, Spec
 from ..core.scale import BUDGET_FORMS, BUDGET_WHY, BudgetCurve, Distance, Extrapolation, doubling_budgets
 from ..core.stats import Interval, moving_average, t_interval
 from ..train import lm
+from .findings import corrected
 
 #: the leakage control: de-escalation with the whole sequence's mean, as eq. (21) is written — position t then
 #: sees tokens after t through the mean (`core.causal_lm.DEESC_MEANS`)
@@ -322,8 +323,9 @@ class Result(results.Result):
         return self.budget_curve().trend(a, b, paper["steps"], CURVE_FORMS, why=CURVE_WHY)
 
     def curve_findings(self) -> dict[tuple[str, str | None], Finding]:
-        """The findings the budget curve carries to the paper's steps, by the gap (a, b) each reads."""
-        return {f.extra["gap"]: f for f in self.findings() if "gap" in f.extra}
+        """The findings the budget curve carries to the paper's steps, by the gap (a, b) each reads, corrected within
+        their paper's families (`experiments.findings.corrected`: the bands the findings page reads)."""
+        return {f.extra["gap"]: f for f in corrected(self.findings()) if "gap" in f.extra}
 
     def gap(self, a: str, b: str | None = None) -> Interval:
         """The gap a − b of the runs themselves (cosine schedule, `steps` steps): `paired`, or `against_unigram`

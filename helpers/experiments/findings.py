@@ -48,6 +48,7 @@ from ..core.findings import (
     count_verdicts,
     headlines,
     in_family,
+    in_scale_family,
     judge,
 )
 
@@ -255,7 +256,7 @@ def _scale_record(f: Finding) -> dict[str, Any] | None:
     return {"axis": t.axis, "x": list(t.x), "y": list(t.y), "units": t.units, "target": t.target,
             "points": t.points, "span": _number(t.span), **_interval(t.band), "why": t.why,
             "forms": [{"form": ff.form, **_interval(ff.at_target)} for ff in t.fits],
-            "decides_to": _number(f.decides_to())}
+            "decides_to": _number(f.decides_to()), "family_size": f.scale_family_size}
 
 
 def _claim_record(j: Judged, scale: str, commit: str | None) -> dict[str, Any]:
@@ -376,6 +377,11 @@ def family_p_values(findings) -> dict[str, dict[str, float]]:
     return out
 
 
+def scale_family(findings) -> dict[str, list[str]]:
+    """{paper: [key]} of the findings in their paper's family of trends (`core.findings.in_scale_family`)."""
+    return {p: sorted(f.key for f in findings if f.paper == p and in_scale_family(f)) for p in PAPERS}
+
+
 def book_family() -> dict[str, dict[str, float]]:
     """The committed family (`FAMILY_PATH`); empty when it is not there."""
     if not FAMILY_PATH.is_file():
@@ -383,13 +389,21 @@ def book_family() -> dict[str, dict[str, float]]:
     return json.loads(FAMILY_PATH.read_text(encoding="utf-8"))["p_values"]
 
 
+def book_scale_family() -> dict[str, list[str]]:
+    """The committed family of trends (`FAMILY_PATH`); empty when it is not there."""
+    if not FAMILY_PATH.is_file():
+        return {}
+    return json.loads(FAMILY_PATH.read_text(encoding="utf-8")).get("trends", {})
+
+
 def corrected(findings) -> list[Finding]:
     """A chapter's findings corrected within their papers' whole families: the chapter's own tests with their own
-    p-values, the other chapters' from the committed family (`book_family`), so a chapter's table gives the
-    verdicts the findings page gives."""
+    p-values and trends, the other chapters' from the committed families (`book_family`, `book_scale_family`), so a
+    chapter's table gives the verdicts the findings page gives."""
     mine = {f.key for f in findings}
     others = {p: {k: v for k, v in ps.items() if k not in mine} for p, ps in book_family().items()}
-    return correct(list(findings), others=others)
+    trends = {p: [k for k in ks if k not in mine] for p, ks in book_scale_family().items()}
+    return correct(list(findings), others=others, scale_others=trends)
 
 
 def collect(scale: str = "book", chapters: list[str] | None = None) -> Collected:

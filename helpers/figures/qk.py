@@ -12,6 +12,7 @@ from matplotlib.ticker import MaxNLocator
 from ..core.scale import FORMS
 from ..core.stats import Interval, moving_average
 from ..experiments.anisotropy import BYTE_MLM
+from ..experiments.findings import corrected
 from ..experiments.qk import (
     ALMOST_ALL,
     BERT_VOCAB,
@@ -210,7 +211,8 @@ def aligned_trend(res: Result) -> plt.Figure:
     carried to MultiBERT's tokens and the band there; the end-state models with a stated budget, apart."""
     common.set_theme()
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    t = res.trend("aligned")
+    aligned = res.trend_finding("aligned")
+    t = aligned.at_scale if aligned else None
     pal = sns.color_palette("colorblind")
     tokens, share = res.checkpoint_tokens(), res.per_checkpoint("aligned")
     used = np.isin(res.steps, res.trend_steps())
@@ -357,7 +359,7 @@ def trend_table(res: Result):
     value at MultiBERT's tokens, the band there, how far along the tokens the band still decides, and the verdict
     it gives at the paper's setting."""
     rows = []
-    for f in res.findings():
+    for f in corrected(res.findings()):
         t = f.at_scale
         if t is None:
             continue

@@ -14,6 +14,7 @@ from ..core.softdecay import softdecay
 from ..core.stats import Interval
 from ..core.sts import FLIP_FREE, METHODS
 from ..experiments import WIDTH, about
+from ..experiments.findings import corrected
 from ..experiments.sts import (
     ALPHA_MARGIN,
     BOOK_BERT,
@@ -516,8 +517,8 @@ def path_numbers(res: Result) -> dict:
     pts = res.path_points()
     if pts.empty:
         return out
-    found = {f.key: f for f in res.findings() if f.key in ("sts-gain-bert", "sts-vs-whitening-bert")}
-    t_sd, t_white = res.path_trend(), res.path_trend("whitening", "SoftDecay (sentence)")
+    found = {f.key: f for f in corrected(res.findings()) if f.key in ("sts-gain-bert", "sts-vs-whitening-bert")}
+    t_sd, t_white = (found[k].at_scale if k in found else None for k in ("sts-gain-bert", "sts-vs-whitening-bert"))
     last = pts.groupby("seed")["step"].max()
     out.update({
         "sts-path-n": len(pts), "sts-path-seeds": pts["seed"].nunique(),

@@ -15,6 +15,7 @@ from ...core.findings import Finding
 from ...core.qk import chance_aligned_share, mean_abs_cos_random
 from ...core.scale import MIN_POINTS, Extrapolation, extrapolate
 from ...core.stats import Interval, t_interval
+from ..findings import corrected
 from .params import BERT_VOCAB, LONG_PRETRAINING, MULTIBERT_TOKENS, PRETRAINING_TOKENS, TREND_FORMS, TREND_WHY
 from .records import Ablation, Comparison, EndState, Probe, Trajectory
 
@@ -168,8 +169,10 @@ class Result(results.Result):
                            axis="training tokens", why=TREND_WHY)
 
     def trend_finding(self, quantity: str) -> Finding | None:
-        """The finding whose trend is `per_checkpoint(quantity)`'s (None where none has one)."""
-        return next((f for f in self.findings() if f.at_scale is not None and f.extra.get("trend") == quantity), None)
+        """The finding whose trend is `per_checkpoint(quantity)`'s (None where none has one), corrected within its
+        paper's families (`experiments.findings.corrected`: the band the findings page reads)."""
+        return next((f for f in corrected(self.findings()) if f.at_scale is not None
+                     and f.extra.get("trend") == quantity), None)
 
     def end_state_budgets(self) -> list[dict]:
         """The end-state models whose pretraining tokens a source here states (`PRETRAINING_TOKENS`): model,

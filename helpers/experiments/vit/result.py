@@ -15,6 +15,7 @@ from helpers.core.scale import BudgetCurve, Distance, Extrapolation
 from helpers.core.stats import Interval, t_interval
 from helpers.train.vit import lr_factors, lr_milestones
 
+from ..findings import corrected
 from .ablation import AblationReadings
 from .findings import findings
 from .params import ALIKE, CHANCE_MARGIN, CURVE_EPOCHS, CURVE_WINDOW, LEVEL_MARGIN, Params, side
@@ -267,8 +268,9 @@ class Result(AblationReadings, results.Result):
         return self.budget_curve().trend(a, b, self.paper_steps)
 
     def curve_findings(self) -> dict[tuple[str, str], Finding]:
-        """The findings the budget curve carries to the paper's steps, by the gap (a, b) each reads."""
-        return {f.extra["gap"]: f for f in self.findings() if "gap" in f.extra}
+        """The findings the budget curve carries to the paper's steps, by the gap (a, b) each reads, corrected within
+        their paper's families (`experiments.findings.corrected`: the bands the findings page reads)."""
+        return {f.extra["gap"]: f for f in corrected(self.findings()) if "gap" in f.extra}
 
     def curve_gaps(self, a: str, b: str) -> np.ndarray:
         """seeds × `curve_steps`: the same-seed constant-rate gap a − b at each budget (NaN where a run is not held)."""
