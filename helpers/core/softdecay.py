@@ -18,6 +18,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from .papers import SOFTDECAY_ALPHA
+
 _TINY = 1e-12
 
 
@@ -100,7 +102,7 @@ def _as_alpha(alpha: float | Tensor, like: Tensor) -> Tensor:
     return torch.as_tensor(alpha, dtype=torch.float64, device=like.device)
 
 
-def softdecay_transform(X: Tensor, alpha: float | Tensor = -0.6, mask: Tensor | None = None,
+def softdecay_transform(X: Tensor, alpha: float | Tensor = SOFTDECAY_ALPHA, mask: Tensor | None = None,
                         method: str = "auto", floor: float = 1e-10, rel_tol: float = 1e-9,
                         precision: str = "auto") -> Tensor:
     """Algorithm 1 of Yan et al. on each matrix X (…, n, d) (rows = tokens or sentences).
@@ -348,7 +350,7 @@ def softdecay_loop_reference(X: Tensor, alpha: float, mask: Tensor | None = None
     return torch.stack(out)
 
 
-def softdecay_flipfree(X: Tensor, alpha: float = -0.6, how: str = "clamp", floor: float = 1e-10) -> Tensor:
+def softdecay_flipfree(X: Tensor, alpha: float = SOFTDECAY_ALPHA, how: str = "clamp", floor: float = 1e-10) -> Tensor:
     """Algorithm 1 with property 1 (f(σ) ≥ 0, so no direction changes sign) kept — our variants, not in the
     paper. Eq. (2) is negative for σ < |α| (f(|α|) = 0), so Algorithm 1 as printed flips those directions.
 
@@ -380,7 +382,7 @@ class SoftDecay(nn.Module):
     """SoftDecay as a layer with a trainable α (initial value `alpha`), applied to (…, n, d) with an
     optional mask of real rows (Yan et al. Algorithm 1)."""
 
-    def __init__(self, alpha: float = -0.6, trainable: bool = True, method: str = "auto") -> None:
+    def __init__(self, alpha: float = SOFTDECAY_ALPHA, trainable: bool = True, method: str = "auto") -> None:
         super().__init__()
         if not -1.0 <= alpha < 0:
             raise ValueError(f"initial alpha must lie in [-1, 0) (the paper's range), got {alpha}")

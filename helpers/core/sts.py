@@ -15,6 +15,7 @@ from torch import Tensor
 from . import measures as M
 from .blocks import deescalate
 from .kept import Kept
+from .papers import SOFTDECAY_ALPHA
 from .softdecay import softdecay_flipfree, softdecay_transform, whitening_apply, whitening_fits
 from .stats import Interval
 
@@ -85,7 +86,8 @@ def sign_flips(sv: Tensor | np.ndarray, alpha: float, scale: float = 1.0, floor:
     return int((live / scale < -alpha).sum())
 
 
-def apply_method(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6, tau: float = 1.0) -> tuple[Tensor, Tensor]:
+def apply_method(method: str, e1: Tensor, e2: Tensor, alpha: float = SOFTDECAY_ALPHA,
+                 tau: float = 1.0) -> tuple[Tensor, Tensor]:
     """The post-processing of one row of Table 1 applied to the two sentence-embedding matrices:
     whitening (and -256) fitted on their concatenation — the test pairs themselves, as WhiteBERT
     (Huang et al.) does, not on NLI as the paper's "BERT-whitening (NLI)" rows; de-escalation (Yu &
@@ -153,7 +155,7 @@ def _whitenings(both: Tensor, methods) -> dict[str, tuple[Tensor, Tensor]]:
     return dict(zip(names, _fits(both, ks), strict=True)) if names else {}
 
 
-def apply_methods(methods, e1: Tensor, e2: Tensor, alpha: float = -0.6,
+def apply_methods(methods, e1: Tensor, e2: Tensor, alpha: float = SOFTDECAY_ALPHA,
                   tau: float = 1.0) -> dict[str, tuple[Tensor, Tensor]]:
     """`apply_method` of each of `methods`: {method: (e1', e2')}, the same numbers, with the whitening variants
     fitted from one decomposition of the covariance."""
@@ -266,7 +268,7 @@ def paired_bootstrap(cos_a: np.ndarray, cos_b: np.ndarray, gold, subsets, protoc
 
 
 def refit_bootstrap(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, ...], draws: int = 200, seed: int = 0,
-                    alpha: float = -0.6, protocol: str = "subset-mean") -> dict[str, np.ndarray]:
+                    alpha: float = SOFTDECAY_ALPHA, protocol: str = "subset-mean") -> dict[str, np.ndarray]:
     """Bootstrap draws of each method's score with its transform *refitted on every resample*: sentence
     pairs resampled with replacement within each subset (the same resample for every method, so the
     draws are paired), each transform fitted on the resampled pairs as `apply_method` fits it (whitening
@@ -296,7 +298,8 @@ def half_sample_indices(subsets, draws: int, seed: int) -> list[np.ndarray]:
 
 
 def halfsample_refit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, ...], draws: int = 100,
-                     seed: int = 0, alpha: float = -0.6, protocol: str = "subset-mean") -> dict[str, np.ndarray]:
+                     seed: int = 0, alpha: float = SOFTDECAY_ALPHA,
+                     protocol: str = "subset-mean") -> dict[str, np.ndarray]:
     """Subsampling without replacement (m-out-of-n with m = n/2; Politis & Romano 1994): on each of `draws`
     stratified half-samples every transform is fitted on the half-sample's own pairs, as `apply_method` fits
     it on a whole set, and scored there. With m = n/2 the finite-population factor (1 − m/n)/m equals 1/n, so the
@@ -313,7 +316,7 @@ def halfsample_refit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, 
     return {m: score_draws(c, g[halves], sub[halves[0]], protocol) for m, c in cos.items()}
 
 
-def fitted_map(method: str, e1: Tensor, e2: Tensor, alpha: float = -0.6):
+def fitted_map(method: str, e1: Tensor, e2: Tensor, alpha: float = SOFTDECAY_ALPHA):
     """The transform of `apply_method` fitted on (e1, e2), as a function that applies it to other rows
     (x1, x2) -> (y1, y2): whitening's (μ, W) from the concatenation; SoftDecay's linear map from each sentence
     matrix X = U diag(σ) Vᵀ to Algorithm 1's output, V diag(K f(σ)/σ) Vᵀ over the live directions (the map
@@ -340,14 +343,14 @@ def _whitening_map(mu: Tensor, W: Tensor):
     return lambda x1, x2: (whitening_apply(x1, mu, W), whitening_apply(x2, mu, W))
 
 
-def fitted_maps(methods, e1: Tensor, e2: Tensor, alpha: float = -0.6) -> dict:
+def fitted_maps(methods, e1: Tensor, e2: Tensor, alpha: float = SOFTDECAY_ALPHA) -> dict:
     """`fitted_map` of each of `methods`, the whitening variants fitted from one decomposition (the same maps)."""
     fits = _whitenings(torch.cat([e1, e2]), methods)
     return {m: _whitening_map(*fits[m]) if m in fits else fitted_map(m, e1, e2, alpha) for m in methods}
 
 
 def crossfit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, ...], splits: int = 20, boot: int = 50,
-             seed: int = 0, alpha: float = -0.6, protocol: str = "subset-mean") -> dict[str, np.ndarray]:
+             seed: int = 0, alpha: float = SOFTDECAY_ALPHA, protocol: str = "subset-mean") -> dict[str, np.ndarray]:
     """Cross-fitting: the pairs split at random into two halves (stratified by subset), each transform fitted
     on one half and applied to the other (`fitted_map`), and the other way round, so every pair is scored by a
     transform that never saw it; repeated over `splits` random splits. For each split, `boot` paired bootstrap

@@ -32,6 +32,7 @@ from ..book.params import ChapterParams, rules
 from ..book.runtime import choose_device, run_seeds, seed_everything
 from ..core import measures as M
 from ..core.findings import Finding, Spec
+from ..core.papers import SOFTDECAY_ALPHA
 from ..core.softdecay import softdecay_transform, whitening_apply, whitening_fit
 from ..core.stats import Interval, fisher_t_interval, rank_interval, t_interval
 from ..diagnose import measures as DM
@@ -63,7 +64,7 @@ class Params(ChapterParams):
     draws: int = 200
     twins: int = 5                 # untrained twins per model (seeds seed, seed + 1, …)
     max_tokens: int = 128          # a text cut to its first 128 tokens; at most 128 patches / frames per input
-    alpha: float = -0.6            # SoftDecay's α (Yan et al.'s default)
+    alpha: float = SOFTDECAY_ALPHA            # SoftDecay's α (Yan et al.'s default)
 
     CHAPTER: ClassVar[str] = "synthesis"
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {

@@ -406,7 +406,8 @@ def untestable(col: Collected):
 
 #: the findings whose band at the paper's setting the per-paper summaries quote
 SCALE_QUOTED = ("sts-gain-bert", "sts-vs-whitening-bert", "qk-aligned-heads", "deeplm-post-norm-fails",
-                "deeplm-deesc-rescues", "deeplm-deesc-like-pre-norm")
+                "deeplm-deesc-rescues", "deeplm-deesc-like-pre-norm", "vit-post-behind-pre", "vit-deesc-vs-post",
+                "vit-deesc-vs-pre")
 
 
 def publish(col: Collected) -> None:
@@ -493,6 +494,7 @@ def publish(col: Collected) -> None:
         # the bands at the paper's setting the summaries quote
         **{f"findings-scale-{k}": scale(k) for k in SCALE_QUOTED},
         "findings-scale-deeplm-budgets": budgets("deeplm-post-norm-fails"),
+        "findings-scale-vit-budgets": budgets("vit-deesc-vs-pre"),
     })
 
 

@@ -399,8 +399,9 @@ def _curve_values(res: Result) -> dict[str, object]:
     }
     fs = res.curve_findings()
     for (a, b), name in zip(CURVE_GAPS, ("post-pre", "deesc-post", "deesc-pre"), strict=True):
-        f, const = fs.get((a, b)), res.curve_at(a, b)
+        f, const, first = fs.get((a, b)), res.curve_at(a, b), res.curve_at(a, b, steps[0])
         t = f.at_scale if f else None
+        out[f"vit-curve-{name}-first"] = first.text() if first else "(not held)"
         out[f"vit-curve-{name}-last"] = const.text() if const else "(not held)"
         out[f"vit-curve-{name}-band"] = t.band.text() if t else "(no trend)"
         out[f"vit-curve-{name}-verdict"] = f.paper_scale_verdict if f else "(no finding)"

@@ -13,6 +13,7 @@ from torch import Tensor
 from ..book.runtime import progress
 from ..core import measures as M
 from ..core.kept import Kept
+from ..core.papers import SOFTDECAY_ALPHA
 from ..core.softdecay import softdecay_transform
 from ..core.sts import TokenStates, pool
 from .capture import Capture, blocks
@@ -36,8 +37,8 @@ def _nbytes(e: TokenStates) -> int:
 
 
 @torch.no_grad()
-def encode(loaded, texts: list[str], max_length: int = 128, batch_size: int = 32, token_alpha: float | None = -0.6,
-           desc: str = "encode") -> TokenStates:
+def encode(loaded, texts: list[str], max_length: int = 128, batch_size: int = 32,
+           token_alpha: float | None = SOFTDECAY_ALPHA, desc: str = "encode") -> TokenStates:
     """Run the model once over `texts` (batched by length) and keep only pooled quantities.
     With `token_alpha`, Algorithm 1 is applied to each sentence's last-layer token matrix (real
     tokens only) before pooling — SoftDecay at the token level, as §4.3 states. Inside `kept_encodings()` a
@@ -85,7 +86,7 @@ class SoftDecayEncoder:
     authors' STS code does per sentence set), so results depend on what is encoded together.
     """
 
-    def __init__(self, loaded, alpha: float = -0.6, pooling: str = "first_last", mode: str = "token",
+    def __init__(self, loaded, alpha: float = SOFTDECAY_ALPHA, pooling: str = "first_last", mode: str = "token",
                  max_length: int = 128, batch_size: int = 32) -> None:
         if mode not in ("token", "sentence", "none"):
             raise ValueError(f"mode {mode!r}: use 'token', 'sentence' or 'none'")

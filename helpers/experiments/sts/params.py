@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from helpers.core.papers import SOFTDECAY_ALPHA, SOFTDECAY_ALPHAS
+
 from ...book.params import ChapterParams, nonneg, positive, rules
 from ...core.sts import FLIP_FREE
 
@@ -31,8 +33,8 @@ class Params(ChapterParams):
     datasets: tuple[Literal["STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R"], ...] = STS_DATASETS
     source: Literal["whiteningbert", "official", "hub", "auto"] = "whiteningbert"
     pooling: Literal["first_last", "first_last_l1", "last", "cls"] = "first_last"
-    alpha: float = -0.6
-    alphas: tuple[float, ...] = (-0.2, -0.4, -0.6, -0.8, -1.0)
+    alpha: float = SOFTDECAY_ALPHA
+    alphas: tuple[float, ...] = SOFTDECAY_ALPHAS
     tau: float = 1.0
     max_pairs: int = 0               # 0 = every pair of every set
     max_length: int = 128
