@@ -153,6 +153,10 @@ def load_wikitext103(split: str = "validation", raw: bool = True, source: str = 
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 
 
+#: CIFAR-10's images per split (Krizhevsky 2009): what a preset's 0 ("all") stands for
+CIFAR10_IMAGES = {"train": 50_000, "test": 10_000}
+
+
 def load_cifar10(split: str = "test", n: int | None = None, seed: int = 0, source: str = "auto"):
     """CIFAR-10 images (PIL, 32×32 RGB) and labels, read straight from the mirror's zip of JPEGs
     (`cifar10/cifar10-jpg.zip`: `train|test/<class>/NNNN.jpg`), or torchvision's download when online.

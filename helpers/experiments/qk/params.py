@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 
 from ...book import runtime
 from ...book.params import ChapterParams, ParameterError, check_heads, nonneg, positive, rules
+from ...hf.models import SIZE
 from ...hf.qk import MULTIBERT_STEPS
 from ..anisotropy.params import BYTE_MLM, BYTE_MLM_NAME
 
@@ -16,8 +17,8 @@ from ..anisotropy.params import BYTE_MLM, BYTE_MLM_NAME
 TARGET_BELOW_UNIGRAM = 1.5
 #: MultiBERT's pretraining (BERT-base's): 2M steps of 256 sequences of 512 tokens (Sellam et al. 2022)
 MULTIBERT_TOKENS = 2_000_000 * 256 * 512
-#: MultiBERT's architecture (BERT-base's): 12 layers, 768 wide
-MULTIBERT_LAYERS, MULTIBERT_WIDTH = 12, 768
+#: MultiBERT's architecture (BERT-base's, `hf.models.SIZE`): 12 layers, 768 wide
+MULTIBERT_LAYERS, MULTIBERT_WIDTH = SIZE["bert-base-uncased"].layers, SIZE["bert-base-uncased"].width
 #: the tokens of pretraining of the end-state models where a source here states them: only the byte-level MLM
 #: trained here (its tokens are bytes). The sources here give AntiBERTy's data in sequences (558M antibodies), and
 #: no budget for rxnmapper's ALBERT, all-MiniLM-L6-v2 (distilled, then fine-tuned) or SmolLM2-135M-Instruct

@@ -13,6 +13,7 @@ import numpy as np
 from helpers.book import results, runtime
 from helpers.core.vit import FFN_SCALES
 from helpers.data import load_cifar10
+from helpers.data.loaders import CIFAR10_IMAGES
 from helpers.train import vit as vit_train
 
 from .params import ABLATION_VARIANTS, CURVE, RECIPES, Params
@@ -72,9 +73,10 @@ def run(p: Params) -> Result:
         hits += _ablation_grid(p, depth, blocks, sweep, standard, seeds, dev, datasets, out,
                                missing.setdefault(str(depth), []))
     res = Result(variants=list(p.variants), seeds=seeds, depth=p.depth, epochs=p.epochs,
-                 train_images=p.train_images or 50_000, scale=p.scale, histories=sweep[str(p.depth)],
+                 train_images=p.train_images or CIFAR10_IMAGES["train"], scale=p.scale, histories=sweep[str(p.depth)],
                  from_cache=all(hits), sweep=sweep if p.depths else {}, batch_size=p.batch_size,
-                 d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, patch=p.patch, test_images=p.test_images or 10_000,
+                 d_model=p.d_model, n_heads=p.n_heads, d_ff=p.d_ff, patch=p.patch,
+                 test_images=p.test_images or CIFAR10_IMAGES["test"],
                  standard=standard, ablation=ablation, ablation_depth=p.ablation_depth, confirm=confirm,
                  missing={d: b for d, b in missing.items() if b})
     res.curve, res.curve_missing, res.curve_images = _curve(p)

@@ -13,6 +13,7 @@ from helpers.book import results
 from helpers.core.findings import Finding
 from helpers.core.scale import BudgetCurve, Distance, Extrapolation
 from helpers.core.stats import Interval, t_interval
+from helpers.data.loaders import CIFAR10_IMAGES
 from helpers.train.vit import lr_factors, lr_milestones
 
 from ..findings import corrected
@@ -43,7 +44,7 @@ class Result(AblationReadings, results.Result):
     d_ff: int = 384
     patch: int = 4                   # patch side in pixels (the paper's 4×4)
     image: int = 32                  # image side in pixels (CIFAR-10)
-    test_images: int = 10_000        # effective number
+    test_images: int = CIFAR10_IMAGES["test"]        # effective number
     #: the block comparison: {str(depth): {variant: [history per seed]}} of the standard-block runs at
     #: `standard_depths` (empty when none were run)
     standard: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
@@ -180,7 +181,7 @@ class Result(AblationReadings, results.Result):
     def paper_steps(self) -> int:
         """The paper's optimiser steps per run (the `paper` preset: 150 epochs of all 50,000 images, batch 128)."""
         q = Params.resolve("paper")
-        return q.epochs * -(-(q.train_images or 50_000) // q.batch_size)
+        return q.epochs * -(-(q.train_images or CIFAR10_IMAGES["train"]) // q.batch_size)
 
     def _scale(self) -> str:
         """This run's budget and width against the paper's (the chapter says once where its losses lie)."""
@@ -212,8 +213,9 @@ class Result(AblationReadings, results.Result):
         tokens, paper_tokens = (self.image // self.patch) ** 2, (self.image // q.patch) ** 2
         if tokens != paper_tokens:
             out.append(Distance("patch tokens per image", tokens, paper_tokens))
-        if self.train_images != (q.train_images or 50_000):
-            out.append(Distance("training images", self.train_images, q.train_images or 50_000, "CIFAR-10 images"))
+        paper_images = q.train_images or CIFAR10_IMAGES["train"]
+        if self.train_images != paper_images:
+            out.append(Distance("training images", self.train_images, paper_images, "CIFAR-10 images"))
         return tuple(out)
 
     # --- the learning-rate schedule: whether an epoch's end stands for a shorter run ---
