@@ -6,19 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from helpers.core.papers import SOFTDECAY_ALPHA, SOFTDECAY_ALPHAS
-
 from ...book.params import ChapterParams, nonneg, positive, rules
+from ...core.papers import SOFTDECAY_ALPHA, SOFTDECAY_ALPHAS
 from ...core.sts import FLIP_FREE
+from ..qk.params import Params as QkParams
 
 STS_DATASETS = ("STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R")
 DEMO_SENTENCES = {"guitar": "A man is playing a guitar.", "instrument": "Someone plays an instrument.",
                   "stocks": "The stock market fell."}
 
 
-#: the book MLM's checkpoints read along Table 1's axis (every checkpoint of its pretraining after the untrained
-#: step 0 and its first 100 steps, when the raw score has barely moved from the untrained model's)
-PATH_STEPS = (200, 500, 1000, 2000, 3000, 5000, 7500, 10000, 15000)
+#: the book MLM's checkpoints read along Table 1's axis: every checkpoint its pretraining saves (the queries-and-keys
+#: chapter's `book` preset) from step 200 on, leaving out the untrained step 0 and the first 100 steps, when the raw
+#: score has barely moved from the untrained model's
+PATH_STEPS = tuple(s for s in QkParams.PRESETS["book"]["steps"] if s >= 200)
 
 
 @dataclass(frozen=True)
