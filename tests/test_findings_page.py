@@ -253,9 +253,10 @@ STATED_CLAIMS = {
 #: the verdicts at the paper's setting the summaries state in words
 STATED_SCALE = {
     "sts-gain-bert": "inconclusive at the paper's scale", "sts-vs-whitening-bert": "inconclusive at the paper's scale",
-    "qk-aligned-heads": "inconclusive at the paper's scale", "deeplm-post-norm-fails": "contradicted",
-    "deeplm-deesc-rescues": "inconclusive at the paper's scale", "vit-deesc-vs-pre": "no trend to the paper's scale",
-    "vit-post-behind-pre": "no trend to the paper's scale",
+    "qk-aligned-heads": "inconclusive at the paper's scale",
+    "deeplm-post-norm-fails": "inconclusive at the paper's scale",
+    "deeplm-deesc-rescues": "inconclusive at the paper's scale", "vit-deesc-vs-pre": "contradicted",
+    "vit-post-behind-pre": "inconclusive at the paper's scale", "vit-deesc-vs-post": "inconclusive at the paper's scale",
 }
 
 

@@ -392,6 +392,7 @@ def _curve_values(res: Result) -> dict[str, object]:
         "vit-curve-epochs": CURVE["epochs"], "vit-curve-images": f"{CURVE['train_images']:,}",
         "vit-curve-budgets": len(CURVE_EPOCHS), "vit-curve-first": f"{steps[0]:,}", "vit-curve-last": f"{steps[-1]:,}",
         "vit-curve-span": steps[-1] / steps[0] if steps[0] else np.nan,
+        "vit-curve-reach": res.paper_steps / steps[-1] if steps[-1] else np.nan,
         "vit-curve-window": f"{100 * CURVE_WINDOW:.0f} %",
         "vit-curve-held": held, "vit-curve-runs": held + len(res.curve_missing),
         "vit-curve-cpu-h": sum(secs) / 3600 if secs else np.nan,
