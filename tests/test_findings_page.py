@@ -256,7 +256,8 @@ STATED_SCALE = {
     "qk-aligned-heads": "inconclusive at the paper's scale",
     "deeplm-post-norm-fails": "inconclusive at the paper's scale",
     "deeplm-deesc-rescues": "inconclusive at the paper's scale", "vit-deesc-vs-pre": "contradicted",
-    "vit-post-behind-pre": "inconclusive at the paper's scale", "vit-deesc-vs-post": "inconclusive at the paper's scale",
+    "vit-post-behind-pre": "inconclusive at the paper's scale",
+    "vit-deesc-vs-post": "inconclusive at the paper's scale",
 }
 
 
