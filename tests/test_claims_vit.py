@@ -303,7 +303,7 @@ def test_a_planted_budget_curve_is_read_back_and_carried_to_the_papers_steps(res
     from helpers.figures import vit as fig
 
     table = fig.budget_table(r).data
-    assert table.loc["band at 58,650 steps", "post-norm − pre-norm"] == t.band.text()
+    assert table.loc["band at 58,650 steps", "post-norm − pre-norm"] == f.at_scale.band.text()
     assert len(fig.budget_figure(r).axes) == 3
 
 
