@@ -80,6 +80,48 @@ def test_the_claims_list_has_an_item_per_tested_claim_and_the_untested_ones_a_li
     assert "--recipe long --gpus 0" in figures.findings.untestable(col).data
 
 
+def test_a_row_names_its_difference_and_gives_the_papers_value_in_its_sign():
+    """A row whose quantity is a difference ('whitening − SoftDecay') names it beside its effect, and the paper's
+    value is printed in that sign (−3.49: the paper's whitening 67.77 − SoftDecay 71.26), never turned; a row whose
+    quantity is no difference names none."""
+    col = planted()
+    col.findings.append(Finding(key="sts-w", paper="yan2022", where="Table 1", claim="c", measured="m",
+                                quantity="whitening − SoftDecay, Spearman ×100 (cross-fitted, paired)",
+                                effect=Interval(5.17, 4.23, 6.13, 1000, "cross-fit"), direction="below",
+                                paper_value=-3.49, digits=2, chapter="sts", claim_id="yan-white"))
+    col.claims.append(Claim(id="yan-white", paper="yan2022", where="Table 1", claim="above whitening", predicate="p"))
+    html = figures.findings.claims_table(col, "yan2022").data
+    row = next(x for x in html.split("<li>") if "above whitening" in x)
+    assert '<i class="sign">whitening − SoftDecay</i> +5.17 [+4.23, +6.13]' in row and "paper -3.49" in row
+    assert "+3.49" not in row
+    gain = next(x for x in html.split("<li>") if "gain" in x)             # quantity "q": no difference to name
+    assert 'class="sign"' not in gain
+
+
+def test_the_two_readings_of_one_test_print_its_interval_once_as_readings():
+    """Whisper base's drift test is one interval read two ways (the literal test; the paper's point): the row
+    prints the interval once and names the two readings, not two results; two tests with different intervals
+    stay two."""
+    col = planted()
+    iv = Interval(-0.93, -0.99, -0.44, 7, "fisher-z")
+    mk = dict(paper="godey2024", where="Fig. 5", claim="c", measured="m", quantity="Spearman ρ", effect=iv,
+              chapter="anisotropy", claim_id="godey-fig5-speech", members=("whisper-base",), digits=2)
+    col.findings += [Finding(key="a-test", direction="none", label="whisper-base encoder, the literal test", **mk),
+                     Finding(key="a-point", direction="at most", margin=0.0,
+                             label="whisper-base encoder, the paper's point", **mk)]
+    col.claims.append(Claim(id="godey-fig5-speech", paper="godey2024", where="Fig. 5", claim="speech",
+                            predicate="p"))
+    html = figures.findings.claims_table(col, "godey2024").data
+    summary = html.split("<summary>")[1].split("</summary>")[0]           # the row; its details list each reading
+    assert summary.count("-0.93 [-0.99, -0.44]") == 1
+    assert "whisper-base encoder, one test read 2 ways (the literal test; the paper&#x27;s point): -0.93" in html \
+        or "whisper-base encoder, one test read 2 ways (the literal test; the paper's point): -0.93" in html
+    [j] = [j for j in col.judged("godey2024") if j.claim.id == "godey-fig5-speech"]
+    assert [len(g) for g in figures.findings.readings(j.deciding)] == [2]
+    other = Finding(key="a-other", direction="none", label="tiny", **{**mk, "effect": Interval(0.1, 0.0, 0.2, 7, "t")})
+    assert [len(g) for g in figures.findings.readings([*j.deciding, other])] == [2, 1]
+
+
 def test_the_forest_draws_only_the_tests_with_a_paper_size_at_reading_size_with_whole_labels():
     """A row for each deciding test whose paper gives a size (here Table 1's, +3.0), none for those on their own
     scale; every text at least 11 px once the figure is scaled to the 688 px text column; a long claim wrapped
@@ -278,3 +320,20 @@ def test_the_summaries_state_the_verdicts_of_the_committed_runs(monkeypatch):
     assert {k: got.get(k) for k in STATED} == STATED
     claims = {j.claim.id: j.verdict for j in col.judged()}
     assert {k: claims.get(k) for k in STATED_CLAIMS} == STATED_CLAIMS
+
+
+def test_every_papers_value_is_given_in_its_rows_sign(monkeypatch):
+    """On the committed runs, each paper's value printed beside a test's effect is in that test's own sign: on the
+    side its claim predicts from the reference (within the margin of a bounded or likeness claim), so that a row
+    such as 'whitening − SoftDecay … paper −3.49' never sets a turned value beside the effect."""
+    from helpers.experiments import findings as page
+
+    monkeypatch.setenv("TOKUNI_TRAIN_MISSING", "0")
+    col = page.collect("book", ["sts", "glue", "subspace"])
+    sized = [f for f in col.findings if f.paper_value is not None]
+    assert {"sts-vs-whitening-bert", "sts-gain-bert", "glue-expdecay-all"} <= {f.key for f in sized}
+    for f in sized:
+        d = f.paper_value - f.reference
+        ok = {"above": d > 0, "below": d < 0, "at most": d <= (f.margin or 0.0),
+              "equal": abs(d) <= (f.margin or 0.0)}[f.direction]
+        assert ok, (f.key, f.direction, f.reference, f.paper_value)

@@ -96,16 +96,59 @@ def _details(j: Judged, untested: bool = True) -> str:
     return "".join(parts)
 
 
+def readings(tests: list[Finding]) -> list[list[Finding]]:
+    """`tests` grouped so that the readings of one test go together: tests of the same members with the same
+    effect (estimate, interval, n and method) are one test read several ways (Whisper base's drift test: the
+    literal test and the paper's point), in the order of their first reading."""
+    groups: dict[tuple, list[Finding]] = {}
+    for f in tests:
+        key = (f.members or (f.key,), f.effect) if f.effect is not None else (f.key,)
+        groups.setdefault(key, []).append(f)
+    return list(groups.values())
+
+
+def _group_name(group: list[Finding]) -> str:
+    """A test's name, or for the readings of one test what they share and each reading ('whisper-base encoder,
+    one test read 2 ways: the literal test; the paper's point'), from names that end in the reading after a comma."""
+    if len(group) == 1:
+        return group[0].name()
+    heads = {f.name().rsplit(", ", 1)[0] for f in group}
+    who = heads.pop() if len(heads) == 1 else (", ".join(group[0].members) or group[0].key)
+    ways = "; ".join(f.name().removeprefix(f"{who}, ") for f in group)
+    return f"{who}, one test read {len(group)} ways ({ways})"
+
+
+def sign_convention(j: Judged) -> str:
+    """The difference a tested claim's row gives its numbers in ('whitening − SoftDecay'): the first clause of its
+    deciding tests' quantity, asides in parentheses left out, as far as they share it word by word; '' where that
+    is not a difference. The row's effect and the paper's value are both in this sign."""
+    clauses = [re.sub(r" \([^)]*\)", "", f.quantity).split(", ")[0].split() for f in j.deciding]
+    common_words = []
+    for words in zip(*clauses, strict=False):
+        if len(set(words)) > 1:
+            break
+        common_words.append(words[0])
+    text = " ".join(common_words)
+    return text if " − " in text and not text.endswith("−") else ""
+
+
 def _result_line(j: Judged) -> str:
     """A tested claim's first line: its verdict in words, the deciding test's effect with its interval (each
-    deciding test's, named, where there are several), the paper's value and whether it was reached at the paper's
-    setting; what the effect is, the full setting and the notes are in the claim's details."""
+    deciding test's, named, where there are several; once for the readings of one test, `readings`), the paper's
+    value in the sign of the row's difference, which the row names (`sign_convention`), and whether it was reached
+    at the paper's setting; what the effect is, the full setting and the notes are in the claim's details."""
     d = j.lead
     words = j.verdict_text() if j.verdict in ("mixed", "on one model") or len(j.deciding) > 1 else d.verdict_words()
-    if len(j.deciding) > 1:
-        effect = "; ".join(f"{_esc(f.name())}: {f.effect_text()}" for f in j.deciding)
+    groups = readings(j.deciding)
+    if len(groups) > 1:
+        effect = "; ".join(f"{_esc(_group_name(g))}: {g[0].effect_text()}" for g in groups)
+    elif len(groups[0]) > 1:
+        effect = f"{_esc(_group_name(groups[0]))}: {d.effect_text()}"
     else:
         effect = d.effect_text()
+    sign = sign_convention(j) if d.paper_value is not None else ""
+    if sign:
+        effect = f'<i class="sign">{_esc(sign)}</i> {effect}'
     paper = (f"paper {d.paper_value:+.{d.digits}f}" if d.paper_value is not None
              else f"paper {_esc(j.claim.paper_value)}" if j.claim.paper_value else "")
     setting = "at the paper's setting" if j.setting == "paper" else "at a reduced setting"
