@@ -122,26 +122,39 @@ def test_the_two_readings_of_one_test_print_its_interval_once_as_readings():
     assert [len(g) for g in figures.findings.readings([*j.deciding, other])] == [2, 1]
 
 
-def test_the_forest_draws_only_the_tests_with_a_paper_size_at_reading_size_with_whole_labels():
-    """A row for each deciding test whose paper gives a size (here Table 1's, +3.0), none for those on their own
-    scale; every text at least 11 px once the figure is scaled to the 688 px text column; a long claim wrapped
-    whole, never cut with an ellipsis."""
+def test_the_forest_draws_every_tested_claim_a_panel_per_paper_uncut_at_reading_size():
+    """A row for every deciding test of every tested claim, a panel per paper (the planted page: Yan et al.'s Table 1,
+    Godey et al. has no tested claim, Yu & Zhang's Figs. 6 and 7); each on its yardstick (the paper's size, a
+    margin, else its own interval); an interval far past the paper's size (here 30 times it) fits its panel's axis
+    uncut; every text at least 11 px once the figure is scaled to the 688 px text column."""
     import dataclasses
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     col = planted()
-    long = "SoftDecay applied without training raises the score " * 6
-    col.claims[0] = dataclasses.replace(col.claims[0], claim=long.strip())
-    assert [f.key for _, f in figures.findings.forest_rows(col)] == ["sts-b"]
+    rows = figures.findings.forest_rows(col)
+    assert {p: [f.key for _, f in r] for p, r in rows.items()} == {"yan2022": ["sts-b"],
+                                                                   "yu2024": ["vit-a", "deeplm-d"]}
+    by_key = {f.key: f for f in col.findings}
+    assert figures.findings.yardstick(by_key["sts-b"]) == ("paper", 3.0)
+    assert figures.findings.yardstick(by_key["deeplm-d"]) == ("margin", 0.05)
+    assert figures.findings.yardstick(by_key["vit-a"]) == ("interval", pytest.approx(0.15))
+    # the paper's side is to the right: vit-a (direction below, all below 0) lies right of 0, at most 1 far
+    assert figures.findings.forest_position(by_key["vit-a"]) == pytest.approx((1 / 3, 2 / 3, 1.0))
+    wide = dataclasses.replace(by_key["sts-b"], effect=Interval(1.0, -90.0, 90.0, 1000, "bootstrap"))
+    col.findings[1] = wide
     fig = figures.findings.forest(col)
     FigureCanvasAgg(fig)
+    axes = [ax for ax in fig.axes if ax.get_title(loc="left")]
+    assert [ax.get_title(loc="left") for ax in axes] == ["Yan et al. 2022: one tested claim",
+                                                         "Yu & Zhang 2024: 2 tested claims"]
+    lo, hi = figures.findings.forest_position(wide)[::2]
+    assert axes[0].get_xlim()[0] < lo and axes[0].get_xlim()[1] > hi and axes[0].get_xscale() == "symlog"
     texts = [t for t in fig.findobj(matplotlib.text.Text) if t.get_text().strip() and t.get_visible()]
     width = fig.get_tightbbox(fig.canvas.get_renderer()).width         # inches, as the page's image is cropped
     assert min(t.get_fontsize() for t in texts) * figures.findings.PAGE_PX / (72 * width) >= 11
-    label = next(t.get_text() for t in texts if "SoftDecay applied" in t.get_text())
-    assert "…" not in label and " ".join(label.split()) == f"Yan et al. 2022, Table 1: {long.strip()}"
-    assert "own scale" not in " ".join(t.get_text() for t in texts)
+    values = " ".join(t.get_text() for t in texts)
+    assert "+1.000 [-90.000, +90.000]; paper +3.000" in values and "±0.05" in values
 
 
 def test_the_registry_lists_each_claim_once_in_the_papers_order():
