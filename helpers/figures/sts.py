@@ -472,7 +472,7 @@ def path_figure(res: Result) -> plt.Figure:
     BERT's pretraining checkpoints, a line per seed; its own trend carried to BERT-base-cased's raw score, with the
     band there (the bar at the right); the encoders read on every pair (the in-scope stand-ins filled, the
     contrastive ones hollow)."""
-    fig, axes = plt.subplots(1, 2, figsize=(9.6, 4.4))
+    fig, axes = plt.subplots(1, 2, figsize=(8.2, 4.8))
     target = res.paper_value("vanilla", against=None)
     # per panel the paper's models (named once the layout is set) and what their names keep clear of (the band's bar)
     names: list[tuple[list[tuple[str, float, float]], list]] = []
