@@ -80,26 +80,81 @@ def test_the_claims_list_has_an_item_per_tested_claim_and_the_untested_ones_a_li
     assert "--recipe long --gpus 0" in figures.findings.untestable(col).data
 
 
-def test_the_forest_draws_only_the_tests_with_a_paper_size_at_reading_size_with_whole_labels():
-    """A row for each deciding test whose paper gives a size (here Table 1's, +3.0), none for those on their own
-    scale; every text at least 11 px once the figure is scaled to the 688 px text column; a long claim wrapped
-    whole, never cut with an ellipsis."""
+def test_a_row_names_its_difference_and_gives_the_papers_value_in_its_sign():
+    """A row whose quantity is a difference ('whitening − SoftDecay') names it beside its effect, and the paper's
+    value is printed in that sign (−3.49: the paper's whitening 67.77 − SoftDecay 71.26), never turned; a row whose
+    quantity is no difference names none."""
+    col = planted()
+    col.findings.append(Finding(key="sts-w", paper="yan2022", where="Table 1", claim="c", measured="m",
+                                quantity="whitening − SoftDecay, Spearman ×100 (cross-fitted, paired)",
+                                effect=Interval(5.17, 4.23, 6.13, 1000, "cross-fit"), direction="below",
+                                paper_value=-3.49, digits=2, chapter="sts", claim_id="yan-white"))
+    col.claims.append(Claim(id="yan-white", paper="yan2022", where="Table 1", claim="above whitening", predicate="p"))
+    html = figures.findings.claims_table(col, "yan2022").data
+    row = next(x for x in html.split("<li>") if "above whitening" in x)
+    assert '<i class="sign">whitening − SoftDecay</i> +5.17 [+4.23, +6.13]' in row and "paper -3.49" in row
+    assert "+3.49" not in row
+    gain = next(x for x in html.split("<li>") if "gain" in x)             # quantity "q": no difference to name
+    assert 'class="sign"' not in gain
+
+
+def test_the_two_readings_of_one_test_print_its_interval_once_as_readings():
+    """Whisper base's drift test is one interval read two ways (the literal test; the paper's point): the row
+    prints the interval once and names the two readings, not two results; two tests with different intervals
+    stay two."""
+    col = planted()
+    iv = Interval(-0.93, -0.99, -0.44, 7, "fisher-z")
+    mk = dict(paper="godey2024", where="Fig. 5", claim="c", measured="m", quantity="Spearman ρ", effect=iv,
+              chapter="anisotropy", claim_id="godey-fig5-speech", members=("whisper-base",), digits=2)
+    col.findings += [Finding(key="a-test", direction="none", label="whisper-base encoder, the literal test", **mk),
+                     Finding(key="a-point", direction="at most", margin=0.0,
+                             label="whisper-base encoder, the paper's point", **mk)]
+    col.claims.append(Claim(id="godey-fig5-speech", paper="godey2024", where="Fig. 5", claim="speech",
+                            predicate="p"))
+    html = figures.findings.claims_table(col, "godey2024").data
+    summary = html.split("<summary>")[1].split("</summary>")[0]           # the row; its details list each reading
+    assert summary.count("-0.93 [-0.99, -0.44]") == 1
+    assert "whisper-base encoder, one test read 2 ways (the literal test; the paper&#x27;s point): -0.93" in html \
+        or "whisper-base encoder, one test read 2 ways (the literal test; the paper's point): -0.93" in html
+    [j] = [j for j in col.judged("godey2024") if j.claim.id == "godey-fig5-speech"]
+    assert [len(g) for g in figures.findings.readings(j.deciding)] == [2]
+    other = Finding(key="a-other", direction="none", label="tiny", **{**mk, "effect": Interval(0.1, 0.0, 0.2, 7, "t")})
+    assert [len(g) for g in figures.findings.readings([*j.deciding, other])] == [2, 1]
+
+
+def test_the_forest_draws_every_tested_claim_a_panel_per_paper_uncut_at_reading_size():
+    """A row for every deciding test of every tested claim, a panel per paper (the planted page: Yan et al.'s Table 1,
+    Godey et al. has no tested claim, Yu & Zhang's Figs. 6 and 7); each on its yardstick (the paper's size, a
+    margin, else its own interval); an interval far past the paper's size (here 30 times it) fits its panel's axis
+    uncut; every text at least 11 px once the figure is scaled to the 688 px text column."""
     import dataclasses
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     col = planted()
-    long = "SoftDecay applied without training raises the score " * 6
-    col.claims[0] = dataclasses.replace(col.claims[0], claim=long.strip())
-    assert [f.key for _, f in figures.findings.forest_rows(col)] == ["sts-b"]
+    rows = figures.findings.forest_rows(col)
+    assert {p: [f.key for _, f in r] for p, r in rows.items()} == {"yan2022": ["sts-b"],
+                                                                   "yu2024": ["vit-a", "deeplm-d"]}
+    by_key = {f.key: f for f in col.findings}
+    assert figures.findings.yardstick(by_key["sts-b"]) == ("paper", 3.0)
+    assert figures.findings.yardstick(by_key["deeplm-d"]) == ("margin", 0.05)
+    assert figures.findings.yardstick(by_key["vit-a"]) == ("interval", pytest.approx(0.15))
+    # the paper's side is to the right: vit-a (direction below, all below 0) lies right of 0, at most 1 far
+    assert figures.findings.forest_position(by_key["vit-a"]) == pytest.approx((1 / 3, 2 / 3, 1.0))
+    wide = dataclasses.replace(by_key["sts-b"], effect=Interval(1.0, -90.0, 90.0, 1000, "bootstrap"))
+    col.findings[1] = wide
     fig = figures.findings.forest(col)
     FigureCanvasAgg(fig)
+    axes = [ax for ax in fig.axes if ax.get_title(loc="left")]
+    assert [ax.get_title(loc="left") for ax in axes] == ["Yan et al. 2022: one tested claim",
+                                                         "Yu & Zhang 2024: 2 tested claims"]
+    lo, hi = figures.findings.forest_position(wide)[::2]
+    assert axes[0].get_xlim()[0] < lo and axes[0].get_xlim()[1] > hi and axes[0].get_xscale() == "symlog"
     texts = [t for t in fig.findobj(matplotlib.text.Text) if t.get_text().strip() and t.get_visible()]
     width = fig.get_tightbbox(fig.canvas.get_renderer()).width         # inches, as the page's image is cropped
     assert min(t.get_fontsize() for t in texts) * figures.findings.PAGE_PX / (72 * width) >= 11
-    label = next(t.get_text() for t in texts if "SoftDecay applied" in t.get_text())
-    assert "…" not in label and " ".join(label.split()) == f"Yan et al. 2022, Table 1: {long.strip()}"
-    assert "own scale" not in " ".join(t.get_text() for t in texts)
+    values = " ".join(t.get_text() for t in texts)
+    assert "+1.000 [-90.000, +90.000]; paper +3.000" in values and "±0.05" in values
 
 
 def test_the_registry_lists_each_claim_once_in_the_papers_order():
@@ -280,3 +335,20 @@ def test_the_summaries_state_the_verdicts_of_the_committed_runs(monkeypatch):
     assert {k: got.get(k) for k in STATED} == STATED
     claims = {j.claim.id: j.verdict for j in col.judged()}
     assert {k: claims.get(k) for k in STATED_CLAIMS} == STATED_CLAIMS
+
+
+def test_every_papers_value_is_given_in_its_rows_sign(monkeypatch):
+    """On the committed runs, each paper's value printed beside a test's effect is in that test's own sign: on the
+    side its claim predicts from the reference (within the margin of a bounded or likeness claim), so that a row
+    such as 'whitening − SoftDecay … paper −3.49' never sets a turned value beside the effect."""
+    from helpers.experiments import findings as page
+
+    monkeypatch.setenv("TOKUNI_TRAIN_MISSING", "0")
+    col = page.collect("book", ["sts", "glue", "subspace"])
+    sized = [f for f in col.findings if f.paper_value is not None]
+    assert {"sts-vs-whitening-bert", "sts-gain-bert", "glue-expdecay-all"} <= {f.key for f in sized}
+    for f in sized:
+        d = f.paper_value - f.reference
+        ok = {"above": d > 0, "below": d < 0, "at most": d <= (f.margin or 0.0),
+              "equal": abs(d) <= (f.margin or 0.0)}[f.direction]
+        assert ok, (f.key, f.direction, f.reference, f.paper_value)

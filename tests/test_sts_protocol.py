@@ -171,6 +171,35 @@ def test_paper_table_helpers_keep_models_apart():
     assert label == "bert-base-cased" and {r["model"] for r in rows} == {"bert-base-cased"}
 
 
+def test_the_paper_models_names_on_the_path_figure_never_overlap():
+    """The path figure's names of the paper's models (raw 52–64: ALBERT, RoBERTa, BERT, DistilBERT within a few
+    points) are set so that no two overlap and none crosses the band's bar; a crowded name gets a leader line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+    from matplotlib.transforms import Bbox
+
+    from helpers.figures import sts as F
+
+    fig, ax = plt.subplots(figsize=(4.8, 3.6))
+    ax.set_xlim(20, 85)
+    ax.set_ylim(-15, 45)
+    points = [("BERT", 62.97, 8.29), ("DistilBERT", 64.12, 5.66), ("ALBERT", 51.87, 12.19), ("RoBERTa", 59.53, 8.97)]
+    bar = (62.97, -10.4, 64.17, 21.6)
+    texts = F._label_points(ax, points, avoid=[bar])
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = [Text.get_window_extent(t, r) for t in texts]
+    assert [t.get_text() for t in texts] == ["ALBERT", "RoBERTa", "BERT", "DistilBERT"]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    drawn_bar = Bbox(ax.transData.transform([bar[:2], bar[2:]]))
+    assert not any(b.overlaps(drawn_bar) for b in boxes)
+    assert any(t.arrow_patch is not None for t in texts)                  # at least one name was moved off its point
+    plt.close(fig)
+
+
 def _pairs_with_a_spike(n=90, d=12, size=0.0, seed=0):
     """Sentence pairs whose similarity follows the gold score (three subsets spanning its range), with a
     planted dominant direction of `size` (`plant(..., "spike")`: a per-sentence random coefficient) that

@@ -1,7 +1,7 @@
 """The findings page: per paper, its claims counted by setting and verdict, one row per tested claim (the
 deciding test's verdict in words, the effect with its interval and the paper's value; how it was tested a click
-away) and a line per claim no test decides (why, and the command that would test it); a forest figure of the
-tests whose paper gives a size, the three papers together; then the book's own questions and the commands of what
+away) and a line per claim no test decides (why, and the command that would test it); a forest figure of every
+tested claim, a panel per paper, each row on its yardstick; then the book's own questions and the commands of what
 needs a GPU or the hub. Draws and formats only: claims, findings and verdicts come from
 `helpers.experiments.findings.collect` and `core.findings.judge`."""
 
@@ -10,11 +10,10 @@ from __future__ import annotations
 import html
 import math
 import re
-import textwrap
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 from matplotlib.transforms import blended_transform_factory
 
 from ..core.findings import CLAIM_VERDICTS, PAPERS, Finding, Judged
@@ -96,16 +95,59 @@ def _details(j: Judged, untested: bool = True) -> str:
     return "".join(parts)
 
 
+def readings(tests: list[Finding]) -> list[list[Finding]]:
+    """`tests` grouped so that the readings of one test go together: tests of the same members with the same
+    effect (estimate, interval, n and method) are one test read several ways (Whisper base's drift test: the
+    literal test and the paper's point), in the order of their first reading."""
+    groups: dict[tuple, list[Finding]] = {}
+    for f in tests:
+        key = (f.members or (f.key,), f.effect) if f.effect is not None else (f.key,)
+        groups.setdefault(key, []).append(f)
+    return list(groups.values())
+
+
+def _group_name(group: list[Finding]) -> str:
+    """A test's name, or for the readings of one test what they share and each reading ('whisper-base encoder,
+    one test read 2 ways: the literal test; the paper's point'), from names that end in the reading after a comma."""
+    if len(group) == 1:
+        return group[0].name()
+    heads = {f.name().rsplit(", ", 1)[0] for f in group}
+    who = heads.pop() if len(heads) == 1 else (", ".join(group[0].members) or group[0].key)
+    ways = "; ".join(f.name().removeprefix(f"{who}, ") for f in group)
+    return f"{who}, one test read {len(group)} ways ({ways})"
+
+
+def sign_convention(j: Judged) -> str:
+    """The difference a tested claim's row gives its numbers in ('whitening − SoftDecay'): the first clause of its
+    deciding tests' quantity, asides in parentheses left out, as far as they share it word by word; '' where that
+    is not a difference. The row's effect and the paper's value are both in this sign."""
+    clauses = [re.sub(r" \([^)]*\)", "", f.quantity).split(", ")[0].split() for f in j.deciding]
+    common_words = []
+    for words in zip(*clauses, strict=False):
+        if len(set(words)) > 1:
+            break
+        common_words.append(words[0])
+    text = " ".join(common_words)
+    return text if " − " in text and not text.endswith("−") else ""
+
+
 def _result_line(j: Judged) -> str:
     """A tested claim's first line: its verdict in words, the deciding test's effect with its interval (each
-    deciding test's, named, where there are several), the paper's value and whether it was reached at the paper's
-    setting; what the effect is, the full setting and the notes are in the claim's details."""
+    deciding test's, named, where there are several; once for the readings of one test, `readings`), the paper's
+    value in the sign of the row's difference, which the row names (`sign_convention`), and whether it was reached
+    at the paper's setting; what the effect is, the full setting and the notes are in the claim's details."""
     d = j.lead
     words = j.verdict_text() if j.verdict in ("mixed", "on one model") or len(j.deciding) > 1 else d.verdict_words()
-    if len(j.deciding) > 1:
-        effect = "; ".join(f"{_esc(f.name())}: {f.effect_text()}" for f in j.deciding)
+    groups = readings(j.deciding)
+    if len(groups) > 1:
+        effect = "; ".join(f"{_esc(_group_name(g))}: {g[0].effect_text()}" for g in groups)
+    elif len(groups[0]) > 1:
+        effect = f"{_esc(_group_name(groups[0]))}: {d.effect_text()}"
     else:
         effect = d.effect_text()
+    sign = sign_convention(j) if d.paper_value is not None else ""
+    if sign:
+        effect = f'<i class="sign">{_esc(sign)}</i> {effect}'
     paper = (f"paper {d.paper_value:+.{d.digits}f}" if d.paper_value is not None
              else f"paper {_esc(j.claim.paper_value)}" if j.claim.paper_value else "")
     setting = "at the paper's setting" if j.setting == "paper" else "at a reduced setting"
@@ -294,101 +336,175 @@ def extensions_table(col: Collected):
 PAGE_PX, READING_PX = 688, 11
 FOREST_WIDTH = 8.0                                              # inches
 FOREST_FONT = math.ceil(READING_PX * 72 * FOREST_WIDTH / PAGE_PX)   # pt: ≥ 11 px once scaled to the column
+#: a row's height in lines of the forest's type, and the most characters of a claim's label (at `FOREST_FONT`, in
+#: the left half of the figure)
+ROW_LINES, LABEL_CHARS = 1.2, 46
+#: past this reach (in yardsticks) a panel's axis turns logarithmic beyond ±1, so that every interval fits uncut
+LINEAR_REACH = 4.0
 
 
-def forest_rows(col: Collected) -> list[tuple[Judged, Finding]]:
-    """The deciding tests drawn in the forest: those whose paper gives a size on the side it predicts, so that the
-    effect divided by it is on one scale for every row (1: the paper's value). The others have no common scale and
-    are read in the tables."""
-    out = []
+def forest_rows(col: Collected) -> dict[str, list[tuple[Judged, Finding]]]:
+    """Every tested claim's deciding tests with an effect, per paper in the paper's order: the forest draws them
+    all, each on its own yardstick (`yardstick`)."""
+    out: dict[str, list[tuple[Judged, Finding]]] = {p: [] for p in PAPERS}
     for j in col.judged():
-        for f in j.deciding:
-            if f.effect is None or f.paper_value is None:
-                continue
-            sign = -1.0 if f.direction == "below" else 1.0
-            if sign * (f.paper_value - f.reference) > 0:
-                out.append((j, f))
-    return out
+        out[j.claim.paper] += [(j, f) for f in j.deciding if f.effect is not None]
+    return {p: rows for p, rows in out.items() if rows}
 
 
-def _labels(rows: list[tuple[Judged, Finding]], width: int = 50) -> list[str]:
-    """Each row's label, the whole claim wrapped (never cut): the paper, where and the claim on its first test's
-    row, with the test's name beneath where the claim has several deciding tests; its other tests' rows carry their
-    names alone, so a claim's text is drawn once."""
+#: the side a claim predicts, as the forest turns it: +1 where the paper's side is above the reference, −1 where it
+#: is below (a bound, "at most", holds below its limit), +1 for a likeness or no change
+SIDE = {"above": 1.0, "below": -1.0, "at most": -1.0, "equal": 1.0, "none": 1.0}
+
+
+def yardstick(f: Finding) -> tuple[str, float]:
+    """What a test's effect is divided by in the forest, and its kind: the paper's size ("paper": the paper's value
+    measured from the reference, where the paper gives it on the side it predicts), else the margin of a claim of
+    likeness or of a bound ("margin"), else the smallest effect of interest the finding states ("smallest"), else
+    the farther end of its own interval from the reference ("interval": the row shows on which side it lies and
+    whether it reaches the reference, not a size)."""
+    side = SIDE[f.direction]
+    if f.paper_value is not None and f.direction in ("above", "below") and side * (f.paper_value - f.reference) > 0:
+        return "paper", side * (f.paper_value - f.reference)
+    if f.margin:
+        return "margin", abs(f.margin)
+    if f.smallest:
+        return "smallest", abs(f.smallest)
+    lo, hi = _ends(f)
+    far = max(abs(lo - f.reference), abs(hi - f.reference), abs(f.effect.estimate - f.reference))
+    return "interval", far if far > 0 and far == far else 1.0
+
+
+def _ends(f: Finding) -> tuple[float, float]:
+    """A test's interval, widened by its tolerance where it is exact."""
+    tol = (f.tolerance or 0.0) if f.effect.method == "exact" else 0.0
+    lo, hi = f.effect.low, f.effect.high
+    if lo != lo or hi != hi:                                   # no interval: the estimate alone
+        lo = hi = f.effect.estimate
+    return lo - tol, hi + tol
+
+
+def forest_position(f: Finding) -> tuple[float, float, float]:
+    """A test's interval and estimate on the forest's scale: measured from the reference, turned so that the
+    paper's side is to the right (`SIDE`) and divided by its `yardstick`; (low, estimate, high)."""
+    side, (_, s) = SIDE[f.direction], yardstick(f)
+    lo, hi = _ends(f)
+    a, b = sorted((side * (lo - f.reference) / s, side * (hi - f.reference) / s))
+    return a, side * (f.effect.estimate - f.reference) / s, b
+
+
+def _value_text(f: Finding) -> str:
+    """A row's numbers on the right, in the test's own units and sign: its effect [interval], and the paper's value
+    or the reference or margin its yardstick is."""
+    kind, s = yardstick(f)
+    own = f.effect.text(f.digits) + (" exact" if f.effect.method == "exact" else
+                                     " range" if f.effect.method == "range" else "")
+    if f.paper_value is not None:
+        return f"{own}; paper {f.paper_value:+.{f.digits}f}"
+    if kind == "margin":
+        ref = f"ref {f.reference:.3g} " if f.reference else ""
+        return f"{own}; {ref}±{s:.2g}"
+    if f.reference:
+        return f"{own}; ref {f.reference:.3g}"
+    return own
+
+
+def _labels(rows: list[tuple[Judged, Finding]], most: int = LABEL_CHARS) -> list[tuple[str, bool]]:
+    """The lines of a panel's labels, each with whether it carries a test: a claim with one deciding test is one
+    line (where the paper makes it and the claim, cut at a word to `most` characters: the whole claim is in the
+    list above), a claim with several is its line and then a line per test with the test's name."""
     out, last = [], None
     for j, f in rows:
-        name = f"– {f.name()}" if len(j.deciding) > 1 else ""
-        if j is last:
-            out.append(name)
-            continue
-        last = j
-        text = textwrap.wrap(f"{SHORT[j.claim.paper]}, {j.claim.where}: {j.claim.claim}", width)
-        out.append("\n".join(text + ([name] if name else [])))
+        many = len(j.deciding) > 1
+        if j is not last:
+            out.append((_short(f"{j.claim.where}: {j.claim.claim}", most), not many))
+            last = j
+        if many:
+            out.append((f"   – {_short(f.name(), most - 5)}", True))
     return out
 
 
 def forest(col: Collected) -> plt.Figure:
-    """One row per deciding test whose paper gives a size (`forest_rows`), the three papers together: the effect
-    measured from its reference, turned so that the paper's side is to the right and divided by the paper's size,
-    so that 1 is the paper's value and 2 twice its effect. Diamonds: the paper's value; grey band: the margin of a
-    claim of likeness. The whole claim on the left, wrapped; the effect in its own units on the right. Every text
-    is at least `READING_PX` px tall once the figure is scaled to the text column."""
+    """Every tested claim of the three papers, a panel per paper and a row per deciding test
+    (`forest_rows`): its effect measured from its reference, turned so that the paper's side is to the right and
+    divided by its `yardstick` — the paper's size (its value at 1, a diamond), the margin of a claim of likeness or
+    of a bound (grey: where the claim holds), or its own interval's farther end (a hollow dot: side and reach, not a
+    size). Each panel's axis fits every interval, so none is cut. The claim, where the paper makes it, on the left;
+    the effect in its own units and sign on the right. Every text is at least `READING_PX` px tall once the figure
+    is scaled to the text column."""
     common.set_theme()
-    rows = forest_rows(col)
-    labels = _labels(rows)
-    heights = [lab.count("\n") + 1.8 for lab in labels]                 # in lines of text, with room between rows
+    panels = forest_rows(col)
     line_in = FOREST_FONT * 1.2 / 72
-    fig_h = max(sum(heights), 3) * line_in + 1.2
+    head, foot = 2.0, 2.0                                # lines above a panel (its title) and below (its ticks)
+    layout = {p: _labels(rows) for p, rows in panels.items()}
+    lines = sum(len(lab) * ROW_LINES + head + foot for lab in layout.values()) + 1.4 or 4.0
+    legend = 3.0
+    fig_h = (lines + legend) * line_in + 0.3
     fig = plt.figure(figsize=(FOREST_WIDTH, fig_h), layout="none")        # placed by hand: labels, plot, effects
-    ax = fig.add_axes((0.52, 0.95 / fig_h, 0.2, 1 - 1.0 / fig_h))
-    at_left = blended_transform_factory(fig.transFigure, ax.transData)
-    total = max(sum(heights), 1.0)
-    reach, y0, spans = [2.2], 0.0, []
-    for i, ((j, f), lab, h) in enumerate(zip(rows, labels, heights, strict=True)):
-        y = y0 + h - 1.0
-        y0 += h
-        sign = -1.0 if f.direction == "below" else 1.0
-        e = f.effect.shift(f.reference)
-        tol = (f.tolerance or 0.0) if f.effect.method == "exact" else 0.0
-        lo, hi = sorted((sign * (e.low - tol), sign * (e.high + tol)))
-        est = sign * e.estimate
-        s = sign * (f.paper_value - f.reference)
-        colour = common.VERDICT_COLOURS[f.verdict]
-        if f.margin:
-            ax.add_patch(plt.Rectangle((-f.margin / s, y - 0.6), 2 * f.margin / s, 1.2, color="0.85", lw=0))
-        reach += [abs(x) / s for x in (lo, hi, est) if x == x]
-        ax.plot([lo / s, hi / s], [y, y], color=colour, lw=3, solid_capstyle="butt")
-        spans.append((y, lo / s, hi / s, colour))
-        ax.plot(est / s, y, "o", color=colour, ms=6)
-        ax.plot(1.0, y, "D", mfc="none", mec="0.25", ms=7)
-        ax.text(1.05, y, f.effect_text(), va="center", fontsize=FOREST_FONT, transform=ax.get_yaxis_transform())
-        # a claim's text ends on its first test's line: the label is drawn up from that line
-        ax.text(0.005, y + 0.45, lab, va="bottom", ha="left", fontsize=FOREST_FONT, linespacing=1.1,
-                transform=at_left)
-        if y0 < total and (i + 1 == len(rows) or rows[i + 1][0] is not j):
-            ax.axhline(y0, color="0.9", lw=0.8)
-    ax.axvline(0, color="0.3", lw=1)
-    ax.axvline(1, color="0.6", lw=0.8, ls=":")
-    lim = min(max(reach) * 1.08, 4.0)
-    ax.set_xlim(-lim, lim)
-    for y, lo, hi, colour in spans:             # an interval that runs past the axis ends in an arrow at its edge
-        for end, side, marker in ((lo, -1, "<"), (hi, 1, ">")):
-            if side * end > lim:
-                ax.plot(side * lim, y, marker=marker, color=colour, ms=9, clip_on=False)
-    ax.set_ylim(total, 0)
-    ax.set_yticks([])
-    ax.tick_params(axis="x", labelsize=FOREST_FONT)
-    ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))
-    ax.set_xlabel("effect ÷ the paper's size", fontsize=FOREST_FONT)
-    ax.grid(False)
-    if not rows:
-        ax.text(0.5, 0.5, "no tested claim gives a size", ha="center", va="center", fontsize=FOREST_FONT,
-                transform=ax.transAxes)
+    top = fig_h - 0.15
+    for paper, rows in panels.items():
+        labels = layout[paper]
+        n = len(labels)
+        h_in = n * ROW_LINES * line_in
+        top -= head * line_in
+        ax = fig.add_axes((0.385, (top - h_in) / fig_h, 0.19, h_in / fig_h))
+        top -= h_in + foot * line_in + (1.4 * line_in if paper == list(panels)[-1] else 0.0)
+        at_left = blended_transform_factory(fig.transFigure, ax.transData)
+        ax.set_title(f"{SHORT[paper]}: {common.plural(len({id(j) for j, _ in rows}), 'tested claim')}",
+                     fontsize=FOREST_FONT + 1, loc="left", x=-0.385 / 0.19, ha="left", fontweight="bold")
+        reach = [1.25]
+        tests = iter(rows)
+        last = None
+        for i, (lab, has_test) in enumerate(labels):
+            y = i + 0.5
+            ax.text(0.005, y, lab, va="center", ha="left", fontsize=FOREST_FONT, transform=at_left)
+            if not has_test:
+                continue
+            j, f = next(tests)
+            if last is not None and j is not last:
+                start = i - (0 if len(j.deciding) == 1 else 1)
+                ax.axhline(start, color="0.88", lw=0.8)
+            last = j
+            kind, s = yardstick(f)
+            lo, est, hi = forest_position(f)
+            colour = common.VERDICT_COLOURS[f.verdict]
+            if kind == "margin":                 # a likeness holds within ±1, a bound ("at most", turned) above −1
+                ax.add_patch(plt.Rectangle((-1.0, y - 0.38), 2.0 if f.direction == "equal" else 1e3, 0.76,
+                                           color="0.87", lw=0, zorder=0))
+            ax.plot([lo, hi], [y, y], color=colour, lw=3, solid_capstyle="butt")
+            ax.plot(est, y, "o", color=colour, ms=6, mfc=colour if kind != "interval" else "white", mew=1.5,
+                    clip_on=False)
+            if f.paper_value is not None:
+                pv = SIDE[f.direction] * (f.paper_value - f.reference) / s
+                ax.plot(pv, y, "D", mfc="none", mec="0.25", ms=7, clip_on=False)
+                reach.append(abs(pv))
+            reach += [abs(lo), abs(hi)]
+            ax.text(1.04, y, _value_text(f), va="center", fontsize=FOREST_FONT, transform=ax.get_yaxis_transform())
+        lim = max(reach) * 1.08
+        if lim > LINEAR_REACH:                   # a scale that fits: linear within ±1, logarithmic beyond
+            ax.set_xscale("symlog", linthresh=1.0, linscale=1.0)
+            ax.xaxis.set_major_locator(FixedLocator([t for t in (-100, -10, -1, 0, 1, 10, 100)
+                                                     if abs(t) <= lim]))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}".replace("-", "−")))
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))
+        ax.set_xlim(-lim, lim)
+        ax.axvline(0, color="0.3", lw=1)
+        ax.set_ylim(n, 0)
+        ax.set_yticks([])
+        ax.tick_params(axis="x", labelsize=FOREST_FONT)
+        if paper == list(panels)[-1]:
+            ax.set_xlabel("effect ÷ yardstick (the paper's side →)", fontsize=FOREST_FONT)
+        ax.grid(False)
+    if not panels:
+        fig.text(0.5, 0.5, "no tested claim", ha="center", va="center", fontsize=FOREST_FONT)
+    verdicts = {f.verdict for rows in panels.values() for _, f in rows}
     handles = [plt.Line2D([], [], color=common.VERDICT_COLOURS[v], lw=3, label=v) for v in CLAIM_VERDICTS
-               if any(f.verdict == v for _, f in rows)]
-    handles.append(plt.Line2D([], [], marker="D", mfc="none", mec="0.25", ls="", label="the paper's value"))
-    # beneath the labels, clear of the axis and its label
-    fig.legend(handles=handles, loc="lower left", ncol=2, fontsize=FOREST_FONT, frameon=False, borderaxespad=0.2,
+               if v in verdicts]
+    handles += [plt.Line2D([], [], marker="D", mfc="none", mec="0.25", ls="", label="the paper's value (1)"),
+                plt.Rectangle((0, 0), 1, 1, color="0.87", label="margin: where the claim holds"),
+                plt.Line2D([], [], marker="o", mfc="white", mec="0.3", ls="", label="no size: ÷ its interval")]
+    fig.legend(handles=handles, loc="lower left", ncol=3, fontsize=FOREST_FONT, frameon=False, borderaxespad=0.2,
                bbox_to_anchor=(0.0, 0.0), handlelength=1.5, columnspacing=1.0, labelspacing=0.3)
     return common.figure("findings-forest", fig)
 

@@ -9,6 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
 from ..core.softdecay import softdecay
 from ..core.stats import Interval
@@ -441,14 +443,40 @@ PAPER_SHORT = {"bert-base-cased": "BERT", "distilbert-base-uncased": "DistilBERT
                "roberta-base": "RoBERTa"}
 
 
+def _label_points(ax, points: list[tuple[str, float, float]], step: float = 1.25, avoid=()) -> list:
+    """Name each point (name, x, y) without two names overlapping, nor a name and a box of `avoid` ((x0, y0, x1, y1)
+    in data units): each name is set above and to the right of its point, and one that would overlap is raised by
+    `step` lines of its type until it is clear, with a leader line back to its point. Points are named left to
+    right. Returns the texts."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    placed = [Bbox(ax.transData.transform([(x0, y0), (x1, y1)])).expanded(1.0, 1.0) for x0, y0, x1, y1 in avoid]
+    texts = []
+    for name, x, y in sorted(points, key=lambda t: t[1]):
+        for k in range(12):
+            dy = 5 + k * step * LEGEND
+            t = ax.annotate(name, (x, y), textcoords="offset points", xytext=(9, dy), fontsize=LEGEND,
+                            arrowprops=dict(arrowstyle="-", color="0.4", lw=0.6, shrinkA=0, shrinkB=2) if k else None)
+            t.update_positions(renderer)
+            box = Text.get_window_extent(t, renderer).expanded(1.05, 1.1)      # the name alone, not its leader
+            if k == 11 or not any(box.overlaps(b) for b in placed):
+                break
+            t.remove()
+        placed.append(box)
+        texts.append(t)
+    return texts
+
+
 def path_figure(res: Result) -> plt.Figure:
     """Table 1's axis, one panel per difference (SoftDecay − raw; whitening − SoftDecay), Spearman ×100 against the
     raw score: the paper's models (diamonds) with their straight line and its 95 % prediction band; the book MLM
     BERT's pretraining checkpoints, a line per seed; its own trend carried to BERT-base-cased's raw score, with the
     band there (the bar at the right); the encoders read on every pair (the in-scope stand-ins filled, the
     contrastive ones hollow)."""
-    fig, axes = plt.subplots(1, 2, figsize=(9.6, 4.4))
+    fig, axes = plt.subplots(1, 2, figsize=(8.2, 4.8))
     target = res.paper_value("vanilla", against=None)
+    # per panel the paper's models (named once the layout is set) and what their names keep clear of (the band's bar)
+    names: list[tuple[list[tuple[str, float, float]], list]] = []
     for ax, (ours, against, paper, paper_against, label) in zip(axes, PATH_PANELS, strict=True):
         trend = res.paper_trend(paper, paper_against)
         lo_x = min([*trend.x, *res.path_points(ours, against)["raw"].tolist(), target]) - 2
@@ -458,12 +486,13 @@ def path_figure(res: Result) -> plt.Figure:
                         label="paper's models: 95 % band")
         ax.plot(xs, [trend.value(x) for x in xs], color="0.45", lw=1)
         ax.scatter(trend.x, trend.y, marker="D", color="k", s=28, zorder=4, label="paper's models")
+        named, avoid = [], []
         for r in res.paper_table1:
             if r["method"] == "vanilla" and r["model"] in PAPER_SHORT:
                 x = res.paper_value("vanilla", r["model"], None)
                 if x in trend.x:
-                    ax.annotate(PAPER_SHORT[r["model"]], (x, trend.y[trend.x.index(x)]), textcoords="offset points",
-                                xytext=(3, 5), fontsize=LEGEND)
+                    named.append((PAPER_SHORT[r["model"]], x, trend.y[trend.x.index(x)]))
+        names.append((named, avoid))
         pts = res.path_points(ours, against)
         for seed, g in pts.groupby("seed"):
             ax.plot(g["raw"], g["effect"], marker="o", ms=3.5, lw=1.2,
@@ -476,6 +505,7 @@ def path_figure(res: Result) -> plt.Figure:
             ax.errorbar([target + 0.6], [t.band.estimate], yerr=[[t.band.estimate - t.band.low],
                                                                  [t.band.high - t.band.estimate]],
                         fmt="s", color="tab:red", capsize=3, ms=4, zorder=5)
+            avoid.append((target, t.band.low, target + 1.2, t.band.high))
         for m in (SMOL, "all-MiniLM-L6-v2", MPNET):
             if m in res.full_readings:
                 r = res.full_readings[m]
@@ -493,6 +523,10 @@ def path_figure(res: Result) -> plt.Figure:
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=2, frameon=False, fontsize=LEGEND, bbox_to_anchor=(0.5, -0.02))
     fig.tight_layout(rect=(0, 0.2, 1, 1))
+    for ax, (named, avoid) in zip(axes, names, strict=True):
+        ax.set_xlim(ax.get_xlim())
+        ax.set_ylim(ax.get_ylim())
+        _label_points(ax, named, avoid=avoid)
     return fig
 
 

@@ -227,7 +227,8 @@ def _layer_test_extra(t: dict[str, Any]) -> dict[str, Any]:
 
 
 def _speech_drift(res: Result, reading: str) -> list[Reading]:
-    """Whisper base's drift test, as one of two readings ("the test", "the sign")."""
+    """Whisper base's drift test, as one of its two readings ("the literal test", "the paper's point"): one
+    interval, two verdicts."""
     t = res.speech_test()
     if t is None:
         return []
@@ -338,11 +339,13 @@ FINDINGS: tuple[Spec, ...] = (
                   "(exact binomial interval over the models)"),
     Spec("anisotropy-speech-drift", **SPEECH_DRIFT, direction="none",
          claim=f"{UNCORRELATED_CLAIM} — the literal test: no significant Spearman correlation across layers.",
-         read=lambda r: _speech_drift(r, "the test"), reference_label="0 (no correlation: the paper's p > 0.05)"),
+         read=lambda r: _speech_drift(r, "the literal test"),
+         reference_label="0 (no correlation: the paper's p > 0.05)"),
     Spec("anisotropy-speech-drift-sign", **SPEECH_DRIFT, direction="at most", margin=0.0,
          claim=f"{UNCORRELATED_CLAIM} — the paper's point: the drift does not explain it (a drift explanation needs a "
                "positive monotonic relation).",
-         read=lambda r: _speech_drift(r, "the sign"), reference_label="0 (at most: a drift explanation needs ρ > 0)"),
+         read=lambda r: _speech_drift(r, "the paper's point"),
+         reference_label="0 (at most: a drift explanation needs ρ > 0)"),
     Spec("anisotropy-cnn-drift", "Fig. 5", "The anisotropy of CNNs is generally not correlated with the drift ‖x̄‖₂ "
          "across layers.", claim_id="godey-fig5-cnn", section="anisotropy-drift", read=_cnn_drift,
          direction="none", reference_label="0 (no correlation: the paper's p > 0.05)", more=dict(digits=2),
