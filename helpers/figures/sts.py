@@ -438,6 +438,8 @@ def lsds_figure(res: Result) -> plt.Figure:
 #: the two Table 1 differences the path figure draws: (our method, against, the paper's method, against, label)
 PATH_PANELS = (("SoftDecay (sentence)", "vanilla", "SoftDecay", "vanilla", "SoftDecay − raw model"),
                ("whitening", "SoftDecay (sentence)", "WhiteBERT", "SoftDecay", "whitening − SoftDecay"))
+#: the finding each panel's band is read for
+PATH_FINDINGS = ("sts-gain-bert", "sts-vs-whitening-bert")
 #: the paper's models by their short names on the figure
 PAPER_SHORT = {"bert-base-cased": "BERT", "distilbert-base-uncased": "DistilBERT", "albert-base": "ALBERT",
                "roberta-base": "RoBERTa"}
@@ -471,13 +473,15 @@ def path_figure(res: Result) -> plt.Figure:
     """Table 1's axis, one panel per difference (SoftDecay − raw; whitening − SoftDecay), Spearman ×100 against the
     raw score: the paper's models (diamonds) with their straight line and its 95 % prediction band; the book MLM
     BERT's pretraining checkpoints, a line per seed; its own trend carried to BERT-base-cased's raw score, with the
-    band there (the bar at the right); the encoders read on every pair (the in-scope stand-ins filled, the
+    band there that the finding's verdict at the paper's setting is read from (the bar at the right: the family's
+    level, `experiments.findings.corrected`); the encoders read on every pair (the in-scope stand-ins filled, the
     contrastive ones hollow)."""
     fig, axes = plt.subplots(1, 2, figsize=(8.2, 4.8))
+    found = {f.key: f.at_scale for f in corrected(res.findings()) if f.key in PATH_FINDINGS}
     target = res.paper_value("vanilla", against=None)
     # per panel the paper's models (named once the layout is set) and what their names keep clear of (the band's bar)
     names: list[tuple[list[tuple[str, float, float]], list]] = []
-    for ax, (ours, against, paper, paper_against, label) in zip(axes, PATH_PANELS, strict=True):
+    for ax, (ours, against, paper, paper_against, label), key in zip(axes, PATH_PANELS, PATH_FINDINGS, strict=True):
         trend = res.paper_trend(paper, paper_against)
         lo_x = min([*trend.x, *res.path_points(ours, against)["raw"].tolist(), target]) - 2
         xs = np.linspace(lo_x, max(trend.x) + 2, 80)
@@ -497,7 +501,7 @@ def path_figure(res: Result) -> plt.Figure:
         for seed, g in pts.groupby("seed"):
             ax.plot(g["raw"], g["effect"], marker="o", ms=3.5, lw=1.2,
                     label=f"book MLM BERT, seed {seed} (checkpoints)")
-        t = res.path_trend(ours, against)
+        t = found.get(key)
         if t is not None:
             a, b = t.fits[0].coefficients
             xx = np.linspace(min(t.x), target, 40)
@@ -551,8 +555,8 @@ def path_numbers(res: Result) -> dict:
     pts = res.path_points()
     if pts.empty:
         return out
-    found = {f.key: f for f in corrected(res.findings()) if f.key in ("sts-gain-bert", "sts-vs-whitening-bert")}
-    t_sd, t_white = (found[k].at_scale if k in found else None for k in ("sts-gain-bert", "sts-vs-whitening-bert"))
+    found = {f.key: f for f in corrected(res.findings()) if f.key in PATH_FINDINGS}
+    t_sd, t_white = (found[k].at_scale if k in found else None for k in PATH_FINDINGS)
     last = pts.groupby("seed")["step"].max()
     out.update({
         "sts-path-n": len(pts), "sts-path-seeds": pts["seed"].nunique(),
