@@ -395,7 +395,7 @@ def _curve_values(res: Result) -> dict[str, object]:
         "vit-curve-reach": res.paper_steps / steps[-1] if steps[-1] else np.nan,
         "vit-curve-window": f"{100 * CURVE_WINDOW:.0f} %",
         "vit-curve-held": held, "vit-curve-runs": held + len(res.curve_missing),
-        "vit-curve-cpu-h": sum(secs) / 3600 if secs else np.nan,
+        "vit-curve-cpu-h": sum(secs) / 3600 if secs else np.nan,          # wall time of one thread each
         "vit-curve-run-min": f"{min(secs) / 60:.0f}–{max(secs) / 60:.0f}" if secs else "(none run)",
     }
     fs = res.curve_findings()
