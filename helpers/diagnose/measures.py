@@ -253,7 +253,9 @@ def _quantile(level: float, twins: int, init: np.ndarray | float = 1.0, probe: n
 
 
 def twin_band(twin_estimates: np.ndarray, twin_draws: np.ndarray, level: float = 0.95) -> dict[str, np.ndarray]:
-    """Where an untrained model of this architecture lies, per layer: the twins' mean with a prediction band,
+    """The synthesis chapter's band (the tool's own is `prediction_band`, the twin test's interval; this one is
+    read beside a single twin too). Where an untrained model of this architecture lies, per layer: the twins' mean
+    with a prediction band,
     mean ± q·√(s²(1 + 1/K) + v), s² the variance of the K twins' estimates (the initialisation), v the bootstrap
     variance of their mean (the probe's inputs), q Student-t's (`_quantile`).
     `twin_estimates` (K, L), `twin_draws` (K, B, L)."""
@@ -321,7 +323,21 @@ def twin_test(model_estimate: np.ndarray, model_draws: np.ndarray, twin_estimate
         df = np.minimum(df, 1e6)
         t = np.where(se > 0, diff / np.where(se > 0, se, 1), np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
         p = np.where(np.isfinite(diff) & np.isfinite(se), 2 * stats.t.sf(np.abs(t), df), np.nan)
-    return {"estimate": diff, "se": se, "spread": np.sqrt(s2), "df": df, "t": t, "p": p}
+    return {"estimate": diff, "twins_mean": twin_estimates.mean(0), "se": se, "spread": np.sqrt(s2), "df": df, "t": t,
+            "p": p}
+
+
+def prediction_band(tested: dict[str, np.ndarray], level: float = 0.95) -> dict[str, np.ndarray]:
+    """The twin test's prediction interval for a new draw from the twins, per layer: t̄ ± q·se, with `twin_test`'s
+    se (the twins' variance s²(1 + 1/K) and the probe's variance v of the model's paired difference from them) and
+    degrees of freedom, q Student-t's two-sided quantile at `level`. The model lies outside it exactly where that
+    cell's p-value, read alone, is below 1 − `level`; a report flags a cell only past the false-discovery
+    threshold over all its cells (`fdr_threshold`), which asks for more. `tested`: `twin_test`'s output."""
+    mean = tested["twins_mean"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        half = t_quantile(1 - level, tested["df"]) * tested["se"]
+    return {"estimate": mean, "low": mean - half, "high": mean + half, "spread": tested["spread"]}
 
 
 def fdr_threshold(p: np.ndarray, alpha: float = 0.05) -> float:
@@ -355,5 +371,5 @@ def interval(draws: np.ndarray, estimate: np.ndarray, level: float = 0.95) -> tu
 
 
 __all__ = ["MEASURES", "COLLAPSE_SIGN", "Measured", "bootstrap_weights", "measure", "interval", "compare", "twin_band",
-           "twin_test", "fdr_threshold", "t_quantile",
+           "twin_test", "prediction_band", "fdr_threshold", "t_quantile",
            "pooled_measures", "per_input_measures", "skew_draws", "qk_draws", "isoscore"]
