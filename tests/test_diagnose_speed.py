@@ -43,10 +43,13 @@ def test_skew_from_shared_singular_values_equals_its_own():
     assert torch.allclose(measures.skew_draws(X, m, W, s), measures.skew_draws(X, m, W), rtol=1e-9, atol=1e-9)
 
 
-def test_all_minilm_reads_as_its_committed_reference_run():
-    """all-MiniLM-L6-v2 measured again as the synthesis chapter's committed book run measured it (96 WikiText
-    sentences, 128 tokens, 200 draws, seed 0): every measure at every layer, its interval over the inputs and its
-    first twin's, the same as the committed numbers."""
+@pytest.mark.parametrize("name, stem, batch", [("all-MiniLM-L6-v2", "all-MiniLM-L6-v2", 32),
+                                               ("whisper-base", "whisper-base", 16)])
+def test_a_model_reads_as_its_committed_reference_run(name, stem, batch):
+    """all-MiniLM-L6-v2 and whisper-base measured again as the synthesis chapter's committed book run measured
+    them (96 WikiText sentences or 12 FSDD recordings, 128 tokens or frames, 200 draws, seed 0): every measure at
+    every layer, its interval over the inputs and its first twin's, the same as the committed numbers. (whisper-base:
+    about 40 CPU-s, its 24 forward passes over 30 s windows.)"""
     import json
     from pathlib import Path
 
@@ -55,17 +58,24 @@ def test_all_minilm_reads_as_its_committed_reference_run():
     from helpers.diagnose.capture import capture
     from helpers.diagnose.probe import default_probe
     from helpers.hf import models
+    from helpers.hf.loading import ModelUnavailable
 
     ref = json.loads((Path(__file__).resolve().parents[1] / "results" / "synthesis" / "book" /
-                      "model-all-MiniLM-L6-v2.json").read_text())
+                      f"model-{stem}.json").read_text())
     p, r = ref["params"], ref["results"]
-    assert (p["text_inputs"], p["max_tokens"], p["draws"], p["seed"]) == (96, 128, 200, 0)
-    probe = default_probe("text", 96, 0)
+    modality = models.MODALITY[name]
+    n = p["audio_inputs"] if modality == "audio" else p["text_inputs"]
+    assert (n, p["max_tokens"], p["draws"], p["seed"]) == ((12 if modality == "audio" else 96), 128, 200, 0)
+    probe = default_probe(modality, n, 0)
     dev = torch.device("cpu")
-    got, first = [], None
+    got = []
     for untrained in (False, True):
-        loaded = models.load("all-MiniLM-L6-v2", untrained=untrained, device=dev, modality="text", seed=0)
-        cap = capture(loaded, probe, dev, 32, 128)
+        try:
+            loaded = models.load(name, untrained=untrained, device=dev, modality=modality, seed=0)
+        except ModelUnavailable as err:
+            pytest.skip(str(err))
+        cap = capture(loaded, probe, dev, batch, 128)
+        del loaded
         W = measures.bootstrap_weights(cap.n_inputs, 200, 0)
         got.append(measures.measure(cap.layers, W, cap.qk, with_isoscore=False))
     model, first = got
@@ -103,3 +113,4 @@ def test_the_measures_run_on_one_thread_and_give_the_threads_back(monkeypatch):
     finally:
         torch.set_num_threads(before)
     assert float(got.estimate["cos"][0]) == float(measures.pooled_measures(X, m, W)["cos"][0])
+
