@@ -159,6 +159,35 @@ def test_the_flag_and_the_difference_interval_agree(offset_default):
         assert np.array_equal(d.differs(m)[finite], excludes[finite]), m
 
 
+def test_the_grey_band_is_the_twin_tests_prediction_interval_for_a_new_draw():
+    """The plotted twin band is the interval of the twin test itself: the model lies outside it exactly where the
+    cell's p-value, read alone, is below 5 %, and on its edge t is the test's 97.5 % quantile at the cell's degrees
+    of freedom. Planted: five twins 0.01 apart, a model whose probe varies as much as the twins do (so that the
+    band must carry the model's paired probe variance and the test's degrees of freedom, not only the twins'), at
+    t from 1 to 6 across the layers; the report's caption and the JSON say and carry the same interval."""
+    L, K = 8, 5
+    rng = np.random.default_rng(3)
+    twin_values = 0.36 + 0.01 * rng.standard_normal((K, L))
+    twins = [measures.Measured({"cos": twin_values[k]}, {"cos": twin_values[k] + 1e-3 * rng.standard_normal((200, L))})
+             for k in range(K)]
+    mdraws = 0.01 * rng.standard_normal((200, L))
+    se = np.sqrt(twin_values.var(0, ddof=1) * (1 + 1 / K) + np.var(mdraws - np.mean([t.draws["cos"] for t in twins],
+                                                                                      0), axis=0, ddof=1))
+    model = twin_values.mean(0) + np.linspace(1.0, 6.0, L) * se
+    names = ["embeddings"] + [f"block {i}" for i in range(1, L)]
+    d = run.Diagnosis({"seed": 0, "layer_names": names}, measures.Measured({"cos": model}, {"cos": model + mdraws}),
+                      twins)
+    band, t = d.curve("cos", "twin"), d._tested["cos"]
+    outside = (model < band["low"]) | (model > band["high"])
+    assert outside.any() and not outside.all()                    # the planted t values straddle the band's edge
+    assert np.array_equal(outside, t["p"] < 0.05)
+    q = measures.t_quantile(0.05, t["df"])
+    assert np.allclose((band["high"] - band["estimate"]) / t["se"], q, rtol=1e-12)
+    assert np.allclose(band["estimate"], twin_values.mean(0), rtol=0, atol=1e-15)
+    assert "twin test's 95 % prediction interval for a new draw" in report.curves_caption(d)
+    assert np.allclose(d.to_json()["measures"]["cos"]["twin"]["high"], band["high"], atol=1e-6)
+
+
 def test_one_twin_is_refused(planted, capsys, tmp_path):
     rc = cli.main(["diagnose", str(planted["random"]), "--probe", str(planted["probe"]), "--twins", "1", "--out",
                    str(tmp_path / "r")])

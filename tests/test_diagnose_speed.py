@@ -6,6 +6,8 @@ through either path."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -43,10 +45,13 @@ def test_skew_from_shared_singular_values_equals_its_own():
     assert torch.allclose(measures.skew_draws(X, m, W, s), measures.skew_draws(X, m, W), rtol=1e-9, atol=1e-9)
 
 
-def test_all_minilm_reads_as_its_committed_reference_run():
-    """all-MiniLM-L6-v2 measured again as the synthesis chapter's committed book run measured it (96 WikiText
-    sentences, 128 tokens, 200 draws, seed 0): every measure at every layer, its interval over the inputs and its
-    first twin's, the same as the committed numbers."""
+@pytest.mark.parametrize("name, stem, batch", [("all-MiniLM-L6-v2", "all-MiniLM-L6-v2", 32),
+                                               ("whisper-base", "whisper-base", 16)])
+def test_a_model_reads_as_its_committed_reference_run(name, stem, batch):
+    """all-MiniLM-L6-v2 and whisper-base measured again as the synthesis chapter's committed book run measured
+    them (96 WikiText sentences or 12 FSDD recordings, 128 tokens or frames, 200 draws, seed 0): every measure at
+    every layer, its interval over the inputs and its first twin's, the same as the committed numbers. (whisper-base:
+    about 40 CPU-s, its 24 forward passes over 30 s windows.)"""
     import json
     from pathlib import Path
 
@@ -55,17 +60,24 @@ def test_all_minilm_reads_as_its_committed_reference_run():
     from helpers.diagnose.capture import capture
     from helpers.diagnose.probe import default_probe
     from helpers.hf import models
+    from helpers.hf.loading import ModelUnavailable
 
     ref = json.loads((Path(__file__).resolve().parents[1] / "results" / "synthesis" / "book" /
-                      "model-all-MiniLM-L6-v2.json").read_text())
+                      f"model-{stem}.json").read_text())
     p, r = ref["params"], ref["results"]
-    assert (p["text_inputs"], p["max_tokens"], p["draws"], p["seed"]) == (96, 128, 200, 0)
-    probe = default_probe("text", 96, 0)
+    modality = models.MODALITY[name]
+    n = p["audio_inputs"] if modality == "audio" else p["text_inputs"]
+    assert (n, p["max_tokens"], p["draws"], p["seed"]) == ((12 if modality == "audio" else 96), 128, 200, 0)
+    probe = default_probe(modality, n, 0)
     dev = torch.device("cpu")
-    got, first = [], None
+    got = []
     for untrained in (False, True):
-        loaded = models.load("all-MiniLM-L6-v2", untrained=untrained, device=dev, modality="text", seed=0)
-        cap = capture(loaded, probe, dev, 32, 128)
+        try:
+            loaded = models.load(name, untrained=untrained, device=dev, modality=modality, seed=0)
+        except ModelUnavailable as err:
+            pytest.skip(str(err))
+        cap = capture(loaded, probe, dev, batch, 128)
+        del loaded
         W = measures.bootstrap_weights(cap.n_inputs, 200, 0)
         got.append(measures.measure(cap.layers, W, cap.qk, with_isoscore=False))
     model, first = got
@@ -76,3 +88,63 @@ def test_all_minilm_reads_as_its_committed_reference_run():
         assert np.allclose(lo, np.array(c["model"]["low"], dtype=float), rtol=1e-7, atol=1e-9, equal_nan=True), m
         assert np.allclose(first.estimate[m], np.array(c["twins"][0], dtype=float), rtol=1e-7, atol=1e-9,
                            equal_nan=True), m
+
+
+def test_the_measures_run_on_one_thread_and_give_the_threads_back(monkeypatch):
+    """`measures.measure` runs its linear algebra (matrices of at most d × d) on one thread, where a second only
+    waits (on two busy cores an eigendecomposition of a 512 × 512 covariance took 24 times the CPU time on two
+    threads), and gives the process its thread count back, also when a measure fails."""
+    seen = []
+    eigh = torch.linalg.eigh
+
+    def spy(*a, **k):
+        seen.append(torch.get_num_threads())
+        return eigh(*a, **k)
+
+    monkeypatch.setattr(torch.linalg, "eigh", spy)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        X, m = cloud(12, 9, 16, seed=5)
+        W = measures.bootstrap_weights(12, 20, 0)
+        got = measures.measure([(X, m), (X + 1, m)], W, with_isoscore=False)
+        assert seen == [1, 1] and torch.get_num_threads() == 2
+        with pytest.raises(IndexError):                                  # a layer of width 0
+            measures.measure([(X[:, :, :0], m)], W, with_isoscore=False)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert float(got.estimate["cos"][0]) == float(measures.pooled_measures(X, m, W)["cos"][0])
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallopt")
+def test_the_command_line_keeps_freed_memory_for_the_next_forward_pass():
+    """After `cli.keep_freed_memory` (which `tokuni diagnose` calls), freeing and allocating a block of 256 MB again
+    (as each layer of Whisper's 30 s windows does) takes its pages from the heap: five rounds fault in at most
+    one block's pages, where a process left as it is faults in every block again (measured in fresh
+    processes)."""
+    import subprocess
+    import textwrap
+    from pathlib import Path
+
+    code = textwrap.dedent("""
+        import resource, sys, torch
+        from helpers.diagnose import cli
+        if sys.argv[1] == "keep":
+            assert cli.keep_freed_memory()
+        x = torch.ones(64 * 2**20)
+        del x
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for _ in range(5):
+            x = torch.ones(64 * 2**20)
+            del x
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    """)
+    repo = Path(__file__).resolve().parents[1]
+    faults = {}
+    for how in ("default", "keep"):
+        out = subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True, cwd=repo, check=True,
+                             env={**__import__("os").environ, "PYTHONPATH": str(repo)})
+        faults[how] = int(out.stdout.strip())
+    assert faults["default"] > 5 * 60_000                     # 5 × 65,536 pages of 4 KiB faulted in again
+    assert faults["keep"] <= 70_000, faults                   # one block's 65,536 pages at most

@@ -114,3 +114,34 @@ def test_a_gguf_model_is_converted_once_and_loads_as_from_its_gguf_file(tmp_path
     ref_twin = AutoModelForCausalLM.from_config(seen["model"].config, attn_implementation="eager").state_dict()
     for k, v in twin.items():
         assert torch.equal(v, ref_twin[k]), k
+
+
+def test_a_text_model_loads_without_the_image_and_audio_processors(tmp_path):
+    """`models.load` imports only the preprocessor its model's modality needs: a text model (a tiny random BERT
+    folder, loaded in a fresh process) leaves transformers' image processors and feature extractors unimported
+    (importing `AutoImageProcessor` alone costs about 1.4 CPU-s of a run's start-up); a vision model gets the image
+    processor, an audio model the feature extractor."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    from test_diagnose import tiny_bert
+    from transformers import AutoFeatureExtractor, AutoImageProcessor, AutoTokenizer
+
+    folder = tiny_bert(tmp_path / "bert", seed=0)
+    code = textwrap.dedent(f"""
+        import sys
+        from helpers.hf import models
+        loaded = models.load({str(folder)!r}, modality="text")
+        assert loaded.tokenizer("w1 w2")["input_ids"]
+        print(sorted(m for m in sys.modules if m.startswith("transformers.models.auto.")
+                     and ("image_processing" in m or "feature_extraction" in m)))
+    """)
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo, check=True,
+                         env={**__import__("os").environ, "PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1"})
+    assert out.stdout.strip() == "[]", out.stdout
+    assert models.preprocessor("text") is AutoTokenizer
+    assert models.preprocessor("vision") is AutoImageProcessor
+    assert models.preprocessor("audio") is AutoFeatureExtractor

@@ -29,8 +29,9 @@ def _png(fig) -> str:
 
 def curves_figure(d: Diagnosis, measures: list[str] | None = None, ncols: int = 4):
     """Per-layer curves of every measure: the model with its 95 % interval over the inputs, the untrained twins'
-    mean with the band a random model of the architecture falls in; a layer where the model differs from its
-    twins (`Diagnosis.differs`) is marked with a dot on the model's curve."""
+    mean with the twin test's 95 % prediction interval for a new draw from them (`Diagnosis.curve(m, "twin")`);
+    a layer where the model differs from its twins (`Diagnosis.differs`) is marked with a dot on the model's
+    curve."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -41,7 +42,7 @@ def curves_figure(d: Diagnosis, measures: list[str] | None = None, ncols: int = 
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 2.5 * nrows), squeeze=False)
     x = np.arange(d.layers)
     k = len(d.twins)
-    twin_label = f"untrained twins ({k}): mean and 95 % band" if k > 1 else "untrained twin"
+    twin_label = f"untrained twins ({k}): mean and 95 % prediction band" if k > 1 else "untrained twin"
     for ax, m in zip(axes.flat, names, strict=False):
         for which, colour in (("twin", "0.55"), ("model", "C0")):
             if which == "twin" and not d.twins:
@@ -180,9 +181,11 @@ def curves_caption(d: Diagnosis) -> str:
     model = "Blue: the model with its 95 % interval over the probe's inputs."
     if not d.twins:
         return model
-    return (model + " Grey: the untrained twins' mean and the band a random model of this architecture falls in at "
-            "one layer (95 %). A red dot marks a layer where the model differs from its twins by the summary's "
-            "rule, which holds for all cells at once and so asks for more than leaving the band.")
+    return (model + " Grey: the untrained twins' mean and the twin test's 95 % prediction interval for a new draw "
+            "from the twins (their spread and the probe's), read at one layer alone: the model lies outside it "
+            "where that cell's p-value is below 5 %. A red dot marks a layer where the model differs from its twins "
+            f"by the summary's rule, a false-discovery rate over all {d.cells} cells at once, which asks for more "
+            "than leaving the band.")
 
 
 def render_html(d: Diagnosis) -> str:

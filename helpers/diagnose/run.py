@@ -295,7 +295,9 @@ class Diagnosis:
 
     def curve(self, measure: str, which: str = "model") -> dict[str, np.ndarray]:
         """estimate, low, high per layer of `which`: "model" (95 % bootstrap over the inputs), "twin" (the
-        twins' mean with a 95 % prediction band for a random model: `measures.twin_band`), "difference" (model −
+        twins' mean with the twin test's 95 % prediction interval for a new draw from the twins,
+        `measures.prediction_band`: the model lies outside it where the cell's p-value alone is below 5 %; with a
+        single twin, whose spread cannot be measured, `measures.twin_band`), "difference" (model −
         twins' mean, with the interval that excludes 0 exactly where the cell is flagged: ± t·se at the
         report's threshold, or at Bonferroni's α/cells where nothing is flagged)."""
         if which == "difference":
@@ -304,6 +306,8 @@ class Diagnosis:
             half = DM.t_quantile(p, t["df"]) * t["se"] * (1 - 1e-9)     # the threshold cell: flagged, so 0 lies outside
             return {"estimate": t["estimate"], "low": t["estimate"] - half, "high": t["estimate"] + half}
         if which == "twin":
+            if self._tested:
+                return DM.prediction_band(self._tested[measure], self.level)
             return DM.twin_band(*self._twin_arrays(measure), self.level)
         est, draws = self.model.estimate[measure], self.model.draws[measure]
         lo, hi = DM.interval(draws, est, self.level)

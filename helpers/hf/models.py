@@ -177,6 +177,24 @@ class Loaded:
         return what + f" [{kind}]"
 
 
+def preprocessor(modality: str):
+    """The transformers class that prepares a model's inputs for its modality: `AutoTokenizer` for text,
+    `AutoImageProcessor` for vision, `AutoFeatureExtractor` for audio. Only that class is imported: importing
+    `AutoImageProcessor` alone costs about 1.4 CPU-s (it pulls in some 1,500 modules of image processing), which a
+    text model never needs."""
+    if modality == "vision":
+        from transformers import AutoImageProcessor
+
+        return AutoImageProcessor
+    if modality == "audio":
+        from transformers import AutoFeatureExtractor
+
+        return AutoFeatureExtractor
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer
+
+
 def load(name: str, untrained: bool = False, device: str | torch.device = "cpu", modality: str | None = None,
          seed: int = 0, revision: str | None = None) -> Loaded:
     """Load model and tokenizer by hub id, local folder or offline package name, eager attention
@@ -190,14 +208,7 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
     (`offline_identity`: package, version, files' SHA-256). No code shipped with a model is ever run: every
     `from_pretrained` gets `trust_remote_code=False`, so a folder that needs its own code is refused, never
     executed."""
-    from transformers import (
-        AutoConfig,
-        AutoFeatureExtractor,
-        AutoImageProcessor,
-        AutoModel,
-        AutoModelForCausalLM,
-        AutoTokenizer,
-    )
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
     if name in ("whisper-tiny.en", "whisper-base"):   # a CTranslate2 file, converted by helpers.hf.whisper
         from .whisper import load_whisper, package_dir
@@ -231,16 +242,11 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
                 with quiet_loading():
                     m = auto.from_pretrained(folder, gguf_file=file, attn_implementation="eager",
                                              dtype=torch.float32, trust_remote_code=False)
-                return m, AutoTokenizer.from_pretrained(folder, gguf_file=file, trust_remote_code=False)
+                return m, preprocessor("text").from_pretrained(folder, gguf_file=file, trust_remote_code=False)
 
             where = str(gguf_cache.converted(Path(source), gguf, from_gguf))
             kw.pop("gguf_file")
-        if modality == "vision":
-            tok = AutoImageProcessor.from_pretrained(where, **kw)
-        elif modality == "audio":
-            tok = AutoFeatureExtractor.from_pretrained(where, **kw)
-        else:
-            tok = AutoTokenizer.from_pretrained(where, **kw)
+        tok = preprocessor(modality).from_pretrained(where, **kw)
         with quiet_loading():
             if untrained:
                 cfg = AutoConfig.from_pretrained(where, **kw)
