@@ -114,8 +114,8 @@ def test_the_two_readings_of_one_test_print_its_interval_once_as_readings():
     html = figures.findings.claims_table(col, "godey2024").data
     summary = html.split("<summary>")[1].split("</summary>")[0]           # the row; its details list each reading
     assert summary.count("-0.93 [-0.99, -0.44]") == 1
-    assert "whisper-base encoder, one test read 2 ways (the literal test; the paper&#x27;s point): -0.93" in html \
-        or "whisper-base encoder, one test read 2 ways (the literal test; the paper's point): -0.93" in html
+    assert ("whisper-base encoder, one test read 2 ways (the literal test; the paper&#x27;s point): -0.93" in html
+            or "whisper-base encoder, one test read 2 ways (the literal test; the paper's point): -0.93" in html)
     [j] = [j for j in col.judged("godey2024") if j.claim.id == "godey-fig5-speech"]
     assert [len(g) for g in figures.findings.readings(j.deciding)] == [2]
     other = Finding(key="a-other", direction="none", label="tiny", **{**mk, "effect": Interval(0.1, 0.0, 0.2, 7, "t")})
