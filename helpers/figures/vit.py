@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from ..core.scale import MIN_POINTS
 from ..core.vit import FFN_SCALES
 from ..experiments.vit import (
     ABLATION_VARIANTS,
@@ -399,13 +398,19 @@ def _curve_values(res: Result) -> dict[str, object]:
         "vit-curve-run-min": f"{min(secs) / 60:.0f}–{max(secs) / 60:.0f}" if secs else "(none run)",
     }
     fs = res.curve_findings()
-    for (a, b), name in zip(CURVE_GAPS, ("post-pre", "deesc-post", "deesc-pre"), strict=True):
-        f, const, first = fs.get((a, b)), res.curve_at(a, b), res.curve_at(a, b, steps[0])
+    keys = {("post-norm", "pre-norm"): ("vit-curve-post-pre-first", "vit-curve-post-pre-last",
+                                        "vit-curve-post-pre-band", "vit-curve-post-pre-verdict"),
+            ("de-escalated", "post-norm"): ("vit-curve-deesc-post-first", "vit-curve-deesc-post-last",
+                                            "vit-curve-deesc-post-band", "vit-curve-deesc-post-verdict"),
+            ("de-escalated", "pre-norm"): ("vit-curve-deesc-pre-first", "vit-curve-deesc-pre-last",
+                                           "vit-curve-deesc-pre-band", "vit-curve-deesc-pre-verdict")}
+    for (a, b), (k_first, k_last, k_band, k_verdict) in keys.items():
+        f, last, first = fs.get((a, b)), res.curve_at(a, b), res.curve_at(a, b, steps[0])
         t = f.at_scale if f else None
-        out[f"vit-curve-{name}-first"] = first.text() if first else "(not held)"
-        out[f"vit-curve-{name}-last"] = const.text() if const else "(not held)"
-        out[f"vit-curve-{name}-band"] = t.band.text() if t else "(no trend)"
-        out[f"vit-curve-{name}-verdict"] = f.paper_scale_verdict if f else "(no finding)"
+        out[k_first] = first.text() if first else "(not held)"
+        out[k_last] = last.text() if last else "(not held)"
+        out[k_band] = t.band.text() if t else "(no trend)"
+        out[k_verdict] = f.paper_scale_verdict if f else "(no finding)"
     return out
 
 
@@ -444,7 +449,6 @@ def publish(res: Result) -> None:
         "vit-lr-decay": LR_DECAY, "vit-lr-decay-at": " and ".join(f"{100 * f:.0f} %" for f in LR_DECAY_AT),
         "vit-lr-decay-steps": " and ".join(f"{s:,}" for s in res.lr_decay_steps()) or "(none within the run)",
         "vit-budget-epochs": " and ".join(str(k) for k in res.budget_epochs()),
-        "vit-budget-count": len(res.budget_epochs()), "vit-min-points": MIN_POINTS,
         # the budget curve
         **_curve_values(res),
         # depth 80
