@@ -311,6 +311,17 @@ def layer_curves(ax: plt.Axes, curves: Mapping[str, np.ndarray], x0: int = 0, sp
     return ax
 
 
+def legend_entries(axes) -> tuple[list, list[str]]:
+    """The legend entries of every panel, each label once (first panel first): one legend for a whole figure."""
+    handles, labels = [], []
+    for ax in np.atleast_1d(axes):
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    return handles, labels
+
+
 def trend_panel(ax: plt.Axes, trend, x: Sequence[float] = (), units: np.ndarray | None = None, colour: str = "C0",
                 mean_label: str = "mean over seeds", unit_label: str = "each seed",
                 band_label: str = "band at the paper's steps", logx: bool = True) -> plt.Axes:

@@ -101,12 +101,7 @@ def budget_curve(res: Result) -> plt.Figure:
             ax.text(0.5, 0.95, "no trend:\nseeds missing", transform=ax.transAxes, ha="center", va="top",
                     fontsize=10)
     axes[0].set_ylabel("gap (nats per token)")
-    handles, labels = [], []
-    for ax in axes:
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    handles, labels = common.legend_entries(axes)
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=10, frameon=False, bbox_to_anchor=(0.5, -0.02))
     fig.tight_layout(rect=(0, 0.16, 1, 1))
     _legible(fig, axes)

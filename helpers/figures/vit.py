@@ -110,12 +110,7 @@ def budget_figure(res: Result) -> plt.Figure:
         if t is None:
             ax.text(0.5, 0.95, "no trend:\nruns missing", transform=ax.transAxes, ha="center", va="top", fontsize=10)
     axes[0].set_ylabel("final training loss gap (nats)")
-    handles, labels = [], []
-    for ax in axes:
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    handles, labels = common.legend_entries(axes)
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=9, frameon=False)
     return common.figure("vit-budget", fig)
 
