@@ -9,7 +9,6 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
-from ..core.scale import FORMS
 from ..core.stats import Interval, moving_average
 from ..experiments.anisotropy import BYTE_MLM
 from ..experiments.findings import corrected
@@ -222,14 +221,9 @@ def aligned_trend(res: Result) -> plt.Figure:
         ax.scatter(tokens[on & ~used], share[i, on & ~used], s=16, facecolors="none", edgecolors="grey", alpha=0.6,
                    label="before the end of warm-up (not fitted)" if i == 0 else None)
     if t is not None:
-        ax.scatter(t.x, t.y, s=30, color=pal[0], zorder=3, label=f"mean over {common.seeds_text(t.units)}, fitted")
-        xs = np.geomspace(min(t.x), t.target, 200)
-        for fit, ls in zip(t.fits, ("--", ":"), strict=False):
-            a, b = fit.coefficients
-            ax.plot(xs, a + b * FORMS[fit.form][0](xs), color=pal[0], ls=ls, lw=1.5, label=f"{fit.form} form")
+        common.trend_panel(ax, t, colour=pal[0], mean_label=f"mean over {common.seeds_text(t.units)}, fitted",
+                           band_label="band at MultiBERT's tokens")
         b = t.band
-        ax.errorbar([t.target], [b.estimate], yerr=[[b.estimate - b.low], [b.high - b.estimate]], fmt="o",
-                    color=pal[0], capsize=5, lw=2, zorder=4, label="band at MultiBERT's tokens")
         beyond = "\n(beyond the axis)" if b.low < 0 or b.high > 1 else ""
         ax.annotate(f"MultiBERT: band\n{b.low:+.2f} to {b.high:+.2f}{beyond}", (t.target, 0.65), xytext=(-8, 0),
                     textcoords="offset points", ha="right", va="center", fontsize=9, color=pal[0])
