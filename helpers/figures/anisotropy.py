@@ -164,21 +164,6 @@ def summary_table(res: Result):
         "the untrained twin"))
 
 
-def centred_table(res: Result):
-    """The shape of the centred cloud per model (`Result.centred_rows`): effective dimension over
-    layers against d, the isotropic Gaussian's and the untrained twin's."""
-    df = pd.DataFrame(res.centred_rows())
-    df["effective dim"] = [f"{a:.0f}–{b:.0f}" for a, b in zip(df.eff_min, df.eff_max, strict=True)]
-    df["twin"] = [f"{a:.0f}–{b:.0f}" if np.isfinite(a) else "" for a, b in
-                  zip(df.get("twin_min", np.nan), df.get("twin_max", np.nan), strict=True)]
-    df["isotropic Gaussian"] = [f"{a:.0f}–{b:.0f}" for a, b in zip(df.iso_low, df.iso_high, strict=True)]
-    df = df[["model", "d", "effective dim", "share_max", "twin", "isotropic Gaussian", "centred_max"]].rename(
-        columns={"share_max": "largest share of d", "centred_max": "max |mean-removed cos|"})
-    return _scroll(common.table(df, digits=3).set_caption(
-        "The centred cloud: effective dimension 1/E[cos²] over layers (smallest–largest), against its width d, "
-        "an isotropic Gaussian of the same width and pairs, and the untrained twin (last layer's d for the CNN)"))
-
-
 def fig_spectrum(res: Result) -> plt.Figure:
     """The centred cloud per layer, one panel per model with a spectrum run: its participation ratio
     over d (pretrained solid, untrained twin dotted) and an isotropic Gaussian's of the same n and d

@@ -189,11 +189,6 @@ def paired_figure(res: Result) -> plt.Figure:
     return _legible(fig)
 
 
-def paper_gains_table(res: Result):
-    """The paper's BERT-base-uncased Table 2: baseline, SoftDecay and the relative gain."""
-    return common.table(frame(res.paper_gains), digits=2)
-
-
 def alpha_figure(res: Result) -> plt.Figure:
     """The learned α per epoch of every SoftDecay run, one colour per task."""
     fig, ax = plt.subplots(figsize=(WIDTH, 3.4))
