@@ -340,6 +340,22 @@ class Result(results.Result):
         """t_sim of the last block's output at the end of training, mean over seeds."""
         return {v: float(np.mean([h["t_sim"][-1][-1] for h in self.histories[v]])) for v in self.arms}
 
+    def first_t_sim(self) -> dict[str, float]:
+        """t_sim of the last block's output at the first evaluation, mean over seeds (per variant)."""
+        return {v: float(np.mean([h["t_sim"][0][-1] for h in self.histories[v]])) for v in self.variants}
+
+    def final_mean(self, variant: str, which: str = "train") -> float:
+        """A variant's final loss (training: `final_train`; "eval": held-out) averaged over the seeds that did not
+        diverge."""
+        final = self.final_train() if which == "train" else self.final_eval()
+        return float(np.nanmean(final[variant]))
+
+    def eval_band(self, variant: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """A variant's held-out loss per evaluation over the seeds that did not diverge: mean, smallest and
+        largest (None when every seed diverged)."""
+        ev = np.array([h["eval_loss"] for h in self.histories[variant] if not h.get("diverged")], dtype=float)
+        return (ev.mean(0), ev.min(0), ev.max(0)) if len(ev) else None
+
 
 def _seeds(n: int) -> str:
     return f"{n} seed{'s' if n != 1 else ''}"

@@ -224,6 +224,14 @@ class Result(results.Result):
         of E): `FINDINGS`."""
         return [f for spec in FINDINGS for f in spec.findings(self, paper="godey2024", chapter="drift", scale=_scale)]
 
+    def seed_mean(self, name: str, variant: str = "table") -> np.ndarray:
+        """One statistic per bias norm, averaged over seeds (`stat`'s (seeds, norms) → (norms,))."""
+        return self.stat(name, variant).mean(0)
+
+    def mean_out_norm(self) -> float:
+        """The block's output norm E‖T(x + b)‖ averaged over every bias norm and seed."""
+        return float(self.stat("out_norm").mean())
+
 
 # --- the findings, as a table (`core.findings.Spec`): what each row reads of the Result -------------------
 def _dims(res: Result) -> str:

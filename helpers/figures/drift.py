@@ -101,9 +101,9 @@ def sharpness(res: Result) -> plt.Figure:
     axes = [axes[0, 0], axes[0, 1], axes[1, 0], axes[1, 1]]
     cos_ref = res.reference.get("layer_cos", [])
     for v in res.variants():
-        x = 1 - res.stat("in_cos", v).mean(0)
-        axes[0].plot(x, res.stat("row_max", v).mean(0) * res.seq_len, marker="o", ms=3, label=VARIANT_LABELS[v])
-        axes[1].plot(x, res.stat("entropy_norm", v).mean(0), marker="o", ms=3, label=VARIANT_LABELS[v])
+        x = 1 - res.seed_mean("in_cos", v)
+        axes[0].plot(x, res.seed_mean("row_max", v) * res.seq_len, marker="o", ms=3, label=VARIANT_LABELS[v])
+        axes[1].plot(x, res.seed_mean("entropy_norm", v), marker="o", ms=3, label=VARIANT_LABELS[v])
     for ax in axes[:2]:
         ax.set_xscale("log")
         ax.invert_xaxis()
@@ -141,7 +141,7 @@ def variants_table(res: Result):
     for v in res.variants():
         for j in (0, len(res.norms) - 1):
             cols[f"{VARIANT_LABELS[v]}, N = {res.norms[j]:g}"] = {
-                q: float(res.stat(name, v)[:, j].mean()) * (res.seq_len if name == "row_max" else 1)
+                q: float(res.seed_mean(name, v)[j]) * (res.seq_len if name == "row_max" else 1)
                 for q, name in (("input cos", "in_cos"), ("Q cos", "q_cos"), ("K cos", "k_cos"),
                                 ("E‖x + b‖", "in_norm"), ("row max × L", "row_max"),
                                 ("entropy / log L", "entropy_norm"))}
@@ -162,11 +162,11 @@ def reference_table(res: Result):
 
 def scores_table(res: Result, rows: int = 8):
     """Mean and sd of the pre-softmax scores over seeds, at about `rows` bias norms."""
-    m, sd = res.stat("score_mean"), res.stat("score_std")
-    df = pd.DataFrame({"N": res.norms, "mean": m.mean(0), "min over seeds": m.min(0),
-                       "max over seeds": m.max(0), "sd": sd.mean(0),
-                       "sd within rows": res.stat("score_row_sd").mean(0),
-                       "row-constant share of variance": res.stat("score_rowconst_frac").mean(0)})
+    m = res.stat("score_mean")
+    df = pd.DataFrame({"N": res.norms, "mean": res.seed_mean("score_mean"), "min over seeds": m.min(0),
+                       "max over seeds": m.max(0), "sd": res.seed_mean("score_std"),
+                       "sd within rows": res.seed_mean("score_row_sd"),
+                       "row-constant share of variance": res.seed_mean("score_rowconst_frac")})
     return common.table(df.iloc[:: max(1, len(df) // rows)], digits=3, compact=True).set_caption(
         "Pre-softmax scores QKᵀ/√d_k against the bias norm N (mean and sd: averaged over seeds)")
 
@@ -178,7 +178,7 @@ def fixed_point_table(res: Result):
     rows = [("N* (first seed, refined by Brent's method)", res.fixed_point_refined),
             (f"N* per seed, interpolated on the grid ({common.seeds_text(len(res.seeds))}): smallest", lo),
             ("N* per seed: largest", hi),
-            ("output norm E‖T(x + b)‖, mean over every N and seed", float(res.stat("out_norm").mean())),
+            ("output norm E‖T(x + b)‖, mean over every N and seed", res.mean_out_norm()),
             (f"√d of the untrained block (d = {res.hidden})", float(np.sqrt(res.hidden))),
             (f"{ref['model']}: smallest mean ‖h‖ over layers", min(ref["layer_norms"])),
             (f"{ref['model']}: largest mean ‖h‖ over layers", max(ref["layer_norms"])),
@@ -228,10 +228,10 @@ def publish(res: Result) -> None:
         "drift-pos-last": int((last > 0).sum()),
         "drift-neg-last": int((last < 0).sum()),
         "drift-n-k": res.norms[k],
-        "drift-score-sd-k": float(res.stat("score_std")[:, k].mean()),
-        "drift-score-row-sd-k": float(res.stat("score_row_sd")[:, k].mean()),
-        "drift-rowconst-k": float(res.stat("score_rowconst_frac")[:, k].mean()),
-        "drift-emb-cos0": float(res.stat("in_cos", "embedding-layer")[:, 0].mean())
+        "drift-score-sd-k": float(res.seed_mean("score_std")[k]),
+        "drift-score-row-sd-k": float(res.seed_mean("score_row_sd")[k]),
+        "drift-rowconst-k": float(res.seed_mean("score_rowconst_frac")[k]),
+        "drift-emb-cos0": float(res.seed_mean("in_cos", "embedding-layer")[0])
         if "embedding-layer" in res.variant_stats else float("nan"),
         "drift-tab-onset-1mcos": table_row["onset_1mcos"],
         "drift-emb-onset-cos": emb["onset_cos"],

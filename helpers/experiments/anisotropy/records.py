@@ -318,11 +318,6 @@ class Shape(Record):
         """Per layer, the participation ratio over an isotropic Gaussian's of the same n and d."""
         return np.asarray(self.pr, float) / np.asarray(self.pr_iso, float)
 
-    def pr_over_d(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per layer, the participation ratio over d, and an isotropic Gaussian's."""
-        d = np.asarray(self.dims, float)
-        return np.asarray(self.pr, float) / d, np.asarray(self.pr_iso, float) / d
-
     def summary(self) -> dict[str, Any]:
         """The pretrained run's row of `Result.shape_rows`: the largest top-3 share, the smallest split-half cosine
         of the mean and ‖x̄‖² over the top eigenvalue, the largest RMS cosine after the top 10 directions over

@@ -437,3 +437,11 @@ class Result(LargerEncoder, results.Result):
         from .findings import findings
 
         return findings(self)
+
+    def timing_means(self):
+        """Per task and variant, the steps and seconds per epoch averaged over the timed runs (a DataFrame)."""
+        import pandas as pd
+
+        df = pd.DataFrame(self.timing)
+        df = df.astype(object).where(df.notna(), np.nan).infer_objects()
+        return df.groupby(["task", "variant"], as_index=False)[["steps/epoch", "s/epoch"]].mean()
