@@ -387,7 +387,7 @@ def test_paper_preset_tables_keep_models_apart():
     for r in grid.values():
         sp = r.spectra
         for part in [k for k in ("layers", "softdecay") if k in sp]:
-            sp[part] = [{"label": f"{part} {i}", "quantiles": [0.1, 0.5, 1.0], **x} for i, x in enumerate(sp[part])]
+            sp[part] = tuple(replace(x, label=f"{part} {i}", quantiles=(0.1, 0.5, 1.0)) for i, x in enumerate(sp[part]))
     res = SimpleNamespace(models=["bert-base-uncased", "albert-base-v1", "all-MiniLM-L6-v2"], tasks=["RTE"],
                           seeds=[0], runs=glue.Runs(replace(r, model=m, task=t, variant=v, seed=s)
                                                     for (m, t, v, s), r in grid.items()))

@@ -5,7 +5,7 @@ chapter shows with the statistics it reads off the runs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
@@ -15,6 +15,48 @@ from ...core.stats import Interval, t_interval
 from .params import READINGS, WIDE_TASK, expdecay_margin, paper_model_for, paper_tables, paper_value, primary_metric
 
 NAN_INTERVAL = Interval(float("nan"), float("nan"), float("nan"), 0, "t")
+
+
+@dataclass(frozen=True)
+class LayerSpectrum:
+    """One hidden state's spectrum on a task's validation examples (`hf.glue.layer_spectra`, as stored): its
+    `layer` and `label`, the median and skewness of its normalised singular values, token and [CLS] uniformity,
+    EV₁, and the values' CDF as `quantiles` (equally spaced levels 0 … 1)."""
+
+    layer: int = 0
+    median: float = float("nan")
+    skewness: float = float("nan")
+    token_uni: float = float("nan")
+    cls_uni: float = float("nan")
+    ev1: float = float("nan")
+    label: str = ""
+    quantiles: tuple[float, ...] = ()
+
+    @classmethod
+    def of(cls, d: LayerSpectrum | dict) -> LayerSpectrum:
+        """The record of a stored dict (its keys are this record's fields, in this order)."""
+        return d if isinstance(d, cls) else cls(**{**d, "quantiles": tuple(d.get("quantiles", ()))})
+
+
+def spectra_of(parts: dict) -> dict[str, tuple[LayerSpectrum, ...]]:
+    """{part: [layer dict, …]} as stored (`"layers"`; a SoftDecay run's `"softdecay"`: before and after the
+    transform) → {part: (LayerSpectrum, …)}."""
+    return {k: tuple(LayerSpectrum.of(x) for x in rows) for k, rows in parts.items()}
+
+
+class Choice(TypedDict):
+    """One row of the selection table (`compute._plan_task`): a candidate `value` of a `choice` (the baseline's
+    learning rate, SoftDecay's initial α) for (model, task), its `score` on `metric`, and whether it was `chosen`;
+    `holdout`: the held-out share of the training split it was scored on (`compute.holdout_selection`)."""
+
+    model: str
+    task: str
+    choice: str
+    value: float
+    metric: str
+    score: float
+    chosen: bool
+    holdout: NotRequired[float]
 
 
 @dataclass(frozen=True)
@@ -34,27 +76,37 @@ class Run:
     stage: str = "comparison"
     reading: str | None = None
     from_cache: bool = False
-    final: dict = field(default_factory=dict)
-    epochs: list = field(default_factory=list)
-    val_acc: list = field(default_factory=list)
-    val_loss: list = field(default_factory=list)
-    train_loss: list = field(default_factory=list)
-    alpha_path: list = field(default_factory=list)
-    epoch_seconds: list = field(default_factory=list)
+    #: final validation score per metric ("acc", "f1", "mcc", "loss")
+    final: dict[str, float] = field(default_factory=dict)
+    epochs: tuple[int, ...] = ()
+    #: per epoch; None where the task has no accuracy (CoLA: MCC)
+    val_acc: tuple[float | None, ...] = ()
+    val_loss: tuple[float, ...] = ()
+    train_loss: tuple[float, ...] = ()
+    #: the learned α after each epoch; None but for SoftDecay
+    alpha_path: tuple[float | None, ...] = ()
+    epoch_seconds: tuple[float, ...] = ()
     train_examples: int | None = None
     eval_examples: int | None = None
     steps_per_epoch: int | None = None
-    spectra: dict = field(default_factory=dict)
+    #: "layers": the fine-tuned model's spectrum per hidden state; a SoftDecay run's "softdecay": (before, after)
+    spectra: dict[str, tuple[LayerSpectrum, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """The converter: lists (a history as stored, a saved Result) as tuples, spectra dicts as records."""
+        for name in ("epochs", "val_acc", "val_loss", "train_loss", "alpha_path", "epoch_seconds"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "spectra", spectra_of(self.spectra))
 
     @classmethod
     def from_history(cls, h: dict, **settings: Any) -> Run:
         """The record of a run's `settings` and its history as `train.glue.finetune` returns (and the results
         cache stores) it, under its unchanged cache key."""
         evals = h.get("eval", [])
-        return cls(**settings, final=h["final"], epochs=list(h.get("epoch", [])),
+        return cls(**settings, final=h["final"], epochs=h.get("epoch", ()),
                    val_acc=[e.get("acc") for e in evals], val_loss=[e.get("loss") for e in evals],
-                   train_loss=list(h.get("train_loss", [])), alpha_path=list(h.get("alpha", [])),
-                   epoch_seconds=list(h.get("epoch_seconds", [])), train_examples=h.get("train_examples"),
+                   train_loss=h.get("train_loss", ()), alpha_path=h.get("alpha", ()),
+                   epoch_seconds=h.get("epoch_seconds", ()), train_examples=h.get("train_examples"),
                    eval_examples=h.get("eval_examples"), steps_per_epoch=h.get("steps_per_epoch"),
                    spectra=h.get("spectra", {}))
 
@@ -73,7 +125,7 @@ class Run:
 
     def value_at(self, level: float = 0.8, layer: int = -1) -> float:
         """The normalised singular value at which `layer`'s CDF reaches `level` (Fig. 8's reading)."""
-        return quantile_at(self.spectra["layers"][layer]["quantiles"], level)
+        return quantile_at(self.spectra["layers"][layer].quantiles, level)
 
 
 class Runs(list):
@@ -151,7 +203,7 @@ class LargerEncoder:
 
     wide: Runs
     wide_model: str
-    wide_majority: dict
+    wide_majority: dict[str, float]
 
     def wide_seeds(self) -> list[int]:
         """The seeds on which the larger encoder ran both the baseline and SoftDecay, in order."""
@@ -232,7 +284,7 @@ class Result(LargerEncoder, results.Result):
     epochs: int
     train_examples: int
     runs: list[Run]
-    selection: list[dict]
+    selection: list[Choice]
     summary: list[dict]
     paired: list[dict]
     paper_gains: list[dict]
@@ -240,18 +292,20 @@ class Result(LargerEncoder, results.Result):
     alphas: list[dict]
     architectures: list[dict]
     timing: list[dict]
-    raw: dict = field(default_factory=dict)
-    holdout_selection: list = field(default_factory=list)
+    #: the pretrained encoders' spectra before fine-tuning: model -> task -> per hidden state
+    raw: dict[str, dict[str, tuple[LayerSpectrum, ...]]] = field(default_factory=dict)
+    holdout_selection: list[Choice] = field(default_factory=list)
     spectra_examples: int = 0
     wide_model: str = ""
     wide: list[Run] = field(default_factory=list)
-    wide_majority: dict = field(default_factory=dict)
+    wide_majority: dict[str, float] = field(default_factory=dict)
     lr_grid: list[float] = field(default_factory=list)       # the learning rates the baseline selects from
     alpha_grid: list[float] = field(default_factory=list)    # the α₀ SoftDecay selects from
 
     def __post_init__(self):
         self.runs = Runs(r if isinstance(r, Run) else Run.read(r) for r in self.runs)
         self.wide = Runs(r if isinstance(r, Run) else Run.read(r) for r in self.wide)
+        self.raw = {model: spectra_of(tasks) for model, tasks in self.raw.items()}
 
     def comparison(self, task: str, model: str | None = None) -> Runs:
         return self.runs.where(stage="comparison", model=model or self.models[0], task=task)
@@ -304,7 +358,7 @@ class Result(LargerEncoder, results.Result):
         """App. Fig. 9: SoftDecay − baseline median normalised singular value of the fine-tuned model's
         last-layer output, averaged over the tasks for each seed, with its t interval over seeds."""
         def median(r: Run) -> float:
-            return r.spectra["layers"][-1]["median"]
+            return r.spectra["layers"][-1].median
         per_seed = [[x for t in self.tasks if (x := self._pair(t, s, "softdecay", model, median)) is not None]
                     for s in self.seeds]
         return t_or_nan([float(np.mean(d)) for d in per_seed if d])
@@ -379,7 +433,7 @@ class Result(LargerEncoder, results.Result):
     def raw_value(self, task: str, level: float = 0.8, layer: int = -1, model: str | None = None) -> float:
         """`Run.value_at` of the pretrained encoder before fine-tuning (one measurement; NaN without it)."""
         rows = self.raw.get(model or self.models[0], {}).get(task)
-        return float("nan") if rows is None else quantile_at(rows[layer]["quantiles"], level)
+        return float("nan") if rows is None else quantile_at(rows[layer].quantiles, level)
 
     def value_at(self, task: str, level: float = 0.8, layer: int = -1, source: str = "baseline",
                  model: str | None = None) -> Interval:
