@@ -77,9 +77,9 @@ def test_case_summary_counts_violations_and_finds_the_worst():
             dict(n=8, k=4, d=0.5, bound=0.2, exact_l2=0.1, l2_violates=False, l1_violates=False),
             dict(n=8, k=6, d=0.5, bound=0.4, exact_l2=0.1, l2_violates=False, l1_violates=False)]
     out = case_summary(rows)
-    assert (out["cases"], out["l2_violations"], out["l1_violations"]) == (4, 2, 1)
-    assert out["worst"]["k"] == 2 and out["median_looseness"] == pytest.approx(3.0)
-    assert case_summary(rows[2:])["worst"] is None
+    assert (out.cases, out.l2_violations, out.l1_violations) == (4, 2, 1)
+    assert out.worst.k == 2 and out.median_looseness == pytest.approx(3.0)
+    assert case_summary(rows[2:]).worst is None
 
 
 def test_tightness_by_cut_leaves_out_cuts_beyond_a_matrix_rank():
