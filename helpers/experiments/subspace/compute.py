@@ -137,7 +137,7 @@ def sentence_bootstrap(p: Params) -> dict[str, Any]:
     sentences with replacement, each giving last − first hidden state median normalised singular value (the
     resample's pooled values, normalised by their largest), mean token cosine, and last − layer 1 mean [CLS]
     cosine (pairs of distinct sentences: a sentence drawn twice is not paired with itself)."""
-    from ..core import measures as M
+    from ...core import measures as M
 
     device = choose_device(p.device)
     sentences = load_glue(p.second_task, "validation").texts()[: p.n_sentences]
