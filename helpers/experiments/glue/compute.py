@@ -29,7 +29,8 @@ from .params import (
     paper_tables,
     primary_metric,
 )
-from .result import Choice, Result, Run, detectable_effect
+from .records import Choice, Run
+from .result import Result, detectable_effect
 
 
 def wide_params(p: Params) -> Params | None:
