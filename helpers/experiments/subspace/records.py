@@ -67,8 +67,9 @@ class CaseSummary:
     def of(cls, d: CaseSummary | dict) -> CaseSummary:
         if isinstance(d, cls):
             return d
-        worst = d.get("worst")
-        return cls(**{**d, "worst": None if worst is None else Worst(**worst)})
+        worst, loose = d.get("worst"), d.get("median_looseness")
+        return cls(**{**d, "worst": None if worst is None else Worst(**worst),
+                      "median_looseness": float("nan") if loose is None else loose})   # JSON's null: NaN
 
 
 @dataclass(frozen=True)
