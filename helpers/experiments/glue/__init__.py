@@ -38,11 +38,11 @@ from .params import (
                       paper_value,
                       primary_metric,
 )
-from .records import Choice, LayerSpectrum, Run, Runs, quantile_at
+from .records import LayerSpectrum, Run, Runs, quantile_at
 from .result import Result, detectable_effect, welch_interval
 
 __all__ = ["FINDINGS", "GRID", "HOLDOUT", "METRIC_NAMES", "READINGS", "READING_TEXT", "TASK_METRICS", "WIDE_ALPHA",
-           "WIDE_LR", "WIDE_TASK", "Choice", "LayerSpectrum", "Params", "Result", "Run", "Runs", "Spec", "alpha_table",
+           "WIDE_LR", "WIDE_TASK", "LayerSpectrum", "Params", "Result", "Run", "Runs", "Spec", "alpha_table",
            "detectable_effect",
            "expdecay_margin", "finetune_one", "findings", "holdout_selection", "majority_baseline",
            "paired_differences", "paper_gains", "paper_model_for", "paper_tables", "paper_value", "primary_metric",

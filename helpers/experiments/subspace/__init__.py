@@ -8,8 +8,8 @@ mathematics is `helpers.core.subspace`."""
 
 from .compute import case_summary, random_matrices, run
 from .params import BOOTSTRAP, EXACT_TOLERANCE, QUANTILES, Params
-from .records import CaseSummary, SentenceDraws, Settings, Worst
+from .records import CaseSummary
 from .result import Result
 
-__all__ = ["BOOTSTRAP", "EXACT_TOLERANCE", "QUANTILES", "CaseSummary", "Params", "Result", "SentenceDraws", "Settings",
-           "Worst", "case_summary", "random_matrices", "run"]
+__all__ = ["BOOTSTRAP", "EXACT_TOLERANCE", "QUANTILES", "CaseSummary", "Params", "Result", "case_summary",
+           "random_matrices", "run"]

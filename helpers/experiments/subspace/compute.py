@@ -20,7 +20,7 @@ from ...data import load_glue
 from ...hf import models
 from ...hf.models import quiet_loading
 from .params import BOOTSTRAP, NOT_MODEL, PAPER_MEDIANS, QUANTILES, STAT_KEYS, Params
-from .records import CaseSummary
+from .records import Case, CaseSummary, LayerStats, MatrixCheck
 from .result import Result
 
 
@@ -37,7 +37,7 @@ def random_matrices(m: int, d: int, g: torch.Generator) -> dict[str, torch.Tenso
     }
 
 
-def random_study(p: Params) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+def random_study(p: Params) -> tuple[list[MatrixCheck], dict[str, np.ndarray]]:
     """The theorem check on every kind of random matrix and shape; tightness by cut for the largest m."""
     g = torch.Generator().manual_seed(p.seed)
     rows, curves = [], {}
@@ -49,7 +49,7 @@ def random_study(p: Params) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]
     return rows, curves
 
 
-def case_study(p: Params) -> list[dict[str, Any]]:
+def case_study(p: Params) -> list[Case]:
     """Appendix A: for every sphere dimension n, cut k and radius d, eq. (8) against the exact ℓ2
     probability and the Monte Carlo estimates of the ℓ2 and ℓ1 readings. The ℓ1 reading violates the
     bound when its estimate exceeds it by more than 4 standard errors."""
@@ -69,7 +69,7 @@ def case_study(p: Params) -> list[dict[str, Any]]:
     return rows
 
 
-def case_summary(rows: list[dict[str, Any]]) -> CaseSummary:
+def case_summary(rows: list[Case]) -> CaseSummary:
     """How often eq. (8) fails, its worst failure (largest exact − bound), and its median looseness
     (bound / exact) where it holds."""
     bad = [r for r in rows if r["l2_violates"]]
@@ -84,7 +84,7 @@ def case_summary(rows: list[dict[str, Any]]) -> CaseSummary:
             "worst": None if worst is None else {k: worst[k] for k in ("n", "k", "d", "bound", "exact_l2")}})
 
 
-def _stats(per_layer, mask, label: str) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
+def _stats(per_layer, mask, label: str) -> tuple[list[LayerStats], list[np.ndarray]]:
     rows = S.layer_spectrum_stats(per_layer, mask)
     return [{"model": label, **{k: r[k] for k in STAT_KEYS}} for r in rows], [r["values"].numpy() for r in rows]
 

@@ -2,12 +2,13 @@
 of Appendix A's cases (`CaseSummary`, with its `Worst` case) and the sentence bootstrap of the §3.2 changes
 (`SentenceDraws`). Each is a frozen dataclass whose fields are the stored keys in their stored order: read from the
 stored dict (`of`) and written back as that dict (`book.results._jsonable`), so a saved Result and the committed
-runs read back as they were written."""
+runs read back as they were written. The rows of the chapter's tables are typed dicts (`MatrixCheck`, `LayerCheck`,
+`Case`, `LayerStats`, `GammaStep`), kept as the dicts the computations return and the results store."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NotRequired, TypedDict
 
 
 @dataclass(frozen=True)
@@ -95,3 +96,69 @@ class SentenceDraws:
         """The draws of `stat` ("median", "token_uni", "cls_uni")."""
         return getattr(self, stat)
 
+
+class MatrixCheck(TypedDict):
+    """The theorem on one random m × d matrix (`core.subspace.theorem_check`): the worst slack C − ‖x − x′‖ over rows
+    and cuts, relative to the largest singular value, and the largest and median ‖x − x′‖ / λₖ₊₁."""
+
+    m: int
+    d: int
+    matrix: str
+    worst_slack: float
+    worst_slack_rel: float
+    max_ratio: float
+    median_ratio: float
+
+
+class LayerCheck(TypedDict):
+    """The theorem on one hidden state of the model (`core.subspace.theorem_check`), and the mean over cuts of
+    max ‖x − x′‖ / λₖ₊₁ (`core.subspace.tightness_by_cut`)."""
+
+    layer: int
+    worst_slack: float
+    worst_slack_rel: float
+    max_ratio: float
+    median_ratio: float
+    mean_cut_ratio: float
+
+
+class Case(TypedDict):
+    """One case (n, k, d) of Appendix A (`compute.case_study`): eq. (8)'s bound, the exact ℓ2 probability, the Monte
+    Carlo estimates of the ℓ2 and ℓ1 readings, and whether each breaks the bound (ℓ2: exactly, and by more than four
+    times; ℓ1: by more than 4 standard errors)."""
+
+    n: int
+    k: int
+    d: float
+    bound: float
+    exact_l2: float
+    mc_l2: float
+    mc_l1: float
+    l2_violates: bool
+    l2_violates_x4: NotRequired[bool]
+    l1_violates: bool
+
+
+class LayerStats(TypedDict):
+    """§3.2's statistics of one hidden state (`core.subspace.layer_spectrum_stats`) of `model` ("pretrained",
+    "untrained twin"): the median and skewness of the normalised singular values, token and [CLS] uniformity, EV₁."""
+
+    model: str
+    layer: int
+    median: float
+    skewness: float
+    token_uni: float
+    cls_uni: float
+    ev1: float
+
+
+class GammaStep(TypedDict):
+    """The constant of the line before eq. (8) against eq. (8)'s, for one (n, k) (`core.subspace.gamma_step`): their
+    logarithms (the printed line, the printed next line, the corrected one) and the ratio of the first two."""
+
+    n: int
+    k: int
+    log_printed_line: float
+    log_printed_next: float
+    log_corrected: float
+    ratio: float

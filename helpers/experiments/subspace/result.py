@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -14,7 +13,7 @@ from ...book import results
 from ...core.findings import Finding
 from ...core.stats import Interval
 from .findings import findings
-from .records import CaseSummary, SentenceDraws, Settings
+from .records import Case, CaseSummary, GammaStep, LayerCheck, LayerStats, MatrixCheck, SentenceDraws, Settings
 
 
 def _arrays(values: dict[str, list]) -> dict[str, list[np.ndarray]]:
@@ -30,22 +29,22 @@ class Result(results.Result):
     committed runs read back as they were written)."""
 
     settings: Settings
-    random: list[dict[str, Any]]             # m, d, matrix, worst_slack, worst_slack_rel, max_ratio, median_ratio
+    random: list[MatrixCheck]
     tightness: dict[str, np.ndarray]         # matrix kind -> max_i ‖x_i − x_i′‖/λ_{k+1} per cut k (largest m)
     tightness_m: int
     model_description: str
     n_sentences: int
     n_real_tokens: int
     n_hidden_states: int
-    real_model: list[dict[str, Any]]         # per layer: the theorem check and mean_cut_ratio
-    appendix_a: list[dict[str, Any]]         # n, k, d, bound, exact_l2, mc_l2, mc_l1, l2_violates, l1_violates
+    real_model: list[LayerCheck]
+    appendix_a: list[Case]
     appendix_a_summary: CaseSummary
     cdf_values: dict[str, list[np.ndarray]]  # "pretrained" / "untrained twin" -> per layer pooled values
-    cdf_stats: list[dict[str, Any]]          # model, layer, median, skewness, token_uni, cls_uni, ev1
-    second_task_stats: list[dict[str, Any]]  # the pretrained model on `second_task`, per layer
+    cdf_stats: list[LayerStats]              # the pretrained model and its untrained twin on `task`, per layer
+    second_task_stats: list[LayerStats]      # the pretrained model on `second_task`, per layer
     paper_medians: list[float]               # BERT-base on MRPC, first and last layer (data/yan_2022_sv_median.csv)
     second_task_values: dict[str, np.ndarray] = field(default_factory=dict)   # "layer i" -> pooled values (Fig. 2)
-    gamma_steps: list[dict[str, Any]] = field(default_factory=list)    # Appendix A's Γ-step per (n, k)
+    gamma_steps: list[GammaStep] = field(default_factory=list)    # Appendix A's Γ-step per (n, k)
     #: the §3.2 changes on `second_task` (last − first hidden state) over sentences resampled with replacement
     #: (`compute.sentence_bootstrap`)
     sentence_draws: SentenceDraws = field(default_factory=SentenceDraws)
