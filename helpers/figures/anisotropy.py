@@ -300,10 +300,10 @@ def centred_cosine_table(res: Result):
 def normalised_table(res: Result):
     """Per model: the Spearman test of the normalised drift r = ‖x̄‖₂ / E‖x‖ against the average cosine, and how
     many layers satisfy avg cos ≈ r² within 0.02."""
-    rows = [{"model": m.label, "Spearman ρ (r)": m.normalised["normalised_spearman_r"],
-             "p (r)": m.normalised["normalised_spearman_p"],
+    rows = [{"model": m.label, "Spearman ρ (r)": m.normalised.normalised_spearman_r,
+             "p (r)": m.normalised.normalised_spearman_p,
              "layers with |cos − r²| < 0.02":
-                 f"{m.normalised['identity_layers_within']} of {m.normalised['layers']}"}
+                 f"{m.normalised.identity_layers_within} of {m.normalised.layers}"}
             for m in res.models]
     return _scroll(common.table(pd.DataFrame(rows), digits=3).set_caption(
         "The normalised drift r = ‖x̄‖₂ / E‖x‖ against the average cosine across layers"))
@@ -422,9 +422,9 @@ def _drift_tests(res: Result) -> dict[str, object]:
         "anisotropy-drift-either": share["either_sign"],
         "anisotropy-drift-negative": share["negative"],
         "anisotropy-drift-pearson": share["pearson"],
-        "anisotropy-identity-within": sum(m.normalised["identity_layers_within"] for m in res.models),
-        "anisotropy-identity-layers": sum(m.normalised["layers"] for m in res.models),
-        "anisotropy-identity-gap-max": max(m.normalised["identity_gap_max"] for m in res.models),
+        "anisotropy-identity-within": sum(m.normalised.identity_layers_within for m in res.models),
+        "anisotropy-identity-layers": sum(m.normalised.layers for m in res.models),
+        "anisotropy-identity-gap-max": max(m.normalised.identity_gap_max for m in res.models),
         "anisotropy-identity-tol": IDENTITY_TOL,
     }
 

@@ -50,7 +50,7 @@ def fig7(res: Result, max_seeds: int = 3) -> plt.Figure:
     for j, (ax, hn) in enumerate(zip(axes[0], res.hist_norms, strict=True)):
         for s, seed in enumerate(res.seeds[:max_seeds]):
             h = res.hists[s][j]
-            ax.stairs(h["density"], h["edges"], label=f"seed {seed}")
+            ax.stairs(h.density, h.edges, label=f"seed {seed}")
         ax.set_title(f"N = {hn:g}")
         ax.set_xlabel(r"$QK^\top/\sqrt{d_k}$")
     axes[0][0].set_ylabel("density")
@@ -99,7 +99,7 @@ def sharpness(res: Result) -> plt.Figure:
     fig, axes = plt.subplots(2, 2, figsize=(8, 7.6))
     axes[1, 1].axis("off")            # (c) has the second row to itself, its legend beside it
     axes = [axes[0, 0], axes[0, 1], axes[1, 0], axes[1, 1]]
-    cos_ref = res.reference.get("layer_cos", [])
+    cos_ref = res.reference.layer_cos
     for v in res.variants():
         x = 1 - res.seed_mean("in_cos", v)
         axes[0].plot(x, res.seed_mean("row_max", v) * res.seq_len, marker="o", ms=3, label=VARIANT_LABELS[v])
@@ -110,7 +110,7 @@ def sharpness(res: Result) -> plt.Figure:
         ax.set_xlabel("1 − average cosine of the input x + b")
         if cos_ref:
             ax.axvspan(1 - max(cos_ref), 1 - min(cos_ref), color="0.85", zorder=0,
-                       label=f"{res.reference['model']} layers")
+                       label=f"{res.reference.model} layers")
     axes[0].legend(fontsize=8, loc="center right")
     axes[1].legend(fontsize=8, loc="lower left")
     axes[0].set_yscale("log")
@@ -153,11 +153,11 @@ def variants_table(res: Result):
 def reference_table(res: Result):
     """Mean norm and average cosine of the reference model's real-token hidden states per layer."""
     ref = res.reference
-    df = pd.DataFrame({"layer": range(len(ref["layer_norms"])), "mean ‖h‖ of real tokens": ref["layer_norms"]})
-    if "layer_cos" in ref:
-        df["average cosine of real tokens"] = ref["layer_cos"]
+    df = pd.DataFrame({"layer": range(len(ref.layer_norms)), "mean ‖h‖ of real tokens": ref.layer_norms})
+    if ref.layer_cos:
+        df["average cosine of real tokens"] = ref.layer_cos
     return common.table(df.set_index("layer").T, digits=2, index=True).set_caption(
-        f"Hidden-state norms per layer of {ref['model']} on {ref['sentences']} MRPC sentences")
+        f"Hidden-state norms per layer of {ref.model} on {ref.sentences} MRPC sentences")
 
 
 def scores_table(res: Result, rows: int = 8):
@@ -180,9 +180,9 @@ def fixed_point_table(res: Result):
             ("N* per seed: largest", hi),
             ("output norm E‖T(x + b)‖, mean over every N and seed", res.mean_out_norm()),
             (f"√d of the untrained block (d = {res.hidden})", float(np.sqrt(res.hidden))),
-            (f"{ref['model']}: smallest mean ‖h‖ over layers", min(ref["layer_norms"])),
-            (f"{ref['model']}: largest mean ‖h‖ over layers", max(ref["layer_norms"])),
-            (f"{ref['model']}: √d (d = {ref['d']})", float(np.sqrt(ref["d"])))]
+            (f"{ref.model}: smallest mean ‖h‖ over layers", min(ref.layer_norms)),
+            (f"{ref.model}: largest mean ‖h‖ over layers", max(ref.layer_norms)),
+            (f"{ref.model}: √d (d = {ref.d})", float(np.sqrt(ref.d)))]
     df = pd.DataFrame(rows, columns=["quantity", "value"])
     return common.table(df, digits=2).set_caption("The norm fixed point and the norms it is compared with")
 
@@ -214,7 +214,7 @@ def publish(res: Result) -> None:
     emb = emb_rows[0] if emb_rows else {k: float("nan") for k in table_row}
     last = res.stat("score_mean")[:, -1]
     k = res.index_of(1000.0)
-    cos_ref = res.reference.get("layer_cos") or [float("nan")]
+    cos_ref = res.reference.layer_cos or [float("nan")]
     common.publish({
         "drift-n-star": res.fixed_point_refined if res.fixed_point_refined is not None else float("nan"),
         "drift-sqrt-d": float(np.sqrt(res.hidden)),
@@ -223,7 +223,7 @@ def publish(res: Result) -> None:
         "drift-cosine-gain": res.cosine_gain().text(6),
         "drift-q-cos0": res.qk_cos_at_zero().text(5),
         "drift-variant-seeds": min((res.seeds_of(v) for v in res.variant_stats), default=0),
-        "drift-ref-description": res.reference["description"],
+        "drift-ref-description": res.reference.description,
         "drift-n-last": res.norms[-1],
         "drift-pos-last": int((last > 0).sum()),
         "drift-neg-last": int((last < 0).sum()),

@@ -259,7 +259,7 @@ def cdf_figure(res: Result) -> plt.Figure:
             if r is None or part not in r.spectra:
                 ax.set_axis_off()
                 continue
-            common.spectrum_cdfs(ax, [(x["label"], np.asarray(x["quantiles"])) for x in r.spectra[part]],
+            common.spectrum_cdfs(ax, [(x.label, np.asarray(x.quantiles)) for x in r.spectra[part]],
                                  title=f"{label}: {title}", xlabel="")
             if part == "softdecay":
                 ax.legend(loc="lower right")
@@ -285,7 +285,7 @@ def size_figure(res: Result) -> plt.Figure:
             if rows is None:
                 ax.set_axis_off()
                 continue
-            common.spectrum_cdfs(ax, [(x["label"], np.asarray(x["quantiles"])) for x in rows],
+            common.spectrum_cdfs(ax, [(x.label, np.asarray(x.quantiles)) for x in rows],
                                  title=f"{task}, {n_train:,} training\n{title}" if i == 0 else title, xlabel="")
             ax.axhline(0.8, color="0.5", lw=1, ls=":")
             if j:
