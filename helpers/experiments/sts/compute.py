@@ -132,10 +132,10 @@ def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> di
 
     * `draws[d]`: per pooling and set, each `READING_METHODS` score (paper protocol) and the sign flips of
       SoftDecay and its flip-free variants, for draw d;
-    * `ci[pooling][method]`: method − raw, mean over the sets, paired bootstrap (transforms fitted once), draw 0;
+    * `intervals[pooling][method]`: method − raw, mean over the sets, paired bootstrap (transforms fitted once), draw 0;
     * `refit[paper_pooling][whitening]`: whitening − SoftDecay, mean over the sets, paired bootstrap with both
       transforms refitted on every resample (`core.sts.refit_bootstrap`), draw 0;
-    * `anisotropy[pooling][set]`: EV₁ before and after whitening, EV₁ of the centred rows, the mean's share;
+    * `anisotropies[pooling][set]`: EV₁ before and after whitening, EV₁ of the centred rows, the mean's share;
     * `planted`, `lsds` (first model only): `_planted_directions` and `_lsds_readings` under `paper_pooling`;
     * `cpu_s`: the process CPU seconds it took."""
     t0 = time.process_time()
@@ -143,7 +143,7 @@ def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> di
                 for _ in range(draws)]
     diffs: dict = {q: {m: [] for m in READING_METHODS[1:]} for q in p.poolings}
     refit: dict = {q: {m: [] for m in REFIT_METHODS} for q in p.poolings}
-    out: dict = {"anisotropy": {q: {} for q in p.poolings}, "planted": {}}
+    out: dict = {"anisotropies": {q: {} for q in p.poolings}, "planted": {}}
     plant_sets: list[dict] = []
     for name in p.datasets:
         full = load_sts(name, p.source)
@@ -173,7 +173,7 @@ def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> di
                         refit[q][m].append(r)
                 both = torch.cat([p1, p2])
                 white = torch.cat(outs["whitening"]).double()
-                out["anisotropy"][q][name] = {
+                out["anisotropies"][q][name] = {
                     "EV1": float(C.M.explained_variance(both.double(), 1)),
                     "EV1_whitened": float(C.M.explained_variance(white, 1)),
                     "EV1_centred": C.ev1_centred(both), "mean_share": C.mean_share(both)}
@@ -182,7 +182,7 @@ def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> di
                     out.setdefault("lsds", {})[name] = _lsds_readings(p1, p2, p)
     s0 = per_draw[0]["scores"]
     out["draws"] = per_draw
-    out["ci"] = {q: {m: [float(np.mean([s0[q][d][m] - s0[q][d]["vanilla"] for d in p.datasets])),
+    out["intervals"] = {q: {m: [float(np.mean([s0[q][d][m] - s0[q][d]["vanilla"] for d in p.datasets])),
                          *C.interval(np.mean(diffs[q][m], 0))] for m in READING_METHODS[1:]} for q in p.poolings}
     sd = "SoftDecay (sentence)"
     out["refit"] = {q: {w: [float(np.mean([s0[q][d][w] - s0[q][d][sd] for d in p.datasets])),
@@ -366,9 +366,9 @@ def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False
     """Everything the chapter shows for one model, as plain numbers (cached and committed at `book`
     scale). `light` (the anisotropic encoders) skips LSDS, the control and the planted runs; the t-SNE maps
     are `maps`, cached apart (a committed run may still hold the maps it once drew, unread)."""
-    out: dict = {k: {} for k in ("scores", "ci", "alpha_sweep", "table4", "lsds", "control", "flips", "planted",
-                                 "pairs", "subsets")}
-    out["scores"] = {prot: {} for prot in PROTOCOLS}
+    out: dict = {k: {} for k in ("spearman", "ci", "alpha_sweep", "table4", "lsds", "control", "sign_flips",
+                                 "planted", "pairs", "subsets")}
+    out["spearman"] = {prot: {} for prot in PROTOCOLS}
     out["ci"] = {prot: {} for prot in PROTOCOLS}
     alpha, seed = p.alpha, p.seed
     all_diffs: dict = {prot: {} for prot in PROTOCOLS}
@@ -391,7 +391,7 @@ def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False
             cos[method] = C.cosines(a, b)
         scores, diffs, ci = _scores_and_intervals(cos, ds, p.bootstrap, seed)
         for prot in PROTOCOLS:
-            out["scores"][prot][name], out["ci"][prot][name] = scores[prot], ci[prot]
+            out["spearman"][prot][name], out["ci"][prot][name] = scores[prot], ci[prot]
             for m, d in diffs[prot].items():
                 all_diffs[prot].setdefault(m, []).append(d)
         for m, draws in C.refit_bootstrap(p1, p2, ds.scores, ds.subsets, REFIT_METHODS, refit_draws(p.bootstrap), seed,
@@ -401,7 +401,7 @@ def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False
             str(a): C.score(C.cosines(*apply_method("SoftDecay (sentence)", p1, p2, a)), ds.scores, ds.subsets)
             for a in p.alphas}
         sv = {k: torch.linalg.svdvals(X.double()).numpy() for k, X in (("s1", p1), ("s2", p2))}
-        out["flips"][name] = {
+        out["sign_flips"][name] = {
             "raw": sum(C.sign_flips(v, alpha) for v in sv.values()),
             "sqrt_n": sum(C.sign_flips(v, alpha, len(ds) ** 0.5) for v in sv.values()),
             "max": sum(C.sign_flips(v, alpha, v.max()) for v in sv.values()),
@@ -428,11 +428,11 @@ def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False
         out["control"][name] = _control(both, alpha, seed)
         out["planted"][name] = _planted(p1, p2, ds, p)
     sd = np.mean(refit["SoftDecay (sentence)"], 0)
-    out["refit"] = {w: [float(np.mean([out["scores"]["subset-mean"][d]["SoftDecay (sentence)"]
-                                       - out["scores"]["subset-mean"][d][w] for d in p.datasets])),
+    out["refit"] = {w: [float(np.mean([out["spearman"]["subset-mean"][d]["SoftDecay (sentence)"]
+                                       - out["spearman"]["subset-mean"][d][w] for d in p.datasets])),
                         *C.interval(sd - np.mean(refit[w], 0))] for w in REFIT_METHODS[:2]}
     out["avg_ci"] = {prot: {m: [float(np.mean(
-        [out["scores"][prot][d][m] - out["scores"][prot][d]["vanilla"] for d in p.datasets])),
+        [out["spearman"][prot][d][m] - out["spearman"][prot][d]["vanilla"] for d in p.datasets])),
         *C.interval(np.mean(ds_draws, 0))] for m, ds_draws in all_diffs[prot].items()} for prot in PROTOCOLS}
     return out
 
@@ -441,7 +441,7 @@ def averages(run: dict, datasets: list[str], protocol: str = "subset-mean") -> d
     """Table 1's `Avg` column: the mean over the sets of each method's score (methods not run: NaN)."""
     out = {}
     for method in METHODS:
-        got = [run["scores"][protocol][d].get(method) for d in datasets]     # None: not run, or undefined
+        got = [run["spearman"][protocol][d].get(method) for d in datasets]     # None: not run, or undefined
         vals = np.array([np.nan if v is None else v for v in got], dtype=float)
         out[method] = float(np.nanmean(vals)) if np.isfinite(vals).any() else float("nan")
     return out
