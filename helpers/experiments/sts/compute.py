@@ -514,79 +514,105 @@ def path_cached(p: Params, seed: int, step: int, device) -> tuple[dict, bool]:
                           run_seed=seed, step=step)
 
 
+class _Encoders:
+    """The encoders this run reads, each loaded on `device` when first asked for and kept."""
+
+    def __init__(self, device):
+        self.device, self.loaded = device, {}
+
+    def __call__(self, name: str):
+        if name not in self.loaded:
+            self.loaded[name] = hm.load(name, device=self.device)
+        return self.loaded[name]
+
+
+def _main_runs(p: Params, load: _Encoders, from_cache: dict) -> tuple[dict, dict]:
+    """`run_model` of every model of `p` and, lighter, of every anisotropic `extra_models` encoder (fewer pairs,
+    `extra_pooling`), each through the committed-results cache (key: the Params with `models` replaced by the
+    run's `model`)."""
+    runs, extras = {}, {}
+    for name in p.models:
+        runs[name], from_cache[name] = results.cached(
+            p, f"sts-{name.replace('/', '_')}", lambda n=name: run_model(load(n), p, light=False),
+            drop=("models", *_EXTRA_FIELDS, *_READING_FIELDS), model=name)
+    q = replace(p, max_pairs=p.extra_max_pairs, pooling=p.extra_pooling)
+    for name in p.extra_models:
+        extras[name], from_cache[name] = results.cached(
+            q, f"sts-extra-{name.replace('/', '_')}", lambda n=name: run_model(load(n), q, light=True),
+            drop=("models", "extra_models", "lsds_points", "tsne_pairs", "plant_sizes",
+                  *_READING_FIELDS), model=name)
+    return runs, extras
+
+
+def _all_readings(p: Params, load: _Encoders, from_cache: dict, unavailable: dict) -> tuple[dict, dict]:
+    """The subsample readings (the models, and the extras `p.reread_extras` names) and the readings on every pair
+    (`p.full_readings`), through the cache; an encoder that cannot be read here goes to `unavailable`, why."""
+    read, full = {}, {}
+    for name, mp in ([(m, p.reading_pairs or p.max_pairs) for m in p.models]
+                     + [(m, p.extra_max_pairs) for m in p.extra_models if m in p.reread_extras]):
+        nd, planted = reading_draws(p, name, mp), name == p.models[0]
+        try:
+            read[name], from_cache[f"readings {name}"] = readings_cached(
+                p, name, mp, lambda n=name, m=mp, k=nd, pl=planted: readings(load(n), p, m, k, pl))
+        except (ModelUnavailable, results.MissingRuns) as err:
+            # the book's own model needs its pretraining on this machine; with no committed record and a run
+            # that may not measure it (the book build), the chapter says so with the command
+            unavailable[name] = str(err)
+    for name in p.full_readings:
+        try:
+            full[name], from_cache[f"full {name}"] = results.cached(
+                p, f"sts-full-{name.replace('/', '_')}", lambda n=name: readings(load(n), p, 0, 1, False),
+                drop=_NOT_READINGS, model=name, max_pairs=0, draws=1, planted=False)
+        except (ModelUnavailable, results.MissingRuns) as err:
+            unavailable[f"{name} (every pair)"] = str(err)
+    return read, full
+
+
+def _all_samefits(p: Params, load: _Encoders, from_cache: dict, unavailable: dict) -> dict:
+    """`samefit` of every encoder `samefit_models` names, through the cache."""
+    same = {}
+    for name, mp in samefit_models(p):
+        try:
+            same[name], from_cache[f"same-fit {name}"] = samefit_cached(p, name, mp, lambda n=name: load(n))
+        except (ModelUnavailable, results.MissingRuns) as err:
+            unavailable[f"{name} (same-fit procedures)"] = str(err)
+    return same
+
+
+def _path(p: Params, device, from_cache: dict, unavailable: dict) -> dict:
+    """The book MLM's path (`path_cached`) at every seed and step of `p`, keyed "seed:step"; the checkpoints neither
+    committed nor on this machine are named in `unavailable`, with the command."""
+    path, missing = {}, []
+    for seed in p.path_seeds:
+        for step in p.path_steps:
+            try:
+                path[f"{seed}:{step}"], from_cache[f"path {seed}:{step}"] = path_cached(p, seed, step, device)
+            except (ModelUnavailable, results.MissingRuns, FileNotFoundError):
+                missing.append(f"seed {seed} step {step}")
+    if missing:
+        unavailable[f"{BOOK_BERT} pretraining path"] = (
+            f"{len(missing)} of its checkpoints are neither committed nor on this machine ({', '.join(missing[:3])}"
+            f"{', …' if len(missing) > 3 else ''}): `python scripts/export_book_model.py --train --seed N`, then "
+            f"`{COMMANDS['book']}`")
+    return path
+
+
 def run(p: Params) -> Result:
-    """Every model of `p`, each through the committed-results cache (key: the Params with `models`
-    replaced by the run's `model`), the anisotropic `extra_models` (fewer pairs, `extra_pooling`),
-    then the paper's tables, the t-SNE maps and the encoder demo."""
+    """Every model of `p` (`_main_runs`), its readings (`_all_readings`), the same-fit procedures, the book MLM's
+    path, the t-SNE maps and the encoder demo, each through the committed-results cache, then the paper's
+    tables, handed to `Result`."""
     seed_everything(p.seed)
     device = choose_device(p.device)
-    runs, from_cache, loaded, extras = {}, {}, {}, {}
-
-    def compute(name: str, q: Params, light: bool):
-        loaded[name] = hm.load(name, device=device)
-        return run_model(loaded[name], q, light=light)
-
-    def compute_readings(name: str, max_pairs: int, draws: int, planted: bool):
-        if name not in loaded:
-            loaded[name] = hm.load(name, device=device)
-        return readings(loaded[name], p, max_pairs, draws, planted)
-
-    read, unavailable = {}, {}
+    load, from_cache, unavailable = _Encoders(device), {}, {}
     # the main run, the same-fit procedures and the maps read the same sentences through the same encoder: one pass;
     # a whitening fitted on the same rows again is fitted once
     with quiet_loading(), kept_encodings(), C.kept_fits():
-        for name in p.models:
-            runs[name], from_cache[name] = results.cached(
-                p, f"sts-{name.replace('/', '_')}", lambda n=name: compute(n, p, False),
-                drop=("models", *_EXTRA_FIELDS, *_READING_FIELDS), model=name)
-        q = replace(p, max_pairs=p.extra_max_pairs, pooling=p.extra_pooling)
-        for name in p.extra_models:
-            extras[name], from_cache[name] = results.cached(
-                q, f"sts-extra-{name.replace('/', '_')}", lambda n=name: compute(n, q, True),
-                drop=("models", "extra_models", "lsds_points", "tsne_pairs", "plant_sizes",
-                      *_READING_FIELDS), model=name)
-        for name, mp in ([(m, p.reading_pairs or p.max_pairs) for m in p.models]
-                         + [(m, p.extra_max_pairs) for m in p.extra_models if m in p.reread_extras]):
-            nd, planted = reading_draws(p, name, mp), name == p.models[0]
-            try:
-                read[name], from_cache[f"readings {name}"] = readings_cached(
-                    p, name, mp, lambda n=name, m=mp, k=nd, pl=planted: compute_readings(n, m, k, pl))
-            except (ModelUnavailable, results.MissingRuns) as err:
-                # the book's own model needs its pretraining on this machine; with no committed record and a run
-                # that may not measure it (the book build), the chapter says so with the command
-                unavailable[name] = str(err)
-        full = {}
-        for name in p.full_readings:
-            try:
-                full[name], from_cache[f"full {name}"] = results.cached(
-                    p, f"sts-full-{name.replace('/', '_')}", lambda n=name: compute_readings(n, 0, 1, False),
-                    drop=_NOT_READINGS, model=name, max_pairs=0, draws=1, planted=False)
-            except (ModelUnavailable, results.MissingRuns) as err:
-                unavailable[f"{name} (every pair)"] = str(err)
-        same = {}
-        for name, mp in samefit_models(p):
-            def load(n=name):
-                if n not in loaded:
-                    loaded[n] = hm.load(n, device=device)
-                return loaded[n]
-            try:
-                same[name], from_cache[f"same-fit {name}"] = samefit_cached(p, name, mp, load)
-            except (ModelUnavailable, results.MissingRuns) as err:
-                unavailable[f"{name} (same-fit procedures)"] = str(err)
-        path, missing = {}, []
-        for seed in p.path_seeds:
-            for step in p.path_steps:
-                try:
-                    path[f"{seed}:{step}"], from_cache[f"path {seed}:{step}"] = path_cached(p, seed, step, device)
-                except (ModelUnavailable, results.MissingRuns, FileNotFoundError):
-                    missing.append(f"seed {seed} step {step}")
-        if missing:
-            unavailable[f"{BOOK_BERT} pretraining path"] = (
-                f"{len(missing)} of its checkpoints are neither committed nor on this machine ({', '.join(missing[:3])}"
-                f"{', …' if len(missing) > 3 else ''}): `python scripts/export_book_model.py --train --seed N`, then "
-                f"`{COMMANDS['book']}`")
+        runs, extras = _main_runs(p, load, from_cache)
+        read, full = _all_readings(p, load, from_cache, unavailable)
+        same = _all_samefits(p, load, from_cache, unavailable)
+        path = _path(p, device, from_cache, unavailable)
         first = p.models[0]
-        model = loaded.get(first) or hm.load(first, device=device)
+        model = load(first)
         drawn, from_cache["maps"] = results.cached(
             p, f"sts-maps-{first.replace('/', '_')}", lambda: maps(model, p),
             drop=tuple(f for f in p.cache_key() if f not in _MAP_FIELDS), model=first)
@@ -604,4 +630,3 @@ def run(p: Params) -> Result:
                   paper_pooling=p.paper_pooling, poolings=list(p.poolings), plant_directions=p.plant_directions,
                   reading_pairs=p.reading_pairs or p.max_pairs, maps=drawn, full_readings=full, samefit=same,
                   path=path)
-
