@@ -16,14 +16,14 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ..book import results, runtime
-from ..book.params import ChapterParams, check_heads, nonneg, positive, rules
-from ..core.causal_lm import VARIANTS, LMConfig
-from ..core.findings import Finding, Spec
-from ..core.scale import BUDGET_FORMS, BUDGET_WHY, BudgetCurve, Distance, Extrapolation, doubling_budgets
-from ..core.stats import Interval, moving_average, t_interval
-from ..train import lm
-from .findings import corrected
+from ...book import results, runtime
+from ...book.params import ChapterParams, check_heads, nonneg, positive, rules
+from ...core.causal_lm import VARIANTS, LMConfig
+from ...core.findings import Finding, Spec
+from ...core.scale import BUDGET_FORMS, BUDGET_WHY, BudgetCurve, Distance, Extrapolation, doubling_budgets
+from ...core.stats import Interval, moving_average, t_interval
+from ...train import lm
+from ..findings import corrected
 
 #: the leakage control: de-escalation with the whole sequence's mean, as eq. (21) is written — position t then
 #: sees tokens after t through the mean (`core.causal_lm.DEESC_MEANS`)
@@ -534,7 +534,7 @@ def run(p: Params) -> Result:
         for hist in runs:
             hist["loss"] = [np.nan if x is None else x for x in hist["loss"]]
     train, held = trainer.sequences()
-    from ..core.causal_lm import CausalLM, parameter_count
+    from ...core.causal_lm import CausalLM, parameter_count
 
     paper = Params.resolve("paper")
     budget = {k: {"steps": q.steps, "batch_size": q.batch_size, "seq_len": q.seq_len, "depth": q.depth,
