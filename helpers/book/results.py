@@ -484,7 +484,7 @@ class StoredRecord:
     def _stored(cls) -> dict[str, Any]:
         """The stored fields by name, with their types."""
         if "_STORED_TYPES" not in cls.__dict__:
-            hints = typing.get_type_hints(cls, localns={"JSON": JSON})
+            hints = typing.get_type_hints(cls, localns={"JSON": JSON})     # `JSON` names itself (in `Unread`)
             cls._STORED_TYPES = {f.name: hints[f.name] for f in fields(cls)
                                  if f.name not in cls.CONTEXT and f.name not in ("other", "layout")}
         return cls._STORED_TYPES
