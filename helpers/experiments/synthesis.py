@@ -31,7 +31,7 @@ from ..book import results
 from ..book.params import ChapterParams, rules
 from ..book.runtime import choose_device, run_seeds, seed_everything
 from ..core import measures as M
-from ..core.findings import Finding, Spec
+from ..core.findings import Finding, Partial, Spec
 from ..core.papers import SOFTDECAY_ALPHA
 from ..core.softdecay import softdecay_transform, whitening_apply, whitening_fit
 from ..core.stats import Interval, fisher_t_interval, rank_interval, t_interval
@@ -383,13 +383,13 @@ GODEY, YAN, YU = (dict(paper=p) for p in ("godey2024", "yan2022", "yu2024"))
 def agree(key: str, where: str, claim: str, a: str, b: str, paper: dict[str, str]) -> Spec:
     """A finding that measures `a` and `b` rank a model's layers alike (`Result.agreement`)."""
     return Spec(key, where, claim, quantity="Spearman correlation across layers, mean over models",
-                effect=lambda res: res.agreement(a, b), section="synthesis-agree", more=paper)
+                read=lambda res: Partial(res.agreement(a, b)), section="synthesis-agree", more=paper)
 
 
 def change(key: str, where: str, claim: str, quantity: str, after: str, before: str, paper: dict[str, str],
            direction: str = "below") -> Spec:
     """A finding on what an operation does at the most collapsed layer: `after` − `before` (`Result.change`)."""
-    return Spec(key, where, claim, quantity=quantity, effect=lambda res: res.change(after, before),
+    return Spec(key, where, claim, quantity=quantity, read=lambda res: Partial(res.change(after, before)),
                 direction=direction, section="synthesis-operations", more=paper)
 
 

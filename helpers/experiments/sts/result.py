@@ -130,9 +130,9 @@ class Result(results.Result):
         whitening, each on its own): the interval, how it was made, the verdict on the paper's ordering
         (SoftDecay ahead) and on 'alike within ±`match_margin`'. `key`: the finding it is (None: shown in
         the chapter's table only)."""
-        from .findings import FIRST, encoder_text, finding_keys
+        from .findings import FIRST, encoder_text, whitening_keys
 
-        keys = finding_keys("whitening")
+        keys = whitening_keys()
         bert = BOOK_BERT if BOOK_BERT in self.extras else None
         smol = SMOL if SMOL in self.extras else None
         out = []

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from helpers.core.findings import Finding, Spec, value_of
+from helpers.core.findings import Finding, Partial, Spec, value_of
 
 from .params import ALIKE, MISSING_COMMAND
 
@@ -53,7 +53,7 @@ def main(a: str, b: str, runs: str | Callable[[R], str], **more: Any) -> dict[st
     the runs compared, as `measured` names them), its trend to the paper's steps, and `more` of the row's fields."""
     return dict(measured=lambda res: res._measured(res.depth, A1, value_of(runs, res)),
                 quantity=lambda res: f"{a} − {b} final training loss at depth {res.depth}, Algorithm 1's blocks (nats)",
-                effect=lambda res: res.gap(a, b), setting=lambda res: res.depth,
+                read=lambda res: Partial(res.gap(a, b)), setting=lambda res: res.depth,
                 section="vit-depth80-section",
                 more=dict(at_scale=lambda res: res.trend(a, b), extra={"gap": (a, b)}, **more))
 
@@ -105,7 +105,7 @@ FINDINGS: tuple[Spec, ...] = (
                                                       "initialisation", "de-escalated and pre-norm"),
          quantity=lambda res: (f"de-escalated − pre-norm final training loss at depth {standard(res).depth}, "
                                "standard blocks (nats)"),
-         effect=lambda res: standard(res).gap("de-escalated", "pre-norm"), direction="below",
+         read=lambda res: Partial(standard(res).gap("de-escalated", "pre-norm")), direction="below",
          setting=lambda res: standard(res).depth, section="vit-depth80-section",
          when=lambda res: standard(res) is not None, more=dict(label="standard blocks", size_word="slightly")),
     Spec(key="vit-deesc-vs-pre-torch-ffn", where="§3.3, Fig. 6; §2.4", claim_id="yu-fig6-deesc-vs-pre",
@@ -115,7 +115,7 @@ FINDINGS: tuple[Spec, ...] = (
                                             "initialisation", "de-escalated and pre-norm"),
          quantity=lambda res: (f"de-escalated − pre-norm final training loss at depth {res.confirm_depth}, "
                                "Algorithm 1's blocks with PyTorch's FFN initialisation (nats)"),
-         effect=lambda res: res.ablation_gaps(res.confirm_depth)[TORCH_FFN], direction="below",
+         read=lambda res: Partial(res.ablation_gaps(res.confirm_depth)[TORCH_FFN]), direction="below",
          setting=lambda res: res.confirm_depth, section="vit-ablation-section", when=confirmed,
          more=dict(label="Algorithm 1's blocks, PyTorch's FFN initialisation", size_word="slightly")),
     Spec(key="vit-ffn-scale", where="§2.1, §2.4; Fig. 6", kind="extension",
@@ -128,7 +128,7 @@ FINDINGS: tuple[Spec, ...] = (
                                f"initial variance at depth {res.ablation_depth} (per-seed least-squares slope over "
                                f"{', '.join(f'×{f:g}' for f in res.ffn_scale_blocks()) or 'the scales run'}; "
                                "nats)"),
-         effect=lambda res: res.ffn_scale_slope() if scales_tested(res) else None, direction="above",
+         read=lambda res: Partial(res.ffn_scale_slope() if scales_tested(res) else None), direction="above",
          setting=lambda res: res.ablation_depth, section="vit-ffn-scale-section",
          when=lambda res: bool(res.ffn_scale_blocks() or res.ffn_scale_missing()),
          more=dict(needs=lambda res: ("" if scales_tested(res)
@@ -142,7 +142,7 @@ FINDINGS: tuple[Spec, ...] = (
                          "every seed", f"post-norm and pre-norm (both lr {standard(res)._lr('pre-norm', alike(res))})"),
          quantity=lambda res: (f"post-norm − pre-norm final training loss at depth {alike(res)}, standard blocks, "
                                "where post-norm's tokens are alike (nats)"),
-         effect=lambda res: standard(res).gap("post-norm-full-lr", "pre-norm", alike(res)), direction="above",
+         read=lambda res: Partial(standard(res).gap("post-norm-full-lr", "pre-norm", alike(res))), direction="above",
          setting=alike, section="vit-tsim-section",
          when=lambda res: standard(res) is not None),
     Spec(key="vit-paper-scale", where="§3.3, Fig. 6", claim_id="yu-fig6-deesc-vs-pre",
@@ -150,6 +150,6 @@ FINDINGS: tuple[Spec, ...] = (
                "slightly below pre-norm and far below plain post-norm in training loss.",
          measured="the paper's setting (the `paper` preset: all 50,000 images, 150 epochs, 3 seeds)",
          quantity="de-escalated − pre-norm final training loss at depth 80, the paper's setting (nats)",
-         effect=lambda res: None, direction="below", section="vit-differences",
+         direction="below", section="vit-differences",
          more=dict(needs="a GPU", command="make rerun CHAPTER=vit SCALE=paper", scale="paper")),
 )
