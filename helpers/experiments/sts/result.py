@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...book import results
-from ...book.results import _jsonable
+from ...book.results import jsonable
 from ...core.findings import Finding
 from ...core.findings import verdict as verdict_of
 from ...core.scale import MIN_POINTS, Extrapolation, extrapolate
@@ -75,7 +75,7 @@ class Result(results.Result):
         def plain(v):
             return {k: x.to_json() for k, x in v.items()} if isinstance(v, dict) and any(
                 isinstance(x, Record) for x in v.values()) else v
-        return _jsonable({f.name: plain(getattr(self, f.name)) for f in fields(self)})
+        return jsonable({f.name: plain(getattr(self, f.name)) for f in fields(self)})
 
     # --- the records ----------------------------------------------------------------------------------
 
