@@ -82,6 +82,7 @@ verdict:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -870,6 +871,24 @@ class Judged:
         """True when the deciding tests disagree."""
         return len({f.verdict_words() for f in self.deciding}) > 1
 
+    @property
+    def readings(self) -> list[list[Finding]]:
+        """The deciding tests, the readings of one test together (`group_readings`)."""
+        return group_readings(self.deciding)
+
+    def sign_convention(self) -> str:
+        """The difference the claim's row gives its numbers in ('whitening − SoftDecay'): the first clause of its
+        deciding tests' quantity, asides in parentheses left out, as far as they share it word by word; '' where
+        that is not a difference. The row's effect and the paper's value are both in this sign."""
+        clauses = [re.sub(r" \([^)]*\)", "", f.quantity).split(", ")[0].split() for f in self.deciding]
+        common_words = []
+        for words in zip(*clauses, strict=False):
+            if len(set(words)) > 1:
+                break
+            common_words.append(words[0])
+        text = " ".join(common_words)
+        return text if " − " in text and not text.endswith("−") else ""
+
     def _tests_text(self) -> str:
         by: dict[str, list[str]] = {}
         for f in self.deciding:
@@ -931,6 +950,29 @@ class Judged:
         return (*self.deciding, *self.others)
 
 
+def group_readings(tests) -> list[list[Finding]]:
+    """`tests` grouped so that the readings of one test go together: tests of the same members with the same
+    effect (estimate, interval, n and method) are one test read several ways (Whisper base's drift test: the
+    literal test and the paper's point), in the order of their first reading."""
+    groups: dict[tuple, list[Finding]] = {}
+    for f in tests:
+        key = (f.members or (f.key,), f.effect) if f.effect is not None else (f.key,)
+        groups.setdefault(key, []).append(f)
+    return list(groups.values())
+
+
+def group_name(group: list[Finding]) -> str:
+    """A test's name, or for the readings of one test what they share and each reading ('whisper-base encoder,
+    one test read 2 ways: the literal test; the paper's point'), from names that end in the reading after a
+    comma."""
+    if len(group) == 1:
+        return group[0].name()
+    heads = {f.name().rsplit(", ", 1)[0] for f in group}
+    who = heads.pop() if len(heads) == 1 else (", ".join(group[0].members) or group[0].key)
+    ways = "; ".join(f.name().removeprefix(f"{who}, ") for f in group)
+    return f"{who}, one test read {len(group)} ways ({ways})"
+
+
 def judge(claim: Claim, findings) -> Judged:
     """A claim's verdict from all its in-scope tests, by the rule of the module's docstring."""
     tests = [f for f in findings if f.kind == "claim" and f.claim_id == claim.id]
@@ -990,7 +1032,7 @@ def count_verdicts(findings) -> dict[str, dict[str, int]]:
 
 
 __all__ = ["Interval", "Claim", "Finding", "Spec", "Partial", "Reader", "value_of", "Judged", "t_interval", "verdict",
-           "size_side", "judge",
+           "size_side", "judge", "group_readings", "group_name",
            "count_claims",
            "count_verdicts", "finding_key", "zero_width", "test_p", "in_family", "holm_levels", "correct",
            "FAMILY_ALPHA", "VERDICTS", "CLAIM_VERDICTS", "KINDS", "PAPERS", "DIRECTIONS",
