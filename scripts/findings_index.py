@@ -93,6 +93,15 @@ def route(effect, seen, read) -> list:
     return [reader.__code__] if hasattr(reader, "__code__") else []
 
 
+def hop_name(code) -> str:
+    """A function's name on a route: "" for a lambda written on the row itself (no hop), the function that wrote
+    it for a lambda a column helper makes (`vit.findings.main`: one hop, to that helper)."""
+    if code.co_name != "<lambda>":
+        return code.co_name
+    outer = code.co_qualname.split(".<locals>")[0]
+    return "" if outer == "<lambda>" else outer
+
+
 def rows() -> list[dict[str, str]]:
     """One record per finding of the book's committed runs, in the chapters' order."""
     os.environ["TOKUNI_TRAIN_MISSING"] = "0"
@@ -119,7 +128,7 @@ def rows() -> list[dict[str, str]]:
                     continue
                 hops = route(p.effect, seen, spec.read) if p.effect is not None else []
                 computes = f"{where(hops[-1])} `{hops[-1].co_name}`" if hops else "— (no effect: not testable here)"
-                chain = " → ".join(["row"] + [c.co_name for c in hops if c.co_name != "<lambda>"])
+                chain = " → ".join(["row"] + [hop_name(c) for c in hops if hop_name(c)])
                 out.append({"key": key, "section": found[key].section or "—", "row": lines.get(key, "?"),
                             "computes": computes, "route": chain, "hops": str(chain.count("→") + 1)})
     return out

@@ -64,7 +64,8 @@ def test_a_route_is_the_row_the_reader_and_the_accessor_that_computes():
     assert section == "`sts-full`" and written.startswith("helpers/experiments/sts/findings.py:")
     assert route == "row → _gain → vs_raw (3)" and computed.endswith("`vs_raw`")
     assert "records.py" in computed
-    assert idx["vit-deesc-vs-pre"][3] == "row → gap (2)"                      # a row that reads one accessor
+    assert idx["deeplm-deesc-rescues"][3] == "row → paired (2)"               # a row that reads one accessor
+    assert idx["vit-deesc-vs-pre"][3] == "row → main → gap (3)"               # its read written by a column helper
 
 
 @pytest.mark.parametrize("limit", [_script().MAX_HOPS])
