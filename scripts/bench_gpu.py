@@ -206,7 +206,7 @@ def softdecay_overhead(dev: torch.device, size: str, reps: int) -> dict:
     smax = float(torch.linalg.matrix_norm((h * mask.unsqueeze(-1)).double(), 2).max())
     out = {"batch": batch, "seq": seq, "encoder_forward_s": base_inf, "training_step_s": base_tr, "methods": {}}
     info: dict = {}
-    certified = S._gram_poly((h * mask.unsqueeze(-1)).double(), -0.6, mask, info) is not None
+    certified = S.gram_poly((h * mask.unsqueeze(-1)).double(), -0.6, mask, info) is not None
     for method in ("gram", "poly"):
         fwd = timed(lambda m=method: S.softdecay_transform(h, -0.6, mask, method=m))
 

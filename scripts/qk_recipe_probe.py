@@ -31,8 +31,8 @@ L, N_ANALYSIS = 128, 128
 def wiki_weighted(tok, repeat: int = 3):
     """The mixed corpus re-weighted: WikiText (validation + test minus the analysis and held-out paragraphs,
     as `mlm.corpus`) repeated `repeat` times, plus the GLUE/STS sentences without SST-2 train, deduplicated."""
-    val, test = mlm._paragraphs(load_wikitext103("validation")), mlm._paragraphs(load_wikitext103("test"))
-    skip = set(mlm._analysis_pick(test, N_ANALYSIS, 0, 20))
+    val, test = mlm.split_paragraphs(load_wikitext103("validation")), mlm.split_paragraphs(load_wikitext103("test"))
+    skip = set(mlm.analysis_pick(test, N_ANALYSIS, 0, 20))
     rest = [p for i, p in enumerate(test) if i not in skip]
     enc = lambda paras: [i for p in tok(paras, add_special_tokens=False, verbose=False)["input_ids"] for i in p]  # noqa: E731
     held, k = [], len(rest)
@@ -55,8 +55,8 @@ def wiki_weighted(tok, repeat: int = 3):
         except DataUnavailable:
             continue
         sents += list(s.sentence1) + list(s.sentence2)
-    wiki = mlm._chunk_ids(enc(val + rest[:k]), tok, L)
-    other = mlm._chunk_ids(enc(list(dict.fromkeys(sents))), tok, L)
+    wiki = mlm.chunk_ids(enc(val + rest[:k]), tok, L)
+    other = mlm.chunk_ids(enc(list(dict.fromkeys(sents))), tok, L)
     return torch.cat([wiki] * repeat + [other])
 
 

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp.unlink()
     print(f"executed notebook and results: {out}")
     if before is not None:
-        hublock._READ.clear()
+        hublock.forget_read_lock()
         after = hublock.read_lock()
         moved = [f"  {section} {rid}: {(before[section].get(rid) or {}).get('revision')} -> {e['revision']}"
                  for section in hublock.SECTIONS.values() for rid, e in after[section].items()

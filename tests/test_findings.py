@@ -372,18 +372,28 @@ def test_a_spec_row_merges_what_it_reads_over_its_columns():
 
     keys = {"a": "x-gain-a", "b": "x-gain-b"}
     fixed = dict(paper="yu2024", chapter="x", claim_id="c")
-    one = fd.Spec("x-one", "Fig. 1", "claim", measured=lambda res: "m", effect=lambda res: res.gap,
-                  more=dict(digits=2), read=lambda res: dict(measured="read", label="l"))
+    one = fd.Spec("x-one", "Fig. 1", "claim", measured=lambda res: "m", quantity="q", more=dict(digits=2),
+                  read=lambda res: fd.Partial(res.gap, measured="read", label="l", how="t over seeds"))
     f = one.finding(Res(), **fixed)
     assert (f.key, f.measured, f.label, f.digits, f.effect, f.chapter) == ("x-one", "read", "l", 2, Res.gap, "x")
-    per_task = fd.Spec(keys, "Table 2", "claim", read=lambda res: [dict(case=t, effect=res.gap) for t in res.tasks])
+    assert f.quantity == "q (t over seeds)"
+    # a field the reading leaves None keeps the row's column; one it sets (even to "") wins over it
+    kept = fd.Spec("x-kept", "w", "claim", measured="col", read=lambda res: fd.Partial(res.gap, label=""),
+                   more=dict(label="more")).finding(Res(), **fixed)
+    assert (kept.measured, kept.label) == ("col", "")
+    per_task = fd.Spec(keys, "Table 2", "claim", read=lambda res: [fd.Partial(res.gap, case=t) for t in res.tasks])
     assert [f.key for f in per_task.findings(Res(), **fixed)] == ["x-gain-b", "x-gain-a"]
-    named = fd.Spec("x-named", "Fig. 2", "claim", read="gap", setting="a")
-    readers = {"gap": lambda res, spec: None if spec.setting == "a" else dict(effect=res.gap)}
-    assert named.findings(Res(), readers, **fixed) == []
-    assert fd.Spec("x-when", "w", effect=lambda res: res.gap, when=lambda res: False).findings(Res(), **fixed) == []
+    assert fd.Spec("x-none", "Fig. 2", "claim", read=lambda res: None).findings(Res(), **fixed) == []
+    assert fd.Spec("x-when", "w", read=lambda res: fd.Partial(res.gap),
+                   when=lambda res: False).findings(Res(), **fixed) == []
+    # a row without `read` measures nothing: its finding names what would test it
+    idle = fd.Spec("x-idle", "w", "claim", more=dict(command="make rerun")).finding(Res(), **fixed)
+    assert idle.effect is None and idle.verdict == fd.NOT_TESTABLE
     with pytest.raises(KeyError, match="the table of keys holding 'x-gain-a' has no finding key for 'c'"):
-        fd.Spec(keys, "w", read=lambda res: dict(case="c", effect=res.gap)).findings(Res(), **fixed)
+        fd.Spec(keys, "w", read=lambda res: fd.Partial(res.gap, case="c")).findings(Res(), **fixed)
+    # one style: a reader returns a Partial, never a dict of fields
+    with pytest.raises(TypeError, match="returned dict, not a Partial"):
+        fd.Spec("x-dict", "w", read=lambda res: dict(effect=res.gap)).findings(Res(), **fixed)
 
 
 def test_a_size_word_without_a_margin_gives_at_most_direction_only():

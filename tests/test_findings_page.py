@@ -2,17 +2,21 @@
 verdicts counted per paper, the tested claims and the untested ones, the forest figure and the list of what needs
 a GPU or the hub."""
 
+import json
 import math
+import re
+from pathlib import Path
 
 import matplotlib
 import pytest
 
 from helpers import experiments, figures
-from helpers.core.findings import Claim, Finding
+from helpers.core.findings import Claim, Finding, group_readings
 from helpers.core.stats import Interval
 from helpers.experiments.findings import Collected, chapter_order
 
 matplotlib.use("Agg")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def planted() -> Collected:
@@ -117,9 +121,9 @@ def test_the_two_readings_of_one_test_print_its_interval_once_as_readings():
     assert ("whisper-base encoder, one test read 2 ways (the literal test; the paper&#x27;s point): -0.93" in html
             or "whisper-base encoder, one test read 2 ways (the literal test; the paper's point): -0.93" in html)
     [j] = [j for j in col.judged("godey2024") if j.claim.id == "godey-fig5-speech"]
-    assert [len(g) for g in figures.findings.readings(j.deciding)] == [2]
+    assert [len(g) for g in j.readings] == [2]
     other = Finding(key="a-other", direction="none", label="tiny", **{**mk, "effect": Interval(0.1, 0.0, 0.2, 7, "t")})
-    assert [len(g) for g in figures.findings.readings([*j.deciding, other])] == [2, 1]
+    assert [len(g) for g in group_readings([*j.deciding, other])] == [2, 1]
 
 
 def test_the_forest_draws_every_tested_claim_a_panel_per_paper_uncut_at_reading_size():
@@ -242,8 +246,6 @@ def test_every_finding_names_a_claim_of_the_registry_and_a_planted_orphan_is_cau
     assert [o.claim_id for o in col.orphans()] == ["yan-no-such-claim"]
 
 
-#: the verdicts the findings page's per-paper summaries state in words (book/findings.md), by finding key; the
-#: numbers beside them are glued, the words are pinned here on the committed book runs
 def test_the_headline_screen_gives_each_headline_claim_both_verdicts():
     from dataclasses import replace
 
@@ -264,45 +266,27 @@ def test_the_headline_screen_gives_each_headline_claim_both_verdicts():
     assert [x["claim_id"] for x in col.to_dataset(commit="x")["headlines"]] == ["yan-table1", "yu-abstract"]
 
 
-STATED = {
-    "subspace-bound": "reproduced", "subspace-eq8": "contradicted", "subspace-gamma-step": "contradicted",
-    "sts-ev1-bert": "reproduced", "sts-gain-bert": "direction only", "sts-gain-smollm2": "direction only",
-    "sts-control-ev1": "reproduced", "glue-flatter-spectrum": "reproduced",
-    "sts-vs-whitening-bert": "contradicted", "sts-vs-whitening-smollm2": "inconclusive",
-    "sts-gain-minilm": "contradicted", "sts-gain-mpnet": "contradicted", "sts-lsds-authors": "inconclusive",
-    "glue-softdecay-rte": "inconclusive", "glue-softdecay-rte-mpnet": "inconclusive",
-    "anisotropy-transformers": "reproduced", "anisotropy-speech": "reproduced",
-    "anisotropy-speech-whisper-base": "reproduced", "anisotropy-speech-drift": "contradicted",
-    "anisotropy-speech-drift-sign": "reproduced", "anisotropy-centred-isotropy": "reproduced",
-    "anisotropy-drift-correlation": "inconclusive", "drift-qk-norm": "reproduced",
-    "drift-sharper-softmax": "reproduced",
-    "anisotropy-cnn": "contradicted", "anisotropy-bytes-vs-smollm2": "contradicted",
-    "anisotropy-bytes-vs-minilm": "reproduced", "qk-end-state": "contradicted",
-    "qk-aligned-heads": "not testable here",
-    "tse-prop23": "reproduced", "tse-lemma24": "reproduced", "tse-prop29": "reproduced", "tse-fig1": "reproduced",
-    "tse-fig2-ratio": "reproduced", "tse-remark28-rate": "reproduced", "tse-fig5-half": "contradicted",
-    "tse-fig5-tenth": "reproduced", "tse-fig5-one": "reproduced", "tse-fig4-prenorm": "direction only",
-    "tse-fig1-eq18": "inconclusive", "tse-estimate2": "inconclusive",
-    "vit-post-behind-pre": "inconclusive", "vit-deesc-vs-pre": "contradicted",
-    "vit-deesc-vs-pre-standard": "direction only",
-    "deeplm-post-norm-fails": "contradicted", "deeplm-deesc-rescues": "inconclusive",
-    "deeplm-deesc-like-pre-norm": "inconclusive", "synthesis-centring-anisotropy": "inconclusive",
-    "synthesis-centring-skew": "inconclusive",
-}
-#: the claims' verdicts the summaries and the README state in words
-STATED_CLAIMS = {
-    "yan-table1-gain": "direction only", "yan-table1-whitening": "mixed", "yan-table4-ev1": "reproduced",
-    "yan-table6-expdecay": "reproduced", "yan-fig6-lsds": "not tested here", "yan-table2-gain": "inconclusive",
-    "yan-alpha": "not tested here",
-    "godey-fig5-speech": "mixed", "godey-fig5-transformers": "inconclusive", "godey-fig13-aligned": "contradicted",
-    "godey-bis-centred": "reproduced",
-    "godey-fig4-cnn": "on one model", "godey-fig5-cnn": "on one model", "godey-fig2-bytes-higher": "on one model",
-    "godey-fig3-vision": "on one model", "godey-fig2-character": "on one model",
-    "godey-fig8-qk-anisotropic": "inconclusive",
-    "yu-fig5": "mixed", "yu-fig6-deesc-vs-pre": "contradicted", "yu-fig7-deesc-vs-post": "inconclusive",
-    "yu-fig6-post-behind-pre": "inconclusive", "yu-fig7-deesc-like-pre": "inconclusive", "yu-prop29": "mixed",
-    "yu-fig4-prenorm": "direction only", "yu-estimate2": "inconclusive",
-}
+#: the findings and claims whose verdicts the summaries and the README state in words: the golden file
+#: (`tests/golden/findings-book.json`) pins those verdicts, so a change that moves one fails there and the words
+#: are revised in the same commit
+STATED = ("subspace-bound", "subspace-eq8", "subspace-gamma-step", "sts-ev1-bert", "sts-gain-bert", "sts-gain-smollm2",
+          "sts-control-ev1", "glue-flatter-spectrum", "sts-vs-whitening-bert", "sts-vs-whitening-smollm2",
+          "sts-gain-minilm", "sts-gain-mpnet", "sts-lsds-authors", "glue-softdecay-rte", "glue-softdecay-rte-mpnet",
+          "anisotropy-transformers", "anisotropy-speech", "anisotropy-speech-whisper-base", "anisotropy-speech-drift",
+          "anisotropy-speech-drift-sign", "anisotropy-centred-isotropy", "anisotropy-drift-correlation",
+          "drift-qk-norm", "drift-sharper-softmax", "anisotropy-cnn", "anisotropy-bytes-vs-smollm2",
+          "anisotropy-bytes-vs-minilm", "qk-end-state", "qk-aligned-heads", "tse-prop23", "tse-lemma24",
+          "tse-prop29", "tse-fig1", "tse-fig2-ratio", "tse-remark28-rate", "tse-fig5-half", "tse-fig5-tenth",
+          "tse-fig5-one", "tse-fig4-prenorm", "tse-fig1-eq18", "tse-estimate2", "vit-post-behind-pre",
+          "vit-deesc-vs-pre", "vit-deesc-vs-pre-standard", "deeplm-post-norm-fails", "deeplm-deesc-rescues",
+          "deeplm-deesc-like-pre-norm", "synthesis-centring-anisotropy", "synthesis-centring-skew")
+STATED_CLAIMS = ("yan-table1-gain", "yan-table1-whitening", "yan-table4-ev1", "yan-table6-expdecay", "yan-fig6-lsds",
+                 "yan-table2-gain", "yan-alpha", "godey-fig5-speech", "godey-fig5-transformers", "godey-fig13-aligned",
+                 "godey-bis-centred", "godey-fig4-cnn", "godey-fig5-cnn", "godey-fig2-bytes-higher",
+                 "godey-fig3-vision", "godey-fig2-character", "godey-fig8-qk-anisotropic", "yu-fig5",
+                 "yu-fig6-deesc-vs-pre", "yu-fig7-deesc-vs-post", "yu-fig6-post-behind-pre", "yu-fig7-deesc-like-pre",
+                 "yu-prop29", "yu-fig4-prenorm", "yu-estimate2")
+GOLDEN = ROOT / "tests" / "golden" / "findings-book.json"
 
 
 #: the verdicts at the paper's setting the summaries state in words
@@ -325,16 +309,32 @@ def test_the_summaries_state_the_verdicts_at_the_papers_setting(monkeypatch):
     assert {k: got.get(k) for k in STATED_SCALE} == STATED_SCALE
 
 
-def test_the_summaries_state_the_verdicts_of_the_committed_runs(monkeypatch):
-    from helpers.experiments import findings as page
+def test_every_verdict_the_summaries_state_is_pinned_once_by_the_golden_file():
+    """The verdicts the page's words state are those of the golden file: every finding and claim the summaries speak
+    of, and every finding whose effect or band they quote, is one the golden file pins (so a change that moves its
+    verdict fails `tests/test_claims_golden.py`); no key here is a finding the book no longer makes."""
+    golden = json.loads(GOLDEN.read_text())
+    quoted = (*figures.findings.EFFECT_QUOTED, *figures.findings.SCALE_QUOTED, *STATED_SCALE)
+    assert set(STATED) | set(quoted) <= set(golden["findings"])
+    assert set(STATED_CLAIMS) <= set(golden["claims"])
+    assert set(figures.findings.EFFECT_QUOTED) <= set(STATED)        # a quoted effect is one whose verdict is stated
 
-    monkeypatch.setenv("TOKUNI_TRAIN_MISSING", "0")          # read the committed runs, never train
-    chapters = sorted({k.split("-")[0] for k in STATED})
-    col = page.collect("book", chapters)
-    got = {f.key: f.verdict for f in col.findings}
-    assert {k: got.get(k) for k in STATED} == STATED
-    claims = {j.claim.id: j.verdict for j in col.judged()}
-    assert {k: claims.get(k) for k in STATED_CLAIMS} == STATED_CLAIMS
+
+def test_the_page_uses_every_number_publish_gives_it_and_publish_gives_every_one_it_uses(monkeypatch):
+    """The page's structure: `figures.findings.publish` (on a planted collection: a finding the collection lacks reads
+    '—') publishes exactly the keys `book/findings.md` glues, the per-paper counts for each of the three papers and
+    an effect for each finding the summaries quote."""
+    from helpers.figures import common
+
+    glued = {}
+    monkeypatch.setattr(common, "_paste", lambda: lambda name, value, display=True: glued.setdefault(name, value))
+    figures.findings.publish(planted())
+    text = (ROOT / "book" / "findings.md").read_text()
+    used = set(re.findall(r"\{glue:(?:text|any|md)\}`([^`:]+)", text)) | set(
+        re.findall(r"^```\{glue:(?:figure|any|math)\}\s+(\S+)", text, re.M))
+    assert used == set(glued)
+    assert {f"findings-{p}-claims" for p in ("yan2022", "godey2024", "yu2024")} <= used
+    assert glued["findings-eff-sts-gain-bert"] == "—" and glued["findings-yan2022-claims"] == 2
 
 
 def test_every_papers_value_is_given_in_its_rows_sign(monkeypatch):

@@ -220,8 +220,8 @@ def test_metrics():
 
 def test_batches_cover_every_example_once_and_cut_padding():
     lengths = torch.randint(5, 128, (1000,), generator=torch.Generator().manual_seed(0)).tolist()
-    b1, b2 = glue_data._batches(lengths, 32, seed=7), glue_data._batches(lengths, 32, seed=7)
-    assert b1 == b2 and b1 != glue_data._batches(lengths, 32, seed=8)
+    b1, b2 = glue_data.length_batches(lengths, 32, seed=7), glue_data.length_batches(lengths, 32, seed=7)
+    assert b1 == b2 and b1 != glue_data.length_batches(lengths, 32, seed=8)
     assert sorted(i for b in b1 for i in b) == list(range(1000))
     padded = lambda bs: sum(len(b) * max(lengths[i] for i in b) for b in bs)  # noqa: E731
     random_batches = [list(range(i, min(i + 32, 1000))) for i in range(0, 1000, 32)]
@@ -231,7 +231,7 @@ def test_batches_cover_every_example_once_and_cut_padding():
 def test_rte_labels_and_offline_qnli_message(rte_small):
     _, tr, _ = rte_small
     assert set(tr.labels) <= {0, 1}
-    assert glue_data._int_label("entailment") == 0 and glue_data._int_label("not_entailment") == 1
+    assert glue_data.int_label("entailment") == 0 and glue_data.int_label("not_entailment") == 1
     from helpers.data import DataUnavailable, load_glue
 
     with pytest.raises(DataUnavailable, match="hub"):
@@ -354,11 +354,11 @@ def test_alpha_table_means_and_spreads_over_seeds():
 
 def test_tables_survive_the_json_round_trip():
     """NaN (a single seed's sd, a missing paper cell) is stored as null and read back as NaN."""
-    from helpers.book.results import _jsonable
+    from helpers.book.results import jsonable
 
     table = glue.summary_table({("tiny", "RTE", "baseline", 0): _fake_run(50.0, 0.1),
                                 ("tiny", "RTE", "softdecay", 0): _fake_run(55.0, 0.2, (0.01, 0.2), alpha=-0.5)})
-    back = glue_fig.frame(_jsonable(table.to_dict("records")))
+    back = glue_fig.frame(jsonable(table.to_dict("records")))
     assert np.isnan(back.loc[0, "baseline sd"]) and back.loc[0, "softdecay"] == 55.0
     shown = glue_fig.format_pm(back)
     assert shown.loc[0, "baseline"] == "50.00" and shown.loc[0, "softdecay Δ%"] == "+10.00"

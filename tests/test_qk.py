@@ -645,9 +645,9 @@ def test_end_state_runs_leave_the_trajectory_keys_alone():
     """The end-state fields are not part of a trajectory's cache key (the committed runs stay valid), and an
     end-state run's key holds only what it depends on."""
     p = QKParams.resolve("book")
-    spec = experiment._spec(p, 0)
+    spec = experiment.run_spec(p, 0)
     assert not set(experiment.END_STATE_FIELDS) & set(spec.key)
-    es = experiment._end_state_spec(p, "AntiBERTy")
+    es = experiment.end_state_spec(p, "AntiBERTy")
     assert es.key == {"seed": p.seed, "end_state": "AntiBERTy", "end_state_samples": p.end_state_samples,
                       "end_state_length": p.end_state_length}
     with pytest.raises(ParameterError):

@@ -67,7 +67,7 @@ def test_jsonable_turns_every_kind_the_results_hold_into_plain_json():
     import numpy as np
     import torch
 
-    from helpers.book.results import Result, _jsonable
+    from helpers.book.results import Result, jsonable
 
     @dataclasses.dataclass
     class Inner:
@@ -78,12 +78,12 @@ def test_jsonable_turns_every_kind_the_results_hold_into_plain_json():
         a: object = None
         inner: Inner = dataclasses.field(default_factory=Inner)
 
-    assert _jsonable(float("nan")) is None and _jsonable(np.float32(1.5)) == 1.5 and type(_jsonable(np.int64(3))) is int
-    assert _jsonable([float("inf"), -math.inf]) == [1e308, -1e308]
-    assert _jsonable(np.array([1.0, np.nan, np.inf])) == [1.0, None, 1e308]
-    assert _jsonable(np.array([[1, 2]])) == [[1, 2]] and _jsonable(np.array(np.nan)) is None
-    assert _jsonable(torch.tensor([1.5, float("nan")], dtype=torch.bfloat16)) == [1.5, None]
-    assert _jsonable(torch.tensor([True])) == [True] and _jsonable({1: (2, [np.float32(0.25)])}) == {"1": [2, [0.25]]}
+    assert jsonable(float("nan")) is None and jsonable(np.float32(1.5)) == 1.5 and type(jsonable(np.int64(3))) is int
+    assert jsonable([float("inf"), -math.inf]) == [1e308, -1e308]
+    assert jsonable(np.array([1.0, np.nan, np.inf])) == [1.0, None, 1e308]
+    assert jsonable(np.array([[1, 2]])) == [[1, 2]] and jsonable(np.array(np.nan)) is None
+    assert jsonable(torch.tensor([1.5, float("nan")], dtype=torch.bfloat16)) == [1.5, None]
+    assert jsonable(torch.tensor([True])) == [True] and jsonable({1: (2, [np.float32(0.25)])}) == {"1": [2, [0.25]]}
     # a Result is its fields, nested dataclasses and tuples included; what it writes reads back equal
     out = Outer(a={"k": np.arange(3.0), "n": float("nan")}).to_json()
     assert out == {"a": {"k": [0.0, 1.0, 2.0], "n": None}, "inner": {"xs": [1, 2.5]}}

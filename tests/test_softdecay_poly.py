@@ -51,7 +51,7 @@ def test_poly_equals_the_float64_svd_transform(name):
     s = SPECTRA[name]
     X = planted(s)
     ref = svd_reference(X, -0.6)
-    certified = S._gram_poly(X, -0.6, None) is not None
+    certified = S.gram_poly(X, -0.6, None) is not None
     assert certified == (name != "tiny (falls back)")
     err = float((S.softdecay_transform(X, -0.6, method="poly") - ref).abs().max() / s.max())
     assert err <= TOL * 10, err
@@ -65,7 +65,7 @@ def test_poly_with_padding_and_on_the_tall_side():
     mask = torch.ones(4, 20, dtype=torch.bool)
     mask[1, 12:] = False
     mask[2, 3:] = False
-    assert S._gram_poly(X * mask[..., None], -0.6, mask) is not None
+    assert S.gram_poly(X * mask[..., None], -0.6, mask) is not None
     Y = S.softdecay_transform(X, -0.6, mask, method="poly")
     for b in range(4):
         live = mask[b]
@@ -73,7 +73,7 @@ def test_poly_with_padding_and_on_the_tall_side():
         assert float((Y[b][live] - ref).abs().max()) <= TOL * 10 * 25
         assert torch.equal(Y[b][~live], X[b][~live])              # padded rows unchanged
     tall = torch.randn(2, 64, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 3
-    assert S._gram_poly(tall, -0.3, None) is not None
+    assert S.gram_poly(tall, -0.3, None) is not None
     err = (S.softdecay_transform(tall, -0.3, method="poly") - svd_reference(tall, -0.3)).abs().max()
     assert float(err) <= TOL * 10 * float(torch.linalg.matrix_norm(tall, 2).max())
 

@@ -75,10 +75,10 @@ def test_subsample_is_seeded_and_keeps_pairs_together():
 
     n = 40
     ds = STSSet("x", [f"a{i}" for i in range(n)], [f"b{i}" for i in range(n)], list(range(n)), ["s"] * n)
-    a, b = sts._subsample(ds, 10, 0), sts._subsample(ds, 10, 0)
+    a, b = sts.subsample_pairs(ds, 10, 0), sts.subsample_pairs(ds, 10, 0)
     assert a.sentence1 == b.sentence1 and len(a.sentence1) == 10
     assert all(s1[1:] == s2[1:] == str(g) for s1, s2, g in zip(a.sentence1, a.sentence2, a.scores, strict=True))
-    assert sts._subsample(ds, 0, 0) is ds
+    assert sts.subsample_pairs(ds, 0, 0) is ds
 
 
 def test_averages_skip_methods_not_run():
@@ -109,10 +109,10 @@ def test_readings_draw_zero_scores_the_pairs_of_the_main_run():
     from helpers.data import load_sts
 
     ds = load_sts("STS-B", "auto")
-    first = sts._subsample(ds, 100, 0)
-    idx = sts._subsample_idx(len(ds), 100, 0)
-    assert sts._take(ds, idx).sentence1 == first.sentence1 and sts._take(ds, idx).scores == first.scores
-    assert sts._subsample_idx(len(ds), 100, 1) != idx and sts._subsample_idx(len(ds), 0, 1) == list(range(len(ds)))
+    first = sts.subsample_pairs(ds, 100, 0)
+    idx = sts.subsample_idx(len(ds), 100, 0)
+    assert sts.take(ds, idx).sentence1 == first.sentence1 and sts.take(ds, idx).scores == first.scores
+    assert sts.subsample_idx(len(ds), 100, 1) != idx and sts.subsample_idx(len(ds), 0, 1) == list(range(len(ds)))
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +163,7 @@ def test_maps_fit_the_transforms_on_the_whole_set_and_show_a_sample():
             assert panel[k] == pytest.approx(v, rel=1e-9), (method, k)
         assert panel["LSDS"] == pytest.approx(C.lsds_score(torch.cat([p1, p2]), E, 12, 10 ** 6, p.seed))
     # the sample refitted on its own is another transform, with other measures
-    idx = sts._subsample_idx(80, 20, p.seed)
+    idx = sts.subsample_idx(80, 20, p.seed)
     a, b = C.apply_method("SoftDecay (sentence)", p1[idx], p2[idx], p.alpha)
     refitted = C.uniformity_metrics(torch.cat([a, b]))["EV1"]
     assert refitted != pytest.approx(panels["SoftDecay (sentence)"]["EV1"], rel=1e-2)

@@ -42,14 +42,14 @@ def ci_result(module):
 
     import torch
 
-    from helpers.book.results import _jsonable
+    from helpers.book.results import jsonable
     from helpers.book.runtime import REPO_ROOT
 
     p = module.Params.resolve("ci")
     path = REPO_ROOT / "_build" / "results" / p.CHAPTER / "ci" / f"{p.CHAPTER}.json"
     if path.is_file() and path.stat().st_mtime >= SESSION_START:
         rec = json.loads(path.read_text())
-        if rec.get("params") == _jsonable(p):
+        if rec.get("params") == jsonable(p):
             return module.Result.from_json(rec["results"])
     threads = torch.get_num_threads()
     torch.set_num_threads(1)            # the ci runs are small: one thread avoids oversubscription on 2 cores

@@ -35,7 +35,7 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 import numpy as np
 import torch
 
-from .runtime import REPO_ROOT, _git_commit, device_description, package_versions, timer
+from .runtime import REPO_ROOT, head_commit, device_description, package_versions, timer
 
 
 def _finite(x: float) -> float | None:
@@ -43,7 +43,7 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else (None if x != x else (1e308 if x > 0 else -1e308))
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
     """`obj` as plain JSON types: dataclasses as dicts of their fields, tuples, tensors and arrays as lists, numpy
     scalars as Python numbers (`.item()`), NaN as null and ±inf as ±1e308 (Python floats)."""
     kind = type(obj)
@@ -52,19 +52,19 @@ def _jsonable(obj: Any) -> Any:
     if obj is None or kind is int or kind is str or kind is bool:
         return obj
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, torch.Tensor):
         obj = obj.detach().cpu().numpy() if obj.dtype != torch.bfloat16 else obj.detach().cpu().float().numpy()
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind in "biu" or (obj.dtype.kind == "f" and bool(np.isfinite(obj).all())):
             return obj.tolist()                     # nothing to replace: the list as it is
-        return _jsonable(obj.tolist())
+        return jsonable(obj.tolist())
     if isinstance(obj, np.generic):
         return obj.item()
     if is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _jsonable(getattr(obj, f.name)) for f in fields(obj)}
+        return {f.name: jsonable(getattr(obj, f.name)) for f in fields(obj)}
     if isinstance(obj, float):
         return _finite(obj)
     return obj
@@ -86,7 +86,7 @@ _SOURCES: dict[str, dict[str, Any]] = {}
 
 def record_source(key: str, record: dict[str, Any]) -> None:
     """Record (or update) one input of this process under `key` for the provenance of the results it writes."""
-    _SOURCES[key] = _jsonable(record)
+    _SOURCES[key] = jsonable(record)
 
 
 def sources() -> list[dict[str, Any]]:
@@ -109,7 +109,7 @@ def save_results(
     process loaded (`sources`: hub commits, weight packages, mirror files), and the cache `key`, for a heavy
     run, in one atomic write. `indent=None` writes it compact (a chapter's own record, which is never
     committed: five times faster to write for a record of megabytes)."""
-    p = _jsonable(params)
+    p = jsonable(params)
     record = {
         "name": name,
         "params": p,
@@ -118,16 +118,16 @@ def save_results(
         "provenance": {
             "versions": package_versions(),
             "device": device_description(p.get("device") if isinstance(p, dict) else None),
-            "git_commit": _git_commit(),
+            "git_commit": head_commit(),
             "written_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "wall_time_s": wall_time_s,
             "command": command,
             "sources": sources(),
         },
-        "results": _jsonable(results),
+        "results": jsonable(results),
     }
     if key is not None:
-        record["key"] = _jsonable(key)
+        record["key"] = jsonable(key)
     path = Path(folder) / f"{name}.json"
     write_atomic(path, json.dumps(record, indent=indent))
     return path
@@ -176,7 +176,7 @@ def settings_hash(key: dict[str, Any]) -> str:
     """A short stable hash of a settings dict (for checkpoint file names)."""
     import hashlib
 
-    return hashlib.sha256(json.dumps(_jsonable(key), sort_keys=True).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps(jsonable(key), sort_keys=True).encode()).hexdigest()[:12]
 
 
 def cache_dir() -> Path | None:
@@ -204,7 +204,7 @@ def cached_path(chapter: str, name: str, key: dict[str, Any], scale: str) -> Pat
     if not persists(scale):
         return None
     path = committed_results_path(chapter, name, scale)
-    key_j = _jsonable(key)
+    key_j = jsonable(key)
     for candidate in (path, path.with_name(f"{name}@{settings_hash(key)}.json")):
         if candidate.is_file() and _load_cached(candidate, candidate.stat().st_mtime_ns).get("key") == key_j:
             return candidate
@@ -247,9 +247,9 @@ def cached_run(chapter: str, name: str, params: Any, key: dict[str, Any], comput
         target = path.with_name(f"{name}@{settings_hash(key)}.json") if path.is_file() else path
         target.parent.mkdir(parents=True, exist_ok=True)
         written = save_results(target.stem, res, params, target.parent, wall_time_s=t["seconds"], command=command,
-                               key=_jsonable(key))
+                               key=jsonable(key))
         return load_results(written)["results"], False
-    return _jsonable(res), False
+    return jsonable(res), False
 
 
 def checkpoint_dir(chapter: str, key: dict[str, Any]) -> Path:
@@ -510,7 +510,7 @@ class Result:
     (the chapter's record with provenance in the run's output folder)."""
 
     def to_json(self) -> dict[str, Any]:
-        return _jsonable(self)
+        return jsonable(self)
 
     @classmethod
     def from_json(cls: type[R], data: dict[str, Any]) -> R:

@@ -138,7 +138,7 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def _git_commit() -> str:
+def head_commit() -> str:
     try:
         return subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5

@@ -82,6 +82,7 @@ verdict:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -698,31 +699,84 @@ def value_of(column: Any, res: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class Partial:
+    """What a row's `read` finds on the Result: the effect, and the `Finding` fields only a reading of the Result
+    knows. A field left None keeps what the row's columns (and the chapter's fixed fields) say; `case` picks the
+    finding's key from the row's table of keys (`Spec.key`); `how`, how the interval was made, is appended to the
+    row's quantity in parentheses ("… mean over the sets (paired bootstrap over the pairs)")."""
+
+    effect: Interval | None
+    case: Any = None
+    how: str = ""
+    claim: str | None = None
+    measured: str | None = None
+    quantity: str | None = None
+    scale: str | None = None
+    section: str | None = None
+    reduced: str | None = None
+    label: str | None = None
+    members: tuple[str, ...] | None = None
+    out_of_scope: str | None = None
+    reference: float | None = None
+    reference_label: str | None = None
+    paper_value: float | None = None
+    margin: float | None = None
+    tolerance: float | None = None
+    exact_why: str | None = None
+    point_why: str | None = None
+    cannot_test: str | None = None
+    smallest: float | None = None
+    smallest_why: str | None = None
+    size_word: str | None = None
+    alternatives: tuple[tuple[str, Interval], ...] | None = None
+    standin: str | None = None
+    caveat: str | None = None
+    unit: str | None = None
+    units: int | None = None
+    distance: tuple[Distance, ...] | None = None
+    at_scale: Extrapolation | None = None
+    needs: str | None = None
+    command: str | None = None
+    digits: int | None = None
+    extra: dict[str, Any] | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The `Finding` fields this reading sets (those not left None), `effect` always."""
+        skip = ("case", "how")
+        return {k: v for k, v in vars(self).items() if k not in skip and (v is not None or k == "effect")}
+
+
+#: what a row's `read` is: a function of the chapter's Result giving one `Partial`, a list of them (one finding
+#: each), or None when the Result holds nothing the row reads
+Reader = Callable[[Any], "Partial | Sequence[Partial] | None"]
+
+
+@dataclass(frozen=True)
 class Spec:
     """One row of a chapter's table of findings; `findings(res, **fixed)` turns it into its `Finding`s.
 
     * `key`: the finding's key, a literal written once in `helpers/`; or, for a row that gives one finding per case
       (a task, a model), a module-level table of such keys by case (`finding_key` reads it).
-    * The other columns are `Finding` fields, each a value or a function of the chapter's Result (`value_of`);
-      `more` holds the fields a row sets beyond the columns (digits, tolerance, caveat, …).
-    * `read`: what only a reading of the Result knows — a function of the Result, or the name of one of the
-      chapter's `readers` (called as `readers[name](res, spec)`, for one reader that several rows share, told apart
-      by their `setting`). It returns a dict of `Finding` fields, merged over the row's columns and the chapter's
-      `fixed`; or a list of such dicts, one finding each (each naming its `case` when `key` is a table); None or
-      an empty list when the Result holds nothing the row reads.
-    * `when`: whether a Result holds what the row reads; `setting`: what the chapter reads to say how a run falls
-      short of the paper's setting (its own reading: Params field names, a function of the Result, the encoder
-      and measure a shared reader reads).
+    * The other columns are `Finding` fields that describe the row (what the paper claims, what was measured, what
+      the claim predicts), each a value or a function of the chapter's Result (`value_of`); `more` holds the fields
+      a row sets beyond the columns (digits, tolerance, caveat, …).
+    * `read`: the one way a row measures — a function of the Result (`Reader`) returning a `Partial`: the effect
+      and what only that reading knows (what was run, how the interval was made, at which scale); or a list of
+      them, one finding each (each naming its `case` when `key` is a table); None or an empty list when the
+      Result holds nothing the row reads. A row without `read` measures nothing: its finding has no effect (it
+      names the `command` that would test it). A reader several rows share is given its row's setting as a
+      callable object or a `functools.partial` (`sts.findings.On`), never by name.
+    * `when`: whether a Result holds what the row reads; `setting`: what the chapter's `build` reads to say how a
+      run falls short of the paper's setting (Params field names, a function of the Result).
 
     A field is taken from, last winning: the columns, `more`, `fixed` (what the chapter sets for every row: paper,
-    chapter, scale, …, each also a value or a function of the Result), what `read` returns."""
+    chapter, scale, …, each also a value or a function of the Result), the fields the `Partial` sets."""
 
     key: str | Mapping[Any, str]
     where: str
     claim: str | Callable[[Any], str] = ""
     measured: str | Callable[[Any], str] = ""
     quantity: str | Callable[[Any], str] = ""
-    effect: Callable[[Any], Interval | None] | None = None
     direction: str = "above"
     section: str = ""
     claim_id: str = ""
@@ -730,33 +784,46 @@ class Spec:
     reference: float | Callable[[Any], float] = 0.0
     reference_label: str | Callable[[Any], str] = "0"
     margin: float | Callable[[Any], float] | None = None
-    read: str | Callable[[Any], Any] | None = None
+    read: Reader | None = None
     setting: Any = None
     when: Callable[[Any], bool] = field(default=lambda res: True)
     more: Mapping[str, Any] = field(default_factory=dict)
 
-    COLUMNS = ("where", "claim", "measured", "quantity", "effect", "direction", "section", "claim_id", "kind",
+    COLUMNS = ("where", "claim", "measured", "quantity", "direction", "section", "claim_id", "kind",
                "reference", "reference_label", "margin")
 
-    def readings(self, res: Any, readers: Mapping[str, Callable[[Any, Spec], Any]] | None = None) -> list[dict]:
-        """What `read` returns on `res`, as a list of dicts (one dict, with no field, for a row without `read`)."""
+    def readings(self, res: Any) -> list[Partial]:
+        """What `read` finds on `res`, as a list (one `Partial` with no effect for a row without `read`)."""
         if self.read is None:
-            return [{}]
-        got = (readers or {})[self.read](res, self) if isinstance(self.read, str) else self.read(res)
+            return [Partial(None)]
+        got = self.read(res)
         if got is None:
             return []
-        return [dict(got)] if isinstance(got, Mapping) else [dict(r) for r in got]
+        got = [got] if isinstance(got, Partial) else list(got) if isinstance(got, (list, tuple)) else [got]
+        for p in got:
+            if not isinstance(p, Partial):
+                raise TypeError(f"the reader of {self.key_text()} returned {type(p).__name__}, not a Partial")
+        return got
 
-    def findings(self, res: Any, readers: Mapping[str, Callable[[Any, Spec], Any]] | None = None,
-                 **fixed: Any) -> list[Finding]:
+    def findings(self, res: Any, **fixed: Any) -> list[Finding]:
         """The `Finding`s this row gives on `res` (none when `when` says the Result lacks what it reads, or
-        `read` finds nothing); `readers` resolves a `read` given by name."""
-        got = self.readings(res, readers) if self.when(res) else []
+        `read` finds nothing)."""
+        got = self.readings(res) if self.when(res) else []
         if not got:
             return []
         cols = {name: getattr(self, name) for name in self.COLUMNS} | dict(self.more) | fixed
         values = {name: value_of(v, res) for name, v in cols.items()}
-        return [Finding(key=self.key_of(r.pop("case", None)), **values | r) for r in got]
+        out = []
+        for p in got:
+            row = values | p.fields()
+            if p.how:
+                row["quantity"] = f"{row['quantity']} ({p.how})"
+            out.append(Finding(key=self.key_of(p.case), **row))
+        return out
+
+    def key_text(self) -> str:
+        """The row's key, or the first key of its table (what grep finds)."""
+        return repr(self.key if isinstance(self.key, str) else next(iter(self.key.values())))
 
     def key_of(self, case: Any) -> str:
         """The key of the finding a reading of `case` gives: `key`, or what its table of keys says for `case`
@@ -766,7 +833,7 @@ class Spec:
         return finding_key(self.key, case, f"the table of keys holding {next(iter(self.key.values()))!r}")
 
     def finding(self, res: Any, **fixed: Any) -> Finding:
-        """The one `Finding` of a row without `read` (or whose `read` gives one)."""
+        """The one `Finding` of a row (whose `read` gives one)."""
         (one,) = self.findings(res, **fixed)
         return one
 
@@ -803,6 +870,24 @@ class Judged:
     def split(self) -> bool:
         """True when the deciding tests disagree."""
         return len({f.verdict_words() for f in self.deciding}) > 1
+
+    @property
+    def readings(self) -> list[list[Finding]]:
+        """The deciding tests, the readings of one test together (`group_readings`)."""
+        return group_readings(self.deciding)
+
+    def sign_convention(self) -> str:
+        """The difference the claim's row gives its numbers in ('whitening − SoftDecay'): the first clause of its
+        deciding tests' quantity, asides in parentheses left out, as far as they share it word by word; '' where
+        that is not a difference. The row's effect and the paper's value are both in this sign."""
+        clauses = [re.sub(r" \([^)]*\)", "", f.quantity).split(", ")[0].split() for f in self.deciding]
+        common_words = []
+        for words in zip(*clauses, strict=False):
+            if len(set(words)) > 1:
+                break
+            common_words.append(words[0])
+        text = " ".join(common_words)
+        return text if " − " in text and not text.endswith("−") else ""
 
     def _tests_text(self) -> str:
         by: dict[str, list[str]] = {}
@@ -865,6 +950,29 @@ class Judged:
         return (*self.deciding, *self.others)
 
 
+def group_readings(tests) -> list[list[Finding]]:
+    """`tests` grouped so that the readings of one test go together: tests of the same members with the same
+    effect (estimate, interval, n and method) are one test read several ways (Whisper base's drift test: the
+    literal test and the paper's point), in the order of their first reading."""
+    groups: dict[tuple, list[Finding]] = {}
+    for f in tests:
+        key = (f.members or (f.key,), f.effect) if f.effect is not None else (f.key,)
+        groups.setdefault(key, []).append(f)
+    return list(groups.values())
+
+
+def group_name(group: list[Finding]) -> str:
+    """A test's name, or for the readings of one test what they share and each reading ('whisper-base encoder,
+    one test read 2 ways: the literal test; the paper's point'), from names that end in the reading after a
+    comma."""
+    if len(group) == 1:
+        return group[0].name()
+    heads = {f.name().rsplit(", ", 1)[0] for f in group}
+    who = heads.pop() if len(heads) == 1 else (", ".join(group[0].members) or group[0].key)
+    ways = "; ".join(f.name().removeprefix(f"{who}, ") for f in group)
+    return f"{who}, one test read {len(group)} ways ({ways})"
+
+
 def judge(claim: Claim, findings) -> Judged:
     """A claim's verdict from all its in-scope tests, by the rule of the module's docstring."""
     tests = [f for f in findings if f.kind == "claim" and f.claim_id == claim.id]
@@ -923,7 +1031,8 @@ def count_verdicts(findings) -> dict[str, dict[str, int]]:
     return out
 
 
-__all__ = ["Interval", "Claim", "Finding", "Spec", "value_of", "Judged", "t_interval", "verdict", "size_side", "judge",
+__all__ = ["Interval", "Claim", "Finding", "Spec", "Partial", "Reader", "value_of", "Judged", "t_interval", "verdict",
+           "size_side", "judge", "group_readings", "group_name",
            "count_claims",
            "count_verdicts", "finding_key", "zero_width", "test_p", "in_family", "holm_levels", "correct",
            "FAMILY_ALPHA", "VERDICTS", "CLAIM_VERDICTS", "KINDS", "PAPERS", "DIRECTIONS",

@@ -121,7 +121,7 @@ def softdecay_transform(X: Tensor, alpha: float | Tensor = SOFTDECAY_ALPHA, mask
       1e-5·σ_max of a float64 SVD;
       `method="svd"`: a batched `torch.linalg.svd` (the literal algorithm; its backward is
       infinite at repeated singular values).
-      `method="poly"`: the same transform by matrix products only, in float64 (`_gram_poly`: Newton–Schulz
+      `method="poly"`: the same transform by matrix products only, in float64 (`gram_poly`: Newton–Schulz
       for the Gram matrix's square root and inverse square root, a Chebyshev polynomial for f): within
       1e-9·σ_max of the float64 SVD transform where the live spectrum has σ_min ≥ 1e-5·σ_max, certified per
       call; other calls (tinier singular values, rank deficiency, a nearly repeated σ_max) fall back to
@@ -141,7 +141,7 @@ def softdecay_transform(X: Tensor, alpha: float | Tensor = SOFTDECAY_ALPHA, mask
     if method == "svd":
         Y = _svd_path(Xm, alpha)
     elif method == "poly":
-        Y = _gram_poly(Xm, alpha, mask)
+        Y = gram_poly(Xm, alpha, mask)
     if Y is None:
         if precision not in ("auto", "mixed", "double"):
             raise ValueError(f"precision {precision!r}: use 'auto', 'mixed' or 'double'")
@@ -261,7 +261,7 @@ def _clenshaw(T: Tensor, c: Tensor) -> Tensor:
     return out
 
 
-def _gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict | None = None) -> Tensor | None:
+def gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict | None = None) -> Tensor | None:
     """Algorithm 1 by matrix products only (what a GPU runs fast; its batched eigensolver runs the matrices
     one by one). With G = X Xᵀ (or XᵀX) = U Σ² Uᵀ, S = G^{1/2} and Q = G^{-1/2} X = U Vᵀ (the polar factor),
     Algorithm 1 is Y = K f(S) Q: S and G^{-1/2} by the coupled Newton–Schulz iteration (matrix products,

@@ -35,7 +35,7 @@ class Encoded:
         return [len(f["input_ids"]) for f in self.features]
 
 
-def _int_label(v: Any) -> int:
+def int_label(v: Any) -> int:
     if isinstance(v, str):
         if v not in _LABELS:
             raise ValueError(f"unknown GLUE label {v!r}")
@@ -63,7 +63,7 @@ def encode_task(tokenizer, task: str, split: str, n: int = 0, seed: int = 0, max
            tokenizer(s1, truncation=True, max_length=max_length))
     keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
     feats = [{k: enc[k][i] for k in keys} for i in range(len(idx))]
-    return Encoded(task, split, feats, [_int_label(ds.labels[i]) for i in idx])
+    return Encoded(task, split, feats, [int_label(ds.labels[i]) for i in idx])
 
 
 def collate(features: list[dict[str, list[int]]], labels: list[int] | None, pad_id: int) -> dict[str, Tensor]:
@@ -78,7 +78,7 @@ def collate(features: list[dict[str, list[int]]], labels: list[int] | None, pad_
     return out
 
 
-def _batches(lengths: list[int], batch: int, seed: int | None, group: int = 50) -> list[list[int]]:
+def length_batches(lengths: list[int], batch: int, seed: int | None, group: int = 50) -> list[list[int]]:
     """Index batches. Training (`seed` given): a permutation drawn with a generator seeded by
     (seed, epoch) — so a resumed run draws the same batches as an uninterrupted one — cut into
     mega-batches of `group` batches, each sorted by length and split, and the batches shuffled

@@ -53,6 +53,11 @@ def lock_path() -> Path:
 _READ: dict[tuple[str, int], dict] = {}
 
 
+def forget_read_lock() -> None:
+    """Drop the lock `read_lock` keeps read, so that the next call reads the file again."""
+    _READ.clear()
+
+
 def read_lock(path: str | os.PathLike | None = None) -> dict:
     """The lock's contents (`{"about": ..., "models": {id: entry}, "datasets": {id: entry}}`), checked: every
     revision is a 40-hex commit or null, and a null one says why. An absent file is an empty lock."""

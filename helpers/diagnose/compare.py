@@ -128,9 +128,9 @@ def _list(a: np.ndarray) -> list[float | None]:
 
 
 def _fmt(x: float | None) -> str:
-    from .verdict import _num
+    from .verdict import num_text
 
-    return "—" if x is None else _num(float(x))
+    return "—" if x is None else num_text(float(x))
 
 
 def compare_html(cmp: dict[str, Any], placements: dict[str, list[dict]] | None = None) -> str:

@@ -104,7 +104,7 @@ def power_table(d: Diagnosis) -> str:
     """Per measure, the smallest shift from the twins' mean this run flags (`Diagnosis.detectable`, the median
     over layers), in the measure's units and in twin standard deviations, for a cell that moves alone and where
     every cell moves."""
-    from .verdict import _num
+    from .verdict import num_text
 
     if not d.twins:
         return ""
@@ -113,8 +113,8 @@ def power_table(d: Diagnosis) -> str:
     for m in d.measures:
         det = d.detectable(m)
         med = {k: float(np.nanmedian(v)) if np.isfinite(v).any() else float("nan") for k, v in det.items()}
-        rows.append(f"<tr><td>{esc(MEASURES[m][0])}</td><td>{_num(med['one'])}</td><td>{med['one_sd']:.1f}</td>"
-                    f"<td>{_num(med['all'])}</td><td>{med['all_sd']:.1f}</td></tr>")
+        rows.append(f"<tr><td>{esc(MEASURES[m][0])}</td><td>{num_text(med['one'])}</td><td>{med['one_sd']:.1f}</td>"
+                    f"<td>{num_text(med['all'])}</td><td>{med['all_sd']:.1f}</td></tr>")
     return ('<table class="power"><tr><th>smallest shift flagged (median over layers)</th><th>one cell alone</th>'
             "<th>in twin SDs</th><th>every cell</th><th>in twin SDs</th></tr>\n" + "\n".join(rows) + "</table>\n")
 

@@ -23,7 +23,7 @@ PARTS = {"model": ("estimate", "low", "high"), "twin": ("estimate", "low", "high
 def check_weights(rec: Record) -> str:
     """The recorded weight files hash as recorded (a folder, a weight package); a hub id's commit is checked once
     the model is loaded again (`moved`). Raises `DiagnoseError` naming the first file that differs."""
-    from .run import _sha256
+    from .run import sha256_of
 
     w = rec.data.get("weights") or {}
     if "sha256" not in w:
@@ -33,7 +33,7 @@ def check_weights(rec: Record) -> str:
         f = folder / name
         if not f.is_file():
             raise DiagnoseError(f"rerun: the weight file {f} the run read is gone")
-        if _sha256(f) != digest:
+        if sha256_of(f) != digest:
             raise DiagnoseError(f"rerun: {f} is not the file the run read (its SHA-256 differs)")
     return f"weights: {len(w['sha256'])} files under {folder} hash as recorded"
 

@@ -169,7 +169,7 @@ def modality_of(name: str, config: dict | None = None) -> str:
     return modality_of_config(config or {})
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 22):
@@ -194,7 +194,7 @@ def weights_record(name: str, loaded, kind: str, revision: str | None = None,
     gguf = models.OFFLINE_PACKAGES.get(name, (None, None, None, None))[3]
     files = [folder / gguf] if gguf else sorted(f for f in folder.rglob("*") if f.is_file() and (
         f.suffix in _WEIGHT_SUFFIXES or f.name == "config.json"))
-    out: dict[str, Any] = {"folder": str(folder), "sha256": {str(f.relative_to(folder)): _sha256(f) for f in files}}
+    out: dict[str, Any] = {"folder": str(folder), "sha256": {str(f.relative_to(folder)): sha256_of(f) for f in files}}
     packages = []
     if name in models.OFFLINE_PACKAGES:
         packages.append(models.OFFLINE_PACKAGES[name][2])

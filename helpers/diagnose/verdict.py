@@ -15,7 +15,7 @@ from .measures import COLLAPSE_SIGN, MEASURES
 Diagnosis = Any
 
 
-def _num(x: float) -> str:
+def num_text(x: float) -> str:
     """Three significant figures, no exponent below 1e5."""
     if not np.isfinite(x):
         return "—"
@@ -36,7 +36,7 @@ def span(values: np.ndarray) -> str:
     v = v[np.isfinite(v)]
     if not v.size:
         return "—"
-    lo, hi = _num(float(v.min())), _num(float(v.max()))
+    lo, hi = num_text(float(v.min())), num_text(float(v.max()))
     return lo if lo == hi else f"{lo} to {hi}" if float(v.min()) < 0 else f"{lo}–{hi}"
 
 
@@ -100,8 +100,8 @@ def measure_line(d: Diagnosis, m: str) -> str:
     if not said:
         det = d.detectable(m)
         said.append("within what random initialisation gives in every layer (a shift smaller than "
-                    f"{_num(float(np.nanmedian(det['one'])))}, {float(np.nanmedian(det['one_sd'])):.1f} twin standard "
-                    "deviations, would go unseen)")
+                    f"{num_text(float(np.nanmedian(det['one'])))}, {float(np.nanmedian(det['one_sd'])):.1f} twin "
+                    "standard deviations, would go unseen)")
     return head + ": " + "; ".join(said)
 
 

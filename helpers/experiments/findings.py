@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from ..book import runtime
-from ..book.results import _jsonable, write_atomic
+from ..book.results import jsonable, write_atomic
 from ..core.findings import (
     INCONCLUSIVE,
     NOT_DETECTED,
@@ -98,7 +98,7 @@ def _saved(module, p) -> object | None:
     if not path.is_file() or path.stat().st_mtime < float(since):
         return None
     rec = json.loads(path.read_text())
-    return module.Result.from_json(rec["results"]) if rec.get("params") == _jsonable(p) else None
+    return module.Result.from_json(rec["results"]) if rec.get("params") == jsonable(p) else None
 
 
 @dataclass
@@ -175,14 +175,14 @@ class Collected:
         the papers' order, then one per book's own question (`kind` "extension"), each with its verdict, setting
         and tests. A test's `command` reruns it: the finding's own, else `make rerun CHAPTER=<its chapter>
         SCALE=<scale>`. Numbers that are not finite (a single seed's interval) are null."""
-        from ..diagnose.run import _version
+        import helpers  # the package's one version (pyproject reads it too)
 
         commit = git_commit() if commit is None else commit
         records = [_claim_record(j, self.scale, commit) for j in self.judged()]
         records += [_extension_record(f, self.scale, commit) for f in self.extensions()]
         return {
             "format": DATASET_FORMAT,
-            "book_version": _version(),
+            "book_version": helpers.__version__,
             "scale": self.scale,
             "generated_at": generated_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "commit": commit or None,

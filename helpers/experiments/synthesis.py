@@ -31,7 +31,7 @@ from ..book import results
 from ..book.params import ChapterParams, rules
 from ..book.runtime import choose_device, run_seeds, seed_everything
 from ..core import measures as M
-from ..core.findings import Finding, Spec
+from ..core.findings import Finding, Partial, Spec
 from ..core.papers import SOFTDECAY_ALPHA
 from ..core.softdecay import softdecay_transform, whitening_apply, whitening_fit
 from ..core.stats import Interval, fisher_t_interval, rank_interval, t_interval
@@ -380,45 +380,42 @@ SCALE = ("the book's offline models (those that load offline, not a sample of a 
 GODEY, YAN, YU = (dict(paper=p) for p in ("godey2024", "yan2022", "yu2024"))
 
 
-def agree(key: str, where: str, claim: str, a: str, b: str, paper: dict[str, str]) -> Spec:
-    """A finding that measures `a` and `b` rank a model's layers alike (`Result.agreement`)."""
-    return Spec(key, where, claim, quantity="Spearman correlation across layers, mean over models",
-                effect=lambda res: res.agreement(a, b), section="synthesis-agree", more=paper)
-
-
-def change(key: str, where: str, claim: str, quantity: str, after: str, before: str, paper: dict[str, str],
-           direction: str = "below") -> Spec:
-    """A finding on what an operation does at the most collapsed layer: `after` − `before` (`Result.change`)."""
-    return Spec(key, where, claim, quantity=quantity, effect=lambda res: res.change(after, before),
-                direction=direction, section="synthesis-operations", more=paper)
-
-
+#: the columns of a finding that two measures rank a model's layers alike (`Result.agreement`)
+AGREE = dict(quantity="Spearman correlation across layers, mean over models", section="synthesis-agree")
+#: the section of a finding on what an operation does at the most collapsed layer: after − before (`Result.change`)
+OPERATION = dict(section="synthesis-operations")
 #: t_sim after an operation against before
 TSIM = "t_sim after − before, mean over inputs and models"
 
 FINDINGS: tuple[Spec, ...] = (
-    agree("synthesis-agree-cos-ev1", "§3 (mean cosine) with Yan eq. (5)",
-          "Godey et al.'s anisotropy (mean cosine) and Yan et al.'s EV₁ rank a model's layers alike",
-          "cos", "ev1", GODEY),
-    agree("synthesis-agree-tsim-ev1", "Def. 1.1 (t_sim) with Yan eq. (5)",
-          "Yu & Zhang's t_sim and Yan et al.'s EV₁ rank a model's layers alike", "t_sim", "ev1", YU),
-    agree("synthesis-agree-cos-tsim", "§3 (mean cosine) with Yu Def. 1.1",
-          "Godey et al.'s mean cosine over the whole probe and Yu & Zhang's within-input t_sim rank a model's layers "
-          "alike", "cos", "t_sim", GODEY),
-    change("synthesis-softdecay-ev1", "Algorithm 1", "SoftDecay applied to the most collapsed layer lowers each "
-           "input's EV₁", "EV₁ after − before, mean over inputs and models", "ev1_softdecay", "ev1_raw", YAN),
-    change("synthesis-softdecay-tsim", "Algorithm 1 with Yu Def. 1.1",
-           "SoftDecay applied to the most collapsed layer lowers each input's t_sim too", TSIM,
-           "t_sim_softdecay", "t_sim_raw", YAN),
-    change("synthesis-whitening-tsim", "§5 (whitening baseline)",
-           "whitening the most collapsed layer lowers each input's t_sim", TSIM, "t_sim_whitening", "t_sim_raw", YAN),
-    change("synthesis-centring-anisotropy", "§3 (mean cosine)", "removing the mean vector removes the anisotropy of "
-           "the most collapsed layer", "pooled mean cosine after − before removing the probe's mean",
-           "cos_pooled_centred", "cos_pooled_raw", GODEY),
-    change("synthesis-centring-skew", "eq. (21) (de-escalation's Π₁^⊥)",
-           "removing each input's mean token leaves a dominant direction: EV₁ stays above an isotropic matrix's of "
-           "the same shape", "EV₁ of the centred input − EV₁ of an isotropic Gaussian input, mean over models",
-           "ev1_centred", "ev1_isotropic", YU, direction="above"),
+    Spec("synthesis-agree-cos-ev1", "§3 (mean cosine) with Yan eq. (5)",
+         "Godey et al.'s anisotropy (mean cosine) and Yan et al.'s EV₁ rank a model's layers alike",
+         read=lambda res: Partial(res.agreement("cos", "ev1")), more=GODEY, **AGREE),
+    Spec("synthesis-agree-tsim-ev1", "Def. 1.1 (t_sim) with Yan eq. (5)",
+         "Yu & Zhang's t_sim and Yan et al.'s EV₁ rank a model's layers alike",
+         read=lambda res: Partial(res.agreement("t_sim", "ev1")), more=YU, **AGREE),
+    Spec("synthesis-agree-cos-tsim", "§3 (mean cosine) with Yu Def. 1.1",
+         "Godey et al.'s mean cosine over the whole probe and Yu & Zhang's within-input t_sim rank a model's layers "
+         "alike", read=lambda res: Partial(res.agreement("cos", "t_sim")), more=GODEY, **AGREE),
+    Spec("synthesis-softdecay-ev1", "Algorithm 1", "SoftDecay applied to the most collapsed layer lowers each "
+         "input's EV₁", quantity="EV₁ after − before, mean over inputs and models", direction="below",
+         read=lambda res: Partial(res.change("ev1_softdecay", "ev1_raw")), more=YAN, **OPERATION),
+    Spec("synthesis-softdecay-tsim", "Algorithm 1 with Yu Def. 1.1",
+         "SoftDecay applied to the most collapsed layer lowers each input's t_sim too", quantity=TSIM,
+         direction="below", read=lambda res: Partial(res.change("t_sim_softdecay", "t_sim_raw")), more=YAN,
+         **OPERATION),
+    Spec("synthesis-whitening-tsim", "§5 (whitening baseline)",
+         "whitening the most collapsed layer lowers each input's t_sim", quantity=TSIM, direction="below",
+         read=lambda res: Partial(res.change("t_sim_whitening", "t_sim_raw")), more=YAN, **OPERATION),
+    Spec("synthesis-centring-anisotropy", "§3 (mean cosine)", "removing the mean vector removes the anisotropy of "
+         "the most collapsed layer", quantity="pooled mean cosine after − before removing the probe's mean",
+         direction="below", read=lambda res: Partial(res.change("cos_pooled_centred", "cos_pooled_raw")),
+         more=GODEY, **OPERATION),
+    Spec("synthesis-centring-skew", "eq. (21) (de-escalation's Π₁^⊥)",
+         "removing each input's mean token leaves a dominant direction: EV₁ stays above an isotropic matrix's of "
+         "the same shape", quantity="EV₁ of the centred input − EV₁ of an isotropic Gaussian input, mean over models",
+         direction="above", read=lambda res: Partial(res.change("ev1_centred", "ev1_isotropic")), more=YU,
+         **OPERATION),
 )
 
 

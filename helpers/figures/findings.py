@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 from matplotlib.transforms import blended_transform_factory
 
-from ..core.findings import CLAIM_VERDICTS, PAPERS, Finding, Judged
+from ..core.findings import CLAIM_VERDICTS, PAPERS, Finding, Judged, group_name
 from ..core.scale import num
 from ..experiments.findings import Collected
 from . import common
@@ -95,57 +95,22 @@ def _details(j: Judged, untested: bool = True) -> str:
     return "".join(parts)
 
 
-def readings(tests: list[Finding]) -> list[list[Finding]]:
-    """`tests` grouped so that the readings of one test go together: tests of the same members with the same
-    effect (estimate, interval, n and method) are one test read several ways (Whisper base's drift test: the
-    literal test and the paper's point), in the order of their first reading."""
-    groups: dict[tuple, list[Finding]] = {}
-    for f in tests:
-        key = (f.members or (f.key,), f.effect) if f.effect is not None else (f.key,)
-        groups.setdefault(key, []).append(f)
-    return list(groups.values())
-
-
-def _group_name(group: list[Finding]) -> str:
-    """A test's name, or for the readings of one test what they share and each reading ('whisper-base encoder,
-    one test read 2 ways: the literal test; the paper's point'), from names that end in the reading after a comma."""
-    if len(group) == 1:
-        return group[0].name()
-    heads = {f.name().rsplit(", ", 1)[0] for f in group}
-    who = heads.pop() if len(heads) == 1 else (", ".join(group[0].members) or group[0].key)
-    ways = "; ".join(f.name().removeprefix(f"{who}, ") for f in group)
-    return f"{who}, one test read {len(group)} ways ({ways})"
-
-
-def sign_convention(j: Judged) -> str:
-    """The difference a tested claim's row gives its numbers in ('whitening − SoftDecay'): the first clause of its
-    deciding tests' quantity, asides in parentheses left out, as far as they share it word by word; '' where that
-    is not a difference. The row's effect and the paper's value are both in this sign."""
-    clauses = [re.sub(r" \([^)]*\)", "", f.quantity).split(", ")[0].split() for f in j.deciding]
-    common_words = []
-    for words in zip(*clauses, strict=False):
-        if len(set(words)) > 1:
-            break
-        common_words.append(words[0])
-    text = " ".join(common_words)
-    return text if " − " in text and not text.endswith("−") else ""
-
-
 def _result_line(j: Judged) -> str:
     """A tested claim's first line: its verdict in words, the deciding test's effect with its interval (each
-    deciding test's, named, where there are several; once for the readings of one test, `readings`), the paper's
-    value in the sign of the row's difference, which the row names (`sign_convention`), and whether it was reached
+    deciding test's, named, where there are several; once for the readings of one test, `Judged.readings`), the
+    paper's value in the sign of the row's difference, which the row names (`Judged.sign_convention`), and whether it
+    was reached
     at the paper's setting; what the effect is, the full setting and the notes are in the claim's details."""
     d = j.lead
     words = j.verdict_text() if j.verdict in ("mixed", "on one model") or len(j.deciding) > 1 else d.verdict_words()
-    groups = readings(j.deciding)
+    groups = j.readings
     if len(groups) > 1:
-        effect = "; ".join(f"{_esc(_group_name(g))}: {g[0].effect_text()}" for g in groups)
+        effect = "; ".join(f"{_esc(group_name(g))}: {g[0].effect_text()}" for g in groups)
     elif len(groups[0]) > 1:
-        effect = f"{_esc(_group_name(groups[0]))}: {d.effect_text()}"
+        effect = f"{_esc(group_name(groups[0]))}: {d.effect_text()}"
     else:
         effect = d.effect_text()
-    sign = sign_convention(j) if d.paper_value is not None else ""
+    sign = j.sign_convention() if d.paper_value is not None else ""
     if sign:
         effect = f'<i class="sign">{_esc(sign)}</i> {effect}'
     paper = (f"paper {d.paper_value:+.{d.digits}f}" if d.paper_value is not None
@@ -465,21 +430,7 @@ def forest(col: Collected) -> plt.Figure:
                 start = i - (0 if len(j.deciding) == 1 else 1)
                 ax.axhline(start, color="0.88", lw=0.8)
             last = j
-            kind, s = yardstick(f)
-            lo, est, hi = forest_position(f)
-            colour = common.VERDICT_COLOURS[f.verdict]
-            if kind == "margin":                 # a likeness holds within ±1, a bound ("at most", turned) above −1
-                ax.add_patch(plt.Rectangle((-1.0, y - 0.38), 2.0 if f.direction == "equal" else 1e3, 0.76,
-                                           color="0.87", lw=0, zorder=0))
-            ax.plot([lo, hi], [y, y], color=colour, lw=3, solid_capstyle="butt")
-            ax.plot(est, y, "o", color=colour, ms=6, mfc=colour if kind != "interval" else "white", mew=1.5,
-                    clip_on=False)
-            if f.paper_value is not None:
-                pv = SIDE[f.direction] * (f.paper_value - f.reference) / s
-                ax.plot(pv, y, "D", mfc="none", mec="0.25", ms=7, clip_on=False)
-                reach.append(abs(pv))
-            reach += [abs(lo), abs(hi)]
-            ax.text(1.04, y, _value_text(f), va="center", fontsize=FOREST_FONT, transform=ax.get_yaxis_transform())
+            reach += _forest_row(ax, y, f)
         lim = max(reach) * 1.08
         if lim > LINEAR_REACH:                   # a scale that fits: linear within ±1, logarithmic beyond
             ax.set_xscale("symlog", linthresh=1.0, linscale=1.0)
@@ -498,7 +449,33 @@ def forest(col: Collected) -> plt.Figure:
         ax.grid(False)
     if not panels:
         fig.text(0.5, 0.5, "no tested claim", ha="center", va="center", fontsize=FOREST_FONT)
-    verdicts = {f.verdict for rows in panels.values() for _, f in rows}
+    _forest_legend(fig, {f.verdict for rows in panels.values() for _, f in rows})
+    return common.figure("findings-forest", fig)
+
+
+def _forest_row(ax, y: float, f: Finding) -> list[float]:
+    """One test's row of the forest at height `y`: the margin where its claim holds (grey), its interval and
+    estimate in its verdict's colour, the paper's value (a diamond) and its numbers on the right; what it reaches on
+    the axis."""
+    kind, s = yardstick(f)
+    lo, est, hi = forest_position(f)
+    colour = common.VERDICT_COLOURS[f.verdict]
+    if kind == "margin":                 # a likeness holds within ±1, a bound ("at most", turned) above −1
+        ax.add_patch(plt.Rectangle((-1.0, y - 0.38), 2.0 if f.direction == "equal" else 1e3, 0.76,
+                                   color="0.87", lw=0, zorder=0))
+    ax.plot([lo, hi], [y, y], color=colour, lw=3, solid_capstyle="butt")
+    ax.plot(est, y, "o", color=colour, ms=6, mfc=colour if kind != "interval" else "white", mew=1.5, clip_on=False)
+    reach = [abs(lo), abs(hi)]
+    if f.paper_value is not None:
+        pv = SIDE[f.direction] * (f.paper_value - f.reference) / s
+        ax.plot(pv, y, "D", mfc="none", mec="0.25", ms=7, clip_on=False)
+        reach.insert(0, abs(pv))
+    ax.text(1.04, y, _value_text(f), va="center", fontsize=FOREST_FONT, transform=ax.get_yaxis_transform())
+    return reach
+
+
+def _forest_legend(fig, verdicts: set[str]) -> None:
+    """The forest's legend: the verdicts drawn, the paper's value, the margin, and a test with no size."""
     handles = [plt.Line2D([], [], color=common.VERDICT_COLOURS[v], lw=3, label=v) for v in CLAIM_VERDICTS
                if v in verdicts]
     handles += [plt.Line2D([], [], marker="D", mfc="none", mec="0.25", ls="", label="the paper's value (1)"),
@@ -506,7 +483,6 @@ def forest(col: Collected) -> plt.Figure:
                 plt.Line2D([], [], marker="o", mfc="white", mec="0.3", ls="", label="no size: ÷ its interval")]
     fig.legend(handles=handles, loc="lower left", ncol=3, fontsize=FOREST_FONT, frameon=False, borderaxespad=0.2,
                bbox_to_anchor=(0.0, 0.0), handlelength=1.5, columnspacing=1.0, labelspacing=0.3)
-    return common.figure("findings-forest", fig)
 
 
 def untestable(col: Collected):
@@ -520,53 +496,58 @@ def untestable(col: Collected):
     return HTML(f'<ul class="untested-list">{"".join(items)}</ul>')
 
 
-#: the findings whose band at the paper's setting the per-paper summaries quote
+#: the findings whose effect the per-paper summaries quote, as `findings-eff-<key>` (tests/test_findings_page.py
+#: checks the verdict words the summaries state against the findings)
+EFFECT_QUOTED = ("sts-ev1-bert", "sts-gain-bert", "sts-gain-smollm2", "sts-control-ev1", "sts-vs-whitening-smollm2",
+                 "glue-flatter-spectrum", "sts-vs-whitening-bert", "sts-gain-minilm", "sts-gain-mpnet",
+                 "sts-lsds-authors", "glue-softdecay-rte", "glue-softdecay-rte-mpnet", "anisotropy-transformers",
+                 "anisotropy-drift-correlation", "anisotropy-speech", "anisotropy-speech-whisper-base",
+                 "anisotropy-speech-drift", "anisotropy-cnn", "anisotropy-bytes-vs-smollm2", "drift-qk-norm",
+                 "drift-sharper-softmax", "qk-end-state", "tse-fig1", "tse-fig2-ratio", "tse-remark28-rate",
+                 "tse-fig5-half", "vit-post-behind-pre", "vit-deesc-vs-pre", "vit-deesc-vs-pre-standard",
+                 "deeplm-post-norm-fails", "deeplm-deesc-rescues")
+#: the findings whose band at the paper's setting the per-paper summaries quote, as `findings-scale-<key>`
 SCALE_QUOTED = ("sts-gain-bert", "sts-vs-whitening-bert", "qk-aligned-heads", "deeplm-post-norm-fails",
-                "deeplm-deesc-rescues", "deeplm-deesc-like-pre-norm", "vit-post-behind-pre", "vit-deesc-vs-post",
+                "deeplm-deesc-rescues", "vit-post-behind-pre", "vit-deesc-vs-post",
                 "vit-deesc-vs-pre")
+#: what the page counts per paper, as `findings-<paper>-<count>` (`Collected.claim_counts`)
+PAPER_COUNTS = ("claims", "paper", "reduced", "untested")
 
 
-def publish(col: Collected) -> None:
-    """Draw the forest figure and hand the page its numbers: per paper, claims and how many were tested at
-    the paper's setting, at a reduced one, not at all, and the verdicts per setting; the extensions' count."""
-    forest(col)
-    c = col.claim_counts()
-
-    ext = col.extensions()
+def quoted(col: Collected) -> dict[str, str]:
+    """The numbers the per-paper summaries quote: each `EFFECT_QUOTED` finding's effect, each `SCALE_QUOTED`
+    finding's band at the paper's setting, and the budgets of the two trends they cite ('—' for a finding this
+    scale does not give, or without a trend)."""
     by_key = {f.key: f for f in col.findings}
-    fam, levels = col.family_sizes(), col.family_levels()
-
-    def eff(key: str) -> str:
-        """A finding's effect as the summary quotes it ('—' when the chapter gives no such finding at this scale)."""
-        return by_key[key].effect_text() if key in by_key else "—"
 
     def budgets(key: str) -> str:
-        """The points of a finding's trend in words ('5 budgets from 62 to 1,000 steps'; '—' without one)."""
+        """The points of a finding's trend in words ('5 budgets from 62 to 1,000 steps')."""
         t = by_key[key].at_scale if key in by_key else None
         if t is None:
             return "—"
         return f"{t.points} budgets from {num(min(t.x))} to {num(max(t.x))} {t.axis.removeprefix('training ')}"
 
-    def scale(key: str) -> str:
-        """A finding's band at the paper's setting as the summary quotes it ('—' without a trend at this scale)."""
+    def band(key: str) -> str:
         f = by_key.get(key)
         return f.at_scale.band.text(f.digits) if f is not None and f.at_scale is not None else "—"
 
+    return {**{f"findings-eff-{k}": by_key[k].effect_text() if k in by_key else "—" for k in EFFECT_QUOTED},
+            **{f"findings-scale-{k}": band(k) for k in SCALE_QUOTED},
+            "findings-scale-deeplm-budgets": budgets("deeplm-post-norm-fails"),
+            "findings-scale-vit-budgets": budgets("vit-deesc-vs-pre")}
+
+
+def publish(col: Collected) -> None:
+    """Draw the forest figure and hand the page its numbers: per paper, its claims and how many were tested at
+    the paper's setting, at a reduced one, not at all (`findings-<paper>-<count>`), and the size of its family of
+    tests (`findings-family-<paper>`); the counts over the book; the extensions'; the numbers the summaries quote."""
+    forest(col)
+    c = col.claim_counts()
+    ext = col.extensions()
+    fam, levels = col.family_sizes(), col.family_levels()
     common.publish({
-        "findings-yan2022-claims": c["yan2022"]["claims"],
-        "findings-yan2022-paper": c["yan2022"]["paper"],
-        "findings-yan2022-reduced": c["yan2022"]["reduced"],
-        "findings-yan2022-untested": c["yan2022"]["untested"],
-        "findings-godey2024-claims": c["godey2024"]["claims"],
-        "findings-godey2024-paper": c["godey2024"]["paper"],
-        "findings-godey2024-reduced": c["godey2024"]["reduced"],
-        "findings-godey2024-untested": c["godey2024"]["untested"],
-        "findings-yu2024-claims": c["yu2024"]["claims"],
-        "findings-yu2024-paper": c["yu2024"]["paper"],
-        "findings-yu2024-reduced": c["yu2024"]["reduced"],
-        "findings-yu2024-untested": c["yu2024"]["untested"],
-        "findings-family-yan2022": fam["yan2022"], "findings-family-godey2024": fam["godey2024"],
-        "findings-family-yu2024": fam["yu2024"],
+        **{f"findings-{p}-{n}": c[p][n] for p in PAPERS for n in PAPER_COUNTS},
+        **{f"findings-family-{p}": fam[p] for p in PAPERS},
         "findings-family-level-min": f"{100 * levels[0]:.1f} %" if levels else "—",
         "findings-family-level-max": f"{100 * levels[1]:.2f} %" if levels else "—",
         "findings-claims": sum(c[p]["claims"] for p in c),
@@ -575,42 +556,7 @@ def publish(col: Collected) -> None:
         "findings-out-of-scope": sum(len(j.out_of_scope) for j in col.judged()),
         "findings-extensions": len(ext),
         "findings-extensions-reproduced": sum(f.verdict == "reproduced" for f in ext),
-        # the effects the per-paper summaries quote (tests/test_findings_page.py pins the verdicts they state)
-        "findings-eff-sts-ev1-bert": eff("sts-ev1-bert"),
-        "findings-eff-sts-gain-bert": eff("sts-gain-bert"),
-        "findings-eff-sts-gain-smollm2": eff("sts-gain-smollm2"),
-        "findings-eff-sts-control-ev1": eff("sts-control-ev1"),
-        "findings-eff-sts-vs-whitening-smollm2": eff("sts-vs-whitening-smollm2"),
-        "findings-eff-glue-flatter-spectrum": eff("glue-flatter-spectrum"),
-        "findings-eff-sts-vs-whitening-bert": eff("sts-vs-whitening-bert"),
-        "findings-eff-sts-gain-minilm": eff("sts-gain-minilm"),
-        "findings-eff-sts-gain-mpnet": eff("sts-gain-mpnet"),
-        "findings-eff-sts-lsds-authors": eff("sts-lsds-authors"),
-        "findings-eff-glue-softdecay-rte": eff("glue-softdecay-rte"),
-        "findings-eff-glue-softdecay-rte-mpnet": eff("glue-softdecay-rte-mpnet"),
-        "findings-eff-anisotropy-transformers": eff("anisotropy-transformers"),
-        "findings-eff-anisotropy-drift-correlation": eff("anisotropy-drift-correlation"),
-        "findings-eff-anisotropy-speech": eff("anisotropy-speech"),
-        "findings-eff-anisotropy-speech-whisper-base": eff("anisotropy-speech-whisper-base"),
-        "findings-eff-anisotropy-speech-drift": eff("anisotropy-speech-drift"),
-        "findings-eff-anisotropy-cnn": eff("anisotropy-cnn"),
-        "findings-eff-anisotropy-bytes-vs-smollm2": eff("anisotropy-bytes-vs-smollm2"),
-        "findings-eff-drift-qk-norm": eff("drift-qk-norm"),
-        "findings-eff-drift-sharper-softmax": eff("drift-sharper-softmax"),
-        "findings-eff-qk-end-state": eff("qk-end-state"),
-        "findings-eff-tse-fig1": eff("tse-fig1"),
-        "findings-eff-tse-fig2-ratio": eff("tse-fig2-ratio"),
-        "findings-eff-tse-remark28-rate": eff("tse-remark28-rate"),
-        "findings-eff-tse-fig5-half": eff("tse-fig5-half"),
-        "findings-eff-vit-post-behind-pre": eff("vit-post-behind-pre"),
-        "findings-eff-vit-deesc-vs-pre": eff("vit-deesc-vs-pre"),
-        "findings-eff-vit-deesc-vs-pre-standard": eff("vit-deesc-vs-pre-standard"),
-        "findings-eff-deeplm-post-norm-fails": eff("deeplm-post-norm-fails"),
-        "findings-eff-deeplm-deesc-rescues": eff("deeplm-deesc-rescues"),
-        # the bands at the paper's setting the summaries quote
-        **{f"findings-scale-{k}": scale(k) for k in SCALE_QUOTED},
-        "findings-scale-deeplm-budgets": budgets("deeplm-post-norm-fails"),
-        "findings-scale-vit-budgets": budgets("vit-deesc-vs-pre"),
+        **quoted(col),
     })
 
 

@@ -39,7 +39,7 @@ from torch import Tensor, nn
 from ..book.runtime import choose_device, stream_seed
 from ..core.config import StoredNames
 from ..core.softdecay import expdecay_penalty
-from ..data.glue import TASK_METRICS, Encoded, _batches, collate, encode_task, glue_metrics
+from ..data.glue import TASK_METRICS, Encoded, collate, encode_task, glue_metrics, length_batches
 from ..hf import models as Mo
 from ..hf.softdecay_layer import find_softdecay, insert_softdecay
 from .loop import Task, adamw, fit
@@ -122,7 +122,7 @@ def evaluate_glue(model: nn.Module, ev: Encoded, pad_id: int, batch: int = 64,
     model.eval()
     preds = np.zeros(len(ev), dtype=np.int64)
     tot = 0.0
-    for idx in _batches(ev.lengths(), batch, None):
+    for idx in length_batches(ev.lengths(), batch, None):
         b = {k: v.to(device) for k, v in collate([ev.features[i] for i in idx], [ev.labels[i] for i in idx],
                                                   pad_id).items()}
         out = model(**b)
@@ -149,7 +149,8 @@ class GlueTask(Task):
         self._plans: dict[int, list[list[int]]] = {}
 
     def _plan(self, epoch: int) -> list[list[int]]:
-        return _batches(self.train_set.lengths(), self.cfg.batch_size, stream_seed(self.cfg.seed, "glue-order", epoch))
+        return length_batches(self.train_set.lengths(), self.cfg.batch_size,
+                              stream_seed(self.cfg.seed, "glue-order", epoch))
 
     def settings(self) -> dict[str, Any]:
         return self.cfg.stored()

@@ -93,7 +93,7 @@ def tokenizer():
     return tok
 
 
-def _paragraphs(text: str) -> list[str]:
+def split_paragraphs(text: str) -> list[str]:
     """WikiText lines that are article text (headings ` = … = ` and blank lines dropped)."""
     return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("=")]
 
@@ -103,7 +103,7 @@ def training_chunks(tok, seq_len: int, split: str = "validation", text: str | No
     sequences: (n_chunks, seq_len) token ids, no padding."""
     from ..data import load_wikitext103
 
-    paras = _paragraphs(text if text is not None else load_wikitext103(split))
+    paras = split_paragraphs(text if text is not None else load_wikitext103(split))
     ids = tokenised(tok, paras)
     body = seq_len - 2
     n = len(ids) // body
@@ -115,7 +115,7 @@ def training_chunks(tok, seq_len: int, split: str = "validation", text: str | No
     return torch.cat([cls, x, sep], dim=1)                                           # (n, seq_len)
 
 
-def _analysis_pick(paras: list[str], n: int, seed: int, min_words: int) -> list[int]:
+def analysis_pick(paras: list[str], n: int, seed: int, min_words: int) -> list[int]:
     """Indices (into `paras`) of the `n` analysis paragraphs: drawn with `seed` among those of at least
     `min_words` words. One function, so that the corpus can leave exactly these out of training."""
     long = [i for i, p in enumerate(paras) if len(p.split()) >= min_words]
@@ -132,8 +132,8 @@ def analysis_samples(tok, n: int, max_length: int, seed: int = 0, split: str = "
     {"input_ids", "attention_mask"} of shape (n, L). Every checkpoint and seed sees the same samples."""
     from ..data import load_wikitext103
 
-    paras = _paragraphs(text if text is not None else load_wikitext103(split))
-    pick = _analysis_pick(paras, n, seed, min_words)
+    paras = split_paragraphs(text if text is not None else load_wikitext103(split))
+    pick = analysis_pick(paras, n, seed, min_words)
     enc = tok([paras[i] for i in pick], truncation=True, max_length=max_length, padding=True, return_tensors="pt")
     return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
@@ -164,7 +164,7 @@ def tokenised(tok, paras: list[str]) -> list[int]:
     return _TOKENISED[key]
 
 
-def _chunk_ids(ids: list[int], tok, seq_len: int) -> Tensor:
+def chunk_ids(ids: list[int], tok, seq_len: int) -> Tensor:
     body = seq_len - 2
     n = len(ids) // body
     if n < 1:
@@ -189,9 +189,9 @@ def corpus(tok, seq_len: int, n_analysis: int, analysis_seed: int = 0, held_out_
 
     from ..data import DataUnavailable, load_glue, load_sts, load_wikitext103
 
-    val = _paragraphs(load_wikitext103("validation"))
-    test = _paragraphs(load_wikitext103("test"))
-    skip = set(_analysis_pick(test, n_analysis, analysis_seed, min_words))
+    val = split_paragraphs(load_wikitext103("validation"))
+    test = split_paragraphs(load_wikitext103("test"))
+    skip = set(analysis_pick(test, n_analysis, analysis_seed, min_words))
     rest = [p for i, p in enumerate(test) if i not in skip]
     enc = lambda paras: [i for p in tok(paras, add_special_tokens=False, verbose=False)["input_ids"] for i in p]  # noqa: E731
     held_ids: list[int] = []
@@ -215,8 +215,8 @@ def corpus(tok, seq_len: int, n_analysis: int, analysis_seed: int = 0, held_out_
             continue
         sents += list(s.sentence1) + list(s.sentence2)
         sources.append(name)
-    train = _chunk_ids(tokenised(tok, val + rest[:k] + sents), tok, seq_len)
-    held = _chunk_ids(held_ids, tok, seq_len)[:held_out_chunks]
+    train = chunk_ids(tokenised(tok, val + rest[:k] + sents), tok, seq_len)
+    held = chunk_ids(held_ids, tok, seq_len)[:held_out_chunks]
     counts = Counter(train.flatten().tolist())
     total, vocab = sum(counts.values()), len(tok)
     ids = held[:, 1:-1].flatten().tolist()

@@ -1,17 +1,18 @@
 """The anisotropy chapter's findings, declared as data: `FINDINGS` is the table of Godey et al.'s §3 claims (and the
 drift explanation it cites), in the paper's order, the test closest to the paper's setting first for each claim.
 A row (`core.findings.Spec`) holds what is fixed (key, claim, kind, what is read, reference); its `read` gives what
-the run measured, one dict per test (none when the run did not measure it). `findings(res)` turns the table into
-`Finding`s. Every test names the models it measured (`members`)."""
+the run measured, one `core.findings.Partial` per test (none when the run did not measure it). `findings(res)`
+turns the table into `Finding`s. Every test names the models it measured (`members`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...core import anisotropy as A
-from ...core.findings import Finding, Spec
+from ...core.findings import Finding, Partial, Spec
 from ...core.scale import Distance
 from .params import ALPHA, PAPER_FIGURES, PAPER_NAMES, PAPER_OFFLINE, PAPER_TRANSFORMERS, SENTENCE_ENCODERS
 from .params import PAPER_SPEECH_UNCORRELATED as UNCORRELATED
@@ -28,9 +29,6 @@ BYTES_VS_KEYS = {"all-MiniLM-L6-v2": "anisotropy-bytes-vs-minilm",
 SPEECH_KEYS = {"whisper-base": "anisotropy-speech-whisper-base"}
 #: what every finding of the chapter shares (which models stand in for the paper's: each finding's `reduced`)
 COMMON = dict(paper="godey2024", chapter="anisotropy", scale="the models that load offline")
-
-Reading = dict[str, Any]
-
 
 def findings(res: Result) -> list[Finding]:
     """The chapter's findings: each row of `FINDINGS` with each of its readings, in the table's order."""
@@ -74,7 +72,7 @@ def _offline(res: Result) -> str:
             f"on {len(ts)} Transformers that load offline in place of the paper's")
 
 
-def _peak(res: Result, group, kind: str = "") -> list[Reading]:
+def _peak(res: Result, group, kind: str = "") -> list[Partial]:
     """The weakest peak layer of `group` against the isotropic null of an `n_pairs` average; `kind`: the paper's
     figure (`PAPER_FIGURES`) it stands in for."""
     if not group:
@@ -82,7 +80,7 @@ def _peak(res: Result, group, kind: str = "") -> list[Reading]:
     weak, layer = res.weakest_peak(group)
     null = res.null_of(group)
     listed = ", ".join(m.name for m in group)
-    return [dict(measured=f"{listed}, every layer" + (f"; the weakest is {weak.name} (its layer {layer})"
+    return [Partial(measured=f"{listed}, every layer" + (f"; the weakest is {weak.name} (its layer {layer})"
                                                       if len(group) > 1 else f"; its peak is layer {layer}"),
                  effect=res.layer_interval(weak, layer), reference=null,
                  reference_label=f"the isotropic null of a {res.n_pairs:,}-pair average, ≤ {null:.4f}",
@@ -96,19 +94,19 @@ def _units(m) -> dict[str, Any]:
     return dict(unit=m.unit, units=m.inputs if m.clustered else None)
 
 
-def _transformers(res: Result) -> list[Reading]:
+def _transformers(res: Result) -> list[Partial]:
     ts = res.transformers()
     if not ts:
         return []
     weak, layer = res.weakest_peak()
-    return [r | dict(measured=f"{len(ts)} pretrained Transformers ({', '.join(_names(ts))}), every layer; the "
+    return [replace(r, measured=f"{len(ts)} pretrained Transformers ({', '.join(_names(ts))}), every layer; the "
                               f"weakest is {weak.name} (its layer {layer})",
                      reduced=_offline(res), label=f"{len(ts)} Transformers",
                      distance=_count("Transformers", len(ts), PAPER_TRANSFORMERS))
             for r in _peak(res, ts)]
 
 
-def _centred_isotropy(res: Result) -> list[Reading]:
+def _centred_isotropy(res: Result) -> list[Partial]:
     ts = res.transformers()
     if not ts:
         return []
@@ -132,19 +130,19 @@ def _centred_isotropy(res: Result) -> list[Reading]:
                     effect=dec["pairs"], quantity="average cosine after removing the mean, at the layer closest to "
                                                   "the isotropic line (sampled pairs, ±1.96 SE)",
                     alternatives=(), members=tuple(r["model"] for r in rows))
-    return [read | dict(margin=dec["line"], label=dec["model"],
+    return [Partial(**read, margin=dec["line"], label=dec["model"],
                         reference_label=f"0, within the 95th percentile of one isotropic pair's cosine at d = "
                                         f"{dec['d']} (±{dec['line']:.3f}, the paper's Appendix B line)",
                         reduced=f"on {len(ts)} Transformers that load offline in place of Biś et al.'s language "
                                 "models", distance=_count("Transformers", len(ts), None))]
 
 
-def _centred_spread(res: Result) -> list[Reading]:
+def _centred_spread(res: Result) -> list[Partial]:
     share = res.pr_share_interval()
     if not res.transformers() or share is None:
         return []
     shaped = sorted({s_.name for s_ in res.shapes if s_.trained})
-    return [dict(measured=f"{len(shaped)} pretrained Transformers ({', '.join(shaped)}), every layer, a "
+    return [Partial(measured=f"{len(shaped)} pretrained Transformers ({', '.join(shaped)}), every layer, a "
                           f"{res.shape_share:.0%} subsample of the tokens (covariance spectrum)",
                  effect=share, reduced=f"on {len(shaped)} Transformers that load offline, a {res.shape_share:.0%} "
                                        "subsample of the tokens",
@@ -152,14 +150,14 @@ def _centred_spread(res: Result) -> list[Reading]:
                  distance=_count("Transformers", len(shaped), None))]
 
 
-def _bytes_vs(res: Result) -> list[Reading]:
+def _bytes_vs(res: Result) -> list[Partial]:
     """Each byte-level model against each subword model: a language model's subword objective first (the paper's
     subword models are LMs); a sentence encoder's last training is contrastive, known to lower anisotropy."""
     out = []
     for b in res.group("character"):
         for s_ in sorted(res.group("subword"), key=lambda m: m.name in SENTENCE_ENCODERS):
             short = "MiniLM" if "MiniLM" in s_.name else s_.name.split("-")[0]
-            out.append(dict(case=s_.name,
+            out.append(Partial(case=s_.name,
                             measured=f"{b.name} against {s_.name}, every layer of each on WikiText-103 test "
                                      "text",
                             effect=res.level_gap(b, s_),
@@ -172,9 +170,9 @@ def _bytes_vs(res: Result) -> list[Reading]:
     return out
 
 
-def _speech_paper_model(res: Result) -> list[Reading]:
+def _speech_paper_model(res: Result) -> list[Partial]:
     """The paper's own speech model first: it decides the claim."""
-    return [dict(case=m.name, effect=res.lowest_layer([m]),
+    return [Partial(case=m.name, effect=res.lowest_layer([m]),
                  measured=f"{m.name}'s encoder only, every layer; its lowest is layer "
                           f"{int(np.argmin(m.cos_exact))}",
                  reduced=f"on {m.name}'s encoder alone (one of the paper's three speech models), FSDD spoken "
@@ -183,13 +181,13 @@ def _speech_paper_model(res: Result) -> list[Reading]:
             for m in res.group("speech") if m.name in PAPER_OFFLINE]
 
 
-def _speech(res: Result) -> list[Reading]:
+def _speech(res: Result) -> list[Partial]:
     speech = res.group("speech")
     if not speech:
         return []
     low = min(speech, key=lambda m: min(m.cos_exact))
     listed = " and ".join(m.name for m in speech)
-    return [dict(measured=f"the encoders of {', '.join(m.name for m in speech)}: every layer; the lowest is "
+    return [Partial(measured=f"the encoders of {', '.join(m.name for m in speech)}: every layer; the lowest is "
                           f"{low.name}'s layer {int(np.argmin(low.cos_exact))}",
                  effect=res.lowest_layer(speech),
                  reduced=f"on the encoders of {listed}, FSDD spoken digits in place of the paper's three models on "
@@ -197,24 +195,24 @@ def _speech(res: Result) -> list[Reading]:
                  distance=_count(KIND_WORDS["speech"], len(speech), PAPER_FIGURES["speech"]), **_units(low))]
 
 
-def _cnn(res: Result) -> list[Reading]:
+def _cnn(res: Result) -> list[Partial]:
     cnn = res.cnn()
     if cnn is None or not res.cnn_boot:
         return []
     n_img = res.cnn_boot.images
-    return [dict(measured=f"{cnn.name} on {n_img} CIFAR-10 test images, whole maps flattened (one vector per image "
+    return [Partial(measured=f"{cnn.name} on {n_img} CIFAR-10 test images, whole maps flattened (one vector per image "
                           f"and block); {res.cnn_boot.draws:,} bootstrap resamples of the images",
                  effect=res.cnn_map_cosine(), reduced=f"on one CNN ({cnn.name}), {n_img} images",
                  label=cnn.name, members=(cnn.name,), unit="images", units=n_img,
                  distance=_count(KIND_WORDS["cnn"], 1, PAPER_FIGURES["cnn"]))]
 
 
-def _drift_share(res: Result) -> list[Reading]:
+def _drift_share(res: Result) -> list[Partial]:
     ts = res.transformers()
     if not ts:
         return []
     c = res.share_counts()
-    return [dict(measured=f"{len(ts)} pretrained Transformers ({', '.join(_names(ts))}), every layer; "
+    return [Partial(measured=f"{len(ts)} pretrained Transformers ({', '.join(_names(ts))}), every layer; "
                           f"{c['either_sign']} have p < {ALPHA} of either sign, {c['negative']} of them negative; by "
                           f"Pearson (App. A) {c['pearson']} follow the drift",
                  effect=res.significant_share(), reduced=_offline(res), caveat=res.definition_caveat(ts),
@@ -226,14 +224,14 @@ def _layer_test_extra(t: dict[str, Any]) -> dict[str, Any]:
             "jackknife": t.jackknife.text(2), "input_bootstrap": t.input_bootstrap.text(2)}
 
 
-def _speech_drift(res: Result, reading: str) -> list[Reading]:
+def _speech_drift(res: Result, reading: str) -> list[Partial]:
     """Whisper base's drift test, as one of its two readings ("the literal test", "the paper's point"): one
     interval, two verdicts."""
     t = res.speech_test()
     if t is None:
         return []
     b, ts = res.speech_boot, res.transformers()
-    return [dict(measured=f"{b.name}'s encoder only, on {b.clips} FSDD recordings ({b.frames:,} positions), "
+    return [Partial(measured=f"{b.name}'s encoder only, on {b.clips} FSDD recordings ({b.frames:,} positions), "
                           f"{t.layers} layers (the stem's output and each block's): exact permutation p = "
                           f"{t.p_exact:.4f}; jackknife over the layers {t.jackknife.text(2)}; Pearson r = "
                           f"{t.pearson_r:.2f}, p = {t.pearson_p:.3f} (App. A); bootstrap over the recordings "
@@ -245,12 +243,12 @@ def _speech_drift(res: Result, reading: str) -> list[Reading]:
                  distance=_count(KIND_WORDS["speech"], 1, UNCORRELATED))]
 
 
-def _cnn_drift(res: Result) -> list[Reading]:
+def _cnn_drift(res: Result) -> list[Partial]:
     cnn = res.cnn()
     if cnn is None or (t := res.cnn_test()) is None:
         return []
     pos, n_img = res.model_test(cnn), res.cnn_boot.images
-    return [dict(measured=f"{cnn.name} on {n_img} CIFAR-10 test images, {t.layers} layers, whole maps "
+    return [Partial(measured=f"{cnn.name} on {n_img} CIFAR-10 test images, {t.layers} layers, whole maps "
                           f"flattened: exact permutation p = {t.p_exact:.4f}; jackknife over the layers "
                           f"{t.jackknife.text(2)}; Pearson r = {t.pearson_r:.2f}, p = {t.pearson_p:.4f} "
                           f"(App. A); bootstrap over the images {t.input_bootstrap.text(2)}; every spatial "
@@ -260,12 +258,12 @@ def _cnn_drift(res: Result) -> list[Reading]:
                  extra=_layer_test_extra(t), unit="layers", distance=_count(KIND_WORDS["cnn"], 1, None))]
 
 
-def _single_pair(res: Result) -> list[Reading]:
+def _single_pair(res: Result) -> list[Partial]:
     ts = res.transformers()
     if not ts:
         return []
     low, gap = res.single_pair_margin()
-    return [dict(measured=f"{len(ts)} pretrained Transformers, each model's average cosine over its layers; the "
+    return [Partial(measured=f"{len(ts)} pretrained Transformers, each model's average cosine over its layers; the "
                           f"closest to the line is {low.name}",
                  effect=gap, reduced=_offline(res), label=f"{len(ts)} Transformers", members=_names(ts),
                  distance=_count("Transformers", len(ts), None), **_units(low))]

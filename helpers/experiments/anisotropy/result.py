@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ...book import results
-from ...book.results import _jsonable, stored_layout
+from ...book.results import jsonable, stored_layout
 from ...core import anisotropy as A
 from ...core.findings import Finding
 from ...core.stats import Interval
@@ -63,7 +63,7 @@ class Result(results.Result):
         self.speech_boot = R.SpeechBootstrap.of(self.speech_boot) if self.speech_boot else None
 
     def to_json(self) -> dict[str, Any]:
-        return _jsonable({f.name: stored_layout(getattr(self, f.name)) for f in fields(self)})
+        return jsonable({f.name: stored_layout(getattr(self, f.name)) for f in fields(self)})
 
     # ------------------------------------------------------------------ lookups
 

@@ -4,7 +4,7 @@ them, `Result.findings`; this module imports nothing of it, so the two point one
 
 from __future__ import annotations
 
-from ...core.findings import Spec
+from ...core.findings import Partial, Spec
 from .params import LEAKY, tau_arm
 
 
@@ -35,9 +35,9 @@ def _scale(res) -> str:
             f"{paper.get('depth', 60)}" if paper else res.scale)
 
 
-def _tau_controls(res) -> list[dict]:
+def _tau_controls(res) -> list[Partial]:
     """The de-escalated control at each τ of `control_taus` against post-norm (one finding each)."""
-    return [dict(case=t, quantity=f"de-escalated at τ = {t:g} − post-norm final training loss, nats per token",
+    return [Partial(case=t, quantity=f"de-escalated at τ = {t:g} − post-norm final training loss, nats per token",
                  effect=res.paired(tau_arm(t), "post-norm"), label=f"τ = {t:g}",
                  measured=(_measured(res) + f", the de-escalated model at τ = {t:g}: "
                            f"{_seeds(len(res.histories[tau_arm(t)]))}"),
@@ -57,13 +57,13 @@ FINDINGS = (
     Spec(key="deeplm-post-norm-fails", where=WHERE,
          claim="The deep post-norm Transformer 'essentially failed' to train.",
          measured=_measured, quantity="post-norm final training loss − unigram loss, nats per token",
-         effect=lambda res: res.against_unigram("post-norm"), direction="above", reference=0.0,
+         read=lambda res: Partial(res.against_unigram("post-norm")), direction="above", reference=0.0,
          reference_label="the unigram predictor", claim_id="yu-fig7-post-fails", section="deeplm-loss",
          when=lambda res: "post-norm" in res.variants,
          more=dict(_RUN, **_curve("post-norm"))),
     Spec(key="deeplm-deesc-rescues", where=WHERE, claim=GAP_CLAIM, measured=_measured,
          quantity="de-escalated − post-norm final training loss, nats per token",
-         effect=lambda res: res.paired("de-escalated", "post-norm"), direction="below",
+         read=lambda res: Partial(res.paired("de-escalated", "post-norm")), direction="below",
          claim_id="yu-fig7-deesc-vs-post", section="deeplm-loss",
          when=lambda res: {"de-escalated", "post-norm"} <= set(res.variants),
          more=dict(_RUN, size_word="huge", label=lambda res: f"τ = {res.tau:g}",
@@ -71,7 +71,7 @@ FINDINGS = (
     Spec(key="deeplm-deesc-like-pre-norm", where=WHERE,
          claim="The pre-norm and the de-escalated post-norm models 'performed similarly'.", measured=_measured,
          quantity="de-escalated − pre-norm final training loss, nats per token",
-         effect=lambda res: res.paired("de-escalated", "pre-norm"), direction="equal",
+         read=lambda res: Partial(res.paired("de-escalated", "pre-norm")), direction="equal",
          margin=lambda res: res.similar_margin(), claim_id="yu-fig7-deesc-like-pre", section="deeplm-loss",
          when=lambda res: {"de-escalated", "pre-norm"} <= set(res.variants),
          more=dict(_RUN, **_curve("de-escalated", "pre-norm"))),
@@ -79,7 +79,7 @@ FINDINGS = (
          measured=lambda res: _measured(res) + f", the leakage control: {_seeds(len(res.histories[LEAKY]))}",
          quantity=("de-escalated with the whole sequence's mean (eq. 21 as written: each position sees the later "
                    "tokens through it) − post-norm final training loss, nats per token"),
-         effect=lambda res: res.paired(LEAKY, "post-norm"), direction="below", section="deeplm-controls",
+         read=lambda res: Partial(res.paired(LEAKY, "post-norm")), direction="below", section="deeplm-controls",
          claim_id="yu-fig7-deesc-vs-post", kind="control", when=lambda res: {LEAKY, "post-norm"} <= set(res.arms),
          more=_RUN),
     Spec(key=TAU_KEYS, where=WHERE, claim=GAP_CLAIM, direction="below", section="deeplm-controls",

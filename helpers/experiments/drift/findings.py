@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...core.findings import Finding, Spec
+from ...core.findings import Finding, Partial, Spec
 from ...core.scale import Distance, model_distance
 from ...hf import models
 from .params import PAPER_REFERENCE
@@ -50,7 +50,7 @@ FINDINGS = (
          measured=_on_norms,
          quantity=lambda res: ("output − input average cosine at the bias norm where it is smallest "
                                f"(norms with 1 − input cosine > {res.RESOLVABLE:g})"),
-         effect=lambda res: res.cosine_gain(), direction="above",
+         read=lambda res: Partial(res.cosine_gain()), direction="above",
          more=dict(size_word="slightly", label="rows of E", digits=6)),
     Spec(key="drift-fixed-point", where="§4.2, Fig. 6", claim_id="godey-fig6-fixed-point",
          section="drift-input-output",
@@ -59,7 +59,7 @@ FINDINGS = (
          measured=lambda res: (f"{_what(res)}; N* against {res.reference.model}'s layer norms on "
                                f"{res.reference.sentences} MRPC sentences"),
          quantity="log10(N* / mean hidden-state norm of the reference model), range over seeds and layers",
-         effect=lambda res: res.fixed_point_ratio(), direction="equal", margin=1.0,
+         read=lambda res: Partial(res.fixed_point_ratio()), direction="equal", margin=1.0,
          reference_label="0 (equal norms; the margin is one order of magnitude)",
          more=dict(reduced=_against, distance=_against_distance, digits=2, unit="seeds and layers",
                    caveat=lambda res: ("N* is √d by the LayerNorm's construction, the same on every seed; what could "
@@ -69,31 +69,31 @@ FINDINGS = (
          claim="The pre-softmax attention scores move away from zero as the input bias norm grows.",
          measured=lambda res: f"{_what(res)}; pooled scores QKᵀ/√d_k",
          quantity=lambda res: f"log10 of the score sd at N = {max(res.hist_norms):g} over N = 0",
-         effect=lambda res: res.score_growth(), direction="above", more=dict(digits=2)),
+         read=lambda res: Partial(res.score_growth()), direction="above", more=dict(digits=2)),
     Spec(key="drift-qk-norm", where="§4.3, Fig. 8b", claim_id="godey-fig8-qk-norm", section="drift-queries-keys",
          claim="Query and key representations increase in norm with the input bias norm.",
          measured=_on_norms,
          quantity=lambda res: f"log10 of the mean query norm at N = {max(res.norms):g} over N = 0",
-         effect=lambda res: res.qk_norm_growth(), direction="above", more=dict(digits=2)),
+         read=lambda res: Partial(res.qk_norm_growth()), direction="above", more=dict(digits=2)),
     Spec(key="drift-qk-without-bias", where="§4.3, Fig. 8", claim_id="godey-fig8-qk-anisotropic",
          section="drift-queries-keys",
          claim="The queries and keys are anisotropic even when no bias is added.",
          measured=lambda res: f"{_what(res)}; N = 0",
          quantity="average cosine of the queries at N = 0",
-         effect=lambda res: res.qk_cos_at_zero(), direction="above", more=dict(digits=5)),
+         read=lambda res: Partial(res.qk_cos_at_zero()), direction="above", more=dict(digits=5)),
     Spec(key="drift-sharper-softmax", where="§4.4, Figs. 9-10", claim_id="godey-fig9-sharper",
          section="drift-softmax",
          claim="As the input bias norm grows, the self-attention softmax becomes less entropic.",
          measured=lambda res: f"{_what(res)}; normalised row entropy",
          quantity=lambda res: f"entropy / log L at N = {max(res.norms):g} minus at N = 0",
-         effect=lambda res: res.entropy_drop(), direction="below", more=dict(digits=3)),
+         read=lambda res: Partial(res.entropy_drop()), direction="below", more=dict(digits=3)),
     Spec(key="drift-low-anisotropy", where="§4.4", claim_id="godey-s44-low-anisotropy", section="drift-sharpness",
          claim="At low anisotropy levels the sharpening is not very important.",
          measured=lambda res: (f"{_what(res)}; at N = {res.norms[res.reference_level()]:.3g}, the largest bias "
                                f"whose input cosine stays at or below {res.reference.model}'s most anisotropic "
                                "layer"),
          quantity="mean row maximum × L − 1 (0 = uniform attention)",
-         effect=lambda res: res.sharpening_at_reference(), direction="equal",
+         read=lambda res: Partial(res.sharpening_at_reference()), direction="equal",
          margin=lambda res: res.uniform_tol - 1, reference_label="0 (uniform attention)",
          more=dict(reduced=_against, distance=_against_distance, digits=5)),
 )

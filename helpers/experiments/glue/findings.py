@@ -1,8 +1,9 @@
 """The GLUE chapter's findings, declared as data: `FINDINGS` is a table of `core.findings.Spec` rows, one per
 finding or per table of keys (a task, a reading), each with its claim, where, section and what it predicts; its
-`read`, a reader below, computes the rest from a `Result` (the effect, what was measured, the setting), one dict
-per case it has (none when the run has none). To follow a number from the page, grep its key: it is in a row, or in
-a table of keys a row names. `findings(res)` turns the table into `Finding`s, in the table's order."""
+`read`, a reader below, computes the rest from a `Result` (the effect, what was measured, the setting), one
+`core.findings.Partial` per case it has (none when the run has none). To follow a number from the page, grep its
+key: it is in a row, or in a table of keys a row names. `findings(res)` turns the table into `Finding`s, in the
+table's order."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.findings import Finding, Spec
+from ...core.findings import Finding, Partial, Spec
 from ...core.scale import Distance, model_distance
 from ...core.stats import t_interval
 from ...hf.models import SIZE, about
@@ -87,50 +88,50 @@ def table2(model: str, task: str, name: str, d: list[float], base: float, sd: fl
                 label=f"{task}, {model}", effect=t_interval(d))
 
 
-def _softdecay(res: Result) -> list[dict[str, Any]]:
+def _softdecay(res: Result) -> list[Partial]:
     """Table 2 on the grid model: SoftDecay − baseline per task, paired over the comparison seeds."""
     model, out = res.models[0], []
     for task in res.tasks:
         if d := res.differences(task):
             row = res.summary_row(task)
             name = METRIC_NAMES[primary_metric(task)]
-            out.append(table2(model, task, name, d, row["paper baseline"], row["paper softdecay"],
+            out.append(Partial(**table2(model, task, name, d, row["paper baseline"], row["paper softdecay"],
                               res.run_for(task, "softdecay", res.seeds[0]), res.epochs, row["lr"], row["α₀"])
                        | stand_in(res, model, scale=SEEDS.format(n=len(d)),
                                   baseline=baseline(f"{task} {name}", row.get("baseline"), row["paper baseline"]))
                        | dict(case=task, quantity=f"SoftDecay − baseline validation {name}, points",
-                              paper_value=res.paper_gain(task), extra={"detectable_80": res.detectable(task)}))
+                              paper_value=res.paper_gain(task), extra={"detectable_80": res.detectable(task)})))
     return out
 
 
-def _wide(res: Result) -> list[dict[str, Any]]:
+def _wide(res: Result) -> list[Partial]:
     """Table 2's RTE gain on the larger encoder (after the grid's; a reduced test, it decides beside them)."""
     if not (d := res.wide_differences()):
         return []
     model, first = res.wide_model, res.wide_run("softdecay", res.wide_seeds()[0])
     (base, sd), what, a = res.wide_paper(), about(model), f"α₀ {first.alpha:+.1f}"
-    return [table2(model, first.task, "accuracy", d, base, sd, first, len(first.val_acc), first.lr, first.alpha,
-                   ", neither selected", f"; {model} is {what}" if what else "")
+    return [Partial(**table2(model, first.task, "accuracy", d, base, sd, first, len(first.val_acc), first.lr,
+                             first.alpha, ", neither selected", f"; {model} is {what}" if what else "")
             | stand_in(res, model, f", with {a} fixed, not selected",
                        SEEDS.format(n=len(d)) + f"; lr {first.lr:g} (the paper's) and {a} fixed, where the paper "
                                                 "selects α₀ from -0.2, -0.5 and -0.8",
                        baseline(f"{first.task} accuracy", np.mean(res.wide_scores("baseline")), base))
             | dict(case=(first.task, model), paper_value=sd - base, extra={"detectable_80": res.wide_detectable()},
-                   quantity=f"SoftDecay − baseline validation accuracy on {first.task}, points")]
+                   quantity=f"SoftDecay − baseline validation accuracy on {first.task}, points"))]
 
 
-def _flatter(res: Result) -> dict[str, Any] | None:
+def _flatter(res: Result) -> Partial | None:
     """App. Fig. 9: the flatter last-layer spectrum (`Result.flattening`)."""
     flat, model = res.flattening(), res.models[0]
     if not flat.n:
         return None
-    return dict(claim=f"Fine-tuned with SoftDecay, {paper_model(model)}'s last layer has a flatter singular-value "
+    return Partial(claim=f"Fine-tuned with SoftDecay, {paper_model(model)}'s last layer has a flatter singular-value "
                       "CDF than fine-tuned without it",
                 measured=f"{model} fine-tuned on {', '.join(res.tasks)} with and without SoftDecay, {flat.n} paired "
                          "seeds, validation sentences", effect=flat, **stand_in(res, model))
 
 
-def _size(res: Result) -> dict[str, Any] | None:
+def _size(res: Result) -> Partial | None:
     """App. D.2, Fig. 8: the training-set size (`Result.size_effect`)."""
     size, model = res.size_effect(), res.models[0]
     if not size.n:
@@ -138,7 +139,7 @@ def _size(res: Result) -> dict[str, Any] | None:
     sizes = res.train_sizes()
     small, large = next(iter(sizes)), list(sizes)[-1]
     paper = paper_model(model)
-    return dict(measured=f"{model} fine-tuned without SoftDecay on {large} ({sizes[large]:,} training examples) and "
+    return Partial(measured=f"{model} fine-tuned without SoftDecay on {large} ({sizes[large]:,} training examples) and "
                          f"{small} ({sizes[small]:,}), {size.n} seeds; {res.spectra_n(large)} validation examples "
                          "each, read before and after fine-tuning",
                 quantity=f"change fine-tuning makes to the last layer's value at CDF 0.8, {large} − {small}",
@@ -149,7 +150,7 @@ def _size(res: Result) -> dict[str, Any] | None:
                 distance=() if model == paper else model_distance(SIZE.get(model), SIZE.get(paper)))
 
 
-def _expdecay(res: Result) -> list[dict[str, Any]]:
+def _expdecay(res: Result) -> list[Partial]:
     """Table 6, per reading (the printed formula first): "no substantial improvement", read as at most the
     paper's own largest ExpDecay change (`params.expdecay_margin`)."""
     paper_ed, margin, model, tasks = res.paper_expdecay_gain(), expdecay_margin(), res.models[0], ", ".join(res.tasks)
@@ -161,7 +162,7 @@ def _expdecay(res: Result) -> list[dict[str, Any]]:
     for label in sorted(res.expdecay_labels(), key=order.index):
         reading = next(k for k, (_s, lab) in READINGS.items() if lab == label)
         if (eff := res.expdecay_effect(label)).n:
-            out.append(dict(
+            out.append(Partial(
                 case=reading, effect=eff, margin=margin, paper_value=None if np.isnan(paper_ed) else paper_ed,
                 claim=("An exponential-decay regulariser of the singular values (ExpDecay) brings no substantial "
                        f"improvement: on {tasks} it changes {paper_model(model)}'s score by {paper_ed:+.2f} points "
@@ -175,9 +176,9 @@ def _expdecay(res: Result) -> list[dict[str, Any]]:
     return out
 
 
-def _paper_models(res: Result) -> dict[str, Any] | None:
+def _paper_models(res: Result) -> Partial | None:
     """The paper's own models: not testable offline (listed when the grid ran none of them)."""
-    return None if set(res.models) & set(paper_tables().model) else {}
+    return None if set(res.models) & set(paper_tables().model) else Partial(None)
 
 
 # ------------------------------------------------------------------ the table

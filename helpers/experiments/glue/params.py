@@ -12,7 +12,7 @@ import pandas as pd
 from ... import data as D
 from ...book.params import ChapterParams, nonneg, positive, rules
 from ...book.runtime import REPO_ROOT, run_seeds
-from ...data.glue import TASK_METRICS, _int_label, glue_metrics
+from ...data.glue import TASK_METRICS, glue_metrics, int_label
 
 Task = Literal["CoLA", "SST-2", "MRPC", "QNLI", "RTE"]
 Variant = Literal["baseline", "softdecay", "expdecay"]
@@ -129,7 +129,7 @@ def majority_baseline(task: str, source: str = "auto") -> dict[str, float]:
     MRPC's F1 is high because its majority class is the positive one): the floor a fine-tuned
     model must clear."""
     ev = D.load_glue(task, "validation", source)
-    labels = np.asarray([_int_label(v) for v in ev.labels])
+    labels = np.asarray([int_label(v) for v in ev.labels])
     major = np.bincount(labels).argmax()
     return glue_metrics(task, np.full_like(labels, major), labels)
 

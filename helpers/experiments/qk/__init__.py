@@ -8,13 +8,12 @@ statistics across the records), `findings` (the claims). The mathematics is `hel
 `helpers.hf.qk`."""
 
 from .compute import (
-                      _end_state_spec,
-                      _spec,
                       ablation_summary,
                       compare_runs,
                       end_state_data,
                       end_state_name,
                       end_state_runs,
+                      end_state_spec,
                       export_model,
                       later_layer_entropy,
                       measure_end_state,
@@ -24,6 +23,7 @@ from .compute import (
                       run,
                       run_name,
                       run_seed,
+                      run_spec,
                       runs,
                       trajectory,
                       union_reading,
@@ -53,7 +53,7 @@ __all__ = [
     "ALMOST_ALL", "ANALYSIS_VERSION", "Ablation", "BERT_VOCAB", "Comparison", "END_STATE_FIELDS",
     "END_STATE_MODELS", "EndState", "FIRST_RUN_STEPS", "LONG_COMMAND", "LONG_PRETRAINING", "MULTIBERT_CHECKPOINT_MB",
     "MULTIBERT_STEPS", "MULTIBERT_TOKENS", "PAPER_CHECKPOINTS", "Params", "Probe", "RECIPES", "Result",
-    "TARGET_BELOW_UNIGRAM", "Trajectory", "_end_state_spec", "_spec", "ablation_summary", "cannot_test_trajectory",
+    "TARGET_BELOW_UNIGRAM", "Trajectory", "end_state_spec", "run_spec", "ablation_summary", "cannot_test_trajectory",
     "compare_runs", "end_state_data", "end_state_name", "end_state_runs", "export_model", "findings",
     "later_layer_entropy", "measure_end_state", "pretrain_config", "pretrain_weights", "recipe_probes", "run",
     "run_name", "run_seed", "runs", "trajectory", "union_reading",

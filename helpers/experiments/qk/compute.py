@@ -308,7 +308,7 @@ class _Trajectory:
         return trajectory(self.p, self.seed, device=self.device or runtime.choose_device(self.p.device))
 
 
-def _spec(p: Params, seed: int, device: Any = None) -> results.RunSpec:
+def run_spec(p: Params, seed: int, device: Any = None) -> results.RunSpec:
     return results.RunSpec(p.CHAPTER, run_name(p, seed), p, _Trajectory(p, seed, device),
                            drop=("seeds", "ablation", *END_STATE_FIELDS),
                            extra=dict(run_seed=seed, analysis_version=ANALYSIS_VERSION))
@@ -318,9 +318,9 @@ def runs(p: Params) -> list[results.RunSpec]:
     """Every heavy run `run(p)` makes, in its order, as the grid runner takes them (`make grid`): each seed's
     trajectory, then (the centring ablation) each seed's centred trajectory."""
     seeds = runtime.run_seeds(p.seed, p.seeds)
-    out = [_spec(p, s) for s in seeds]
+    out = [run_spec(p, s) for s in seeds]
     if p.ablation and p.source == "pretrain" and not p.centre:
-        out += [_spec(p.with_(centre=True, ablation=False), s) for s in seeds]
+        out += [run_spec(p.with_(centre=True, ablation=False), s) for s in seeds]
     return out
 
 
@@ -350,8 +350,8 @@ def _wikitext_paragraphs(n: int, seed: int) -> list[str]:
     """The chapter's analysis paragraphs (WikiText-103 test, ≥ 20 words, drawn with `seed`), as text."""
     from ...data import load_wikitext103
 
-    paras = mlm._paragraphs(load_wikitext103("test"))
-    return [paras[i] for i in mlm._analysis_pick(paras, n, seed, 20)]
+    paras = mlm.split_paragraphs(load_wikitext103("test"))
+    return [paras[i] for i in mlm.analysis_pick(paras, n, seed, 20)]
 
 
 def end_state_data(name: str, n: int, seed: int) -> tuple[list[str], str]:
@@ -444,7 +444,7 @@ def end_state_name(model: str) -> str:
     return "end-state-" + model.replace("/", "-")
 
 
-def _end_state_spec(p: Params, model: str, device: Any = None) -> results.RunSpec:
+def end_state_spec(p: Params, model: str, device: Any = None) -> results.RunSpec:
     keep = ("seed", *END_STATE_FIELDS)
     drop = tuple(f for f in p.cache_key() if f not in keep)
     return results.RunSpec(p.CHAPTER, end_state_name(model), p, _EndState(p, model, device),
@@ -462,7 +462,7 @@ def end_state_runs(p: Params, device: Any = None) -> tuple[dict[str, dict], dict
     done, missing, hits = {}, {}, []
     for m in p.end_state:
         try:
-            done[m], hit = results.execute(_end_state_spec(p, m, device), train_missing=p.train_missing)
+            done[m], hit = results.execute(end_state_spec(p, m, device), train_missing=p.train_missing)
             hits.append(hit)
         except (ModelUnavailable, DataUnavailable, results.MissingRuns) as err:
             missing[m] = str(err).splitlines()[0]
@@ -473,7 +473,7 @@ def run_seed(p: Params, seed: int, device: Any = "cpu") -> tuple[dict, bool]:
     """One seed's trajectory through the committed-results cache: (trajectory, cache hit). Separate
     processes may run different seeds of the same Params (one single-threaded process per core); one
     process trains a run at a time (`results.execute` holds its lock)."""
-    return results.execute(_spec(p, seed, device), train_missing=p.train_missing)
+    return results.execute(run_spec(p, seed, device), train_missing=p.train_missing)
 
 
 def export_model(p: Params, seed: int | None = None, step: int | None = None,
@@ -517,7 +517,7 @@ def export_model(p: Params, seed: int | None = None, step: int | None = None,
     tok.save_pretrained(out)
     info = {"name": name, "what": traj["model"], "seed": seed, "step": step, "held_out_mlm_nats": evals.get(step),
             "unigram_nats": traj.get("unigram_nats"), "settings": pc.stored(), "precision": p.precision,
-            "git_commit": runtime._git_commit(), "versions": runtime.package_versions()}
+            "git_commit": runtime.head_commit(), "versions": runtime.package_versions()}
     (out / "BOOK_MODEL.json").write_text(json.dumps(info, indent=1))
     return out
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...core.findings import Finding, Spec
+from ...core.findings import Finding, Partial, Spec
 from ...core.scale import Distance
 from .params import (
     ALMOST_ALL,
@@ -137,25 +137,25 @@ FINDINGS: tuple[Spec, ...] = (
     Spec("qk-aligned-heads", where="Fig. 13", section="qk-alignment", claim_id="godey-fig13-aligned",
          claim=ALIGNED, measured=aligned_measured,
          quantity=lambda res: f"share of heads with |cos(Q̄, K̄)| ≥ {res.threshold} at the last step",
-         effect=lambda res: res.aligned_share(), direction="above", reference=ALMOST_ALL,
+         read=lambda res: Partial(res.aligned_share()), direction="above", reference=ALMOST_ALL,
          reference_label=lambda res: f"almost all: {ALMOST_ALL:g} (chance {res.chance_share:.1e})",
          more=trend("aligned")),
     Spec("qk-first-layer-common", where="Fig. 13, §5", section="qk-alignment", claim_id="godey-fig13-layers",
          claim="The first layers display a common-direction dynamic (cos(Q̄, K̄) increases); the last layers an "
                "opposite-direction one.",
          measured=measured, quantity="final cos(Q̄, K̄) of layer 0, mean over its heads",
-         effect=lambda res: res.first_layer_cos(), direction="above", more=trend("first_layer_cos")),
+         read=lambda res: Partial(res.first_layer_cos()), direction="above", more=trend("first_layer_cos")),
     Spec("qk-dot-growth", where="Fig. 14", section="qk-scalar-products", claim_id="godey-fig14-dot",
          claim="The drift of the mean query and key increases the magnitude of their scalar product.",
          measured=measured,
          quantity="log10 growth of |Q̄·K̄| from step 0 to the last step, in the layer where it grows least",
-         effect=lambda res: res.dot_growth(), direction="above", reference_label="0 (no growth)",
+         read=lambda res: Partial(res.dot_growth()), direction="above", reference_label="0 (no growth)",
          more=trend("dot_growth")),
     Spec("qk-entropy-falls", where="Fig. 15", section="qk-entropy", claim_id="godey-fig15-entropy",
          claim="Training induces a decay of the attention entropy in all layers.", measured=measured,
          quantity="fall of the mean attention-row entropy from step 0 to the last step, in the layer where it "
                   "falls least (nats)",
-         effect=lambda res: res.entropy_fall(), direction="above", more=trend("entropy_fall")),
+         read=lambda res: Partial(res.entropy_fall()), direction="above", more=trend("entropy_fall")),
     # measured where the centring ablation ran; otherwise (MultiBERT) what it needs
     Spec("qk-centring", where="§6–7, Limitations", section="qk-centring", claim_id="godey-s6-sharp-attention",
          kind="extension",
@@ -163,7 +163,7 @@ FINDINGS: tuple[Spec, ...] = (
                "paper does not prove that sharp attention cannot emerge without it).",
          measured=centring_measured,
          quantity="entropy fall with centred blocks minus with plain blocks, layers 1 and up, seed-paired (nats)",
-         effect=centring_effect, direction="below",
+         read=lambda res: Partial(centring_effect(res)), direction="below",
          more=dict(RUN, digits=2,
                    needs=lambda res: "" if res.ablation_summary else "our own pretraining (not MultiBERT)",
                    command=lambda res: "" if res.ablation_summary else "make rerun CHAPTER=qk SCALE=book")),
@@ -171,7 +171,7 @@ FINDINGS: tuple[Spec, ...] = (
          claim=ALIGNED, measured=end_state_measured,
          quantity=lambda res: f"share of heads with |cos(Q̄, K̄)| ≥ {res.threshold} in the pretrained models, pooled "
                               "(bootstrap over heads within each model)",
-         effect=lambda res: res.end_state_aligned(), direction="above", reference=ALMOST_ALL,
+         read=lambda res: Partial(res.end_state_aligned()), direction="above", reference=ALMOST_ALL,
          reference_label=lambda res: f"almost all: {ALMOST_ALL:g} (chance {res.end_state_chance_share():.1e})",
          when=lambda res: bool(res.end_state),
          more=dict(digits=2, unit="heads", units=lambda res: res.end_state_summary()["n_heads"],
@@ -186,5 +186,5 @@ FINDINGS: tuple[Spec, ...] = (
          measured=measured,
          quantity=f"the same measurements on a model whose held-out MLM loss ends {TARGET_BELOW_UNIGRAM} nats or "
                   "more below the unigram predictor",
-         effect=lambda res: None, direction="above", more=dict(RUN, needs="a GPU", command=LONG_COMMAND)),
+         direction="above", more=dict(RUN, needs="a GPU", command=LONG_COMMAND)),
 )

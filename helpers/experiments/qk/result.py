@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ...book import results
-from ...book.results import _jsonable, stored_layout
+from ...book.results import jsonable, stored_layout
 from ...core.findings import Finding
 from ...core.qk import chance_aligned_share, mean_abs_cos_random
 from ...core.scale import MIN_POINTS, Extrapolation, extrapolate
@@ -69,7 +69,7 @@ class Result(results.Result):
 
     def to_json(self) -> dict[str, Any]:
         empty = ("comparison", "ablation_summary")
-        return _jsonable({f.name: {} if f.name in empty and getattr(self, f.name) is None else
+        return jsonable({f.name: {} if f.name in empty and getattr(self, f.name) is None else
                           stored_layout(getattr(self, f.name)) for f in fields(self)})
 
     # --- the trajectories ---------------------------------------------------------------------------

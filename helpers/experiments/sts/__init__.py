@@ -10,9 +10,6 @@ The mathematics is `helpers.core.sts`; the encoder pass `helpers.hf.sts`."""
 
 from .compute import (
                       CROSSFIT_SPLITS,
-                      _subsample,
-                      _subsample_idx,
-                      _take,
                       averages,
                       encoder_demo,
                       map_panels,
@@ -26,6 +23,9 @@ from .compute import (
                       samefit_cached,
                       samefit_models,
                       samefit_settings,
+                      subsample_idx,
+                      subsample_pairs,
+                      take,
 )
 from .findings import FINDINGS, FIRST, Spec, build
 from .params import (
@@ -59,7 +59,7 @@ __all__ = ["ALPHA_MARGIN", "BOOK_BERT", "COMMANDS",
            "CONTRASTIVE_SCOPE", "CROSSFIT_HOW", "DEMO_SENTENCES", "FINDINGS", "FIRST",
            "KIND_TEXT", "LABEL", "MAP_METHODS", "MPNET", "PAPER_BERT", "PLANT_METHODS", "POOLING_LABEL",
            "POOLING_TEXT", "READING_METHODS", "REFIT_METHODS", "SIZE_TEXT", "SMOL", "STS_DATASETS", "Draw", "Params",
-           "Reading", "Record", "Result", "Run", "SameFit", "Spec", "_subsample", "_subsample_idx", "_take",
+           "Reading", "Record", "Result", "Run", "SameFit", "Spec", "subsample_pairs", "subsample_idx", "take",
            "averages", "build", "encoder_demo", "map_panels", "maps", "reading_bootstrap", "reading_draws",
            "readings", "readings_cached", "refit_draws", "run", "run_model", "samefit", "samefit_cached",
            "samefit_models", "samefit_settings", "CROSSFIT_SPLITS"]

@@ -34,15 +34,15 @@ from ...hf import models as hm
 from ...hf.models import ModelUnavailable, quiet_loading
 from ...hf.sts import SoftDecayEncoder, encode, kept_encodings
 from .params import (
-    _EXTRA_FIELDS,
-    _MAP_FIELDS,
-    _NOT_READINGS,
-    _READING_FIELDS,
     BOOK_BERT,
     COMMANDS,
     DEMO_SENTENCES,
+    EXTRA_FIELDS,
+    MAP_FIELDS,
     MAP_METHODS,
+    NOT_READINGS,
     PLANT_METHODS,
+    READING_FIELDS,
     READING_METHODS,
     REFIT_METHODS,
     Params,
@@ -52,24 +52,24 @@ from .params import (
 from .result import Result
 
 
-def _subsample_idx(n: int, max_pairs: int, seed: int) -> list[int]:
+def subsample_idx(n: int, max_pairs: int, seed: int) -> list[int]:
     """The pairs a run of `max_pairs` (0: all) scores out of `n`: a sorted draw without replacement."""
     if not max_pairs or n <= max_pairs:
         return list(range(n))
     return sorted(np.random.default_rng(seed).choice(n, max_pairs, replace=False).tolist())
 
 
-def _take(ds, idx: list[int]):
+def take(ds, idx: list[int]):
     def pick(xs):
         return [xs[i] for i in idx]
 
     return type(ds)(ds.name, pick(ds.sentence1), pick(ds.sentence2), pick(ds.scores), pick(ds.subsets))
 
 
-def _subsample(ds, max_pairs: int, seed: int):
+def subsample_pairs(ds, max_pairs: int, seed: int):
     if not max_pairs or len(ds) <= max_pairs:
         return ds
-    return _take(ds, _subsample_idx(len(ds), max_pairs, seed))
+    return take(ds, subsample_idx(len(ds), max_pairs, seed))
 
 
 def _rows(e, rows: Tensor):
@@ -147,14 +147,14 @@ def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> di
     plant_sets: list[dict] = []
     for name in p.datasets:
         full = load_sts(name, p.source)
-        picks = [_subsample_idx(len(full), max_pairs, p.seed + d) for d in range(draws)]
+        picks = [subsample_idx(len(full), max_pairs, p.seed + d) for d in range(draws)]
         union = sorted(set().union(*picks))
         where = {i: k for k, i in enumerate(union)}
         e1 = encode(loaded, [full.sentence1[i] for i in union], p.max_length, p.batch_size, None, desc=f"{name} s1")
         e2 = encode(loaded, [full.sentence2[i] for i in union], p.max_length, p.batch_size, None, desc=f"{name} s2")
         for d, idx in enumerate(picks):
             rows = torch.tensor([where[i] for i in idx])
-            ds, f1, f2 = _take(full, idx), _rows(e1, rows), _rows(e2, rows)
+            ds, f1, f2 = take(full, idx), _rows(e1, rows), _rows(e2, rows)
             per_draw[d]["pairs"][name] = len(idx)
             gold, sub = np.asarray(ds.scores, float), np.asarray(ds.subsets)
             for q in p.poolings:
@@ -247,7 +247,7 @@ def samefit(loaded, name: str, p: Params, max_pairs: int) -> dict:
     pairs = {}
     for dname in p.datasets:
         whole = load_sts(dname, p.source)
-        ds = _take(whole, _subsample_idx(len(whole), max_pairs, p.seed))
+        ds = take(whole, subsample_idx(len(whole), max_pairs, p.seed))
         p1, p2 = _pooled(loaded, name, ds, p.paper_pooling, p, dname)
         gold, sub = np.asarray(ds.scores, float), np.asarray(ds.subsets)
         pairs[dname] = len(gold)
@@ -281,7 +281,7 @@ def map_panels(p1: Tensor, p2: Tensor, k: int, p: Params) -> dict:
     from sklearn.manifold import TSNE
 
     n = p1.shape[0]
-    idx = torch.tensor(_subsample_idx(n, k, p.seed))
+    idx = torch.tensor(subsample_idx(n, k, p.seed))
     m = len(idx)
     base = torch.cat([p1, p2])
     panels = {}
@@ -301,7 +301,7 @@ def maps(loaded, p: Params) -> dict:
     t0 = time.process_time()
     out: dict = {"sets": {}}
     for name in p.datasets:
-        ds = _subsample(load_sts(name, p.source), p.max_pairs, p.seed)
+        ds = subsample_pairs(load_sts(name, p.source), p.max_pairs, p.seed)
         e1 = encode(loaded, ds.sentence1, p.max_length, p.batch_size, None, desc=f"{name} s1")
         e2 = encode(loaded, ds.sentence2, p.max_length, p.batch_size, None, desc=f"{name} s2")
         out["sets"][name] = map_panels(pool(e1, p.pooling), pool(e2, p.pooling), p.tsne_pairs, p)
@@ -374,7 +374,7 @@ def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False
     all_diffs: dict = {prot: {} for prot in PROTOCOLS}
     refit: dict[str, list] = {m: [] for m in REFIT_METHODS}
     for name in p.datasets:
-        ds = _subsample(load_sts(name, p.source), p.max_pairs, seed)
+        ds = subsample_pairs(load_sts(name, p.source), p.max_pairs, seed)
         e1 = encode(loaded, ds.sentence1, p.max_length, p.batch_size, alpha, desc=f"{name} s1")
         e2 = encode(loaded, ds.sentence2, p.max_length, p.batch_size, alpha, desc=f"{name} s2")
         out["pairs"][name], out["subsets"][name] = len(ds), len(set(ds.subsets))
@@ -464,7 +464,7 @@ def readings_cached(p: Params, name: str, max_pairs: int, compute) -> tuple[dict
     """`readings` of encoder `name` through the results cache (`sts-readings-<name>`) on `reading_draws`
     draws; the planted experiment on the first model only."""
     draws, planted = reading_draws(p, name, max_pairs), name == p.models[0]
-    return results.cached(p, f"sts-readings-{name.replace('/', '_')}", compute, drop=_NOT_READINGS, model=name,
+    return results.cached(p, f"sts-readings-{name.replace('/', '_')}", compute, drop=NOT_READINGS, model=name,
                           max_pairs=max_pairs, draws=draws, planted=planted)
 
 
@@ -478,7 +478,7 @@ def samefit_models(p: Params) -> list[tuple[str, int]]:
 def samefit_cached(p: Params, name: str, max_pairs: int, loaded) -> tuple[dict, bool]:
     """`samefit` of encoder `name` through the results cache (`sts-samefit-<name>`)."""
     return results.cached(p, f"sts-samefit-{name.replace('/', '_')}", lambda: samefit(loaded, name, p, max_pairs),
-                          drop=_NOT_READINGS, model=name, max_pairs=max_pairs, **samefit_settings(p))
+                          drop=NOT_READINGS, model=name, max_pairs=max_pairs, **samefit_settings(p))
 
 
 #: where a pretraining checkpoint of the book MLM is exported to be read (`path_cached`)
@@ -509,7 +509,7 @@ def path_cached(p: Params, seed: int, step: int, device) -> tuple[dict, bool]:
         out["held_out_mlm_nats"] = json.loads((folder / "BOOK_MODEL.json").read_text())["held_out_mlm_nats"]
         return out
 
-    return results.cached(q, f"sts-path-{BOOK_BERT}-seed{seed}-step{step}", compute, drop=_NOT_READINGS,
+    return results.cached(q, f"sts-path-{BOOK_BERT}-seed{seed}-step{step}", compute, drop=NOT_READINGS,
                           model=BOOK_BERT, max_pairs=0, draws=1, planted=False, pretraining=path_key(seed),
                           run_seed=seed, step=step)
 
@@ -534,13 +534,13 @@ def _main_runs(p: Params, load: _Encoders, from_cache: dict) -> tuple[dict, dict
     for name in p.models:
         runs[name], from_cache[name] = results.cached(
             p, f"sts-{name.replace('/', '_')}", lambda n=name: run_model(load(n), p, light=False),
-            drop=("models", *_EXTRA_FIELDS, *_READING_FIELDS), model=name)
+            drop=("models", *EXTRA_FIELDS, *READING_FIELDS), model=name)
     q = replace(p, max_pairs=p.extra_max_pairs, pooling=p.extra_pooling)
     for name in p.extra_models:
         extras[name], from_cache[name] = results.cached(
             q, f"sts-extra-{name.replace('/', '_')}", lambda n=name: run_model(load(n), q, light=True),
             drop=("models", "extra_models", "lsds_points", "tsne_pairs", "plant_sizes",
-                  *_READING_FIELDS), model=name)
+                  *READING_FIELDS), model=name)
     return runs, extras
 
 
@@ -562,7 +562,7 @@ def _all_readings(p: Params, load: _Encoders, from_cache: dict, unavailable: dic
         try:
             full[name], from_cache[f"full {name}"] = results.cached(
                 p, f"sts-full-{name.replace('/', '_')}", lambda n=name: readings(load(n), p, 0, 1, False),
-                drop=_NOT_READINGS, model=name, max_pairs=0, draws=1, planted=False)
+                drop=NOT_READINGS, model=name, max_pairs=0, draws=1, planted=False)
         except (ModelUnavailable, results.MissingRuns) as err:
             unavailable[f"{name} (every pair)"] = str(err)
     return read, full
@@ -615,7 +615,7 @@ def run(p: Params) -> Result:
         model = load(first)
         drawn, from_cache["maps"] = results.cached(
             p, f"sts-maps-{first.replace('/', '_')}", lambda: maps(model, p),
-            drop=tuple(f for f in p.cache_key() if f not in _MAP_FIELDS), model=first)
+            drop=tuple(f for f in p.cache_key() if f not in MAP_FIELDS), model=first)
         demo = encoder_demo(model, p.alpha)
     avgs = {m: {prot: averages(r, list(p.datasets), prot) for prot in PROTOCOLS} for m, r in {**runs, **extras}.items()}
     wins = {m: int(sum(v["SoftDecay (normalised)"] < v["whitening (normalised)"] for v in runs[m]["lsds"].values()))

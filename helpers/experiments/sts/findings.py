@@ -1,18 +1,20 @@
 """The STS chapter's findings, declared as data: `FINDINGS` is a table of `core.findings.Spec` rows, one per finding
 (its key, the paper's claim, what kind of test it is, the quantity read, the reference it is held against and the
 setting: which encoder, which measure), in the order the chapter lists them. `build` turns the table into
-`Finding`s: each row's `read` names the reader below (`READERS`) that measures it on a `Result` (effect, what was
-measured, at which scale, how the interval is made); a row whose encoder this scale did not run becomes a finding
-that says what it needs."""
+`Finding`s: each row's `read` is the reader above it with the row's setting (`On`: a reader and the encoder and
+measure it reads), which measures it on a `Result` and returns a `core.findings.Partial` (effect, what was measured,
+at which scale, how the interval is made); a row whose encoder this scale did not run becomes a finding that says
+what it needs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ...core.findings import Finding, Spec
+from ...core.findings import Finding, Partial, Spec
 from ...core.findings import verdict as verdict_of
 from ...core.scale import Distance, model_distance
 from ...hf.models import SIZE
@@ -47,12 +49,18 @@ LSDS = "SoftDecay preserves local neighbourhoods better than whitening: lower LS
 MEASURES = {"EV1": "EV₁", "RBF_dis": "RBF_dis", "TokenUni": "TokenUni"}
 
 
-class On(NamedTuple):
-    """A row's setting, what its reader reads: the encoder (`FIRST`: the run's first model) and the measure (a
-    Table 4 measure, an LSDS reading)."""
+@dataclass(frozen=True)
+class On:
+    """A row's `read`: the reader that measures it (`_gain`, `_whitening`, …, below) with what it reads — the
+    encoder (`FIRST`: the run's first model) and the measure (a Table 4 measure, an LSDS reading). Called on a
+    Result, it gives the reader's `Partial`."""
 
+    reader: Callable[[Any, On], Partial | None]
     encoder: str
     measure: str = ""
+
+    def __call__(self, res) -> Partial | None:
+        return self.reader(res, self)
 
 
 def table1(template: str) -> Callable[[Any], str]:
@@ -67,71 +75,20 @@ def measure(row: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 _T1 = dict(where="Table 1", section="sts-anisotropic", more=dict(digits=2))
-_GAIN = dict(read="gain", claim_id="yan-table1-gain", claim=table1(GAIN), **_T1,
+_GAIN = dict(claim_id="yan-table1-gain", claim=table1(GAIN), **_T1,
              quantity="SoftDecay − raw model, Spearman ×100, mean over the sets")
-_WHITE = dict(read="whitening", claim_id="yan-table1-whitening", claim=table1(WHITE), direction="below", **_T1,
+_WHITE = dict(claim_id="yan-table1-whitening", claim=table1(WHITE), direction="below", **_T1,
               quantity="whitening − SoftDecay, Spearman ×100, mean over the sets")
-_T4 = dict(read="table4", where="Table 4", claim=UNIFORM, direction="below", section="sts-uniformity",
+_T4 = dict(where="Table 4", claim=UNIFORM, direction="below", section="sts-uniformity",
            quantity="{name} after SoftDecay − before, mean over the sets")
-_CONTROL = dict(read="control", where="Table 4", claim=CONTROL, direction="equal", section="sts-uniformity",
+_CONTROL = dict(where="Table 4", claim=CONTROL, direction="equal", section="sts-uniformity",
                 kind="control",
                 quantity="{name} after SoftDecay of the Gaussian set − of the sentence embeddings, mean over the sets")
-_LSDS = dict(read="lsds", where="Fig. 6", claim_id="yan-fig6-lsds", claim=LSDS, direction="below",
+_LSDS = dict(where="Fig. 6", claim_id="yan-fig6-lsds", claim=LSDS, direction="below",
              section="sts-lsds", quantity="LSDS of SoftDecay − LSDS of whitening, mean over the sets")
 _TABLE4 = (("ev1", "EV1"), ("rbf", "RBF_dis"), ("tokenuni", "TokenUni"))
 _EV1, _RBF, _UNI = ({**measure(_T4, s), "claim_id": f"yan-table4-{m}"} for m, s in _TABLE4)
 _CONTROL_EV1, _CONTROL_RBF, _CONTROL_UNI = ({**measure(_CONTROL, s), "claim_id": f"yan-table4-{m}"} for m, s in _TABLE4)
-
-#: the chapter's findings, in the order it lists them: per claim the encoder closest to the paper's BERT-base-cased
-#: first (the book's MLM BERT, as anisotropic), then MiniLM and SmolLM2, then all-mpnet-base-v2 (read on every pair
-#: only: a contrastive sentence encoder of BERT-base's size)
-FINDINGS = (
-    Spec("sts-gain-bert", setting=On(BOOK_BERT), **_GAIN),
-    Spec("sts-gain-minilm", setting=On(FIRST), **_GAIN),
-    Spec("sts-gain-smollm2", setting=On(SMOL), **_GAIN),
-    Spec("sts-gain-mpnet", setting=On(MPNET), **_GAIN),
-    Spec("sts-vs-whitening-bert", setting=On(BOOK_BERT), **_WHITE),
-    Spec("sts-vs-whitening-minilm", setting=On(FIRST), **_WHITE),
-    Spec("sts-vs-whitening-smollm2", setting=On(SMOL), **_WHITE),
-    Spec("sts-vs-whitening-mpnet", setting=On(MPNET), **_WHITE),
-    Spec("sts-flipfree", read="flipfree", where="Table 1, property 1", claim_id="", kind="extension",
-         claim="SoftDecay raises unsupervised STS with a transform that keeps the order of the singular values and the "
-               "sign of every direction (property 1)",
-         quantity="flip-free SoftDecay (σ clamped at |α|) − raw model, Spearman ×100, mean over the sets",
-         section="sts-flips", more=dict(digits=2)),
-    Spec("sts-ev1-bert", setting=On(BOOK_BERT, "EV1"), **_EV1),
-    Spec("sts-ev1-minilm", setting=On(FIRST, "EV1"), **_EV1),
-    Spec("sts-ev1-smollm2", setting=On(SMOL, "EV1"), **_EV1),
-    Spec("sts-control-ev1", setting=On(FIRST, "EV1"), **_CONTROL_EV1),
-    Spec("sts-rbf-bert", setting=On(BOOK_BERT, "RBF_dis"), **_RBF),
-    Spec("sts-rbf-minilm", setting=On(FIRST, "RBF_dis"), **_RBF),
-    Spec("sts-rbf-smollm2", setting=On(SMOL, "RBF_dis"), **_RBF),
-    Spec("sts-control-rbf", setting=On(FIRST, "RBF_dis"), **_CONTROL_RBF),
-    Spec("sts-tokenuni-bert", setting=On(BOOK_BERT, "TokenUni"), **_UNI),
-    Spec("sts-tokenuni-minilm", setting=On(FIRST, "TokenUni"), **_UNI),
-    Spec("sts-tokenuni-smollm2", setting=On(SMOL, "TokenUni"), **_UNI),
-    Spec("sts-control-tokenuni", setting=On(FIRST, "TokenUni"), **_CONTROL_UNI),
-    # Fig. 6 under the three readings of eq. (6), the authors' code first (it drew the figure)
-    Spec("sts-lsds-authors", setting=On(FIRST, "authors"), **_LSDS),
-    Spec("sts-lsds-eq6", setting=On(FIRST, "eq. 6"), **_LSDS),
-    Spec("sts-lsds", setting=On(FIRST, "normalised"), **_LSDS),
-    Spec("sts-alpha", read="alpha", where="App. B", claim_id="yan-alpha", setting=On(FIRST), direction="equal",
-         claim="The STS results do not change significantly across α ∈ {−0.2, …, −1.0}, so α = −0.6 is fixed",
-         quantity="score at α = {hi} − at α = {lo}, Spearman ×100, mean over the sets", section="sts-alpha",
-         more=dict(digits=2)),
-)
-
-
-def finding_keys(read: str) -> dict[str, str]:
-    """{encoder: key} of the rows read by `read` (`FIRST` for the first model)."""
-    return {s.setting.encoder: s.key for s in FINDINGS if s.read == read}
-
-
-def build(res) -> list[Finding]:
-    """The findings of `FINDINGS` measured on `res`, in the table's order (a row its reader skips — a Table 4
-    measure of an encoder not run, the LSDS readings without the first model's re-reading — is left out)."""
-    return [f for spec in FINDINGS for f in spec.findings(res, READERS, paper="yan2022", chapter="sts")]
-
 
 # --- what a finding says was run -----------------------------------------------------------------------------
 
@@ -211,9 +168,9 @@ def _raw_distance(res, model: str) -> Distance:
     return Distance("raw STS (Table 1 Avg)", raw_score(res, model), res.paper_value("vanilla", against=None), "score")
 
 
-def _untested(res, model: str, needs: dict[str, str]) -> dict[str, Any]:
+def _untested(res, model: str, needs: dict[str, str]) -> Partial:
     """A Table 1 finding this scale did not measure: what it needs and the command that runs it."""
-    return dict(measured="not run at this scale", effect=None, **_scope(res, model), **needs,
+    return Partial(measured="not run at this scale", effect=None, **_scope(res, model), **needs,
                 section="sts-full" if model == MPNET else "sts-anisotropic")
 
 
@@ -235,24 +192,19 @@ def _full_or_reading(res, model: str) -> dict[str, Any]:
 
 # --- the readers: what each kind of row measures ---------------------------------------------------------------
 
-def model_of(res, spec: Spec) -> str:
+def model_of(res, on: On) -> str:
     """The encoder a row reads (`FIRST`: the run's first model)."""
-    return res.models[0] if spec.setting.encoder == FIRST else spec.setting.encoder
-
-
-def quantity(spec: Spec, how: str = "", **fmt: Any) -> dict[str, str]:
-    """A row's quantity with what the reader fills in (`fmt`) and how its interval is made (`how`)."""
-    return dict(quantity=spec.quantity.format(**fmt) + (f" ({how})" if how else ""))
+    return res.models[0] if on.encoder == FIRST else on.encoder
 
 
 #: what a Student-t interval over the STS sets is taken over
 SETS = "STS sets"
 
 
-def _gain(res, spec: Spec) -> dict[str, Any]:
+def _gain(res, on: On) -> Partial:
     """SoftDecay − raw for Table 1, from the closest reading there is: every pair (`full_readings`), else the
     re-reading under the paper-comparison pooling (over its draws), else the main run."""
-    model = model_of(res, spec)
+    model = model_of(res, on)
     if model not in res.all_runs() and model not in res.full_readings:
         return _untested(res, model, _UNREAD.get(model, _RERUN))
     unit: dict[str, Any] = dict(unit="sentence pairs")
@@ -274,15 +226,15 @@ def _gain(res, spec: Spec) -> dict[str, Any]:
     if model in KIND_TEXT:
         measured += f"; {KIND_TEXT[model]} ({SIZE_TEXT[model]})"
     trend = res.trend_reading(eff, raw_score(res, model), "SoftDecay") if eff.has_interval else ""
-    return dict(measured=measured, **quantity(spec, how), effect=eff, paper_value=res.paper_value("SoftDecay"),
+    return Partial(measured=measured, how=how, effect=eff, paper_value=res.paper_value("SoftDecay"),
                 reduced=red, caveat=trend, at_scale=res.path_trend(SD) if model == BOOK_BERT else None, **unit,
                 **_full_or_reading(res, model))
 
 
-def _whitening(res, spec: Spec) -> dict[str, Any]:
+def _whitening(res, on: On) -> Partial:
     """whitening − SoftDecay for Table 1: cross-fitted, with the half-sampling procedure as its alternative, where
     the encoder's same-fit run exists; else as `Result.white_minus_sd` (one procedure)."""
-    model = model_of(res, spec)
+    model = model_of(res, on)
     ran = set(res.all_runs())
     if model not in ran | set(res.full_readings) or (model not in ran and model not in res.samefit):
         return _untested(res, model, _SAMEFIT_NEEDS if model in res.full_readings else _UNREAD.get(model, _RERUN))
@@ -310,14 +262,14 @@ def _whitening(res, spec: Spec) -> dict[str, Any]:
     if eff is not None and eff.has_interval:
         caveat = "; ".join(c for c in (caveat, res.trend_reading(eff, raw_score(res, model), "WhiteBERT",
                                                                    "SoftDecay")) if c)
-    return dict(measured=measured, **quantity(spec, how), effect=eff, reduced=red, alternatives=alt, caveat=caveat,
+    return Partial(measured=measured, how=how, effect=eff, reduced=red, alternatives=alt, caveat=caveat,
                 paper_value=-res.paper_value("SoftDecay", against="WhiteBERT"),
                 at_scale=res.path_trend("whitening", SD) if model == BOOK_BERT else None,
                 extra={"likeness": verdict_of(eff, "equal", margin=margin), "margin": margin}, **unit,
                 **_full_or_reading(res, model))
 
 
-def _flipfree(res, spec: Spec) -> dict[str, Any]:
+def _flipfree(res) -> Partial:
     """Flip-free SoftDecay on the first anisotropic encoder re-read (the book's own question: the paper's
     SoftDecay flips directions)."""
     reread = [m for m in (BOOK_BERT, SMOL) if m in res.extras and res.read(m) is not None]
@@ -327,24 +279,24 @@ def _flipfree(res, spec: Spec) -> dict[str, Any]:
            "paired bootstrap over the pairs of one subsample draw")
     if rd is None:
         needs = res.unavailable.get(BOOK_BERT, "") or "the anisotropic encoders re-read under the authors' pooling"
-        return dict(measured="the book's MLM BERT and SmolLM2 are not re-read here", **quantity(spec, how),
+        return Partial(measured="the book's MLM BERT and SmolLM2 are not re-read here", how=how,
                     effect=None, needs=needs + "; SmolLM2: re-read by the book preset (3 subsample draws, about twenty "
                     "CPU-minutes)", command=COMMANDS["book"])
-    return dict(measured=f"{encoder_text(res, rd.encoder, res.paper_pooling)}; σ clamped at |α|, so no direction flips",
-                **quantity(spec, how),
+    return Partial(measured=f"{encoder_text(res, rd.encoder, res.paper_pooling)}; σ clamped at |α|, so no direction "
+                           "flips", how=how,
                 effect=rd.over_draws("SoftDecay (clamped)") if several else rd.vs_raw("SoftDecay (clamped)"),
                 scale=reading_scale_text(res, rd.encoder), reduced=reduced(rd.encoder, res.extra_max_pairs, rd.n_draws),
                 unit="subsample draws of sentence pairs" if several else "sentence pairs")
 
 
-def _table4(res, spec: Spec) -> dict[str, Any] | None:
+def _table4(res, on: On) -> Partial | None:
     """SoftDecay's change of a Table 4 measure, per set (none where the encoder's run is not here)."""
-    model = model_of(res, spec)
+    model = model_of(res, on)
     if model not in res.all_runs() or not res.run_of(model).table4:
         return None
-    run, m = res.run_of(model), spec.setting.measure
+    run, m = res.run_of(model), on.measure
     paper = np.mean([float(r["BERT"]) for r in res.paper_table4 if r["metric"] == m])
-    return dict(measured=encoder_text(res, model), **quantity(spec, "Student-t over the seven sets"),
+    return Partial(measured=encoder_text(res, model), how="Student-t over the seven sets",
                 effect=run.metric_change(m), paper_value=res.paper_table4_change(m),
                 reduced=reduced(model, res.per_run(model)), scale=scale_text(res, model),
                 standin=f"raw {MEASURES[m]} {run.mean_metric('vanilla', m):.3f} against BERT's {paper:.3f} "
@@ -352,17 +304,17 @@ def _table4(res, spec: Spec) -> dict[str, Any] | None:
                 unit=SETS, **_scope(res, model))
 
 
-def _control(res, spec: Spec) -> dict[str, Any] | None:
+def _control(res, on: On) -> Partial | None:
     """A Gaussian set of the embeddings' shape through SoftDecay against the embeddings (none without the
     first model's control)."""
-    model = model_of(res, spec)
+    model = model_of(res, on)
     run = res.runs.get(model)
     if run is None or not run.control:
         return None
-    return dict(measured=f"{model}, {len(run.control)} STS sets: each set's sentence embeddings and a Gaussian set "
+    return Partial(measured=f"{model}, {len(run.control)} STS sets: each set's sentence embeddings and a Gaussian set "
                          "of the same shape, mean and spread, both through SoftDecay",
-                **quantity(spec, "Student-t over the sets"), effect=run.control_gap(spec.setting.measure),
-                margin=0.1 * abs(run.metric_change(spec.setting.measure).estimate),
+                how="Student-t over the sets", effect=run.control_gap(on.measure),
+                margin=0.1 * abs(run.metric_change(on.measure).estimate),
                 reference_label="0 (alike within a tenth of the embeddings' own change)",
                 reduced=reduced(model, res.per_run(model)), scale=scale_text(res, model), label=LABEL.get(model, model),
                 unit=SETS)
@@ -373,30 +325,85 @@ _LSDS_WHAT = {"authors": ("the authors' code: LLE barycentre weights, self inclu
               "normalised": ("RBF weights normalised to sum to one", "normalised weights")}
 
 
-def _lsds(res, spec: Spec) -> dict[str, Any] | None:
+def _lsds(res, on: On) -> Partial | None:
     """LSDS of SoftDecay − of whitening under one reading of eq. (6) (none without the first model's re-reading)."""
-    model = model_of(res, spec)
+    model = model_of(res, on)
     if res.read(model) is None or not res.readings[model].lsds:
         return None
-    what, label = _LSDS_WHAT[spec.setting.measure]
-    return dict(measured=f"{encoder_text(res, model, res.paper_pooling)}; LSDS with 12 neighbours, {what}",
-                **quantity(spec, "Student-t over the sets"), effect=res.lsds_reading_gap(spec.setting.measure),
+    what, label = _LSDS_WHAT[on.measure]
+    return Partial(measured=f"{encoder_text(res, model, res.paper_pooling)}; LSDS with 12 neighbours, {what}",
+                how="Student-t over the sets", effect=res.lsds_reading_gap(on.measure),
                 reduced=reduced(model, res.reading_pairs), scale=reading_scale_text(res, model), members=(model,),
                 label=label, out_of_scope=_scope(res, model)["out_of_scope"], unit=SETS)
 
 
-def _alpha(res, spec: Spec) -> dict[str, Any]:
+#: the quantity of App. B's α sweep, with its grid's two ends
+ALPHA_QUANTITY = "score at α = {hi} − at α = {lo}, Spearman ×100, mean over the sets"
+
+
+def _alpha(res, on: On) -> Partial:
     """The α grid's two ends against the registry's fixed margin (`ALPHA_MARGIN`)."""
-    model = model_of(res, spec)
+    model = model_of(res, on)
     run = res.runs[model]
     alphas = run.alpha_scores()
-    return dict(measured=f"{model}, {len(res.datasets)} STS sets, α swept over {len(alphas)} values",
-                **quantity(spec, hi=alphas.index.max(), lo=alphas.index.min()), effect=run.alpha_effect(),
+    return Partial(measured=f"{model}, {len(res.datasets)} STS sets, α swept over {len(alphas)} values",
+                quantity=ALPHA_QUANTITY.format(hi=alphas.index.max(), lo=alphas.index.min()),
+                effect=run.alpha_effect(),
                 margin=ALPHA_MARGIN, reduced=reduced(model, res.max_pairs), scale=scale_text(res, model),
                 out_of_scope=_scope(res, model)["out_of_scope"], unit=SETS)
 
 
-#: the readers the rows name (`read`), each called with the Result and the row
-READERS: dict[str, Callable[[Any, Spec], dict[str, Any] | None]] = {
-    "gain": _gain, "whitening": _whitening, "flipfree": _flipfree, "table4": _table4, "control": _control,
-    "lsds": _lsds, "alpha": _alpha}
+#: the chapter's findings, in the order it lists them: per claim the encoder closest to the paper's BERT-base-cased
+#: first (the book's MLM BERT, as anisotropic), then MiniLM and SmolLM2, then all-mpnet-base-v2 (read on every pair
+#: only: a contrastive sentence encoder of BERT-base's size)
+FINDINGS = (
+    Spec("sts-gain-bert", read=On(_gain, BOOK_BERT), **_GAIN),
+    Spec("sts-gain-minilm", read=On(_gain, FIRST), **_GAIN),
+    Spec("sts-gain-smollm2", read=On(_gain, SMOL), **_GAIN),
+    Spec("sts-gain-mpnet", read=On(_gain, MPNET), **_GAIN),
+    Spec("sts-vs-whitening-bert", read=On(_whitening, BOOK_BERT), **_WHITE),
+    Spec("sts-vs-whitening-minilm", read=On(_whitening, FIRST), **_WHITE),
+    Spec("sts-vs-whitening-smollm2", read=On(_whitening, SMOL), **_WHITE),
+    Spec("sts-vs-whitening-mpnet", read=On(_whitening, MPNET), **_WHITE),
+    Spec("sts-flipfree", read=_flipfree, where="Table 1, property 1", claim_id="", kind="extension",
+         claim="SoftDecay raises unsupervised STS with a transform that keeps the order of the singular values and the "
+               "sign of every direction (property 1)",
+         quantity="flip-free SoftDecay (σ clamped at |α|) − raw model, Spearman ×100, mean over the sets",
+         section="sts-flips", more=dict(digits=2)),
+    Spec("sts-ev1-bert", read=On(_table4, BOOK_BERT, "EV1"), **_EV1),
+    Spec("sts-ev1-minilm", read=On(_table4, FIRST, "EV1"), **_EV1),
+    Spec("sts-ev1-smollm2", read=On(_table4, SMOL, "EV1"), **_EV1),
+    Spec("sts-control-ev1", read=On(_control, FIRST, "EV1"), **_CONTROL_EV1),
+    Spec("sts-rbf-bert", read=On(_table4, BOOK_BERT, "RBF_dis"), **_RBF),
+    Spec("sts-rbf-minilm", read=On(_table4, FIRST, "RBF_dis"), **_RBF),
+    Spec("sts-rbf-smollm2", read=On(_table4, SMOL, "RBF_dis"), **_RBF),
+    Spec("sts-control-rbf", read=On(_control, FIRST, "RBF_dis"), **_CONTROL_RBF),
+    Spec("sts-tokenuni-bert", read=On(_table4, BOOK_BERT, "TokenUni"), **_UNI),
+    Spec("sts-tokenuni-minilm", read=On(_table4, FIRST, "TokenUni"), **_UNI),
+    Spec("sts-tokenuni-smollm2", read=On(_table4, SMOL, "TokenUni"), **_UNI),
+    Spec("sts-control-tokenuni", read=On(_control, FIRST, "TokenUni"), **_CONTROL_UNI),
+    # Fig. 6 under the three readings of eq. (6), the authors' code first (it drew the figure)
+    Spec("sts-lsds-authors", read=On(_lsds, FIRST, "authors"), **_LSDS),
+    Spec("sts-lsds-eq6", read=On(_lsds, FIRST, "eq. 6"), **_LSDS),
+    Spec("sts-lsds", read=On(_lsds, FIRST, "normalised"), **_LSDS),
+    Spec("sts-alpha", read=On(_alpha, FIRST), where="App. B", claim_id="yan-alpha", direction="equal",
+         claim="The STS results do not change significantly across α ∈ {−0.2, …, −1.0}, so α = −0.6 is fixed",
+         section="sts-alpha",
+         more=dict(digits=2)),
+)
+
+
+def finding_keys(reader: Callable[[Any, On], Partial | None]) -> dict[str, str]:
+    """{encoder: key} of the rows `reader` reads (`FIRST` for the first model)."""
+    return {s.read.encoder: s.key for s in FINDINGS if isinstance(s.read, On) and s.read.reader is reader}
+
+
+def whitening_keys() -> dict[str, str]:
+    """{encoder: key} of Table 1's whitening − SoftDecay findings (`_whitening`)."""
+    return finding_keys(_whitening)
+
+
+def build(res) -> list[Finding]:
+    """The findings of `FINDINGS` measured on `res`, in the table's order (a row its reader skips — a Table 4
+    measure of an encoder not run, the LSDS readings without the first model's re-reading — is left out)."""
+    return [f for spec in FINDINGS for f in spec.findings(res, paper="yan2022", chapter="sts")]

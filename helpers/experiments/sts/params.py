@@ -116,10 +116,10 @@ def reading_bootstrap(bootstrap: int) -> int:
 #: variants (token-level SoftDecay is in the main runs)
 READING_METHODS = ("vanilla", "whitening", "whitening-256", "de-escalation", "SoftDecay (sentence)", *FLIP_FREE)
 #: the Params fields only the readings use (dropped from the other runs' cache keys)
-_READING_FIELDS = ("paper_pooling", "poolings", "draws", "extra_draws", "plant_directions", "reading_pairs",
+READING_FIELDS = ("paper_pooling", "poolings", "draws", "extra_draws", "plant_directions", "reading_pairs",
                    "reread_extras", "full_readings")
 #: the Params fields the readings do not use
-_NOT_READINGS = ("models", "extra_models", "extra_pooling", "extra_max_pairs", "max_pairs", "pooling", "tsne_pairs",
+NOT_READINGS = ("models", "extra_models", "extra_pooling", "extra_max_pairs", "max_pairs", "pooling", "tsne_pairs",
                  "alphas", "draws", "extra_draws", "reading_pairs", "reread_extras",
                  "full_readings")
 #: how each pooling is named in tables: the authors' two readings and the mechanism test's
@@ -159,7 +159,7 @@ COMMANDS = {"book": "make rerun CHAPTER=sts SCALE=book", "paper": "make rerun CH
 MAP_METHODS = {"vanilla": ("vanilla", "identity"), "whitening": ("whitening", "whitening"),
                "SoftDecay (sentence)": ("SoftDecay", "SoftDecay")}
 #: the Params fields the maps use (the rest are dropped from their cache key)
-_MAP_FIELDS = ("seed", "datasets", "source", "pooling", "alpha", "tau", "max_pairs", "max_length", "batch_size",
+MAP_FIELDS = ("seed", "datasets", "source", "pooling", "alpha", "tau", "max_pairs", "max_length", "batch_size",
                "lsds_points", "tsne_pairs")
 #: the Params fields only the anisotropic encoders' runs use (dropped from the main runs' cache keys)
-_EXTRA_FIELDS = ("extra_models", "extra_max_pairs", "extra_pooling")
+EXTRA_FIELDS = ("extra_models", "extra_max_pairs", "extra_pooling")

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...book import results
-from ...book.results import _jsonable
+from ...book.results import jsonable
 from ...core.findings import Finding
 from ...core.findings import verdict as verdict_of
 from ...core.scale import MIN_POINTS, Extrapolation, extrapolate
@@ -75,7 +75,7 @@ class Result(results.Result):
         def plain(v):
             return {k: x.to_json() for k, x in v.items()} if isinstance(v, dict) and any(
                 isinstance(x, Record) for x in v.values()) else v
-        return _jsonable({f.name: plain(getattr(self, f.name)) for f in fields(self)})
+        return jsonable({f.name: plain(getattr(self, f.name)) for f in fields(self)})
 
     # --- the records ----------------------------------------------------------------------------------
 
@@ -130,9 +130,9 @@ class Result(results.Result):
         whitening, each on its own): the interval, how it was made, the verdict on the paper's ordering
         (SoftDecay ahead) and on 'alike within ±`match_margin`'. `key`: the finding it is (None: shown in
         the chapter's table only)."""
-        from .findings import FIRST, encoder_text, finding_keys
+        from .findings import FIRST, encoder_text, whitening_keys
 
-        keys = finding_keys("whitening")
+        keys = whitening_keys()
         bert = BOOK_BERT if BOOK_BERT in self.extras else None
         smol = SMOL if SMOL in self.extras else None
         out = []

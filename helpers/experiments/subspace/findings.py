@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...core.findings import Finding, Spec
+from ...core.findings import Finding, Partial, Spec
 from ...core.scale import Distance, model_distance
 from ...core.stats import Interval
 from ...hf import models
@@ -66,7 +66,7 @@ def _exact(why: str, scale: str) -> dict[str, Any]:
 
 def _trend(name: str, section: str, **more: Any) -> dict[str, Any]:
     """The columns of a §3.2 layer trend on the second task."""
-    return dict(effect=lambda res: res.trend(name), section=section,
+    return dict(read=lambda res: Partial(res.trend(name)), section=section,
                 more=dict(scale=_scale, reduced=_reduced, distance=_distance, **more))
 
 
@@ -78,7 +78,7 @@ FINDINGS = (
                                f"sizes, 3 kinds) and every hidden state of {res.settings.model} on "
                                f"{res.n_sentences} {res.settings.task} validation sentences, every row and cut"),
          quantity="largest distance to the span / λₖ₊₁, over rows, cuts and matrices",
-         effect=_bound_ratio, direction="below", reference=1.0, reference_label="1 (the bound)",
+         read=lambda res: Partial(_bound_ratio(res)), direction="below", reference=1.0, reference_label="1 (the bound)",
          section="subspace-random",
          more=_exact("a maximum over every row and cut of fixed matrices: a bound, not a sample",
                      "every row and cut; the paper proves it")),
@@ -86,7 +86,7 @@ FINDINGS = (
          claim="The constant of the line before eq. (8) is at most eq. (8)'s 2/(k(n−k)·B(k/2, (n−k)/2))",
          measured=lambda res: f"both constants evaluated in log space for {len(res.gamma_steps)} (n, k)",
          quantity="smallest ratio of the line before (8) to eq. (8)'s constant",
-         effect=lambda res: Interval.exact(min(r["ratio"] for r in res.gamma_steps)), direction="below",
+         read=lambda res: Partial(Interval.exact(min(r["ratio"] for r in res.gamma_steps))), direction="below",
          reference=1.0, reference_label="1", section="subspace-eq8",
          more=_exact("a ratio of Gamma functions computed for each (n, k): an identity, no sampling", "exact")),
     Spec(key="subspace-eq8", where="App. A, eq. (8)", claim_id="yan-eq8",
@@ -96,7 +96,7 @@ FINDINGS = (
                                f"(n, k, d), n in {', '.join(map(str, res.settings.sphere_dims))}; Monte Carlo "
                                "for both readings"),
          quantity="largest exact probability − eq. (8) over the cases",
-         effect=lambda res: Interval.exact(res.eq8_excess()), direction="below", reference=0.0,
+         read=lambda res: Partial(Interval.exact(res.eq8_excess())), direction="below", reference=0.0,
          section="subspace-eq8",
          more=_exact("the probability is a regularised Beta function evaluated exactly: no sampling",
                      "exact; no sampling")),

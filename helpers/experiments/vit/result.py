@@ -165,12 +165,12 @@ class Result(AblationReadings, results.Result):
 
     # --- what the findings say of their runs ---
 
-    def _lr(self, variant: str, depth: int | None = None) -> str:
+    def lr_text(self, variant: str, depth: int | None = None) -> str:
         """The learning rate `variant` trained at, as '5e-5'."""
         lr = self.runs(self.depth if depth is None else depth)[variant][0]["lr"]
         return f"{lr:.0e}".replace("e-0", "e-")
 
-    def _measured(self, depth: int, block: str, variants: str) -> str:
+    def measured_text(self, depth: int, block: str, variants: str) -> str:
         """What one finding's runs are: model, data, budget, seeds."""
         return (f"{variants} ViTs of depth {depth} ({block}, width {self.d_model}), CIFAR-10 "
                 f"({self.train_images:,} training images, AutoAugment), {self.steps:,} optimiser steps of batch "
@@ -183,7 +183,7 @@ class Result(AblationReadings, results.Result):
         q = Params.resolve("paper")
         return q.epochs * -(-(q.train_images or CIFAR10_IMAGES["train"]) // q.batch_size)
 
-    def _scale(self) -> str:
+    def scale_text(self) -> str:
         """This run's budget and width against the paper's (the chapter says once where its losses lie)."""
         return (f"{self.scale}: {self.steps:,} of the paper's {self.paper_steps:,} optimiser steps "
                 f"({100 * self.steps / self.paper_steps:.1f} %), width {self.d_model} of "
