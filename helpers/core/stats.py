@@ -1,5 +1,6 @@
-"""Seed statistics shared by the chapters: the Student-t interval of per-seed paired differences, and
-the moving average the training chapters read loss histories with.
+"""Seed statistics shared by the chapters: the Student-t interval of per-seed paired differences (and Welch's of
+two unpaired samples), the jackknife, Fisher-z and rank-correlation intervals (with the rank-correlation test
+across a model's layers, `LayerTest`), and the moving average the training chapters read loss histories with.
 
 The training chapters (GLUE, ViT, Q/K) compare two variants run on the same seeds (same data order,
 same initialisation seed), so each seed gives one paired difference and the interval is over seeds."""
@@ -174,6 +175,39 @@ def t_interval(values, level: float = 0.95) -> Interval:
     return Interval(m, m - half, m + half, int(d.size), "t", level)
 
 
+#: no values to take an interval over: estimate, low and high NaN, n 0 (`t_or_nan`)
+NAN_INTERVAL = Interval(float("nan"), float("nan"), float("nan"), 0, "t")
+
+
+def t_or_nan(values) -> Interval:
+    """`t_interval` of `values`, or `NAN_INTERVAL` (all NaN, n 0) when there are none (a run that measured none)."""
+    return t_interval(values) if len(values) else NAN_INTERVAL
+
+
+def normal_interval(estimate: float, se: float, n: int) -> Interval:
+    """`estimate` ± 1.96 standard errors `se` (a normal 95 % interval), from `n` units (sampled pairs, say)."""
+    return Interval(estimate, estimate - 1.96 * se, estimate + 1.96 * se, n, "normal")
+
+
+def welch_interval(a, b, level: float = 0.95) -> Interval:
+    """mean(a) − mean(b) of two independent samples with Welch's Student-t interval (Welch–Satterthwaite
+    degrees of freedom); NaN bounds when either sample has fewer than two values, all NaN when one is empty."""
+    from scipy import stats
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not a.size or not b.size:
+        return Interval(float("nan"), float("nan"), float("nan"), 0, "t", level)
+    diff = float(a.mean() - b.mean())
+    if a.size < 2 or b.size < 2:
+        return Interval(diff, float("nan"), float("nan"), int(a.size + b.size), "t", level)
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    if va + vb == 0:
+        return Interval(diff, diff, diff, int(a.size + b.size), "t", level)
+    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    half = float(stats.t.ppf(0.5 + level / 2, df) * np.sqrt(va + vb))
+    return Interval(diff, diff - half, diff + half, int(a.size + b.size), "t", level)
+
+
 #: up to this many points `spearman_exact_p` enumerates every ordering (9! = 362,880); beyond, Monte Carlo
 EXACT_MAX_POINTS = 9
 
@@ -271,6 +305,19 @@ def jackknife_interval(values, statistic, level: float = 0.95, correlation: bool
     return Interval(theta, lo, hi, n, "jackknife", level)
 
 
+def jackknife_from_loo(theta: float, loo, level: float = 0.95) -> Interval:
+    """`theta` (a statistic on all K units) with its jackknife interval from its K leave-one-out values `loo`
+    (computed elsewhere, e.g. from per-input sums): pseudo-values K·θ − (K − 1)·θ₍₋ᵢ₎, θ ± t·SE with K − 1 degrees
+    of freedom (`jackknife_interval`'s rule, for a statistic whose leave-one-out values are already at hand)."""
+    from scipy import stats
+
+    loo = np.asarray(loo, float)
+    k = loo.size
+    pseudo = k * theta - (k - 1) * loo
+    half = float(stats.t.ppf(0.5 + level / 2, k - 1)) * float(pseudo.std(ddof=1) / np.sqrt(k))
+    return Interval(theta, theta - half, theta + half, k, "jackknife", level)
+
+
 def fisher_interval(r: float, n: int, level: float = 0.95, se: float | None = None) -> Interval:
     """A correlation `r` computed on `n` points with its interval on Fisher's z: atanh r ± z·SE, SE = 1/√(n − 3)
     unless given (Bonett & Wright's √((1 + r²/2)/(n − 3)) for a rank correlation), mapped back. A perfect ±1 is
@@ -302,6 +349,61 @@ def fisher_t_interval(values, n_points: int | None = None, level: float = 0.95) 
                     level)
 
 
+@dataclass(frozen=True)
+class LayerTest:
+    """A rank-correlation test across a model's layers (`layer_test`; Godey et al.'s §3.3 test, Fig. 5, with the
+    drift ‖x̄‖₂ and the average cosine as the two sequences): Spearman's `rho` with its exact permutation `p_exact`,
+    its Fisher-z interval (`fisher`) and its jackknife over the layers; Pearson's `pearson_r`, `pearson_p` and
+    Fisher-z interval (`pearson`, the paper's Fig. 16); `input_bootstrap`: ρ's bootstrap over inputs, where a
+    bootstrap gives one (`with_bootstrap`)."""
+
+    layers: int
+    rho: float
+    p_exact: float
+    fisher: Interval
+    jackknife: Interval
+    pearson_r: float
+    pearson_p: float
+    pearson: Interval
+    input_bootstrap: Interval | None = None
+
+    def follows(self, reading: str = "spearman", alpha: float = 0.05) -> bool:
+        """Says the second sequence follows the first: positive and p < `alpha` (Spearman with its exact
+        permutation p; `reading="pearson"`: Pearson's r and its p, the paper's Fig. 16)."""
+        if reading == "pearson":
+            return self.pearson_p < alpha and self.pearson_r > 0
+        return self.p_exact < alpha and self.rho > 0
+
+    def with_bootstrap(self, draws, rho: float) -> LayerTest:
+        """The same test with ρ's percentile bootstrap over inputs (`draws`, estimate `rho`) as `input_bootstrap`."""
+        return replace(self, input_bootstrap=Interval.from_draws(draws, estimate=rho))
+
+
+def layer_test(x, y) -> LayerTest:
+    """`drift_layer_test` of any two sequences over layers."""
+    return drift_layer_test(tuple(float(v) for v in x), tuple(float(v) for v in y))
+
+
+@functools.lru_cache(maxsize=512)
+def drift_layer_test(mean_norm: tuple[float, ...], cos: tuple[float, ...]) -> LayerTest:
+    """Godey et al.'s §3.3 test (Fig. 5) and its Pearson reading (App. A, Fig. 16) with the layers as the unit,
+    as the paper's test has them: Spearman's ρ across layers between ‖x̄‖₂ and the average cosine, its exact
+    permutation p (over all n! orderings up to 9 layers, Monte Carlo beyond: `spearman_exact_p`), its Fisher-z
+    interval over the layers (`rank_correlation_interval`) and its jackknife over the layers (degenerate for a
+    perfect rank order); Pearson's r with its p and Fisher-z interval."""
+    from scipy import stats as sps
+
+    x, y = np.asarray(mean_norm, float), np.asarray(cos, float)
+    n = x.size
+    rho = lambda v: float(sps.spearmanr(v[:, 0], v[:, 1]).statistic)  # noqa: E731
+    pr = sps.pearsonr(x, y)
+    est = float(pr.statistic)
+    return LayerTest(layers=int(n), rho=float(sps.spearmanr(x, y).statistic), p_exact=spearman_exact_p(x, y),
+                     fisher=rank_correlation_interval(x, y),
+                     jackknife=jackknife_interval(np.column_stack([x, y]), rho, correlation=True),
+                     pearson_r=est, pearson_p=float(pr.pvalue), pearson=fisher_interval(est, n))
+
+
 def moving_average(x, window: int) -> np.ndarray:
     """The mean over each `window` consecutive entries of a loss history (length len(x) − window + 1;
     `x` itself, as floats, when `window` ≤ 1 or longer than the history). A NaN (a diverged step) stays
@@ -314,7 +416,8 @@ def moving_average(x, window: int) -> np.ndarray:
 
 __all__ = ["Interval", "t_interval", "moving_average", "spearman_exact_p", "rank_correlation_interval",
            "jackknife_interval", "fisher_interval", "fisher_t_interval", "rank_interval", "Trend", "fit_trend",
-           "against_trend",
+           "against_trend", "NAN_INTERVAL", "t_or_nan", "normal_interval", "welch_interval", "jackknife_from_loo",
+           "LayerTest", "layer_test", "drift_layer_test",
            "ON_TREND", "ABOVE_TREND", "BELOW_TREND", "TREND_INCONCLUSIVE"]
 
 

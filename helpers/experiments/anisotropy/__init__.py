@@ -8,6 +8,7 @@ Read in this order: `params` (the models, `Params`, its presets and rules), `com
 through the results cache, and `run`), `records` (the typed records a stored run is read into), `result` (`Result`
 and its statistics across the records), `findings` (the claims, as a table of specs)."""
 
+from ...core.stats import drift_layer_test
 from .compute import (
                       CENTRED_MODELS,
                       CNN_DRAWS,
@@ -53,7 +54,6 @@ from .params import (
                       TOKEN_TYPE,
                       Params,
 )
-from .records import drift_layer_test
 from .result import Result
 
 __all__ = [

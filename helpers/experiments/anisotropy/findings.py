@@ -14,6 +14,7 @@ import numpy as np
 from ...core import anisotropy as A
 from ...core.findings import Finding, Partial, Spec
 from ...core.scale import Distance
+from ...core.stats import Interval
 from .params import ALPHA, PAPER_FIGURES, PAPER_NAMES, PAPER_OFFLINE, PAPER_TRANSFORMERS, SENTENCE_ENCODERS
 from .params import PAPER_SPEECH_UNCORRELATED as UNCORRELATED
 
@@ -78,15 +79,21 @@ def _peak(res: Result, group, kind: str = "") -> list[Partial]:
     if not group:
         return []
     weak, layer = res.weakest_peak(group)
+    return [_peak_partial(res, group, weak, layer, weak.layer_interval(layer), kind)]
+
+
+def _peak_partial(res: Result, group, weak, layer: int, effect: Interval, kind: str = "") -> Partial:
+    """The peak-layer test's reading of `group`, whose weakest peak is `weak`'s layer `layer` (`effect`, its
+    level with its interval)."""
     null = res.null_of(group)
     listed = ", ".join(m.name for m in group)
-    return [Partial(measured=f"{listed}, every layer" + (f"; the weakest is {weak.name} (its layer {layer})"
-                                                      if len(group) > 1 else f"; its peak is layer {layer}"),
-                 effect=res.layer_interval(weak, layer), reference=null,
+    return Partial(measured=f"{listed}, every layer" + (f"; the weakest is {weak.name} (its layer {layer})"
+                                                     if len(group) > 1 else f"; its peak is layer {layer}"),
+                 effect=effect, reference=null,
                  reference_label=f"the isotropic null of a {res.n_pairs:,}-pair average, ≤ {null:.4f}",
                  reduced=_instead(group, _listed(PAPER_FIGURES[kind])) if kind else "", label=listed,
                  members=_names(group), distance=_count(KIND_WORDS[kind], len(group), PAPER_FIGURES[kind]) if kind
-                 else (), **_units(weak))]
+                 else (), **_units(weak))
 
 
 def _units(m) -> dict[str, Any]:
@@ -98,12 +105,12 @@ def _transformers(res: Result) -> list[Partial]:
     ts = res.transformers()
     if not ts:
         return []
-    weak, layer = res.weakest_peak()
-    return [replace(r, measured=f"{len(ts)} pretrained Transformers ({', '.join(_names(ts))}), every layer; the "
-                              f"weakest is {weak.name} (its layer {layer})",
-                     reduced=_offline(res), label=f"{len(ts)} Transformers",
-                     distance=_count("Transformers", len(ts), PAPER_TRANSFORMERS))
-            for r in _peak(res, ts)]
+    weak, layer = res.weakest_peak(ts)
+    return [replace(_peak_partial(res, ts, weak, layer, weak.layer_interval(layer)),
+                    measured=f"{len(ts)} pretrained Transformers ({', '.join(_names(ts))}), every layer; the weakest "
+                             f"is {weak.name} (its layer {layer})",
+                    reduced=_offline(res), label=f"{len(ts)} Transformers",
+                    distance=_count("Transformers", len(ts), PAPER_TRANSFORMERS))]
 
 
 def _centred_isotropy(res: Result) -> list[Partial]:
@@ -119,16 +126,18 @@ def _centred_isotropy(res: Result) -> list[Partial]:
         read = dict(measured=f"{', '.join(r['model'] for r in jk)}: every layer, the mean removed, a jackknife over "
                              f"their inputs (text chunks, images); the closest to the line is {dec['model']}'s layer "
                              f"{dec['jk_layer']} ({dec['inputs']} {dec['unit']}, d = {dec['d']}){others}",
-                    effect=dec["jackknife"], quantity="average cosine after removing the mean, at the layer closest "
-                                                      "to the isotropic line (jackknife over the inputs)",
+                    effect=res.centred_jack_of(dec["model"]).layer_interval(dec["jk_layer"]),
+                    quantity="average cosine after removing the mean, at the layer closest to the isotropic line "
+                             "(jackknife over the inputs)",
                     alternatives=(("±1.96 SE over the sampled pairs", dec["jk_pairs"]),),
                     members=tuple(r["model"] for r in jk), unit="inputs", units=dec["inputs"])
     else:
         read = dict(measured=f"{len(ts)} pretrained Transformers, every layer, {res.n_pairs:,} sampled pairs, the "
                              f"mean removed; the closest to the line is {dec['model']}'s layer {dec['layer']} "
                              f"(d = {dec['d']})",
-                    effect=dec["pairs"], quantity="average cosine after removing the mean, at the layer closest to "
-                                                  "the isotropic line (sampled pairs, ±1.96 SE)",
+                    effect=res.model(dec["model"]).centred_pairs(dec["layer"]),
+                    quantity="average cosine after removing the mean, at the layer closest to the isotropic line "
+                             "(sampled pairs, ±1.96 SE)",
                     alternatives=(), members=tuple(r["model"] for r in rows))
     return [Partial(**read, margin=dec["line"], label=dec["model"],
                         reference_label=f"0, within the 95th percentile of one isotropic pair's cosine at d = "
@@ -172,9 +181,8 @@ def _bytes_vs(res: Result) -> list[Partial]:
 
 def _speech_paper_model(res: Result) -> list[Partial]:
     """The paper's own speech model first: it decides the claim."""
-    return [Partial(case=m.name, effect=res.lowest_layer([m]),
-                 measured=f"{m.name}'s encoder only, every layer; its lowest is layer "
-                          f"{int(np.argmin(m.cos_exact))}",
+    return [Partial(case=m.name, effect=m.layer_interval(layer := int(np.argmin(m.cos_exact))),
+                 measured=f"{m.name}'s encoder only, every layer; its lowest is layer {layer}",
                  reduced=f"on {m.name}'s encoder alone (one of the paper's three speech models), FSDD spoken "
                          "digits in place of Common Voice", label=f"{m.name} encoder", members=(m.name,),
                  distance=_count(KIND_WORDS["speech"], 1, PAPER_FIGURES["speech"]), **_units(m))
@@ -185,11 +193,11 @@ def _speech(res: Result) -> list[Partial]:
     speech = res.group("speech")
     if not speech:
         return []
-    low = min(speech, key=lambda m: min(m.cos_exact))
+    low, layer = res.lowest(speech)
     listed = " and ".join(m.name for m in speech)
     return [Partial(measured=f"the encoders of {', '.join(m.name for m in speech)}: every layer; the lowest is "
-                          f"{low.name}'s layer {int(np.argmin(low.cos_exact))}",
-                 effect=res.lowest_layer(speech),
+                          f"{low.name}'s layer {layer}",
+                 effect=low.layer_interval(layer),
                  reduced=f"on the encoders of {listed}, FSDD spoken digits in place of the paper's three models on "
                          "Common Voice", label=f"{listed} encoders", members=_names(speech),
                  distance=_count(KIND_WORDS["speech"], len(speech), PAPER_FIGURES["speech"]), **_units(low))]
@@ -202,7 +210,7 @@ def _cnn(res: Result) -> list[Partial]:
     n_img = res.cnn_boot.images
     return [Partial(measured=f"{cnn.name} on {n_img} CIFAR-10 test images, whole maps flattened (one vector per image "
                           f"and block); {res.cnn_boot.draws:,} bootstrap resamples of the images",
-                 effect=res.cnn_map_cosine(), reduced=f"on one CNN ({cnn.name}), {n_img} images",
+                 effect=res.cnn_boot.map_cosine(), reduced=f"on one CNN ({cnn.name}), {n_img} images",
                  label=cnn.name, members=(cnn.name,), unit="images", units=n_img,
                  distance=_count(KIND_WORDS["cnn"], 1, PAPER_FIGURES["cnn"]))]
 
@@ -227,9 +235,9 @@ def _layer_test_extra(t: dict[str, Any]) -> dict[str, Any]:
 def _speech_drift(res: Result, reading: str) -> list[Partial]:
     """Whisper base's drift test, as one of its two readings ("the literal test", "the paper's point"): one
     interval, two verdicts."""
-    t = res.speech_test()
-    if t is None:
+    if res.speech_boot is None:
         return []
+    t = res.speech_boot.test()
     b, ts = res.speech_boot, res.transformers()
     return [Partial(measured=f"{b.name}'s encoder only, on {b.clips} FSDD recordings ({b.frames:,} positions), "
                           f"{t.layers} layers (the stem's output and each block's): exact permutation p = "
@@ -245,8 +253,9 @@ def _speech_drift(res: Result, reading: str) -> list[Partial]:
 
 def _cnn_drift(res: Result) -> list[Partial]:
     cnn = res.cnn()
-    if cnn is None or (t := res.cnn_test()) is None:
+    if cnn is None or res.cnn_boot is None:
         return []
+    t = res.cnn_boot.test()
     pos, n_img = res.model_test(cnn), res.cnn_boot.images
     return [Partial(measured=f"{cnn.name} on {n_img} CIFAR-10 test images, {t.layers} layers, whole maps "
                           f"flattened: exact permutation p = {t.p_exact:.4f}; jackknife over the layers "
@@ -262,10 +271,11 @@ def _single_pair(res: Result) -> list[Partial]:
     ts = res.transformers()
     if not ts:
         return []
-    low, gap = res.single_pair_margin()
+    low = res.single_pair_closest()
     return [Partial(measured=f"{len(ts)} pretrained Transformers, each model's average cosine over its layers; the "
                           f"closest to the line is {low.name}",
-                 effect=gap, reduced=_offline(res), label=f"{len(ts)} Transformers", members=_names(ts),
+                 effect=low.single_pair_margin(), reduced=_offline(res), label=f"{len(ts)} Transformers",
+                 members=_names(ts),
                  distance=_count("Transformers", len(ts), None), **_units(low))]
 
 

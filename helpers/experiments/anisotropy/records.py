@@ -2,14 +2,13 @@
 one spectrum run of the centred cloud (`Shape`), the bootstraps and the jackknife that read a test over inputs
 (`CnnBootstrap`, `SpeechBootstrap`, `CentredJackknife`), the isotropic-Gaussian baseline at one width
 (`Gaussian`), a planted cloud (`Cloud`), SmolLM2's final norm (`FinalNorm`), the byte-level MLM's training
-(`ByteTraining`), and the paper's drift test across layers (`LayerTest`, from `drift_layer_test`). Each stored
+(`ByteTraining`); the paper's drift test across layers is `core.stats.LayerTest` (`Model.test`). Each stored
 record is read from the dict a results file stores (`Record.of`, the converter: committed results keep their
 layout and their cache keys) and written back in that layout (`Record.to_json`); the one setting a record needs
 to read itself (`n_pairs`, the sampled pairs per layer) is given by the `Result` that holds it and never stored."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import types
 import typing
@@ -20,8 +19,8 @@ import numpy as np
 
 from ...book.results import StoredRecord
 from ...core import anisotropy as A
-from ...core.stats import Interval, fisher_interval, jackknife_interval, rank_correlation_interval, spearman_exact_p
-from .params import ALPHA, CHARACTER_LEVEL, IDENTITY_TOL
+from ...core.stats import Interval, LayerTest, jackknife_from_loo, layer_test, normal_interval
+from .params import CHARACTER_LEVEL, IDENTITY_TOL
 
 
 def _read_as(hint: Any, value: Any) -> Any:
@@ -81,65 +80,6 @@ def _hints(cls: type) -> dict[str, Any]:
 def isotropic_line(d: int) -> float:
     """The 95th percentile of one isotropic pair's cosine at width d (the paper's Appendix B line, Fig. 18)."""
     return A.isotropic_cosine_quantile(0.95, int(d))
-
-
-def _interval(c: float, se: float, n: int) -> Interval:
-    """c ± 1.96 standard errors over `n` sampled pairs."""
-    return Interval(c, c - 1.96 * se, c + 1.96 * se, n, "normal")
-
-
-@dataclass(frozen=True)
-class LayerTest:
-    """Godey et al.'s §3.3 test (Fig. 5) across a model's layers (`drift_layer_test`): Spearman's `rho` with its
-    exact permutation `p_exact`, its Fisher-z interval (`fisher`) and its jackknife over the layers; Pearson's
-    `pearson_r`, `pearson_p` and Fisher-z interval (`pearson`, Fig. 16); `input_bootstrap`: ρ's bootstrap over
-    inputs, where a bootstrap record gives one."""
-
-    layers: int
-    rho: float
-    p_exact: float
-    fisher: Interval
-    jackknife: Interval
-    pearson_r: float
-    pearson_p: float
-    pearson: Interval
-    input_bootstrap: Interval | None = None
-
-    def follows(self, reading: str = "spearman") -> bool:
-        """Says the anisotropy follows the drift: positive and p < 0.05 (Spearman with its exact permutation p;
-        `reading="pearson"`: Pearson's r and its p, the paper's Fig. 16)."""
-        if reading == "pearson":
-            return self.pearson_p < ALPHA and self.pearson_r > 0
-        return self.p_exact < ALPHA and self.rho > 0
-
-    def with_bootstrap(self, draws, rho: float) -> LayerTest:
-        return dataclasses.replace(self, input_bootstrap=Interval.from_draws(draws, estimate=rho))
-
-
-def layer_test(mean_norm, cos) -> LayerTest:
-    """`drift_layer_test` of any two sequences over layers."""
-    return drift_layer_test(tuple(float(v) for v in mean_norm), tuple(float(v) for v in cos))
-
-
-@functools.lru_cache(maxsize=512)
-def drift_layer_test(mean_norm: tuple[float, ...], cos: tuple[float, ...]) -> LayerTest:
-    """Godey et al.'s §3.3 test (Fig. 5) and its Pearson reading (App. A, Fig. 16) with the layers as the unit,
-    as the paper's test has them: Spearman's ρ across layers between ‖x̄‖₂ and the average cosine, its exact
-    permutation p (over all n! orderings up to 9 layers, Monte Carlo beyond: `core.stats.spearman_exact_p`),
-    its Fisher-z interval over the layers (`core.stats.rank_correlation_interval`) and its jackknife over
-    the layers (degenerate for a perfect rank order); Pearson's r with its p and Fisher-z interval."""
-    from scipy import stats as sps
-
-    x, y = np.asarray(mean_norm, float), np.asarray(cos, float)
-    n = x.size
-    rho = lambda v: float(sps.spearmanr(v[:, 0], v[:, 1]).statistic)  # noqa: E731
-    pr = sps.pearsonr(x, y)
-    est = float(pr.statistic)
-    return LayerTest(layers=int(n), rho=float(sps.spearmanr(x, y).statistic), p_exact=spearman_exact_p(x, y),
-                     fisher=rank_correlation_interval(x, y), jackknife=jackknife_interval(np.column_stack([x, y]), rho,
-                                                                                  correlation=True),
-                     pearson_r=est, pearson_p=float(pr.pvalue),
-                     pearson=fisher_interval(est, n))
 
 
 @dataclass(frozen=True)
@@ -252,20 +192,21 @@ class Model(Record):
         """A layer's all-pairs average cosine with its jackknife interval over the inputs (leave one input's
         tokens out); for a run without the inputs' sums, the sampled pairs' mean ±1.96 standard errors."""
         if self.clustered:
-            return jackknife(float(self.cos_exact[layer]), self.cos_exact_loo[layer])
-        return _interval(self.cos_sampled[layer], self.cos_sampled_se[layer], self.n_pairs)
+            return jackknife_from_loo(float(self.cos_exact[layer]), self.cos_exact_loo[layer])
+        return normal_interval(self.cos_sampled[layer], self.cos_sampled_se[layer], self.n_pairs)
 
     def mean_interval(self) -> Interval:
         """The average cosine averaged over the layers, with its jackknife over the inputs (or the sampled
         pairs' ±1.96 SE for a run without the inputs' sums)."""
         if self.clustered:
-            return jackknife(float(np.mean(self.cos_exact)), np.mean(np.asarray(self.cos_exact_loo, float), axis=0))
+            return jackknife_from_loo(float(np.mean(self.cos_exact)),
+                                      np.mean(np.asarray(self.cos_exact_loo, float), axis=0))
         c, se = self.mean_over_layers()
-        return _interval(c, se, self.n_pairs)
+        return normal_interval(c, se, self.n_pairs)
 
     def centred_pairs(self, layer: int) -> Interval:
         """A layer's mean-removed average cosine over its `n_pairs` sampled pairs, ±1.96 standard errors."""
-        return _interval(self.cos_centred[layer], self.cos_centred_se[layer], self.n_pairs)
+        return normal_interval(self.cos_centred[layer], self.cos_centred_se[layer], self.n_pairs)
 
     def mean_over_layers(self) -> tuple[float, float]:
         """The average cosine averaged over the layers (sampled pairs) and its standard error."""
@@ -480,21 +421,13 @@ class CentredJackknife(Record):
     leave_one_out: tuple[tuple[float, ...], ...] = ()
     raw: tuple[float, ...] = ()
 
+    def layer_interval(self, layer: int) -> Interval:
+        """A layer's mean-removed average cosine with its jackknife interval over the inputs (leave one input out)."""
+        return jackknife_from_loo(self.centred[layer], self.leave_one_out[layer])
+
     def intervals(self) -> list[Interval]:
-        """Per layer, the mean-removed average cosine with its jackknife interval over the inputs."""
-        return [jackknife(c, loo) for c, loo in zip(self.centred, self.leave_one_out, strict=True)]
-
-
-def jackknife(theta: float, loo) -> Interval:
-    """`theta` with its leave-one-out jackknife interval from the leave-one-out values `loo`: pseudo-values
-    K·θ − (K − 1)·θ₍₋ᵢ₎, θ ± t·SE with K − 1 degrees of freedom (`core.stats.jackknife_interval`'s rule)."""
-    from scipy import stats as sps
-
-    loo = np.asarray(loo, float)
-    k = loo.size
-    pseudo = k * theta - (k - 1) * loo
-    half = float(sps.t.ppf(0.975, k - 1)) * float(pseudo.std(ddof=1) / np.sqrt(k))
-    return Interval(theta, theta - half, theta + half, k, "jackknife")
+        """Per layer, `layer_interval`."""
+        return [self.layer_interval(i) for i in range(len(self.centred))]
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from ...book import results
 from ...book.results import jsonable, stored_layout
 from ...core import anisotropy as A
 from ...core.findings import Finding
-from ...core.stats import Interval
+from ...core.stats import Interval, LayerTest
 from . import records as R
 from .findings import findings
 from .params import ALPHA, IDENTITY_TOL, NO_TWIN
-from .records import CentredJackknife, LayerTest, Model, Shape
+from .records import CentredJackknife, Model, Shape
 
 
 @dataclass
@@ -157,13 +157,15 @@ class Result(results.Result):
         m = min(group or self.transformers(), key=lambda m: max(m.cos_exact))
         return m, int(np.argmax(m.cos_exact))
 
-    def layer_interval(self, m: Model, layer: int) -> Interval:
-        return m.layer_interval(layer)
+    def lowest(self, group: list[Model]) -> tuple[Model, int]:
+        """The model of `group` with the least anisotropic layer over every model of `group`, and that layer."""
+        m = min(group, key=lambda m: min(m.cos_exact))
+        return m, int(np.argmin(m.cos_exact))
 
     def lowest_layer(self, group: list[Model]) -> Interval:
-        """The least anisotropic layer over every model of `group` (sampled pairs, ±1.96 SE)."""
-        m = min(group, key=lambda m: min(m.cos_exact))
-        return m.layer_interval(int(np.argmin(m.cos_exact)))
+        """The least anisotropic layer over every model of `group` (`lowest`), with `Model.layer_interval`."""
+        m, layer = self.lowest(group)
+        return m.layer_interval(layer)
 
     def level_gap(self, a: Model, b: Model) -> Interval:
         """Average cosine over layers of `a` minus that of `b`, two independent samples of inputs: the two
@@ -179,11 +181,10 @@ class Result(results.Result):
     def cnn_map_cosine(self) -> Interval | None:
         return self.cnn_boot.map_cosine() if self.cnn_boot else None
 
-    def single_pair_margin(self) -> tuple[Model, Interval]:
-        """The paper's Fig. 18 reading (`Model.single_pair_margin`): the pretrained Transformer where it is
-        smallest, and its margin."""
-        m = min(self.transformers(), key=lambda m: m.single_pair_margin().estimate)
-        return m, m.single_pair_margin()
+    def single_pair_closest(self) -> Model:
+        """The pretrained Transformer closest to the paper's Fig. 18 line: where `Model.single_pair_margin` is
+        smallest."""
+        return min(self.transformers(), key=lambda m: m.single_pair_margin().estimate)
 
     # ------------------------------------------------------------------ the drift test across layers (Fig. 5, App. A)
 
@@ -209,7 +210,7 @@ class Result(results.Result):
         width when every model, or none, follows."""
         from scipy import stats as sps
 
-        hits = [m.test().follows() for m in self.transformers()]
+        hits = [m.test().follows(alpha=ALPHA) for m in self.transformers()]
         k, n = int(sum(hits)), len(hits)
         ci = sps.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
         return Interval(k / n, float(ci.low), float(ci.high), n, "binomial")
@@ -220,8 +221,8 @@ class Result(results.Result):
         among those."""
         tests = [m.test() for m in self.transformers()]
         sig = [t for t in tests if t.p_exact < ALPHA]
-        return {"models": len(tests), "spearman": sum(t.follows() for t in tests),
-                "pearson": sum(t.follows("pearson") for t in tests), "either_sign": len(sig),
+        return {"models": len(tests), "spearman": sum(t.follows(alpha=ALPHA) for t in tests),
+                "pearson": sum(t.follows("pearson", ALPHA) for t in tests), "either_sign": len(sig),
                 "negative": sum(t.rho < 0 for t in sig)}
 
     # ------------------------------------------------------------------ Biś et al.: the cosine once the mean is removed
@@ -229,8 +230,11 @@ class Result(results.Result):
     def centred_rows_by_layer(self) -> list[dict[str, Any]]:
         """Per pretrained Transformer, `Model.centred_reach`: the jackknife over inputs where measured
         (`centred_jack`)."""
-        return [m.centred_reach(next((j for j in self.centred_jack if j.name == m.name), None))
-                for m in self.transformers()]
+        return [m.centred_reach(self.centred_jack_of(m.name)) for m in self.transformers()]
+
+    def centred_jack_of(self, name: str) -> CentredJackknife | None:
+        """The jackknife over inputs of model `name`'s mean-removed cosine (`centred_jack`), None when not run."""
+        return next((j for j in self.centred_jack if j.name == name), None)
 
     def centred_decider(self) -> dict[str, Any] | None:
         """The layer that decides Biś et al.'s test: over the models read with the jackknife over inputs, the

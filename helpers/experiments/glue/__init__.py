@@ -39,7 +39,7 @@ from .params import (
                       primary_metric,
 )
 from .records import LayerSpectrum, Run, Runs, quantile_at
-from .result import Result, detectable_effect, welch_interval
+from .result import Result, detectable_effect
 
 __all__ = ["FINDINGS", "GRID", "HOLDOUT", "METRIC_NAMES", "READINGS", "READING_TEXT", "TASK_METRICS", "WIDE_ALPHA",
            "WIDE_LR", "WIDE_TASK", "LayerSpectrum", "Params", "Result", "Run", "Runs", "Spec", "alpha_table",
@@ -47,4 +47,4 @@ __all__ = ["FINDINGS", "GRID", "HOLDOUT", "METRIC_NAMES", "READINGS", "READING_T
            "expdecay_margin", "finetune_one", "findings", "holdout_selection", "majority_baseline",
            "paired_differences", "paper_gains", "paper_model_for", "paper_tables", "paper_value", "primary_metric",
            "quantile_at", "raw_spectra", "rte_probe", "run", "runs", "selection_changes", "side_measurements",
-           "spectrum_summary", "summary_table", "welch_interval", "wide_params", "wide_specs"]
+           "spectrum_summary", "summary_table", "wide_params", "wide_specs"]

@@ -9,35 +9,9 @@ import numpy as np
 
 from ...book import results
 from ...core.findings import Finding
-from ...core.stats import Interval, t_interval
+from ...core.stats import NAN_INTERVAL, Interval, t_interval, t_or_nan, welch_interval
 from .params import READINGS, WIDE_TASK, expdecay_margin, paper_model_for, paper_tables, paper_value, primary_metric
 from .records import Choice, LayerSpectrum, Run, Runs, quantile_at, spectra_of
-
-NAN_INTERVAL = Interval(float("nan"), float("nan"), float("nan"), 0, "t")
-
-
-def t_or_nan(values) -> Interval:
-    """`t_interval` of `values`, or an all-NaN interval of n 0 when there are none."""
-    return t_interval(values) if len(values) else NAN_INTERVAL
-
-
-def welch_interval(a, b, level: float = 0.95) -> Interval:
-    """mean(a) − mean(b) of two independent samples with Welch's Student-t interval (Welch–Satterthwaite
-    degrees of freedom); NaN bounds when either sample has fewer than two values, all NaN when one is empty."""
-    from scipy import stats
-
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if not a.size or not b.size:
-        return Interval(float("nan"), float("nan"), float("nan"), 0, "t", level)
-    diff = float(a.mean() - b.mean())
-    if a.size < 2 or b.size < 2:
-        return Interval(diff, float("nan"), float("nan"), int(a.size + b.size), "t", level)
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    if va + vb == 0:
-        return Interval(diff, diff, diff, int(a.size + b.size), "t", level)
-    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
-    half = float(stats.t.ppf(0.5 + level / 2, df) * np.sqrt(va + vb))
-    return Interval(diff, diff - half, diff + half, int(a.size + b.size), "t", level)
 
 
 def detectable_effect(differences, power: float = 0.8, level: float = 0.95) -> float:
@@ -203,13 +177,6 @@ class Result(LargerEncoder, results.Result):
         got = [row.get(f"paper {variant}"), row.get("paper baseline")]
         return float("nan") if None in got else float(got[0]) - float(got[1])
 
-    def per_seed_over_tasks(self, diff) -> Interval:
-        """`diff(task, seed)` (None where a run is missing) averaged over the tasks for each comparison seed every
-        task ran, with its t interval over those seeds."""
-        per_task = {t: {s: diff(t, s) for s in self.seeds} for t in self.tasks}
-        return t_or_nan([float(np.mean([per_task[t][s] for t in self.tasks])) for s in self.seeds
-                         if all(per_task[t][s] is not None for t in self.tasks)])
-
     def _pair(self, task: str, seed: int, variant: str, model: str | None, read) -> float | None:
         a, b = self.run_for(task, variant, seed, model), self.run_for(task, "baseline", seed, model)
         return None if a is None or b is None else read(a) - read(b)
@@ -227,7 +194,9 @@ class Result(LargerEncoder, results.Result):
         """Table 6 for one ExpDecay reading (`label`, e.g. "expdecay (all)"): per comparison seed the mean over
         the tasks of ExpDecay − baseline on each task's first metric (points), with its t interval over the
         seeds every task ran."""
-        return self.per_seed_over_tasks(lambda t, s: self._pair(t, s, label, model, Run.score))
+        per_task = {t: {s: self._pair(t, s, label, model, Run.score) for s in self.seeds} for t in self.tasks}
+        return t_or_nan([float(np.mean([per_task[t][s] for t in self.tasks])) for s in self.seeds
+                         if all(per_task[t][s] is not None for t in self.tasks)])
 
     def paper_expdecay_gain(self) -> float:
         """The paper's ExpDecay − baseline (Table 6 against Table 2, points) averaged over this run's tasks, on
