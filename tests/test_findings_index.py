@@ -1,7 +1,6 @@
 """The findings index (`helpers/experiments/FINDINGS-INDEX.md`, written by `scripts/findings_index.py`): one line
 per finding of the book with its section, where its key is written and the function that computes its effect. It is
-what the code gives, and every route from a row to its computing line is at most three hops (the known longer ones
-listed here, to be shortened)."""
+what the code gives, and every route from a row to its computing line is at most three hops."""
 
 import importlib.util
 import re
@@ -10,15 +9,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: the routes still longer than three hops: the anisotropy readers go through the Result to a record's accessor
-#: and its jackknife, GLUE's through `Result.t_or_nan`. A key leaves this list when its route is shortened
-LONG_ROUTES = {
-    "anisotropy-transformers", "anisotropy-subword", "anisotropy-centred-isotropy", "anisotropy-bytes",
-    "anisotropy-speech-whisper-base", "anisotropy-speech", "anisotropy-vision", "anisotropy-cnn",
-    "anisotropy-speech-drift", "anisotropy-speech-drift-sign", "anisotropy-cnn-drift", "anisotropy-single-pair-null",
-    "glue-flatter-spectrum", "glue-size", "glue-expdecay-all", "glue-expdecay-top5", "glue-expdecay-squared",
-}
-
 
 def _script():
     spec = importlib.util.spec_from_file_location("findings_index", ROOT / "scripts" / "findings_index.py")
@@ -69,8 +59,11 @@ def test_a_route_is_the_row_the_reader_and_the_accessor_that_computes():
 
 
 @pytest.mark.parametrize("limit", [_script().MAX_HOPS])
-def test_every_route_is_at_most_three_hops_but_the_listed_ones(limit):
+def test_every_route_is_at_most_three_hops(limit):
     hops = {k: int(re.search(r"\((\d+)\)$", v[3]).group(1)) for k, v in entries().items()}
-    long = {k for k, n in hops.items() if n > limit}
-    assert long <= LONG_ROUTES, f"routes over {limit} hops: {sorted(long - LONG_ROUTES)}"
-    assert LONG_ROUTES <= long, f"shortened: drop from LONG_ROUTES {sorted(LONG_ROUTES - long)}"
+    assert limit == 3
+    assert not {k for k, n in hops.items() if n > limit}, f"routes over {limit} hops: " + ", ".join(
+        f"{k} ({n})" for k, n in sorted(hops.items()) if n > limit)
+    # the anisotropy and GLUE routes end at the accessor that computes, not at the interval constructor it calls
+    assert entries()["anisotropy-transformers"][3] == "row → _transformers → layer_interval (3)"
+    assert entries()["glue-expdecay-all"][3] == "row → _expdecay → expdecay_effect (3)"

@@ -29,3 +29,62 @@ def test_clip_keeps_the_estimate_and_bounds_the_interval():
     c = iv.clip(0, 4)
     assert (c.estimate, c.low, c.high, c.n, c.method) == (2.3, 0, 4, 3, "t")
     assert iv.clip(-10, 10) == iv
+
+
+def test_t_or_nan_is_the_t_interval_or_all_nan_without_values():
+    from helpers.core.stats import NAN_INTERVAL, t_interval, t_or_nan
+
+    assert t_or_nan([1.0, 2.0, 4.0]) == t_interval([1.0, 2.0, 4.0])
+    iv = t_or_nan([])
+    assert iv is NAN_INTERVAL and iv.n == 0 and np.isnan([iv.estimate, iv.low, iv.high]).all()
+
+
+def test_normal_interval_is_the_estimate_plus_minus_1_96_se():
+    from helpers.core.stats import normal_interval
+
+    iv = normal_interval(0.3, 0.01, 500)
+    assert (iv.estimate, iv.n, iv.method) == (0.3, 500, "normal")
+    assert iv.low == 0.3 - 0.0196 and iv.high == 0.3 + 0.0196
+
+
+def test_welch_interval_is_scipys_welch_t_interval():
+    from scipy import stats
+
+    from helpers.core.stats import welch_interval
+
+    a, b = [60.0, 62.0, 64.0], [55.0, 56.0, 54.0, 57.0, 55.5]
+    iv, ci = welch_interval(a, b), stats.ttest_ind(a, b, equal_var=False).confidence_interval()
+    assert iv.estimate == np.mean(a) - np.mean(b) and iv.n == 8
+    np.testing.assert_allclose([iv.low, iv.high], [ci.low, ci.high])
+    assert np.isnan(welch_interval([1.0], b).low) and welch_interval([], b).n == 0
+    assert welch_interval([2.0, 2.0], [1.0, 1.0]).text() == "+1.000 [+1.000, +1.000]"   # no spread: no width
+
+
+def test_jackknife_from_loo_is_jackknife_interval_given_the_leave_one_out_values():
+    from helpers.core.stats import jackknife_from_loo, jackknife_interval, t_interval
+
+    x = np.random.default_rng(0).normal(size=12)
+    loo = [np.delete(x, i).mean() for i in range(x.size)]
+    got, ref = jackknife_from_loo(float(x.mean()), loo), jackknife_interval(x, np.mean)
+    assert (got.method, got.n, got.estimate) == ("jackknife", 12, ref.estimate)
+    np.testing.assert_allclose([got.low, got.high], [ref.low, ref.high])
+    # for the mean the jackknife is the t interval of the values themselves
+    t = t_interval(x)
+    np.testing.assert_allclose([got.low, got.high], [t.low, t.high])
+    assert jackknife_from_loo(float(x.mean()), loo, level=0.99).high > got.high
+
+
+def test_layer_test_reads_spearman_and_pearson_across_layers():
+    from helpers.core.stats import LayerTest, drift_layer_test, layer_test
+
+    x = np.arange(1.0, 9.0)
+    up = layer_test(x, x**2)                                    # a perfect rank order, not a straight line
+    assert isinstance(up, LayerTest) and up.layers == 8 and up.rho == 1.0 and 0.95 < up.pearson_r < 1
+    assert up.p_exact == 2 / 40320 and up.follows() and up.follows("pearson")
+    assert up.fisher.method == "fisher-z" and up.fisher.low < 1 and up.fisher.high <= 1
+    assert not up.follows(alpha=1e-6)                           # the exact p of 8 layers cannot go below 2/8!
+    down = layer_test(x, -x)
+    assert down.rho == -1.0 and down.p_exact < 0.05 and not down.follows()
+    assert layer_test(x, x**2) is drift_layer_test(tuple(x), tuple(x**2))       # one computation per pair of rows
+    boot = up.with_bootstrap([0.9, 0.95, 1.0, 0.97], rho=1.0)
+    assert boot.input_bootstrap.method == "bootstrap" and boot.fisher is up.fisher and up.input_bootstrap is None
