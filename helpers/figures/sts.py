@@ -408,7 +408,7 @@ def lsds_figure(res: Result) -> plt.Figure:
     claims' scope first), with eq. (6)'s raw RBF weights (left) and weights normalised to sum to one (right); one
     legend above."""
     models = res.figure_models()
-    fig, axes = plt.subplots(len(models), 2, figsize=(8.2, 3.4 * len(models) + 0.4), squeeze=False)
+    fig, axes = plt.subplots(len(models), 2, figsize=(8.2, 3.1 * len(models) + 0.4), squeeze=False)
     for row, m in zip(axes, models, strict=True):
         ls = pd.DataFrame(res.lsds_of(m)).T
         for ax, w in zip(row, ("eq. 6", "normalised"), strict=True):
@@ -629,7 +629,7 @@ def planted_figure(res: Result) -> plt.Figure:
     the claims' scope first): left a common vector, right a common direction with a random coefficient per sentence;
     one legend of the methods beneath."""
     models = res.figure_models()
-    fig, axes = plt.subplots(len(models), 2, figsize=(8.2, 2.8 * len(models) + 0.8), sharey="row", squeeze=False)
+    fig, axes = plt.subplots(len(models), 2, figsize=(8.2, 2.6 * len(models) + 0.7), sharey="row", squeeze=False)
     for row, m in zip(axes, models, strict=True):
         for ax, kind in zip(row, ("mean", "spike"), strict=True):
             df = res.planted_of(m, kind)
@@ -642,7 +642,7 @@ def planted_figure(res: Result) -> plt.Figure:
         ax.set_xlabel("planted size (× RMS row norm)")
     fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=5, frameon=False,
                fontsize=LEGEND + 1, bbox_to_anchor=(0.5, 0.0))
-    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
+    fig.tight_layout(rect=(0, 0.35 / fig.get_figheight(), 1, 1))
     return fig
 
 
