@@ -605,7 +605,7 @@ def cdf_figure(res: Result) -> plt.Figure:
     models = [m for m in _shown(res, lambda r: bool(r.cdf)) if m in CDF_MODELS] or _shown(res, lambda r: bool(r.cdf))
     if not models:
         return _missing("STS-B")
-    fig, axes = plt.subplots(len(models), 3, figsize=(8.5, 3.1 * len(models) + 0.2), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(len(models), 3, figsize=(8.5, 2.8 * len(models) + 0.2), sharey=True, squeeze=False)
     for row, m in zip(axes, models, strict=True):
         cdf = res.run_of(m).cdf
         layers = range(len(cdf["before"]))
