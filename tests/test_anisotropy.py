@@ -689,3 +689,36 @@ def test_a_clustered_sample_gets_the_interval_over_its_inputs_not_over_its_token
     one_call = A.LayerAccumulator(A.sample_pairs(80, 100, seed=0))
     one_call.add([torch.randn(80, 4, generator=g)])             # one call, one input: no jackknife
     assert "cos_exact_loo" not in one_call.result()
+
+
+def test_committed_runs_read_into_typed_records_and_write_back_as_stored():
+    """The converter: every committed anisotropy run becomes its typed record (per-layer values as tuples, the
+    stored tests as records, the byte MLM's losses keyed by step) and writes back the dict it was read from, in
+    its key order, so the committed files keep their layout and their cache keys."""
+    import json
+
+    from helpers.book.runtime import REPO_ROOT
+    from helpers.experiments.anisotropy import records as R
+
+    files = sorted((REPO_ROOT / "results" / "anisotropy" / "book").glob("*.json"))
+    if not files:
+        pytest.skip("the book's anisotropy runs are not committed")
+    kinds = {"model": R.Model, "shape": R.Shape, "cnn": R.CnnBootstrap, "speech": R.SpeechBootstrap,
+             "centred": R.CentredJackknife, "byte": R.ByteTraining, "smollm": R.FinalNorm, "gaussian": R.Gaussian}
+    seen = set()
+    for path in files:
+        stored = json.loads(path.read_text())["results"]
+        kind = kinds[path.stem.split("-")[0]]
+        for item in stored if isinstance(stored, list) else [stored]:
+            record = kind.of(item, **({"n_pairs": 1} if kind is R.Model else {}))
+            back = json.loads(json.dumps(record.to_json()))
+            assert back == item and list(back) == list(item), path.name
+            seen.add(kind)
+    assert seen == set(kinds.values())
+    m = R.Model.of(json.loads((files[0].parent / "model-text-all-MiniLM-L6-v2-pretrained.json").read_text())["results"],
+                   n_pairs=1)
+    assert isinstance(m.cos_exact, tuple) and isinstance(m.cos_exact_loo[0], tuple) and isinstance(m.dims[0], int)
+    assert isinstance(m.normalised, R.Normalised) and m.identity() == (m.normalised.identity_layers_within, m.layers)
+    assert "pr" in m.other                               # a spectrum run's columns: kept as stored, not read here
+    byte = R.ByteTraining.of(json.loads((files[0].parent / "byte-mlm-training.json").read_text())["results"])
+    assert all(isinstance(k, int) for k in byte.eval_loss) and byte.losses()[0][0] == 0

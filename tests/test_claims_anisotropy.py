@@ -1,6 +1,8 @@
 """The anisotropy chapter's central claims (Godey et al. §3, App. A-B), asserted on its `ci`-scale
 result: all-MiniLM-L6-v2, AntiBERTy and rxnmapper's ALBERT with their untrained twins, and EfficientNet-Lite0."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from testutil import ci_result
@@ -106,10 +108,10 @@ def test_planted_clouds_separate_a_drift_from_a_narrow_cone(res):
 def test_average_cosine_is_the_squared_normalised_drift(res):
     """avg cos ≈ (‖x̄‖/E‖x‖)²: within 0.02 on nearly every layer, so the paper's drift test is
     nearly a definition; the normalised drift is always significantly rank-correlated."""
-    within = sum(m.normalised["identity_layers_within"] for m in res.models)
-    layers = sum(m.normalised["layers"] for m in res.models)
+    within = sum(m.normalised.identity_layers_within for m in res.models)
+    layers = sum(m.normalised.layers for m in res.models)
     assert within >= 0.9 * layers
-    assert all(m.normalised["normalised_spearman_p"] < 0.01 for m in res.models)
+    assert all(m.normalised.normalised_spearman_p < 0.01 for m in res.models)
 
 
 def test_cnn_positions_shrink_and_flattened_maps_are_measured(res):
@@ -123,7 +125,7 @@ def test_cnn_positions_shrink_and_flattened_maps_are_measured(res):
 def test_drift_and_anisotropy_tests_are_reported_per_model(res):
     for m in res.models:
         c = m.correlation
-        assert -1 <= c["spearman_r"] <= 1 and 0 <= c["spearman_p"] <= 1 and 0 <= c["pearson_p"] <= 1
+        assert -1 <= c.spearman_r <= 1 and 0 <= c.spearman_p <= 1 and 0 <= c.pearson_p <= 1
 
 
 def test_isotropic_monte_carlo_matches_the_exact_law(res):
@@ -169,6 +171,25 @@ def test_findings_on_the_ci_run(res):
 #: its exact binomial interval over the 8 models; the centred cloud's participation ratio over the isotropic
 #: Gaussian's (median, smallest, largest over the pretrained layers)
 BOOK_DRIFT_SHARE, BOOK_PR_SHARE = (0.625, 0.245, 0.915), (0.12, 0.005, 0.36)
+
+
+def _at(values: tuple, i: int, value) -> tuple:
+    """`values` with item i replaced."""
+    return (*values[:i], value, *values[i + 1:])
+
+
+def _put(r, old, new):
+    """`new` in the place of the record `old` in the Result `r` (records are frozen: a planted change is a new
+    record); returns `new`."""
+    for name in ("models", "centred_jack"):
+        seq = getattr(r, name)
+        i = next((i for i, x in enumerate(seq) if x is old), None)
+        if i is not None:
+            seq[i] = new
+            return new
+    name = next(n for n in ("cnn_boot", "speech_boot") if getattr(r, n) is old)
+    setattr(r, name, new)
+    return new
 
 
 def _book_or_skip():
@@ -355,32 +376,33 @@ def test_planted_effects_change_the_new_findings_verdicts():
     isotropic line (jackknife and sampled pairs alike) contradicts Biś et al."""
     import copy
 
-    def level(m, layer: int, value: float) -> None:
-        """Move a layer's level to `value`, its leave-one-input-out values with it (records are frozen: their
-        lists change in place)."""
+    def level(m, layer: int, value: float):
+        """Move a layer's level to `value`, its leave-one-input-out values with it: the model's record with the
+        change, in its place in `r`."""
         shift = value - m.cos_exact[layer]
-        m.cos_exact[layer] = m.cos_sampled[layer] = value
-        m.cos_exact_loo[layer] = [v + shift for v in m.cos_exact_loo[layer]]
+        loo = _at(m.cos_exact_loo, layer, tuple(v + shift for v in m.cos_exact_loo[layer]))
+        return _put(r, m, dataclasses.replace(m, cos_exact=_at(m.cos_exact, layer, value),
+                                              cos_sampled=_at(m.cos_sampled, layer, value), cos_exact_loo=loo))
 
     r = copy.deepcopy(_book_or_skip())
-    w = r.model("whisper-tiny.en")
-    level(w, 4, 0.15)
+    level(r.model("whisper-tiny.en"), 4, 0.15)
     b = r.model("byte-MLM")
     for i, c in enumerate(list(b.cos_exact)):
-        level(b, i, c + 0.4)
+        b = level(b, i, c + 0.4)
     dino = r.model("DINOv2-S/14")
     for i in range(dino.layers):
-        level(dino, i, -0.05)
+        dino = level(dino, i, -0.05)
     order = np.argsort(np.argsort(r.cnn_boot.map_mean_norm))     # the rank of each layer's ‖x̄‖₂
-    r.cnn_boot.map_cos[:] = [0.3 + 0.01 * ((7 * int(k)) % 18) for k in order]   # a scrambled rank order
+    _put(r, r.cnn_boot, dataclasses.replace(r.cnn_boot, map_cos=tuple(0.3 + 0.01 * ((7 * int(k)) % 18)
+                                                                       for k in order)))   # a scrambled rank order
     anti = r.model("AntiBERTy")                        # 0.05 on every layer: below the single-pair line at d = 512
     for i in range(anti.layers):
-        level(anti, i, 0.05)
+        anti = level(anti, i, 0.05)
     smol = r.model("SmolLM2-135M-Instruct")            # layer 3 beyond the line at d = 576 (±0.069)
     jk = next(j for j in r.centred_jack if j.name == "SmolLM2-135M-Instruct")
-    jk.centred[3] = 0.09
-    jk.leave_one_out[3] = list(0.09 + 0.001 * np.sin(np.arange(len(jk.leave_one_out[3]))))
-    smol.cos_centred[3] = 0.09
+    loo = tuple(0.09 + 0.001 * np.sin(np.arange(len(jk.leave_one_out[3]))))
+    _put(r, jk, dataclasses.replace(jk, centred=_at(jk.centred, 3, 0.09), leave_one_out=_at(jk.leave_one_out, 3, loo)))
+    _put(r, smol, dataclasses.replace(smol, cos_centred=_at(smol.cos_centred, 3, 0.09)))
     fs = {f.key: f.verdict for f in r.findings()}
     assert abs(r.cnn_test().rho) < 0.3
     assert fs["anisotropy-single-pair-null"] == "contradicted"
@@ -402,7 +424,7 @@ def test_whisper_base_turned_toward_no_correlation_flips_its_literal_test():
 
     def planted(cos):
         r = copy.deepcopy(r0)
-        r.speech_boot.cos[:] = list(cos)
+        _put(r, r.speech_boot, dataclasses.replace(r.speech_boot, cos=tuple(cos)))
         fs = {f.key: f for f in r.findings()}
         return [fs[k] for k in keys]
 
@@ -426,14 +448,17 @@ def test_the_sign_aware_share_drops_a_negative_correlation():
 
     r = copy.deepcopy(_book_or_skip())
     before = r.share_counts()
-    mini = r.model("all-MiniLM-L6-v2")
-    mini.cos_exact[:] = list(np.sort(mini.cos_exact)[np.argsort(np.argsort(-np.asarray(mini.mean_norm)))])
+    def reversed_order(m):
+        return _put(r, m, dataclasses.replace(m, cos_exact=tuple(np.sort(m.cos_exact)[np.argsort(np.argsort(
+            -np.asarray(m.mean_norm)))])))
+
+    mini = reversed_order(r.model("all-MiniLM-L6-v2"))
     after = r.share_counts()
     assert r.model_test(mini).p_exact < 0.05 and r.model_test(mini).rho < 0
     assert after["either_sign"] == before["either_sign"] and after["spearman"] == before["spearman"] - 1
     assert after["negative"] == before["negative"] + 1
     for m in r.transformers():
-        m.cos_exact[:] = list(np.sort(m.cos_exact)[np.argsort(np.argsort(-np.asarray(m.mean_norm)))])
+        reversed_order(m)
     assert r.share_counts()["spearman"] == 0
     share = {f.key: f for f in r.findings()}["anisotropy-drift-correlation"]
     # 0 of 8 with its exact interval wholly below one half: not "most" (contradicted), the interval keeping a width

@@ -63,7 +63,7 @@ def test_softmax_is_uniform_without_drift_and_sharper_with_it(res):
 
 
 def test_reference_model_norms_are_the_same_order_as_the_fixed_point(res):
-    norms = res.reference["layer_norms"]
+    norms = res.reference.layer_norms
     assert 0.1 < min(norms) / res.fixed_point_refined and max(norms) / res.fixed_point_refined < 10
 
 
@@ -104,7 +104,7 @@ def test_attention_departs_from_uniform_only_near_full_alignment(res):
         rm, cos = res.stat("row_max", v).mean(0), res.stat("in_cos", v).mean(0)
         onset = np.nonzero(rm > 2 * rm[0])[0]
         assert onset.size and cos[onset[0]] > 0.9, v
-        assert max(res.reference["layer_cos"]) < cos[onset[0]] - 0.3, v
+        assert max(res.reference.layer_cos) < cos[onset[0]] - 0.3, v
         ent = res.stat("entropy_norm", v).mean(0)
         assert ent[-1] < ent[0]                                           # sharper at the largest bias
 

@@ -1,6 +1,8 @@
 """The GLUE chapter's central claims, asserted on its `ci` result (tiny subsets, two epochs: claims
 about the SoftDecay layer and the bookkeeping, not about the scores)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from testutil import ci_result
@@ -396,7 +398,8 @@ def test_a_planted_size_effect_changes_its_verdict(book):
 
     r = copy.deepcopy(book)
     rows = r.raw[r.models[0]]["CoLA"]
-    rows[-1]["quantiles"] = [q - 0.3 for q in rows[-1]["quantiles"]]
+    last = replace(rows[-1], quantiles=tuple(q - 0.3 for q in rows[-1].quantiles))
+    r.raw[r.models[0]]["CoLA"] = (*rows[:-1], last)
     assert {f.key: f for f in r.findings()}["glue-size"].verdict == "contradicted"
 
 
@@ -410,8 +413,9 @@ def test_fig8_measures_on_planted_quantiles(res):
     q = np.linspace(0, 1, 201) ** 2                       # F(x) = sqrt(x): the 0.8 quantile is 0.64
     for run in r.runs:
         if run.task == task and run.variant == "baseline":
-            run.spectra["layers"][-1]["quantiles"] = (q * (0.5 + 0.1 * run.seed)).tolist()
-    r.raw = {r.models[0]: {task: [{"quantiles": q.tolist()}]}}
+            rows = run.spectra["layers"]
+            run.spectra["layers"] = (*rows[:-1], replace(rows[-1], quantiles=tuple(q * (0.5 + 0.1 * run.seed))))
+    r.raw = {r.models[0]: {task: (experiments.glue.LayerSpectrum(quantiles=tuple(q)),)}}
     assert r.value_at(task, source="raw").estimate == pytest.approx(0.64)
     fine = r.value_at(task)
     want = [0.64 * (0.5 + 0.1 * s) for s in r.seeds]

@@ -1,6 +1,8 @@
 """The subspace chapter's central claims (Yan et al. §3, Appendix A), asserted on its `ci`-scale result
 and on the committed book result (the model part read back from `results/subspace/book/`)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from testutil import ci_result
@@ -37,13 +39,13 @@ def test_theorem_holds_on_real_hidden_states_and_is_loose_on_average(res):
 
 def test_eq8_is_not_an_upper_bound_but_the_tail_decays_in_k(res):
     summ = res.appendix_a_summary
-    assert summ["l2_violations"] > 0 and summ["worst"]["exact_l2"] > summ["worst"]["bound"]
+    assert summ.l2_violations > 0 and summ.worst.exact_l2 > summ.worst.bound
     rows = res.appendix_a
-    for n in res.settings["sphere_dims"]:
-        for d in res.settings["radii"]:
+    for n in res.settings.sphere_dims:
+        for d in res.settings.radii:
             exact = [r["exact_l2"] for r in rows if r["n"] == n and r["d"] == d]
             assert np.all(np.diff(exact) <= 1e-12), (n, d)       # falls with k
-    samples = res.settings["mc_samples"]
+    samples = res.settings.mc_samples
     for r in rows:                                              # the Monte Carlo agrees with the exact value
         se = np.sqrt(r["exact_l2"] * (1 - r["exact_l2"]) / samples)
         assert abs(r["mc_l2"] - r["exact_l2"]) < 5 * se + 5 / samples
@@ -63,7 +65,7 @@ def test_training_lowers_the_median_singular_value_and_raises_uniformity(res):
 
 def test_eq8_fails_at_a_quarter_of_n_and_the_gamma_step_is_off_by_four(res):
     summ = res.appendix_a_summary
-    assert summ["quarter_violations"] > 0 and summ["l2_violations_x4"] > 0
+    assert summ.quarter_violations > 0 and summ.l2_violations_x4 > 0
     assert all(abs(r["ratio"] - 4) < 1e-9 for r in res.gamma_steps)
     rows = {(r["n"], r["k"], r["d"]): r["exact_l2"] for r in res.appendix_a}
     assert rows[(384, 16, 0.5)] > 0.999 and 0.4 < rows[(384, 96, 0.5)] < 0.6 and rows[(384, 192, 0.5)] < 1e-10
@@ -83,7 +85,7 @@ def test_cls_uniformity_is_trivially_one_at_the_embeddings_and_falls_at_the_last
     c = res.cls_uniformity()
     assert c["first"] == pytest.approx(1.0, abs=1e-5)
     assert c["last"] < c["mid_min"] - 0.1
-    assert res.settings["second_task"] == "MRPC"
+    assert res.settings.second_task == "MRPC"
 
 
 def test_findings_on_ci(res):
@@ -148,7 +150,7 @@ def test_findings_name_their_claims_and_settings(book):
     for key in ("subspace-bound", "subspace-eq8", "subspace-gamma-step"):
         assert fs[key].effect.method == "exact" and fs[key].tolerance > 0 and fs[key].exact_why, key
         assert fs[key].reduced == "", key
-    assert book.sentence_draws["n"] == book.n_sentences
+    assert book.sentence_draws.n == book.n_sentences
 
 
 def test_book_prose(book):
@@ -176,11 +178,12 @@ def test_planted_effects_change_the_verdicts(book):
     r = copy.deepcopy(book)
     shift = r.second_task_stats[1]["cls_uni"] + 0.05 - r.second_task_stats[-1]["cls_uni"]
     r.second_task_stats[-1]["cls_uni"] += shift
-    r.sentence_draws["cls_uni"] = [d + shift for d in r.sentence_draws["cls_uni"]]
+    r.sentence_draws = replace(r.sentence_draws, cls_uni=tuple(d + shift for d in r.sentence_draws.cls_uni))
     assert {f.key: f for f in r.findings()}["subspace-cls-uniformity"].verdict == "reproduced"
     for row in r.appendix_a:
         row["exact_l2"] = min(row["bound"], 1.0) - 0.01     # some bounds are inf
     assert {f.key: f for f in r.findings()}["subspace-eq8"].verdict == "reproduced"
-    d = np.asarray(r.sentence_draws["token_uni"])
-    r.sentence_draws["token_uni"] = (d.mean() + (d - d.mean()) * d.mean() / d.std()).tolist()   # sd = the mean
+    d = np.asarray(r.sentence_draws.token_uni)
+    wide = d.mean() + (d - d.mean()) * d.mean() / d.std()                                  # sd = the mean
+    r.sentence_draws = replace(r.sentence_draws, token_uni=tuple(wide))
     assert {f.key: f for f in r.findings()}["subspace-token-uniformity"].verdict == "inconclusive"

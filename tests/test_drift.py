@@ -141,3 +141,27 @@ def test_last_uniform_on_a_planted_result():
     assert res.last_uniform() == 1
     res.stats["row_max"] = [[0.1, 0.1, 0.1, 0.1]]
     assert res.last_uniform() == 3
+
+
+def test_committed_pieces_read_into_typed_records_and_write_back_as_stored():
+    """The converter: the committed reference model's layers and the sweeps' histograms become `Reference` and
+    `Histogram` records in the Result, and its JSON writes back the dicts they were read from (keys in order)."""
+    import json
+
+    from helpers.book.runtime import REPO_ROOT
+    from helpers.experiments.drift.records import Histogram, Reference
+
+    folder = REPO_ROOT / "results" / "drift" / "book"
+    if not (folder / "reference.json").is_file():
+        pytest.skip("the book's drift runs are not committed")
+    ref = json.loads((folder / "reference.json").read_text())["results"]
+    sweeps = json.loads((folder / "sweeps-table.json").read_text())["results"]
+    res = D.Result(norms=[0.0], seeds=[0], stats={}, hist_norms=[], hists=[sw["hists"] for sw in sweeps],
+                   fixed_point_per_seed=[], fixed_point_refined=None, n_seq=1, seq_len=2, hidden=4, norm_min=1.0,
+                   reference=ref)
+    assert isinstance(res.reference, Reference) and isinstance(res.reference.layer_norms, tuple)
+    assert all(isinstance(h, Histogram) for per_seed in res.hists for h in per_seed)
+    out = json.loads(json.dumps(res.to_json()))
+    assert out["reference"] == ref and list(out["reference"]) == list(ref)
+    assert out["hists"] == [sw["hists"] for sw in sweeps]
+    assert D.Result.from_json(out).reference == res.reference

@@ -387,7 +387,7 @@ def test_paper_preset_tables_keep_models_apart():
     for r in grid.values():
         sp = r.spectra
         for part in [k for k in ("layers", "softdecay") if k in sp]:
-            sp[part] = [{"label": f"{part} {i}", "quantiles": [0.1, 0.5, 1.0], **x} for i, x in enumerate(sp[part])]
+            sp[part] = tuple(replace(x, label=f"{part} {i}", quantiles=(0.1, 0.5, 1.0)) for i, x in enumerate(sp[part]))
     res = SimpleNamespace(models=["bert-base-uncased", "albert-base-v1", "all-MiniLM-L6-v2"], tasks=["RTE"],
                           seeds=[0], runs=glue.Runs(replace(r, model=m, task=t, variant=v, seed=s)
                                                     for (m, t, v, s), r in grid.items()))
@@ -571,3 +571,29 @@ def test_wide_table_on_planted_runs():
     assert list(t["seed"]) == ["0", "1", "2", "mean [95 % interval]", "paper: BERT-base, one run"]
     assert list(t["SoftDecay − baseline"][:3]) == ["+3.0", "+2.0", "+4.0"]
     assert t["baseline after each epoch"][0] == "58.0, 59.0, 60.0" and t["SoftDecay − baseline"][4] == "+3.25"
+
+
+def test_committed_runs_read_into_typed_records_and_write_back_as_stored():
+    """The converter: every committed fine-tuning history becomes a `Run` with its curves as tuples and its spectra
+    as `LayerSpectrum` records, and writes back the spectra and scores it was read from (keys in their stored
+    order); the raw encoders' spectra likewise, through a Result."""
+    from helpers.book.results import _jsonable
+
+    files = sorted((REPO_ROOT / "results" / "glue" / "book").glob("*-seed*.json"))
+    if not files:
+        pytest.skip("the book's GLUE runs are not committed")
+    for path in files:
+        h = json.loads(path.read_text())["results"]
+        r = glue.Run.from_history(h, model="m", task="RTE", variant="baseline", alpha=None, lr=2e-5, seed=0)
+        assert isinstance(r.epochs, tuple) and all(isinstance(x, glue.LayerSpectrum) for x in r.spectra["layers"])
+        back = _jsonable(r)
+        assert back["spectra"] == h["spectra"] and list(back["spectra"]["layers"][0]) == list(h["spectra"]["layers"][0])
+        assert back["final"] == h["final"] and back["train_loss"] == h["train_loss"]
+        assert back["alpha_path"] == h["alpha"] and back["epochs"] == h["epoch"]
+        assert glue.Run.read(back) == r                          # a saved Result's run reads back as it was
+    raw = json.loads((files[0].parent / "glue-raw-spectra.json").read_text())["results"]
+    res = glue.Result(models=list(raw), tasks=[], seeds=[], scale="book", epochs=0, train_examples=0, runs=[],
+                      selection=[], summary=[], paired=[], paper_gains=[], spectrum=[], alphas=[], architectures=[],
+                      timing=[], raw=raw)
+    model, task = next(iter(raw)), next(iter(raw[next(iter(raw))]))
+    assert isinstance(res.raw[model][task][-1], glue.LayerSpectrum) and _jsonable(res)["raw"] == raw

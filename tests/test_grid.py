@@ -168,9 +168,11 @@ def test_submitit_writes_the_sbatch_script_we_expect(tmp_path, monkeypatch):
 #: the ci grid of a chapter, cut where a full one would only repeat itself (vit's ci grid is 30 runs of seconds
 #: each: here its main sweep and one standard-block depth, 8 runs of two block types; qk: one seed, plain and
 #: centred; glue: one task, its α₀ selected before its comparison runs can be named — a grid in two rounds;
-#: deeplm, the one in `make test`: every run of its grid, each cut to a few steps of a small model, `SMALL`)
+#: deeplm, the one in `make test`: every run of its grid but the budget curve's, each cut to a few steps of a small model, `SMALL`)
 GRID_OVERRIDES = {"vit": {"depths": [], "standard_depths": [2], "ablation_depth": 0, "confirm_depths": []},
-                  "qk": {"seeds": 1}, "glue": {"tasks": ["RTE"], "lrs": [0.0001]}, "deeplm": SMALL["deeplm"]}
+                  "qk": {"seeds": 1}, "glue": {"tasks": ["RTE"], "lrs": [0.0001]},
+                  # without the constant-rate curve's 3 runs (the same jobs, one more keyed field)
+                  "deeplm": SMALL["deeplm"] | {"curve_budgets": 0}}
 TRAINING = sorted(c for c, m in __import__("helpers.experiments", fromlist=["CHAPTERS"]).CHAPTERS.items()
                   if hasattr(m, "runs"))
 

@@ -43,15 +43,22 @@ def pages(chapter: str) -> list[Path]:
     return [BOOK / f"{chapter}.md", *sorted(BOOK.glob(f"{chapter}-*.md"))]
 
 
-def published(chapter: str, monkeypatch) -> dict[str, object]:
-    glued: dict[str, object] = {}
+#: what each chapter's publish glued, once per chapter (two tests read it: its figures are drawn once)
+_PUBLISHED: dict[str, dict[str, object]] = {}
 
-    def recorder(name, value, display=True):
-        glued[name] = value
-    monkeypatch.setattr(common, "_paste", lambda: recorder)
-    res = ci_result(getattr(experiments, chapter))
-    getattr(figures, chapter).publish(res)
-    return glued
+
+def published(chapter: str, monkeypatch) -> dict[str, object]:
+    if chapter not in _PUBLISHED:
+        glued: dict[str, object] = {}
+
+        def recorder(name, value, display=True):
+            glued[name] = value
+        with monkeypatch.context() as m:
+            m.setattr(common, "_paste", lambda: recorder)
+            res = ci_result(getattr(experiments, chapter))
+            getattr(figures, chapter).publish(res)
+        _PUBLISHED[chapter] = glued
+    return _PUBLISHED[chapter]
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

@@ -88,3 +88,37 @@ def test_jsonable_turns_every_kind_the_results_hold_into_plain_json():
     out = Outer(a={"k": np.arange(3.0), "n": float("nan")}).to_json()
     assert out == {"a": {"k": [0.0, 1.0, 2.0], "n": None}, "inner": {"xs": [1, 2.5]}}
     assert json.loads(json.dumps(out)) == out
+
+
+def test_a_stored_record_reads_each_field_as_its_annotation_says_and_writes_back_the_stored_layout():
+    """`StoredRecord.of`: a field typed as a record, a `Band` or a container of them is converted item by item; a
+    number, a string or a typed dict is kept as stored; keys it does not name stay in `other`; `to_json` gives back
+    the stored dict, keys in their stored order."""
+    from dataclasses import dataclass, field
+
+    @dataclass(frozen=True)
+    class Leaf(results.StoredRecord):
+        n: int = 0
+        other: results.Unread = field(default_factory=dict)
+        layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    @dataclass(frozen=True)
+    class Node(results.StoredRecord):
+        CONTEXT = ("name",)
+        name: str
+        bands: dict[str, dict[str, results.Band]] = field(default_factory=dict)
+        leaves: tuple[Leaf, ...] = ()
+        maybe: results.Band | None = None
+        plain: dict[str, list[float]] = field(default_factory=dict)
+        other: results.Unread = field(default_factory=dict)
+        layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    stored = {"extra": {"x": [1]}, "leaves": [{"n": 3, "kept": True}], "bands": {"a": {"m": [1.0, 0.5, 1.5]}},
+              "maybe": None, "plain": {"a": [1.0, 2.0]}}
+    node = Node.of(stored, name="n")
+    assert node.bands["a"]["m"] == results.Band(1.0, 0.5, 1.5) and type(node.bands["a"]["m"]) is results.Band
+    assert node.leaves == (Leaf(n=3, other={"kept": True}),) and node.maybe is None
+    assert node.plain is stored["plain"] and node.other == {"extra": {"x": [1]}} and node.name == "n"
+    assert node.to_json() == stored and list(node.to_json()) == list(stored)
+    assert json.loads(json.dumps(Node.of(json.loads(json.dumps(node.to_json())), name="n").to_json())) == stored
+    assert Node.of({"maybe": [0.0, -1.0, 1.0]}, name="m").maybe.low == -1.0

@@ -82,7 +82,7 @@ def test_subsample_is_seeded_and_keeps_pairs_together():
 
 
 def test_averages_skip_methods_not_run():
-    run = {"scores": {"subset-mean": {"A": {"vanilla": 70.0, "whitening": 60.0}, "B": {"vanilla": 80.0}}}}
+    run = {"spearman": {"subset-mean": {"A": {"vanilla": 70.0, "whitening": 60.0}, "B": {"vanilla": 80.0}}}}
     avg = sts.averages(run, ["A", "B"])
     assert avg["vanilla"] == 75.0 and avg["whitening"] == 60.0 and np.isnan(avg["SoftDecay (token)"])
 
@@ -138,7 +138,8 @@ def test_token_mode_encoder_is_batch_independent(minilm):
 
 def test_result_round_trips_through_json():
     res = sts.Result(models=["m"], datasets=["STS-B"], pooling="first_last", alpha=-0.6, scale="ci",
-                     runs={"m": {"scores": {"pooled": {"STS-B": {"vanilla": 1.0}}}, "lsds": {}, "pairs": {"STS-B": 3}}},
+                     runs={"m": {"spearman": {"pooled": {"STS-B": {"vanilla": 1.0}}}, "lsds": {},
+                                 "pairs": {"STS-B": 3}}},
                      from_cache={"m": False}, averages={"m": {"pooled": {"vanilla": float("nan")}}}, lsds_wins={"m": 0})
     back = sts.Result.from_json(res.to_json())
     assert back.runs == res.runs and back.averages["m"]["pooled"]["vanilla"] is None
@@ -169,16 +170,19 @@ def test_maps_fit_the_transforms_on_the_whole_set_and_show_a_sample():
 
 
 def test_committed_runs_read_into_records_and_write_back_as_stored():
-    """The converter: every committed STS run becomes its typed record and writes back the dict it was read from
-    (a run's unread keys kept as stored), so the committed files keep their layout and their cache keys."""
+    """The converter: every committed STS run becomes its typed record, each stored key read by the field of its
+    own name (what it does not read: the t-SNE maps a run once drew, a checkpoint's held-out loss), each
+    `[estimate, low, high]` a `Band`, and writes back the dict it was read from."""
     import json
 
+    from helpers.book.results import Band
     from helpers.book.runtime import REPO_ROOT
 
     files = sorted((REPO_ROOT / "results" / "sts" / "book").glob("sts-*.json"))
     if not files:
         pytest.skip("the book's STS runs are not committed")
-    kinds = {"readings": sts.Reading, "full": sts.Reading, "samefit": sts.SameFit, "extra": sts.Run, "maps": None}
+    kinds = {"readings": sts.Reading, "full": sts.Reading, "path": sts.Reading, "samefit": sts.SameFit,
+             "extra": sts.Run, "maps": None}
     seen = set()
     for path in files:
         stored = json.loads(path.read_text())["results"]
@@ -191,6 +195,11 @@ def test_committed_runs_read_into_records_and_write_back_as_stored():
             ctx.update(pooling="first_last_l1", per_set=0)
         record = kind.of(stored, **ctx)
         assert json.loads(json.dumps(record.to_json())) == stored, path.name
+        assert set(record.other) <= {"tsne", "held_out_mlm_nats"}, (path.name, set(record.other))
+        bands = ([*record.avg_ci["subset-mean"].values(), *record.refit.values()] if kind is sts.Run
+                 else [*record.intervals["first_last_l1"].values()] if kind is sts.Reading
+                 else [*record.crossfit.values()])
+        assert bands and all(type(b) is Band for b in bands), path.name
         seen.add(kind)
     assert seen == {sts.Run, sts.Reading, sts.SameFit}
     stored = json.loads((files[0].parent / "sts-readings-all-MiniLM-L6-v2.json").read_text())["results"]

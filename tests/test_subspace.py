@@ -77,9 +77,9 @@ def test_case_summary_counts_violations_and_finds_the_worst():
             dict(n=8, k=4, d=0.5, bound=0.2, exact_l2=0.1, l2_violates=False, l1_violates=False),
             dict(n=8, k=6, d=0.5, bound=0.4, exact_l2=0.1, l2_violates=False, l1_violates=False)]
     out = case_summary(rows)
-    assert (out["cases"], out["l2_violations"], out["l1_violations"]) == (4, 2, 1)
-    assert out["worst"]["k"] == 2 and out["median_looseness"] == pytest.approx(3.0)
-    assert case_summary(rows[2:])["worst"] is None
+    assert (out.cases, out.l2_violations, out.l1_violations) == (4, 2, 1)
+    assert out.worst.k == 2 and out.median_looseness == pytest.approx(3.0)
+    assert case_summary(rows[2:]).worst is None
 
 
 def test_tightness_by_cut_leaves_out_cuts_beyond_a_matrix_rank():
@@ -133,3 +133,36 @@ def test_theorem_check_leaves_out_cuts_beyond_a_padded_sentences_rank():
     assert out["worst_slack"] < -1e-6
     res, lam = S.subspace_residuals(X * mask.unsqueeze(-1))
     assert float((res - lam.unsqueeze(-2)).max()) == pytest.approx(0.0, abs=1e-12)   # what the trivial cuts give
+
+
+def test_committed_pieces_read_into_typed_records_and_write_back_as_stored():
+    """The converter: the run's settings (its cache key), Appendix A's summary and the committed sentence bootstrap
+    become `Settings`, `CaseSummary` and `SentenceDraws` records, and the Result's JSON writes back the dicts they
+    were read from (keys in order)."""
+    import json
+
+    from helpers.book.results import _jsonable
+    from helpers.book.runtime import REPO_ROOT
+    from helpers.experiments import subspace
+
+    path = REPO_ROOT / "results" / "subspace" / "book" / "sentence-bootstrap.json"
+    if not path.is_file():
+        pytest.skip("the book's subspace runs are not committed")
+    draws = json.loads(path.read_text())["results"]
+    p = subspace.Params.resolve("book")
+    rows = [dict(n=8, k=2, d=0.5, bound=0.1, exact_l2=0.6, l2_violates=True, l1_violates=True),
+            dict(n=8, k=4, d=0.5, bound=0.2, exact_l2=0.1, l2_violates=False, l1_violates=False)]
+    summary = subspace.case_summary(rows)
+    assert math.isnan(subspace.case_summary(rows[:1]).median_looseness)    # none holds: NaN, null in JSON
+    assert math.isnan(subspace.CaseSummary.of(_jsonable(subspace.case_summary(rows[:1]))).median_looseness)
+    stored = json.loads(json.dumps(_jsonable(summary)))                  # as a saved Result holds it
+    res = subspace.Result(settings=p.cache_key(), random=[], tightness={}, tightness_m=0, model_description="",
+                          n_sentences=0, n_real_tokens=0, n_hidden_states=0, real_model=[], appendix_a=rows,
+                          appendix_a_summary=stored,
+                          cdf_values={}, cdf_stats=[], second_task_stats=[], paper_medians=[], sentence_draws=draws)
+    assert res.settings.sphere_dims == p.sphere_dims and res.appendix_a_summary == summary
+    assert isinstance(res.sentence_draws.cls_uni, tuple) and res.sentence_draws.n == draws["n"]
+    out = json.loads(json.dumps(res.to_json()))
+    assert out["sentence_draws"] == draws and list(out["sentence_draws"]) == list(draws)
+    assert out["settings"] == json.loads(json.dumps(p.cache_key())) and list(out["settings"]) == list(p.cache_key())
+    assert out["appendix_a_summary"] == stored and subspace.Result.from_json(out).appendix_a_summary == summary

@@ -26,10 +26,11 @@ import json
 import math
 import os
 import time
+import typing
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 import torch
@@ -421,21 +422,72 @@ def variant_runs(params: Any, variants: Sequence[str], seeds: Sequence[int],
     return histories, [hit for _, hit in outs]
 
 
+#: a JSON value as a results file holds it
+JSON = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
+#: what a stored record holds besides the fields it reads: kept as stored, written back as read
+Unread = dict[str, JSON]
+
+
+class Band(NamedTuple):
+    """A difference with its 95 % interval as a results file stores it, `[estimate, low, high]` (its resamples and
+    their method are the reading's: `Interval` adds them)."""
+
+    estimate: float
+    low: float
+    high: float
+
+
+def _converts(tp: Any) -> bool:
+    """Whether values of type `tp` change when read (a record, a `Band`, or a container of one)."""
+    if isinstance(tp, type):
+        return issubclass(tp, StoredRecord) or (issubclass(tp, tuple) and hasattr(tp, "_fields"))
+    return any(_converts(a) for a in typing.get_args(tp) if a is not Ellipsis)
+
+
+def read_as(tp: Any, value: Any) -> Any:
+    """`value` as stored (JSON) read as type `tp`: a `StoredRecord` through its `of`, a named tuple (`Band`) from
+    its list, dicts, lists and tuples item by item; anything else (numbers, strings, typed dicts) as it is."""
+    if value is None or not _converts(tp):
+        return value
+    if isinstance(tp, type):
+        return tp.of(value) if issubclass(tp, StoredRecord) else tp(*value)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is dict:
+        return {k: read_as(args[1], v) for k, v in value.items()}
+    if origin in (list, tuple):
+        return origin(read_as(args[0], v) for v in value)
+    return read_as(next(a for a in args if a is not type(None)), value)       # X | None
+
+
+def as_stored(value: Any) -> Any:
+    """`value` in its stored layout: every `StoredRecord` in it as the dict it was read from, every named tuple as
+    its list."""
+    if isinstance(value, StoredRecord):
+        return value.to_json()
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return list(value)
+    if isinstance(value, list | tuple):
+        return [as_stored(x) for x in value]
+    return {k: as_stored(x) for k, x in value.items()} if isinstance(value, dict) else value
+
 
 @dataclass(frozen=True)
 class StoredRecord:
-    """A stored dict as a typed record, the base of a chapter's records: fields named as stored (a field renamed
-    in `STORED_AS`), the settings the chapter's `Result` hands it (`CONTEXT`, never stored) and whatever it does
-    not read, kept as stored (`other`). `of` reads a stored dict (the converter: committed results keep their
-    layout and their cache keys), `to_json` writes back the layout it was read with."""
+    """A stored dict as a typed record, the base of a chapter's records: fields named as stored, the settings the
+    chapter's `Result` hands it (`CONTEXT`, never stored) and whatever it does not read, kept as stored (`other`).
+    `of` reads a stored dict (the converter: each field read as its annotation says, `read_as`), `to_json` writes
+    back the layout it was read with."""
 
-    STORED_AS: ClassVar[dict[str, str]] = {}
     CONTEXT: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def _stored(cls) -> dict[str, str]:
-        return {f.name: cls.STORED_AS.get(f.name, f.name) for f in fields(cls)
-                if f.name not in cls.CONTEXT and f.name not in ("other", "layout")}
+    def _stored(cls) -> dict[str, Any]:
+        """The stored fields by name, with their types."""
+        if "_STORED_TYPES" not in cls.__dict__:
+            hints = typing.get_type_hints(cls, localns={"JSON": JSON})     # `JSON` names itself (in `Unread`)
+            cls._STORED_TYPES = {f.name: hints[f.name] for f in fields(cls)
+                                 if f.name not in cls.CONTEXT and f.name not in ("other", "layout")}
+        return cls._STORED_TYPES
 
     @classmethod
     def of(cls, data: Any, **context: Any):
@@ -443,19 +495,14 @@ class StoredRecord:
         if isinstance(data, cls):
             return data
         stored = cls._stored()
-        kw = {name: cls._read(name, data[key]) for name, key in stored.items() if key in data}
-        return cls(**context, **kw, other={k: v for k, v in data.items() if k not in stored.values()},
-                   layout=tuple(data))
-
-    @classmethod
-    def _read(cls, name: str, value: Any) -> Any:
-        return value
+        kw = {name: read_as(tp, data[name]) for name, tp in stored.items() if name in data}
+        return cls(**context, **kw, other={k: v for k, v in data.items() if k not in stored}, layout=tuple(data))
 
     def to_json(self) -> dict[str, Any]:
         """The stored layout: the keys it was read with, in their order (a record made here: every field)."""
-        out = {**{key: getattr(self, name) for name, key in self._stored().items()}, **self.other}
+        out = {**{name: getattr(self, name) for name in self._stored()}, **self.other}
         out = {k: out[k] for k in self.layout} if self.layout else out
-        return {k: [v.to_json() for v in x] if isinstance(x, tuple) else x for k, x in out.items()}
+        return {k: as_stored(x) for k, x in out.items()}
 
 @dataclasses.dataclass
 class Result:
@@ -481,8 +528,4 @@ class Result:
 
 def stored_layout(v: Any) -> Any:
     """`v` in its stored layout: every `StoredRecord` in it (in lists and dicts too) as the dict it was read from."""
-    if isinstance(v, StoredRecord):
-        return v.to_json()
-    if isinstance(v, list):
-        return [stored_layout(x) for x in v]
-    return {k: stored_layout(x) for k, x in v.items()} if isinstance(v, dict) else v
+    return as_stored(v)

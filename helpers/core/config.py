@@ -1,10 +1,11 @@
 """Configuration dataclasses in the book's vocabulary (STYLE.md: `d_model`, `n_heads`, `d_ff`, `batch_size`),
 stored under the names their runs were first keyed with.
 
-Cache keys, checkpoint folders and the `settings` saved in committed results are hashes of a configuration's
-fields. The fields were renamed to the book's vocabulary after the runs were made; `stored()` gives the
-configuration under its stored names, so every key and every committed file stays what it was
-(`tests/test_config_names.py` pins the hashes)."""
+Some cache keys and checkpoint folders are hashes of a configuration's fields. The fields were renamed to the
+book's vocabulary after the runs were made; where the old names are in a committed run's key (the MLM pretraining,
+`train.mlm.PretrainConfig`), `STORED_AS` keeps them and `stored()` gives the configuration under them, so every
+key stays what it was (`tests/test_config_names.py` pins the hashes). A configuration that enters no key is stored
+under its own names."""
 
 from __future__ import annotations
 

@@ -30,12 +30,6 @@ def row_mean(X: Tensor, mask: Tensor | None = None) -> Tensor:
     return (X * m).sum(-2) / m.sum(-2).clamp_min(1)
 
 
-def project_ones(X: Tensor, mask: Tensor | None = None) -> Tensor:
-    """Π₁X = 11ᵀX/n (Yu & Zhang Def. 1.1): every real row replaced by the mean row."""
-    m = _mask_f(X, mask)
-    return row_mean(X, mask).unsqueeze(-2) * m
-
-
 def project_ones_perp(X: Tensor, mask: Tensor | None = None) -> Tensor:
     """Π₁^⊥X = (I − 11ᵀ/n)X: rows centred on their mean (padded rows stay zero)."""
     return (X - row_mean(X, mask).unsqueeze(-2)) * _mask_f(X, mask)

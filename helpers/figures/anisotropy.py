@@ -164,21 +164,6 @@ def summary_table(res: Result):
         "the untrained twin"))
 
 
-def centred_table(res: Result):
-    """The shape of the centred cloud per model (`Result.centred_rows`): effective dimension over
-    layers against d, the isotropic Gaussian's and the untrained twin's."""
-    df = pd.DataFrame(res.centred_rows())
-    df["effective dim"] = [f"{a:.0f}–{b:.0f}" for a, b in zip(df.eff_min, df.eff_max, strict=True)]
-    df["twin"] = [f"{a:.0f}–{b:.0f}" if np.isfinite(a) else "" for a, b in
-                  zip(df.get("twin_min", np.nan), df.get("twin_max", np.nan), strict=True)]
-    df["isotropic Gaussian"] = [f"{a:.0f}–{b:.0f}" for a, b in zip(df.iso_low, df.iso_high, strict=True)]
-    df = df[["model", "d", "effective dim", "share_max", "twin", "isotropic Gaussian", "centred_max"]].rename(
-        columns={"share_max": "largest share of d", "centred_max": "max |mean-removed cos|"})
-    return _scroll(common.table(df, digits=3).set_caption(
-        "The centred cloud: effective dimension 1/E[cos²] over layers (smallest–largest), against its width d, "
-        "an isotropic Gaussian of the same width and pairs, and the untrained twin (last layer's d for the CNN)"))
-
-
 def fig_spectrum(res: Result) -> plt.Figure:
     """The centred cloud per layer, one panel per model with a spectrum run: its participation ratio
     over d (pretrained solid, untrained twin dotted) and an isotropic Gaussian's of the same n and d
@@ -315,10 +300,10 @@ def centred_cosine_table(res: Result):
 def normalised_table(res: Result):
     """Per model: the Spearman test of the normalised drift r = ‖x̄‖₂ / E‖x‖ against the average cosine, and how
     many layers satisfy avg cos ≈ r² within 0.02."""
-    rows = [{"model": m.label, "Spearman ρ (r)": m.normalised["normalised_spearman_r"],
-             "p (r)": m.normalised["normalised_spearman_p"],
+    rows = [{"model": m.label, "Spearman ρ (r)": m.normalised.normalised_spearman_r,
+             "p (r)": m.normalised.normalised_spearman_p,
              "layers with |cos − r²| < 0.02":
-                 f"{m.normalised['identity_layers_within']} of {m.normalised['layers']}"}
+                 f"{m.normalised.identity_layers_within} of {m.normalised.layers}"}
             for m in res.models]
     return _scroll(common.table(pd.DataFrame(rows), digits=3).set_caption(
         "The normalised drift r = ‖x̄‖₂ / E‖x‖ against the average cosine across layers"))
@@ -344,44 +329,47 @@ def gaussian_table(res: Result):
 
 
 def publish(res: Result) -> None:
-    """Glue the chapter's figures and the numbers its prose quotes (one literal dict of full keys; NaN
-    where this run did not measure a model)."""
-    nan = float("nan")
+    """Glue the chapter's figures and the numbers its prose quotes (literal dicts of full keys, one per section of
+    the chapter; NaN where this run did not measure a model)."""
     common.set_theme()
     common.figure("anisotropy-layers", fig_layers(res))
     common.figure("anisotropy-drift", fig_drift(res))
     common.figure("anisotropy-correlation", fig_correlation(res))
     common.figure("anisotropy-gaussian", fig_gaussian(res))
     common.figure("anisotropy-spectrum", fig_spectrum(res))
-    z = res.sampling_z()
+    common.publish({**_levels(res), **_speech(res), **_cnn(res), **_drift_tests(res), **_bytes(res),
+                    **_centred(res), **_shape(res), **_zeroed(res)})
+
+
+def _levels(res: Result) -> dict[str, object]:
+    """The average cosine per model against the isotropic null, and how well the sampled pairs read it."""
+    nan = float("nan")
     mini, mini_twin = res.get("all-MiniLM-L6-v2"), res.get("all-MiniLM-L6-v2", False)
     smol = res.get("SmolLM2-135M-Instruct")
     whisper_twins = [t for t in (res.get(n, False) for n in ("whisper-base", "whisper-tiny.en")) if t]
-    base, sboot = res.get("whisper-base"), res.speech_boot
-    cnn = res.get("EfficientNet-Lite0")
-    cnn_map = np.asarray(cnn.map_cos_exact if cnn and cnn.flattened else [nan] * 3)[1:-1]
-    cnn_pos = np.asarray(cnn.cos_exact if cnn else [nan] * 3)[1:-1]
-    b = res.byte_mlm
-    losses = b.losses() if b else []
-    planted, iso = res.planted["clusters + drift"], res.planted["isotropic + drift"]
-    rows = res.centred_rows()
-    counts, zrows = res.makeup_counts(), res.zeroed_rows()
-    smol_shape = res.shape("SmolLM2-135M-Instruct")
-    byte, speech, boot = res.get("byte-MLM"), res.group("speech"), res.cnn_boot
-    st, ct, pos = res.speech_test(), res.cnn_test(), (cnn.test() if cnn else None)
-    share, dec = res.share_counts(), res.centred_decider()
-    common.publish({
+    return {
         "anisotropy-skipped": "none" if not res.skipped else
         "; ".join(f"{s['model'].split(':', 1)[1]} ({s['reason']})" for s in res.skipped),
         "anisotropy-n-pairs": f"{res.n_pairs:,}",
-        "anisotropy-z-median": float(np.median(z)),
-        "anisotropy-z-max": float(z.max()),
+        "anisotropy-z-median": res.sampling_z_median(),
+        "anisotropy-z-max": float(res.sampling_z().max()),
         "anisotropy-smollm-last": float(smol.cos_exact[-1]) if smol else nan,
         "anisotropy-minilm-last": float(mini.cos_exact[-1]) if mini else nan,
         "anisotropy-minilm-null": res.null_q95(mini.d) if mini else nan,
         "anisotropy-minilm-twin-emb": float(mini_twin.cos_exact[0]) if mini_twin else nan,
         "anisotropy-whisper-twin-min": min(min(t.cos_exact) for t in whisper_twins) if whisper_twins else nan,
         "anisotropy-whisper-twin-max": max(max(t.cos_exact) for t in whisper_twins) if whisper_twins else nan,
+        "anisotropy-null-single": sum(a for a, _ in res.above_single_pair().values()),
+        "anisotropy-null-mean": sum(a for a, _ in res.above_isotropic().values()),
+        "anisotropy-null-layers": sum(n for _, n in res.above_isotropic().values()),
+    }
+
+
+def _speech(res: Result) -> dict[str, object]:
+    """Whisper's encoder: its levels, the drift test over its layers and the bootstrap over clips."""
+    nan = float("nan")
+    base, sboot, speech, st = res.get("whisper-base"), res.speech_boot, res.group("speech"), res.speech_test()
+    return {
         "anisotropy-speech-base-min": res.lowest_layer([base]).text(3, signed=False) if base else "—",
         "anisotropy-speech-base-first": float(base.cos_exact[0]) if base else nan,
         "anisotropy-speech-base-peak": float(max(base.cos_exact)) if base else nan,
@@ -396,6 +384,19 @@ def publish(res: Result) -> None:
         "anisotropy-speech-norm-first": float(sboot.mean_norm[0]) if sboot else nan,
         "anisotropy-speech-norm-last": float(sboot.mean_norm[-1]) if sboot else nan,
         "anisotropy-speech-cos-last": float(sboot.cos[-1]) if sboot else nan,
+        "anisotropy-speech-min": res.lowest_layer(speech).text(3, signed=False) if speech else "—",
+    }
+
+
+def _cnn(res: Result) -> dict[str, object]:
+    """The CNN: the cosine per position and of whole flattened maps over its inner layers, and the drift test of
+    each reading."""
+    nan = float("nan")
+    cnn, boot, ct = res.get("EfficientNet-Lite0"), res.cnn_boot, res.cnn_test()
+    cnn_map = np.asarray(cnn.map_cos_exact if cnn and cnn.flattened else [nan] * 3)[1:-1]
+    cnn_pos = np.asarray(cnn.cos_exact if cnn else [nan] * 3)[1:-1]
+    pos = cnn.test() if cnn else None
+    return {
         "anisotropy-cnn-pos-min": float(np.min(cnn_pos)),
         "anisotropy-cnn-pos-max": float(np.max(cnn_pos)),
         "anisotropy-cnn-map-min": float(np.min(cnn_map)),
@@ -407,6 +408,13 @@ def publish(res: Result) -> None:
         "anisotropy-cnn-p": ct.p_exact if ct else nan,
         "anisotropy-cnn-pos-rho": pos.rho if pos else nan,
         "anisotropy-cnn-pos-p": pos.p_exact if pos else nan,
+    }
+
+
+def _drift_tests(res: Result) -> dict[str, object]:
+    """The paper's drift test over the models, and the identity avg cos ≈ (‖x̄‖₂ / E‖x‖)² that makes it circular."""
+    share = res.share_counts()
+    return {
         "anisotropy-drift-share": res.significant_share().text(2, signed=False) if res.transformers() else "—",
         "anisotropy-drift-models": share["models"], "anisotropy-alpha": ALPHA,
         "anisotropy-exact-layers": EXACT_MAX_POINTS,
@@ -414,19 +422,45 @@ def publish(res: Result) -> None:
         "anisotropy-drift-either": share["either_sign"],
         "anisotropy-drift-negative": share["negative"],
         "anisotropy-drift-pearson": share["pearson"],
+        "anisotropy-identity-within": sum(m.normalised.identity_layers_within for m in res.models),
+        "anisotropy-identity-layers": sum(m.normalised.layers for m in res.models),
+        "anisotropy-identity-gap-max": max(m.normalised.identity_gap_max for m in res.models),
+        "anisotropy-identity-tol": IDENTITY_TOL,
+    }
+
+
+def _bytes(res: Result) -> dict[str, object]:
+    """The byte-level MLM trained here: its level against the subword models', and its training."""
+    nan = float("nan")
+    byte, b = res.get("byte-MLM"), res.byte_mlm
+    smol, mini = res.get("SmolLM2-135M-Instruct"), res.get("all-MiniLM-L6-v2")
+    losses = b.losses() if b else []
+    return {
         "anisotropy-bytes-vs-smollm": res.level_gap(byte, smol).text(3) if byte and smol else "—",
         "anisotropy-bytes-vs-minilm": res.level_gap(byte, mini).text(3) if byte and mini else "—",
-        "anisotropy-speech-min": res.lowest_layer(speech).text(3, signed=False) if speech else "—",
         "anisotropy-byte-steps": int(b.steps) if b else 0,
         "anisotropy-byte-wall-min": float(b.wall_time_s) / 60 if b else nan,
         "anisotropy-byte-loss-init": losses[0][1] if b else nan,
         "anisotropy-byte-loss": losses[-1][1] if b else nan,
         "anisotropy-byte-unigram": float(b.unigram_loss) if b else nan,
+        "anisotropy-byte-batch": BYTE_MLM.batch_size,
+        "anisotropy-byte-seq-len": BYTE_MLM.seq_len,
+        "anisotropy-chunk-len": res.chunk_len,
+        "anisotropy-chains": res.chains,
+    }
+
+
+def _centred(res: Result) -> dict[str, object]:
+    """Biś et al.'s reading: the cosine once the mean is removed, on a planted cloud and at the deciding layer."""
+    nan = float("nan")
+    planted, iso, dec = res.planted["clusters + drift"], res.planted["isotropic + drift"], res.centred_decider()
+    return {
         "anisotropy-planted-cos": planted.cos,
         "anisotropy-planted-centred": planted.cos_centred,
         "anisotropy-planted-d": planted.d,
         "anisotropy-iso-planted-cos": iso.cos,
-        "anisotropy-centred-max": max(r["centred_max"] for r in rows if r["model"] not in ("EfficientNet-Lite0",)),
+        "anisotropy-centred-max": max(r["centred_max"] for r in res.centred_rows()
+                                      if r["model"] not in ("EfficientNet-Lite0",)),
         "anisotropy-centred-model": dec["model"] if dec else "—",
         "anisotropy-centred-layer": dec.get("jk_layer", dec["layer"]) if dec else 0,
         "anisotropy-centred-value": dec["jackknife"].text(4) if dec and "jackknife" in dec else "—",
@@ -434,9 +468,18 @@ def publish(res: Result) -> None:
         "anisotropy-centred-unit": dec.get("unit", "inputs") if dec else "inputs",
         "anisotropy-centred-line": dec["line"] if dec else nan,
         "anisotropy-centred-d": dec["d"] if dec else 0,
-        "anisotropy-null-single": sum(a for a, _ in res.above_single_pair().values()),
-        "anisotropy-null-mean": sum(a for a, _ in res.above_isotropic().values()),
-        "anisotropy-null-layers": sum(n for _, n in res.above_isotropic().values()),
+        "anisotropy-jack-models": len(res.centred_jack),
+        "anisotropy-jack-names": _listed([j.name for j in res.centred_jack]),
+    }
+
+
+def _shape(res: Result) -> dict[str, object]:
+    """The centred cloud's spectrum: the planted clouds, what each layer's anisotropy is made of, SmolLM2's final
+    norm."""
+    nan = float("nan")
+    planted, iso, counts = res.planted["clusters + drift"], res.planted["isotropic + drift"], res.makeup_counts()
+    smol_shape, norm = res.shape("SmolLM2-135M-Instruct"), res.final_norm
+    return {
         "anisotropy-planted-pr": planted.pr,
         "anisotropy-planted-pr-iso": planted.pr_iso,
         "anisotropy-planted-makeup": planted.makeup,
@@ -447,31 +490,28 @@ def publish(res: Result) -> None:
         "anisotropy-makeup-unstable": counts["no stable drift"],
         "anisotropy-makeup-layers": counts["layers"],
         "anisotropy-shape-share": f"{res.shape_share:.0%}",
-        "anisotropy-norm-previous": res.final_norm.previous if res.final_norm else nan,
-        "anisotropy-norm-before": res.final_norm.before if res.final_norm else nan,
-        "anisotropy-norm-after": res.final_norm.after if res.final_norm else nan,
-        "anisotropy-norm-tokens": f"{res.final_norm.tokens:,}" if res.final_norm else "0",
+        "anisotropy-norm-previous": norm.previous if norm else nan,
+        "anisotropy-norm-before": norm.before if norm else nan,
+        "anisotropy-norm-after": norm.after if norm else nan,
+        "anisotropy-norm-tokens": f"{norm.tokens:,}" if norm else "0",
         "anisotropy-smollm-pr-min": float(np.min(smol_shape.pr)) if smol_shape else nan,
         "anisotropy-smollm-top3-max": float(np.max(smol_shape.top3)) if smol_shape else nan,
-        "anisotropy-zeroed-emb-max": max((r["zeroed_emb"] for r in zrows), default=nan),
-        "anisotropy-zeroed-below": sum(r.get("below_zeroed", 0) for r in zrows),
-        "anisotropy-zeroed-below-twin": sum(r.get("below_twin", 0) for r in zrows),
-        "anisotropy-zeroed-layers": sum(r["layers"] for r in zrows if "below_zeroed" in r),
-        "anisotropy-identity-within": sum(m.normalised["identity_layers_within"] for m in res.models),
-        "anisotropy-identity-layers": sum(m.normalised["layers"] for m in res.models),
-        "anisotropy-identity-gap-max": max(m.normalised["identity_gap_max"] for m in res.models),
-        "anisotropy-identity-tol": IDENTITY_TOL,
-        "anisotropy-zeroed-models": len(res.zeroed),
-        "anisotropy-jack-models": len(res.centred_jack),
-        "anisotropy-jack-names": _listed([j.name for j in res.centred_jack]),
-        "anisotropy-byte-batch": BYTE_MLM.batch_size,
-        "anisotropy-byte-seq-len": BYTE_MLM.seq_len,
-        "anisotropy-chunk-len": res.chunk_len,
-        "anisotropy-chains": res.chains,
         "anisotropy-shape-max-d": max((max(s_.dims) for s_ in res.shapes), default=0),
         "anisotropy-mean-stable": MEAN_STABLE,
         "anisotropy-iso-share": ISO_SHARE,
-    })
+    }
+
+
+def _zeroed(res: Result) -> dict[str, object]:
+    """BERT's untrained twin with its token-type embedding zeroed, against the pretrained model."""
+    zrows = res.zeroed_rows()
+    return {
+        "anisotropy-zeroed-emb-max": max((r["zeroed_emb"] for r in zrows), default=float("nan")),
+        "anisotropy-zeroed-below": sum(r.get("below_zeroed", 0) for r in zrows),
+        "anisotropy-zeroed-below-twin": sum(r.get("below_twin", 0) for r in zrows),
+        "anisotropy-zeroed-layers": sum(r["layers"] for r in zrows if "below_zeroed" in r),
+        "anisotropy-zeroed-models": len(res.zeroed),
+    }
 
 
 def _listed(names: list[str]) -> str:

@@ -86,13 +86,6 @@ def _png_width(png: bytes) -> int:
     return int.from_bytes(png[16:20], "big")   # the IHDR chunk's width, right after the signature
 
 
-def shown_text_px(fig: plt.Figure, column: float = COLUMN_PX) -> float:
-    """The smallest text of `fig` in px as a page shows it: drawn at the figure's dpi, then shrunk to `column` px
-    where the image is wider."""
-    png, sizes = _drawn(fig)
-    return min(sizes, default=math.inf) * fig.dpi / 72 * min(1.0, column / _png_width(png))
-
-
 def _legible(fig: plt.Figure, column: float, smallest: float) -> tuple[bytes, list[float]]:
     """`legible`'s work: the figure's PNG and text sizes as last drawn, after its text was raised."""
     from matplotlib.text import Text

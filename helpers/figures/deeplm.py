@@ -43,11 +43,11 @@ def fig7(res: Result) -> plt.Figure:
             y = moving_average(h["loss"], k)
             axes[0].plot(np.arange(len(y)) + k, y, color=COLOURS.get(v), lw=1.2, alpha=0.8,
                          label=v if i == 0 else None)
-        ev = np.array([h["eval_loss"] for h in res.histories[v] if not h.get("diverged")], dtype=float)
-        if len(ev):
-            steps = res.histories[v][0]["eval_step"]
-            axes[1].plot(steps, ev.mean(0), color=COLOURS.get(v), marker="o", ms=3, label=v)
-            axes[1].fill_between(steps, ev.min(0), ev.max(0), color=COLOURS.get(v), alpha=0.2)
+        band = res.eval_band(v)
+        if band is not None:
+            steps, (mean, low, high) = res.histories[v][0]["eval_step"], band
+            axes[1].plot(steps, mean, color=COLOURS.get(v), marker="o", ms=3, label=v)
+            axes[1].fill_between(steps, low, high, color=COLOURS.get(v), alpha=0.2)
     for ax, title in zip(axes, ("training loss (moving average)", "held-out loss"), strict=True):
         ax.axhline(res.uniform_nats, color="grey", ls=":", lw=1, label="uniform")
         ax.axhline(res.unigram_nats, color="grey", ls="--", lw=1, label="unigram")
@@ -127,13 +127,13 @@ def budget_table(res: Result):
 def final_table(res: Result):
     """Per variant: final training loss (last 5 % of steps) with its range over seeds, held-out loss and t_sim of
     the last block, means over seeds (`runs_table` has each variant's runs: diverged, seconds per step)."""
-    tr, ev, ts = res.final_train(), res.final_eval(), res.last_t_sim()
+    tr, ts = res.final_train(), res.last_t_sim()
     rows = []
     for v in res.arms:
         lo, hi = np.nanmin(tr[v]), np.nanmax(tr[v])
-        rows.append({"variant": v, "final train loss": np.nanmean(tr[v]),
+        rows.append({"variant": v, "final train loss": res.final_mean(v),
                      "range over seeds": f"{lo:.3f}" if f"{lo:.3f}" == f"{hi:.3f}" else f"{lo:.3f}–{hi:.3f}",
-                     "held-out loss": np.nanmean(ev[v]), "last-block t_sim": ts[v]})
+                     "held-out loss": res.final_mean(v, "eval"), "last-block t_sim": ts[v]})
     return common.table(pd.DataFrame(rows), digits=3)
 
 
@@ -180,8 +180,7 @@ def publish(res: Result) -> None:
     held = sum(h is not None for hs in res.curve.values() for h in hs)
     bands = {g: (f.at_scale.band.text() if f.at_scale else "—") for g, f in res.curve_findings().items()}
     const = {g: (iv.text() if (iv := res.curve_at(*g)) else "—") for g in CURVE_GAPS}
-    tr, ts = res.final_train(), res.last_t_sim()
-    tsim0 = {v: float(np.mean([h["t_sim"][0][-1] for h in res.histories[v]])) for v in res.variants}
+    ts, tsim0 = res.last_t_sim(), res.first_t_sim()
     to3, near = res.steps_to(3.0), res.steps_near(res.unigram_nats, PLATEAU_TOL)
     ratio, ours, paper = res.token_ratio(), res.budget.get("ours", {}), res.budget.get("paper", {})
     fs = {f.key: f for f in res.findings()}
@@ -189,7 +188,7 @@ def publish(res: Result) -> None:
     common.publish({
         "deeplm-depth": res.depth, "deeplm-steps": res.steps, "deeplm-seeds": len(res.seeds),
         "deeplm-params": f"{res.parameters:,}", "deeplm-tau": res.tau,
-        "deeplm-train-post-norm": float(np.nanmean(tr["post-norm"])),
+        "deeplm-train-post-norm": res.final_mean("post-norm"),
         "deeplm-tsim0-post-norm": tsim0["post-norm"], "deeplm-tsim0-pre-norm": tsim0["pre-norm"],
         "deeplm-tsim0-de-escalated": tsim0["de-escalated"],
         "deeplm-tsim-post-norm": ts["post-norm"], "deeplm-tsim-pre-norm": ts["pre-norm"],

@@ -50,7 +50,7 @@ def fig7(res: Result, max_seeds: int = 3) -> plt.Figure:
     for j, (ax, hn) in enumerate(zip(axes[0], res.hist_norms, strict=True)):
         for s, seed in enumerate(res.seeds[:max_seeds]):
             h = res.hists[s][j]
-            ax.stairs(h["density"], h["edges"], label=f"seed {seed}")
+            ax.stairs(h.density, h.edges, label=f"seed {seed}")
         ax.set_title(f"N = {hn:g}")
         ax.set_xlabel(r"$QK^\top/\sqrt{d_k}$")
     axes[0][0].set_ylabel("density")
@@ -99,18 +99,18 @@ def sharpness(res: Result) -> plt.Figure:
     fig, axes = plt.subplots(2, 2, figsize=(8, 7.6))
     axes[1, 1].axis("off")            # (c) has the second row to itself, its legend beside it
     axes = [axes[0, 0], axes[0, 1], axes[1, 0], axes[1, 1]]
-    cos_ref = res.reference.get("layer_cos", [])
+    cos_ref = res.reference.layer_cos
     for v in res.variants():
-        x = 1 - res.stat("in_cos", v).mean(0)
-        axes[0].plot(x, res.stat("row_max", v).mean(0) * res.seq_len, marker="o", ms=3, label=VARIANT_LABELS[v])
-        axes[1].plot(x, res.stat("entropy_norm", v).mean(0), marker="o", ms=3, label=VARIANT_LABELS[v])
+        x = 1 - res.seed_mean("in_cos", v)
+        axes[0].plot(x, res.seed_mean("row_max", v) * res.seq_len, marker="o", ms=3, label=VARIANT_LABELS[v])
+        axes[1].plot(x, res.seed_mean("entropy_norm", v), marker="o", ms=3, label=VARIANT_LABELS[v])
     for ax in axes[:2]:
         ax.set_xscale("log")
         ax.invert_xaxis()
         ax.set_xlabel("1 − average cosine of the input x + b")
         if cos_ref:
             ax.axvspan(1 - max(cos_ref), 1 - min(cos_ref), color="0.85", zorder=0,
-                       label=f"{res.reference['model']} layers")
+                       label=f"{res.reference.model} layers")
     axes[0].legend(fontsize=8, loc="center right")
     axes[1].legend(fontsize=8, loc="lower left")
     axes[0].set_yscale("log")
@@ -141,7 +141,7 @@ def variants_table(res: Result):
     for v in res.variants():
         for j in (0, len(res.norms) - 1):
             cols[f"{VARIANT_LABELS[v]}, N = {res.norms[j]:g}"] = {
-                q: float(res.stat(name, v)[:, j].mean()) * (res.seq_len if name == "row_max" else 1)
+                q: float(res.seed_mean(name, v)[j]) * (res.seq_len if name == "row_max" else 1)
                 for q, name in (("input cos", "in_cos"), ("Q cos", "q_cos"), ("K cos", "k_cos"),
                                 ("E‖x + b‖", "in_norm"), ("row max × L", "row_max"),
                                 ("entropy / log L", "entropy_norm"))}
@@ -153,20 +153,20 @@ def variants_table(res: Result):
 def reference_table(res: Result):
     """Mean norm and average cosine of the reference model's real-token hidden states per layer."""
     ref = res.reference
-    df = pd.DataFrame({"layer": range(len(ref["layer_norms"])), "mean ‖h‖ of real tokens": ref["layer_norms"]})
-    if "layer_cos" in ref:
-        df["average cosine of real tokens"] = ref["layer_cos"]
+    df = pd.DataFrame({"layer": range(len(ref.layer_norms)), "mean ‖h‖ of real tokens": ref.layer_norms})
+    if ref.layer_cos:
+        df["average cosine of real tokens"] = ref.layer_cos
     return common.table(df.set_index("layer").T, digits=2, index=True).set_caption(
-        f"Hidden-state norms per layer of {ref['model']} on {ref['sentences']} MRPC sentences")
+        f"Hidden-state norms per layer of {ref.model} on {ref.sentences} MRPC sentences")
 
 
 def scores_table(res: Result, rows: int = 8):
     """Mean and sd of the pre-softmax scores over seeds, at about `rows` bias norms."""
-    m, sd = res.stat("score_mean"), res.stat("score_std")
-    df = pd.DataFrame({"N": res.norms, "mean": m.mean(0), "min over seeds": m.min(0),
-                       "max over seeds": m.max(0), "sd": sd.mean(0),
-                       "sd within rows": res.stat("score_row_sd").mean(0),
-                       "row-constant share of variance": res.stat("score_rowconst_frac").mean(0)})
+    m = res.stat("score_mean")
+    df = pd.DataFrame({"N": res.norms, "mean": res.seed_mean("score_mean"), "min over seeds": m.min(0),
+                       "max over seeds": m.max(0), "sd": res.seed_mean("score_std"),
+                       "sd within rows": res.seed_mean("score_row_sd"),
+                       "row-constant share of variance": res.seed_mean("score_rowconst_frac")})
     return common.table(df.iloc[:: max(1, len(df) // rows)], digits=3, compact=True).set_caption(
         "Pre-softmax scores QKᵀ/√d_k against the bias norm N (mean and sd: averaged over seeds)")
 
@@ -178,11 +178,11 @@ def fixed_point_table(res: Result):
     rows = [("N* (first seed, refined by Brent's method)", res.fixed_point_refined),
             (f"N* per seed, interpolated on the grid ({common.seeds_text(len(res.seeds))}): smallest", lo),
             ("N* per seed: largest", hi),
-            ("output norm E‖T(x + b)‖, mean over every N and seed", float(res.stat("out_norm").mean())),
+            ("output norm E‖T(x + b)‖, mean over every N and seed", res.mean_out_norm()),
             (f"√d of the untrained block (d = {res.hidden})", float(np.sqrt(res.hidden))),
-            (f"{ref['model']}: smallest mean ‖h‖ over layers", min(ref["layer_norms"])),
-            (f"{ref['model']}: largest mean ‖h‖ over layers", max(ref["layer_norms"])),
-            (f"{ref['model']}: √d (d = {ref['d']})", float(np.sqrt(ref["d"])))]
+            (f"{ref.model}: smallest mean ‖h‖ over layers", min(ref.layer_norms)),
+            (f"{ref.model}: largest mean ‖h‖ over layers", max(ref.layer_norms)),
+            (f"{ref.model}: √d (d = {ref.d})", float(np.sqrt(ref.d)))]
     df = pd.DataFrame(rows, columns=["quantity", "value"])
     return common.table(df, digits=2).set_caption("The norm fixed point and the norms it is compared with")
 
@@ -214,7 +214,7 @@ def publish(res: Result) -> None:
     emb = emb_rows[0] if emb_rows else {k: float("nan") for k in table_row}
     last = res.stat("score_mean")[:, -1]
     k = res.index_of(1000.0)
-    cos_ref = res.reference.get("layer_cos") or [float("nan")]
+    cos_ref = res.reference.layer_cos or [float("nan")]
     common.publish({
         "drift-n-star": res.fixed_point_refined if res.fixed_point_refined is not None else float("nan"),
         "drift-sqrt-d": float(np.sqrt(res.hidden)),
@@ -223,15 +223,15 @@ def publish(res: Result) -> None:
         "drift-cosine-gain": res.cosine_gain().text(6),
         "drift-q-cos0": res.qk_cos_at_zero().text(5),
         "drift-variant-seeds": min((res.seeds_of(v) for v in res.variant_stats), default=0),
-        "drift-ref-description": res.reference["description"],
+        "drift-ref-description": res.reference.description,
         "drift-n-last": res.norms[-1],
         "drift-pos-last": int((last > 0).sum()),
         "drift-neg-last": int((last < 0).sum()),
         "drift-n-k": res.norms[k],
-        "drift-score-sd-k": float(res.stat("score_std")[:, k].mean()),
-        "drift-score-row-sd-k": float(res.stat("score_row_sd")[:, k].mean()),
-        "drift-rowconst-k": float(res.stat("score_rowconst_frac")[:, k].mean()),
-        "drift-emb-cos0": float(res.stat("in_cos", "embedding-layer")[:, 0].mean())
+        "drift-score-sd-k": float(res.seed_mean("score_std")[k]),
+        "drift-score-row-sd-k": float(res.seed_mean("score_row_sd")[k]),
+        "drift-rowconst-k": float(res.seed_mean("score_rowconst_frac")[k]),
+        "drift-emb-cos0": float(res.seed_mean("in_cos", "embedding-layer")[0])
         if "embedding-layer" in res.variant_stats else float("nan"),
         "drift-tab-onset-1mcos": table_row["onset_1mcos"],
         "drift-emb-onset-cos": emb["onset_cos"],

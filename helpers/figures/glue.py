@@ -189,11 +189,6 @@ def paired_figure(res: Result) -> plt.Figure:
     return _legible(fig)
 
 
-def paper_gains_table(res: Result):
-    """The paper's BERT-base-uncased Table 2: baseline, SoftDecay and the relative gain."""
-    return common.table(frame(res.paper_gains), digits=2)
-
-
 def alpha_figure(res: Result) -> plt.Figure:
     """The learned α per epoch of every SoftDecay run, one colour per task."""
     fig, ax = plt.subplots(figsize=(WIDTH, 3.4))
@@ -264,7 +259,7 @@ def cdf_figure(res: Result) -> plt.Figure:
             if r is None or part not in r.spectra:
                 ax.set_axis_off()
                 continue
-            common.spectrum_cdfs(ax, [(x["label"], np.asarray(x["quantiles"])) for x in r.spectra[part]],
+            common.spectrum_cdfs(ax, [(x.label, np.asarray(x.quantiles)) for x in r.spectra[part]],
                                  title=f"{label}: {title}", xlabel="")
             if part == "softdecay":
                 ax.legend(loc="lower right")
@@ -290,7 +285,7 @@ def size_figure(res: Result) -> plt.Figure:
             if rows is None:
                 ax.set_axis_off()
                 continue
-            common.spectrum_cdfs(ax, [(x["label"], np.asarray(x["quantiles"])) for x in rows],
+            common.spectrum_cdfs(ax, [(x.label, np.asarray(x.quantiles)) for x in rows],
                                  title=f"{task}, {n_train:,} training\n{title}" if i == 0 else title, xlabel="")
             ax.axhline(0.8, color="0.5", lw=1, ls=":")
             if j:
@@ -362,8 +357,8 @@ def wide_table(res: Result):
 
 
 def timing_table(res: Result):
-    df = frame(res.timing).groupby(["task", "variant"], as_index=False)[["steps/epoch", "s/epoch"]].mean()
-    return common.table(df, digits=1)
+    """Steps and seconds per epoch per task and variant (`Result.timing_means`)."""
+    return common.table(res.timing_means(), digits=1)
 
 
 def _range(values) -> str:
@@ -381,62 +376,102 @@ def _expdecay_text(res: Result, label: str) -> str:
 
 
 def publish(res: Result) -> None:
-    """Glue the figures and every number the prose quotes (one literal dict of `glue-*` keys)."""
-
+    """Glue the figures and every number the prose quotes (literal dicts of `glue-*` keys, one per section of the
+    chapter)."""
     common.set_theme()
+    common.publish({**_setup(res), **_power(res), **_holdout(res), **_expdecay(res), **_spectra(res),
+                    **_probes(res), **_wide(res)})
+    common.figure("glue-paired", paired_figure(res))
+    common.figure("glue-alpha", alpha_figure(res))
+    common.figure("glue-training", training_curves(res))
+    common.figure("glue-cdfs", cdf_figure(res))
+    common.figure("glue-fig8", size_figure(res))
+
+
+def _setup(res: Result) -> dict[str, object]:
+    """The grid: runs, seeds, tasks, models, the grids searched; the paper's gains."""
     gains = frame(res.paper_gains)
-    spec = frame(res.spectrum)
-    sd_rows = spec.dropna(subset=["median after SD"]) if "median after SD" in spec else spec.iloc[0:0]
-    margins = res.majority_margins()
-    low_task = min(margins, key=margins.get)
-    detectable = [res.detectable(t) for t in res.tasks]
-    signs = res.expdecay_signs()
-    raw_range = res.raw_range()
-    rte = res.paired_interval("RTE") if "RTE" in res.tasks else None
-    probe, sst2 = rte_probe(), side_measurements()["sst2_time"] or {}
-    p5, p10 = probe.get(5e-5, {}), probe.get(1e-4, {})
-    held = selection_changes(res.selection, res.holdout_selection)
-    common.publish({
+    return {
         "glue-runs": len(res.runs), "glue-from-cache": sum(r.from_cache for r in res.runs),
         "glue-seeds": len(res.seeds), "glue-epochs": res.epochs, "glue-tasks": _and(res.tasks),
         "glue-lr-grid": _power_grid(res.lr_grid), "glue-alpha-grid": "{" + ", ".join(f"{a:g}".replace("-", "−")
                                                                                 for a in res.alpha_grid) + "}",
         "glue-models": ", ".join(res.models), "glue-about-models": "; ".join(about(m) for m in res.models),
-        "glue-expdecay-seeds": max((len(r["differences"]) for r in res.paired if r["variant"] != "softdecay"),
-                                   default=0),
+        "glue-grid-hours": res.run_hours(),
+        "glue-gain-min": float(gains["gain %"].min()), "glue-gain-max": float(gains["gain %"].max()),
+        "glue-gain-max-task": str(gains.loc[gains["gain %"].idxmax(), "task"]),
+    }
+
+
+def _power(res: Result) -> dict[str, object]:
+    """What the seeds can detect: RTE's paired interval against the paper's gain, the smallest detectable effect
+    per task, the margin over the majority class, the flattening and size effects."""
+    margins, detectable = res.majority_margins(), [res.detectable(t) for t in res.tasks]
+    low_task = min(margins, key=margins.get)
+    rte = res.paired_interval("RTE") if "RTE" in res.tasks else None
+    return {
         "glue-rte-high": rte.high if rte else float("nan"),
         "glue-rte-low": rte.low if rte else float("nan"),
         "glue-rte-detectable": res.detectable("RTE") if rte else float("nan"),
         "glue-rte-paper-gain": res.paper_gain("RTE"),
         "glue-detectable-min": float(np.nanmin(detectable)), "glue-detectable-max": float(np.nanmax(detectable)),
         "glue-flatter": res.flattening().text(3),
-        "glue-expdecay-rte-width-min": res.expdecay_widths("RTE")[0] if rte else float("nan"),
-        "glue-expdecay-rte-width-max": res.expdecay_widths("RTE")[1] if rte else float("nan"),
-        "glue-grid-hours": res.run_hours(),
+        "glue-size": res.size_effect().text(3),
+        "glue-clear-min": margins[low_task], "glue-clear-min-task": str(low_task),
+        "glue-alpha-max-move": res.alpha_max_move(),
+    }
+
+
+def _holdout(res: Result) -> dict[str, object]:
+    """The selection on a held-out part of the training set against the selection on validation."""
+    held = selection_changes(res.selection, res.holdout_selection)
+    return {
         "glue-holdout-share": HOLDOUT,
         "glue-holdout-choices": len(held), "glue-holdout-same": int(held["same"].sum()) if len(held) else 0,
         "glue-holdout-tasks": ", ".join(dict.fromkeys(held["task"])) if len(held) else "",
         "glue-holdout-changed": (", ".join(f"{r.task} ({'α₀' if 'α' in r.choice else 'learning rate'})"
                                            for r in held.itertuples() if not r.same) if len(held) else ""),
+    }
+
+
+def _expdecay(res: Result) -> dict[str, object]:
+    """ExpDecay, the paper's penalty: its readings against the baseline and the signs of its differences."""
+    signs, rte = res.expdecay_signs(), "RTE" in res.tasks
+    return {
+        "glue-expdecay-seeds": max((len(r["differences"]) for r in res.paired if r["variant"] != "softdecay"),
+                                   default=0),
+        "glue-expdecay-rte-width-min": res.expdecay_widths("RTE")[0] if rte else float("nan"),
+        "glue-expdecay-rte-width-max": res.expdecay_widths("RTE")[1] if rte else float("nan"),
         "glue-expdecay-paper": res.paper_expdecay_gain(),
         "glue-expdecay-margin": res.expdecay_margin(),
-        "glue-size": res.size_effect().text(3),
         "glue-expdecay-top5": _expdecay_text(res, "expdecay (top-5)"),
         "glue-expdecay-all": _expdecay_text(res, "expdecay (all)"),
         "glue-expdecay-squared": _expdecay_text(res, "expdecay (squared)"),
-        "glue-fig8-n": min((res.spectra_n(t) for t in res.tasks), default=0),
-        "glue-fig8-raw-low": raw_range[0][1], "glue-fig8-raw-low-task": raw_range[0][0],
-        "glue-fig8-raw-high": raw_range[1][1], "glue-fig8-raw-high-task": raw_range[1][0],
         "glue-expdecay-means": signs["means"], "glue-expdecay-means-below": signs["means_below"],
         "glue-expdecay-intervals-below": signs["intervals_below"],
         "glue-expdecay-intervals-above": signs["intervals_above"],
         "glue-expdecay-seed-diffs": signs["seeds"], "glue-expdecay-seeds-below": signs["seeds_below"],
-        "glue-clear-min": margins[low_task], "glue-clear-min-task": str(low_task),
-        "glue-gain-min": float(gains["gain %"].min()), "glue-gain-max": float(gains["gain %"].max()),
-        "glue-gain-max-task": str(gains.loc[gains["gain %"].idxmax(), "task"]),
+    }
+
+
+def _spectra(res: Result) -> dict[str, object]:
+    """Fig. 8: the singular-value spectra, raw and after SoftDecay's transform."""
+    spec, raw_range = frame(res.spectrum), res.raw_range()
+    sd_rows = spec.dropna(subset=["median after SD"]) if "median after SD" in spec else spec.iloc[0:0]
+    return {
+        "glue-fig8-n": min((res.spectra_n(t) for t in res.tasks), default=0),
+        "glue-fig8-raw-low": raw_range[0][1], "glue-fig8-raw-low-task": raw_range[0][0],
+        "glue-fig8-raw-high": raw_range[1][1], "glue-fig8-raw-high-task": raw_range[1][0],
         "glue-sd-median-before": _range(sd_rows.get("median before SD", [])),
         "glue-sd-median-after": _range(sd_rows.get("median after SD", [])),
-        "glue-alpha-max-move": res.alpha_max_move(),
+    }
+
+
+def _probes(res: Result) -> dict[str, object]:
+    """The side measurements: RTE's learning-rate probe and the cost of an SST-2 epoch."""
+    probe, sst2 = rte_probe(), side_measurements()["sst2_time"] or {}
+    p5, p10 = probe.get(5e-5, {}), probe.get(1e-4, {})
+    return {
         "glue-probe-5e-05-train-first": p5.get("train_first"), "glue-probe-5e-05-train-last": p5.get("train_last"),
         "glue-probe-5e-05-peak": p5.get("peak"), "glue-probe-5e-05-peak-epoch": p5.get("peak_epoch"),
         "glue-probe-5e-05-last": p5.get("last"),
@@ -447,6 +482,12 @@ def publish(res: Result) -> None:
         "glue-sst2-steps-per-epoch": f"{sst2.get('steps_per_full_epoch', 0):,}",
         "glue-sst2-run-minutes": sst2.get("estimated_seconds_per_3_epoch_run", float("nan")) / 60,
         "glue-sst2-grid-hours": sst2.get("estimated_cpu_hours_per_task_grid"),
+    }
+
+
+def _wide(res: Result) -> dict[str, object]:
+    """The larger encoder on RTE."""
+    return {
         "glue-wide-model": res.wide_model, "glue-about-wide": about(res.wide_model),
         "glue-wide-seeds": len(res.wide_seeds()),
         "glue-wide-alpha": res.wide_alpha(),
@@ -460,9 +501,4 @@ def publish(res: Result) -> None:
         "glue-wide-detectable": res.wide_detectable(), "glue-wide-hours": res.wide_hours(),
         "glue-wide-loss-base": res.wide_final_loss("baseline").estimate,
         "glue-wide-loss-sd": res.wide_final_loss("softdecay").estimate,
-    })
-    common.figure("glue-paired", paired_figure(res))
-    common.figure("glue-alpha", alpha_figure(res))
-    common.figure("glue-training", training_curves(res))
-    common.figure("glue-cdfs", cdf_figure(res))
-    common.figure("glue-fig8", size_figure(res))
+    }

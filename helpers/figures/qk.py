@@ -118,10 +118,10 @@ def ablation_figure(res: Result) -> plt.Figure:
     labels = ("held-out MLM loss (nats)", "attention entropy (nats)", r"mean $\|\bar K\|$, layers 1 and up")
     for ax, key, label in zip(axes, ("eval", "entropy", "k_norm_later"), labels, strict=True):
         for i, name in enumerate(("plain", "centred")):
-            arr = np.asarray(a.variant(name)[key], dtype=float)
-            for row in arr:
+            per_seed, mean = res.ablation_curve(name, key)
+            for row in per_seed:
                 ax.plot(res.steps, row, color=pal[i], lw=0.6, alpha=0.5)
-            ax.plot(res.steps, arr.mean(0), color=pal[i], marker="o", ms=3, label=f"{name} blocks")
+            ax.plot(res.steps, mean, color=pal[i], marker="o", ms=3, label=f"{name} blocks")
         ax.set_xscale("symlog", linthresh=_symlog(res))
         ax.set_xlabel("step")
         ax.set_title(label, fontsize=10)
@@ -255,8 +255,7 @@ def fig14(res: Result) -> plt.Figure:
                             title=res.example_label(key))
         ax.axhline(0, color="grey", lw=0.6)
         ax.legend(fontsize=9)
-    absdot = np.abs(res.stacked("dot"))                                               # (seeds, S, layers, heads)
-    common.layer_curves(axes[2], {f"layer {li}": absdot[:, :, li].mean(-1) for li in range(res.n_layers)},
+    common.layer_curves(axes[2], {f"layer {li}": v for li, v in enumerate(res.abs_dot_over_heads())},
                         x=np.array(res.steps), symlog_x=_symlog(res), xlabel="step",
                         ylabel=f"|{DOT}|, mean over heads", title=f"all heads, {common.seeds_text(len(res.seeds))}",
                         logy=True)
@@ -549,28 +548,21 @@ PRECISION = {"bf16": "bf16 autocast with fp32 weights", "fp32": "fp32 throughout
 
 
 def publish(res: Result) -> None:
-    """Draw and glue every figure and glue every number the prose quotes."""
+    """Draw and glue every figure and glue every number the prose quotes (literal dicts of full keys, one per
+    section of the chapter)."""
     for draw in (pretraining, fig11, fig12, fig13, aligned_trend, fig14, fig15, fig19_20, fig21_22, fig23,
                  end_state_figure):
         draw(res)
-    c, rows, pre, probe = res.comparison, res.layer_rows(), res.pretraining_reading(), res.probe_reading()
-    by_layer = res.alignment_by_layer()
-    ends, end_sum = res.end_state, res.end_state_summary()
-    rope = next((m for m, r in ends.items() if r.rotary), None)
-    end_rows = {r["model"]: r for r in res.end_state_rows()}
-    ex = res.first.display
-    onset = c.median_onset["opposite"]
-    e0, e1 = np.array(c.entropy_first), np.array(c.entropy_final)
-    a = res.ablation_summary
-    nan = float("nan")
-    aligned = res.trend_finding("aligned")
-    trend, reach = (aligned.at_scale, aligned.decides_to()) if aligned else (None, None)
-    isqrt = next((fit.at_target for fit in trend.fits if fit.form == "inverse square root"), None) if trend else None
-    budget = next(iter(res.end_state_budgets()), None)
-    if a:
+    if res.ablation_summary:
         ablation_figure(res)
-        later, tail, last_layers = a.later, a.late_loss_change(), a.later_layers_final
-    common.publish({
+    common.publish({**_setup(res), **_alignment(res), **_trend(res), **_products(res), **_centring(res),
+                    **_examples(res), **_learning(res), **_end_state(res)})
+
+
+def _setup(res: Result) -> dict[str, object]:
+    """The run: the model, its pretraining and what is read from it."""
+    pre = res.pretraining_reading()
+    return {
         "qk-n-layers": res.n_layers, "qk-d-k": res.d_k, "qk-d-model": res.d_k * res.n_heads,
         "qk-n-seeds": len(res.seeds), "qk-first-seed": res.seeds[0], "qk-last-step": f"{res.steps[-1]:,}",
         "qk-batch": res.batch_size, "qk-seq-len": res.seq_len, "qk-n-samples": res.n_samples,
@@ -583,7 +575,14 @@ def publish(res: Result) -> None:
         "qk-checkpoint-mb": MULTIBERT_CHECKPOINT_MB, "qk-paper-gb": PAPER_CHECKPOINTS * MULTIBERT_CHECKPOINT_MB / 1000,
         "qk-first-run-n": len(FIRST_RUN_STEPS), "qk-byte-mlm-layers": BYTE_MLM.layers,
         "qk-first-run-gb": len(FIRST_RUN_STEPS) * MULTIBERT_CHECKPOINT_MB / 1000,
-        # Fig. 13
+    }
+
+
+def _alignment(res: Result) -> dict[str, object]:
+    """Fig. 13: how many heads align their queries and keys, in which layers, from which step."""
+    c, rows, by_layer = res.comparison, res.layer_rows(), res.alignment_by_layer()
+    onset = c.median_onset["opposite"]
+    return {
         "qk-chance": res.chance, "qk-threshold": res.threshold, "qk-chance-one-in": 1 / res.chance_share,
         "qk-abs-cos-first": c.abs_cos_first, "qk-abs-cos-final": c.abs_cos_final,
         "qk-n-aligned": c.n_common + c.n_opposite, "qk-n-heads": c.n_heads,
@@ -591,7 +590,17 @@ def publish(res: Result) -> None:
         "qk-aligned-layers": _layers(by_layer["layers"]), "qk-aligned-in-layers": by_layer["aligned"],
         "qk-heads-in-layers": by_layer["heads"], "qk-layers-at-chance": _layers(by_layer["at_chance"]),
         "qk-onset-opposite": _num(onset), "qk-onset-opposite-share": _num(onset) / res.steps[-1],
-        # the trend to MultiBERT's tokens
+    }
+
+
+def _trend(res: Result) -> dict[str, object]:
+    """The aligned share carried to MultiBERT's tokens, and the longer budget run."""
+    nan = float("nan")
+    aligned = res.trend_finding("aligned")
+    trend, reach = (aligned.at_scale, aligned.decides_to()) if aligned else (None, None)
+    isqrt = next((fit.at_target for fit in trend.fits if fit.form == "inverse square root"), None) if trend else None
+    budget = next(iter(res.end_state_budgets()), None)
+    return {
         "qk-warmup-steps": f"{res.warmup_steps:,}", "qk-trend-n": len(res.trend_steps()),
         "qk-trend-first-step": f"{res.trend_steps()[0]:,}" if trend else MISSING,
         "qk-multibert-gtokens": MULTIBERT_TOKENS / 1e9, "qk-multibert-factor": MULTIBERT_TOKENS / res.tokens_seen,
@@ -601,17 +610,31 @@ def publish(res: Result) -> None:
         "qk-trend-reach-factor": reach / res.tokens_seen if reach else nan,
         "qk-budget-mtokens": budget["tokens"] / 1e6 if budget else nan,
         "qk-budget-aligned": budget["aligned"] if budget else nan,
-        # Fig. 14
+    }
+
+
+def _products(res: Result) -> dict[str, object]:
+    """Figs. 14 and 15: the scalar products of queries and keys, and the attention's entropy."""
+    c, rows = res.comparison, res.layer_rows()
+    first_mean, final_mean = res.entropy_means()
+    return {
         "qk-dot-layer0-first": rows[0]["abs_dot_first"], "qk-dot-layer0-final": rows[0]["abs_dot_final"],
         "qk-dot-layer0-centred": rows[0]["abs_dot_centred"],
         "qk-abs-dot-first": c.abs_dot_first, "qk-abs-dot-final": c.abs_dot_final,
         "qk-dot-later-min": min(r["abs_dot_final"] for r in rows[1:]),
         "qk-dot-later-max": max(r["abs_dot_final"] for r in rows[1:]),
-        # Fig. 15
         "qk-tokens-per-sample": res.tokens_per_sample, "qk-entropy-falls": c.entropy_falls,
-        "qk-entropy-first-mean": float(e0.mean()), "qk-entropy-final-mean": float(e1.mean()),
-        "qk-entropy-first-layer": float(e1[0]), "qk-entropy-last-layer": float(e1[-1]),
-        # the centring test
+        "qk-entropy-first-mean": first_mean, "qk-entropy-final-mean": final_mean,
+        "qk-entropy-first-layer": float(c.entropy_final[0]), "qk-entropy-last-layer": float(c.entropy_final[-1]),
+    }
+
+
+def _centring(res: Result) -> dict[str, object]:
+    """The centring test: pretraining with centred keys beside the plain run (NaN where it was not run)."""
+    a, nan = res.ablation_summary, float("nan")
+    if a:
+        later, tail, last_layers = a.later, a.late_loss_change(), a.later_layers_final
+    return {
         "qk-abl-plain-eval-final": a.plain["eval_final"] if a else nan,
         "qk-abl-centred-eval-final": a.centred["eval_final"] if a else nan,
         "qk-abl-plain-entropy-first-later": later["plain"]["first_mean"] if a else nan,
@@ -632,22 +655,43 @@ def publish(res: Result) -> None:
         "qk-abl-centred-eval-tail": tail["centred"] if a else nan,
         "qk-abl-plain-eval-tail": tail["plain"] if a else nan,
         "qk-abl-tail-steps": int(tail["to"] - tail["from"]) if a else 0,
-        # Figs. 11-12, 19-22 (first seed)
+    }
+
+
+def _examples(res: Result) -> dict[str, object]:
+    """Figs. 11-12 and 19-23: the heads the figures show (first seed) and the directions queries and keys share."""
+    c, ex = res.comparison, res.first.display
+    return {
         "qk-opposite-layer": ex["opposite"]["layer"], "qk-opposite-head": ex["opposite"]["head"],
         "qk-opposite-cos": ex["opposite"]["cos_final"], "qk-similar-layer": ex["similar"]["layer"],
         "qk-similar-head": ex["similar"]["head"], "qk-similar-cos": ex["similar"]["cos_final"],
         "qk-share-mean": c.union_share_mean, "qk-grow": c.union_grow, "qk-heads-per-seed": c.union_heads,
         "qk-other-k-moved": c.other_mean["K"]["moved"], "qk-other-q-moved": c.other_mean["Q"]["moved"],
-        # Fig. 23
         "qk-concat-same-sign": c.concat_same_sign_layers, "qk-concat-spread": c.concat_spread,
-        # how far the model learned
+    }
+
+
+def _learning(res: Result) -> dict[str, object]:
+    """How far the model learned: its losses against the unigram baseline, and the probe of longer runs."""
+    pre, probe = res.pretraining_reading(), res.probe_reading()
+    return {
         "qk-eval-first": pre["eval_first"], "qk-eval-final": pre["eval_final"], "qk-train-final": pre["train_final"],
         "qk-uniform-loss": pre["uniform"], "qk-unigram": pre["unigram"], "qk-below-unigram": pre["below_unigram"],
         "qk-target-below": TARGET_BELOW_UNIGRAM, "qk-long-factor": res.long_run_factor(),
         "qk-probe-n": probe["n"], "qk-probe-mtokens": probe["mtokens"], "qk-probe-spread": probe["spread"],
         "qk-probe-weighting-diff": probe["weighting_diff"], "qk-probe-weighting-step": probe["weighting_step"],
         "qk-probe-book-gain": probe["book_gain"], "qk-probe-book-factor": res.tokens_seen / 1e6 / probe["mtokens"],
-        # the end state of real pretraining
+    }
+
+
+def _end_state(res: Result) -> dict[str, object]:
+    """The end state of real pretraining: the published models' heads, the rotary model before and after its
+    rotation."""
+    nan = float("nan")
+    ends, end_sum = res.end_state, res.end_state_summary()
+    rope = next((m for m, r in ends.items() if r.rotary), None)
+    end_rows = {r["model"]: r for r in res.end_state_rows()}
+    return {
         "qk-end-n-models": len(ends), "qk-end-n-heads": end_sum["n_heads"],
         "qk-end-samples": max((r.n_sequences for r in ends.values()), default=0),
         "qk-end-length": max((r.max_length for r in ends.values()), default=0),
@@ -659,7 +703,7 @@ def publish(res: Result) -> None:
         "qk-end-rope-pre-cos": end_sum[rope]["pre_rotary_abs_cos"] if rope else nan,
         "qk-end-rope-post-aligned": end_rows[rope]["trained"]["aligned"] if rope else 0,
         "qk-end-rope-pre-aligned": end_sum[rope]["pre_rotary_aligned"] if rope else 0,
-    })
+    }
 
 
 __all__ = ["pretraining", "ablation_figure", "aligned_trend", "fig11", "fig12", "fig13", "fig14", "fig15", "fig19_20",

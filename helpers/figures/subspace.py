@@ -43,7 +43,7 @@ def case_study(res: Result) -> plt.Figure:
     """Eq. (8) against the exact ℓ2 probability and the ℓ1 Monte Carlo, per sphere dimension, at the
     middle radius."""
     common.set_theme()
-    dims, d = res.settings["sphere_dims"], res.middle_radius()
+    dims, d = res.settings.sphere_dims, res.middle_radius()
     case = pd.DataFrame(res.appendix_a)
     cols = 2 if len(dims) > 2 else len(dims)
     rows = math.ceil(len(dims) / cols)
@@ -72,7 +72,7 @@ def cdfs(res: Result) -> plt.Figure:
     s = res.settings
     fig, axes = plt.subplots(1, len(res.cdf_values), figsize=(WIDTH, 3.8), sharey=True, squeeze=False)
     for ax, (label, values) in zip(axes[0], res.cdf_values.items(), strict=True):
-        common.spectrum_cdfs(ax, [(f"layer {i}", v) for i, v in enumerate(values)], title=f"{label}, {s['task']}",
+        common.spectrum_cdfs(ax, [(f"layer {i}", v) for i, v in enumerate(values)], title=f"{label}, {s.task}",
                              xlabel="normalised singular value")
         if ax is not axes[0, 0] and ax.get_legend() is not None:
             ax.get_legend().remove()
@@ -148,7 +148,7 @@ def cdf_table(res: Result):
 def comparison_table(res: Result):
     """The pretrained model on the second task against the paper's BERT-base on MRPC."""
     first, last = res.second_task_stats[0], res.second_task_stats[-1]
-    ours = f"{res.settings['model']}, {res.settings['second_task']}"
+    ours = f"{res.settings.model}, {res.settings.second_task}"
     arrow = lambda key, digits: f"{first[key]:.{digits}f} → {last[key]:.{digits}f}"  # noqa: E731
     rows = [("median, first layer (embeddings)", f"{res.paper_medians[0]:g}", f"{first['median']:.4f}"),
             (f"median, last layer ({len(res.second_task_stats) - 1})", f"{res.paper_medians[-1]:g}",
@@ -166,7 +166,7 @@ def publish(res: Result) -> None:
     common.figure("subspace-case-study", case_study(res))
     common.figure("subspace-cdfs", cdfs(res))
     common.figure("subspace-fig2", fig2_histograms(res))
-    summ, worst = res.appendix_a_summary, res.appendix_a_summary["worst"] or {}
+    summ, worst = res.appendix_a_summary, res.appendix_a_summary.worst
     med, twin = res.medians("pretrained"), res.medians("untrained twin") or [math.nan, math.nan]
     by_m, cliff, cls = res.max_ratio_by_m(), res.cliff(), res.cls_uniformity()
     second = [r["median"] for r in res.second_task_stats]
@@ -174,7 +174,7 @@ def publish(res: Result) -> None:
         "subspace-model": res.model_description, "subspace-n-sentences": res.n_sentences,
         "subspace-n-real-tokens": res.n_real_tokens, "subspace-n-hidden-states": res.n_hidden_states,
         "subspace-n-layers": res.n_hidden_states - 1,
-        "subspace-task": res.settings["task"], "subspace-second-task": res.settings["second_task"],
+        "subspace-task": res.settings.task, "subspace-second-task": res.settings.second_task,
         "subspace-random-worst-slack-rel": max(r["worst_slack_rel"] for r in res.random),
         "subspace-random-max-ratio-m16": by_m.get(16, math.nan),
         "subspace-random-max-ratio-m64": by_m.get(64, math.nan),
@@ -182,13 +182,13 @@ def publish(res: Result) -> None:
         "subspace-real-worst-slack-rel": max(r["worst_slack_rel"] for r in res.real_model),
         "subspace-real-max-ratio": max(r["max_ratio"] for r in res.real_model),
         "subspace-real-median-ratio": max(r["median_ratio"] for r in res.real_model),
-        "subspace-cases": summ["cases"], "subspace-l2-violations": summ["l2_violations"],
-        "subspace-l1-violations": summ["l1_violations"], "subspace-l2-violations-x4": summ["l2_violations_x4"],
-        "subspace-quarter-cases": summ["quarter_cases"], "subspace-quarter-violations": summ["quarter_violations"],
-        "subspace-median-looseness": summ["median_looseness"],
-        "subspace-worst-n": worst.get("n", math.nan), "subspace-worst-k": worst.get("k", math.nan),
-        "subspace-worst-d": worst.get("d", math.nan), "subspace-worst-bound": worst.get("bound", math.nan),
-        "subspace-worst-exact-l2": worst.get("exact_l2", math.nan),
+        "subspace-cases": summ.cases, "subspace-l2-violations": summ.l2_violations,
+        "subspace-l1-violations": summ.l1_violations, "subspace-l2-violations-x4": summ.l2_violations_x4,
+        "subspace-quarter-cases": summ.quarter_cases, "subspace-quarter-violations": summ.quarter_violations,
+        "subspace-median-looseness": summ.median_looseness,
+        "subspace-worst-n": worst.n if worst else math.nan, "subspace-worst-k": worst.k if worst else math.nan,
+        "subspace-worst-d": worst.d if worst else math.nan, "subspace-worst-bound": worst.bound if worst else math.nan,
+        "subspace-worst-exact-l2": worst.exact_l2 if worst else math.nan,
         "subspace-gamma-ratio-min": min((r["ratio"] for r in res.gamma_steps), default=math.nan),
         "subspace-gamma-ratio-max": max((r["ratio"] for r in res.gamma_steps), default=math.nan),
         "subspace-cliff-n": cliff["n"], "subspace-cliff-d": cliff["d"], "subspace-cliff-k16": cliff["k16"],

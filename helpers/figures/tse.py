@@ -164,10 +164,10 @@ def fig_sweep(res: Result) -> plt.Figure:
     """The τ sweep: the last block's token diversity against τ (mean ± 1 sd over runs), with τ* and the
     measured threshold; and the diversity through the stack for every τ."""
     sw = res.tau_sweep
-    taus, last = np.asarray(sw.taus, dtype=float), np.asarray(sw.t_div_last, dtype=float)
+    taus = np.asarray(sw.taus, dtype=float)
     fig, axes = _panels(2)
     axes[0].xaxis.set_major_locator(plt.MaxNLocator(6))
-    m, sd = last.mean(1), last.std(1)
+    m, sd = res.sweep_last_spread()
     axes[0].plot(taus, m, marker="o", ms=3, color="C0", label="last block")
     axes[0].fill_between(taus, m - sd, m + sd, color="C0", alpha=0.2, lw=0)
     axes[0].axvline(res.tau_star(), color="k", ls=":", lw=1, label=r"$\tau^*$")
@@ -284,13 +284,13 @@ def fig3_table(res: Result):
 def fig5_table(res: Result):
     """The last block's token diversity per τ (mean over runs) against the paper's levels (its Fig. 5), under
     both readings of the value-map variance."""
-    vs, alt = res.settings.value_scale, res.other_value_scale
+    vs, alt, s = res.settings.value_scale, res.other_value_scale, res.summary
     return common.table(pd.DataFrame({
         "τ": [f"{float(t):g}" for t in res.figure5],
         "paper": [res.paper_fig5.get(t, math.nan) for t in res.figure5],
-        f"ours (σ² = {vs:g}/d)": [float(v[:, -1].mean()) for v in res.figure5.values()],
-        "sd over runs": [float(v[:, -1].std()) for v in res.figure5.values()],
-        f"σ² = {alt:g}/d": [float(v[:, -1].mean()) for v in res.figure5_other.values()],
+        f"ours (σ² = {vs:g}/d)": [s.tdiv_last[t] for t in res.figure5],
+        "sd over runs": [s.tdiv_last_sd[t] for t in res.figure5],
+        f"σ² = {alt:g}/d": [s.tdiv_last_other[t] for t in res.figure5_other],
     }))
 
 

@@ -10,7 +10,6 @@ from matplotlib.ticker import MaxNLocator
 
 from ..core.vit import FFN_SCALES
 from ..experiments.vit import (
-    ABLATION_VARIANTS,
     ALIKE,
     CHANCE_MARGIN,
     CURVE,
@@ -162,11 +161,11 @@ def _depth_panel(ax, res: Result) -> None:
     """Final training loss against depth: per variant the mean ± 1 sd over seeds with each seed a dot,
     dodged sideways, on a log depth axis; dotted: chance."""
     pal = common.sns.color_palette()
-    finals = res.sweep_final("train_loss")
+    finals, spread = res.sweep_final("train_loss"), res.sweep_final_spread("train_loss")
     for i, (v, a) in enumerate(finals.items()):
         x = np.asarray(res.depths, dtype=float) * (1 + 0.04 * (i - 1.5))                   # dodge
-        ax.errorbar(x, a.mean(1), yerr=a.std(1, ddof=1) if a.shape[1] > 1 else None, color=pal[i], marker="o",
-                    ms=4, capsize=3, label=NAMES.get(v, v))
+        mean, sd = spread[v]
+        ax.errorbar(x, mean, yerr=sd, color=pal[i], marker="o", ms=4, capsize=3, label=NAMES.get(v, v))
         ax.scatter(np.repeat(x, a.shape[1]), a.ravel(), color=pal[i], s=8, alpha=0.5)
     ax.axhline(np.log(10), color="grey", lw=0.8, ls=":")
     ax.set_xscale("log")
@@ -199,10 +198,8 @@ def final_table(res: Result):
         row: dict[str, object] = {"variant": NAMES.get(v, v)}
         for _, r in _blocks(res):
             tag = "A1" if r is res else "std"
-            fin = {k: np.array([h[k][-1] for h in r.histories[v]]) for k in ("train_loss", "test_acc")}
             for k, name in (("train_loss", "train loss"), ("test_acc", "test acc")):
-                a = fin[k]
-                row[f"{name} {tag}"] = common.mean_sd(a.mean(), a.std(ddof=1) if len(a) > 1 else float("nan"))
+                row[f"{name} {tag}"] = common.mean_sd(*r.final_spread(r.histories[v], k))
         rows.append(row)
     return common.table(pd.DataFrame(rows))
 
@@ -237,8 +234,8 @@ def block_table(res: Result, block: str = "A1"):
         for v in res.variants:
             hs = r.runs(d)[v]
             rows.append({"depth": d, "variant": NAMES.get(v, v),
-                         "final train loss": float(np.mean([h["train_loss"][-1] for h in hs])),
-                         "test accuracy": float(np.mean([h["test_acc"][-1] for h in hs])),
+                         "final train loss": r.final_spread(hs, "train_loss")[0],
+                         "test accuracy": r.final_spread(hs, "test_acc")[0],
                          "last-block t_sim": r.run_t_sim(v, d)})
     return common.table(pd.DataFrame(rows), digits=3)
 
@@ -250,8 +247,7 @@ def _without_scales(grid: dict) -> dict:
 
 def _loss(runs: dict, variant: str) -> str:
     """A block's final training loss of `variant` as mean ± sd over seeds."""
-    a = np.array([h["train_loss"][-1] for h in runs[variant]])
-    return common.mean_sd(a.mean(), a.std(ddof=1) if len(a) > 1 else float("nan"))
+    return common.mean_sd(*Result.final_spread(runs[variant], "train_loss"))
 
 
 def ablation_table(res: Result):
@@ -261,11 +257,9 @@ def ablation_table(res: Result):
     for depth, grid in res.ablation_grids():
         gaps = res.ablation_gaps(depth)
         for block, runs in _without_scales(grid).items():
-            loss = {v: np.array([h["train_loss"][-1] for h in runs[v]]) for v in ABLATION_VARIANTS}
             row: dict[str, object] = {"depth": depth, "block": ABLATION_LABELS.get(block, block)}
             for v, name in (("pre-norm", "pre-norm loss"), ("de-escalated", "de-esc. loss")):
-                a = loss[v]
-                row[name] = common.mean_sd(a.mean(), a.std(ddof=1) if len(a) > 1 else float("nan"))
+                row[name] = _loss(runs, v)
             row["de-esc. − pre-norm"] = _interval(gaps[block])
             rows.append(row)
     if not rows:
@@ -410,28 +404,22 @@ def _curve_values(res: Result) -> dict[str, object]:
 
 
 def publish(res: Result) -> None:
-    """Draw and glue the figures, and glue every number the prose quotes."""
+    """Draw and glue the figures, and glue every number the prose quotes (literal dicts of full keys, one per
+    section of the chapter)."""
     fig6(res)
     tsim(res)
     block_figure(res)
     ablation_figure(res)
     ffn_scale_figure(res)
     budget_figure(res)
-    std = res.standard_result() or res           # without standard-block runs the std keys read the main grid
+    common.publish({**_setup(res), **_curve_values(res), **_depths(res), **_similarity(res), **_ablation(res),
+                    **_ffn_scale(res), **_costs(res)})
+
+
+def _setup(res: Result) -> dict[str, object]:
+    """The run: data, model, steps against the paper's, the margins the findings use, the learning-rate budget."""
     low, high = res.final_loss_range()
-    gabl, c = res.ablation_gaps(), res.confirm_depth
-    gconf = res.ablation_gaps(c) if c is not None else {}
-    nan_text = "(not run)"
-    r1, r2 = res.ffn_init_ratios()
-    cost = block_cost() or {"algorithm1_s": np.nan, "standard_s": np.nan, "ratio": np.nan}
-    alike, a1_alike = std.alike_depth(), res.alike_depth()
-    costs = {name: res.recipe_costs.get(name, {"runs": 0, "hours": np.nan}) for name in RECIPES}
-    s1, s2 = res.ffn_step_scales()
-    scales = res.ffn_scale_blocks()                     # the FFN-scale sweep: the largest factor run, and ×0.5
-    top = max(scales) if scales else 1.0
-    top_block = scales.get(top, FFN_SCALE_BASE)
-    half = res.ablation_contrast(scales.get(0.5, "(not run)"), FFN_SCALE_BASE)
-    common.publish({
+    return {
         "vit-steps": f"{res.steps:,}", "vit-batch": res.batch_size, "vit-epochs": res.epochs,
         "vit-train-images": f"{res.train_images:,}", "vit-test-images": f"{res.test_images:,}",
         "vit-seeds": len(res.seeds), "vit-depths": ", ".join(str(d) for d in res.depths), "vit-depth": res.depth,
@@ -444,14 +432,18 @@ def publish(res: Result) -> None:
         "vit-lr-decay": LR_DECAY, "vit-lr-decay-at": " and ".join(f"{100 * f:.0f} %" for f in LR_DECAY_AT),
         "vit-lr-decay-steps": " and ".join(f"{s:,}" for s in res.lr_decay_steps()) or "(none within the run)",
         "vit-budget-epochs": " and ".join(str(k) for k in res.budget_epochs()),
-        # the budget curve
-        **_curve_values(res),
-        # depth 80
+    }
+
+
+def _depths(res: Result) -> dict[str, object]:
+    """The main depth and the depth sweep, with Algorithm 1's blocks and standard ones (without standard-block runs
+    the std keys read the main grid)."""
+    std, nan_text = res.standard_result() or res, "(not run)"
+    return {
         "vit-a1-chance-post-norm-full-lr": res.at_chance("post-norm-full-lr", res.depth),
         "vit-gap-a1-deesc-post": res.gap("de-escalated", "post-norm").text(),
         "vit-gap-a1-deesc-pre": res.gap("de-escalated", "pre-norm").text(),
         "vit-gap-std-deesc-pre": std.gap("de-escalated", "pre-norm").text(),
-        # across depth
         "vit-a1-fails-from-post-norm": res.fails_from("post-norm") or nan_text,
         "vit-a1-fails-from-post-norm-full-lr": res.fails_from("post-norm-full-lr") or nan_text,
         "vit-a1-fails-from-de-escalated": res.fails_from("de-escalated") or nan_text,
@@ -463,7 +455,14 @@ def publish(res: Result) -> None:
         "vit-std-level-depths": ", ".join(str(d) for d in std.level_depths("post-norm-full-lr")) or nan_text,
         "vit-std-range-post-norm-full-lr": _range(std, "post-norm-full-lr"),
         "vit-std-range-pre-norm": _range(std, "pre-norm"),
-        # token similarity
+    }
+
+
+def _similarity(res: Result) -> dict[str, object]:
+    """Token similarity: t_sim before de-escalation and where post-norm and pre-norm end alike."""
+    std = res.standard_result() or res
+    alike, a1_alike = std.alike_depth(), res.alike_depth()
+    return {
         "vit-before-tsim": res.before_t_sim().get("de-escalated", np.nan),
         "vit-a1-tsim-pre-norm": res.run_t_sim("pre-norm", res.depth),
         "vit-alike-depth": alike,
@@ -472,7 +471,16 @@ def publish(res: Result) -> None:
         "vit-alike-gap": std.gap("post-norm-full-lr", "pre-norm", alike).text(),
         "vit-a1-alike-depth": a1_alike,
         "vit-a1-alike-gap": res.gap("post-norm-full-lr", "pre-norm", a1_alike).text(),
-        # the block ablation
+    }
+
+
+def _ablation(res: Result) -> dict[str, object]:
+    """The block ablation: de-escalated − pre-norm per block at its depth and the confirming depth."""
+    gabl, c, nan_text = res.ablation_gaps(), res.confirm_depth, "(not run)"
+    gconf = res.ablation_gaps(c) if c is not None else {}
+    r1, r2 = res.ffn_init_ratios()
+    s1, s2 = res.ffn_step_scales()
+    return {
         "vit-abl-depth": res.ablation_depth or nan_text,
         "vit-abl-confirm-depth": c or nan_text,
         "vit-abl-ffn-ratio-w1": r1, "vit-abl-ffn-ratio-w2": r2,
@@ -498,7 +506,17 @@ def publish(res: Result) -> None:
         "vit-abl-move-init": res.ablation_contrast("algorithm1-torch-ffn-init", "algorithm1").text(),
         "vit-abl-move-steps": res.ablation_contrast("algorithm1-torch-ffn-steps", "algorithm1").text(),
         "vit-abl-move-scale": res.ablation_contrast("algorithm1-torch-ffn-init", "algorithm1-torch-ffn-steps").text(),
-        # the FFN-scale sweep
+    }
+
+
+def _ffn_scale(res: Result) -> dict[str, object]:
+    """The FFN-scale sweep: the gap's slope over the factors, the largest factor run, and ×0.5."""
+    nan_text = "(not run)"
+    scales = res.ffn_scale_blocks()
+    top = max(scales) if scales else 1.0
+    top_block = scales.get(top, FFN_SCALE_BASE)
+    half = res.ablation_contrast(scales.get(0.5, "(not run)"), FFN_SCALE_BASE)
+    return {
         "vit-ffn-scale-slope": res.ffn_scale_slope().text() if len(res.ffn_scale_blocks()) > 1 else nan_text,
         "vit-ffn-scale-factors": ", ".join(f"×{f:g}" for f in res.ffn_scale_blocks()) or nan_text,
         "vit-ffn-scale-missing": ", ".join(f"×{f:g}" for f in res.ffn_scale_missing()) or "none",
@@ -507,16 +525,22 @@ def publish(res: Result) -> None:
         else nan_text,
         "vit-ffn-scale-de-move-top": res.ablation_contrast(top_block, FFN_SCALE_BASE, variant="de-escalated").text(),
         "vit-ffn-scale-pre-move-top": res.ablation_contrast(top_block, FFN_SCALE_BASE, variant="pre-norm").text(),
-        # what the runs not made would cost (RECIPES, estimated from the committed runs' times)
+    }
+
+
+def _costs(res: Result) -> dict[str, object]:
+    """What the runs not made would cost (RECIPES, estimated from the committed runs' times), and the block cost."""
+    cost = block_cost() or {"algorithm1_s": np.nan, "standard_s": np.nan, "ratio": np.nan}
+    costs = {name: res.recipe_costs.get(name, {"runs": 0, "hours": np.nan}) for name in RECIPES}
+    return {
         "vit-cost-ffn-scale-runs": costs["ffn-scale"]["runs"], "vit-cost-ffn-scale-hours": costs["ffn-scale"]["hours"],
         "vit-cost-depth80-runs": costs["depth80-ffn"]["runs"],
         "vit-cost-depth80-hours": costs["depth80-ffn"]["hours"],
         "vit-cost-long-runs": costs["long"]["runs"], "vit-cost-long-hours": costs["long"]["hours"],
         "vit-total-hours": res.total_hours(),
-        # the block cost
         "vit-block-alg1-s": cost["algorithm1_s"], "vit-block-standard-s": cost["standard_s"],
         "vit-block-ratio": cost["ratio"],
-    })
+    }
 
 
 __all__ = ["fig6", "tsim", "block_figure", "final_table", "gap_table", "block_table", "ablation_table",

@@ -208,8 +208,6 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
     (`offline_identity`: package, version, files' SHA-256). No code shipped with a model is ever run: every
     `from_pretrained` gets `trust_remote_code=False`, so a folder that needs its own code is refused, never
     executed."""
-    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
-
     if name in ("whisper-tiny.en", "whisper-base"):   # a CTranslate2 file, converted by helpers.hf.whisper
         from .whisper import load_whisper, package_dir
 
@@ -225,57 +223,75 @@ def load(name: str, untrained: bool = False, device: str | torch.device = "cpu",
         record_offline(name, Path(source))
         return Loaded(name, source, model.to(device).eval(), tok, not untrained)
     gguf = OFFLINE_PACKAGES.get(name, (None, None, None, None))[3]
-    kw = {"gguf_file": gguf} if gguf else {}
     on_hub = not Path(source).exists()
     asked, rev, resolved = hublock.hub_revision(source, revision) if on_hub else (None, None, None)
-    if rev:
-        kw["revision"] = rev
-    kw["trust_remote_code"] = False
-    modality = modality or MODALITY.get(name, "text")
-    auto = AutoModelForCausalLM if gguf else AutoModel
-    where = source
     try:
-        if gguf and not on_hub:              # de-quantised once into the weight cache (`gguf_cache`), read from there
-            from . import gguf_cache
-
-            def from_gguf(folder: str, file: str):
-                with quiet_loading():
-                    m = auto.from_pretrained(folder, gguf_file=file, attn_implementation="eager",
-                                             dtype=torch.float32, trust_remote_code=False)
-                return m, preprocessor("text").from_pretrained(folder, gguf_file=file, trust_remote_code=False)
-
-            where = str(gguf_cache.converted(Path(source), gguf, from_gguf))
-            kw.pop("gguf_file")
-        tok = preprocessor(modality).from_pretrained(where, **kw)
-        with quiet_loading():
-            if untrained:
-                cfg = AutoConfig.from_pretrained(where, **kw)
-                torch.manual_seed(seed)
-                model = auto.from_config(cfg, attn_implementation="eager", trust_remote_code=False)
-            else:
-                model = auto.from_pretrained(where, attn_implementation="eager", dtype=torch.float32, **kw)
-        if modality == "text" and getattr(tok, "pad_token", None) is None and getattr(tok, "eos_token", None):
-            tok.pad_token = tok.eos_token          # decoders (Llama, GPT-2) ship no pad token; masks hide it
-            tok.padding_side = "right"
+        model, tok = _from_transformers(source, gguf, on_hub, rev, modality or MODALITY.get(name, "text"), untrained,
+                                        seed)
     except (OSError, ValueError) as err:
-        mv = hublock.explain_missing("model", source, asked, err) if on_hub and not revision else None
-        if mv is not None:
-            raise mv from None
-        if "custom code" in str(err):
-            raise ModelUnavailable(f"cannot load {name!r}: it needs its own code (an auto_map in its config), which "
-                                   "this book never runs") from None
-        offline = sorted([k for k in OFFLINE_PACKAGES if "/" not in k] + list(SHARED_MODELS) + list(SPLIT_MODELS)
-                         + ["whisper-tiny.en", "whisper-base"] + list(BOOK_MODELS))
-        raise ModelUnavailable(
-            f"cannot load {name!r}: not a local folder, not an offline package, and the Hugging Face hub "
-            f"is not reachable from here ({str(err).splitlines()[0][:160]}). Offline models: {offline}. "
-            "On a machine with hub access unset HF_HUB_OFFLINE."
-        ) from None
+        raise _unavailable(name, source, err, asked if on_hub and not revision else None) from None
     if on_hub:
         hublock.settle("model", source, resolved, asked=revision)
     else:
         record_offline(name, Path(source))
     return Loaded(name, source, model.to(device).eval(), tok, not untrained)
+
+
+def _from_transformers(source: str, gguf: str | None, on_hub: bool, rev: str | None, modality: str,
+                       untrained: bool, seed: int):
+    """`load`'s model and preprocessor through transformers' Auto classes (eager attention, fp32, never a model's
+    own code): a GGUF package is de-quantised once into the weight cache and read from there; an untrained twin is
+    built from the config after `torch.manual_seed(seed)`; a decoder without a pad token pads with its EOS."""
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+
+    kw: dict[str, object] = {"gguf_file": gguf} if gguf else {}
+    if rev:
+        kw["revision"] = rev
+    kw["trust_remote_code"] = False
+    auto = AutoModelForCausalLM if gguf else AutoModel
+    where = source
+    if gguf and not on_hub:              # de-quantised once into the weight cache (`gguf_cache`), read from there
+        from . import gguf_cache
+
+        def from_gguf(folder: str, file: str):
+            with quiet_loading():
+                m = auto.from_pretrained(folder, gguf_file=file, attn_implementation="eager",
+                                         dtype=torch.float32, trust_remote_code=False)
+            return m, preprocessor("text").from_pretrained(folder, gguf_file=file, trust_remote_code=False)
+
+        where = str(gguf_cache.converted(Path(source), gguf, from_gguf))
+        kw.pop("gguf_file")
+    tok = preprocessor(modality).from_pretrained(where, **kw)
+    with quiet_loading():
+        if untrained:
+            cfg = AutoConfig.from_pretrained(where, **kw)
+            torch.manual_seed(seed)
+            model = auto.from_config(cfg, attn_implementation="eager", trust_remote_code=False)
+        else:
+            model = auto.from_pretrained(where, attn_implementation="eager", dtype=torch.float32, **kw)
+    if modality == "text" and getattr(tok, "pad_token", None) is None and getattr(tok, "eos_token", None):
+        tok.pad_token = tok.eos_token          # decoders (Llama, GPT-2) ship no pad token; masks hide it
+        tok.padding_side = "right"
+    return model, tok
+
+
+def _unavailable(name: str, source: str, err: Exception, asked: str | None) -> Exception:
+    """What `load` raises when transformers could not load `name`: the hub's own word where the pinned revision
+    moved or vanished (`asked`: the revision asked of the hub, None off the hub or for an explicit revision), a
+    refusal for a model that needs its own code, else `ModelUnavailable` listing the offline models."""
+    mv = hublock.explain_missing("model", source, asked, err) if asked is not None else None
+    if mv is not None:
+        return mv
+    if "custom code" in str(err):
+        return ModelUnavailable(f"cannot load {name!r}: it needs its own code (an auto_map in its config), which "
+                                "this book never runs")
+    offline = sorted([k for k in OFFLINE_PACKAGES if "/" not in k] + list(SHARED_MODELS) + list(SPLIT_MODELS)
+                     + ["whisper-tiny.en", "whisper-base"] + list(BOOK_MODELS))
+    return ModelUnavailable(
+        f"cannot load {name!r}: not a local folder, not an offline package, and the Hugging Face hub "
+        f"is not reachable from here ({str(err).splitlines()[0][:160]}). Offline models: {offline}. "
+        "On a machine with hub access unset HF_HUB_OFFLINE."
+    )
 
 
 def load_pretrained(cls, source: str, **kwargs):

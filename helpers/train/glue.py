@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -52,8 +52,6 @@ class FinetuneConfig(StoredNames):
     """One fine-tuning run: batch 32, max length 128, 3 epochs and a linear schedule from the authors'
     `run_glue_no_trainer.sh` (App. B says only "default parameters"); learning rates 2e-5 for the model and
     2e-3 for α and the initial α from [−0.2, −0.5, −0.8] (App. B)."""
-
-    STORED_AS: ClassVar[dict[str, str]] = {"batch_size": "batch"}
 
     task: str = "RTE"
     model: str = "all-MiniLM-L6-v2"

@@ -31,7 +31,6 @@ from .loop import Task, adamw, decay_groups, fit
 
 @dataclass(frozen=True)
 class LMTrainConfig(StoredNames):
-    STORED_AS: ClassVar[dict[str, str]] = {"batch_size": "batch"}
     STORED_UNLESS_DEFAULT: ClassVar[tuple[str, ...]] = ("schedule",)
 
     steps: int = 1000

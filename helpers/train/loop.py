@@ -170,10 +170,63 @@ def fit(task: Task, checkpoint: str | Path | None = None, device: str | torch.de
     compiled = _resolve_compile(compile, dev) and (compile is not None or task.compilable)
     every = max(1, int(sync_every if sync_every is not None else (50 if compiled else 1)))
     own_hook = type(task).after_step is not Task.after_step
+    _warn_if_emulated(precision, dev)
+    model, opt, sched, history, settings = _start(task, checkpoint, dev, precision)
+    if history["done"]:
+        return model, history
+    if compiled:
+        compile_blocks(model)
+
+    def save() -> None:
+        if checkpoint is not None:
+            save_checkpoint(checkpoint, model=model.state_dict(), opt=opt.state_dict(),
+                            sched=sched.state_dict() if sched is not None else None, history=history,
+                            settings=settings)
+
+    total = task.epochs * task.steps_per_epoch
+    step = history["step"]
+    params = [p for p in model.parameters() if p.requires_grad]
+    book = _StepBook(task, model, history)
+    bar = progress(range(step, total), desc=progress_desc or task.name, total=total - step)
+    for _ in _iterate(bar):
+        if stop_after_steps is not None and step >= stop_after_steps:
+            book.flush()
+            history["_epoch_sums"] = book.sums
+            return model, history
+        epoch, index = divmod(step, task.steps_per_epoch)
+        model.train()
+        batch = task.batch(epoch, index, dev)
+        loss, stats, n = optimiser_step(task, model, batch, opt, sched, params, dev, precision)
+        step += 1
+        book.pending.append((step, loss.detach(), stats, n))
+        epoch_end = step % task.steps_per_epoch == 0
+        saving = epoch_end or step == total or bool(task.save_every and step % task.save_every == 0)
+        if len(book.pending) >= every or saving or (own_hook and task.hook_needs_model(step)):
+            book.flush()
+        if epoch_end:
+            task.after_epoch(model, step // task.steps_per_epoch, book.epoch_means(), history)
+            history["wall_time_s"] = book.wall_time()
+        history["done"] = step == total
+        if saving:
+            history["_epoch_sums"] = book.sums
+            save()
+            history.pop("_epoch_sums")
+    book.flush()
+    history["done"] = True
+    return model, history
+
+
+def _warn_if_emulated(precision: str, dev: torch.device) -> None:
+    """Warn where bf16 autocast would be emulated on this CPU (one to two orders of magnitude slower than fp32)."""
     if precision == "bf16" and dev.type == "cpu" and not native_bf16(dev):
         warnings.warn("bf16 autocast on a CPU without native bf16 (AVX-512-BF16 or AMX) is emulated, and its matmuls "
                       "run one to two orders of magnitude slower than fp32: choose precision='fp32' (or 'auto')",
-                      RuntimeWarning, stacklevel=2)
+                      RuntimeWarning, stacklevel=3)
+
+
+def _start(task: Task, checkpoint: str | Path | None, dev: torch.device, precision: str):
+    """The task's model, optimiser, scheduler, history and settings: fresh, or restored from `checkpoint` (with
+    every RNG state), which must have been written with the same settings."""
     model, opt, sched = task.build(dev)
     history: dict[str, Any] = {**task.new_history(), "step": 0, "wall_time_s": 0.0, "done": False,
                                "precision": precision}
@@ -190,73 +243,45 @@ def fit(task: Task, checkpoint: str | Path | None = None, device: str | torch.de
         history = state["history"]
     else:
         task.before_training(model, history)
-    if history["done"]:
-        return model, history
-    if compiled:
-        compile_blocks(model)
+    return model, opt, sched, history, settings
 
-    def save() -> None:
-        if checkpoint is not None:
-            save_checkpoint(checkpoint, model=model.state_dict(), opt=opt.state_dict(),
-                            sched=sched.state_dict() if sched is not None else None, history=history,
-                            settings=settings)
 
-    total = task.epochs * task.steps_per_epoch
-    step = history["step"]
-    params = [p for p in model.parameters() if p.requires_grad]
-    t0, wall0 = time.perf_counter(), history["wall_time_s"]
-    sums: dict[str, float] = history.pop("_epoch_sums", {})
-    pending: list[tuple[int, Tensor, dict[str, Any], int]] = []   # steps whose statistics are still on the device
+class _StepBook:
+    """The steps whose statistics are still on the device, and the epoch's sums they are booked into: `flush` reads
+    them back (one transfer) and books them in order, as the eager loop books each step (finiteness, epoch sums,
+    the task's step hook); the wall time counts from its creation, on top of the resumed segments'."""
 
-    def flush() -> None:
-        """Read the pending steps' statistics back (one transfer) and book them in order, as the eager
-        loop books each step: finiteness, epoch sums, the task's step hook."""
-        nonlocal sums
-        if not pending:
+    def __init__(self, task: Task, model: nn.Module, history: dict[str, Any]):
+        self.task, self.model, self.history = task, model, history
+        self.t0, self.wall0 = time.perf_counter(), history["wall_time_s"]
+        self.sums: dict[str, float] = history.pop("_epoch_sums", {})
+        self.pending: list[tuple[int, Tensor, dict[str, Any], int]] = []
+
+    def wall_time(self) -> float:
+        return self.wall0 + time.perf_counter() - self.t0
+
+    def flush(self) -> None:
+        if not self.pending:
             return
-        steps = list(pending)
-        pending.clear()
+        steps = list(self.pending)
+        self.pending.clear()
         values = _to_host([(loss, stats) for _, loss, stats, _ in steps])
         for (s, _, _, n), (value, stats) in zip(steps, values, strict=True):
             if not math.isfinite(value):
-                raise FloatingPointError(f"{task.name}: loss became {value} at step {s}")
+                raise FloatingPointError(f"{self.task.name}: loss became {value} at step {s}")
             for k, v in stats.items():
-                sums[k] = sums.get(k, 0.0) + v * n
-            sums["_n"] = sums.get("_n", 0.0) + n
-            history["step"] = s
-            history["wall_time_s"] = wall0 + time.perf_counter() - t0
-            task.after_step(model, s, stats, history)
+                self.sums[k] = self.sums.get(k, 0.0) + v * n
+            self.sums["_n"] = self.sums.get("_n", 0.0) + n
+            self.history["step"] = s
+            self.history["wall_time_s"] = self.wall_time()
+            self.task.after_step(self.model, s, stats, self.history)
 
-    bar = progress(range(step, total), desc=progress_desc or task.name, total=total - step)
-    for _ in _iterate(bar):
-        if stop_after_steps is not None and step >= stop_after_steps:
-            flush()
-            history["_epoch_sums"] = sums
-            return model, history
-        epoch, index = divmod(step, task.steps_per_epoch)
-        model.train()
-        batch = task.batch(epoch, index, dev)
-        loss, stats, n = optimiser_step(task, model, batch, opt, sched, params, dev, precision)
-        step += 1
-        pending.append((step, loss.detach(), stats, n))
-        epoch_end = step % task.steps_per_epoch == 0
-        saving = epoch_end or step == total or bool(task.save_every and step % task.save_every == 0)
-        if len(pending) >= every or saving or (own_hook and task.hook_needs_model(step)):
-            flush()
-        if epoch_end:
-            n_ex = sums.pop("_n", 1.0)
-            means = {k: v / n_ex for k, v in sums.items()}
-            sums = {}
-            task.after_epoch(model, step // task.steps_per_epoch, means, history)
-            history["wall_time_s"] = wall0 + time.perf_counter() - t0
-        history["done"] = step == total
-        if saving:
-            history["_epoch_sums"] = sums
-            save()
-            history.pop("_epoch_sums")
-    flush()
-    history["done"] = True
-    return model, history
+    def epoch_means(self) -> dict[str, float]:
+        """The epoch's statistics averaged over its examples; the sums start again."""
+        n_ex = self.sums.pop("_n", 1.0)
+        means = {k: v / n_ex for k, v in self.sums.items()}
+        self.sums = {}
+        return means
 
 
 def _to_host(items: list[tuple[Tensor, dict[str, Any]]]) -> list[tuple[float, dict[str, float]]]:

@@ -35,6 +35,10 @@ TOKENIZER_SOURCE = "all-MiniLM-L6-v2"     # its folder holds BERT's uncased toke
 class PretrainConfig(StoredNames):
     """Architecture and MLM recipe of the small BERT (BERT's recipe, Devlin et al. 2019, scaled down)."""
 
+    #: the names these settings were first keyed with, kept because they are in committed keys: the anisotropy
+    #: chapter's byte-MLM training run is keyed by `BYTE_MLM.stored()`, the STS chapter's path runs by the hash of
+    #: the book MLM's `stored()` (`sts.compute.path_key`), and the queries-and-keys pretraining folders by it too;
+    #: renaming them would orphan those runs (`tests/test_config_names.py` pins the hashes)
     STORED_AS: ClassVar[dict[str, str]] = {"d_model": "hidden", "n_heads": "heads", "d_ff": "intermediate",
                                            "batch_size": "batch"}
 

@@ -23,7 +23,6 @@ class TrainConfig(StoredNames):
     """§3.3: AdamW β = (0.9, 0.999), weight decay 0.1, batch 128, ×0.2 at 70 % and 90 % of
     training, lr 1e-4 (5e-5 for plain post-norm), AutoAugment."""
 
-    STORED_AS: ClassVar[dict[str, str]] = {"batch_size": "batch"}
     #: the committed runs were stored before `schedule` existed (all under §3.3's step decay)
     STORED_UNLESS_DEFAULT: ClassVar[tuple[str, ...]] = ("schedule",)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -22,12 +24,58 @@ from ...core.stats import Interval, fisher_interval, jackknife_interval, rank_co
 from .params import ALPHA, CHARACTER_LEVEL, IDENTITY_TOL
 
 
+def _read_as(hint: Any, value: Any) -> Any:
+    """A stored (JSON) `value` read into the type `hint`: a record from its dict, a tuple from a list (each item
+    read), a dict's keys (an int key from its JSON string) and values read; None and anything else as it is."""
+    if value is None:
+        return None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        return _read_as(next(a for a in args if a is not type(None)), value)
+    if isinstance(hint, type) and issubclass(hint, StoredRecord):
+        return hint.of(value)
+    if origin is tuple:
+        return tuple(_read_as(args[0], v) for v in value)
+    if origin is dict:
+        key, item = args
+        return {(int(k) if key is int else k): _read_as(item, v) for k, v in value.items()}
+    return value
+
+
+def _write_back(value: Any) -> Any:
+    """`_read_as` undone: a record as its stored dict, a tuple as a list (JSON writes an int key as its string)."""
+    if isinstance(value, StoredRecord):
+        return value.to_json()
+    if isinstance(value, tuple | list):
+        return [_write_back(v) for v in value]
+    return {k: _write_back(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
 @dataclass(frozen=True)
 class Record(StoredRecord):
-    """`book.results.StoredRecord`, the base of the chapter's records (read by attribute; `stored` writes any of
-    them back in its stored layout)."""
+    """`book.results.StoredRecord` with typed fields, the base of the chapter's records: each field is read from
+    its stored value by its annotation (`tuple[float, ...]` from a list, a record from its dict, `dict[int, float]`
+    from JSON's string keys) and written back as stored (`to_json`)."""
+
+    #: the stored keys no field reads, kept as they were stored so a record writes back the layout it was read from
+    #: (a measurement's extras: a spectrum run's columns on a model record, a CNN's vectors per layer): open by
+    #: design, hence untyped
+    other: dict[str, Any] = field(default_factory=dict, kw_only=True)
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False, kw_only=True)
+
+    @classmethod
+    def _read(cls, name: str, value: Any) -> Any:
+        return _read_as(_hints(cls)[name], value)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored layout: the keys it was read with, in their order (a record made here: every field)."""
+        out = {key: _write_back(getattr(self, name)) for name, key in self._stored().items()} | self.other
+        return {k: out[k] for k in self.layout} if self.layout else out
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
 
 
 def isotropic_line(d: int) -> float:
@@ -95,6 +143,34 @@ def drift_layer_test(mean_norm: tuple[float, ...], cos: tuple[float, ...]) -> La
 
 
 @dataclass(frozen=True)
+class Correlation(Record):
+    """The paper's test on one model as `compute.measure` stores it: Spearman's and Pearson's correlation across
+    the layers between ‖x̄‖₂ and the average cosine, with their p-values (the asymptotic ones; `LayerTest` reads
+    the exact permutation p)."""
+
+    spearman_r: float = float("nan")
+    spearman_p: float = float("nan")
+    pearson_r: float = float("nan")
+    pearson_p: float = float("nan")
+
+
+@dataclass(frozen=True)
+class Normalised(Record):
+    """The same test with the normalised drift ‖x̄‖₂ / E‖x‖ (`normalised_*`), and how closely the identity
+    avg cos ≈ (‖x̄‖₂ / E‖x‖)² holds: its largest gap over the layers, the share and the number of layers within
+    `IDENTITY_TOL`, of `layers`."""
+
+    normalised_spearman_r: float = float("nan")
+    normalised_spearman_p: float = float("nan")
+    normalised_pearson_r: float = float("nan")
+    normalised_pearson_p: float = float("nan")
+    identity_gap_max: float = float("nan")
+    identity_within_tol: float = float("nan")
+    identity_layers_within: int = 0
+    layers: int = 0
+
+
+@dataclass(frozen=True)
 class Model(Record):
     """One measured model (`compute.measure`): pretrained, its untrained twin, or the twin with its token-type
     embedding zeroed. Its `label`, `modality`, `name`, `trained`, `description`, `data` (what it was measured on),
@@ -114,26 +190,24 @@ class Model(Record):
     trained: bool = True
     description: str = ""
     data: str = ""
-    cos_exact: list = field(default_factory=list)
-    cos_sampled: list = field(default_factory=list)
-    cos_sampled_se: list = field(default_factory=list)
-    cos_centred: list = field(default_factory=list)
-    cos_centred_se: list = field(default_factory=list)
-    mean_norm: list = field(default_factory=list)
-    avg_norm: list = field(default_factory=list)
-    drift_ratio: list = field(default_factory=list)
-    dims: list = field(default_factory=list)
+    cos_exact: tuple[float, ...] = ()
+    cos_sampled: tuple[float, ...] = ()
+    cos_sampled_se: tuple[float, ...] = ()
+    cos_centred: tuple[float, ...] = ()
+    cos_centred_se: tuple[float, ...] = ()
+    mean_norm: tuple[float, ...] = ()
+    avg_norm: tuple[float, ...] = ()
+    drift_ratio: tuple[float, ...] = ()
+    dims: tuple[int, ...] = ()
     tokens: int = 0
-    correlation: dict = field(default_factory=dict)
-    normalised: dict = field(default_factory=dict)
-    map_cos_exact: list | None = None
-    map_drift_ratio: list | None = None
+    correlation: Correlation | None = None
+    normalised: Normalised | None = None
+    map_cos_exact: tuple[float, ...] | None = None
+    map_drift_ratio: tuple[float, ...] | None = None
     #: (layers, inputs): each layer's all-pairs average cosine with one input left out (a jackknife's values);
     #: None for a run made before the accumulator kept its inputs' sums
-    cos_exact_loo: list | None = None
+    cos_exact_loo: tuple[tuple[float, ...], ...] | None = None
     inputs: int = 0
-    other: dict = field(default_factory=dict)
-    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def d(self) -> int:
@@ -232,7 +306,7 @@ class Model(Record):
         if self.flattened:
             gap = np.abs(np.asarray(self.map_cos_exact) - np.square(self.map_drift_ratio))
             return int((gap < IDENTITY_TOL).sum()), int(gap.size)
-        return self.normalised["identity_layers_within"], self.normalised["layers"]
+        return self.normalised.identity_layers_within, self.normalised.layers
 
     def centred_row(self, twin: Model | None) -> dict[str, Any]:
         """Width d, the effective dimension of the centred cloud over layers (smallest, largest) and as a share of
@@ -283,27 +357,25 @@ class Shape(Record):
     split-half cosine of the mean `mean_split_cos`, ‖x̄‖² over the top eigenvalue `drift_over_top`; and the
     model's `name`, `trained`, `label`."""
 
-    cos_exact: list = field(default_factory=list)
-    dims: list = field(default_factory=list)
+    cos_exact: tuple[float, ...] = ()
+    dims: tuple[int, ...] = ()
     tokens: int = 0
-    drift_ratio: list = field(default_factory=list)
-    pr: list = field(default_factory=list)
-    pr_iso: list = field(default_factory=list)
-    top1: list = field(default_factory=list)
-    top3: list = field(default_factory=list)
-    top10: list = field(default_factory=list)
-    rms_cos_k0: list = field(default_factory=list)
-    rms_cos_k1: list = field(default_factory=list)
-    rms_cos_k3: list = field(default_factory=list)
-    rms_cos_k10: list = field(default_factory=list)
-    mean_split_cos: list = field(default_factory=list)
-    drift_over_top: list = field(default_factory=list)
+    drift_ratio: tuple[float, ...] = ()
+    pr: tuple[float, ...] = ()
+    pr_iso: tuple[float, ...] = ()
+    top1: tuple[float, ...] = ()
+    top3: tuple[float, ...] = ()
+    top10: tuple[float, ...] = ()
+    rms_cos_k0: tuple[float, ...] = ()
+    rms_cos_k1: tuple[float, ...] = ()
+    rms_cos_k3: tuple[float, ...] = ()
+    rms_cos_k10: tuple[float, ...] = ()
+    mean_split_cos: tuple[float, ...] = ()
+    drift_over_top: tuple[float, ...] = ()
     data: str = ""
     name: str = ""
     trained: bool = True
     label: str = ""
-    other: dict = field(default_factory=dict)
-    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def d(self) -> int:
@@ -317,11 +389,6 @@ class Shape(Record):
     def pr_share(self) -> np.ndarray:
         """Per layer, the participation ratio over an isotropic Gaussian's of the same n and d."""
         return np.asarray(self.pr, float) / np.asarray(self.pr_iso, float)
-
-    def pr_over_d(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per layer, the participation ratio over d, and an isotropic Gaussian's."""
-        d = np.asarray(self.dims, float)
-        return np.asarray(self.pr, float) / d, np.asarray(self.pr_iso, float) / d
 
     def summary(self) -> dict[str, Any]:
         """The pretrained run's row of `Result.shape_rows`: the largest top-3 share, the smallest split-half cosine
@@ -361,15 +428,13 @@ class CnnBootstrap(Record):
     name: str = ""
     images: int = 0
     draws: int = 0
-    map_cos: list = field(default_factory=list)
-    map_mean_norm: list = field(default_factory=list)
-    median_draws: list = field(default_factory=list)
-    rho_draws: list = field(default_factory=list)
+    map_cos: tuple[float, ...] = ()
+    map_mean_norm: tuple[float, ...] = ()
+    median_draws: tuple[float, ...] = ()
+    rho_draws: tuple[float, ...] = ()
     rho: float = float("nan")
-    layer_low: list = field(default_factory=list)
-    layer_high: list = field(default_factory=list)
-    other: dict = field(default_factory=dict)
-    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    layer_low: tuple[float, ...] = ()
+    layer_high: tuple[float, ...] = ()
 
     def map_cosine(self) -> Interval:
         """The average cosine of whole flattened maps, median over the block outputs (the non-negative stem and
@@ -390,13 +455,11 @@ class SpeechBootstrap(Record):
     clips: int = 0
     frames: int = 0
     draws: int = 0
-    cos: list = field(default_factory=list)
-    mean_norm: list = field(default_factory=list)
+    cos: tuple[float, ...] = ()
+    mean_norm: tuple[float, ...] = ()
     rho: float = float("nan")
     p: float = float("nan")
-    rho_draws: list = field(default_factory=list)
-    other: dict = field(default_factory=dict)
-    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    rho_draws: tuple[float, ...] = ()
 
     def test(self) -> LayerTest:
         """The drift test across the encoder's layers, with ρ's bootstrap over recordings."""
@@ -412,12 +475,10 @@ class CentredJackknife(Record):
     unit: str = ""
     inputs: int = 0
     vectors: int = 0
-    dims: list = field(default_factory=list)
-    centred: list = field(default_factory=list)
-    leave_one_out: list = field(default_factory=list)
-    raw: list = field(default_factory=list)
-    other: dict = field(default_factory=dict)
-    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    dims: tuple[int, ...] = ()
+    centred: tuple[float, ...] = ()
+    leave_one_out: tuple[tuple[float, ...], ...] = ()
+    raw: tuple[float, ...] = ()
 
     def intervals(self) -> list[Interval]:
         """Per layer, the mean-removed average cosine with its jackknife interval over the inputs."""
@@ -446,10 +507,8 @@ class Gaussian(Record):
     mc_q95: float = float("nan")
     exact_q95: float = float("nan")
     asymptotic_q95: float = float("nan")
-    hist_edges: list = field(default_factory=list)
-    hist_density: list = field(default_factory=list)
-    other: dict = field(default_factory=dict)
-    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    hist_edges: tuple[float, ...] = ()
+    hist_density: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -465,8 +524,6 @@ class Cloud(Record):
     pr_iso: float = float("nan")
     effective_dim: float = float("nan")
     makeup: str = ""
-    other: dict = field(default_factory=dict)
-    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -479,8 +536,6 @@ class FinalNorm(Record):
     after: float = float("nan")
     returned: float = float("nan")
     tokens: int = 0
-    other: dict = field(default_factory=dict)
-    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -488,14 +543,12 @@ class ByteTraining(Record):
     """The byte-level MLM's training record (`compute.byte_mlm`): held-out MLM loss per checkpoint step
     (`eval_loss`, nats per byte, keyed by step as stored), the unigram baseline, steps and wall time."""
 
-    eval_loss: dict = field(default_factory=dict)
+    eval_loss: dict[int, float] = field(default_factory=dict)
     unigram_loss: float = float("nan")
     steps: int = 0
     train_sequences: int = 0
     wall_time_s: float = 0.0
     final_train_loss: float = float("nan")
-    other: dict = field(default_factory=dict)
-    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def losses(self) -> list[tuple[int, float]]:
         """(step, held-out loss), in step order."""

@@ -246,3 +246,6 @@ class Result(results.Result):
         """The paper's §3 claims (and the drift explanation it cites), from the table `findings.FINDINGS`."""
         return findings(self)
 
+    def sampling_z_median(self) -> float:
+        """The median over every layer of every model of |sampled − exact| / standard error (`sampling_z`)."""
+        return float(np.median(self.sampling_z()))

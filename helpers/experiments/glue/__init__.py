@@ -1,7 +1,7 @@
 """The GLUE chapter (Yan et al. §5.2, App. B, D), one module per concern: `params` (the settings, the presets and
-the paper's tables), `compute` (the grid of fine-tuning runs through the results cache, and `run`), `result`
-(the typed records `Run` and the `Result` with its statistics) and `findings` (the chapter's findings, declared
-as a table)."""
+the paper's tables), `compute` (the grid of fine-tuning runs through the results cache, and `run`), `records`
+(the typed records `Run`, `Runs`, `LayerSpectrum`, `Choice`), `result` (the `Result` with its statistics) and
+`findings` (the chapter's findings, declared as a table)."""
 
 from ...data.glue import TASK_METRICS
 from .compute import (
@@ -38,10 +38,12 @@ from .params import (
                       paper_value,
                       primary_metric,
 )
-from .result import Result, Run, Runs, detectable_effect, quantile_at, welch_interval
+from .records import LayerSpectrum, Run, Runs, quantile_at
+from .result import Result, detectable_effect, welch_interval
 
 __all__ = ["FINDINGS", "GRID", "HOLDOUT", "METRIC_NAMES", "READINGS", "READING_TEXT", "TASK_METRICS", "WIDE_ALPHA",
-           "WIDE_LR", "WIDE_TASK", "Params", "Result", "Run", "Runs", "Spec", "alpha_table", "detectable_effect",
+           "WIDE_LR", "WIDE_TASK", "LayerSpectrum", "Params", "Result", "Run", "Runs", "Spec", "alpha_table",
+           "detectable_effect",
            "expdecay_margin", "finetune_one", "findings", "holdout_selection", "majority_baseline",
            "paired_differences", "paper_gains", "paper_model_for", "paper_tables", "paper_value", "primary_metric",
            "quantile_at", "raw_spectra", "rte_probe", "run", "runs", "selection_changes", "side_measurements",

@@ -29,7 +29,8 @@ from .params import (
     paper_tables,
     primary_metric,
 )
-from .result import Result, Run, detectable_effect
+from .records import Choice, Run
+from .result import Result, detectable_effect
 
 
 def wide_params(p: Params) -> Params | None:
@@ -133,7 +134,7 @@ class _Undecided(Exception):
     """A selection score is not in the cache yet: the comparison runs of this task cannot be named."""
 
 
-def _plan_task(p: Params, model: str, task: str, one) -> list[dict]:
+def _plan_task(p: Params, model: str, task: str, one) -> list[Choice]:
     """The runs of one (model, task), in order: the learning rate and α₀ selected on the selection seed, then
     every variant × comparison seed; `one(model, task, kind, alpha, reading, lr, seed, stage)` makes (or reads)
     a run and returns its history (None: not made, which stops the plan after a selection stage with
@@ -193,7 +194,7 @@ def runs(p: Params) -> list[results.RunSpec]:
 HOLDOUT = 0.1
 
 
-def holdout_selection(p: Params, fraction: float = HOLDOUT) -> list[dict]:
+def holdout_selection(p: Params, fraction: float = HOLDOUT) -> list[Choice]:
     """The selection repeated with `selection_holdout=fraction` (candidates trained on the training split
     less a fixed held-out share and scored on it), read from the committed runs only — never trained here
     (`make grid CHAPTER=glue SCALE=book PARAMS='-p selection_holdout 0.1'` makes them). One row per task
@@ -202,7 +203,7 @@ def holdout_selection(p: Params, fraction: float = HOLDOUT) -> list[dict]:
     if p.scale == "ci" or p.selection_holdout:
         return []
     q = p.with_(selection_holdout=fraction)
-    rows: list[dict] = []
+    rows: list[Choice] = []
 
     def one(model, task, kind, alpha, reading, lr, seed, stage):
         if stage != "selection":
@@ -218,7 +219,7 @@ def holdout_selection(p: Params, fraction: float = HOLDOUT) -> list[dict]:
     return rows
 
 
-def selection_changes(selection: list[dict], held: list[dict]) -> pd.DataFrame:
+def selection_changes(selection: list[Choice], held: list[Choice]) -> pd.DataFrame:
     """Each choice (model, task, learning rate or α₀) made on the validation split beside the same choice
     made on the held-out share (`holdout_selection`): the value chosen and its score by each, and whether
     they agree. Only choices the held-out selection has made."""
@@ -381,12 +382,12 @@ def spectrum_summary(grid: dict[tuple, Run], seed: int) -> pd.DataFrame:
             continue
         last = r.spectra["layers"][-1]
         row = {"model": model, "task": task, "variant": variant, "initial α": r.alpha,
-               "last layer median": last["median"],
-               "last layer skewness": last["skewness"], "last layer TokenUni": last["token_uni"]}
+               "last layer median": last.median,
+               "last layer skewness": last.skewness, "last layer TokenUni": last.token_uni}
         if "softdecay" in r.spectra:
             before, after = r.spectra["softdecay"]
-            row.update({"median before SD": before["median"], "median after SD": after["median"],
-                        "skew before SD": before["skewness"], "skew after SD": after["skewness"]})
+            row.update({"median before SD": before.median, "median after SD": after.median,
+                        "skew before SD": before.skewness, "skew after SD": after.skewness})
         rows.append(row)
     return pd.DataFrame(rows)
 

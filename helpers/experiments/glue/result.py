@@ -1,11 +1,9 @@
-"""The GLUE chapter's typed result: `Run`, one fine-tuning run (its settings, final scores, per-epoch curves and
-the fine-tuned model's spectra), `Runs`, a list of them with one set of accessors, and `Result`, every number the
-chapter shows with the statistics it reads off the runs."""
+"""The GLUE chapter's `Result`: the fine-tuning runs (`records.Run`, held as `records.Runs`), the chapter's tables,
+and the statistics it reads off them (paired differences, the larger encoder's comparisons, the spectra's shift)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -13,89 +11,9 @@ from ...book import results
 from ...core.findings import Finding
 from ...core.stats import Interval, t_interval
 from .params import READINGS, WIDE_TASK, expdecay_margin, paper_model_for, paper_tables, paper_value, primary_metric
+from .records import Choice, LayerSpectrum, Run, Runs, quantile_at, spectra_of
 
 NAN_INTERVAL = Interval(float("nan"), float("nan"), float("nan"), 0, "t")
-
-
-@dataclass(frozen=True)
-class Run:
-    """One fine-tuning run: `variant` is the label (baseline, softdecay, `expdecay (<reading>)`), `alpha` the
-    initial α (None but for SoftDecay), `stage` selection or comparison, `from_cache` whether it came from the
-    committed results; then what it measured: `final` validation scores, per epoch `val_acc`, `val_loss`,
-    `train_loss`, the learned α (`alpha_path`) and `epoch_seconds`, and `spectra` (`hf.glue.layer_spectra` of
-    the fine-tuned model, with the SoftDecay transform's before/after for SoftDecay runs)."""
-
-    model: str
-    task: str
-    variant: str
-    alpha: float | None
-    lr: float
-    seed: int
-    stage: str = "comparison"
-    reading: str | None = None
-    from_cache: bool = False
-    final: dict = field(default_factory=dict)
-    epochs: list = field(default_factory=list)
-    val_acc: list = field(default_factory=list)
-    val_loss: list = field(default_factory=list)
-    train_loss: list = field(default_factory=list)
-    alpha_path: list = field(default_factory=list)
-    epoch_seconds: list = field(default_factory=list)
-    train_examples: int | None = None
-    eval_examples: int | None = None
-    steps_per_epoch: int | None = None
-    spectra: dict = field(default_factory=dict)
-
-    @classmethod
-    def from_history(cls, h: dict, **settings: Any) -> Run:
-        """The record of a run's `settings` and its history as `train.glue.finetune` returns (and the results
-        cache stores) it, under its unchanged cache key."""
-        evals = h.get("eval", [])
-        return cls(**settings, final=h["final"], epochs=list(h.get("epoch", [])),
-                   val_acc=[e.get("acc") for e in evals], val_loss=[e.get("loss") for e in evals],
-                   train_loss=list(h.get("train_loss", [])), alpha_path=list(h.get("alpha", [])),
-                   epoch_seconds=list(h.get("epoch_seconds", [])), train_examples=h.get("train_examples"),
-                   eval_examples=h.get("eval_examples"), steps_per_epoch=h.get("steps_per_epoch"),
-                   spectra=h.get("spectra", {}))
-
-    @classmethod
-    def read(cls, d: dict) -> Run:
-        """A record from its JSON: this class's fields, or the earlier shapes a saved Result holds (a grid run's
-        settings beside its `history`; the larger encoder's flat record)."""
-        if "history" in d:
-            return cls.from_history(d["history"], **{k: v for k, v in d.items() if k != "history"})
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-    def score(self, metric: str | None = None) -> float:
-        """The final validation score of `metric` (default the task's first)."""
-        return self.final[metric or primary_metric(self.task)]
-
-    def value_at(self, level: float = 0.8, layer: int = -1) -> float:
-        """The normalised singular value at which `layer`'s CDF reaches `level` (Fig. 8's reading)."""
-        return quantile_at(self.spectra["layers"][layer]["quantiles"], level)
-
-
-class Runs(list):
-    """Fine-tuning runs (`Run`) with one set of accessors."""
-
-    def find(self, **match: Any) -> Run | None:
-        """The first run whose fields equal `match`, or None."""
-        return next((r for r in self if all(getattr(r, k) == v for k, v in match.items())), None)
-
-    def where(self, **match: Any) -> Runs:
-        """The runs whose fields equal `match`, in seed order."""
-        return Runs(sorted((r for r in self if all(getattr(r, k) == v for k, v in match.items())),
-                           key=lambda r: r.seed))
-
-    def paired_seeds(self, variant: str, base: str = "baseline") -> list[int]:
-        """The seeds on which both `variant` and `base` ran, in order."""
-        return sorted({r.seed for r in self.where(variant=variant)} & {r.seed for r in self.where(variant=base)})
-
-    def differences(self, variant: str, metric: str | None = None, base: str = "baseline") -> list[float]:
-        """Per seed both ran: `variant` − `base` final validation score (points), in seed order."""
-        return [self.find(variant=variant, seed=s).score(metric) - self.find(variant=base, seed=s).score(metric)
-                for s in self.paired_seeds(variant, base)]
 
 
 def t_or_nan(values) -> Interval:
@@ -135,12 +53,6 @@ def detectable_effect(differences, power: float = 0.8, level: float = 0.95) -> f
     return float((stats.t.ppf(0.5 + level / 2, df) + stats.t.ppf(power, df)) * d.std(ddof=1) / np.sqrt(d.size))
 
 
-def quantile_at(quantiles: list[float], level: float) -> float:
-    """The `level` quantile of a CDF stored as equally spaced quantiles (level 0 .. 1), interpolated."""
-    q = np.asarray(quantiles, dtype=float)
-    return float(np.interp(level, np.linspace(0, 1, q.size), q))
-
-
 def _nan(x) -> float:
     return float("nan") if x is None else x        # None: NaN read back from JSON
 
@@ -151,7 +63,7 @@ class LargerEncoder:
 
     wide: Runs
     wide_model: str
-    wide_majority: dict
+    wide_majority: dict[str, float]
 
     def wide_seeds(self) -> list[int]:
         """The seeds on which the larger encoder ran both the baseline and SoftDecay, in order."""
@@ -232,7 +144,7 @@ class Result(LargerEncoder, results.Result):
     epochs: int
     train_examples: int
     runs: list[Run]
-    selection: list[dict]
+    selection: list[Choice]
     summary: list[dict]
     paired: list[dict]
     paper_gains: list[dict]
@@ -240,18 +152,20 @@ class Result(LargerEncoder, results.Result):
     alphas: list[dict]
     architectures: list[dict]
     timing: list[dict]
-    raw: dict = field(default_factory=dict)
-    holdout_selection: list = field(default_factory=list)
+    #: the pretrained encoders' spectra before fine-tuning: model -> task -> per hidden state
+    raw: dict[str, dict[str, tuple[LayerSpectrum, ...]]] = field(default_factory=dict)
+    holdout_selection: list[Choice] = field(default_factory=list)
     spectra_examples: int = 0
     wide_model: str = ""
     wide: list[Run] = field(default_factory=list)
-    wide_majority: dict = field(default_factory=dict)
+    wide_majority: dict[str, float] = field(default_factory=dict)
     lr_grid: list[float] = field(default_factory=list)       # the learning rates the baseline selects from
     alpha_grid: list[float] = field(default_factory=list)    # the α₀ SoftDecay selects from
 
     def __post_init__(self):
         self.runs = Runs(r if isinstance(r, Run) else Run.read(r) for r in self.runs)
         self.wide = Runs(r if isinstance(r, Run) else Run.read(r) for r in self.wide)
+        self.raw = {model: spectra_of(tasks) for model, tasks in self.raw.items()}
 
     def comparison(self, task: str, model: str | None = None) -> Runs:
         return self.runs.where(stage="comparison", model=model or self.models[0], task=task)
@@ -304,7 +218,7 @@ class Result(LargerEncoder, results.Result):
         """App. Fig. 9: SoftDecay − baseline median normalised singular value of the fine-tuned model's
         last-layer output, averaged over the tasks for each seed, with its t interval over seeds."""
         def median(r: Run) -> float:
-            return r.spectra["layers"][-1]["median"]
+            return r.spectra["layers"][-1].median
         per_seed = [[x for t in self.tasks if (x := self._pair(t, s, "softdecay", model, median)) is not None]
                     for s in self.seeds]
         return t_or_nan([float(np.mean(d)) for d in per_seed if d])
@@ -379,7 +293,7 @@ class Result(LargerEncoder, results.Result):
     def raw_value(self, task: str, level: float = 0.8, layer: int = -1, model: str | None = None) -> float:
         """`Run.value_at` of the pretrained encoder before fine-tuning (one measurement; NaN without it)."""
         rows = self.raw.get(model or self.models[0], {}).get(task)
-        return float("nan") if rows is None else quantile_at(rows[layer]["quantiles"], level)
+        return float("nan") if rows is None else quantile_at(rows[layer].quantiles, level)
 
     def value_at(self, task: str, level: float = 0.8, layer: int = -1, source: str = "baseline",
                  model: str | None = None) -> Interval:
@@ -437,3 +351,11 @@ class Result(LargerEncoder, results.Result):
         from .findings import findings
 
         return findings(self)
+
+    def timing_means(self):
+        """Per task and variant, the steps and seconds per epoch averaged over the timed runs (a DataFrame)."""
+        import pandas as pd
+
+        df = pd.DataFrame(self.timing)
+        df = df.astype(object).where(df.notna(), np.nan).infer_objects()
+        return df.groupby(["task", "variant"], as_index=False)[["steps/epoch", "s/epoch"]].mean()

@@ -9,16 +9,147 @@ key reads as it did from the dict (`record["cos"]`). The reading threshold a rec
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
-from ...book.results import StoredRecord
+from ...book.results import StoredRecord, Unread
 from ...core.qk import mean_abs_cos_random
 from ...core.stats import Interval, t_interval
 
 #: what `EndState.heads` reads of every head, as absolute values
 HEAD_MEASURES = ("cos", "dot", "mean_share", "drift_share", "q_norm", "k_norm")
+
+#: per checkpoint step, layer and head: (S, layers, heads)
+PerHead = list[list[list[float]]]
+#: per checkpoint step and layer: (S, layers)
+PerLayer = list[list[float]]
+#: per layer and head: (layers, heads)
+Heads = list[list[float]]
+
+
+class Means(TypedDict):
+    """The mean query's and the mean key's coordinates on the first two directions of one SVD basis (`core.qk`),
+    (S, layers, heads, 2)."""
+
+    q: list[PerHead]
+    k: list[PerHead]
+
+
+class Shown(TypedDict):
+    """One example head's display tokens on one SVD basis: queries and keys, (display steps, tokens, 2)."""
+
+    q: list[list[list[float]]]
+    k: list[list[list[float]]]
+
+
+class Example(TypedDict):
+    """One example head (`core.qk.analyse`): where it is, its final cos(Q̄, K̄), the steps shown and its display
+    tokens per SVD basis ("union", "K", "Q")."""
+
+    layer: int
+    head: int
+    cos_final: float
+    steps: list[int]
+    union: Shown
+    K: Shown
+    Q: Shown
+
+
+class Alignment(TypedDict):
+    """`core.qk.alignment_summary`: per step the heads common, opposite and unaligned, the final cos (layers,
+    heads), each head's onset (None: never aligned) and the threshold."""
+
+    common: list[int]
+    opposite: list[int]
+    unaligned: list[int]
+    final_cos: Heads
+    onset: list[list[int | None]]
+    threshold: float
+
+
+class OtherMean(TypedDict):
+    """App. C on one one-sided SVD: the heads whose other mean moves out along its first direction, and the
+    mean |coordinate| at the first and the last step."""
+
+    moved: int
+    heads: int
+    first: float
+    final: float
+
+
+class SeedReading(TypedDict):
+    """The timing claims on one seed (`compute.compare_runs`)."""
+
+    seed: int
+    n_common: int
+    n_opposite: int
+    median_onset: dict[str, int | None]                 # ["common" | "opposite"]
+    abs_cos_final: float
+    entropy_first: float
+    entropy_final: float
+    entropy_lowest: float
+    entropy_lowest_step: int
+    entropy_rebound_layers: list[int]
+    eval_final: float | None
+
+
+class Variant(TypedDict):
+    """One variant of the centring ablation over its seeds (`compute.ablation_summary`): per seed and step the
+    held-out loss, entropy, |cos| and ‖K̄‖ of layers 1..; their summaries; per layer at the last step."""
+
+    eval: list[list[float]]
+    entropy: list[list[float]]
+    abs_cos: list[list[float]]
+    k_norm_later: list[list[float]]
+    eval_final: float
+    eval_best: float
+    entropy_first: float
+    entropy_lowest: float
+    entropy_final: float
+    entropy_drop: float
+    abs_cos_final: float
+    entropy_final_layer: list[float]
+    abs_cos_final_layer: list[float]
+    abs_dot_final_layer: list[float]
+    q_norm_final_layer: list[float]
+    k_norm_final_layer: list[float]
+
+
+class LaterVariant(TypedDict):
+    """One variant's attention entropy over layers 1.. (`compute.later_layer_entropy`): per seed at the first and
+    last step and its drop, their means, and per later layer at the last step."""
+
+    first: list[float]
+    final: list[float]
+    drop: list[float]
+    first_mean: float
+    final_mean: float
+    final_layer: list[float]
+
+
+class Later(TypedDict):
+    """`compute.later_layer_entropy`: the later layers, the seeds, each variant, and centred − plain per seed (the
+    drop, the final entropy, and per later layer the final entropy)."""
+
+    layers: list[int]
+    seeds: list[int]
+    plain: LaterVariant
+    centred: LaterVariant
+    diff_drop: list[float]
+    diff_final: list[float]
+    layer_diff_final: list[list[float]]
+
+
+class HeadMeasures(TypedDict):
+    """`core.qk.end_state` of one model: per layer and head (layers, heads)."""
+
+    cos: Heads
+    dot: Heads
+    q_norm: Heads
+    k_norm: Heads
+    mean_share: Heads
+    drift_share: Heads
 
 
 @dataclass(frozen=True)
@@ -30,28 +161,28 @@ class Trajectory(StoredRecord):
     history (`train_loss` per step, `eval_loss` {step: nats} at the checkpoints, `unigram_nats`,
     `train_tokens_available`) and its timings."""
 
-    steps: list = field(default_factory=list)              # the checkpoint steps (S)
-    cos: list = field(default_factory=list)                # (S, layers, heads)
-    dot: list = field(default_factory=list)                # (S, layers, heads)
-    q_norm: list = field(default_factory=list)             # ‖Q̄‖: (S, layers, heads)
-    k_norm: list = field(default_factory=list)             # ‖K̄‖: (S, layers, heads)
-    cos_concat: list = field(default_factory=list)         # (S, layers)
-    entropy: list = field(default_factory=list)            # (S, layers, heads)
-    entropy_layer: list = field(default_factory=list)      # (S, layers)
-    means: dict = field(default_factory=dict)              # {basis: {"q", "k"}: (S, layers, heads, 2)}
-    sv1_share: dict = field(default_factory=dict)          # {basis: (layers, heads)}
+    steps: list[int] = field(default_factory=list)         # the checkpoint steps (S)
+    cos: PerHead = field(default_factory=list)
+    dot: PerHead = field(default_factory=list)
+    q_norm: PerHead = field(default_factory=list)          # ‖Q̄‖
+    k_norm: PerHead = field(default_factory=list)          # ‖K̄‖
+    cos_concat: PerLayer = field(default_factory=list)
+    entropy: PerHead = field(default_factory=list)
+    entropy_layer: PerLayer = field(default_factory=list)
+    means: dict[str, Means] = field(default_factory=dict)  # [basis]
+    sv1_share: dict[str, Heads] = field(default_factory=dict)  # [basis]
     tokens: int = 0
-    display: dict = field(default_factory=dict)            # {"similar", "opposite"}: one example head each
-    summary: dict = field(default_factory=dict)            # `core.qk.alignment_summary`
+    display: dict[str, Example] = field(default_factory=dict)  # ["similar" | "opposite"]
+    summary: Alignment = field(default_factory=dict)
     model: str = ""
     seed: int | None = None
-    train_loss: list = field(default_factory=list)         # per training step
-    eval_loss: dict = field(default_factory=dict)          # {str(step): nats} at the checkpoints
+    train_loss: list[float] = field(default_factory=list)  # per training step
+    eval_loss: dict[str, float] = field(default_factory=dict)  # [str(step)]: nats at the checkpoints
     pretrain_wall_time_s: float | None = None
     unigram_nats: float | None = None
     train_tokens_available: int | None = None
     analysis_wall_time_s: float | None = None
-    other: dict = field(default_factory=dict)
+    other: Unread = field(default_factory=dict)
     layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def array(self, name: str) -> np.ndarray:
@@ -62,7 +193,7 @@ class Trajectory(StoredRecord):
         """The held-out MLM loss at checkpoint `step` (NaN where none was recorded)."""
         return float(self.eval_loss.get(str(step), np.nan))
 
-    def example(self, key: str) -> dict:
+    def example(self, key: str) -> Example:
         """The example head `key` ("similar": the largest final cos(Q̄, K̄); "opposite": the smallest): its layer,
         head, final cos and display tokens per SVD basis."""
         return self.display[key]
@@ -94,27 +225,27 @@ class Comparison(StoredRecord):
     abs_cos_final: float = 0.0
     n_common: int = 0
     n_opposite: int = 0
-    common_per_layer: list = field(default_factory=list)   # (layers,), over all seeds
-    opposite_per_layer: list = field(default_factory=list)  # (layers,), over all seeds
-    mean_final_cos_per_layer: list = field(default_factory=list)  # (layers,)
-    common_layers: list = field(default_factory=list)      # more common than opposite heads
-    opposite_layers: list = field(default_factory=list)    # more opposite than common heads
-    onsets: dict = field(default_factory=dict)             # {"common", "opposite"}: [step, …]
-    median_onset: dict = field(default_factory=dict)       # {"common", "opposite"}: step or None
+    common_per_layer: list[int] = field(default_factory=list)   # (layers,), over all seeds
+    opposite_per_layer: list[int] = field(default_factory=list)  # (layers,), over all seeds
+    mean_final_cos_per_layer: list[float] = field(default_factory=list)  # (layers,)
+    common_layers: list[int] = field(default_factory=list)      # more common than opposite heads
+    opposite_layers: list[int] = field(default_factory=list)    # more opposite than common heads
+    onsets: dict[str, list[int]] = field(default_factory=dict)  # ["common" | "opposite"]: [step, …]
+    median_onset: dict[str, int | None] = field(default_factory=dict)  # ["common" | "opposite"]: step or None
     abs_dot_first: float = 0.0
     abs_dot_final: float = 0.0
     abs_dot_growth: float = 0.0
-    entropy_first: list = field(default_factory=list)      # (layers,), mean over seeds and heads
-    entropy_final: list = field(default_factory=list)      # (layers,)
-    entropy_lowest: list = field(default_factory=list)     # (layers,)
-    entropy_lowest_step: list = field(default_factory=list)  # (layers,)
+    entropy_first: list[float] = field(default_factory=list)    # (layers,), mean over seeds and heads
+    entropy_final: list[float] = field(default_factory=list)    # (layers,)
+    entropy_lowest: list[float] = field(default_factory=list)   # (layers,)
+    entropy_lowest_step: list[int] = field(default_factory=list)  # (layers,)
     entropy_falls: int = 0
-    entropy_rebound_layers: list = field(default_factory=list)  # layers that flatten again by the end
-    concat_final: list = field(default_factory=list)       # (seeds, layers)
+    entropy_rebound_layers: list[int] = field(default_factory=list)  # layers that flatten again by the end
+    concat_final: list[list[float]] = field(default_factory=list)  # (seeds, layers)
     concat_spread: float = 0.0
     concat_same_sign_layers: int = 0
-    other_mean: dict = field(default_factory=dict)         # {"K", "Q"}: the other mean on a one-sided SVD
-    per_seed: list = field(default_factory=list)           # one dict per seed
+    other_mean: dict[str, OtherMean] = field(default_factory=dict)  # ["K" | "Q"]: on a one-sided SVD
+    per_seed: list[SeedReading] = field(default_factory=list)
     union_share_mean: float = float("nan")
     union_share_min: float = float("nan")
     union_share_max: float = float("nan")
@@ -122,7 +253,7 @@ class Comparison(StoredRecord):
     union_heads: int = 0
     union_same_sign: int = 0
     union_opposite_sign: int = 0
-    other: dict = field(default_factory=dict)
+    other: Unread = field(default_factory=dict)
     layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def entropy_row(self, layer: int) -> dict:
@@ -140,19 +271,19 @@ class Ablation(StoredRecord):
     differences centred − plain (`diff_eval_final`, `diff_entropy_drop`, `diff_abs_cos_final`); `later`: the
     entropy comparison over layers 1.. only, where centring acts (`compute.later_layer_entropy`)."""
 
-    steps: list = field(default_factory=list)
-    seeds: list = field(default_factory=list)
-    plain: dict = field(default_factory=dict)              # the plain blocks' summary
-    centred: dict = field(default_factory=dict)            # the centred blocks' summary
-    diff_eval_final: list = field(default_factory=list)    # one per seed, centred − plain
-    diff_entropy_drop: list = field(default_factory=list)  # one per seed, centred − plain
-    diff_abs_cos_final: list = field(default_factory=list)  # one per seed, centred − plain
+    steps: list[int] = field(default_factory=list)
+    seeds: list[str] = field(default_factory=list)
+    plain: Variant = field(default_factory=dict)           # the plain blocks' summary
+    centred: Variant = field(default_factory=dict)         # the centred blocks' summary
+    diff_eval_final: list[float] = field(default_factory=list)    # one per seed, centred − plain
+    diff_entropy_drop: list[float] = field(default_factory=list)  # one per seed, centred − plain
+    diff_abs_cos_final: list[float] = field(default_factory=list)  # one per seed, centred − plain
     unigram_nats: float | None = None
-    later: dict = field(default_factory=dict)              # `compute.later_layer_entropy`
-    other: dict = field(default_factory=dict)
+    later: Later = field(default_factory=dict)
+    other: Unread = field(default_factory=dict)
     layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
-    def variant(self, name: str) -> dict:
+    def variant(self, name: str) -> Variant:
         """The summary of one variant, "plain" or "centred"."""
         return self.plain if name == "plain" else self.centred
 
@@ -201,15 +332,15 @@ class EndState(StoredRecord):
     n_sequences: int = 0
     max_length: int = 0
     trained_description: str = ""
-    trained: dict = field(default_factory=dict)            # {measure: (layers, heads)}
-    trained_pre_rotary: dict | None = None
+    trained: HeadMeasures = field(default_factory=dict)
+    trained_pre_rotary: HeadMeasures | None = None
     tokens: int = 0
     d_k: int = 0
     rotary: bool = False
     twin_description: str = ""
-    twin: dict = field(default_factory=dict)               # {measure: (layers, heads)}
-    twin_pre_rotary: dict | None = None
-    other: dict = field(default_factory=dict)
+    twin: HeadMeasures = field(default_factory=dict)
+    twin_pre_rotary: HeadMeasures | None = None
+    other: Unread = field(default_factory=dict)
     layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def heads(self, kind: str = "trained", key: str = "qk") -> dict[str, np.ndarray] | None:
@@ -267,8 +398,8 @@ class Probe(StoredRecord):
     wiki_weighted: bool = False
     tokens_seen: int = 0
     unigram_nats: float = float("nan")
-    eval_loss: dict = field(default_factory=dict)
-    other: dict = field(default_factory=dict)
+    eval_loss: dict[str, float] = field(default_factory=dict)  # [str(step)]: nats
+    other: Unread = field(default_factory=dict)
     layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property

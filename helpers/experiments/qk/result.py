@@ -335,3 +335,20 @@ class Result(results.Result):
         from .findings import findings
 
         return findings(self)
+
+    def entropy_means(self) -> tuple[float, float]:
+        """The attention entropy averaged over the layers at the first and at the final step (each layer's
+        `comparison.entropy_first` / `entropy_final`, itself a mean over seeds and heads)."""
+        c = self.comparison
+        return float(np.mean(c.entropy_first)), float(np.mean(c.entropy_final))
+
+    def ablation_curve(self, name: str, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """The centring ablation's `key` ("eval", "entropy", "k_norm_later") along pretraining for the `name`
+        blocks ("plain", "centred"): per seed (seeds, steps), and its mean over seeds."""
+        arr = np.asarray(self.ablation_summary.variant(name)[key], dtype=float)
+        return arr, arr.mean(0)
+
+    def abs_dot_over_heads(self) -> list[np.ndarray]:
+        """Per layer, |Q̄_s·K̄_s| averaged over the layer's heads: (seeds, steps) each (Fig. 14's right panel)."""
+        absdot = np.abs(self.stacked("dot"))                                       # (seeds, S, layers, heads)
+        return [absdot[:, :, li].mean(-1) for li in range(self.n_layers)]

@@ -132,10 +132,10 @@ def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> di
 
     * `draws[d]`: per pooling and set, each `READING_METHODS` score (paper protocol) and the sign flips of
       SoftDecay and its flip-free variants, for draw d;
-    * `ci[pooling][method]`: method − raw, mean over the sets, paired bootstrap (transforms fitted once), draw 0;
+    * `intervals[pooling][method]`: method − raw, mean over the sets, paired bootstrap (transforms fitted once), draw 0;
     * `refit[paper_pooling][whitening]`: whitening − SoftDecay, mean over the sets, paired bootstrap with both
       transforms refitted on every resample (`core.sts.refit_bootstrap`), draw 0;
-    * `anisotropy[pooling][set]`: EV₁ before and after whitening, EV₁ of the centred rows, the mean's share;
+    * `anisotropies[pooling][set]`: EV₁ before and after whitening, EV₁ of the centred rows, the mean's share;
     * `planted`, `lsds` (first model only): `_planted_directions` and `_lsds_readings` under `paper_pooling`;
     * `cpu_s`: the process CPU seconds it took."""
     t0 = time.process_time()
@@ -143,7 +143,7 @@ def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> di
                 for _ in range(draws)]
     diffs: dict = {q: {m: [] for m in READING_METHODS[1:]} for q in p.poolings}
     refit: dict = {q: {m: [] for m in REFIT_METHODS} for q in p.poolings}
-    out: dict = {"anisotropy": {q: {} for q in p.poolings}, "planted": {}}
+    out: dict = {"anisotropies": {q: {} for q in p.poolings}, "planted": {}}
     plant_sets: list[dict] = []
     for name in p.datasets:
         full = load_sts(name, p.source)
@@ -173,7 +173,7 @@ def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> di
                         refit[q][m].append(r)
                 both = torch.cat([p1, p2])
                 white = torch.cat(outs["whitening"]).double()
-                out["anisotropy"][q][name] = {
+                out["anisotropies"][q][name] = {
                     "EV1": float(C.M.explained_variance(both.double(), 1)),
                     "EV1_whitened": float(C.M.explained_variance(white, 1)),
                     "EV1_centred": C.ev1_centred(both), "mean_share": C.mean_share(both)}
@@ -182,7 +182,7 @@ def readings(loaded, p: Params, max_pairs: int, draws: int, planted: bool) -> di
                     out.setdefault("lsds", {})[name] = _lsds_readings(p1, p2, p)
     s0 = per_draw[0]["scores"]
     out["draws"] = per_draw
-    out["ci"] = {q: {m: [float(np.mean([s0[q][d][m] - s0[q][d]["vanilla"] for d in p.datasets])),
+    out["intervals"] = {q: {m: [float(np.mean([s0[q][d][m] - s0[q][d]["vanilla"] for d in p.datasets])),
                          *C.interval(np.mean(diffs[q][m], 0))] for m in READING_METHODS[1:]} for q in p.poolings}
     sd = "SoftDecay (sentence)"
     out["refit"] = {q: {w: [float(np.mean([s0[q][d][w] - s0[q][d][sd] for d in p.datasets])),
@@ -366,9 +366,9 @@ def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False
     """Everything the chapter shows for one model, as plain numbers (cached and committed at `book`
     scale). `light` (the anisotropic encoders) skips LSDS, the control and the planted runs; the t-SNE maps
     are `maps`, cached apart (a committed run may still hold the maps it once drew, unread)."""
-    out: dict = {k: {} for k in ("scores", "ci", "alpha_sweep", "table4", "lsds", "control", "flips", "planted",
-                                 "pairs", "subsets")}
-    out["scores"] = {prot: {} for prot in PROTOCOLS}
+    out: dict = {k: {} for k in ("spearman", "ci", "alpha_sweep", "table4", "lsds", "control", "sign_flips",
+                                 "planted", "pairs", "subsets")}
+    out["spearman"] = {prot: {} for prot in PROTOCOLS}
     out["ci"] = {prot: {} for prot in PROTOCOLS}
     alpha, seed = p.alpha, p.seed
     all_diffs: dict = {prot: {} for prot in PROTOCOLS}
@@ -391,7 +391,7 @@ def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False
             cos[method] = C.cosines(a, b)
         scores, diffs, ci = _scores_and_intervals(cos, ds, p.bootstrap, seed)
         for prot in PROTOCOLS:
-            out["scores"][prot][name], out["ci"][prot][name] = scores[prot], ci[prot]
+            out["spearman"][prot][name], out["ci"][prot][name] = scores[prot], ci[prot]
             for m, d in diffs[prot].items():
                 all_diffs[prot].setdefault(m, []).append(d)
         for m, draws in C.refit_bootstrap(p1, p2, ds.scores, ds.subsets, REFIT_METHODS, refit_draws(p.bootstrap), seed,
@@ -401,7 +401,7 @@ def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False
             str(a): C.score(C.cosines(*apply_method("SoftDecay (sentence)", p1, p2, a)), ds.scores, ds.subsets)
             for a in p.alphas}
         sv = {k: torch.linalg.svdvals(X.double()).numpy() for k, X in (("s1", p1), ("s2", p2))}
-        out["flips"][name] = {
+        out["sign_flips"][name] = {
             "raw": sum(C.sign_flips(v, alpha) for v in sv.values()),
             "sqrt_n": sum(C.sign_flips(v, alpha, len(ds) ** 0.5) for v in sv.values()),
             "max": sum(C.sign_flips(v, alpha, v.max()) for v in sv.values()),
@@ -428,11 +428,11 @@ def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False
         out["control"][name] = _control(both, alpha, seed)
         out["planted"][name] = _planted(p1, p2, ds, p)
     sd = np.mean(refit["SoftDecay (sentence)"], 0)
-    out["refit"] = {w: [float(np.mean([out["scores"]["subset-mean"][d]["SoftDecay (sentence)"]
-                                       - out["scores"]["subset-mean"][d][w] for d in p.datasets])),
+    out["refit"] = {w: [float(np.mean([out["spearman"]["subset-mean"][d]["SoftDecay (sentence)"]
+                                       - out["spearman"]["subset-mean"][d][w] for d in p.datasets])),
                         *C.interval(sd - np.mean(refit[w], 0))] for w in REFIT_METHODS[:2]}
     out["avg_ci"] = {prot: {m: [float(np.mean(
-        [out["scores"][prot][d][m] - out["scores"][prot][d]["vanilla"] for d in p.datasets])),
+        [out["spearman"][prot][d][m] - out["spearman"][prot][d]["vanilla"] for d in p.datasets])),
         *C.interval(np.mean(ds_draws, 0))] for m, ds_draws in all_diffs[prot].items()} for prot in PROTOCOLS}
     return out
 
@@ -441,7 +441,7 @@ def averages(run: dict, datasets: list[str], protocol: str = "subset-mean") -> d
     """Table 1's `Avg` column: the mean over the sets of each method's score (methods not run: NaN)."""
     out = {}
     for method in METHODS:
-        got = [run["scores"][protocol][d].get(method) for d in datasets]     # None: not run, or undefined
+        got = [run["spearman"][protocol][d].get(method) for d in datasets]     # None: not run, or undefined
         vals = np.array([np.nan if v is None else v for v in got], dtype=float)
         out[method] = float(np.nanmean(vals)) if np.isfinite(vals).any() else float("nan")
     return out
@@ -514,91 +514,111 @@ def path_cached(p: Params, seed: int, step: int, device) -> tuple[dict, bool]:
                           run_seed=seed, step=step)
 
 
+class _Encoders:
+    """The encoders this run reads, each loaded on `device` when first asked for and kept."""
+
+    def __init__(self, device):
+        self.device, self.loaded = device, {}
+
+    def __call__(self, name: str):
+        if name not in self.loaded:
+            self.loaded[name] = hm.load(name, device=self.device)
+        return self.loaded[name]
+
+
+def _main_runs(p: Params, load: _Encoders, from_cache: dict) -> tuple[dict, dict]:
+    """`run_model` of every model of `p` and, lighter, of every anisotropic `extra_models` encoder (fewer pairs,
+    `extra_pooling`), each through the committed-results cache (key: the Params with `models` replaced by the
+    run's `model`)."""
+    runs, extras = {}, {}
+    for name in p.models:
+        runs[name], from_cache[name] = results.cached(
+            p, f"sts-{name.replace('/', '_')}", lambda n=name: run_model(load(n), p, light=False),
+            drop=("models", *_EXTRA_FIELDS, *_READING_FIELDS), model=name)
+    q = replace(p, max_pairs=p.extra_max_pairs, pooling=p.extra_pooling)
+    for name in p.extra_models:
+        extras[name], from_cache[name] = results.cached(
+            q, f"sts-extra-{name.replace('/', '_')}", lambda n=name: run_model(load(n), q, light=True),
+            drop=("models", "extra_models", "lsds_points", "tsne_pairs", "plant_sizes",
+                  *_READING_FIELDS), model=name)
+    return runs, extras
+
+
+def _all_readings(p: Params, load: _Encoders, from_cache: dict, unavailable: dict) -> tuple[dict, dict]:
+    """The subsample readings (the models, and the extras `p.reread_extras` names) and the readings on every pair
+    (`p.full_readings`), through the cache; an encoder that cannot be read here goes to `unavailable`, why."""
+    read, full = {}, {}
+    for name, mp in ([(m, p.reading_pairs or p.max_pairs) for m in p.models]
+                     + [(m, p.extra_max_pairs) for m in p.extra_models if m in p.reread_extras]):
+        nd, planted = reading_draws(p, name, mp), name == p.models[0]
+        try:
+            read[name], from_cache[f"readings {name}"] = readings_cached(
+                p, name, mp, lambda n=name, m=mp, k=nd, pl=planted: readings(load(n), p, m, k, pl))
+        except (ModelUnavailable, results.MissingRuns) as err:
+            # the book's own model needs its pretraining on this machine; with no committed record and a run
+            # that may not measure it (the book build), the chapter says so with the command
+            unavailable[name] = str(err)
+    for name in p.full_readings:
+        try:
+            full[name], from_cache[f"full {name}"] = results.cached(
+                p, f"sts-full-{name.replace('/', '_')}", lambda n=name: readings(load(n), p, 0, 1, False),
+                drop=_NOT_READINGS, model=name, max_pairs=0, draws=1, planted=False)
+        except (ModelUnavailable, results.MissingRuns) as err:
+            unavailable[f"{name} (every pair)"] = str(err)
+    return read, full
+
+
+def _all_samefits(p: Params, load: _Encoders, from_cache: dict, unavailable: dict) -> dict:
+    """`samefit` of every encoder `samefit_models` names, through the cache."""
+    same = {}
+    for name, mp in samefit_models(p):
+        try:
+            same[name], from_cache[f"same-fit {name}"] = samefit_cached(p, name, mp, lambda n=name: load(n))
+        except (ModelUnavailable, results.MissingRuns) as err:
+            unavailable[f"{name} (same-fit procedures)"] = str(err)
+    return same
+
+
+def _path(p: Params, device, from_cache: dict, unavailable: dict) -> dict:
+    """The book MLM's path (`path_cached`) at every seed and step of `p`, keyed "seed:step"; the checkpoints neither
+    committed nor on this machine are named in `unavailable`, with the command."""
+    path, missing = {}, []
+    for seed in p.path_seeds:
+        for step in p.path_steps:
+            try:
+                path[f"{seed}:{step}"], from_cache[f"path {seed}:{step}"] = path_cached(p, seed, step, device)
+            except (ModelUnavailable, results.MissingRuns, FileNotFoundError):
+                missing.append(f"seed {seed} step {step}")
+    if missing:
+        unavailable[f"{BOOK_BERT} pretraining path"] = (
+            f"{len(missing)} of its checkpoints are neither committed nor on this machine ({', '.join(missing[:3])}"
+            f"{', …' if len(missing) > 3 else ''}): `python scripts/export_book_model.py --train --seed N`, then "
+            f"`{COMMANDS['book']}`")
+    return path
+
+
 def run(p: Params) -> Result:
-    """Every model of `p`, each through the committed-results cache (key: the Params with `models`
-    replaced by the run's `model`), the anisotropic `extra_models` (fewer pairs, `extra_pooling`),
-    then the paper's tables, the t-SNE maps and the encoder demo."""
+    """Every model of `p` (`_main_runs`), its readings (`_all_readings`), the same-fit procedures, the book MLM's
+    path, the t-SNE maps and the encoder demo, each through the committed-results cache, then the paper's
+    tables, handed to `Result`."""
     seed_everything(p.seed)
     device = choose_device(p.device)
-    runs, from_cache, loaded, extras = {}, {}, {}, {}
-
-    def compute(name: str, q: Params, light: bool):
-        loaded[name] = hm.load(name, device=device)
-        return run_model(loaded[name], q, light=light)
-
-    def compute_readings(name: str, max_pairs: int, draws: int, planted: bool):
-        if name not in loaded:
-            loaded[name] = hm.load(name, device=device)
-        return readings(loaded[name], p, max_pairs, draws, planted)
-
-    read, unavailable = {}, {}
+    load, from_cache, unavailable = _Encoders(device), {}, {}
     # the main run, the same-fit procedures and the maps read the same sentences through the same encoder: one pass;
     # a whitening fitted on the same rows again is fitted once
     with quiet_loading(), kept_encodings(), C.kept_fits():
-        for name in p.models:
-            runs[name], from_cache[name] = results.cached(
-                p, f"sts-{name.replace('/', '_')}", lambda n=name: compute(n, p, False),
-                drop=("models", *_EXTRA_FIELDS, *_READING_FIELDS), model=name)
-        q = replace(p, max_pairs=p.extra_max_pairs, pooling=p.extra_pooling)
-        for name in p.extra_models:
-            extras[name], from_cache[name] = results.cached(
-                q, f"sts-extra-{name.replace('/', '_')}", lambda n=name: compute(n, q, True),
-                drop=("models", "extra_models", "lsds_points", "tsne_pairs", "plant_sizes",
-                      *_READING_FIELDS), model=name)
-        for name, mp in ([(m, p.reading_pairs or p.max_pairs) for m in p.models]
-                         + [(m, p.extra_max_pairs) for m in p.extra_models if m in p.reread_extras]):
-            nd, planted = reading_draws(p, name, mp), name == p.models[0]
-            try:
-                read[name], from_cache[f"readings {name}"] = readings_cached(
-                    p, name, mp, lambda n=name, m=mp, k=nd, pl=planted: compute_readings(n, m, k, pl))
-            except (ModelUnavailable, results.MissingRuns) as err:
-                # the book's own model needs its pretraining on this machine; with no committed record and a run
-                # that may not measure it (the book build), the chapter says so with the command
-                unavailable[name] = str(err)
-        full = {}
-        for name in p.full_readings:
-            try:
-                full[name], from_cache[f"full {name}"] = results.cached(
-                    p, f"sts-full-{name.replace('/', '_')}", lambda n=name: compute_readings(n, 0, 1, False),
-                    drop=_NOT_READINGS, model=name, max_pairs=0, draws=1, planted=False)
-            except (ModelUnavailable, results.MissingRuns) as err:
-                unavailable[f"{name} (every pair)"] = str(err)
-        same = {}
-        for name, mp in samefit_models(p):
-            def load(n=name):
-                if n not in loaded:
-                    loaded[n] = hm.load(n, device=device)
-                return loaded[n]
-            try:
-                same[name], from_cache[f"same-fit {name}"] = samefit_cached(p, name, mp, load)
-            except (ModelUnavailable, results.MissingRuns) as err:
-                unavailable[f"{name} (same-fit procedures)"] = str(err)
-        path, missing = {}, []
-        for seed in p.path_seeds:
-            for step in p.path_steps:
-                try:
-                    path[f"{seed}:{step}"], from_cache[f"path {seed}:{step}"] = path_cached(p, seed, step, device)
-                except (ModelUnavailable, results.MissingRuns, FileNotFoundError):
-                    missing.append(f"seed {seed} step {step}")
-        if missing:
-            unavailable[f"{BOOK_BERT} pretraining path"] = (
-                f"{len(missing)} of its checkpoints are neither committed nor on this machine ({', '.join(missing[:3])}"
-                f"{', …' if len(missing) > 3 else ''}): `python scripts/export_book_model.py --train --seed N`, then "
-                f"`{COMMANDS['book']}`")
+        runs, extras = _main_runs(p, load, from_cache)
+        read, full = _all_readings(p, load, from_cache, unavailable)
+        same = _all_samefits(p, load, from_cache, unavailable)
+        path = _path(p, device, from_cache, unavailable)
         first = p.models[0]
-        model = loaded.get(first) or hm.load(first, device=device)
+        model = load(first)
         drawn, from_cache["maps"] = results.cached(
             p, f"sts-maps-{first.replace('/', '_')}", lambda: maps(model, p),
             drop=tuple(f for f in p.cache_key() if f not in _MAP_FIELDS), model=first)
         demo = encoder_demo(model, p.alpha)
-        from .figure_runs import FIGURE_EXTRAS, figure_run_cached
-        figs = {}
-        for name in [m for m in p.extra_models if m in FIGURE_EXTRAS]:
-            try:
-                figs[name], from_cache[f"figures {name}"] = figure_run_cached(
-                    p, name, lambda n=name: loaded.get(n) or hm.load(n, device=device))
-            except (ModelUnavailable, results.MissingRuns) as err:
-                unavailable[f"{name} (figure runs)"] = str(err)
+        from .figure_runs import figure_runs_cached
+        figs = figure_runs_cached(p, load, from_cache, unavailable)
     avgs = {m: {prot: averages(r, list(p.datasets), prot) for prot in PROTOCOLS} for m, r in {**runs, **extras}.items()}
     wins = {m: int(sum(v["SoftDecay (normalised)"] < v["whitening (normalised)"] for v in runs[m]["lsds"].values()))
             for m in p.models}
@@ -612,4 +632,3 @@ def run(p: Params) -> Result:
                   paper_pooling=p.paper_pooling, poolings=list(p.poolings), plant_directions=p.plant_directions,
                   reading_pairs=p.reading_pairs or p.max_pairs, maps=drawn, full_readings=full, samefit=same,
                   path=path, figure_runs=figs)
-

@@ -13,6 +13,7 @@ import torch
 from ...book import results
 from ...core.sts import apply_method, lsds_score, pool
 from ...data import load_sts
+from ...hf.models import ModelUnavailable
 from ...hf.sts import encode
 from .compute import _planted, _subsample, map_panels
 from .params import _READING_FIELDS, Params
@@ -63,3 +64,15 @@ def figure_run_cached(p: Params, name: str, loaded) -> tuple[dict, bool]:
     q = figure_params(p)
     return results.cached(q, f"sts-figures-{name.replace('/', '_')}", lambda: figure_run(loaded(), q),
                           drop=("models", "extra_models", "alphas", "bootstrap", *_READING_FIELDS), model=name)
+
+
+def figure_runs_cached(p: Params, load, from_cache: dict, unavailable: dict) -> dict[str, dict]:
+    """`figure_run_cached` of every extra encoder of `p` in `FIGURE_EXTRAS` (`load(name)` loads one), each noted in
+    `from_cache`; one neither committed nor computable here is named in `unavailable`."""
+    figs = {}
+    for name in [m for m in p.extra_models if m in FIGURE_EXTRAS]:
+        try:
+            figs[name], from_cache[f"figures {name}"] = figure_run_cached(p, name, lambda n=name: load(n))
+        except (ModelUnavailable, results.MissingRuns) as err:
+            unavailable[f"{name} (figure runs)"] = str(err)
+    return figs

@@ -8,12 +8,12 @@ size, the default pooling) are given by the `Result` that holds it and never sto
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar, TypedDict
 
 import numpy as np
 import pandas as pd
 
-from ...book.results import StoredRecord
+from ...book.results import Band, StoredRecord, Unread
 from ...core.stats import Interval, t_interval
 from ...core.sts import FLIP_FREE
 from .params import PLANT_METHODS, reading_bootstrap, refit_draws
@@ -31,6 +31,65 @@ def _by_set(table: dict, sets) -> pd.DataFrame:
 #: the stored-dict record base (`book.results.StoredRecord`)
 Record = StoredRecord
 
+#: {method: Spearman ×100} (None: a method not run, or undefined)
+Scores = dict[str, float | None]
+#: {method: [method − raw (or − SoftDecay), low, high]}, a paired bootstrap's 95 % interval
+Bands = dict[str, Band]
+
+
+class Uniformity(TypedDict):
+    """Table 4's metrics of one set of embeddings (`core.sts.uniformity_metrics`)."""
+
+    EV1: float
+    RBF_dis: float
+    TokenUni: float
+
+
+class Control(TypedDict):
+    """Table 4's control on one structureless set (`compute._control`): its metrics before and after SoftDecay."""
+
+    before: Uniformity
+    after: Uniformity
+
+
+class SignFlips(TypedDict):
+    """SoftDecay's sign-flipped directions on one set, summed over the two sentence matrices (σ, σ/√N, σ/σ_max
+    below |α|), their summed rank and the smallest and largest live singular value (`compute.run_model`)."""
+
+    raw: int
+    sqrt_n: int
+    max: int
+    rank: int
+    sigma_min: float
+    sigma_max: float
+
+
+class Spectra(TypedDict, total=False):
+    """Fig. 3 on one set (`compute.run_model`): per layer the singular values before and after SoftDecay, and the
+    directions it flips (absent: the run read no set it draws)."""
+
+    before: list[list[float]]
+    after: list[list[float]]
+    flips: list[int]
+
+
+class Anisotropy(TypedDict):
+    """One set under one pooling (`compute.readings`): EV₁ before and after whitening, EV₁ of the centred rows and
+    the mean's share."""
+
+    EV1: float
+    EV1_whitened: float
+    EV1_centred: float
+    mean_share: float
+
+
+class Settings(TypedDict):
+    """The same-fit procedures' sizes (`compute.samefit_settings`)."""
+
+    halves: int
+    splits: int
+    split_boot: int
+
 
 @dataclass(frozen=True)
 class Run(Record):
@@ -39,26 +98,25 @@ class Run(Record):
     `table4` (EV1, RBF_dis, TokenUni of vanilla / whitening / SoftDecay), `control`, `lsds`, `sign_flips`,
     `planted`, `pairs`, `subsets`, `cdf` (per-layer singular values, STS-B)."""
 
-    STORED_AS: ClassVar[dict[str, str]] = {"spearman": "scores", "sign_flips": "flips"}
     CONTEXT: ClassVar[tuple[str, ...]] = ("encoder", "sets", "bootstrap")
 
     encoder: str
     sets: tuple[str, ...]
     bootstrap: int
-    spearman: dict = field(default_factory=dict)
-    ci: dict = field(default_factory=dict)
-    avg_ci: dict = field(default_factory=dict)
-    alpha_sweep: dict = field(default_factory=dict)
-    table4: dict = field(default_factory=dict)
-    lsds: dict = field(default_factory=dict)
-    control: dict = field(default_factory=dict)
-    sign_flips: dict = field(default_factory=dict)
-    planted: dict = field(default_factory=dict)
-    pairs: dict = field(default_factory=dict)
-    subsets: dict = field(default_factory=dict)
-    cdf: dict = field(default_factory=dict)
-    refit: dict = field(default_factory=dict)
-    other: dict = field(default_factory=dict)
+    spearman: dict[str, dict[str, Scores]] = field(default_factory=dict)      # [protocol][set]
+    ci: dict[str, dict[str, Bands]] = field(default_factory=dict)              # [protocol][set]
+    avg_ci: dict[str, Bands] = field(default_factory=dict)                     # [protocol]
+    alpha_sweep: dict[str, dict[str, float]] = field(default_factory=dict)    # [set][str(α)]
+    table4: dict[str, dict[str, Uniformity]] = field(default_factory=dict)    # [set]["vanilla", "whitening", …]
+    lsds: dict[str, dict[str, float]] = field(default_factory=dict)           # [set]["SoftDecay (normalised)"]
+    control: dict[str, dict[str, Control]] = field(default_factory=dict)      # [set]["gaussian" | "shuffled"]
+    sign_flips: dict[str, SignFlips] = field(default_factory=dict)            # [set]
+    planted: dict[str, dict[str, dict[str, list[float]]]] = field(default_factory=dict)  # [set][kind][method][size]
+    pairs: dict[str, int] = field(default_factory=dict)
+    subsets: dict[str, int] = field(default_factory=dict)
+    cdf: Spectra = field(default_factory=dict)
+    refit: Bands = field(default_factory=dict)                                 # whitening − SoftDecay, refitted
+    other: Unread = field(default_factory=dict)
     layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
@@ -152,10 +210,10 @@ class Draw(Record):
     """One subsample draw of a reading: `pairs` per set, and per pooling and set each method's Spearman ×100
     (`scores`, paper protocol) and the directions SoftDecay and its flip-free variants turn round (`flips`)."""
 
-    pairs: dict = field(default_factory=dict)
-    scores: dict = field(default_factory=dict)
-    flips: dict = field(default_factory=dict)
-    other: dict = field(default_factory=dict)
+    pairs: dict[str, int] = field(default_factory=dict)                       # [set]
+    scores: dict[str, dict[str, Scores]] = field(default_factory=dict)        # [pooling][set]
+    flips: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # [pooling][set][method | "directions"]
+    other: Unread = field(default_factory=dict)
     layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
@@ -167,7 +225,6 @@ class Reading(Record):
     every resample; `anisotropies[pooling][set]`; `planted`, `lsds` (first model only). Every accessor reads
     `pooling` (the paper-comparison one) unless told another."""
 
-    STORED_AS: ClassVar[dict[str, str]] = {"intervals": "ci", "anisotropies": "anisotropy"}
     CONTEXT: ClassVar[tuple[str, ...]] = ("encoder", "pooling", "per_set", "sets", "bootstrap")
 
     encoder: str
@@ -176,18 +233,14 @@ class Reading(Record):
     sets: tuple[str, ...]
     bootstrap: int
     draws: tuple[Draw, ...] = ()
-    intervals: dict = field(default_factory=dict)
-    refit: dict = field(default_factory=dict)
-    anisotropies: dict = field(default_factory=dict)
-    planted: dict = field(default_factory=dict)
-    lsds: dict = field(default_factory=dict)
+    intervals: dict[str, Bands] = field(default_factory=dict)                  # [pooling]
+    refit: dict[str, Bands] = field(default_factory=dict)                      # [pooling]
+    anisotropies: dict[str, dict[str, Anisotropy]] = field(default_factory=dict)  # [pooling][set]
+    planted: dict[str, dict[str, list[list[float]]]] = field(default_factory=dict)  # [kind][method][size][direction]
+    lsds: dict[str, dict[str, float]] = field(default_factory=dict)           # [set]["SoftDecay (normalised)"]
     cpu_s: float = 0.0
-    other: dict = field(default_factory=dict)
+    other: Unread = field(default_factory=dict)
     layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
-
-    @classmethod
-    def _read(cls, name: str, value: Any) -> Any:
-        return tuple(Draw.of(d) for d in value) if name == "draws" else value
 
     @property
     def n_draws(self) -> int:
@@ -279,14 +332,14 @@ class SameFit(Record):
     CONTEXT: ClassVar[tuple[str, ...]] = ("encoder",)
 
     encoder: str
-    pairs: dict = field(default_factory=dict)
-    settings: dict = field(default_factory=dict)
+    pairs: dict[str, int] = field(default_factory=dict)                       # [set]
+    settings: Settings = field(default_factory=dict)
     pooling: str = ""
-    halfsample: dict = field(default_factory=dict)
-    crossfit: dict = field(default_factory=dict)
-    fullfit: dict = field(default_factory=dict)
+    halfsample: Bands = field(default_factory=dict)                            # [whitening]
+    crossfit: Bands = field(default_factory=dict)                              # [whitening]
+    fullfit: dict[str, float] = field(default_factory=dict)                   # [whitening]: a point
     cpu_s: float = 0.0
-    other: dict = field(default_factory=dict)
+    other: Unread = field(default_factory=dict)
     layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
@@ -305,3 +358,28 @@ class SameFit(Record):
         """whitening − SoftDecay with both transforms fitted once on every pair (the paper's point estimate; no
         interval of its own)."""
         return float(self.fullfit[whitening])
+
+
+class MapPanel(Uniformity):
+    """One method's t-SNE map of one set (`compute.map_panels`): the map (`xy`, the first `n` rows the first
+    sentences), the set's `pairs`, and the whole transformed set's Table 4 metrics and LSDS (normalised weights)."""
+
+    xy: list[list[float]]
+    n: int
+    pairs: int
+    LSDS: float
+
+
+class Maps(TypedDict, total=False):
+    """The t-SNE maps (`compute.maps`): per set and method its panel, and the CPU seconds they took (empty: none
+    drawn)."""
+
+    sets: dict[str, dict[str, MapPanel]]
+    cpu_s: float
+
+
+class Demo(TypedDict):
+    """Cosine similarities of the demo sentences under the token-level SoftDecay encoder (`compute.encoder_demo`)."""
+
+    labels: list[str]
+    cosine: list[list[float]]

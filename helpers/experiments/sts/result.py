@@ -18,7 +18,7 @@ from ...core.findings import verdict as verdict_of
 from ...core.scale import MIN_POINTS, Extrapolation, extrapolate
 from ...core.stats import Interval, Trend, against_trend, fit_trend, t_interval
 from .params import BOOK_BERT, CROSSFIT_HOW, PAPER_BERT, PLANT_METHODS, SMOL
-from .records import SD, Reading, Record, Run, SameFit
+from .records import SD, Demo, Maps, Reading, Record, Run, SameFit
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Result(results.Result):
     extra_pooling: str = "last"
     paper_table1: list[dict] = field(default_factory=list)
     paper_table4: list[dict] = field(default_factory=list)
-    encoder_demo: dict = field(default_factory=dict)
+    encoder_demo: Demo = field(default_factory=dict)
     bootstrap: int = 0
     max_pairs: int = 0
     extra_max_pairs: int = 0
@@ -54,7 +54,7 @@ class Result(results.Result):
     poolings: list[str] = field(default_factory=list)
     plant_directions: int = 0
     reading_pairs: int = 0
-    maps: dict = field(default_factory=dict)
+    maps: Maps = field(default_factory=dict)
     full_readings: dict[str, Reading] = field(default_factory=dict)
     samefit: dict[str, SameFit] = field(default_factory=dict)
     path: dict[str, Reading] = field(default_factory=dict)

@@ -491,6 +491,11 @@ class Result(results.Result):
         """The paper's claims this chapter tests (`findings.FINDINGS`, in the chapter's order)."""
         return findings(self)
 
+    def sweep_last_spread(self) -> tuple[np.ndarray, np.ndarray]:
+        """The τ sweep's last-block token diversity per τ: its mean and sd (ddof 0) over runs."""
+        last = np.asarray(self.tau_sweep.t_div_last, dtype=float)         # (taus, runs)
+        return last.mean(1), last.std(1)
+
 
 def _lemma(obj: Any) -> Lemma24Check | None:
     """Lemma 2.4's check from its stored dict (None where the result has none)."""

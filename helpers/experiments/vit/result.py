@@ -331,3 +331,15 @@ class Result(AblationReadings, results.Result):
     def findings(self) -> list[Finding]:
         """The chapter's findings on Yu & Zhang's Figure 6 (`findings.FINDINGS`, in the chapter's order)."""
         return findings(self)
+
+    @staticmethod
+    def final_spread(histories: list[dict], key: str = "train_loss") -> tuple[float, float]:
+        """The last epoch's `key` over the runs of `histories` (a variant's seeds): its mean and its sd (ddof 1;
+        NaN for one run)."""
+        a = np.array([h[key][-1] for h in histories], dtype=float)
+        return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else float("nan")
+
+    def sweep_final_spread(self, key: str = "train_loss") -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+        """Per variant, over the depth sweep, the mean and sd (ddof 1; None for one seed) over seeds of the last
+        epoch's `key` (`sweep_final`)."""
+        return {v: (a.mean(1), a.std(1, ddof=1) if a.shape[1] > 1 else None) for v, a in self.sweep_final(key).items()}
