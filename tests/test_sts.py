@@ -182,7 +182,7 @@ def test_committed_runs_read_into_records_and_write_back_as_stored():
     if not files:
         pytest.skip("the book's STS runs are not committed")
     kinds = {"readings": sts.Reading, "full": sts.Reading, "path": sts.Reading, "samefit": sts.SameFit,
-             "extra": sts.Run, "maps": None}
+             "extra": sts.Run, "maps": None, "figures": None}
     seen = set()
     for path in files:
         stored = json.loads(path.read_text())["results"]
@@ -288,8 +288,8 @@ def test_a_figure_run_holds_what_the_first_models_main_run_and_maps_hold(monkeyp
         assert res.lsds_wins_of("x", w) == res.lsds_wins_of("m", w) == res.runs["m"].lsds_count(w)
         assert res.lsds_gap_of("x", w) == res.runs["m"].lsds_gap(w)
     assert res.maps_of("x") == res.maps_of("m") == drawn["sets"]
-    assert res.flips_over_sets("m", "raw", "max") == max(main["flips"][d]["raw"] for d in q.datasets)
-    assert res.flips_over_sets("m", "sigma_min", "min") == min(main["flips"][d]["sigma_min"] for d in q.datasets)
+    assert res.flips_over_sets("m", "raw", "max") == max(main["sign_flips"][d]["raw"] for d in q.datasets)
+    assert res.flips_over_sets("m", "sigma_min", "min") == min(main["sign_flips"][d]["sigma_min"] for d in q.datasets)
     import matplotlib.pyplot as plt
 
     from helpers import figures
