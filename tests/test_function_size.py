@@ -13,7 +13,6 @@ LIMIT = 80
 ALLOWED: dict[str, str] = {}
 #: functions other work is splitting at the same time: allowed until it lands
 BEING_SPLIT = {
-    "helpers/figures/sts.py: publish": "being split",
     "helpers/figures/findings.py: publish": "being split",
     "helpers/figures/findings.py: forest": "being split",
     "helpers/diagnose/run.py: diagnose": "being split",

@@ -617,6 +617,8 @@ def run(p: Params) -> Result:
             p, f"sts-maps-{first.replace('/', '_')}", lambda: maps(model, p),
             drop=tuple(f for f in p.cache_key() if f not in MAP_FIELDS), model=first)
         demo = encoder_demo(model, p.alpha)
+        from .figure_runs import figure_runs_cached
+        figs = figure_runs_cached(p, load, from_cache, unavailable)
     avgs = {m: {prot: averages(r, list(p.datasets), prot) for prot in PROTOCOLS} for m, r in {**runs, **extras}.items()}
     wins = {m: int(sum(v["SoftDecay (normalised)"] < v["whitening (normalised)"] for v in runs[m]["lsds"].values()))
             for m in p.models}
@@ -629,4 +631,4 @@ def run(p: Params) -> Result:
                   extra_max_pairs=p.extra_max_pairs, readings=read, unavailable=unavailable,
                   paper_pooling=p.paper_pooling, poolings=list(p.poolings), plant_directions=p.plant_directions,
                   reading_pairs=p.reading_pairs or p.max_pairs, maps=drawn, full_readings=full, samefit=same,
-                  path=path)
+                  path=path, figure_runs=figs)

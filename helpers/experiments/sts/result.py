@@ -58,6 +58,8 @@ class Result(results.Result):
     full_readings: dict[str, Reading] = field(default_factory=dict)
     samefit: dict[str, SameFit] = field(default_factory=dict)
     path: dict[str, Reading] = field(default_factory=dict)
+    #: the figures' runs of the encoders other than the first model (`figure_runs.figure_run`): LSDS, planted, maps
+    figure_runs: dict[str, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """The converter: each stored dict becomes its record, given the settings it reads itself with."""
@@ -308,3 +310,74 @@ class Result(results.Result):
         from .findings import build
 
         return build(self)
+
+    # --- what the figures and the prose read across the records: extremes over the sets, the figure runs ----------
+
+    def flips_over_sets(self, model: str, column: str = "raw", how: str = "max", reading: str | None = None,
+                        pooling: str | None = None):
+        """The fewest (`how="min"`) or most (`"max"`) of one column over the sets: of `model`'s main-run flips table
+        (`Run.flips`: counts, `rank`, `sigma_min`, `sigma_max`), or with `reading="draws"` / `"every pair"` of its
+        subsample / every-pair reading's flip counts under `pooling` (`Reading.flip_counts`: per method, and
+        `directions`)."""
+        if reading is None:
+            table = self.run_of(model).flips()
+        else:
+            table = (self.read(model) if reading == "draws" else self.full_readings[model]).flip_counts(pooling)
+        return getattr(table[column], how)().item()
+
+    def lsds_reading_wins(self, weights: str = "authors") -> int:
+        """On how many sets SoftDecay has the lower LSDS than whitening under one reading of eq. (6) (first model,
+        paper pooling: `lsds_readings`)."""
+        return int((self.lsds_readings()[weights] < 0).sum())
+
+    def map_pairs(self) -> int | float:
+        """The fewest pairs a t-SNE map of the first model shows (NaN when none was drawn)."""
+        return min((pn["n"] for panels in self.maps.get("sets", {}).values() for pn in panels.values()),
+                   default=float("nan"))
+
+    def path_summary(self) -> dict:
+        """The book MLM BERT's pretraining path (`path_points`) in the numbers the prose gives: checkpoints, seeds,
+        each seed's last step (most first), the range of the raw score and of SoftDecay − raw, and seed
+        `min(seeds)`'s last raw score. Empty when no checkpoint was read."""
+        pts = self.path_points()
+        if pts.empty:
+            return {}
+        last = pts.groupby("seed")["step"].max()
+        return {"n": len(pts), "seeds": pts["seed"].nunique(), "last_steps": sorted(last.unique(), reverse=True),
+                "raw_lo": float(pts["raw"].min()), "raw_hi": float(pts["raw"].max()),
+                "sd_lo": float(pts["effect"].min()), "sd_hi": float(pts["effect"].max()),
+                "end_raw": float(pts[pts["seed"] == pts["seed"].min()].iloc[-1]["raw"])}
+
+    def figure_models(self) -> list[str]:
+        """The encoders the LSDS, planted and t-SNE figures draw: those with a figure run (in the claims' scope)
+        first, then the first model."""
+        return [*self.figure_runs, self.models[0]]
+
+    def lsds_of(self, model: str) -> dict:
+        """`model`'s LSDS per set ({set: {"<map> (<weights>)": value}}): the first model's main run, else its
+        figure run."""
+        return self.runs[model].lsds if model in self.runs else self.figure_runs[model]["lsds"]
+
+    def lsds_wins_of(self, model: str, weights: str = "normalised") -> int:
+        """On how many sets SoftDecay has the lower LSDS than whitening for `model` (`weights`: "normalised" or
+        "eq. 6")."""
+        return int(sum(v[f"SoftDecay ({weights})"] < v[f"whitening ({weights})"] for v in self.lsds_of(model).values()))
+
+    def lsds_gap_of(self, model: str, weights: str = "normalised") -> Interval:
+        """LSDS of SoftDecay − of whitening per set for `model`, mean with its t-interval over the sets."""
+        ls = self.lsds_of(model)
+        return t_interval([ls[d][f"SoftDecay ({weights})"] - ls[d][f"whitening ({weights})"] for d in ls])
+
+    def planted_of(self, model: str, kind: str) -> pd.DataFrame:
+        """Mean over the sets of each method's score per planted size for `model`: the first model's main run
+        (`planted`), else its figure run."""
+        if model in self.runs:
+            return self.planted(kind)
+        pl = self.figure_runs[model]["planted"]
+        df = pd.DataFrame({m: np.mean([pl[d][kind][m] for d in pl], 0) for m in PLANT_METHODS}, index=self.plant_sizes)
+        df.index.name = "planted size (× RMS norm)"
+        return df
+
+    def maps_of(self, model: str) -> dict:
+        """`model`'s t-SNE maps per set ({set: {method: panel}}): the first model's `maps`, else its figure run."""
+        return self.maps.get("sets", {}) if model in self.runs else self.figure_runs[model]["maps"]
