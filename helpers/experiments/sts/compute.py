@@ -346,7 +346,7 @@ def _scores_and_intervals(cos: dict[str, np.ndarray], ds, draws: int, seed: int)
     return scores, diffs, ci
 
 
-def _planted(p1: Tensor, p2: Tensor, ds, p: Params) -> dict:
+def planted_scores(p1: Tensor, p2: Tensor, ds, p: Params) -> dict:
     """Scores (paper protocol) of each method on embeddings with planted anisotropy of each size: a
     common mean (`mean`) or a dominant direction (`spike`) added to both sentence sets together."""
     n = p1.shape[0]
@@ -426,7 +426,7 @@ def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False
                              for w in ("normalised", "eq. 6") for m, F in
                              (("identity", both), ("whitening", white), ("SoftDecay", soft))}
         out["control"][name] = _control(both, alpha, seed)
-        out["planted"][name] = _planted(p1, p2, ds, p)
+        out["planted"][name] = planted_scores(p1, p2, ds, p)
     sd = np.mean(refit["SoftDecay (sentence)"], 0)
     out["refit"] = {w: [float(np.mean([out["spearman"]["subset-mean"][d]["SoftDecay (sentence)"]
                                        - out["spearman"]["subset-mean"][d][w] for d in p.datasets])),

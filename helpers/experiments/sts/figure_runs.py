@@ -15,8 +15,8 @@ from ...core.sts import apply_method, lsds_score, pool
 from ...data import load_sts
 from ...hf.models import ModelUnavailable
 from ...hf.sts import encode
-from .compute import _planted, _subsample, map_panels
-from .params import _READING_FIELDS, Params
+from .compute import map_panels, planted_scores, subsample_pairs
+from .params import READING_FIELDS, Params
 
 #: the encoders whose figure runs the `book` preset reads: the anisotropic one of the claims' scope that loads here
 #: (the book MLM BERT's weights are remade only by its pretraining)
@@ -42,7 +42,7 @@ def figure_run(loaded, q: Params) -> dict:
     t0 = time.process_time()
     out: dict = {"lsds": {}, "planted": {}, "maps": {}, "pairs": {}}
     for name in q.datasets:
-        ds = _subsample(load_sts(name, q.source), q.max_pairs, q.seed)
+        ds = subsample_pairs(load_sts(name, q.source), q.max_pairs, q.seed)
         e1 = encode(loaded, ds.sentence1, q.max_length, q.batch_size, None, desc=f"{name} s1")
         e2 = encode(loaded, ds.sentence2, q.max_length, q.batch_size, None, desc=f"{name} s2")
         p1, p2 = pool(e1, q.pooling), pool(e2, q.pooling)
@@ -51,7 +51,7 @@ def figure_run(loaded, q: Params) -> dict:
                 "SoftDecay": torch.cat(apply_method("SoftDecay (sentence)", p1, p2, q.alpha))}
         out["lsds"][name] = {f"{m} ({w})": lsds_score(both, F, 12, q.lsds_points, q.seed, normalise=w == "normalised")
                              for w in ("normalised", "eq. 6") for m, F in maps.items()}
-        out["planted"][name] = _planted(p1, p2, ds, q)
+        out["planted"][name] = planted_scores(p1, p2, ds, q)
         out["maps"][name] = map_panels(p1, p2, q.tsne_pairs, q)
         out["pairs"][name] = len(ds)
     out["cpu_s"] = time.process_time() - t0
@@ -63,7 +63,7 @@ def figure_run_cached(p: Params, name: str, loaded) -> tuple[dict, bool]:
     results cache (`sts-figures-<name>`), keyed by the settings it reads (`figure_params`)."""
     q = figure_params(p)
     return results.cached(q, f"sts-figures-{name.replace('/', '_')}", lambda: figure_run(loaded(), q),
-                          drop=("models", "extra_models", "alphas", "bootstrap", *_READING_FIELDS), model=name)
+                          drop=("models", "extra_models", "alphas", "bootstrap", *READING_FIELDS), model=name)
 
 
 def figure_runs_cached(p: Params, load, from_cache: dict, unavailable: dict) -> dict[str, dict]:

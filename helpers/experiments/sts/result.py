@@ -14,7 +14,6 @@ import pandas as pd
 from ...book import results
 from ...book.results import jsonable
 from ...core.findings import Finding
-from ...core.findings import verdict as verdict_of
 from ...core.scale import MIN_POINTS, Extrapolation, extrapolate
 from ...core.stats import Interval, Trend, against_trend, fit_trend, t_interval
 from .params import BOOK_BERT, CROSSFIT_HOW, PAPER_BERT, PLANT_METHODS, SMOL
@@ -127,31 +126,6 @@ class Result(results.Result):
                     "paired bootstrap, both transforms refitted on every resample (resamples repeat pairs)")
         return self.run_of(model).across_sets(whitening, SD), "t-interval over the seven sets"
 
-    def white_sd_comparisons(self) -> list[dict]:
-        """whitening − SoftDecay per encoder and whitening variant (SmolLM2: the full and the 256-direction
-        whitening, each on its own): the interval, how it was made, the verdict on the paper's ordering
-        (SoftDecay ahead) and on 'alike within ±`match_margin`'. `key`: the finding it is (None: shown in
-        the chapter's table only)."""
-        from .findings import FIRST, encoder_text, whitening_keys
-
-        keys = whitening_keys()
-        bert = BOOK_BERT if BOOK_BERT in self.extras else None
-        smol = SMOL if SMOL in self.extras else None
-        out = []
-        for key, model, white in ((keys[FIRST], self.models[0], "whitening"),
-                                  (keys[SMOL], smol, "whitening"), (None, smol, "whitening-256"),
-                                  (keys[BOOK_BERT], bert, "whitening")):
-            effect, how = self.white_minus_sd(model, white) if model else (None, "")
-            reread = model is not None and self.read(model) is not None
-            pooled = self.paper_pooling if reread else (self.extra_pooling if model in self.extras else self.pooling)
-            what = "whitening" if white == "whitening" else "whitening kept to its first 256 directions"
-            out.append({
-                "key": key, "model": model, "whitening": white, "effect": effect, "how": how,
-                "measured": encoder_text(self, model, pooled if reread else None) if model else "not run at this scale",
-                "quantity": f"{what} − SoftDecay, Spearman ×100, mean over the sets ({how or 'not run'})",
-                "verdict": verdict_of(effect, "below") if effect is not None else "",
-                "likeness": verdict_of(effect, "equal", margin=self.match_margin()) if effect is not None else ""})
-        return out
 
     def white_sd_procedures(self) -> list[dict]:
         """whitening − SoftDecay (full whitening, mean over the sets) per encoder under every procedure this scale
@@ -186,9 +160,6 @@ class Result(results.Result):
                 if {"SoftDecay", "WhiteBERT"} <= {r["method"] for r in self.paper_table1 if r["model"] == m}]
         return float(min(gaps))
 
-    def likeness(self, model: str, whitening: str = "whitening", pooling: str | None = None) -> str:
-        """The verdict on 'whitening matches SoftDecay' (within ±`match_margin`) from the refitted interval."""
-        return verdict_of(self.white_minus_sd(model, whitening, pooling)[0], "equal", margin=self.match_margin())
 
     # --- planted anisotropy and LSDS (the first model) --------------------------------------------------
 
@@ -206,12 +177,6 @@ class Result(results.Result):
         """(sizes, directions) mean-over-sets scores of the planted experiment (first model, paper pooling)."""
         return self.readings[self.models[0]].planted_dirs(kind, method)
 
-    def planted_mean(self, kind: str) -> pd.DataFrame:
-        """Mean over the directions of each method's score, without a plant and at the largest size."""
-        df = pd.DataFrame({m: self.planted_dirs(kind, m).mean(1) for m in PLANT_METHODS},
-                          index=[0.0, max(self.plant_sizes)])
-        df.index.name = "planted size (× RMS norm)"
-        return df
 
     def recovered_iv(self, kind: str, method: str) -> Interval:
         """The share of the raw score lost at the largest planted size that `method` wins back, per random
