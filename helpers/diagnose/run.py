@@ -272,76 +272,65 @@ class Diagnosis:
     def alpha(self) -> float:
         return 1 - self.level
 
-    def _twin_arrays(self, measure: str) -> tuple[np.ndarray, np.ndarray]:
-        return (np.stack([t.estimate[measure] for t in self.twins]),
-                np.stack([t.draws[measure] for t in self.twins]))
-
     @cached_property
-    def _tested(self) -> dict[str, dict[str, np.ndarray]]:
-        """Per measure, `measures.twin_test`'s arrays (difference, se, spread, df, t, p)."""
+    def test(self) -> DM.TwinTest | None:
+        """The twin test over every cell (`measures.TwinTest`, the synthesis chapter's too); None with fewer than
+        two twins, whose spread cannot be measured."""
         if len(self.twins) < 2:
-            return {}
-        bound = self.alpha / max(self.cells, 1)
-        return {m: DM.twin_test(self.model.estimate[m], self.model.draws[m], *self._twin_arrays(m), bound=bound)
-                for m in self.measures}
+            return None
+        ms = self.measures
+        return DM.TwinTest.of(
+            {m: self.model.estimate[m] for m in ms}, {m: np.stack([t.estimate[m] for t in self.twins]) for m in ms},
+            {m: DM.paired_variance(self.model.draws[m], np.stack([t.draws[m] for t in self.twins])) for m in ms},
+            self.level)
 
-    @cached_property
+    @property
+    def _tested(self) -> dict[str, dict[str, np.ndarray]]:
+        """Per measure, `measures.twin_test`'s arrays (difference, se, spread, df, t, p); {} without a test."""
+        return self.test.tested if self.test else {}
+
+    @property
     def threshold(self) -> float:
         """The p-value at or below which a cell is flagged: Benjamini–Hochberg over every cell of the report at
         false-discovery rate 1 − level (`measures.fdr_threshold`); 0.0 where nothing is flagged."""
-        if not self._tested:
-            return 0.0
-        return DM.fdr_threshold(np.concatenate([t["p"] for t in self._tested.values()]), self.alpha)
+        return self.test.threshold if self.test else 0.0
 
     def curve(self, measure: str, which: str = "model") -> dict[str, np.ndarray]:
         """estimate, low, high per layer of `which`: "model" (95 % bootstrap over the inputs), "twin" (the
         twins' mean with the twin test's 95 % prediction interval for a new draw from the twins,
-        `measures.prediction_band`: the model lies outside it where the cell's p-value alone is below 5 %; with a
-        single twin, whose spread cannot be measured, `measures.twin_band`), "difference" (model −
+        `measures.prediction_band`: the model lies outside it where the cell's p-value alone is below 5 %; a single
+        twin, whose spread cannot be measured, with its own interval over the inputs), "difference" (model −
         twins' mean, with the interval that excludes 0 exactly where the cell is flagged: ± t·se at the
         report's threshold, or at Bonferroni's α/cells where nothing is flagged)."""
         if which == "difference":
-            t = self._tested[measure]
-            p = self.threshold or self.alpha / max(self.cells, 1)
-            half = DM.t_quantile(p, t["df"]) * t["se"] * (1 - 1e-9)     # the threshold cell: flagged, so 0 lies outside
-            return {"estimate": t["estimate"], "low": t["estimate"] - half, "high": t["estimate"] + half}
-        if which == "twin":
-            if self._tested:
-                return DM.prediction_band(self._tested[measure], self.level)
-            return DM.twin_band(*self._twin_arrays(measure), self.level)
-        est, draws = self.model.estimate[measure], self.model.draws[measure]
+            if self.test:
+                return self.test.difference(measure)
+            diff = self.model.estimate[measure] - self.twins[0].estimate[measure]   # one twin: no interval to give
+            return {"estimate": diff, "low": np.full_like(diff, np.nan), "high": np.full_like(diff, np.nan)}
+        if which == "twin" and self.test:
+            return self.test.band(measure)
+        got = self.twins[0] if which == "twin" else self.model
+        est, draws = got.estimate[measure], got.draws[measure]
         lo, hi = DM.interval(draws, est, self.level)
         return {"estimate": est, "low": lo, "high": hi}
 
     def differs(self, measure: str) -> np.ndarray:
         """Per layer: whether the model is flagged as unlike a random draw of its architecture (`measures.
-        twin_test`'s p-value at or below the report's false-discovery threshold); all False without twins."""
-        if not self._tested:
+        twin_test`'s p-value at or below the report's false-discovery threshold); all False without a test."""
+        if not self.test:
             return np.zeros(self.layers, dtype=bool)
-        p = self._tested[measure]["p"]
-        return np.isfinite(p) & (p <= self.threshold)
+        return self.test.differs(measure)
 
     def detectable(self, measure: str) -> dict[str, np.ndarray]:
-        """Per layer, the smallest shift from the twins' mean this run flags: `one`, where it is the only cell
-        that moves (the rule then asks p ≤ α/cells, Bonferroni's), and `all`, where every cell moves (p ≤ α), in
-        the measure's units, and the same in twin standard deviations (`one_sd`, `all_sd`). A true shift of this size is
-        flagged about half the time."""
-        t = self._tested[measure]
-        one = DM.t_quantile(self.alpha / max(self.cells, 1), t["df"]) * t["se"]
-        every = DM.t_quantile(self.alpha, t["df"]) * t["se"]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            sd = np.where(t["spread"] > 0, t["spread"], np.nan)
-            return {"one": one, "all": every, "one_sd": one / sd, "all_sd": every / sd}
+        """Per layer, the smallest shift from the twins' mean this run flags (`measures.TwinTest.detectable`)."""
+        return self.test.detectable(measure)
 
     def power(self) -> dict[str, Any] | None:
         """The run's power in one statement: the median over cells of the smallest shift flagged in twin standard
         deviations, for one cell moving alone and for every cell moving (`detectable`); None without twins."""
-        if not self._tested:
+        if not self.test:
             return None
-        one = np.concatenate([self.detectable(m)["one_sd"] for m in self.measures])
-        every = np.concatenate([self.detectable(m)["all_sd"] for m in self.measures])
-        return {"twins": len(self.twins), "cells": self.cells, "one_sd": float(np.nanmedian(one)),
-                "all_sd": float(np.nanmedian(every))}
+        return {"twins": len(self.twins), "cells": self.cells, **self.test.power()}
 
     def summary(self) -> list[dict[str, Any]]:
         """Per measure: what its direction of collapse is, the layers where the model is more and less

@@ -1,12 +1,14 @@
 """The synthesis chapter: the three papers' measures on the same models, through `tokuni diagnose`.
 
 For every offline model and its untrained twins (the same architecture with random weights, several seeds):
-every measure per layer with bootstrap draws over the probe's inputs (`helpers.diagnose`), and where the model
-lies outside its twins' spread combined with the probe's interval (`diagnose.measures.compare`); from the same
-draws, how well the measures agree on which layers are most collapsed (Spearman correlation across layers); and
-at the layer the model's EV₁ rates most collapsed, what three operations do to each input's EV₁ and t_sim —
-SoftDecay (Yan et al. Algorithm 1), whitening, and removing the input's mean token (Π₁^⊥, de-escalation's
-operation, Yu & Zhang eq. 21) — against an isotropic Gaussian matrix of each input's shape.
+every measure per layer with bootstrap draws over the probe's inputs (`helpers.diagnose`), and where the model is
+unlike a new draw from its twins by `tokuni diagnose`'s own twin test (`diagnose.measures.TwinTest`: the twins'
+spread beside the probe's sampling, Benjamini–Hochberg over the model's cells); from the same draws, how well the
+measures agree on which layers are most collapsed (Spearman correlation across layers); at the layer the model's
+EV₁ rates most collapsed, what three operations do to each input's EV₁ and t_sim — SoftDecay (Yan et al.
+Algorithm 1), whitening, and removing the input's mean token (Π₁^⊥, de-escalation's operation, Yu & Zhang eq. 21)
+— against an isotropic Gaussian matrix of each input's shape; and, for a text-like model, Yu & Zhang's t_cos with
+the special tokens kept, beside Godey et al.'s average cosine across the probe without them.
 
 A statement across models is a claim about models, so its interval is taken over the models: a mean over
 models is read with the Student-t interval of the per-model values (a correlation on Fisher's z, so its interval
@@ -83,6 +85,11 @@ class Params(ChapterParams):
     )
 
 
+def _arr(values: list) -> np.ndarray:
+    """A stored list (None where a value is missing) as floats, NaN for None."""
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
 def _inputs(p: Params, modality: str) -> int:
     return {"vision": p.image_inputs, "audio": p.audio_inputs}.get(modality, p.text_inputs)
 
@@ -128,10 +135,40 @@ def _mean_ranked(rows: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, A
                 "draws": np.mean([r[k]["draws"] for r in rows], axis=0).tolist()} for k in rows[0]}
 
 
+def curves_record(got: DM.Measured, twins: list[DM.Measured], level: float = LEVEL) -> dict[str, Any]:
+    """Per measure what the chapter keeps of a model and its twins: the model's estimate per layer with its
+    percentile interval over the inputs, every twin's estimate, and `paired_var`, the bootstrap variance of the
+    model's paired difference from the twins' mean (`diagnose.measures.paired_variance`) — with the twins'
+    estimates, all that `tokuni diagnose`'s twin test reads (`Result.twin_test`)."""
+    out = {}
+    for meas in got.estimate:
+        lo, hi = DM.interval(got.draws[meas], got.estimate[meas], level)
+        t_draws = np.stack([t.draws[meas] for t in twins])
+        out[meas] = {"model": {"estimate": got.estimate[meas].tolist(), "low": lo.tolist(), "high": hi.tolist()},
+                     "twins": np.stack([t.estimate[meas] for t in twins]).tolist(),
+                     "paired_var": DM.paired_variance(got.draws[meas], t_draws).tolist()}
+    return out
+
+
+def t_cos_with_specials(cap, W: torch.Tensor, level: float = LEVEL) -> dict[str, list[float]]:
+    """Yu & Zhang's t_cos (eq. 1: the mean cosine over the pairs of one sequence's tokens, special tokens kept),
+    averaged over the inputs, per layer, with its percentile interval over the inputs (the draws `W`)."""
+    est, low, high = [], [], []
+    Wf = W.double()
+    for X, m in cap.layers:
+        v = M.t_cos(X.double(), m)
+        draws = ((Wf @ v) / Wf.sum(1)).numpy()[:, None]
+        lo, hi = DM.interval(draws, np.array([float(v.mean())]), level)
+        est.append(float(v.mean()))
+        low.append(float(lo[0]))
+        high.append(float(hi[0]))
+    return {"estimate": est, "low": low, "high": high}
+
+
 def model_study(p: Params, name: str) -> dict[str, Any]:
-    """One model and its twins: every measure per layer (estimates, intervals; the twins' mean, spread and
-    band; model − twins with the rule that calls a layer different), the rank agreement of the measures, and
-    the three operations at the model's most collapsed layer by EV₁."""
+    """One model and its twins: every measure per layer (estimates, intervals; the twins' estimates and what the
+    twin test reads), the rank agreement of the measures, the three operations at the model's most collapsed layer
+    by EV₁, and for a text-like model t_cos with its special tokens kept."""
     seed_everything(p.seed)
     dev = choose_device(p.device)
     modality = modality_of(name)
@@ -141,8 +178,15 @@ def model_study(p: Params, name: str) -> dict[str, Any]:
     loaded = HM.load(name, device=dev, modality=tok_modality)
     description = loaded.description
     cap = capture(loaded, probe, dev, batch, p.max_tokens)
-    del loaded
     W = DM.bootstrap_weights(cap.n_inputs, p.draws, p.seed)
+    t_cos = None
+    if tok_modality == "text":
+        spec = capture(loaded, probe, dev, batch, p.max_tokens, qk=False, specials=True)
+        if spec.n_inputs == cap.n_inputs:
+            t_cos = {**t_cos_with_specials(spec, W),
+                     "specials_per_input": float((spec.layers[0][1].sum() - cap.layers[0][1].sum()) / cap.n_inputs)}
+        del spec
+    del loaded
     got = DM.measure(cap.layers, W, cap.qk, with_isoscore=False)
     seeds = run_seeds(p.seed, p.twins)
     twins = []
@@ -153,19 +197,6 @@ def model_study(p: Params, name: str) -> dict[str, Any]:
         twins.append(DM.measure(tcap.layers, W, tcap.qk, with_isoscore=False))
         del tcap
     cells = int(sum(np.isfinite(got.estimate[m]).sum() for m in got.estimate))
-    curves: dict[str, Any] = {}
-    for meas in got.estimate:
-        lo, hi = DM.interval(got.draws[meas], got.estimate[meas], LEVEL)
-        t_est = np.stack([t.estimate[meas] for t in twins])
-        t_draws = np.stack([t.draws[meas] for t in twins])
-        band = DM.twin_band(t_est, t_draws, LEVEL)
-        diff = DM.compare(got.estimate[meas], got.draws[meas], t_est, t_draws, LEVEL, cells)
-        curves[meas] = {
-            "model": {"estimate": got.estimate[meas].tolist(), "low": lo.tolist(), "high": hi.tolist()},
-            "twin": {k: band[k].tolist() for k in ("estimate", "low", "high")},
-            "twin_spread": band["spread"].tolist(), "twins": t_est.tolist(),
-            "difference": {k: diff[k].tolist() for k in ("estimate", "low", "high")},
-            "differs": diff["differs"].tolist()}
     ranked = {"model": _spearman_rows(got.estimate, got.draws),
               "twin": _mean_ranked([_spearman_rows(t.estimate, t.draws) for t in twins])}
     layer = int(np.nanargmax(got.estimate["ev1"]))
@@ -179,7 +210,8 @@ def model_study(p: Params, name: str) -> dict[str, Any]:
                                       "draws": pooled["cos_centred"][1:].tolist()}
     return {"name": name, "description": description, "modality": modality, "units": cap.units,
             "probe": probe.description, "inputs": cap.n_inputs, "vectors": int(cap.layers[-1][1].sum()),
-            "dims": got.dims, "layers": len(cap.layers), "twin_seeds": seeds, "cells": cells, "curves": curves,
+            "dims": got.dims, "layers": len(cap.layers), "twin_seeds": seeds, "cells": cells,
+            "curves": curves_record(got, twins), "t_cos_specials": t_cos,
             "ranked": ranked, "qk_skipped": cap.qk_skipped if cap.qk is None else "", "operation_layer": layer,
             "operations": op_draws}
 
@@ -316,18 +348,50 @@ class Result(results.Result):
         ev, ts = self.change_per_model(f"ev1_{op}", "ev1_raw"), self.change_per_model(f"t_sim_{op}", "t_sim_raw")
         return sum(ev[n].high < 0 and ts[n].high < 0 for n in self.names)
 
+    def twin_test(self, name: str) -> DM.TwinTest:
+        """`tokuni diagnose`'s twin test of one model against its twins (`diagnose.measures.TwinTest`), over every
+        (layer, measure) cell the run stored: the same rule, from the same moments, as the tool's report."""
+        c = self.run_of(name)["curves"]
+        return DM.TwinTest.of({m: _arr(c[m]["model"]["estimate"]) for m in c},
+                              {m: np.array(c[m]["twins"], dtype=float) for m in c},
+                              {m: _arr(c[m]["paired_var"]) for m in c}, self.level)
+
+    def twin_curve(self, name: str, measure: str) -> dict[str, np.ndarray]:
+        """Per layer the twins' mean with the twin test's prediction interval for a new draw from them."""
+        return self.twin_test(name).band(measure)
+
     def differing_share(self) -> Interval:
-        """Mean over models of the share of (layer, measure) cells of `RANKED` where the model lies outside its
-        twins' spread combined with the probe's interval (`diagnose.measures.compare`), with the models' range."""
+        """Mean over models of the share of (layer, measure) cells of `RANKED` where the model is flagged as
+        unlike a new draw from its twins (`twin_test`), with the models' range."""
         shares = [self.differing_share_of(r["name"]) for r in self.runs]
         return Interval(float(np.mean(shares)), float(min(shares)), float(max(shares)), len(shares), "range")
 
     def differing_share_of(self, name: str) -> float:
-        r = self.run_of(name)
-        cells = [bool(d) for meas in RANKED
-                 for d, e in zip(r["curves"][meas]["differs"], r["curves"][meas]["difference"]["estimate"],
-                                 strict=True) if e is not None and not math.isnan(e)]
+        test = self.twin_test(name)
+        cells = [bool(f) for meas in RANKED
+                 for f, e in zip(test.differs(meas), test.tested[meas]["estimate"], strict=True) if np.isfinite(e)]
         return float(np.mean(cells))
+
+    def power(self) -> dict[str, float]:
+        """The twin test's power across the models: the median over models of each model's median smallest
+        flagged shift, in twin standard deviations, for a cell that moves alone (`one_sd`) and where every cell
+        moves (`all_sd`) (`diagnose.measures.TwinTest.power`)."""
+        per = [self.twin_test(n).power() for n in self.names]
+        return {k: float(np.median([q[k] for q in per])) for k in ("one_sd", "all_sd")}
+
+    def cos_against_t_cos(self, name: str) -> dict[str, Any]:
+        """Godey et al.'s average cosine (the `cos` curve: every pair of vectors across the probe, special tokens
+        left out) against Yu & Zhang's t_cos (pairs within one input, special tokens kept), per layer of one
+        model: both curves, their difference t_cos − cos, its largest absolute value over the middle layers
+        (blocks 2 to L − 1) and its value at the last layer."""
+        r = self.run_of(name)
+        cos = _arr(r["curves"]["cos"]["model"]["estimate"])
+        t_cos = _arr(r["t_cos_specials"]["estimate"])
+        gap = t_cos - cos
+        mid = gap[2:-1]
+        return {"cos": cos, "t_cos": t_cos, "gap": gap, "mid_low": float(mid.min()), "mid_high": float(mid.max()),
+                "last": float(gap[-1]), "cos_last": float(cos[-1]), "t_cos_last": float(t_cos[-1]),
+                "specials": float(r["t_cos_specials"]["specials_per_input"])}
 
     def drift_identity(self) -> dict[str, dict[str, float]]:
         """How close the mean cosine is to a function of the drift D = ‖x̄‖/σ alone: with vectors of one norm r,
@@ -440,4 +504,5 @@ def run(p: Params) -> Result:
     return Result(settings=p.cache_key(drop=("models",)), runs=runs, draws=p.draws, missing=missing)
 
 
-__all__ = ["Params", "Result", "run", "model_study", "RANKED", "HEADLINE", "OPERATIONS"]
+__all__ = ["Params", "Result", "run", "model_study", "curves_record", "t_cos_with_specials", "RANKED", "HEADLINE",
+           "OPERATIONS"]

@@ -35,7 +35,7 @@ def curves(res: Result) -> plt.Figure:
             x = np.arange(r["layers"])
             ax.plot(x, c["model"]["estimate"], color=COLOURS[meas], lw=1.8, label=f"{LABELS[meas]} ({AUTHORS[paper]})")
             ax.fill_between(x, c["model"]["low"], c["model"]["high"], color=COLOURS[meas], alpha=0.25, lw=0)
-            ax.plot(x, c["twin"]["estimate"], color=COLOURS[meas], lw=1.1, ls="--")
+            ax.plot(x, res.twin_curve(r["name"], meas)["estimate"], color=COLOURS[meas], lw=1.1, ls="--")
         ax.set_title(r["name"], fontsize=10)
         ax.set_xlabel("layer (0 = embeddings)", fontsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -74,7 +74,7 @@ def agreement(res: Result) -> plt.Figure:
 
 def collapsed_table(res: Result):
     """Per model, the layer each headline measure rates most collapsed, and the share of (layer, measure)
-    cells where the model lies outside its twins' spread combined with the probe's interval."""
+    cells where the twin test flags the model as unlike a new draw from its twins."""
     picks = {m: res.most_collapsed(m) for m in ("cos", "ev1", "t_sim", "pr")}
     rows = [{("", "model"): r["name"], ("", "modality"): r["modality"], ("", "layers"): r["layers"] - 1,
              **{("most collapsed layer by", LABELS[m].replace("− ", "−\u00a0")): picks[m][r["name"]] for m in picks},
