@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from ..experiments.synthesis import HEADLINE, RANKED, Result
+from ..experiments.synthesis import HEADLINE, RANKED, TCOS_MODEL, Result
 from . import common
 
 #: how the chapter names each measure
@@ -110,6 +110,8 @@ def publish(res: Result) -> None:
     least, least_rho = res.least_agreeing("t_sim", "ev1")
     skewed, skew = res.largest_centred_excess()
     identity = res.drift_identity_holds(IDENTITY_TOLERANCE)
+    power = res.power()
+    tcos = res.cos_against_t_cos(TCOS_MODEL)
     common.publish({
         "synthesis-n-models": len(res.runs), "synthesis-models": ", ".join(res.names),
         "synthesis-text-inputs": res.settings["text_inputs"], "synthesis-image-inputs": res.settings["image_inputs"],
@@ -142,6 +144,11 @@ def publish(res: Result) -> None:
         "synthesis-softdecay-not-both": ", ".join(res.not_both("softdecay")) or "none",
         "synthesis-whitening-not-both": ", ".join(res.not_both("whitening")) or "none",
         "synthesis-skew-model": skewed, "synthesis-skew-largest": skew.text(3),
+        "synthesis-power-one": power["one_sd"], "synthesis-power-all": power["all_sd"],
+        "synthesis-tcos-model": TCOS_MODEL, "synthesis-tcos-specials": tcos["specials"],
+        "synthesis-tcos-mid": f"{tcos['mid_low']:.2f} to {tcos['mid_high']:.2f}",
+        "synthesis-tcos-gap-last": tcos["last"], "synthesis-tcos-cos-last": tcos["cos_last"],
+        "synthesis-tcos-last": tcos["t_cos_last"],
     })
 
 
