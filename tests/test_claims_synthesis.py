@@ -41,11 +41,25 @@ def test_operations_on_minilm(res):
 
 
 def test_twin_differs(res):
-    """MiniLM lies outside its five untrained twins' spread (combined with the probe's interval) in most
-    (layer, measure) cells."""
+    """`tokuni diagnose`'s twin test flags MiniLM as unlike its five untrained twins in most (layer, measure)
+    cells, over the same cells the tool counts (every measure, qk included), and states its power."""
     run = res.run_of("all-MiniLM-L6-v2")
     assert run["twin_seeds"] == [0, 1, 2, 3, 4] and len(run["curves"]["ev1"]["twins"]) == 5
+    test = res.twin_test("all-MiniLM-L6-v2")
+    assert test.cells == run["cells"] and set(test.tested) == set(run["curves"]) and 0 < test.threshold <= 0.05
     assert res.differing_share().estimate > 0.5
+    power = res.power()
+    assert power["all_sd"] < power["one_sd"] and power["all_sd"] > 1
+
+
+def test_average_cosine_and_t_cos_are_different_quantities(res):
+    """Godey et al.'s average cosine across the probe (special tokens left out) and Yu & Zhang's t_cos within
+    each sentence ([CLS] and [SEP] kept) on MiniLM: close at the embeddings, apart in the middle layers, far apart
+    at the last layer, where the corpus-wide cosine falls and t_cos rises."""
+    c = res.cos_against_t_cos("all-MiniLM-L6-v2")
+    assert c["specials"] == 2 and len(c["gap"]) == res.run_of("all-MiniLM-L6-v2")["layers"]
+    assert abs(c["gap"][0]) < 0.02 and 0.01 < c["mid_low"] <= c["mid_high"] < 0.12
+    assert c["cos_last"] < 0.06 and c["t_cos_last"] > 0.3 and c["last"] == c["t_cos_last"] - c["cos_last"]
 
 
 def test_intervals_are_the_draws_percentiles_never_moved_or_clipped(res):
@@ -142,3 +156,13 @@ def test_book_runs_when_committed():
     assert identity["apart"] == ["SmolLM2-135M-Instruct"] and len(identity["holds"]) == len(book.runs) - 1
     share = book.differing_share()                  # every model differs from its twins, none everywhere
     assert 0.3 < share.low and share.high < 1
+    # the chapter's numbers from the twin test (`tokuni diagnose`'s): the share flagged and the power at 5 twins
+    assert (share.estimate, share.low, share.high) == (pytest.approx(0.816, abs=5e-4), pytest.approx(0.662, abs=5e-4),
+                                                        pytest.approx(0.923, abs=5e-4))
+    assert book.power() == {"one_sd": pytest.approx(13.7, abs=0.05), "all_sd": pytest.approx(3.39, abs=0.005)}
+    # Godey et al.'s average cosine against Yu & Zhang's t_cos on MiniLM: apart by 0.030 to 0.069 in the middle
+    # layers and by 0.343 at the last (0.028 across the probe against 0.371 within a sentence, [CLS] and [SEP] kept)
+    c = book.cos_against_t_cos(synthesis.TCOS_MODEL)
+    near = {"mid_low": 0.0298, "mid_high": 0.0693, "last": 0.3431, "cos_last": 0.0277, "t_cos_last": 0.3708}
+    assert {k: c[k] for k in near} == {k: pytest.approx(v, abs=5e-5) for k, v in near.items()}
+    assert c["specials"] == 2

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from helpers import diagnose as D
-from helpers.diagnose import cli, measures, report, run
+from helpers.diagnose import cli, measures, report, run, verdict
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_diagnose import tiny_bert, word_probe  # noqa: E402
@@ -106,7 +106,8 @@ def test_shared_offset_is_flagged_with_five_twins(offset_default):
 def test_fewer_twins_are_the_first_of_more(planted, offset_default):
     d = D.diagnose(str(planted["offset"]), str(planted["probe"]), twins=3, draws=100)
     for m in d.measures:
-        assert np.array_equal(d._twin_arrays(m)[0], first(offset_default, 3)._twin_arrays(m)[0], equal_nan=True)
+        assert np.array_equal(np.stack([t.estimate[m] for t in d.twins]),
+                              np.stack([t.estimate[m] for t in first(offset_default, 3).twins]), equal_nan=True)
         assert np.array_equal(d.differs(m), first(offset_default, 3).differs(m))
 
 
@@ -196,6 +197,25 @@ def test_one_twin_is_refused(planted, capsys, tmp_path):
     assert not list(tmp_path.iterdir())
     with pytest.raises(D.DiagnoseError, match="--twins 1"):
         D.diagnose(str(planted["random"]), str(planted["probe"]), twins=1)
+
+
+def test_a_diagnosis_with_one_twin_reads_as_not_interpretable():
+    """Built from the Python side with a single twin (the command refuses it): nothing is flagged, the headline and
+    every verdict line say the comparison is not interpretable (never "no difference"), the twin's curve is its own
+    interval over the inputs, and the JSON carries no test."""
+    rng = np.random.default_rng(0)
+    L = 5
+    twin = measures.Measured({"cos": np.full(L, 0.36)}, {"cos": 0.36 + 1e-3 * rng.standard_normal((200, L))})
+    model = measures.Measured({"cos": np.full(L, 0.9)}, {"cos": 0.9 + 1e-3 * rng.standard_normal((200, L))})
+    d = run.Diagnosis({"seed": 0, "layer_names": ["embeddings"] + [f"block {i}" for i in range(1, L)]}, model, [twin])
+    assert d.test is None and not d.differs("cos").any() and d.power() is None
+    head = verdict.headline(d)
+    assert "not interpretable" in head and "differs from its" not in head
+    assert "not interpretable" in verdict.measure_line(d, "cos")
+    band = d.curve("cos", "twin")
+    assert np.allclose(band["estimate"], 0.36) and (band["low"] < 0.36).all() and (band["high"] > 0.36).all()
+    data = d.to_json()
+    assert "test" not in data["measures"]["cos"] and "not interpretable" in data["headline"]
 
 
 def test_fdr_threshold_is_benjamini_hochberg():

@@ -1,8 +1,9 @@
 """The faster paths of `tokuni diagnose` compute what the book's functions compute: the within-input measures
 from each input's Gram matrix (one batched product and a small symmetric eigenproblem per input, where the book's
 functions take a singular value decomposition per measure) against `helpers.core.measures`, with padded rows, with
-more rows than dimensions, and with an input of two tokens; and `measure` over a layer gives the same numbers
-through either path."""
+more rows than dimensions, and with an input of two tokens; `measure` over a layer gives the same numbers
+through either path; the lean attention a Whisper capture runs under equals transformers' eager attention bit for
+bit; and a model measured again gives its committed reference run's numbers."""
 
 from __future__ import annotations
 
@@ -43,6 +44,30 @@ def test_skew_from_shared_singular_values_equals_its_own():
     W = measures.bootstrap_weights(20, 30, 1)
     s = measures.per_input_measures(X, m)["s"]
     assert torch.allclose(measures.skew_draws(X, m, W, s), measures.skew_draws(X, m, W), rtol=1e-9, atol=1e-9)
+
+
+def test_the_lean_attention_equals_eager_bit_for_bit():
+    """Whisper's attention call (scores of queries already scaled, scaling 1.0, no mask, no dropout) through
+    `capture.lean_attention` equals transformers' eager attention exactly; a call with a mask, another scaling or
+    asked for its weights goes to eager itself."""
+    from torch import nn
+    from transformers.models.whisper.modeling_whisper import eager_attention_forward
+
+    from helpers.diagnose.capture import lean_attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 300, 16, generator=g) * 3 for _ in range(3))
+    module = nn.Module().eval()
+    want, _ = eager_attention_forward(module, q, k, v, None, scaling=1.0, dropout=0.0)
+    got, weights = lean_attention(module, q, k, v, None, scaling=1.0, dropout=0.0)
+    assert torch.equal(got, want) and weights is None
+    mask = torch.zeros(1, 1, 300, 300)
+    mask[..., 150:] = -1e9
+    for kw in ({"attention_mask": mask, "scaling": 1.0}, {"attention_mask": None, "scaling": 0.25},
+               {"attention_mask": None, "scaling": 1.0, "output_attentions": True}):
+        got, weights = lean_attention(module, q, k, v, **kw)
+        want, want_w = eager_attention_forward(module, q, k, v, **kw)
+        assert torch.equal(got, want) and torch.equal(weights, want_w), kw
 
 
 @pytest.mark.parametrize("name, stem, batch", [("all-MiniLM-L6-v2", "all-MiniLM-L6-v2", 32),

@@ -10,6 +10,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 #: namedtuple's public API, spelled with a leading underscore
 NAMEDTUPLE = {"_replace", "_fields", "_asdict", "_make", "_field_defaults"}
+#: another library's attributes that helpers/ also sets, spelled with a leading underscore by that library
+#: (transformers' config names its attention implementation `_attn_implementation`)
+THIRD_PARTY = {"_attn_implementation"}
 
 
 def _private(name: str) -> bool:
@@ -46,7 +49,7 @@ def crossings(sources: dict[str, str], package: str = "helpers") -> list[str]:
             elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets):
                 out += [f"{path}:{n.lineno}: exports {e.value}" for e in getattr(n.value, "elts", [])
                         if isinstance(e, ast.Constant) and _private(str(e.value))]
-            elif (isinstance(n, ast.Attribute) and _private(n.attr) and n.attr not in NAMEDTUPLE
+            elif (isinstance(n, ast.Attribute) and _private(n.attr) and n.attr not in NAMEDTUPLE | THIRD_PARTY
                   and not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))
                   and n.attr not in own[path] and n.attr in ours):
                 out.append(f"{path}:{n.lineno}: reads {ast.unparse(n.value)}.{n.attr}")

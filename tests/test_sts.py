@@ -182,7 +182,7 @@ def test_committed_runs_read_into_records_and_write_back_as_stored():
     if not files:
         pytest.skip("the book's STS runs are not committed")
     kinds = {"readings": sts.Reading, "full": sts.Reading, "path": sts.Reading, "samefit": sts.SameFit,
-             "extra": sts.Run, "maps": None}
+             "extra": sts.Run, "maps": None, "figures": None}
     seen = set()
     for path in files:
         stored = json.loads(path.read_text())["results"]
@@ -245,3 +245,58 @@ def test_refit_bootstrap_scores_each_draw_as_score_does():
         i = torch.as_tensor(idx)
         for m in methods:
             assert halves[m][b] == C.score(C.cosines(*C.apply_method(m, e1[i], e2[i])), gold[idx], sub[idx])
+
+
+def _fake_encode(loaded, texts, max_length=128, batch_size=32, token_alpha=None, desc=""):
+    """An encoder pass without a model: each sentence's states drawn from a seed of its text (3 layers × 16), with a
+    common mean and a dominant direction so that every transform has something to do."""
+    import zlib
+
+    rows = []
+    for t in texts:
+        g = torch.Generator().manual_seed(zlib.crc32(t.encode()))
+        rows.append(torch.randn(5, 16, generator=g) + torch.linspace(-1, 2, 16))
+    x = torch.stack(rows)                                  # (n, 5, 16): 3 layers, [CLS], token spread
+    return C.TokenStates(x[:, :3].contiguous(), x[:, 3].contiguous(), x[:, 4].contiguous())
+
+
+def test_a_figure_run_holds_what_the_first_models_main_run_and_maps_hold(monkeypatch):
+    """The LSDS, planted and t-SNE figures draw an in-scope encoder from its figure run and the first model from its
+    main run and maps: on the same sentences the two hold the same numbers, and the Result reads them alike (means
+    over the sets, wins, gaps; the extremes of a flips table)."""
+    import json
+
+    from helpers.experiments.sts import compute, figure_runs
+
+    for mod in (compute, figure_runs):
+        monkeypatch.setattr(mod, "encode", _fake_encode)
+    q = sts.Params.resolve("ci", datasets=("STS-B", "STS15"), max_pairs=30, lsds_points=40, tsne_pairs=10,
+                           bootstrap=20, alphas=(-0.6,), plant_sizes=(0.0, 1.0))
+    main, drawn, fig = compute.run_model(None, q), compute.maps(None, q), figure_runs.figure_run(None, q)
+    assert fig["pairs"] == main["pairs"] == {"STS-B": 30, "STS15": 30}
+    assert fig["lsds"] == main["lsds"]
+    assert json.dumps(fig["planted"]) == json.dumps(main["planted"])           # NaN where a small subset has no score
+    assert fig["maps"] == drawn["sets"]
+    res = sts.Result(models=["m"], datasets=list(q.datasets), pooling=q.pooling, alpha=q.alpha, scale="ci",
+                     runs={"m": main}, from_cache={}, averages={}, lsds_wins={}, plant_sizes=list(q.plant_sizes),
+                     maps=drawn, figure_runs={"x": fig})
+    assert res.figure_models() == ["x", "m"]
+    for kind in ("mean", "spike"):
+        assert res.planted_of("x", kind).equals(res.planted_of("m", kind))
+        assert res.planted_of("m", kind).equals(res.planted(kind))
+    for w in ("normalised", "eq. 6"):
+        assert res.lsds_wins_of("x", w) == res.lsds_wins_of("m", w) == res.runs["m"].lsds_count(w)
+        assert res.lsds_gap_of("x", w) == res.runs["m"].lsds_gap(w)
+    assert res.maps_of("x") == res.maps_of("m") == drawn["sets"]
+    assert res.flips_over_sets("m", "raw", "max") == max(main["sign_flips"][d]["raw"] for d in q.datasets)
+    assert res.flips_over_sets("m", "sigma_min", "min") == min(main["sign_flips"][d]["sigma_min"] for d in q.datasets)
+    import matplotlib.pyplot as plt
+
+    from helpers import figures
+
+    for draw in (figures.sts.planted_figure, figures.sts.lsds_figure, figures.sts.tsne_figure):
+        f = draw(res)
+        titled = [ax for ax in f.axes if ax.get_title() or ax.get_ylabel()]
+        assert len(f.axes) in (4, 6) and titled, draw.__name__          # a row per encoder
+        assert any("x" in (ax.get_title() + ax.get_ylabel()) for ax in f.axes[:3]), draw.__name__   # x first
+        plt.close(f)

@@ -117,13 +117,14 @@ class _QKStack:
 
 @torch.no_grad()
 def capture(loaded, probe: Probe, device: torch.device, batch_size: int, max_tokens: int = 256,
-            qk: bool = True, label: str | None = None) -> Captured:
+            qk: bool = True, label: str | None = None, specials: bool = False) -> Captured:
     """Run the probe through `loaded.model` (a `hf.models.Loaded`) and collect every layer's vectors; the
-    progress bar reads "<label>: forward passes" ("model", "twin 3 of 5")."""
+    progress bar reads "<label>: forward passes" ("model", "twin 3 of 5"). `specials`: a text's special tokens
+    are kept among its vectors (Yu & Zhang's t_cos reads them; every measure of the tool leaves them out)."""
     model, tok = loaded.model, loaded.tokenizer
     desc = f"{label}: forward passes" if label else "forward passes"
     if probe.modality in ("text", "protein", "chem"):
-        return _sequences(model, tok, probe, device, batch_size, max_tokens, qk, desc)
+        return _sequences(model, tok, probe, device, batch_size, max_tokens, qk, desc, specials)
     if probe.modality == "vision":
         return _vision(model, tok, probe, device, batch_size, max_tokens, qk, desc)
     return _audio(loaded, probe, device, max_tokens, desc)
@@ -166,9 +167,9 @@ def _max_length(tok, max_tokens: int) -> int:
     return min(total, int(limit)) if isinstance(limit, int) and 0 < limit < 1_000_000 else total
 
 
-def _encode(tok, items: list[str], max_tokens: int = 256) -> tuple[Tensor, Tensor, Tensor]:
+def _encode(tok, items: list[str], max_tokens: int = 256, specials: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """(input_ids, attention_mask, keep): each input cut to its first `max_tokens` tokens (special tokens added
-    beyond); keep marks real, non-special tokens."""
+    beyond); keep marks real, non-special tokens (every token the model attends to, with `specials`)."""
     if _vocab_tokenizer(tok):                                       # hf.sequence_models' tokenizer
         ids = [tok(s)["input_ids"][:min(max_tokens, 510)] for s in items]
         enc = [[tok.cls_token_id, *x, tok.sep_token_id] for x in ids]
@@ -176,15 +177,16 @@ def _encode(tok, items: list[str], max_tokens: int = 256) -> tuple[Tensor, Tenso
         input_ids = torch.tensor([e + [tok.pad_token_id] * (L - len(e)) for e in enc])
         attn = torch.tensor([[1] * len(e) + [0] * (L - len(e)) for e in enc])
         keep = torch.tensor([[0] + [1] * len(x) + [0] * (L - len(x) - 1) for x in ids], dtype=torch.bool)
-        return input_ids, attn, keep
+        return input_ids, attn, attn.bool() if specials else keep
     enc = tok(items, padding=True, truncation=True, max_length=_max_length(tok, max_tokens), return_tensors="pt",
               return_special_tokens_mask=True)
     attn = enc["attention_mask"]
-    keep = attn.bool() & ~enc["special_tokens_mask"].bool()
+    keep = attn.bool() if specials else attn.bool() & ~enc["special_tokens_mask"].bool()
     return enc["input_ids"], attn, keep
 
 
-def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk, desc="forward passes") -> Captured:
+def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk, desc="forward passes",
+               specials: bool = False) -> Captured:
     cut = check_tokens(tok, probe.items, max_tokens)
     seq2seq = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
     net = encoder_of(model) if seq2seq else model
@@ -194,7 +196,8 @@ def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk, desc=
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     with cap or Capture(net, qk=False) as run:
         for idx in progress(batches, desc=desc, total=len(batches)):
-            ids, attn, keep = _encode(tok, [probe.items[i] for i in idx], max_tokens)
+            ids, attn, keep = _encode(tok, [probe.items[i] for i in idx], max_tokens, specials)
+            most = ids.shape[1] if specials else max_tokens           # the specials come on top of max_tokens
             rec = run(hidden=True, input_ids=ids.to(device), attention_mask=attn.to(device))
             hs = blocks(rec, "hidden")
             if not hs:
@@ -202,7 +205,7 @@ def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk, desc=
 
                 raise DiagnoseError(f"{type(net).__name__} returns no hidden states: no layer can be measured")
             for b, i in enumerate(idx):
-                pos = _keep_evenly(keep[b].nonzero().squeeze(-1), max_tokens)
+                pos = _keep_evenly(keep[b].nonzero().squeeze(-1), most)
                 if pos.numel() < 2:
                     continue                                  # fewer than two tokens: no pair to measure
                 stack.add([h[b, pos.to(h.device)] for h in hs])
@@ -211,7 +214,7 @@ def _sequences(model, tok, probe, device, batch_size, max_tokens, want_qk, desc=
                 sel = torch.zeros_like(keep)
                 rows = [b for b, i in enumerate(idx) if i in set(kept_order)]
                 for b in rows:
-                    sel[b, _keep_evenly(keep[b].nonzero().squeeze(-1), max_tokens)] = True
+                    sel[b, _keep_evenly(keep[b].nonzero().squeeze(-1), most)] = True
                 sums = _qk_sums(rec, sel)
                 qks.add([(q[rows], k[rows]) for q, k in sums], sel[rows].sum(-1))
     if len(kept_order) < 2:
@@ -262,6 +265,39 @@ def _vision(model, processor, probe, device, batch_size, max_tokens, want_qk,
     return Captured(stack.padded(), units, qks.result() if cap is not None else None, why)
 
 
+#: the name under which `lean_attention` is registered with transformers' attention functions
+LEAN_ATTENTION = "tokuni_lean_eager"
+
+
+def lean_attention(module, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
+                   scaling: float | None = None, dropout: float = 0.0, **kwargs) -> tuple[Tensor, None]:
+    """transformers' eager attention, softmax(QKᵀ)V, with no copy of the score matrix beyond the one QKᵀ makes:
+    where there is no mask, no scaling left to apply (Whisper scales its queries before the call and passes 1.0) and
+    no dropout, eager multiplies the (B, h, 1500, 1500) scores by 1.0 into a new tensor and takes their softmax into
+    another; here the softmax is taken in place, and the weights are not returned (no caller here reads them).
+    Every output equals eager's bit for bit (`tests/test_diagnose_speed.py`); any other call goes to eager."""
+    from transformers.models.whisper.modeling_whisper import eager_attention_forward
+
+    if (attention_mask is not None or scaling != 1.0 or (dropout and module.training)
+            or kwargs.get("output_attentions")):
+        return eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
+    w = torch.matmul(query, key.transpose(2, 3))
+    torch.ops.aten._softmax.out(w, -1, False, out=w)               # the row's max, then exp and sum: row by row
+    out = torch.matmul(w, value)
+    del w
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _lean(model) -> str:
+    """Switch `model` to `lean_attention` (registered once); return the implementation it had."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(LEAN_ATTENTION, lean_attention)
+    before = model.config._attn_implementation
+    model.set_attn_implementation(LEAN_ATTENTION)
+    return before
+
+
 def _audio(loaded, probe, device, max_tokens, desc="forward passes") -> Captured:
     from ..hf import whisper
 
@@ -270,10 +306,14 @@ def _audio(loaded, probe, device, max_tokens, desc="forward passes") -> Captured
     why = f"{type(model).__name__}: the walker does not hook a speech encoder's attention projections"
     if getattr(model.config, "model_type", "") == "whisper":
         waves = probe.items
-        for i in progress(range(0, len(waves), 8), desc=desc, total=-(-len(waves) // 8)):
-            for clip in whisper.encoder_hidden_states(model, loaded.tokenizer, waves[i:i + 8]):
-                pos = _keep_evenly(torch.arange(clip.shape[1]), max_tokens)
-                stack.add([h[pos] for h in clip])
+        before = _lean(model)
+        try:
+            for i in progress(range(0, len(waves), 8), desc=desc, total=-(-len(waves) // 8)):
+                for clip in whisper.encoder_hidden_states(model, loaded.tokenizer, waves[i:i + 8]):
+                    pos = _keep_evenly(torch.arange(clip.shape[1]), max_tokens)
+                    stack.add([h[pos] for h in clip])
+        finally:
+            model.set_attn_implementation(before)
         return Captured(stack.padded(), "encoder frames", None, why)
     run = Capture(encoder_of(model), qk=False)
     for w in progress(probe.items, desc=desc, total=len(probe.items)):
@@ -284,4 +324,4 @@ def _audio(loaded, probe, device, max_tokens, desc="forward passes") -> Captured
     return Captured(stack.padded(), "frames", None, why)
 
 
-__all__ = ["Captured", "capture", "check_tokens", "token_counts"]
+__all__ = ["Captured", "capture", "check_tokens", "token_counts", "lean_attention"]

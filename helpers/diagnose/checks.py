@@ -90,7 +90,9 @@ class OutLock:
     """The report's prefix held for one run: `<folder>/.<name>.tokuni-lock`, made with O_EXCL and holding the
     process id and host, removed when the run ends (any way it ends). A second run on the same prefix is refused
     in one line; a lock whose process on this host is gone is taken over. A folder the lock had to make is removed
-    again when nothing else was written in it."""
+    again when nothing else was written in it. Not `book.results.run_lock`: that one waits for a training run on an
+    `flock` of a file it keeps beside the checkpoint; this one refuses at once and leaves nothing behind, which an
+    `flock` cannot do safely (a lock file removed while a second process holds it open lets a third take a new one)."""
 
     def __init__(self, out: str | os.PathLike) -> None:
         self.out = Path(out)

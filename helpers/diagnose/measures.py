@@ -25,6 +25,7 @@ from __future__ import annotations
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -257,76 +258,32 @@ def _measure(layers: list[tuple[Tensor, Tensor]], W: Tensor, qk: list[tuple[Tens
                     [int(m.sum()) for _, m in layers])
 
 
-def _quantile(level: float, twins: int, init: np.ndarray | float = 1.0, probe: np.ndarray | float = 0.0):
-    """The two-sided quantile for one more draw, D/√(init + probe): Student-t with Welch–Satterthwaite's degrees
-    of freedom, (K − 1)·((init + probe)/init)² — K − 1 where the twins' spread (estimated from K values) dominates,
-    towards the normal where the probe's variance (estimated from the bootstrap draws) does; normal with a single
-    twin, whose spread cannot be measured."""
-    from scipy import stats
-
-    p = 0.5 + level / 2
-    if twins < 2:
-        return float(stats.norm.ppf(p))
-    init, probe = np.asarray(init, dtype=float), np.asarray(probe, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(init > 0, (twins - 1) * ((init + probe) / np.where(init > 0, init, 1)) ** 2, np.inf)
-    return np.where(np.isfinite(df), stats.t.ppf(p, np.minimum(df, 1e6)), stats.norm.ppf(p))
-
-
-def twin_band(twin_estimates: np.ndarray, twin_draws: np.ndarray, level: float = 0.95) -> dict[str, np.ndarray]:
-    """The synthesis chapter's band (the tool's own is `prediction_band`, the twin test's interval; this one is
-    read beside a single twin too). Where an untrained model of this architecture lies, per layer: the twins' mean
-    with a prediction band,
-    mean ± q·√(s²(1 + 1/K) + v), s² the variance of the K twins' estimates (the initialisation), v the bootstrap
-    variance of their mean (the probe's inputs), q Student-t's (`_quantile`).
-    `twin_estimates` (K, L), `twin_draws` (K, B, L)."""
-    K = twin_estimates.shape[0]
-    mean = twin_estimates.mean(0)
+def paired_variance(model_draws: np.ndarray, twin_draws: np.ndarray) -> np.ndarray:
+    """v per layer: the bootstrap variance of m_b − t̄_b over the probe's inputs, the model's draw minus the twins'
+    mean on the same draw (paired: the same inputs in each draw for the model and every twin); NaN where a layer
+    has no value (q/k at the embeddings). Shapes: model (B, L), twins (K, B, L)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        s2 = twin_estimates.var(0, ddof=1) if K >= 2 else np.zeros_like(mean)
-        v = np.nanvar(twin_draws.mean(0), axis=0, ddof=1)
-        half = _quantile(level, K, s2 * (1 + 1 / K), v) * np.sqrt(s2 * (1 + 1 / K) + v)
-    return {"estimate": mean, "low": mean - half, "high": mean + half, "spread": np.sqrt(s2)}
-
-
-def compare(model_estimate: np.ndarray, model_draws: np.ndarray, twin_estimates: np.ndarray,
-            twin_draws: np.ndarray, level: float = 0.95, cells: int = 1) -> dict[str, np.ndarray]:
-    """The synthesis chapter's rule (the tool's own is `twin_test` with `fdr_threshold`, which keeps power across
-    cells). Model − twins, per layer: the difference from the twins' mean, D = m − t̄, with the interval
-    D ± q·√(s²(1 + 1/K) + v): s² the variance of the K twins' estimates (how far two random initialisations of
-    the architecture lie apart), v the bootstrap variance of m_b − t̄_b over the probe's inputs (paired: the same
-    draws for the model and every twin), q Student-t's (`_quantile`: K − 1 degrees of freedom where the twins'
-    spread dominates, more where the probe's variance does) at level 1 − (1 − level)/cells
-    (Bonferroni over the `cells` (layer, measure) cells a report reads, so that a random model of the same
-    architecture is called different nowhere with probability about `level`). With one twin, s² cannot be
-    measured and the interval covers the inputs only (a normal quantile). `differs`: the interval excludes 0;
-    `score`: D over the half-width (beyond ±1: differs).
-    Shapes: model (L,), (B, L); twins (K, L), (K, B, L)."""
-    K = twin_estimates.shape[0]
-    diff = model_estimate - twin_estimates.mean(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        s2 = twin_estimates.var(0, ddof=1) if K >= 2 else np.zeros_like(diff)
-        v = np.nanvar(model_draws - twin_draws.mean(0), axis=0, ddof=1)
-        init = s2 * (1 + 1 / K)
-        half = _quantile(1 - (1 - level) / max(cells, 1), K, init, v) * np.sqrt(init + v)
-        differs = np.isfinite(diff) & np.isfinite(half) & (np.abs(diff) > half)
-    return {"estimate": diff, "low": diff - half, "high": diff + half, "differs": differs,
-            "score": np.where(half > 0, diff / np.where(half > 0, half, 1), np.nan)}
+        return np.nanvar(model_draws - twin_draws.mean(0), axis=0, ddof=1)
 
 
 def twin_test(model_estimate: np.ndarray, model_draws: np.ndarray, twin_estimates: np.ndarray,
               twin_draws: np.ndarray, bound: float = 0.05) -> dict[str, np.ndarray]:
-    """Is the model, at each layer, a new draw from its twins' distribution? The difference from the twins' mean,
-    D = m − t̄, against its standard error se = √(s²(1 + 1/K) + v): s² the variance of the K ≥ 2 twins' estimates
-    (how far two random initialisations lie apart; the 1/K for the error of their mean), v the bootstrap variance
-    of m_b − t̄_b over the probe's inputs (paired: the same draws for the model and every twin). t = D/se is
-    read as Student-t's with Welch–Satterthwaite's degrees of freedom, taken with the twins' variance at its
-    upper 1 − `bound` confidence bound (a report passes α/cells): K − 1 unless the probe's variance outweighs even
-    that, so that twins that agree by chance at one layer of many do not pass for a measured spread; `p` its
-    two-sided p-value (1 where D = se = 0). The multiplicity rule over a report's cells is `fdr_threshold`.
-    Shapes: model (L,), (B, L); twins (K, L), (K, B, L); every output (L,)."""
+    """Is the model, at each layer, a new draw from its twins' distribution? `twin_test_of` with v, the bootstrap
+    variance of the paired difference (`paired_variance`). Shapes: model (L,), (B, L); twins (K, L), (K, B, L)."""
+    return twin_test_of(model_estimate, twin_estimates, paired_variance(model_draws, twin_draws), bound)
+
+
+def twin_test_of(model_estimate: np.ndarray, twin_estimates: np.ndarray, v: np.ndarray,
+                 bound: float = 0.05) -> dict[str, np.ndarray]:
+    """The twin test from its moments. The difference from the twins' mean, D = m − t̄, against its standard error
+    se = √(s²(1 + 1/K) + v): s² the variance of the K ≥ 2 twins' estimates (how far two random initialisations lie
+    apart; the 1/K for the error of their mean), v the bootstrap variance of m_b − t̄_b over the probe's inputs
+    (`paired_variance`). t = D/se is read as Student-t's with Welch–Satterthwaite's degrees of freedom, taken with
+    the twins' variance at its upper 1 − `bound` confidence bound (a report passes α/cells): K − 1 unless the
+    probe's variance outweighs even that, so that twins that agree by chance at one layer of many do not pass for
+    a measured spread; `p` its two-sided p-value (1 where D = se = 0). The multiplicity rule over a report's cells
+    is `fdr_threshold` (`TwinTest` holds both). Shapes: model (L,), twins (K, L), v (L,); every output (L,)."""
     from scipy import stats
 
     K = twin_estimates.shape[0]
@@ -336,7 +293,6 @@ def twin_test(model_estimate: np.ndarray, model_draws: np.ndarray, twin_estimate
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         s2 = twin_estimates.var(0, ddof=1)
-        v = np.nanvar(model_draws - twin_draws.mean(0), axis=0, ddof=1)
         init = s2 * (1 + 1 / K)
         se = np.sqrt(init + v)
         hi = init * (K - 1) / stats.chi2.ppf(bound, K - 1)          # the twins' variance at its upper bound
@@ -381,6 +337,76 @@ def t_quantile(p_two_sided: float, df: np.ndarray) -> np.ndarray:
     return stats.t.isf(p_two_sided / 2, np.asarray(df, dtype=float))
 
 
+@dataclass
+class TwinTest:
+    """The twin test over every (layer, measure) cell of one model: per measure `twin_test_of`'s arrays (`tested`),
+    each read at the bound α/cells, and Benjamini–Hochberg over all `cells` at false-discovery rate 1 − `level`.
+    `tokuni diagnose` (`run.Diagnosis`) and the synthesis chapter read a model through this one class, so that they
+    say the same thing about the same model. Build it with `of` from per-measure moments."""
+
+    tested: dict[str, dict[str, np.ndarray]]
+    cells: int
+    level: float = 0.95
+
+    @classmethod
+    def of(cls, model: dict[str, np.ndarray], twins: dict[str, np.ndarray], v: dict[str, np.ndarray],
+           level: float = 0.95) -> TwinTest:
+        """Per measure: the model's estimate (L,), the twins' estimates (K ≥ 2, L) and `paired_variance` (L,). The
+        cells are the model's finite estimates over every measure."""
+        cells = int(sum(np.isfinite(np.asarray(model[m], dtype=float)).sum() for m in model))
+        bound = (1 - level) / max(cells, 1)
+        tested = {m: twin_test_of(np.asarray(model[m], dtype=float), np.asarray(twins[m], dtype=float),
+                                  np.asarray(v[m], dtype=float), bound=bound) for m in model}
+        return cls(tested, cells, level)
+
+    @property
+    def alpha(self) -> float:
+        return 1 - self.level
+
+    @cached_property
+    def threshold(self) -> float:
+        """The p-value at or below which a cell is flagged (`fdr_threshold` over every cell); 0.0: none is."""
+        return fdr_threshold(np.concatenate([t["p"] for t in self.tested.values()]), self.alpha)
+
+    def differs(self, measure: str) -> np.ndarray:
+        """Per layer: the cell's p-value at or below the threshold."""
+        p = self.tested[measure]["p"]
+        return np.isfinite(p) & (p <= self.threshold)
+
+    def difference(self, measure: str) -> dict[str, np.ndarray]:
+        """Model − twins' mean per layer, with the interval that excludes 0 exactly where the cell is flagged:
+        ± t·se at the threshold, or at Bonferroni's α/cells where nothing is flagged."""
+        t = self.tested[measure]
+        p = self.threshold or self.alpha / max(self.cells, 1)
+        half = t_quantile(p, t["df"]) * t["se"] * (1 - 1e-9)     # the threshold cell: flagged, so 0 lies outside
+        return {"estimate": t["estimate"], "low": t["estimate"] - half, "high": t["estimate"] + half}
+
+    def band(self, measure: str) -> dict[str, np.ndarray]:
+        """The twins' mean with the prediction interval for a new draw from them (`prediction_band`)."""
+        return prediction_band(self.tested[measure], self.level)
+
+    def detectable(self, measure: str) -> dict[str, np.ndarray]:
+        """Per layer, the smallest shift from the twins' mean this run flags: `one`, where it is the only cell
+        that moves (the rule then asks p ≤ α/cells, Bonferroni's), and `all`, where every cell moves (p ≤ α), in
+        the measure's units, and the same in twin standard deviations (`one_sd`, `all_sd`). A true shift of this
+        size is flagged about half the time."""
+        t = self.tested[measure]
+        one = t_quantile(self.alpha / max(self.cells, 1), t["df"]) * t["se"]
+        every = t_quantile(self.alpha, t["df"]) * t["se"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sd = np.where(t["spread"] > 0, t["spread"], np.nan)
+            return {"one": one, "all": every, "one_sd": one / sd, "all_sd": every / sd}
+
+    def power(self) -> dict[str, float]:
+        """The median over cells of the smallest shift flagged, in twin standard deviations, for one cell moving
+        alone (`one_sd`) and for every cell moving (`all_sd`)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            one = np.concatenate([self.detectable(m)["one_sd"] for m in self.tested])
+            every = np.concatenate([self.detectable(m)["all_sd"] for m in self.tested])
+            return {"one_sd": float(np.nanmedian(one)), "all_sd": float(np.nanmedian(every))}
+
+
 def interval(draws: np.ndarray, estimate: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bounds over the draws (axis 0), shifted so that the draws' median sits on the full-sample
     `estimate`: a resample repeats inputs, which biases ratio measures (the participation ratio most: repeated
@@ -391,6 +417,6 @@ def interval(draws: np.ndarray, estimate: np.ndarray, level: float = 0.95) -> tu
     return estimate + lo - med, estimate + hi - med
 
 
-__all__ = ["MEASURES", "COLLAPSE_SIGN", "Measured", "bootstrap_weights", "measure", "interval", "compare", "twin_band",
-           "twin_test", "prediction_band", "fdr_threshold", "t_quantile",
+__all__ = ["MEASURES", "COLLAPSE_SIGN", "Measured", "bootstrap_weights", "measure", "interval", "paired_variance",
+           "twin_test", "twin_test_of", "TwinTest", "prediction_band", "fdr_threshold", "t_quantile",
            "pooled_measures", "per_input_measures", "skew_draws", "qk_draws", "isoscore", "one_thread"]

@@ -272,76 +272,65 @@ class Diagnosis:
     def alpha(self) -> float:
         return 1 - self.level
 
-    def _twin_arrays(self, measure: str) -> tuple[np.ndarray, np.ndarray]:
-        return (np.stack([t.estimate[measure] for t in self.twins]),
-                np.stack([t.draws[measure] for t in self.twins]))
-
     @cached_property
-    def _tested(self) -> dict[str, dict[str, np.ndarray]]:
-        """Per measure, `measures.twin_test`'s arrays (difference, se, spread, df, t, p)."""
+    def test(self) -> DM.TwinTest | None:
+        """The twin test over every cell (`measures.TwinTest`, the synthesis chapter's too); None with fewer than
+        two twins, whose spread cannot be measured."""
         if len(self.twins) < 2:
-            return {}
-        bound = self.alpha / max(self.cells, 1)
-        return {m: DM.twin_test(self.model.estimate[m], self.model.draws[m], *self._twin_arrays(m), bound=bound)
-                for m in self.measures}
+            return None
+        ms = self.measures
+        return DM.TwinTest.of(
+            {m: self.model.estimate[m] for m in ms}, {m: np.stack([t.estimate[m] for t in self.twins]) for m in ms},
+            {m: DM.paired_variance(self.model.draws[m], np.stack([t.draws[m] for t in self.twins])) for m in ms},
+            self.level)
 
-    @cached_property
+    @property
+    def _tested(self) -> dict[str, dict[str, np.ndarray]]:
+        """Per measure, `measures.twin_test`'s arrays (difference, se, spread, df, t, p); {} without a test."""
+        return self.test.tested if self.test else {}
+
+    @property
     def threshold(self) -> float:
         """The p-value at or below which a cell is flagged: Benjamini–Hochberg over every cell of the report at
         false-discovery rate 1 − level (`measures.fdr_threshold`); 0.0 where nothing is flagged."""
-        if not self._tested:
-            return 0.0
-        return DM.fdr_threshold(np.concatenate([t["p"] for t in self._tested.values()]), self.alpha)
+        return self.test.threshold if self.test else 0.0
 
     def curve(self, measure: str, which: str = "model") -> dict[str, np.ndarray]:
         """estimate, low, high per layer of `which`: "model" (95 % bootstrap over the inputs), "twin" (the
         twins' mean with the twin test's 95 % prediction interval for a new draw from the twins,
-        `measures.prediction_band`: the model lies outside it where the cell's p-value alone is below 5 %; with a
-        single twin, whose spread cannot be measured, `measures.twin_band`), "difference" (model −
+        `measures.prediction_band`: the model lies outside it where the cell's p-value alone is below 5 %; a single
+        twin, whose spread cannot be measured, with its own interval over the inputs), "difference" (model −
         twins' mean, with the interval that excludes 0 exactly where the cell is flagged: ± t·se at the
         report's threshold, or at Bonferroni's α/cells where nothing is flagged)."""
         if which == "difference":
-            t = self._tested[measure]
-            p = self.threshold or self.alpha / max(self.cells, 1)
-            half = DM.t_quantile(p, t["df"]) * t["se"] * (1 - 1e-9)     # the threshold cell: flagged, so 0 lies outside
-            return {"estimate": t["estimate"], "low": t["estimate"] - half, "high": t["estimate"] + half}
-        if which == "twin":
-            if self._tested:
-                return DM.prediction_band(self._tested[measure], self.level)
-            return DM.twin_band(*self._twin_arrays(measure), self.level)
-        est, draws = self.model.estimate[measure], self.model.draws[measure]
+            if self.test:
+                return self.test.difference(measure)
+            diff = self.model.estimate[measure] - self.twins[0].estimate[measure]   # one twin: no interval to give
+            return {"estimate": diff, "low": np.full_like(diff, np.nan), "high": np.full_like(diff, np.nan)}
+        if which == "twin" and self.test:
+            return self.test.band(measure)
+        got = self.twins[0] if which == "twin" else self.model
+        est, draws = got.estimate[measure], got.draws[measure]
         lo, hi = DM.interval(draws, est, self.level)
         return {"estimate": est, "low": lo, "high": hi}
 
     def differs(self, measure: str) -> np.ndarray:
         """Per layer: whether the model is flagged as unlike a random draw of its architecture (`measures.
-        twin_test`'s p-value at or below the report's false-discovery threshold); all False without twins."""
-        if not self._tested:
+        twin_test`'s p-value at or below the report's false-discovery threshold); all False without a test."""
+        if not self.test:
             return np.zeros(self.layers, dtype=bool)
-        p = self._tested[measure]["p"]
-        return np.isfinite(p) & (p <= self.threshold)
+        return self.test.differs(measure)
 
     def detectable(self, measure: str) -> dict[str, np.ndarray]:
-        """Per layer, the smallest shift from the twins' mean this run flags: `one`, where it is the only cell
-        that moves (the rule then asks p ≤ α/cells, Bonferroni's), and `all`, where every cell moves (p ≤ α), in
-        the measure's units, and the same in twin standard deviations (`one_sd`, `all_sd`). A true shift of this size is
-        flagged about half the time."""
-        t = self._tested[measure]
-        one = DM.t_quantile(self.alpha / max(self.cells, 1), t["df"]) * t["se"]
-        every = DM.t_quantile(self.alpha, t["df"]) * t["se"]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            sd = np.where(t["spread"] > 0, t["spread"], np.nan)
-            return {"one": one, "all": every, "one_sd": one / sd, "all_sd": every / sd}
+        """Per layer, the smallest shift from the twins' mean this run flags (`measures.TwinTest.detectable`)."""
+        return self.test.detectable(measure)
 
     def power(self) -> dict[str, Any] | None:
         """The run's power in one statement: the median over cells of the smallest shift flagged in twin standard
         deviations, for one cell moving alone and for every cell moving (`detectable`); None without twins."""
-        if not self._tested:
+        if not self.test:
             return None
-        one = np.concatenate([self.detectable(m)["one_sd"] for m in self.measures])
-        every = np.concatenate([self.detectable(m)["all_sd"] for m in self.measures])
-        return {"twins": len(self.twins), "cells": self.cells, "one_sd": float(np.nanmedian(one)),
-                "all_sd": float(np.nanmedian(every))}
+        return {"twins": len(self.twins), "cells": self.cells, **self.test.power()}
 
     def summary(self) -> list[dict[str, Any]]:
         """Per measure: what its direction of collapse is, the layers where the model is more and less
@@ -449,10 +438,54 @@ def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twin
     `Probe`, a probe file, or None: the modality's default probe of `n` inputs), beside `twins` untrained twins
     (same config, random weights drawn with seeds seed, seed + 1, …; 0: none; None, the default: `TWINS`, then
     more while the twins so far took under `TWIN_BUDGET_S` seconds, up to `MAX_TWINS`). Every option, the model (its
-    folder's files, or the hub) and the probe are checked before any model is loaded: a refusal raises
+    folder's files, or the hub) and the probe are checked before any model is loaded (`_checked`): a refusal raises
     `checks.DiagnoseError`, `probe.ProbeError` or `hf.loading.ModelUnavailable`, each with a one-line message.
     `label` names the model on the progress bars ("model"; a run of several models names each)."""
     t0, c0 = time.perf_counter(), time.process_time()
+    job = _checked(model, probe, n=n, twins=twins, seed=seed, draws=draws, device=device, max_tokens=max_tokens,
+                   revision=revision)
+    got = _measure_model(job, label)
+    twin_got = _measure_twins(job, got["W"], got["want_qk"], label)
+    seeds = run_seeds(seed, len(twin_got)) if twin_got else []
+    meta = _meta(job, got, seeds, command, argv)
+    d = Diagnosis(meta, got["measured"], twin_got, got["skipped"], got["notes"])
+    d.meta["seconds"] = {"diagnose_wall": round(time.perf_counter() - t0, 1),
+                         "diagnose_cpu": round(time.process_time() - c0, 1)}
+    d.meta["written_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    return d
+
+
+@dataclass
+class _Job:
+    """What a diagnosis was asked to do, checked (`_checked`): the model and how it is read, the probe, the
+    options, the device and the memory estimate."""
+
+    model: str
+    kind: str
+    revision: str | None
+    commit: str | None
+    config: dict | None
+    modality: str
+    probe: Probe
+    twins: int | None
+    seed: int
+    draws: int
+    device: str
+    dev: torch.device
+    max_tokens: int
+    need: int | None
+
+    @property
+    def tok_modality(self) -> str:
+        return "text" if self.modality in ("protein", "chem") else self.modality
+
+    @property
+    def batch(self) -> int:
+        return _batch(self.modality, self.dev)
+
+
+def _checked(model: str, probe, *, n, twins, seed, draws, device, max_tokens, revision) -> _Job:
+    """Every option, the model and the probe checked, in this order, before anything is loaded."""
     check_options(draws, twins, max_tokens, seed)
     check_device(device)
     kind = kind_of(model)
@@ -476,80 +509,81 @@ def diagnose(model: str, probe: Probe | str | os.PathLike | None = None, *, twin
         raise ProbeError(f"the probe holds {len(probe)} inputs; a {probe.modality} probe holds at most "
                          f"{MAX_SIZE[probe.modality]}")
     need = check_memory(len(probe), _vectors_per_input(probe, modality, max_tokens), dims_of(config or {}), draws)
-    dev = choose_device(device)
-    tok_modality = "text" if modality in ("protein", "chem") else modality
-    loaded = models.load(model, device=dev, modality=tok_modality, revision=commit)
-    bs = _batch(modality, dev)
-    cap = capture(loaded, probe, dev, bs, max_tokens, label=label)
-    W = DM.bootstrap_weights(cap.n_inputs, draws, seed)
+    return _Job(model, kind, revision, commit, config, modality, probe, twins, seed, draws, device,
+                choose_device(device), max_tokens, need)
+
+
+def _measure_model(job: _Job, label: str) -> dict[str, Any]:
+    """The model itself: loaded, the probe through it, every layer measured on the run's bootstrap draws `W`;
+    what the record keeps of it (its weights' record, its description, what was skipped)."""
+    loaded = models.load(job.model, device=job.dev, modality=job.tok_modality, revision=job.commit)
+    cap = capture(loaded, job.probe, job.dev, job.batch, job.max_tokens, label=label)
+    W = DM.bootstrap_weights(cap.n_inputs, job.draws, job.seed)
     got = DM.measure(cap.layers, W, cap.qk, label=label)
     skipped = {} if cap.qk is not None else {"qk_cos": cap.qk_skipped}
     if np.isnan(got.isoscore).all():
         skipped["isoscore"] = "the `isoscore` package is not installed (`pip install --no-deps isoscore`)"
-    weights = weights_record(model, loaded, kind, revision, commit)
-    description = _description(model, kind, loaded, config)
-    want_qk, n_layers, units, notes, cut = cap.qk is not None, len(cap.layers), cap.units, cap.notes, cap.cut
-    del loaded, cap
+    return {"measured": got, "W": W, "skipped": skipped, "want_qk": cap.qk is not None, "layers": len(cap.layers),
+            "units": cap.units, "notes": cap.notes, "cut": cap.cut,
+            "weights": weights_record(job.model, loaded, job.kind, job.revision, job.commit),
+            "description": _description(job.model, job.kind, loaded, job.config)}
+
+
+def _measure_twins(job: _Job, W, want_qk: bool, label: str) -> list[DM.Measured]:
+    """The untrained twins, one at a time, on the same draws `W`: `job.twins` of them, or by default `TWINS`, then
+    as many as fit in `TWIN_BUDGET_S` of twin passes (CPU time on a CPU, wall time on a GPU), up to `MAX_TWINS`."""
     twin_got: list[DM.Measured] = []
-    clock = time.perf_counter if dev.type == "cuda" else time.process_time
+    clock = time.perf_counter if job.dev.type == "cuda" else time.process_time
     t_twins = clock()
-    target = TWINS if twins is None else twins
+    target = TWINS if job.twins is None else job.twins
     while len(twin_got) < target:
-        s = seed + len(twin_got)
-        twin_loaded = models.load(model, untrained=True, device=dev, modality=tok_modality, revision=commit, seed=s)
-        which = f"twin {len(twin_got) + 1} of {target}" + ("" if twins is not None or target == MAX_TWINS else "+")
+        s = job.seed + len(twin_got)
+        twin_loaded = models.load(job.model, untrained=True, device=job.dev, modality=job.tok_modality,
+                                  revision=job.commit, seed=s)
+        which = f"twin {len(twin_got) + 1} of {target}" + ("" if job.twins is not None or target == MAX_TWINS else "+")
         which = which if label == "model" else f"{label}, {which}"
-        tcap = capture(twin_loaded, probe, dev, bs, max_tokens, qk=want_qk, label=which)
+        tcap = capture(twin_loaded, job.probe, job.dev, job.batch, job.max_tokens, qk=want_qk, label=which)
         del twin_loaded
         twin_got.append(DM.measure(tcap.layers, W, tcap.qk, label=which))
         del tcap
-        if twins is None and len(twin_got) == target and target < MAX_TWINS:
+        if job.twins is None and len(twin_got) == target and target < MAX_TWINS:
             per = (clock() - t_twins) / len(twin_got)
             target = max(TWINS, min(MAX_TWINS, int(TWIN_BUDGET_S // max(per, 1e-9))))
-    seeds = run_seeds(seed, len(twin_got)) if twin_got else []
-    truncation = {"max_tokens": max_tokens, "inputs_cut": cut,
+    return twin_got
+
+
+def _meta(job: _Job, got: dict[str, Any], seeds: list[int], command: str | None,
+          argv: list[str] | None) -> dict[str, Any]:
+    """What was run and how to run it again (the JSON's record; `Diagnosis.to_json`)."""
+    text = job.modality in ("text", "protein", "chem")
+    truncation = {"max_tokens": job.max_tokens, "inputs_cut": got["cut"],
                   "rule": ("each input cut to its first max_tokens tokens before the forward pass (special tokens "
-                           "added beyond, within the model's length limit)" if modality in ("text", "protein", "chem")
+                           "added beyond, within the model's length limit)" if text
                            else "the whole input goes through the model; at most max_tokens of its "
-                                f"{units} are kept, evenly spaced")}
-    meta = {
-        "tool": "tokuni diagnose",
-        "tool_version": _version(),
-        "git": git_commit(),
-        "written_at": None,
-        "model": model,
-        "kind": kind,
-        "description": description,
-        "source": weights.get("hub_id") or weights.get("folder"),
-        "weights": weights,
-        "modality": modality,
-        "units": units,
-        "layer_names": ["embeddings"] + [f"block {i}" for i in range(1, n_layers)],
-        "probe": probe.to_json(),
-        "truncation": truncation,
-        "seed": seed,
-        "draws": draws,
-        "twins": {"count": len(seeds), "seeds": seeds,
-                  "what": "the same config with random weights drawn after torch.manual_seed(seed) for each seed",
-                  "chosen": (f"{twins} asked for" if twins is not None else
-                             f"the default: {TWINS}, then as many as fit in {TWIN_BUDGET_S:.0f} s of twin passes "
-                             f"({'wall' if dev.type == 'cuda' else 'CPU'} time), up to {MAX_TWINS}"),
-                  "rule": differs_rule(len(seeds))} if seeds else None,
-        "device": device_description(dev),
-        "device_used": str(dev),
-        "memory_estimate_gib": round(need / 2**30, 2) if need else None,
+                                f"{got['units']} are kept, evenly spaced")}
+    twins = {"count": len(seeds), "seeds": seeds,
+             "what": "the same config with random weights drawn after torch.manual_seed(seed) for each seed",
+             "chosen": (f"{job.twins} asked for" if job.twins is not None else
+                        f"the default: {TWINS}, then as many as fit in {TWIN_BUDGET_S:.0f} s of twin passes "
+                        f"({'wall' if job.dev.type == 'cuda' else 'CPU'} time), up to {MAX_TWINS}"),
+             "rule": differs_rule(len(seeds))} if seeds else None
+    weights = got["weights"]
+    source = str(Path(job.model).expanduser().resolve()) if job.kind == "folder" else job.model
+    return {
+        "tool": "tokuni diagnose", "tool_version": _version(), "git": git_commit(), "written_at": None,
+        "model": job.model, "kind": job.kind, "description": got["description"],
+        "source": weights.get("hub_id") or weights.get("folder"), "weights": weights,
+        "modality": job.modality, "units": got["units"],
+        "layer_names": ["embeddings"] + [f"block {i}" for i in range(1, got["layers"])],
+        "probe": job.probe.to_json(), "truncation": truncation, "seed": job.seed, "draws": job.draws,
+        "twins": twins, "device": device_description(job.dev), "device_used": str(job.dev),
+        "memory_estimate_gib": round(job.need / 2**30, 2) if job.need else None,
         "versions": versions(),
-        "argv": argv or rerun_argv(str(Path(model).expanduser().resolve()) if kind == "folder" else model, probe,
-                                   twins=len(seeds), seed=seed, draws=draws, max_tokens=max_tokens,
-                                   revision=revision, device=device),
-        "command": command or "python: helpers.diagnose.diagnose(" + repr(model) + ")",
+        "argv": argv or rerun_argv(source, job.probe, twins=len(seeds), seed=job.seed, draws=job.draws,
+                                   max_tokens=job.max_tokens, revision=job.revision, device=job.device),
+        "command": command or "python: helpers.diagnose.diagnose(" + repr(job.model) + ")",
         "seconds": None,
     }
-    d = Diagnosis(meta, got, twin_got, skipped, notes)
-    d.meta["seconds"] = {"diagnose_wall": round(time.perf_counter() - t0, 1),
-                         "diagnose_cpu": round(time.process_time() - c0, 1)}
-    d.meta["written_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    return d
 
 
 def differs_rule(twins: int, level: float = 0.95) -> str:

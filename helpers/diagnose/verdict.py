@@ -83,6 +83,8 @@ def measure_line(d: Diagnosis, m: str) -> str:
         return head
     twins = d.curve(m, "twin")["estimate"]
     head += f", against {span(twins)} for random twins"
+    if len(d.twins) < 2:
+        return head + ": not interpretable with one twin (its spread cannot be measured)"
     dirs = _directions(d, m)
     total = int(np.isfinite(d.model.estimate[m]).sum())
     said = []
@@ -146,6 +148,9 @@ def headline(d: Diagnosis) -> str:
     k = len(d.twins)
     if not k:
         return "No untrained twins were measured (--twins 0), so nothing is compared."
+    if k == 1:
+        return ("One untrained twin was measured: its spread cannot be measured, so the comparison is not "
+                "interpretable and no cell is flagged (it says neither that the model differs nor that it does not).")
     flagged = sum(int(d.differs(m).sum()) for m in d.measures)
     head = (f"The model differs from its {k} untrained twins in {flagged} of {d.cells} (layer, measure) cells. "
             "A cell is flagged where the model is unlike a new draw from its twins (their spread and the probe's "

@@ -30,9 +30,6 @@ def _esc(text: str) -> str:
     return html.escape(str(text), quote=False)
 
 
-def _small(text: str) -> str:
-    return f'<br><small style="color:#555">{text}</small>'
-
 
 def _link(f: Finding, prefix: str = "") -> str:
     href = f"{prefix}{f.chapter}.html" + (f"#{f.section}" if f.section else "")

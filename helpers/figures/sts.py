@@ -73,14 +73,6 @@ def _iv(iv: Interval | None, digits: int = 2) -> str:
 _scroll = common.scroll
 
 
-def runs_table(res: Result):
-    """Which encoder ran, on how many pairs, and whether it was read from the committed results."""
-    df = pd.DataFrame([{"encoder": m, "pairs": res.run_of(m).n_pairs,
-                        "results": "read from committed results" if res.from_cache[m] else "computed now"}
-                       for m in res.all_runs()])
-    return common.table(df)
-
-
 def averages_table(res: Result, models: list[str] | None = None):
     """Per encoder and method: the mean over the sets under the paper's protocol and pooled, and the
     difference from the raw model with its paired bootstrap interval (✱: it excludes 0)."""
@@ -176,10 +168,10 @@ def pooling_table(res: Result, part: str = "paper"):
     rows = []
     for m in _read_models(res):
         for q in sorted(res.poolings, key=lambda q: q != res.paper_pooling):
-            scores = res.readings[m].scores(q).mean()
+            rd = res.readings[m]
             rows.append({"encoder, pooling": f"{m}, {POOLING_LABEL[q]}" + (" (paper default)"
                                                                           if q == res.paper_pooling else ""),
-                         **{SHORT[k]: scores[k] for k in POOLING_PARTS[part] if k in scores}})
+                         **{SHORT[k]: rd.avg(k, q) for k in POOLING_PARTS[part] if k in rd.scores(q)}})
     if not rows:
         return None          # nothing to show at this scale (the prose says what was run)
     return common.table(pd.DataFrame(rows), digits=2)
@@ -199,7 +191,7 @@ def full_summary_table(res: Result):
         for q in sorted(res.poolings, key=lambda q: q != res.paper_pooling):
             full = res.full_readings[m]
             rows.append({"encoder": TABLE_NAME.get(m, m), "pooling": POOLING_LABEL[q],
-                         "raw": full.scores(q)["vanilla"].mean(),
+                         "raw": full.avg("vanilla", q),
                          "SoftDecay − raw": _iv(full.vs_raw("SoftDecay (sentence)", q)),
                          "whitening − raw": _iv(full.vs_raw("whitening", q)),
                          "whitening − SoftDecay": (_iv(res.samefit[m].iv() if m in res.samefit else None)
@@ -217,10 +209,11 @@ def full_table(res: Result, model: str):
     q, other = res.paper_pooling, _other_pooling(res)
     a, b = res.full_readings[model].scores(q), res.full_readings[model].scores(other)
     short = {q: "1 + L", other: "emb. + L"}
-    df = pd.DataFrame({f"raw, {short[q]}": a["vanilla"], f"whitening, {short[q]}": a["whitening"],
-                       f"SoftDecay, {short[q]}": a["SoftDecay (sentence)"],
-                       f"raw, {short[other]}": b["vanilla"], f"SoftDecay, {short[other]}": b["SoftDecay (sentence)"]})
-    df.loc["Avg"] = df.mean()
+    columns = [("raw", q, "vanilla"), ("whitening", q, "whitening"), ("SoftDecay", q, "SoftDecay (sentence)"),
+               ("raw", other, "vanilla"), ("SoftDecay", other, "SoftDecay (sentence)")]
+    df = pd.DataFrame({f"{name}, {short[pooling]}": (a if pooling == q else b)[method]
+                       for name, pooling, method in columns})
+    df.loc["Avg"] = [res.full_readings[model].avg(method, pooling) for _, pooling, method in columns]
     df.index.name = "set"
     return common.table(df.reset_index(), digits=2)
 
@@ -233,14 +226,6 @@ def _text_if_full(res: Result, model: str, get) -> str:
 def _full_number(res: Result, model: str, get) -> float:
     """A number read on every pair, or NaN where `model` was not read on every pair at this scale."""
     return float(get()) if model in res.full_readings else float("nan")
-
-
-def _full_flips(res: Result, model: str, column: str, how: str) -> int | float:
-    """The fewest (`how="min"`) or most (`"max"`) of a flip-count column over the sets on every pair (NaN where
-    `model` was not read on every pair)."""
-    if model not in res.full_readings:
-        return float("nan")
-    return int(getattr(res.full_readings[model].flip_counts()[column], how)())
 
 
 def _draws_iv(res: Result, model: str, method: str, against: str, pooling: str | None = None) -> str:
@@ -279,14 +264,15 @@ def flipfree_table(res: Result, pooling: str | None = None):
     rows = []
     every = [(m, True) for m in res.full_only()]
     for m, full in [(m, False) for m in _read_models(res)] + every:
-        fl = res.full_readings[m].flip_counts(pooling) if full else res.readings[m].flip_counts(pooling)
+        reading = "every pair" if full else "draws"
         for method in ("SoftDecay (sentence)", *FLIP_FREE):
             diff = res.full_readings[m].vs_raw(method, pooling) if full else res.readings[m].vs_raw(method, pooling)
             rows.append({"encoder": f"{m} (every pair)" if full else m, "method": SHORT[method],
                          "Δ vs raw [95 %]": _iv(diff),
                          "over subsample draws [95 %]": "–" if full else _draws_iv(res, m, method, "vanilla", pooling),
-                         "flipped (most per set)": int(fl[method].max()),
-                         "live directions (fewest per set)": int(fl["directions"].min())})
+                         "flipped (most per set)": int(res.flips_over_sets(m, method, "max", reading, pooling)),
+                         "live directions (fewest per set)": int(res.flips_over_sets(m, "directions", "min", reading,
+                                                                                     pooling))})
     if not rows:
         return None          # nothing to show at this scale (the prose says what was run)
     return common.table(pd.DataFrame(rows))
@@ -418,20 +404,24 @@ def control_table(res: Result):
 
 
 def lsds_figure(res: Result) -> plt.Figure:
-    """LSDS of the identity, whitening and SoftDecay per set, with eq. (6)'s raw RBF weights (left) and
-    weights normalised to sum to one (right); one legend above both panels."""
-    ls = pd.DataFrame(res.runs[res.models[0]].lsds).T
-    fig, axes = plt.subplots(1, 2, figsize=(8.2, 3.8))
-    for ax, w in zip(axes, ("eq. 6", "normalised"), strict=True):
-        ls[[c for c in ls.columns if c.endswith(f"({w})")]].rename(columns=lambda c: c.split(" (")[0]).plot.bar(
-            ax=ax, rot=45, color=["0.6", "tab:blue", "tab:orange"], legend=False)
-        ax.set_ylabel("LSDS (12 neighbours)", fontsize=LEGEND + 1)
-        ax.set_title(f"{w} weights", fontsize=LEGEND + 2)
-        ax.tick_params(labelsize=LEGEND + 1)
-    handles, labels = axes[0].get_legend_handles_labels()
+    """LSDS of the identity, whitening and SoftDecay per set, a row per encoder (`Result.figure_models`: in the
+    claims' scope first), with eq. (6)'s raw RBF weights (left) and weights normalised to sum to one (right); one
+    legend above."""
+    models = res.figure_models()
+    fig, axes = plt.subplots(len(models), 2, figsize=(8.2, 3.1 * len(models) + 0.4), squeeze=False)
+    for row, m in zip(axes, models, strict=True):
+        ls = pd.DataFrame(res.lsds_of(m)).T
+        for ax, w in zip(row, ("eq. 6", "normalised"), strict=True):
+            ls[[c for c in ls.columns if c.endswith(f"({w})")]].rename(columns=lambda c: c.split(" (")[0]).plot.bar(
+                ax=ax, rot=45, color=["0.6", "tab:blue", "tab:orange"], legend=False)
+            ax.set_title(f"{SHORT_NAME.get(m, m)}: {w} weights", fontsize=LEGEND + 1)
+            ax.set_xlabel("")
+            ax.tick_params(labelsize=LEGEND + 1)
+        row[0].set_ylabel("LSDS (12 neighbours)", fontsize=LEGEND + 1)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=LEGEND + 1, frameon=False,
-               bbox_to_anchor=(0.5, 1.06))
-    fig.tight_layout()
+               bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
     return fig
 
 
@@ -552,17 +542,16 @@ def path_numbers(res: Result) -> dict:
         trend = res.paper_trend("SoftDecay")
         out.update({"sts-axis-n-models": trend.n, "sts-axis-paper-at-bert": trend.predict(raw).text(2),
                     "sts-axis-bert-reading": against_trend(res.full_readings[BOOK_BERT].vs_raw(), trend, raw)})
-    pts = res.path_points()
-    if pts.empty:
+    path = res.path_summary()
+    if not path:
         return out
     found = {f.key: f for f in corrected(res.findings()) if f.key in PATH_FINDINGS}
     t_sd, t_white = (found[k].at_scale if k in found else None for k in PATH_FINDINGS)
-    last = pts.groupby("seed")["step"].max()
     out.update({
-        "sts-path-n": len(pts), "sts-path-seeds": pts["seed"].nunique(),
-        "sts-path-last-steps": " and ".join(f"{int(v):,}" for v in sorted(last.unique(), reverse=True)),
-        "sts-path-raw-lo": float(pts["raw"].min()), "sts-path-raw-hi": float(pts["raw"].max()),
-        "sts-path-sd-lo": float(pts["effect"].min()), "sts-path-sd-hi": float(pts["effect"].max()),
+        "sts-path-n": path["n"], "sts-path-seeds": path["seeds"],
+        "sts-path-last-steps": " and ".join(f"{int(v):,}" for v in path["last_steps"]),
+        "sts-path-raw-lo": path["raw_lo"], "sts-path-raw-hi": path["raw_hi"],
+        "sts-path-sd-lo": path["sd_lo"], "sts-path-sd-hi": path["sd_hi"],
         "sts-path-target": res.paper_value("vanilla", against=None),
         "sts-path-sd-band": t_sd.band.text(2) if t_sd else "–",
         "sts-path-white-band": t_white.band.text(2) if t_white else "–",
@@ -570,7 +559,7 @@ def path_numbers(res: Result) -> dict:
         "sts-path-white-verdict": (found["sts-vs-whitening-bert"].paper_scale_verdict
                                    if "sts-vs-whitening-bert" in found else "–"),
         "sts-path-forms": " and ".join(t_sd.forms) if t_sd else "–",
-        "sts-path-end-raw": float(pts[pts["seed"] == pts["seed"].min()].iloc[-1]["raw"]),
+        "sts-path-end-raw": path["end_raw"],
     })
     return out
 
@@ -616,7 +605,7 @@ def cdf_figure(res: Result) -> plt.Figure:
     models = [m for m in _shown(res, lambda r: bool(r.cdf)) if m in CDF_MODELS] or _shown(res, lambda r: bool(r.cdf))
     if not models:
         return _missing("STS-B")
-    fig, axes = plt.subplots(len(models), 3, figsize=(8.5, 3.1 * len(models) + 0.2), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(len(models), 3, figsize=(8.5, 2.8 * len(models) + 0.2), sharey=True, squeeze=False)
     for row, m in zip(axes, models, strict=True):
         cdf = res.run_of(m).cdf
         layers = range(len(cdf["before"]))
@@ -636,21 +625,26 @@ def cdf_figure(res: Result) -> plt.Figure:
 
 
 def planted_figure(res: Result) -> plt.Figure:
-    fig, axes = plt.subplots(1, 2, figsize=(8.2, 3.6), sharey=True)
-    for ax, kind in zip(axes, ("mean", "spike"), strict=True):
-        df = res.planted(kind)
-        for m in df.columns:
-            ax.plot(df.index, df[m], marker="o", label=m)
+    """Spearman ×100 (mean over the sets) against the planted size, a row per encoder (`Result.figure_models`: in
+    the claims' scope first): left a common vector, right a common direction with a random coefficient per sentence;
+    one legend of the methods beneath."""
+    models = res.figure_models()
+    fig, axes = plt.subplots(len(models), 2, figsize=(8.2, 2.6 * len(models) + 0.7), sharey="row", squeeze=False)
+    for row, m in zip(axes, models, strict=True):
+        for ax, kind in zip(row, ("mean", "spike"), strict=True):
+            df = res.planted_of(m, kind)
+            for method in df.columns:
+                ax.plot(df.index, df[method], marker="o", ms=4, label=SHORT.get(method, method))
+            ax.set_title(f"{SHORT_NAME.get(m, m)}: " + {"mean": "a common vector", "spike": "a common direction"}[kind],
+                         fontsize=LEGEND + 1)
+        row[0].set_ylabel("Spearman ×100")
+    for ax in axes[-1]:
         ax.set_xlabel("planted size (× RMS row norm)")
-        ax.set_title({"mean": "a common vector", "spike": "a common direction, random coefficient"}[kind])
-    axes[0].set_ylabel("Spearman ×100, mean over sets")
-    axes[1].legend(fontsize=LEGEND)
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=5, frameon=False,
+               fontsize=LEGEND + 1, bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout(rect=(0, 0.35 / fig.get_figheight(), 1, 1))
     return fig
 
-
-def planted_table(res: Result):
-    parts = [res.planted(k).rename(columns=lambda c, k=k: f"{k}: {c}") for k in ("mean", "spike")]
-    return _scroll(common.table(pd.concat(parts, axis=1).reset_index(), digits=2))
 
 
 def _tsne_axes(axes, panels: dict, with_titles: bool = True) -> None:
@@ -666,24 +660,29 @@ def _tsne_axes(axes, panels: dict, with_titles: bool = True) -> None:
         ax.set_yticks([])
 
 
+
 def tsne_figure(res: Result) -> plt.Figure:
-    """t-SNE of a sample of STS-15 pairs under vanilla, whitening and SoftDecay fitted on the whole set, with
-    the measures of the whole set as scored (beneath each map)."""
-    panels = res.maps.get("sets", {}).get("STS15")
-    if panels is None:
+    """t-SNE of a sample of STS-15 pairs under vanilla, whitening and SoftDecay fitted on the whole set, a row per
+    encoder (`Result.figure_models`: in the claims' scope first), with the measures of the whole set as scored
+    (beneath each map)."""
+    models = [m for m in res.figure_models() if "STS15" in res.maps_of(m)]
+    if not models:
         return _missing("STS15")
-    fig, axes = plt.subplots(1, 3, figsize=(8.2, 3.8))
-    _tsne_axes(axes, panels)
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="upper center", ncol=2, fontsize=LEGEND + 1,
-               frameon=False, markerscale=3, bbox_to_anchor=(0.5, 1.07))
-    fig.tight_layout()
+    fig, axes = plt.subplots(len(models), 3, figsize=(8.2, 3.5 * len(models) + 0.3), squeeze=False)
+    for row, m in zip(axes, models, strict=True):
+        _tsne_axes(row, res.maps_of(m)["STS15"])
+        row[0].set_ylabel(SHORT_NAME.get(m, m), fontsize=LEGEND + 2)
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="upper center", ncol=2, fontsize=LEGEND + 1,
+               frameon=False, markerscale=3, bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
     return fig
 
 
-def tsne_grid(res: Result) -> plt.Figure:
-    """t-SNE of every other set, rows vanilla / whitening / SoftDecay (as `tsne_figure`), tall enough that the
-    measures beneath each map stay legible at page width."""
-    tsne = res.maps.get("sets", {})
+
+def tsne_grid(res: Result, model: str) -> plt.Figure:
+    """t-SNE of every set but STS15 for one encoder, rows vanilla / whitening / SoftDecay (as `tsne_figure`), tall
+    enough that the measures beneath each map stay legible at page width."""
+    tsne = res.maps_of(model)
     sets = [d for d in res.datasets if d != "STS15" and d in tsne]
     if not sets:
         return _missing("a set other than STS15")
@@ -698,6 +697,7 @@ def tsne_grid(res: Result) -> plt.Figure:
                 axes[i, j].set_ylabel(method.replace(" (sentence)", ""), fontsize=LEGEND + 2)
     fig.tight_layout()
     return fig
+
 
 
 def encoder_table(res: Result):
@@ -720,20 +720,31 @@ def _text_if_draws(res: Result, model: str, method: str, against: str = "vanilla
     return _iv(rd.over_draws(method, against)) if rd and rd.n_draws > 1 else "–"
 
 
-
 def _f_at_zero(alpha: float) -> float:
     """Eq. (2) at λ = 0, the value SoftDecay gives the smallest directions (−inf at α = −1)."""
     return float(softdecay(torch.zeros((), dtype=torch.float64), alpha)) if alpha > -1 else -math.inf
 
 
 def publish(res: Result) -> None:
-    """Glue the figures and every number the prose quotes (`sts-*`): numbers and intervals only."""
+    """Glue the figures and every number the prose quotes (`sts-*`): numbers and intervals only, one literal dict
+    per part of the chapter."""
     common.set_theme()
+    _publish_setting(res)
+    _publish_full(res)
+    _publish_anisotropic(res)
+    _publish_minilm(res)
+    _publish_planted(res)
+    _publish_sweep_table4_lsds(res)
+    _publish_flips(res)
+    common.publish(path_numbers(res))
+    _publish_figures(res)
+
+
+def _publish_setting(res: Result) -> None:
+    """What is run: the settings the prose states, what each encoder is (`hf.models.DESCRIPTIONS`), how many sets,
+    pairs and draws, and the paper's values the chapter measures against."""
     m = res.models[0]
-    flips = res.run_of(m).flips()
-    bert_flips = res.run_of(BOOK_BERT).flips()["raw"] if BOOK_BERT in res.all_runs() else pd.Series([np.nan])
     common.publish({
-        # the settings the prose states, and what each encoder is (`hf.models.DESCRIPTIONS`)
         "sts-alpha": res.alpha, "sts-alpha-abs": abs(res.alpha), "sts-f0": _f_at_zero(res.alpha),
         "sts-about-bert": about(BOOK_BERT), "sts-about-smol": about(SMOL), "sts-about-minilm": about(m),
         "sts-about-mpnet": about(MPNET), "sts-smol-width": WIDTH[SMOL], "sts-minilm-width": WIDTH[m],
@@ -741,159 +752,200 @@ def publish(res: Result) -> None:
                                  if SMOL in res.all_runs() and res.run_of(SMOL).cdf else "–"),
         "sts-n-sets": len(res.datasets), "sts-n-other-sets": len(res.datasets) - 1,
         "sts-crossfit-splits": next((s.settings["splits"] for s in res.samefit.values()), CROSSFIT_SPLITS),
-        # anisotropic encoders
         "sts-extra-pairs": res.extra_max_pairs,
+        "sts-minilm-pairs": res.run_of(m).n_pairs,
+        "sts-reading-pairs": res.reading_pairs,
+        "sts-full-pairs": res.full_readings[m].n_pairs if m in res.full_readings else 0,
+        "sts-smol-draws": res.readings[SMOL].n_draws if res.read(SMOL) else 0,
+        "sts-bert-draws": res.readings[BOOK_BERT].n_draws if res.read(BOOK_BERT) else 0,
+        "sts-plant-dirs": res.plant_directions,
+        "sts-map-pairs": res.map_pairs(),
+        "sts-paper-raw": res.paper_value("vanilla", against=None),
+        "sts-paper-white-sd": res.paper_value("WhiteBERT", against="SoftDecay"),
+        "sts-paper-ev1-change": res.paper_table4_change("EV1"),
+        "sts-paper-sts14-ev1-bert-sd": res.paper_table4_value("STS14", "EV1", "BERT+SoftDecay"),
+        "sts-paper-sts14-ev1-albert": res.paper_table4_value("STS14", "EV1", "ALBERT"),
+    })
+
+
+def _publish_full(res: Result) -> None:
+    """Table 1 on every pair (`full_readings`), per encoder under both poolings: raw scores, differences from the
+    raw model, whitening − SoftDecay cross-fitted, EV₁."""
+    m, other = res.models[0], _other_pooling(res)
+    full = res.full_readings
+    common.publish({
+        "sts-full-minilm-raw": _full_number(res, m, lambda: full[m].avg("vanilla")),
+        "sts-full-minilm-sd": _text_if_full(res, m, lambda: full[m].vs_raw()),
+        "sts-full-minilm-sd-emb": _text_if_full(res, m, lambda: full[m].vs_raw(pooling=other)),
+        "sts-full-minilm-white-sd": _text_if_full(res, m, lambda: res.samefit[m].iv() if m in res.samefit else None),
+        "sts-full-minilm-ev1": _full_number(res, m, lambda: full[m].anisotropy()),
+        "sts-full-smol-ev1": _full_number(res, SMOL, lambda: full[SMOL].anisotropy()),
+        "sts-full-smol-sd": _text_if_full(res, SMOL, lambda: full[SMOL].vs_raw()),
+        # the book's MLM BERT on every pair (its weights remade by scripts/export_book_model.py --train)
+        "sts-full-bert-raw": _full_number(res, BOOK_BERT, lambda: full[BOOK_BERT].avg("vanilla")),
+        "sts-full-bert-sd": _text_if_full(res, BOOK_BERT, lambda: full[BOOK_BERT].vs_raw()),
+        "sts-full-bert-sd-emb": _text_if_full(res, BOOK_BERT, lambda: full[BOOK_BERT].vs_raw(pooling=other)),
+        "sts-full-bert-white": _text_if_full(res, BOOK_BERT, lambda: full[BOOK_BERT].vs_raw("whitening")),
+        "sts-full-bert-clamped": _text_if_full(res, BOOK_BERT, lambda: full[BOOK_BERT].vs_raw("SoftDecay (clamped)")),
+        "sts-full-bert-ev1": _full_number(res, BOOK_BERT, lambda: full[BOOK_BERT].anisotropy()),
+        # all-mpnet-base-v2, read on every pair only (a contrastive sentence encoder of BERT-base's size)
+        "sts-full-mpnet-raw": _full_number(res, MPNET, lambda: full[MPNET].avg("vanilla")),
+        "sts-full-mpnet-raw-emb": _full_number(res, MPNET, lambda: full[MPNET].avg("vanilla", other)),
+        "sts-full-mpnet-sd": _text_if_full(res, MPNET, lambda: full[MPNET].vs_raw()),
+        "sts-full-mpnet-sd-emb": _text_if_full(res, MPNET, lambda: full[MPNET].vs_raw(pooling=other)),
+        "sts-full-mpnet-white": _text_if_full(res, MPNET, lambda: full[MPNET].vs_raw("whitening")),
+        "sts-full-mpnet-clamped": _text_if_full(res, MPNET, lambda: full[MPNET].vs_raw("SoftDecay (clamped)")),
+        "sts-mpnet-ev1": _full_number(res, MPNET, lambda: full[MPNET].anisotropy()),
+        "sts-mpnet-ev1-emb": _full_number(res, MPNET, lambda: full[MPNET].anisotropy(pooling=other)),
+    })
+
+
+def _publish_anisotropic(res: Result) -> None:
+    """The anisotropic encoders (the book's MLM BERT, SmolLM2): their main runs, their readings over subsample
+    draws, whitening − SoftDecay under the same-fit procedures, and what their anisotropy is made of."""
+    bert, smol = res.read(BOOK_BERT), res.read(SMOL)
+    same = res.samefit
+    common.publish({
         "sts-bert-ev1": _nan_if_missing(res, BOOK_BERT, lambda: res.run_of(BOOK_BERT).mean_metric("vanilla")),
         "sts-bert-gain": _text_if_run(res, BOOK_BERT, lambda: res.run_of(BOOK_BERT).vs_raw("SoftDecay (sentence)")),
         "sts-bert-white": _text_if_run(res, BOOK_BERT, lambda: res.run_of(BOOK_BERT).vs_raw("whitening")),
         "sts-bert-sd-token": _text_if_run(res, BOOK_BERT, lambda: res.run_of(BOOK_BERT).vs_raw("SoftDecay (token)")),
         "sts-bert-deesc": _text_if_run(res, BOOK_BERT, lambda: res.run_of(BOOK_BERT).vs_raw("de-escalation")),
-        "sts-bert-flips-min": int(bert_flips.min()) if bert_flips.notna().all() else float("nan"),
-        "sts-bert-flips-max": int(bert_flips.max()) if bert_flips.notna().all() else float("nan"),
-        "sts-bert-rank": (int(res.run_of(BOOK_BERT).flips()["rank"].min()) if BOOK_BERT in res.all_runs()
-                          else float("nan")),
         "sts-smol-ev1": _nan_if_missing(res, SMOL, lambda: res.run_of(SMOL).mean_metric("vanilla")),
         "sts-smol-gain": _text_if_run(res, SMOL, lambda: res.run_of(SMOL).vs_raw("SoftDecay (sentence)")),
         "sts-smol-white": _text_if_run(res, SMOL, lambda: res.run_of(SMOL).vs_raw("whitening")),
         "sts-smol-white-256": _text_if_run(res, SMOL, lambda: res.run_of(SMOL).vs_raw("whitening-256")),
         # whitening − SoftDecay under the same-fit procedures
-        "sts-paper-white-sd": -res.paper_value("SoftDecay", against="WhiteBERT"),
-        "sts-minilm-white-sd": _iv(res.white_minus_sd(m)[0]),
         "sts-smol-white-sd": _text_if_run(res, SMOL, lambda: res.white_minus_sd(SMOL)[0]),
-        "sts-smol-white-sd-half": _iv(res.samefit[SMOL].iv(how="halfsample")) if SMOL in res.samefit else "–",
-        "sts-mpnet-white-sd": _iv(res.samefit[MPNET].iv()) if MPNET in res.samefit else "–",
-        "sts-mpnet-white-sd-half": _iv(res.samefit[MPNET].iv(how="halfsample")) if MPNET in res.samefit else "–",
-        "sts-smol-draws": res.readings[SMOL].n_draws if res.read(SMOL) else 0,
-        "sts-smol-flips-max": (int(res.readings[SMOL].flip_counts()["SoftDecay (sentence)"].max())
-                               if res.read(SMOL) else 0),
-        "sts-smol-live-min": int(res.readings[SMOL].flip_counts()["directions"].min()) if res.read(SMOL) else 0,
+        "sts-smol-white-sd-half": _iv(same[SMOL].iv(how="halfsample")) if SMOL in same else "–",
+        "sts-mpnet-white-sd": _iv(same[MPNET].iv()) if MPNET in same else "–",
+        "sts-mpnet-white-sd-half": _iv(same[MPNET].iv(how="halfsample")) if MPNET in same else "–",
+        "sts-bert-white-sd": _text_if_run(res, BOOK_BERT, lambda: res.white_minus_sd(BOOK_BERT)[0]),
+        "sts-bert-white-sd-half": _iv(same[BOOK_BERT].iv(how="halfsample")) if BOOK_BERT in same else "–",
+        "sts-bert-white-sd-point": same[BOOK_BERT].point() if BOOK_BERT in same else float("nan"),
+        "sts-bert-white-sd-draws": _text_if_draws(res, BOOK_BERT, "whitening", "SoftDecay (sentence)"),
+        "sts-smol-refit-shift": abs(smol.refit_shift()) if smol else float("nan"),
+        # over the subsample draws
         "sts-smol-sd-draws": _text_if_draws(res, SMOL, "SoftDecay (sentence)"),
         "sts-smol-clamped-draws": _text_if_draws(res, SMOL, "SoftDecay (clamped)"),
-        "sts-bert-white-sd": _text_if_run(res, BOOK_BERT, lambda: res.white_minus_sd(BOOK_BERT)[0]),
-        "sts-bert-white-sd-half": (_iv(res.samefit[BOOK_BERT].iv(how="halfsample")) if BOOK_BERT in res.samefit
-                                   else "–"),
-        "sts-bert-white-sd-point": res.samefit[BOOK_BERT].point() if BOOK_BERT in res.samefit else float("nan"),
-        "sts-bert-white-sd-draws": _text_if_draws(res, BOOK_BERT, "whitening", "SoftDecay (sentence)"),
-        "sts-bert-draws": res.readings[BOOK_BERT].n_draws if res.read(BOOK_BERT) else 0,
         "sts-bert-sd-draws": _text_if_draws(res, BOOK_BERT, "SoftDecay (sentence)"),
         "sts-bert-clamped-draws": _text_if_draws(res, BOOK_BERT, "SoftDecay (clamped)"),
         "sts-bert-deesc-draws": _text_if_draws(res, BOOK_BERT, "de-escalation"),
-        "sts-bert-flips-reread-min": (int(res.readings[BOOK_BERT].flip_counts()["SoftDecay (sentence)"].min())
-                                      if res.read(BOOK_BERT) else 0),
-        "sts-bert-flips-reread-max": (int(res.readings[BOOK_BERT].flip_counts()["SoftDecay (sentence)"].max())
-                                      if res.read(BOOK_BERT) else 0),
-        "sts-bert-mean-share": (res.readings[BOOK_BERT].anisotropy("mean_share") if res.read(BOOK_BERT)
-                                else float("nan")),
-        "sts-bert-ev1-paper": res.readings[BOOK_BERT].anisotropy("EV1") if res.read(BOOK_BERT) else float("nan"),
-        "sts-bert-ev1-centred": (res.readings[BOOK_BERT].anisotropy("EV1_centred") if res.read(BOOK_BERT)
-                                 else float("nan")),
-        "sts-minilm-refit-shift": abs(res.readings[m].refit_shift()) if res.read(m) else float("nan"),
-        "sts-smol-refit-shift": abs(res.readings[SMOL].refit_shift()) if res.read(SMOL) else float("nan"),
-        "sts-minilm-flips-reread": int(res.readings[m].flip_counts()["SoftDecay (sentence)"].max()),
-        "sts-minilm-clamped": _iv(res.readings[m].vs_raw("SoftDecay (clamped)")),
-        "sts-minilm-mean-share": res.readings[m].anisotropy("mean_share"),
-        "sts-minilm-ev1-centred": res.readings[m].anisotropy("EV1_centred"),
-        "sts-minilm-sd-sick-all": (_iv(res.run_of(m).vs_raw("SoftDecay (sentence)", dataset="SICK-R"))
-                                   if "SICK-R" in res.datasets else "–"),
-        "sts-minilm-sd-rest-all": (res.run_of(m).drop_one_set("SoftDecay (sentence)", "SICK-R")
-                                   if "SICK-R" in res.datasets else float("nan")),
-        # Table 1 on every pair (`full_readings`)
-        "sts-full-minilm-sd": _text_if_full(res, m, lambda: res.full_readings[m].vs_raw()),
-        "sts-full-minilm-sd-emb": _text_if_full(
-            res, m, lambda: res.full_readings[m].vs_raw(pooling=_other_pooling(res))),
-        "sts-full-minilm-white-sd": _text_if_full(res, m, lambda: res.samefit[m].iv() if m in res.samefit else None),
-        "sts-full-minilm-raw": (res.full_readings[m].scores()["vanilla"].mean() if m in res.full_readings
-                                else float("nan")),
-        "sts-full-pairs": res.full_readings[m].n_pairs if m in res.full_readings else 0,
-        "sts-full-minilm-ev1": _full_number(res, m, lambda: res.full_readings[m].anisotropy()),
-        "sts-full-smol-ev1": _full_number(res, SMOL, lambda: res.full_readings[SMOL].anisotropy()),
-        "sts-full-smol-sd": _text_if_full(res, SMOL, lambda: res.full_readings[SMOL].vs_raw()),
-        # the book's MLM BERT on every pair (its weights remade by scripts/export_book_model.py --train)
-        "sts-paper-raw": res.paper_value("vanilla", against=None),
-        "sts-full-bert-raw": _full_number(res, BOOK_BERT,
-                                          lambda: res.full_readings[BOOK_BERT].scores()["vanilla"].mean()),
-        "sts-full-bert-sd": _text_if_full(res, BOOK_BERT, lambda: res.full_readings[BOOK_BERT].vs_raw()),
-        "sts-full-bert-sd-emb": _text_if_full(
-            res, BOOK_BERT, lambda: res.full_readings[BOOK_BERT].vs_raw(pooling=_other_pooling(res))),
-        "sts-full-bert-white": _text_if_full(
-            res, BOOK_BERT, lambda: res.full_readings[BOOK_BERT].vs_raw("whitening")),
-        "sts-full-bert-clamped": _text_if_full(
-            res, BOOK_BERT, lambda: res.full_readings[BOOK_BERT].vs_raw("SoftDecay (clamped)")),
-        "sts-full-bert-ev1": _full_number(res, BOOK_BERT, lambda: res.full_readings[BOOK_BERT].anisotropy()),
-        "sts-full-bert-flips-max": _full_flips(res, BOOK_BERT, "SoftDecay (sentence)", "max"),
-        # all-mpnet-base-v2, read on every pair only (a contrastive sentence encoder of BERT-base's size)
-        "sts-full-mpnet-raw": _full_number(res, MPNET, lambda: res.full_readings[MPNET].scores()["vanilla"].mean()),
-        "sts-full-mpnet-raw-emb": _full_number(
-            res, MPNET, lambda: res.full_readings[MPNET].scores(_other_pooling(res))["vanilla"].mean()),
-        "sts-full-mpnet-sd": _text_if_full(res, MPNET, lambda: res.full_readings[MPNET].vs_raw()),
-        "sts-full-mpnet-sd-emb": _text_if_full(
-            res, MPNET, lambda: res.full_readings[MPNET].vs_raw(pooling=_other_pooling(res))),
-        "sts-full-mpnet-white": _text_if_full(res, MPNET, lambda: res.full_readings[MPNET].vs_raw("whitening")),
-        "sts-full-mpnet-clamped": _text_if_full(
-            res, MPNET, lambda: res.full_readings[MPNET].vs_raw("SoftDecay (clamped)")),
-        "sts-mpnet-ev1": _full_number(res, MPNET, lambda: res.full_readings[MPNET].anisotropy()),
-        "sts-mpnet-ev1-emb": _full_number(
-            res, MPNET, lambda: res.full_readings[MPNET].anisotropy(pooling=_other_pooling(res))),
-        "sts-mpnet-flips-min": _full_flips(res, MPNET, "SoftDecay (sentence)", "min"),
-        "sts-mpnet-flips-max": _full_flips(res, MPNET, "SoftDecay (sentence)", "max"),
-        "sts-mpnet-live": _full_flips(res, MPNET, "directions", "min"),
-        # the contrastive encoder, under the authors' pooling (the re-reading) and the other reading
-        "sts-minilm-pairs": res.run_of(m).n_pairs,
-        "sts-reading-pairs": res.reading_pairs,
-        "sts-minilm-raw": res.readings[m].avg("vanilla"),
-        "sts-minilm-sd": _iv(res.readings[m].vs_raw("SoftDecay (sentence)")),
-        "sts-minilm-white": _iv(res.readings[m].vs_raw("whitening")),
-        "sts-minilm-sd-sick": (float(res.readings[m].diffs("SoftDecay (sentence)")["SICK-R"])
-                               if "SICK-R" in res.datasets else float("nan")),
-        "sts-minilm-sd-rest": (res.readings[m].rest("SoftDecay (sentence)", "SICK-R") if "SICK-R" in res.datasets
-                               else float("nan")),
-        "sts-minilm-ev1": res.readings[m].anisotropy("EV1"),
-        "sts-minilm-ev1-white": res.readings[m].anisotropy("EV1_whitened"),
-        "sts-minilm-sd-token": _iv(res.run_of(m).vs_raw("SoftDecay (token)")),
-        "sts-minilm-white-pooled": _iv(res.run_of(m).vs_raw("whitening", "pooled")),
-        # planted anisotropy
+        # what the book BERT's anisotropy is made of (the authors' pooling)
+        "sts-bert-mean-share": bert.anisotropy("mean_share") if bert else float("nan"),
+        "sts-bert-ev1-paper": bert.anisotropy("EV1") if bert else float("nan"),
+        "sts-bert-ev1-centred": bert.anisotropy("EV1_centred") if bert else float("nan"),
+    })
+
+
+def _publish_minilm(res: Result) -> None:
+    """The contrastive encoder, under the authors' pooling (its re-reading) and the other reading (its main run)."""
+    m = res.models[0]
+    rd, run = res.readings[m], res.run_of(m)
+    sick = "SICK-R" in res.datasets
+    common.publish({
+        "sts-minilm-raw": rd.avg("vanilla"),
+        "sts-minilm-sd": _iv(rd.vs_raw("SoftDecay (sentence)")),
+        "sts-minilm-white": _iv(rd.vs_raw("whitening")),
+        "sts-minilm-white-sd": _iv(res.white_minus_sd(m)[0]),
+        "sts-minilm-refit-shift": abs(rd.refit_shift()),
+        "sts-minilm-sd-sick": float(rd.diffs("SoftDecay (sentence)")["SICK-R"]) if sick else float("nan"),
+        "sts-minilm-sd-rest": rd.rest("SoftDecay (sentence)", "SICK-R") if sick else float("nan"),
+        "sts-minilm-sd-sick-all": _iv(run.vs_raw("SoftDecay (sentence)", dataset="SICK-R")) if sick else "–",
+        "sts-minilm-sd-rest-all": run.drop_one_set("SoftDecay (sentence)", "SICK-R") if sick else float("nan"),
+        "sts-minilm-ev1": rd.anisotropy("EV1"),
+        "sts-minilm-ev1-white": rd.anisotropy("EV1_whitened"),
+        "sts-minilm-mean-share": rd.anisotropy("mean_share"),
+        "sts-minilm-ev1-centred": rd.anisotropy("EV1_centred"),
+        "sts-minilm-sd-token": _iv(run.vs_raw("SoftDecay (token)")),
+        "sts-minilm-white-pooled": _iv(run.vs_raw("whitening", "pooled")),
+        "sts-minilm-clamped": _iv(rd.vs_raw("SoftDecay (clamped)")),
+    })
+
+
+def _publish_planted(res: Result) -> None:
+    """Planted anisotropy: the first model's curves (one direction), the share of the loss each method wins back
+    over random directions, and the in-scope encoders' curves (`Result.planted_of`)."""
+    curve = {k: res.planted(k) for k in ("mean", "spike")}
+    smol = {k: res.planted_of(SMOL, k) for k in ("mean", "spike")} if SMOL in res.figure_runs else None
+    common.publish({
         "sts-plant-top": float(res.plant_sizes[-1]),
-        "sts-plant-mean-raw-0": float(res.planted("mean")["vanilla"].iloc[0]),
-        "sts-plant-mean-raw-top": float(res.planted("mean")["vanilla"].iloc[-1]),
-        "sts-plant-spike-raw-top": float(res.planted("spike")["vanilla"].iloc[-1]),
-        "sts-plant-dirs": res.plant_directions,
+        "sts-plant-mean-raw-0": float(curve["mean"]["vanilla"].iloc[0]),
+        "sts-plant-mean-raw-top": float(curve["mean"]["vanilla"].iloc[-1]),
+        "sts-plant-spike-raw-top": float(curve["spike"]["vanilla"].iloc[-1]),
         "sts-plant-spike-sd-won": _iv(res.recovered_iv("spike", "SoftDecay (sentence)")),
         "sts-plant-spike-white-won": _iv(res.recovered_iv("spike", "whitening")),
         "sts-plant-mean-deesc-won": _iv(res.recovered_iv("mean", "de-escalation")),
         "sts-plant-mean-sd-won": _iv(res.recovered_iv("mean", "SoftDecay (sentence)")),
-        # the α sweep
+        "sts-smol-plant-raw-0": float(smol["mean"]["vanilla"].iloc[0]) if smol else float("nan"),
+        "sts-smol-plant-mean-raw-top": float(smol["mean"]["vanilla"].iloc[-1]) if smol else float("nan"),
+        "sts-smol-plant-spike-raw-top": float(smol["spike"]["vanilla"].iloc[-1]) if smol else float("nan"),
+    })
+
+
+def _publish_sweep_table4_lsds(res: Result) -> None:
+    """The α sweep, Table 4 and the LSDS (the paper's Fig. 6) under its three readings."""
+    m = res.models[0]
+    smol = SMOL in res.figure_runs
+    common.publish({
         "sts-alpha-effect": _iv(res.run_of(m).alpha_effect()),
         "sts-alpha-margin": ALPHA_MARGIN,
-        # Table 4 and LSDS
         "sts-ev1-change": _iv(res.run_of(m).metric_change("EV1"), 3),
         "sts-bert-ev1-change": _text_if_run(res, BOOK_BERT, lambda: res.run_of(BOOK_BERT).metric_change("EV1")),
-        "sts-paper-ev1-change": res.paper_table4_change("EV1"),
-        "sts-paper-sts14-ev1-bert-sd": res.paper_table4_value("STS14", "EV1", "BERT+SoftDecay"),
-        "sts-paper-sts14-ev1-albert": res.paper_table4_value("STS14", "EV1", "ALBERT"),
         "sts-lsds-wins": res.run_of(m).lsds_count("normalised"),
         "sts-lsds-wins-eq6": res.run_of(m).lsds_count("eq. 6"),
         "sts-lsds-sets": len(res.runs[m].lsds),
         "sts-lsds-gap": _iv(res.run_of(m).lsds_gap("normalised"), 3),
         "sts-lsds-gap-eq6": _iv(res.run_of(m).lsds_gap("eq. 6"), 3),
-        "sts-lsds-wins-authors": int((res.lsds_readings()["authors"] < 0).sum()),
+        "sts-lsds-wins-authors": res.lsds_reading_wins("authors"),
         "sts-lsds-gap-authors": _iv(res.lsds_reading_gap("authors"), 3),
-        # sign flips
-        "sts-sigma-min": float(flips["sigma_min"].min()),
-        "sts-sigma-max": float(flips["sigma_max"].max()),
-        "sts-flips-raw-max": int(flips["raw"].max()),
-        "sts-flips-sqrtn-min": int(flips["sqrt_n"].min()),
-        "sts-flips-max-min": int(flips["max"].min()),
-        "sts-rank-min": int(flips["rank"].min()),
-        # the t-SNE maps
-        "sts-map-pairs": min((pn["n"] for panels in res.maps.get("sets", {}).values() for pn in panels.values()),
-                             default=float("nan")),
+        "sts-smol-lsds-wins": res.lsds_wins_of(SMOL, "normalised") if smol else 0,
+        "sts-smol-lsds-wins-eq6": res.lsds_wins_of(SMOL, "eq. 6") if smol else 0,
+        "sts-smol-lsds-gap": _iv(res.lsds_gap_of(SMOL, "normalised"), 3) if smol else "–",
     })
-    common.publish(path_numbers(res))
+
+
+def _publish_flips(res: Result) -> None:
+    """SoftDecay's sign flips: per encoder the fewest or most directions it reverses in a set (`Result.flips_over_sets`)
+    in its main run, its readings over draws and on every pair, and the rank and singular values they are out of."""
+    m = res.models[0]
+    bert, smol = BOOK_BERT in res.all_runs(), res.read(SMOL) is not None
+    bert_read, full = res.read(BOOK_BERT) is not None, res.full_readings
+
+    def over(model, column, how, reading=None):
+        return int(res.flips_over_sets(model, column, how, reading))
+
+    common.publish({
+        "sts-bert-flips-min": over(BOOK_BERT, "raw", "min") if bert else float("nan"),
+        "sts-bert-flips-max": over(BOOK_BERT, "raw", "max") if bert else float("nan"),
+        "sts-bert-rank": over(BOOK_BERT, "rank", "min") if bert else float("nan"),
+        "sts-bert-flips-reread-min": over(BOOK_BERT, "SoftDecay (sentence)", "min", "draws") if bert_read else 0,
+        "sts-bert-flips-reread-max": over(BOOK_BERT, "SoftDecay (sentence)", "max", "draws") if bert_read else 0,
+        "sts-full-bert-flips-max": (over(BOOK_BERT, "SoftDecay (sentence)", "max", "every pair") if BOOK_BERT in full
+                                    else float("nan")),
+        "sts-smol-flips-max": over(SMOL, "SoftDecay (sentence)", "max", "draws") if smol else 0,
+        "sts-smol-live-min": over(SMOL, "directions", "min", "draws") if smol else 0,
+        "sts-minilm-flips-reread": over(m, "SoftDecay (sentence)", "max", "draws"),
+        "sts-mpnet-flips-min": over(MPNET, "SoftDecay (sentence)", "min", "every pair") if MPNET in full else math.nan,
+        "sts-mpnet-flips-max": over(MPNET, "SoftDecay (sentence)", "max", "every pair") if MPNET in full else math.nan,
+        "sts-mpnet-live": over(MPNET, "directions", "min", "every pair") if MPNET in full else math.nan,
+        "sts-sigma-min": float(res.flips_over_sets(m, "sigma_min", "min")),
+        "sts-sigma-max": float(res.flips_over_sets(m, "sigma_max", "max")),
+        "sts-flips-raw-max": over(m, "raw", "max"),
+        "sts-flips-sqrtn-min": over(m, "sqrt_n", "min"),
+        "sts-flips-max-min": over(m, "max", "min"),
+        "sts-rank-min": over(m, "rank", "min"),
+    })
+
+
+def _publish_figures(res: Result) -> None:
     common.figure("sts-alpha-sweep", alpha_sweep_figure(res))
     common.figure("sts-fig6", lsds_figure(res))
     common.figure("sts-fig3", cdf_figure(res))
     common.figure("sts-fig4", tsne_figure(res))
-    common.figure("sts-fig7", tsne_grid(res))
+    common.figure("sts-fig7", tsne_grid(res, res.models[0]))
+    common.figure("sts-fig7-smol", tsne_grid(res, SMOL) if SMOL in res.figure_runs
+                  else _missing("SmolLM2's t-SNE maps", "were not drawn at this scale"))
     common.figure("sts-planted", planted_figure(res))
     common.figure("sts-path", path_figure(res) if res.path else _missing("the book MLM BERT's pretraining path",
                                                                                 "was not read at this scale"))

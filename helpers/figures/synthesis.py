@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from ..experiments.synthesis import HEADLINE, RANKED, Result
+from ..experiments.synthesis import HEADLINE, RANKED, TCOS_MODEL, Result
 from . import common
 
 #: how the chapter names each measure
@@ -35,7 +35,7 @@ def curves(res: Result) -> plt.Figure:
             x = np.arange(r["layers"])
             ax.plot(x, c["model"]["estimate"], color=COLOURS[meas], lw=1.8, label=f"{LABELS[meas]} ({AUTHORS[paper]})")
             ax.fill_between(x, c["model"]["low"], c["model"]["high"], color=COLOURS[meas], alpha=0.25, lw=0)
-            ax.plot(x, c["twin"]["estimate"], color=COLOURS[meas], lw=1.1, ls="--")
+            ax.plot(x, res.twin_curve(r["name"], meas)["estimate"], color=COLOURS[meas], lw=1.1, ls="--")
         ax.set_title(r["name"], fontsize=10)
         ax.set_xlabel("layer (0 = embeddings)", fontsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -74,7 +74,7 @@ def agreement(res: Result) -> plt.Figure:
 
 def collapsed_table(res: Result):
     """Per model, the layer each headline measure rates most collapsed, and the share of (layer, measure)
-    cells where the model lies outside its twins' spread combined with the probe's interval."""
+    cells where the twin test flags the model as unlike a new draw from its twins."""
     picks = {m: res.most_collapsed(m) for m in ("cos", "ev1", "t_sim", "pr")}
     rows = [{("", "model"): r["name"], ("", "modality"): r["modality"], ("", "layers"): r["layers"] - 1,
              **{("most collapsed layer by", LABELS[m].replace("− ", "−\u00a0")): picks[m][r["name"]] for m in picks},
@@ -110,6 +110,8 @@ def publish(res: Result) -> None:
     least, least_rho = res.least_agreeing("t_sim", "ev1")
     skewed, skew = res.largest_centred_excess()
     identity = res.drift_identity_holds(IDENTITY_TOLERANCE)
+    power = res.power()
+    tcos = res.cos_against_t_cos(TCOS_MODEL)
     common.publish({
         "synthesis-n-models": len(res.runs), "synthesis-models": ", ".join(res.names),
         "synthesis-text-inputs": res.settings["text_inputs"], "synthesis-image-inputs": res.settings["image_inputs"],
@@ -142,6 +144,11 @@ def publish(res: Result) -> None:
         "synthesis-softdecay-not-both": ", ".join(res.not_both("softdecay")) or "none",
         "synthesis-whitening-not-both": ", ".join(res.not_both("whitening")) or "none",
         "synthesis-skew-model": skewed, "synthesis-skew-largest": skew.text(3),
+        "synthesis-power-one": power["one_sd"], "synthesis-power-all": power["all_sd"],
+        "synthesis-tcos-model": TCOS_MODEL, "synthesis-tcos-specials": tcos["specials"],
+        "synthesis-tcos-mid": f"{tcos['mid_low']:.2f} to {tcos['mid_high']:.2f}",
+        "synthesis-tcos-gap-last": tcos["last"], "synthesis-tcos-cos-last": tcos["cos_last"],
+        "synthesis-tcos-last": tcos["t_cos_last"],
     })
 
 

@@ -346,7 +346,7 @@ def _scores_and_intervals(cos: dict[str, np.ndarray], ds, draws: int, seed: int)
     return scores, diffs, ci
 
 
-def _planted(p1: Tensor, p2: Tensor, ds, p: Params) -> dict:
+def planted_scores(p1: Tensor, p2: Tensor, ds, p: Params) -> dict:
     """Scores (paper protocol) of each method on embeddings with planted anisotropy of each size: a
     common mean (`mean`) or a dominant direction (`spike`) added to both sentence sets together."""
     n = p1.shape[0]
@@ -426,7 +426,7 @@ def run_model(loaded, p: Params, cdf_dataset: str = "STS-B", light: bool = False
                              for w in ("normalised", "eq. 6") for m, F in
                              (("identity", both), ("whitening", white), ("SoftDecay", soft))}
         out["control"][name] = _control(both, alpha, seed)
-        out["planted"][name] = _planted(p1, p2, ds, p)
+        out["planted"][name] = planted_scores(p1, p2, ds, p)
     sd = np.mean(refit["SoftDecay (sentence)"], 0)
     out["refit"] = {w: [float(np.mean([out["spearman"]["subset-mean"][d]["SoftDecay (sentence)"]
                                        - out["spearman"]["subset-mean"][d][w] for d in p.datasets])),
@@ -617,6 +617,8 @@ def run(p: Params) -> Result:
             p, f"sts-maps-{first.replace('/', '_')}", lambda: maps(model, p),
             drop=tuple(f for f in p.cache_key() if f not in MAP_FIELDS), model=first)
         demo = encoder_demo(model, p.alpha)
+        from .figure_runs import figure_runs_cached
+        figs = figure_runs_cached(p, load, from_cache, unavailable)
     avgs = {m: {prot: averages(r, list(p.datasets), prot) for prot in PROTOCOLS} for m, r in {**runs, **extras}.items()}
     wins = {m: int(sum(v["SoftDecay (normalised)"] < v["whitening (normalised)"] for v in runs[m]["lsds"].values()))
             for m in p.models}
@@ -629,4 +631,4 @@ def run(p: Params) -> Result:
                   extra_max_pairs=p.extra_max_pairs, readings=read, unavailable=unavailable,
                   paper_pooling=p.paper_pooling, poolings=list(p.poolings), plant_directions=p.plant_directions,
                   reading_pairs=p.reading_pairs or p.max_pairs, maps=drawn, full_readings=full, samefit=same,
-                  path=path)
+                  path=path, figure_runs=figs)

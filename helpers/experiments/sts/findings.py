@@ -393,16 +393,6 @@ FINDINGS = (
 )
 
 
-def finding_keys(reader: Callable[[Any, On], Partial | None]) -> dict[str, str]:
-    """{encoder: key} of the rows `reader` reads (`FIRST` for the first model)."""
-    return {s.read.encoder: s.key for s in FINDINGS if isinstance(s.read, On) and s.read.reader is reader}
-
-
-def whitening_keys() -> dict[str, str]:
-    """{encoder: key} of Table 1's whitening − SoftDecay findings (`_whitening`)."""
-    return finding_keys(_whitening)
-
-
 def build(res) -> list[Finding]:
     """The findings of `FINDINGS` measured on `res`, in the table's order (a row its reader skips — a Table 4
     measure of an encoder not run, the LSDS readings without the first model's re-reading — is left out)."""

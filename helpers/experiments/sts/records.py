@@ -139,16 +139,6 @@ class Run(Record):
         (the seven sets the unit: does the ordering hold from one STS set to the next?)."""
         return t_interval(self.set_scores(a, protocol) - self.set_scores(b, protocol))
 
-    def significant(self, protocol: str = "subset-mean") -> dict[str, dict[str, int]]:
-        """Per method: on how many sets its interval against the raw model lies above 0 (`up`), below 0
-        (`down`)."""
-        out: dict[str, dict[str, int]] = {}
-        for rows in self.ci[protocol].values():
-            for m, (_, lo, hi) in rows.items():
-                c = out.setdefault(m, {"up": 0, "down": 0})
-                c["up"] += int(lo > 0)
-                c["down"] += int(hi < 0)
-        return out
 
     def mean_metric(self, method: str, metric: str = "EV1") -> float:
         """Table 4's `metric` of `method` ("vanilla", "whitening", "SoftDecay"), mean over the sets."""

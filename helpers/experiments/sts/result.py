@@ -14,7 +14,6 @@ import pandas as pd
 from ...book import results
 from ...book.results import jsonable
 from ...core.findings import Finding
-from ...core.findings import verdict as verdict_of
 from ...core.scale import MIN_POINTS, Extrapolation, extrapolate
 from ...core.stats import Interval, Trend, against_trend, fit_trend, t_interval
 from .params import BOOK_BERT, CROSSFIT_HOW, PAPER_BERT, PLANT_METHODS, SMOL
@@ -58,6 +57,8 @@ class Result(results.Result):
     full_readings: dict[str, Reading] = field(default_factory=dict)
     samefit: dict[str, SameFit] = field(default_factory=dict)
     path: dict[str, Reading] = field(default_factory=dict)
+    #: the figures' runs of the encoders other than the first model (`figure_runs.figure_run`): LSDS, planted, maps
+    figure_runs: dict[str, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """The converter: each stored dict becomes its record, given the settings it reads itself with."""
@@ -125,31 +126,6 @@ class Result(results.Result):
                     "paired bootstrap, both transforms refitted on every resample (resamples repeat pairs)")
         return self.run_of(model).across_sets(whitening, SD), "t-interval over the seven sets"
 
-    def white_sd_comparisons(self) -> list[dict]:
-        """whitening − SoftDecay per encoder and whitening variant (SmolLM2: the full and the 256-direction
-        whitening, each on its own): the interval, how it was made, the verdict on the paper's ordering
-        (SoftDecay ahead) and on 'alike within ±`match_margin`'. `key`: the finding it is (None: shown in
-        the chapter's table only)."""
-        from .findings import FIRST, encoder_text, whitening_keys
-
-        keys = whitening_keys()
-        bert = BOOK_BERT if BOOK_BERT in self.extras else None
-        smol = SMOL if SMOL in self.extras else None
-        out = []
-        for key, model, white in ((keys[FIRST], self.models[0], "whitening"),
-                                  (keys[SMOL], smol, "whitening"), (None, smol, "whitening-256"),
-                                  (keys[BOOK_BERT], bert, "whitening")):
-            effect, how = self.white_minus_sd(model, white) if model else (None, "")
-            reread = model is not None and self.read(model) is not None
-            pooled = self.paper_pooling if reread else (self.extra_pooling if model in self.extras else self.pooling)
-            what = "whitening" if white == "whitening" else "whitening kept to its first 256 directions"
-            out.append({
-                "key": key, "model": model, "whitening": white, "effect": effect, "how": how,
-                "measured": encoder_text(self, model, pooled if reread else None) if model else "not run at this scale",
-                "quantity": f"{what} − SoftDecay, Spearman ×100, mean over the sets ({how or 'not run'})",
-                "verdict": verdict_of(effect, "below") if effect is not None else "",
-                "likeness": verdict_of(effect, "equal", margin=self.match_margin()) if effect is not None else ""})
-        return out
 
     def white_sd_procedures(self) -> list[dict]:
         """whitening − SoftDecay (full whitening, mean over the sets) per encoder under every procedure this scale
@@ -184,9 +160,6 @@ class Result(results.Result):
                 if {"SoftDecay", "WhiteBERT"} <= {r["method"] for r in self.paper_table1 if r["model"] == m}]
         return float(min(gaps))
 
-    def likeness(self, model: str, whitening: str = "whitening", pooling: str | None = None) -> str:
-        """The verdict on 'whitening matches SoftDecay' (within ±`match_margin`) from the refitted interval."""
-        return verdict_of(self.white_minus_sd(model, whitening, pooling)[0], "equal", margin=self.match_margin())
 
     # --- planted anisotropy and LSDS (the first model) --------------------------------------------------
 
@@ -204,12 +177,6 @@ class Result(results.Result):
         """(sizes, directions) mean-over-sets scores of the planted experiment (first model, paper pooling)."""
         return self.readings[self.models[0]].planted_dirs(kind, method)
 
-    def planted_mean(self, kind: str) -> pd.DataFrame:
-        """Mean over the directions of each method's score, without a plant and at the largest size."""
-        df = pd.DataFrame({m: self.planted_dirs(kind, m).mean(1) for m in PLANT_METHODS},
-                          index=[0.0, max(self.plant_sizes)])
-        df.index.name = "planted size (× RMS norm)"
-        return df
 
     def recovered_iv(self, kind: str, method: str) -> Interval:
         """The share of the raw score lost at the largest planted size that `method` wins back, per random
@@ -308,3 +275,74 @@ class Result(results.Result):
         from .findings import build
 
         return build(self)
+
+    # --- what the figures and the prose read across the records: extremes over the sets, the figure runs ----------
+
+    def flips_over_sets(self, model: str, column: str = "raw", how: str = "max", reading: str | None = None,
+                        pooling: str | None = None):
+        """The fewest (`how="min"`) or most (`"max"`) of one column over the sets: of `model`'s main-run flips table
+        (`Run.flips`: counts, `rank`, `sigma_min`, `sigma_max`), or with `reading="draws"` / `"every pair"` of its
+        subsample / every-pair reading's flip counts under `pooling` (`Reading.flip_counts`: per method, and
+        `directions`)."""
+        if reading is None:
+            table = self.run_of(model).flips()
+        else:
+            table = (self.read(model) if reading == "draws" else self.full_readings[model]).flip_counts(pooling)
+        return getattr(table[column], how)().item()
+
+    def lsds_reading_wins(self, weights: str = "authors") -> int:
+        """On how many sets SoftDecay has the lower LSDS than whitening under one reading of eq. (6) (first model,
+        paper pooling: `lsds_readings`)."""
+        return int((self.lsds_readings()[weights] < 0).sum())
+
+    def map_pairs(self) -> int | float:
+        """The fewest pairs a t-SNE map of the first model shows (NaN when none was drawn)."""
+        return min((pn["n"] for panels in self.maps.get("sets", {}).values() for pn in panels.values()),
+                   default=float("nan"))
+
+    def path_summary(self) -> dict:
+        """The book MLM BERT's pretraining path (`path_points`) in the numbers the prose gives: checkpoints, seeds,
+        each seed's last step (most first), the range of the raw score and of SoftDecay − raw, and seed
+        `min(seeds)`'s last raw score. Empty when no checkpoint was read."""
+        pts = self.path_points()
+        if pts.empty:
+            return {}
+        last = pts.groupby("seed")["step"].max()
+        return {"n": len(pts), "seeds": pts["seed"].nunique(), "last_steps": sorted(last.unique(), reverse=True),
+                "raw_lo": float(pts["raw"].min()), "raw_hi": float(pts["raw"].max()),
+                "sd_lo": float(pts["effect"].min()), "sd_hi": float(pts["effect"].max()),
+                "end_raw": float(pts[pts["seed"] == pts["seed"].min()].iloc[-1]["raw"])}
+
+    def figure_models(self) -> list[str]:
+        """The encoders the LSDS, planted and t-SNE figures draw: those with a figure run (in the claims' scope)
+        first, then the first model."""
+        return [*self.figure_runs, self.models[0]]
+
+    def lsds_of(self, model: str) -> dict:
+        """`model`'s LSDS per set ({set: {"<map> (<weights>)": value}}): the first model's main run, else its
+        figure run."""
+        return self.runs[model].lsds if model in self.runs else self.figure_runs[model]["lsds"]
+
+    def lsds_wins_of(self, model: str, weights: str = "normalised") -> int:
+        """On how many sets SoftDecay has the lower LSDS than whitening for `model` (`weights`: "normalised" or
+        "eq. 6")."""
+        return int(sum(v[f"SoftDecay ({weights})"] < v[f"whitening ({weights})"] for v in self.lsds_of(model).values()))
+
+    def lsds_gap_of(self, model: str, weights: str = "normalised") -> Interval:
+        """LSDS of SoftDecay − of whitening per set for `model`, mean with its t-interval over the sets."""
+        ls = self.lsds_of(model)
+        return t_interval([ls[d][f"SoftDecay ({weights})"] - ls[d][f"whitening ({weights})"] for d in ls])
+
+    def planted_of(self, model: str, kind: str) -> pd.DataFrame:
+        """Mean over the sets of each method's score per planted size for `model`: the first model's main run
+        (`planted`), else its figure run."""
+        if model in self.runs:
+            return self.planted(kind)
+        pl = self.figure_runs[model]["planted"]
+        df = pd.DataFrame({m: np.mean([pl[d][kind][m] for d in pl], 0) for m in PLANT_METHODS}, index=self.plant_sizes)
+        df.index.name = "planted size (× RMS norm)"
+        return df
+
+    def maps_of(self, model: str) -> dict:
+        """`model`'s t-SNE maps per set ({set: {method: panel}}): the first model's `maps`, else its figure run."""
+        return self.maps.get("sets", {}) if model in self.runs else self.figure_runs[model]["maps"]
