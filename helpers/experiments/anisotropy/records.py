@@ -18,9 +18,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ...book.results import StoredRecord
 from ...core import anisotropy as A
 from ...core.stats import Interval, fisher_interval, jackknife_interval, rank_correlation_interval, spearman_exact_p
+from ...machinery.results import StoredRecord
 from .params import ALPHA, CHARACTER_LEVEL, IDENTITY_TOL
 
 
@@ -53,7 +53,7 @@ def _write_back(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Record(StoredRecord):
-    """`book.results.StoredRecord` with typed fields, the base of the chapter's records: each field is read from
+    """`machinery.results.StoredRecord` with typed fields, the base of the chapter's records: each field is read from
     its stored value by its annotation (`tuple[float, ...]` from a list, a record from its dict, `dict[int, float]`
     from JSON's string keys) and written back as stored (`to_json`)."""
 
