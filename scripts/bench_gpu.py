@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_softdecay  # noqa: E402
 
-from helpers.book import runtime  # noqa: E402
+from helpers.machinery import runtime  # noqa: E402
 from helpers.train.loop import compile_blocks, optimiser_step  # noqa: E402
 
 #: per loop: shapes at `paper` size and at `tiny` size, optimiser steps of one run, runs in the grid

@@ -29,8 +29,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers.book import runtime  # noqa: E402
 from helpers.core.softdecay import softdecay_loop_reference, softdecay_transform  # noqa: E402
+from helpers.machinery import runtime  # noqa: E402
 
 VARIANTS = {
     "per-example torch.svd loop (authors)": lambda h, m: softdecay_loop_reference(h, -0.6),

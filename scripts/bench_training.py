@@ -34,7 +34,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from helpers.book import runtime  # noqa: E402
+from helpers.machinery import runtime  # noqa: E402
 from helpers.train.loop import autocast  # noqa: E402
 
 

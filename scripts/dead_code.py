@@ -31,7 +31,7 @@ def book_code(root: Path = ROOT) -> str:
     """The code cells of every chapter with a parameters cell, and the names each shows with `:pyobject:`, as one
     Python source: what the pages call."""
     sys.path.insert(0, str(ROOT))
-    from helpers.book.notebooks import read_chapter
+    from helpers.machinery.notebooks import read_chapter
 
     parts = []
     for md in sorted((root / "book").glob("*.md")):

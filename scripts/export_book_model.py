@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--train", action="store_true", help="re-run the pretraining if its weights are not here")
     ap.add_argument("--device", default="cpu", help="where --train runs (cpu, cuda, auto)")
     a = ap.parse_args()
-    from helpers.book import runtime
+    from helpers.machinery import runtime
 
     out = qk.export_model(qk.Params.resolve(a.scale), seed=a.seed, step=a.step, train=a.train,
                           device=runtime.choose_device(a.device))

@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TOKUNI_JOB_THREADS"] = str(args.threads)
     from importlib import import_module
 
-    from helpers.book import grid
-    from helpers.book.params import ParameterError
+    from helpers.machinery import grid
+    from helpers.machinery.params import ParameterError
 
     try:
         module = import_module(f"helpers.experiments.{args.chapter}")

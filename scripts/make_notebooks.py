@@ -8,7 +8,7 @@ and point those links at the repository named in _config.yml.
 
 The notebooks are generated, never edited by hand: a setup cell, then the chapter's cells without outputs,
 its Markdown as plain Jupyter Markdown with the numbers of the book's committed run. Those numbers come from
-running the chapter at `book` scale as the book build does (`helpers.book.notebooks.capture_values`: it reads
+running the chapter at `book` scale as the book build does (`helpers.machinery.notebooks.capture_values`: it reads
 the committed results back and never trains) and are kept in notebooks/glue-values.json, so a notebook is
 regenerated, and checked, from its chapter and that file alone.
 """
@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from helpers.book.mystmd import Converter, book_index  # noqa: E402
-from helpers.book.notebooks import (  # noqa: E402
+from helpers.machinery.mystmd import Converter, book_index  # noqa: E402
+from helpers.machinery.notebooks import (  # noqa: E402
     GLUE_VALUES,
     capture_values,
     colab_notebook,

@@ -21,8 +21,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers.book.results import save_results  # noqa: E402
 from helpers.data import DataUnavailable, load_glue, load_sts, load_wikitext103  # noqa: E402
+from helpers.machinery.results import save_results  # noqa: E402
 from helpers.train import mlm  # noqa: E402
 
 L, N_ANALYSIS = 128, 128

@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import helpers.experiments  # noqa: E402,F401  (registers every chapter's Params)
-from helpers.book.notebooks import read_chapter  # noqa: E402
-from helpers.book.params import SCALES, ParameterError, for_chapter  # noqa: E402
+from helpers.machinery.notebooks import read_chapter  # noqa: E402
+from helpers.machinery.params import SCALES, ParameterError, for_chapter  # noqa: E402
 
 
 def parse_value(text: str):

@@ -34,7 +34,7 @@ def main() -> None:
     a = ap.parse_args()
     from dataclasses import replace
 
-    from helpers.book import runtime
+    from helpers.machinery import runtime
 
     p = replace(book, command=COMMAND)
     device = runtime.choose_device(a.device)

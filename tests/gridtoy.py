@@ -11,9 +11,9 @@ from typing import ClassVar
 
 import torch
 
-from helpers.book import results
-from helpers.book.params import CHAPTERS, ChapterParams
-from helpers.book.runtime import run_seeds
+from helpers.machinery import results
+from helpers.machinery.params import CHAPTERS, ChapterParams
+from helpers.machinery.runtime import run_seeds
 
 
 @dataclass(frozen=True)

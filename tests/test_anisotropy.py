@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.book.params import ParameterError
 from helpers.core import anisotropy as A
 from helpers.experiments import anisotropy as X
 from helpers.hf import anisotropy as H
+from helpers.machinery.params import ParameterError
 
 
 def test_isotropic_gaussian_cosine_mean_and_95th_percentile():
@@ -697,8 +697,8 @@ def test_committed_runs_read_into_typed_records_and_write_back_as_stored():
     its key order, so the committed files keep their layout and their cache keys."""
     import json
 
-    from helpers.book.runtime import REPO_ROOT
     from helpers.experiments.anisotropy import records as R
+    from helpers.machinery.runtime import REPO_ROOT
 
     files = sorted((REPO_ROOT / "results" / "anisotropy" / "book").glob("*.json"))
     if not files:

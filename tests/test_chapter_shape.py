@@ -26,7 +26,7 @@ def converted(chapter: str) -> bool:
 
 def cells(chapter: str) -> list[tuple[str, list[str], str]]:
     """The chapter's cells as (kind, tags, source), kind 'code' or 'markdown'."""
-    from helpers.book.notebooks import read_chapter
+    from helpers.machinery.notebooks import read_chapter
 
     nb = read_chapter(BOOK / f"{chapter}.md")
     return [(c.cell_type, list(c.metadata.get("tags", [])), c.source) for c in nb.cells]

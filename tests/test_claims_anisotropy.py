@@ -193,7 +193,7 @@ def _put(r, old, new):
 
 
 def _book_or_skip():
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     p = anisotropy.Params.resolve("book")
     folder = REPO_ROOT / "results" / "anisotropy" / "book"

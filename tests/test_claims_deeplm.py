@@ -60,7 +60,7 @@ def _book():
 def test_book_histories_when_committed():
     """The committed book runs (results/deeplm/book) are complete: every variant and seed, every step."""
     p = deeplm.Params.resolve("book")
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     files = sorted(f for f in (REPO_ROOT / "results" / "deeplm" / "book").glob("*.json")
                    if "@" not in f.name and f.stem.rsplit("-seed", 1)[0] in p.variants)
@@ -319,7 +319,7 @@ def test_the_schedule_default_keeps_the_committed_keys():
     assert p.with_(schedule="constant").cache_key() == {**p.cache_key(), "schedule": "constant"}
     main = deeplm.runs(p, curve=False)
     assert all("schedule" not in s.key for s in main)
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     if (REPO_ROOT / "results" / "deeplm" / "book" / "post-norm-seed0.json").is_file():
         assert all(s.done() for s in main)                  # the committed runs' keys are the keys asked for

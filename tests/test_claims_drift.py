@@ -136,7 +136,7 @@ def test_findings_on_the_ci_run(res):
 
 
 def _book_or_skip():
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     folder = REPO_ROOT / "results" / "drift" / "book"
     names = ("sweeps-table", "sweeps-embedding-layer", "fixed-point", "reference")

@@ -86,7 +86,7 @@ def test_the_paper_gains_are_largest_on_rte(res):
 def book():
     """The committed book grid and the larger encoder's RTE runs, every run read back from `results/glue/book/`
     (seconds); never trained here (a missing run of the larger encoder raises `MissingRuns`)."""
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     p = experiments.glue.Params.resolve("book", train_missing=False)
     folder = REPO_ROOT / "results" / "glue" / "book"
@@ -348,7 +348,7 @@ def test_rte_epoch_probe_supports_the_prose():
     while validation accuracy peaks early (epoch ≤ 3) below 60 % and ends lower; validation loss rises."""
     import json
 
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     probe = json.loads((REPO_ROOT / "results" / "glue" / "probe" / "rte-epochs.json").read_text())
     for run in probe["runs"]:

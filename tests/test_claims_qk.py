@@ -23,7 +23,7 @@ def res():
 
 def _book_or_skip():
     """The committed book runs (a cache hit), or skip when they are not all committed."""
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     p = qk.Params.resolve("book")
     folder = REPO_ROOT / "results" / "qk" / "book"
@@ -501,7 +501,7 @@ def test_planted_end_state_alignment_changes_the_verdict(book):
 
 def test_the_alignment_heading_says_what_the_book_run_shows(book):
     """The section heading names the layers with aligned heads and their direction, as the committed runs give them."""
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     heading = next(line for line in (REPO_ROOT / "book" / "qk.md").read_text().splitlines()
                    if line.startswith("## The mean query and key align"))
@@ -516,7 +516,7 @@ def test_the_first_paper_run_the_chapter_suggests_is_the_glued_one():
     import ast
     import re
 
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     text = (REPO_ROOT / "book" / "qk.md").read_text()
     steps = re.search(r'"seeds": 1, "steps": (\[[^\]]*\])', text.replace("\n  ", " ")).group(1)

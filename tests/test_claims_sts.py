@@ -31,7 +31,7 @@ def run(res):
 def book():
     """The book Result from the committed runs (the cache matches the book parameters: nothing is
     recomputed but the encoder demo)."""
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     if not (REPO_ROOT / "results" / "sts" / "book" / "sts-extra-book-mlm-bert.json").is_file():
         pytest.skip("the book's STS runs are not committed")

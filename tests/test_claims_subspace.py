@@ -106,7 +106,7 @@ def test_findings_on_ci(res):
 def book():
     """The book result: the model part from the committed `results/subspace/book/model-spectra.json`
     (skipped when it is not committed), the random matrices and Appendix A recomputed (seconds)."""
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     if not (REPO_ROOT / "results" / "subspace" / "book" / "model-spectra.json").is_file():
         pytest.skip("book model part not committed")

@@ -146,7 +146,7 @@ def test_book_gradient_changes_little_between_adjacent_layers():
     layers ("roughly constant"), so "at most 1.004" would be wrong and the step maximum is what bounds it."""
     import json
 
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     path = REPO_ROOT / "results" / "tse" / "book" / "figure1.json"
     if not path.is_file():
@@ -298,7 +298,7 @@ def test_ffn_share_per_trial_agrees_with_the_trial_averaged_share(res):
 
 
 def _book():
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     if not (REPO_ROOT / "results" / "tse" / "book" / "tau_sweep.json").is_file():
         pytest.skip("the book runs are not committed")

@@ -35,7 +35,7 @@ def res():
 def book():
     """The committed book runs (skipped when they are not all committed; the FFN-scale sweep's runs may be
     missing, then the book lists them: `Result.missing`). Never trains (`train_missing` False)."""
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     p = vit.Params.resolve("book", train_missing=False)
     folder = REPO_ROOT / "results" / "vit" / "book"

@@ -6,9 +6,9 @@ from dataclasses import asdict, fields
 
 import pytest
 
-from helpers.book.results import settings_hash
 from helpers.core.vit import ViTConfig
 from helpers.experiments import anisotropy, qk
+from helpers.machinery.results import settings_hash
 from helpers.train import glue as glue_train
 from helpers.train import lm, mlm
 from helpers.train import vit as vit_train
@@ -51,7 +51,7 @@ def test_the_renames_kept_are_those_in_committed_keys():
     keyed by them."""
     import json
 
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     byte = REPO_ROOT / "results" / "anisotropy" / "book" / "byte-mlm-training.json"
     if byte.is_file():

@@ -28,7 +28,7 @@ from PIL import Image
 from testutil import SMALL
 
 from helpers import experiments
-from helpers.book import results, runtime
+from helpers.machinery import results, runtime
 from helpers.train import loop, mlm
 from helpers.train import vit as vit_train
 
@@ -267,7 +267,7 @@ def test_seed_everything_asks_for_deterministic_kernels_without_loading_the_indu
     import subprocess
     import sys
 
-    code = ("import sys, torch\nfrom helpers.book import runtime\nruntime.seed_everything(0)\n"
+    code = ("import sys, torch\nfrom helpers.machinery import runtime\nruntime.seed_everything(0)\n"
             "loaded = 'torch._inductor' in sys.modules\n"
             "import torch._inductor.config as c\n"
             "print(loaded, torch.are_deterministic_algorithms_enabled(),"

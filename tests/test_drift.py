@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.book.params import ParameterError
 from helpers.core import anisotropy as A
 from helpers.core.measures import pairwise_cosine_mean
 from helpers.experiments import drift as D
 from helpers.hf.drift import bert_block, block_with_qk
+from helpers.machinery.params import ParameterError
 
 
 def test_fixed_point_finder_recovers_planted_point():
@@ -148,8 +148,8 @@ def test_committed_pieces_read_into_typed_records_and_write_back_as_stored():
     `Histogram` records in the Result, and its JSON writes back the dicts they were read from (keys in order)."""
     import json
 
-    from helpers.book.runtime import REPO_ROOT
     from helpers.experiments.drift.records import Histogram, Reference
+    from helpers.machinery.runtime import REPO_ROOT
 
     folder = REPO_ROOT / "results" / "drift" / "book"
     if not (folder / "reference.json").is_file():

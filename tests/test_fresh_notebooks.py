@@ -164,7 +164,7 @@ def _cell_seconds(entry) -> float:
 def test_notebook_runs_in_a_fresh_venv(chapter, fresh_venv, book_repo, hub, tmp_path, timings):
     import nbformat
 
-    from helpers.book.notebooks import SETUP_TAG, with_parameters
+    from helpers.machinery.notebooks import SETUP_TAG, with_parameters
 
     py = str(fresh_venv / "bin" / "python")
     # the book's package out of the venv (its dependencies stay): the setup cell must clone and install

@@ -12,8 +12,6 @@ import pytest
 import torch
 from testutil import seeded_randn
 
-from helpers.book.params import ParameterError
-from helpers.book.runtime import REPO_ROOT
 from helpers.core.softdecay import expdecay_penalty, softdecay_transform
 from helpers.data import glue as glue_data
 from helpers.experiments import glue
@@ -22,6 +20,8 @@ from helpers.figures import glue as glue_fig
 from helpers.hf import glue as glue_hf
 from helpers.hf import models as Mo
 from helpers.hf import softdecay_layer
+from helpers.machinery.params import ParameterError
+from helpers.machinery.runtime import REPO_ROOT
 from helpers.train import glue as glue_train
 
 
@@ -354,7 +354,7 @@ def test_alpha_table_means_and_spreads_over_seeds():
 
 def test_tables_survive_the_json_round_trip():
     """NaN (a single seed's sd, a missing paper cell) is stored as null and read back as NaN."""
-    from helpers.book.results import jsonable
+    from helpers.machinery.results import jsonable
 
     table = glue.summary_table({("tiny", "RTE", "baseline", 0): _fake_run(50.0, 0.1),
                                 ("tiny", "RTE", "softdecay", 0): _fake_run(55.0, 0.2, (0.01, 0.2), alpha=-0.5)})
@@ -577,7 +577,7 @@ def test_committed_runs_read_into_typed_records_and_write_back_as_stored():
     """The converter: every committed fine-tuning history becomes a `Run` with its curves as tuples and its spectra
     as `LayerSpectrum` records, and writes back the spectra and scores it was read from (keys in their stored
     order); the raw encoders' spectra likewise, through a Result."""
-    from helpers.book.results import _jsonable
+    from helpers.machinery.results import _jsonable
 
     files = sorted((REPO_ROOT / "results" / "glue" / "book").glob("*-seed*.json"))
     if not files:

@@ -1,4 +1,4 @@
-"""The grid runner (`helpers.book.grid`, `scripts/grid.py`): a chapter's heavy runs as submitit jobs, one writer
+"""The grid runner (`helpers.machinery.grid`, `scripts/grid.py`): a chapter's heavy runs as submitit jobs, one writer
 per run, resumable, with the same numbers as the sequential `run(p)`; a chapter that may not train names what
 is missing and the command; submitit's SLURM executor writes the sbatch script we expect. Exercised on a toy
 chapter (`tests/gridtoy.py`) and, in `tests/test_claims_*`-style runs, on the chapters' own grids."""
@@ -18,7 +18,7 @@ import gridtoy
 import pytest
 from testutil import SMALL
 
-from helpers.book import grid, results
+from helpers.machinery import grid, results
 
 TESTS = Path(__file__).resolve().parent
 

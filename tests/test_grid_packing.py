@@ -11,7 +11,7 @@ from pathlib import Path
 import gridtoy
 import pytest
 
-from helpers.book import grid
+from helpers.machinery import grid
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS.parent / "scripts"))

@@ -20,10 +20,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import hubstandin  # noqa: E402
 
-from helpers.book import results  # noqa: E402
 from helpers.data import hublock, loaders  # noqa: E402
 from helpers.data.sequences import USPTO50K_HUB  # noqa: E402
 from helpers.hf import models  # noqa: E402
+from helpers.machinery import results  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -121,7 +121,7 @@ def test_offline_paths_record_their_identity(monkeypatch):
 CHILD = """import json, os
 import helpers.data.loaders
 helpers.data.loaders.data_root = lambda: None          # no offline mirror: the hub path
-from helpers.book import results
+from helpers.machinery import results
 from helpers.data import hublock, loaders
 from helpers.hf import models
 out = {}
@@ -199,9 +199,9 @@ def test_a_hub_dataset_commit_is_loaded_once_per_process_and_recorded_each_time(
     import datasets
     import huggingface_hub
 
-    from helpers.book import results
     from helpers.data import hublock
     from helpers.data.loaders import hub_column
+    from helpers.machinery import results
 
     head = {"sha": "a" * 40}
     loads = []

@@ -87,9 +87,9 @@ def paper_model_ids() -> dict[str, str]:
 #: run's `_build/results` and resumable `_build/checkpoints` under the test's own folder, not the
 #: repository's (a checkpoint left there by an earlier run with other stand-in data would be refused)
 PREAMBLE = """import json, os, pathlib, sys
-import helpers.data, helpers.data.loaders, helpers.book.results
+import helpers.data, helpers.data.loaders, helpers.machinery.results
 helpers.data.data_root = helpers.data.loaders.data_root = lambda: None
-helpers.book.results.REPO_ROOT = pathlib.Path(os.environ["HF_HOME"]) / "build-root"
+helpers.machinery.results.REPO_ROOT = pathlib.Path(os.environ["HF_HOME"]) / "build-root"
 out = {}
 """
 

@@ -13,13 +13,13 @@ ROOT = Path(__file__).resolve().parent.parent
 HELPERS = ROOT / "helpers"
 ALLOWED = {
     "core": {"core"},
-    "book": {"book"},
-    "data": {"book", "data"},
-    "hf": {"core", "book", "data", "hf"},
-    "train": {"core", "book", "data", "hf", "train"},
-    "diagnose": {"core", "book", "data", "hf", "diagnose"},
-    "experiments": {"core", "book", "data", "hf", "train", "diagnose", "experiments"},
-    "figures": {"core", "book", "experiments", "figures"},
+    "machinery": {"machinery"},
+    "data": {"machinery", "data"},
+    "hf": {"core", "machinery", "data", "hf"},
+    "train": {"core", "machinery", "data", "hf", "train"},
+    "diagnose": {"core", "machinery", "data", "hf", "diagnose"},
+    "experiments": {"core", "machinery", "data", "hf", "train", "diagnose", "experiments"},
+    "figures": {"core", "machinery", "experiments", "figures"},
 }
 
 
@@ -66,11 +66,11 @@ def test_layer_imports(path):
 
 
 def test_the_rule_catches_a_violation(tmp_path, monkeypatch):
-    """The checker itself: a core module importing `book` is reported."""
+    """The checker itself: a core module importing `machinery` is reported."""
     fake = HELPERS / "core" / "measures.py"
-    src = "from ..book.runtime import progress\nfrom helpers.hf import models\nfrom . import blocks\n"
+    src = "from ..machinery.runtime import progress\nfrom helpers.hf import models\nfrom . import blocks\n"
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: src)
-    assert helper_imports(fake) == {"book", "hf", "core"}
+    assert helper_imports(fake) == {"machinery", "hf", "core"}
     # a chapter package's module, three levels down: `...figures` is the figures layer, `..qk` a sibling chapter
     deep = HELPERS / "experiments" / "sts" / "findings.py"
     src = "from ...figures import common\nfrom ..qk import Params\nfrom .records import Run\n"

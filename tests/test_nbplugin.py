@@ -36,8 +36,8 @@ def _run(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
     book.mkdir()
     (book / "chapter.md").write_text(HEADER + "\n```{code-cell} ipython3\n" + body + "\n```\n")
     env = {**os.environ, "TOKUNI_BOOK_DIR": str(book)}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "helpers.book.nbplugin", "--nbval-current-env",
-                           "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(book)],
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "helpers.machinery.nbplugin",
+                           "--nbval-current-env", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(book)],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
 
 

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import make_notebooks  # noqa: E402
 
-from helpers.book import mystmd  # noqa: E402
-from helpers.book.notebooks import (  # noqa: E402
+from helpers.machinery import mystmd  # noqa: E402
+from helpers.machinery.notebooks import (  # noqa: E402
     SETUP_TAG,
     capture_values,
     colab_notebook,

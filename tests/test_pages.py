@@ -195,14 +195,14 @@ def test_a_figure_without_alt_text_or_a_link_to_its_full_size_fails(tmp_path):
 
 
 def test_the_book_build_links_every_figure_to_its_full_size_image(tmp_path):
-    """`helpers.book.sphinx_figures` (the book's Sphinx extension): a figure's image is wrapped in a link to its copy
-    in `_images/`, which Sphinx itself does only for an image resized by an option."""
+    """`helpers.machinery.sphinx_figures` (the book's Sphinx extension): a figure's image is wrapped in a link to its
+    copy in `_images/`, which Sphinx itself does only for an image resized by an option."""
     from sphinx.application import Sphinx
 
     src = tmp_path / "src"
     src.mkdir()
     _figure_png(src, "chart.png", 4, 11)
-    (src / "conf.py").write_text("extensions = ['helpers.book.sphinx_figures']\n")
+    (src / "conf.py").write_text("extensions = ['helpers.machinery.sphinx_figures']\n")
     (src / "index.rst").write_text("Title\n=====\n\n.. figure:: chart.png\n   :alt: " + ALT + "\n\n   A caption.\n")
     app = Sphinx(str(src), str(src), str(tmp_path / "html"), str(tmp_path / "doctrees"), "html", status=None,
                  warning=None, freshenv=True)

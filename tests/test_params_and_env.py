@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.book.params import CHAPTERS, SCALES, ParameterError
 from helpers.experiments.subspace import Params as SubspaceParams
 from helpers.experiments.tse import Params as TSEParams
+from helpers.machinery.params import CHAPTERS, SCALES, ParameterError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,7 +48,7 @@ def test_literal_fields_are_checked():
     from dataclasses import dataclass
     from typing import ClassVar, Literal
 
-    from helpers.book.params import ChapterParams
+    from helpers.machinery.params import ChapterParams
 
     @dataclass(frozen=True)
     class P(ChapterParams):
@@ -177,7 +177,7 @@ def test_rerun_end_to_end_writes_notebook_and_results(tmp_path):
 def test_book_cache_never_overwrites_a_committed_run(tmp_path, monkeypatch):
     """A book-scale run with settings other than the committed run's is written beside it
     (`<name>@<hash>.json`) and read back from there; the committed file is left as it was."""
-    from helpers.book import results
+    from helpers.machinery import results
 
     monkeypatch.setattr(results, "REPO_ROOT", tmp_path)
     calls = []

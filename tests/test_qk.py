@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.book.params import ParameterError
 from helpers.core import measures as M
 from helpers.core import qk
 from helpers.experiments import qk as experiment
 from helpers.experiments.qk import Params as QKParams
 from helpers.hf import qk as hooks
 from helpers.hf.qk import MULTIBERT_STEPS
+from helpers.machinery.params import ParameterError
 from helpers.train import mlm as PT
 
 
@@ -269,9 +269,9 @@ def test_export_book_model_loads_through_models_load(ci_trajectory, tmp_path, mo
     without an export, `models.load` says how to make one."""
     import json
 
-    from helpers.book import results
     from helpers.experiments import qk
     from helpers.hf import models
+    from helpers.machinery import results
     from helpers.train import mlm
 
     p, record = ci_trajectory
@@ -301,9 +301,9 @@ def test_export_train_remakes_the_weights_and_checks_them_against_the_record(ci_
     reproduce stops it; without `train` a missing checkpoint says how to make it."""
     import shutil
 
-    from helpers.book import results
     from helpers.experiments import qk
     from helpers.hf import models
+    from helpers.machinery import results
 
     monkeypatch.setattr(models, "book_model_dir", lambda name: tmp_path / name)
     p, record = ci_trajectory
@@ -413,8 +413,8 @@ def test_bundle_carries_what_pretraining_reads(tmp_path, monkeypatch):
     alike (what a machine with neither the mirror nor the tokenizer's package needs to build the mixed corpus)."""
     import importlib.util
 
-    from helpers.book.runtime import REPO_ROOT
     from helpers.data import data_root, load_glue, load_sts, load_wikitext103
+    from helpers.machinery.runtime import REPO_ROOT
     from helpers.train import mlm
 
     if data_root() is None:
@@ -657,8 +657,8 @@ def test_end_state_runs_leave_the_trajectory_keys_alone():
 def test_an_end_state_model_without_a_record_is_reported_when_the_run_may_not_measure_it(monkeypatch):
     """The book build (train_missing=False) reads the committed end-state records; a model with none (the byte
     MLM, whose checkpoint is never committed) is listed as missing with the command, not a failed chapter."""
-    from helpers.book import results
     from helpers.experiments import qk
+    from helpers.machinery import results
 
     def execute(spec, train_missing=True):
         if spec.name.endswith("byte-MLM"):

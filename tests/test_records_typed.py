@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.book.results import JSON, StoredRecord
 from helpers.experiments import qk, sts
+from helpers.machinery.results import JSON, StoredRecord
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "helpers" / "experiments"
 BARE = {"dict", "list", "tuple", "Any", "dict[str, Any]"}

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 import helpers
-from helpers.book import mystmd
+from helpers.machinery import mystmd
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"

@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from helpers.book import results
-from helpers.book.runtime import REPO_ROOT
+from helpers.machinery import results
+from helpers.machinery.runtime import REPO_ROOT
 
 
 def test_a_truncated_committed_result_names_the_file_and_the_command(tmp_path):
@@ -38,7 +38,7 @@ def test_a_writer_killed_mid_write_leaves_the_old_file_intact(tmp_path):
     script = textwrap.dedent(f"""
         import os, sys, time
         sys.path.insert(0, {str(REPO_ROOT)!r})
-        from helpers.book import results
+        from helpers.machinery import results
         def stall(*a, **k):
             print("written", flush=True)
             time.sleep(60)
@@ -67,7 +67,7 @@ def test_jsonable_turns_every_kind_the_results_hold_into_plain_json():
     import numpy as np
     import torch
 
-    from helpers.book.results import Result, jsonable
+    from helpers.machinery.results import Result, jsonable
 
     @dataclasses.dataclass
     class Inner:

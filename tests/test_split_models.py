@@ -26,7 +26,7 @@ needs_base = pytest.mark.skipif(not installed("whisper-base"), reason="weights.t
 
 
 def test_weights_txt_lists_every_piece():
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.runtime import REPO_ROOT
 
     lines = {ln.strip() for ln in (REPO_ROOT / "weights.txt").read_text().splitlines() if ln and ln[0] != "#"}
     for sw in split_weights.SPLIT.values():

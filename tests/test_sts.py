@@ -6,9 +6,9 @@ import pytest
 import torch
 from testutil import seeded_randn
 
-from helpers.book.params import ParameterError
 from helpers.core import sts as C
 from helpers.experiments import sts
+from helpers.machinery.params import ParameterError
 
 
 def states(n=4, layers=3, d=8):
@@ -175,8 +175,8 @@ def test_committed_runs_read_into_records_and_write_back_as_stored():
     `[estimate, low, high]` a `Band`, and writes back the dict it was read from."""
     import json
 
-    from helpers.book.results import Band
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.results import Band
+    from helpers.machinery.runtime import REPO_ROOT
 
     files = sorted((REPO_ROOT / "results" / "sts" / "book").glob("sts-*.json"))
     if not files:

@@ -11,9 +11,9 @@ import torch
 from scipy import stats
 from testutil import seeded_randn
 
-from helpers.book.runtime import REPO_ROOT
 from helpers.core import sts as C
 from helpers.data import loaders as L
+from helpers.machinery.runtime import REPO_ROOT
 
 
 def _norm(s: str) -> str:

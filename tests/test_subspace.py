@@ -141,9 +141,9 @@ def test_committed_pieces_read_into_typed_records_and_write_back_as_stored():
     were read from (keys in order)."""
     import json
 
-    from helpers.book.results import _jsonable
-    from helpers.book.runtime import REPO_ROOT
     from helpers.experiments import subspace
+    from helpers.machinery.results import _jsonable
+    from helpers.machinery.runtime import REPO_ROOT
 
     path = REPO_ROOT / "results" / "subspace" / "book" / "sentence-bootstrap.json"
     if not path.is_file():

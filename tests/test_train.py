@@ -131,8 +131,8 @@ def test_fit_rejects_an_unknown_precision():
 def test_auto_precision_is_bf16_only_where_the_device_computes_it_natively(monkeypatch, tmp_path, tok):
     """`precision="auto"` resolves, in the chapter's parameters (so in its cache key), to bf16 on a device
     with native bf16 and to fp32 elsewhere; asked-for precisions are kept; bf16 on an emulating CPU warns."""
-    from helpers.book import runtime
     from helpers.experiments import vit
+    from helpers.machinery import runtime
 
     assert runtime.choose_precision("fp32") == "fp32" and runtime.choose_precision("bf16") == "bf16"
     assert runtime.choose_precision("auto", "meta") == "fp32"                 # no native bf16 on a placeholder

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.book.params import ParameterError
 from helpers.core import escalation as E
 from helpers.core import measures as M
 from helpers.experiments import tse
 from helpers.hf import escalation as H
 from helpers.hf.walk import transformer_layers
+from helpers.machinery.params import ParameterError
 
 
 def test_trials_are_independent_trajectories_with_derived_seeds():

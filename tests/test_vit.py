@@ -57,8 +57,8 @@ def test_bad_config():
 
 
 def test_params_literal_choices_and_divisibility():
-    from helpers.book.params import ParameterError
     from helpers.experiments.vit import Params
+    from helpers.machinery.params import ParameterError
 
     with pytest.raises(ParameterError, match="variants"):
         Params.resolve("ci", variants=("post-norm", "sandwich"))
@@ -74,8 +74,8 @@ def test_params_literal_choices_and_divisibility():
 
 
 def test_cache_key_is_derived_per_run_and_checkpoints_live_outside_results():
-    from helpers.book import results
     from helpers.experiments.vit import Params
+    from helpers.machinery import results
 
     p = Params.resolve("book")
     key = p.cache_key(drop=("variants", "seeds"), variant="pre-norm", run_seed=0)
@@ -169,8 +169,8 @@ def test_block_ablation_runs_sit_beside_the_sweep(tmp_path, monkeypatch):
     standard block and each reverted block, under the names and keys their own grids give them (so the
     Algorithm-1 and standard runs are the sweep's, read back, not trained again); the ablation settings
     are not part of any run's key."""
-    from helpers.book import results
     from helpers.experiments import vit
+    from helpers.machinery import results
 
     seen = []
     monkeypatch.setattr(results, "cached", lambda params, name, compute, drop=(), **extra:
@@ -209,8 +209,8 @@ def test_sweep_runs_are_keyed_by_their_own_depth_and_named_apart(tmp_path, monke
     standard blocks) under the key of `p` at that depth without the sweep, so it does not depend on which
     other depths were swept; `run_one` refuses a run outside the grid; post-norm-full-lr is the post-norm
     model at the others' learning rate."""
-    from helpers.book import results
     from helpers.experiments import vit
+    from helpers.machinery import results
 
     seen = []
     monkeypatch.setattr(results, "cached", lambda params, name, compute, drop=(), **extra:
@@ -357,8 +357,8 @@ def test_block_cost_reads_the_bench_of_both_block_types():
     of scripts/bench_training.py; the ratio is standard over Algorithm 1."""
     import importlib.util
 
-    from helpers.book.runtime import REPO_ROOT
     from helpers.experiments.vit import BLOCK_BENCH, block_cost
+    from helpers.machinery.runtime import REPO_ROOT
 
     spec = importlib.util.spec_from_file_location("bench_training", REPO_ROOT / "scripts" / "bench_training.py")
     bench = importlib.util.module_from_spec(spec)
@@ -490,8 +490,8 @@ def test_recipes_are_valid_and_costed_from_the_committed_runs():
     """Every recipe resolves on the book preset; its cost is the runs it adds to the book preset's (not in the
     cache, and not among the book preset's own missing runs) at the committed seconds per epoch of their depth
     (the nearest deeper depth when none ran there) times their epochs."""
-    from helpers.book.results import settings_hash
     from helpers.experiments import vit
+    from helpers.machinery.results import settings_hash
 
     per_epoch = {24: 30.0, 48: 60.0, 80: 150.0}
     book_lacks = {(s.name, settings_hash(s.key)) for s in vit.runs(vit.Params.resolve("book")) if not s.done()}
@@ -545,8 +545,8 @@ def test_book_build_lists_uncommitted_ffn_scales_instead_of_training_them(tmp_pa
     """With `train_missing` False (the book build), an FFN-scale block whose runs the cache lacks is listed in
     `Result.missing`, not trained and not an error; allowed to train, the same grid trains it; any other missing
     block still stops the build (`MissingRuns`)."""
-    from helpers.book import results
     from helpers.experiments import vit
+    from helpers.machinery import results
 
     monkeypatch.setenv("TOKUNI_CACHE_DIR", str(tmp_path))
     made = []

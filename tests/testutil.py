@@ -42,8 +42,8 @@ def ci_result(module):
 
     import torch
 
-    from helpers.book.results import jsonable
-    from helpers.book.runtime import REPO_ROOT
+    from helpers.machinery.results import jsonable
+    from helpers.machinery.runtime import REPO_ROOT
 
     p = module.Params.resolve("ci")
     path = REPO_ROOT / "_build" / "results" / p.CHAPTER / "ci" / f"{p.CHAPTER}.json"

@@ -4,7 +4,7 @@ records about where its inputs came from.
 The lock (JSON, at the repository root; `$TOKUNI_HUB_LOCK` names another file) maps each hub id to
 `{"revision": <40-hex commit> | null, "source": <where the commit was taken from>, "why": <why none is
 pinned>}`, under `models` and `datasets`. A loader asks the hub for the pinned commit (`request_revision`) and
-hands what it resolved to `settle`, which records it in the run's provenance (`book.results.record_source`) and
+hands what it resolved to `settle`, which records it in the run's provenance (`machinery.results.record_source`) and
 raises `RevisionMoved` — one line naming both commits — when it differs from the pin. A pin the hub no longer
 has (a rewritten history) fails the same way (`explain_missing`). An entry whose revision is null records what
 the run resolved and checks nothing. `$TOKUNI_UPDATE_LOCK=1` (`scripts/rerun.py --update-lock`) is the one way
@@ -24,8 +24,8 @@ import os
 import re
 from pathlib import Path
 
-from ..book.results import record_source, write_atomic
-from ..book.runtime import REPO_ROOT
+from ..machinery.results import record_source, write_atomic
+from ..machinery.runtime import REPO_ROOT
 
 #: a lock entry's revision: a full commit sha (a branch or tag can move under the pin)
 COMMIT = re.compile(r"^[0-9a-f]{40}$")

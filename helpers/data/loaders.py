@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..book.runtime import REPO_ROOT
+from ..machinery.runtime import REPO_ROOT
 from .hublock import RevisionMoved, load_hub_dataset, record_mirror_file
 
 

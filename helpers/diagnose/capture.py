@@ -21,9 +21,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..book.runtime import progress
 from ..hf.capture import Capture, blocks
 from ..hf.walk import encoder_of
+from ..machinery.runtime import progress
 from .probe import Probe
 
 #: vision Transformers whose first hidden-state token is [CLS] (then `num_register_tokens` registers)

@@ -90,7 +90,7 @@ class OutLock:
     """The report's prefix held for one run: `<folder>/.<name>.tokuni-lock`, made with O_EXCL and holding the
     process id and host, removed when the run ends (any way it ends). A second run on the same prefix is refused
     in one line; a lock whose process on this host is gone is taken over. A folder the lock had to make is removed
-    again when nothing else was written in it. Not `book.results.run_lock`: that one waits for a training run on an
+    again when nothing else was written in it. Not `machinery.results.run_lock`: that one waits for a training run on an
     `flock` of a file it keeps beside the checkpoint; this one refuses at once and leaves nothing behind, which an
     `flock` cannot do safely (a lock file removed while a second process holds it open lets a third take a new one)."""
 
@@ -294,7 +294,7 @@ def write_pair(out: Path, page: str, data: str) -> tuple[Path, Path]:
     """Write `<out>.html` (`page`) and `<out>.json` (`data`), each atomically, the JSON first and removed again if
     the HTML cannot be written, so that a failure or an interrupt leaves neither (or the previous pair) behind;
     both readable like any other file written here (a report to share). Returns (html, json)."""
-    from ..book.results import write_atomic
+    from ..machinery.results import write_atomic
 
     html_path, json_path = out.with_name(out.name + ".html"), out.with_name(out.name + ".json")
     html_path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..book.runtime import REPO_ROOT
+from ..machinery.runtime import REPO_ROOT
 from .checks import DiagnoseError, check_out, write_pair
 from .measures import COLLAPSE_SIGN, MEASURES, interval
 

@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..book.runtime import progress
 from ..core import measures as M
+from ..machinery.runtime import progress
 
 #: measure -> (label, what it says, the value of an isotropic cloud in d dimensions or None)
 MEASURES: dict[str, tuple[str, str]] = {

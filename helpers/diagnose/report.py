@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..book.results import write_atomic
+from ..machinery.results import write_atomic
 from .checks import check_out, write_pair
 from .compare import Record, placement, placement_html
 from .measures import COLLAPSE_SIGN, MEASURES

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..book.runtime import REPO_ROOT, choose_device, device_description, package_versions, run_seeds
 from ..hf import models
+from ..machinery.runtime import REPO_ROOT, choose_device, device_description, package_versions, run_seeds
 from . import measures as DM
 from .capture import capture
 from .checks import (
@@ -52,7 +52,7 @@ TWIN_BUDGET_S = 30.0
 MAX_TOKENS = 256
 #: files whose SHA-256 the JSON records for a model read from disk
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".gguf", ".ckpt")
-#: the packages whose versions the JSON records, besides `book.runtime.package_versions`'
+#: the packages whose versions the JSON records, besides `machinery.runtime.package_versions`'
 _MORE_VERSIONS = ("tokenizers", "isoscore", "matplotlib", "safetensors", "huggingface_hub", "token-uniformity-book")
 
 

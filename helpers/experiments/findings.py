@@ -31,8 +31,6 @@ from typing import Any
 
 import yaml
 
-from ..book import runtime
-from ..book.results import jsonable, write_atomic
 from ..core.findings import (
     INCONCLUSIVE,
     NOT_DETECTED,
@@ -51,6 +49,8 @@ from ..core.findings import (
     in_scale_family,
     judge,
 )
+from ..machinery import runtime
+from ..machinery.results import jsonable, write_atomic
 
 #: the claims registry: one YAML file per paper, the claims in the paper's order
 CLAIMS_DIR = runtime.REPO_ROOT / "data" / "claims"

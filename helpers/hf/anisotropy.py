@@ -11,8 +11,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..book.runtime import progress
 from ..core.anisotropy import LayerAccumulator, sample_pairs
+from ..machinery.runtime import progress
 from .walk import encoder_of  # Whisper (audio) is measured on its encoder; T5/ByT5 text on encoder + decoder
 
 

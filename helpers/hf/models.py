@@ -10,9 +10,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..book.runtime import progress
 from ..core.scale import ModelSize
 from ..data import hublock
+from ..machinery.runtime import progress
 from .loading import ModelUnavailable, quiet_loading
 
 #: real pretrained weights that load offline, by the names a user would type:
@@ -83,7 +83,7 @@ def about(name: str) -> str:
 
 def book_model_dir(name: str) -> Path:
     """Where a model of `BOOK_MODELS` is exported: `_build/models/<name>` in the repository."""
-    from ..book.runtime import REPO_ROOT
+    from ..machinery.runtime import REPO_ROOT
 
     return REPO_ROOT / "_build" / "models" / name
 
@@ -370,7 +370,7 @@ def offline_identity(name: str, folder: Path) -> dict:
     if dist is not None:
         rec.update(kind="PyPI weight package", package=dist, version=version(dist))
     else:
-        from ..book.runtime import REPO_ROOT
+        from ..machinery.runtime import REPO_ROOT
 
         root, rel, kind = data_root(), None, "folder"
         for base, what in ((root.parent if root else None, "offline mirror"), (REPO_ROOT, "folder")):
@@ -386,7 +386,7 @@ def offline_identity(name: str, folder: Path) -> dict:
 
 def record_offline(name: str, folder: Path) -> None:
     """Record an offline model's identity (`offline_identity`) in the run's provenance."""
-    from ..book.results import record_source
+    from ..machinery.results import record_source
 
     record_source(f"offline model {name}", {**offline_identity(name, folder)})
 

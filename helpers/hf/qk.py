@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..book.runtime import progress
 from ..core.qk import QKMoments, StepStats, token_selections
+from ..machinery.runtime import progress
 from .capture import Capture, blocks
 from .walk import attention_modules
 

@@ -10,12 +10,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..book.runtime import progress
 from ..core import measures as M
 from ..core.kept import Kept
 from ..core.papers import SOFTDECAY_ALPHA
 from ..core.softdecay import softdecay_transform
 from ..core.sts import TokenStates, pool
+from ..machinery.runtime import progress
 from .capture import Capture, blocks
 
 #: the encodings kept inside `kept_encodings()`: (model, texts' digest, count, max_length, batch_size) ->

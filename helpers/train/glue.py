@@ -36,12 +36,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..book.runtime import choose_device, stream_seed
 from ..core.config import StoredNames
 from ..core.softdecay import expdecay_penalty
 from ..data.glue import TASK_METRICS, Encoded, collate, encode_task, glue_metrics, length_batches
 from ..hf import models as Mo
 from ..hf.softdecay_layer import find_softdecay, insert_softdecay
+from ..machinery.runtime import choose_device, stream_seed
 from .loop import Task, adamw, fit
 
 VARIANTS = ("baseline", "softdecay", "expdecay")

@@ -22,10 +22,10 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from ..book.runtime import seed_everything, stream_seed
 from ..core import measures as M
 from ..core.causal_lm import CausalLM, LMConfig
 from ..core.config import StoredNames
+from ..machinery.runtime import seed_everything, stream_seed
 from .loop import Task, adamw, decay_groups, fit
 
 

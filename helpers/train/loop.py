@@ -5,7 +5,7 @@ What `fit` guarantees, for every task:
 
 * **Deterministic data.** A task's batch `i` of epoch `e` is a pure function of (run seed, e, i): the
   order of examples and any augmentation or masking are drawn from generators seeded with
-  `book.runtime.stream_seed`. So a run resumed in the middle of an epoch draws exactly the batches an
+  `machinery.runtime.stream_seed`. So a run resumed in the middle of an epoch draws exactly the batches an
   uninterrupted run draws; only dropout and initialisation use torch's global RNG, whose state the
   checkpoint carries.
 * **One checkpoint format** (`train.checkpoint`): model, optimiser, schedule, history, global step,
@@ -13,7 +13,7 @@ What `fit` guarantees, for every task:
   `task.save_every` steps. Resuming with other settings raises.
 * **Precision.** `precision="bf16"` runs forward and loss under `torch.autocast` (CPU or CUDA) with
   fp32 weights and optimiser; `"fp32"` (default) runs plain. A chapter's `precision="auto"` resolves to
-  bf16 only where the device computes it natively (`book.runtime.native_bf16`); `fit` warns when asked
+  bf16 only where the device computes it natively (`machinery.runtime.native_bf16`); `fit` warns when asked
   for bf16 on a CPU that would emulate it.
 * **One device.** `task.build` puts the model on `device` and `task.batch` its batches; the tasks draw
   batches and masks from CPU generators and move the result, so a GPU run sees the batches a CPU run
@@ -45,7 +45,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..book.runtime import native_bf16, progress
+from ..machinery.runtime import native_bf16, progress
 from .checkpoint import load_checkpoint, save_checkpoint
 
 PRECISIONS = ("fp32", "bf16")

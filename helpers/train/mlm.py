@@ -23,9 +23,9 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from ..book.runtime import seed_everything, stream_seed
 from ..core.config import StoredNames
 from ..hf import models
+from ..machinery.runtime import seed_everything, stream_seed
 from .loop import Task, adamw, decay_groups, fit
 
 TOKENIZER_SOURCE = "all-MiniLM-L6-v2"     # its folder holds BERT's uncased tokenizer (30,522 WordPieces)

@@ -11,10 +11,10 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from ..book.runtime import stream_seed
 from ..core.config import StoredNames
 from ..core.vit import ViT, ViTConfig
 from ..data.augment import autoaugment, to_tensor
+from ..machinery.runtime import stream_seed
 from .loop import Task, adamw, fit
 
 

@@ -13,14 +13,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ...book import results
-from ...book.runtime import choose_device, seed_everything, stream_seed
 from ...core import anisotropy as A
 from ...data import DataUnavailable, load_cifar10, load_common_voice, load_wikitext103
 from ...data.sequences import load_antibody_chains, load_uspto50k_reactions
 from ...data.speech import digit_sequences
 from ...hf import anisotropy as H
 from ...hf import bytelevel, models, whisper
+from ...machinery import results
+from ...machinery.runtime import choose_device, seed_everything, stream_seed
 from ...train.mlm import PretrainConfig, pretrain, training_chunks
 from .params import BYTE_MLM, BYTE_MLM_DESCRIPTION, BYTE_MLM_NAME, BYTE_MLM_TRAINING, NO_TWIN, TOKEN_TYPE, Params
 from .result import Result

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from ...book.params import ChapterParams, positive, rules
+from ...machinery.params import ChapterParams, positive, rules
 from ...train.mlm import PretrainConfig
 
 PAPER_ANISOTROPY_MODELS = (

@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ...book.results import StoredRecord
 from ...core import anisotropy as A
 from ...core.stats import Interval, LayerTest, jackknife_from_loo, layer_test, normal_interval
+from ...machinery.results import StoredRecord
 from .params import CHARACTER_LEVEL, IDENTITY_TOL
 
 
@@ -52,7 +52,7 @@ def _write_back(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Record(StoredRecord):
-    """`book.results.StoredRecord` with typed fields, the base of the chapter's records: each field is read from
+    """`machinery.results.StoredRecord` with typed fields, the base of the chapter's records: each field is read from
     its stored value by its annotation (`tuple[float, ...]` from a list, a record from its dict, `dict[int, float]`
     from JSON's string keys) and written back as stored (`to_json`)."""
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from ...book import results
-from ...book.results import jsonable, stored_layout
 from ...core import anisotropy as A
 from ...core.findings import Finding
 from ...core.stats import Interval, LayerTest
+from ...machinery import results
+from ...machinery.results import jsonable, stored_layout
 from . import records as R
 from .findings import findings
 from .params import ALPHA, IDENTITY_TOL, NO_TWIN

@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from ...book import results, runtime
 from ...core.causal_lm import VARIANTS, CausalLM, LMConfig, parameter_count
 from ...core.scale import doubling_budgets
+from ...machinery import results, runtime
 from ...train import lm
 from .params import LEAKY, Params, tau_arm
 from .result import Result

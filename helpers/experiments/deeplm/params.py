@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, Literal
 
-from ...book.params import ChapterParams, check_heads, nonneg, positive, rules
 from ...core.causal_lm import VARIANTS
 from ...core.scale import BUDGET_FORMS, BUDGET_WHY
+from ...machinery.params import ChapterParams, check_heads, nonneg, positive, rules
 
 #: the leakage control: de-escalation with the whole sequence's mean, as eq. (21) is written — position t then
 #: sees tokens after t through the mean (`core.causal_lm.DEESC_MEANS`)

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...book import results
 from ...core.findings import Finding
 from ...core.scale import BudgetCurve, Distance, Extrapolation
 from ...core.stats import Interval, moving_average, t_interval
+from ...machinery import results
 from ..findings import corrected
 from .findings import FINDINGS, WHERE
 from .params import CURVE_FORMS, CURVE_WHY, FINAL_WINDOW, PAPER_PARAMETERS, SIMILAR_FRACTION, tau_arm

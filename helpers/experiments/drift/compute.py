@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...book import results
-from ...book.runtime import choose_device, progress, run_seeds, seed_everything, stream_seed
 from ...core.anisotropy import block_statistics, drift_bias, find_fixed_point
 from ...core.drift import drift_statistics
 from ...core.measures import pairwise_cosine_mean
 from ...data import load_glue
 from ...hf import models
 from ...hf.drift import bert_embeddings_and_block, block_with_qk, embed
+from ...machinery import results
+from ...machinery.runtime import choose_device, progress, run_seeds, seed_everything, stream_seed
 from .params import STATS, Params
 from .result import Result
 

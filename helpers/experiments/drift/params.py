@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ...book.params import ChapterParams, ParameterError, check_heads, positive, rules
 from ...core.anisotropy import BLOCK_STATS
 from ...core.drift import DRIFT_STATS
+from ...machinery.params import ChapterParams, ParameterError, check_heads, positive, rules
 
 #: what a sweep records per bias norm
 STATS = BLOCK_STATS + DRIFT_STATS

@@ -9,9 +9,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from ...book import results
 from ...core.findings import Finding
 from ...core.stats import Interval, t_interval
+from ...machinery import results
 from .findings import findings
 from .records import Histogram, Reference
 

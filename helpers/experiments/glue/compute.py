@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...book import results
-from ...book.runtime import REPO_ROOT, seed_everything
 from ...core.stats import t_interval
 from ...data.glue import TASK_METRICS, encode_task
 from ...hf.glue import architecture_check, layer_spectra
 from ...hf.models import quiet_loading
+from ...machinery import results
+from ...machinery.runtime import REPO_ROOT, seed_everything
 from ...train.glue import FinetuneConfig, finetune, load_classifier
 from .params import (
     READINGS,
@@ -80,7 +80,7 @@ def _run_name(model: str, task: str, kind: str, alpha: float | None, reading: st
 def finetune_one(p: Params, model: str, task: str, kind: str, alpha: float | None, reading: str | None,
                  lr: float, seed: int, holdout: float = 0.0) -> dict:
     """One fine-tuning run and the spectra of the fine-tuned model. Outside `ci` it checkpoints after
-    every epoch under `book.results.checkpoint_dir("glue", key)` and a rerun after a kill resumes;
+    every epoch under `machinery.results.checkpoint_dir("glue", key)` and a rerun after a kill resumes;
     the checkpoint is removed once the run is done."""
     fc = FinetuneConfig(task=task, model=model, variant=kind, alpha=alpha if alpha is not None else -0.5,
                         lr=lr, alpha_lr=p.alpha_lr, epochs=p.epochs, batch_size=p.batch_size, max_length=p.max_length,

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 
 from ... import data as D
-from ...book.params import ChapterParams, nonneg, positive, rules
-from ...book.runtime import REPO_ROOT, run_seeds
 from ...data.glue import TASK_METRICS, glue_metrics, int_label
+from ...machinery.params import ChapterParams, nonneg, positive, rules
+from ...machinery.runtime import REPO_ROOT, run_seeds
 
 Task = Literal["CoLA", "SST-2", "MRPC", "QNLI", "RTE"]
 Variant = Literal["baseline", "softdecay", "expdecay"]

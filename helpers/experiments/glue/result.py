@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...book import results
 from ...core.findings import Finding
 from ...core.stats import NAN_INTERVAL, Interval, t_interval, t_or_nan, welch_interval
+from ...machinery import results
 from .params import READINGS, WIDE_TASK, expdecay_margin, paper_model_for, paper_tables, paper_value, primary_metric
 from .records import Choice, LayerSpectrum, Run, Runs, quantile_at, spectra_of
 

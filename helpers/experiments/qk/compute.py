@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 from torch import Tensor
 
-from ...book import results, runtime
-from ...book.params import ParameterError
 from ...core.qk import alignment_summary, analyse, end_state, pick_steps
 from ...hf import models
 from ...hf.qk import end_state_moments, multibert_id, step_statistics
+from ...machinery import results, runtime
+from ...machinery.params import ParameterError
 from ...train import mlm
 from .params import ANALYSIS_VERSION, END_STATE_FIELDS, Params
 from .records import Trajectory

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from ...book import runtime
-from ...book.params import ChapterParams, ParameterError, check_heads, nonneg, positive, rules
 from ...hf.models import SIZE
 from ...hf.qk import MULTIBERT_STEPS
+from ...machinery import runtime
+from ...machinery.params import ChapterParams, ParameterError, check_heads, nonneg, positive, rules
 from ..anisotropy.params import BYTE_MLM, BYTE_MLM_NAME
 
 #: how far below the unigram predictor the held-out MLM loss must go for "a model that uses its context"

@@ -13,9 +13,9 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from ...book.results import StoredRecord, Unread
 from ...core.qk import mean_abs_cos_random
 from ...core.stats import Interval, t_interval
+from ...machinery.results import StoredRecord, Unread
 
 #: what `EndState.heads` reads of every head, as absolute values
 HEAD_MEASURES = ("cos", "dot", "mean_share", "drift_share", "q_norm", "k_norm")

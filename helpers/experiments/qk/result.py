@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from ...book import results
-from ...book.results import jsonable, stored_layout
 from ...core.findings import Finding
 from ...core.qk import chance_aligned_share, mean_abs_cos_random
 from ...core.scale import MIN_POINTS, Extrapolation, extrapolate
 from ...core.stats import Interval, t_interval
+from ...machinery import results
+from ...machinery.results import jsonable, stored_layout
 from ..findings import corrected
 from .params import BERT_VOCAB, LONG_PRETRAINING, MULTIBERT_TOKENS, PRETRAINING_TOKENS, TREND_FORMS, TREND_WHY
 from .records import Ablation, Comparison, EndState, Probe, Trajectory

@@ -15,8 +15,6 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from ...book import results
-from ...book.runtime import REPO_ROOT, choose_device, seed_everything
 from ...core import sts as C
 from ...core.softdecay import softdecay_transform
 from ...core.sts import (
@@ -33,6 +31,8 @@ from ...data import load_sts
 from ...hf import models as hm
 from ...hf.models import ModelUnavailable, quiet_loading
 from ...hf.sts import SoftDecayEncoder, encode, kept_encodings
+from ...machinery import results
+from ...machinery.runtime import REPO_ROOT, choose_device, seed_everything
 from .params import (
     BOOK_BERT,
     COMMANDS,

@@ -10,11 +10,11 @@ from dataclasses import replace
 
 import torch
 
-from ...book import results
 from ...core.sts import apply_method, lsds_score, pool
 from ...data import load_sts
 from ...hf.models import ModelUnavailable
 from ...hf.sts import encode
+from ...machinery import results
 from .compute import map_panels, planted_scores, subsample_pairs
 from .params import READING_FIELDS, Params
 

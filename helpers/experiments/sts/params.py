@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from ...book.params import ChapterParams, nonneg, positive, rules
 from ...core.papers import SOFTDECAY_ALPHA, SOFTDECAY_ALPHAS
 from ...core.sts import FLIP_FREE
+from ...machinery.params import ChapterParams, nonneg, positive, rules
 from ..qk.params import Params as QkParams
 
 STS_DATASETS = ("STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R")

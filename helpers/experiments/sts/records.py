@@ -13,9 +13,9 @@ from typing import ClassVar, TypedDict
 import numpy as np
 import pandas as pd
 
-from ...book.results import Band, StoredRecord, Unread
 from ...core.stats import Interval, t_interval
 from ...core.sts import FLIP_FREE
+from ...machinery.results import Band, StoredRecord, Unread
 from .params import PLANT_METHODS, reading_bootstrap, refit_draws
 
 SD = "SoftDecay (sentence)"
@@ -28,7 +28,7 @@ def _by_set(table: dict, sets) -> pd.DataFrame:
     return df
 
 
-#: the stored-dict record base (`book.results.StoredRecord`)
+#: the stored-dict record base (`machinery.results.StoredRecord`)
 Record = StoredRecord
 
 #: {method: Spearman ×100} (None: a method not run, or undefined)

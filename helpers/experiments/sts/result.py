@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...book import results
-from ...book.results import jsonable
 from ...core.findings import Finding
 from ...core.scale import MIN_POINTS, Extrapolation, extrapolate
 from ...core.stats import Interval, Trend, against_trend, fit_trend, t_interval
+from ...machinery import results
+from ...machinery.results import jsonable
 from .params import BOOK_BERT, CROSSFIT_HOW, PAPER_BERT, PLANT_METHODS, SMOL
 from .records import SD, Demo, Maps, Reading, Record, Run, SameFit
 

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...book import results
-from ...book.runtime import choose_device, seed_everything
 from ...core import subspace as S
 from ...data import load_glue
 from ...hf import models
 from ...hf.models import quiet_loading
+from ...machinery import results
+from ...machinery.runtime import choose_device, seed_everything
 from .params import BOOTSTRAP, NOT_MODEL, PAPER_MEDIANS, QUANTILES, STAT_KEYS, Params
 from .records import Case, CaseSummary, LayerStats, MatrixCheck
 from .result import Result

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from ...book.params import ChapterParams, positive, rules
-from ...book.runtime import REPO_ROOT
+from ...machinery.params import ChapterParams, positive, rules
+from ...machinery.runtime import REPO_ROOT
 
 PAPER_MEDIANS = REPO_ROOT / "data" / "yan_2022_sv_median.csv"
 Task = Literal["CoLA", "MRPC", "RTE", "SST-2"]

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...book import results
 from ...core.findings import Finding
 from ...core.stats import Interval
+from ...machinery import results
 from .findings import findings
 from .records import Case, CaseSummary, GammaStep, LayerCheck, LayerStats, MatrixCheck, SentenceDraws, Settings
 

@@ -11,8 +11,6 @@ import numpy as np
 import torch
 from scipy import stats as sps
 
-from ...book import results
-from ...book.runtime import choose_device, run_seeds, seed_everything
 from ...core import measures as M
 from ...core.softdecay import softdecay_transform, whitening_apply, whitening_fit
 from ...diagnose import measures as DM
@@ -20,6 +18,8 @@ from ...diagnose.capture import capture
 from ...diagnose.probe import default_probe
 from ...diagnose.run import modality_of
 from ...hf import models as HM
+from ...machinery import results
+from ...machinery.runtime import choose_device, run_seeds, seed_everything
 from .params import LEVEL, RANKED, Params, probe_size
 from .result import Result
 

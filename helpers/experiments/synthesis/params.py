@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ...book.params import ChapterParams, rules
 from ...core.papers import SOFTDECAY_ALPHA
+from ...machinery.params import ChapterParams, rules
 
 #: the measures whose rank agreement across layers the chapter reads (sign: + where a larger value is more
 #: collapsed; the participation ratio falls as a cloud collapses)

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
-from ...book import results
 from ...core.findings import Finding
 from ...core.stats import Interval, fisher_t_interval, rank_interval, t_interval
 from ...diagnose import measures as DM
+from ...machinery import results
 from .findings import FINDINGS, SCALE
 from .params import HEADLINE, LEVEL, RANKED, as_floats
 

@@ -2,7 +2,7 @@
 every piece back from the committed results (`results/tse/book/`) when its parameters match.
 
 Device: Figure 1's transformers models and the synthetic stacks of Figures 2-5 run on
-`book.runtime.choose_device(p.device)` — the stacks inside `with torch.device(...)`, so
+`machinery.runtime.choose_device(p.device)` — the stacks inside `with torch.device(...)`, so
 `core.escalation` builds its blocks there and moves its CPU-generator draws there: the same X on every
 device, while the blocks' weights come from that device's RNG (seeded alike, so a GPU run draws other
 weights than a CPU run; CPU reruns stay bit-identical). The float64 identity checks, Figure 8 and the
@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from helpers.book import results
-from helpers.book.runtime import choose_device, progress, seed_everything
 from helpers.core import escalation as E
 from helpers.core import measures as M
 from helpers.data import load_glue
 from helpers.hf import models
 from helpers.hf.escalation import escalation_profile, kept_encoders, random_encoder, step_log_odds
 from helpers.hf.models import quiet_loading
+from helpers.machinery import results
+from helpers.machinery.runtime import choose_device, progress, seed_everything
 
 from .params import STEP_FIELDS, SWEEP_FIELDS, TOKENIZER_MODEL, Params, paper_levels
 from .result import Result

@@ -7,8 +7,8 @@ import csv
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from helpers.book.params import ChapterParams, ParameterError, check_heads, positive, rules
-from helpers.book.runtime import REPO_ROOT
+from helpers.machinery.params import ChapterParams, ParameterError, check_heads, positive, rules
+from helpers.machinery.runtime import REPO_ROOT
 
 PAPER_CLAIMS = REPO_ROOT / "data" / "yu_zhang_2024_claims.csv"
 #: the τ-sweep fields: not part of the key of the pieces computed before the sweep existed

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from helpers.book import results
 from helpers.core import escalation as E
 from helpers.core.escalation import Lemma24Check, first_block_above
 from helpers.core.findings import Finding
 from helpers.core.stats import Interval, t_interval
+from helpers.machinery import results
 
 from .findings import findings
 from .params import EQ18_FRACTION, Params, paper_claims

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from helpers.book import results, runtime
 from helpers.core.vit import FFN_SCALES
 from helpers.data import load_cifar10
 from helpers.data.loaders import CIFAR10_IMAGES
+from helpers.machinery import results, runtime
 from helpers.train import vit as vit_train
 
 from .params import ABLATION_VARIANTS, CURVE, RECIPES, Params

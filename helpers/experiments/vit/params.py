@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from helpers.book.params import ChapterParams, check_heads, nonneg, positive, rules
 from helpers.core.stats import Interval
 from helpers.core.vit import ALGORITHM1_INITS, FFN_SCALES, FFN_STEPS, STANDARD_REVERTS
+from helpers.machinery.params import ChapterParams, check_heads, nonneg, positive, rules
 from helpers.train import vit as vit_train
 
 Variant = Literal["post-norm", "post-norm-full-lr", "pre-norm", "de-escalated"]

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.book import results
 from helpers.core.findings import Finding
 from helpers.core.scale import BudgetCurve, Distance, Extrapolation
 from helpers.core.stats import Interval, t_interval
 from helpers.data.loaders import CIFAR10_IMAGES
+from helpers.machinery import results
 from helpers.train.vit import lr_factors, lr_milestones
 
 from ..findings import corrected

@@ -11,7 +11,7 @@ A chapter's heavy runs are data: a `RunSpec` per run (its name, Params and key f
 computes it from a checkpoint), made by `execute` — the one way a run is made: under a file lock beside its
 checkpoint (one writer per run: a second process waits, or, a grid job, skips it), through the cache. With
 `train_missing=False` (the book build) a run the cache lacks raises `MissingRuns`, naming the runs and the
-command that makes them. `helpers.book.grid` (`make grid`) makes a chapter's runs as parallel jobs. Files are
+command that makes them. `helpers.machinery.grid` (`make grid`) makes a chapter's runs as parallel jobs. Files are
 written atomically (`write_atomic`); `$TOKUNI_CACHE_DIR` moves results and checkpoints out of the repository.
 """
 
@@ -35,7 +35,7 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 import numpy as np
 import torch
 
-from .runtime import REPO_ROOT, head_commit, device_description, package_versions, timer
+from .runtime import REPO_ROOT, device_description, head_commit, package_versions, timer
 
 
 def _finite(x: float) -> float | None:

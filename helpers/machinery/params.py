@@ -82,7 +82,7 @@ class ChapterParams:
     """Base class: the knobs every chapter has.
 
     `seed` is the base seed; a chapter that repeats a run over seeds has a field `seeds: int` (how
-    many) and runs `run_seeds(seed, seeds)` = seed, seed+1, ... (see `helpers.book.runtime`)."""
+    many) and runs `run_seeds(seed, seeds)` = seed, seed+1, ... (see `helpers.machinery.runtime`)."""
 
     scale: str = "book"
     seed: int = 0
@@ -90,7 +90,7 @@ class ChapterParams:
     results_dir: str | None = None
     command: str | None = None
     #: whether `run` trains heavy runs the cache lacks (True), or names them and the command that makes them
-    #: (`book.grid.MissingRuns`; False: what the book build and a reader on a laptop want). Default: the
+    #: (`machinery.grid.MissingRuns`; False: what the book build and a reader on a laptop want). Default: the
     #: environment's `TOKUNI_TRAIN_MISSING` ("0" for False; `make book` sets it), else True
     train_missing: bool = field(default_factory=lambda: os.environ.get("TOKUNI_TRAIN_MISSING", "1") != "0")
 

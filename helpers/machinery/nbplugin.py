@@ -20,7 +20,7 @@ import nbval.plugin
 import pytest
 from nbval.plugin import IPyNbFile
 
-from helpers.book.notebooks import read_chapter, with_parameters
+from helpers.machinery.notebooks import read_chapter, with_parameters
 
 BOOK = Path(os.environ.get("TOKUNI_BOOK_DIR", Path(__file__).resolve().parents[2] / "book")).resolve()
 NB_SCALE = os.environ.get("TOKUNI_NB_SCALE", "ci")

@@ -1,7 +1,7 @@
 """The grid runner: a chapter's heavy runs (`experiments.<chapter>.runs(p)`, a list of `results.RunSpec` — the
 runs its `run(p)` iterates) made as submitit jobs, on this machine or on a SLURM cluster. Each job makes one
 run with `results.execute` (under the run's lock; a run another process holds is skipped); the runs, the lock,
-`MissingRuns` and the cache are `helpers.book.results`' and are re-exported here.
+`MissingRuns` and the cache are `helpers.machinery.results`' and are re-exported here.
 
 `scripts/grid.py` (`make grid CHAPTER=… SCALE=…`) submits every run of `experiments.<chapter>.runs(p)` that is
 not in the cache as a submitit job (locally, or on SLURM) and waits.

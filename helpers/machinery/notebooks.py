@@ -85,7 +85,7 @@ COLAB_LINE = re.compile(r"\[Open this chapter on Colab\]\([^)]*\)(?: \([^()]*\))
 def colab_notebook(path: str | Path, values: dict[str, str] | None = None,
                    index: mystmd.BookIndex | None = None) -> nbformat.NotebookNode:
     """A chapter as the notebook its Colab/Binder button opens: one setup cell (`SETUP_TAG`), then the
-    chapter's cells without outputs, its Markdown as plain Jupyter Markdown (`helpers.book.mystmd`: glued
+    chapter's cells without outputs, its Markdown as plain Jupyter Markdown (`helpers.machinery.mystmd`: glued
     numbers as the book shows them, from `values` — default: the committed `glue_values()` —, each glued
     figure as a cell that shows the reader's own, references as links to the rendered book)."""
     url, branch = repository()
