@@ -577,7 +577,7 @@ def test_committed_runs_read_into_typed_records_and_write_back_as_stored():
     """The converter: every committed fine-tuning history becomes a `Run` with its curves as tuples and its spectra
     as `LayerSpectrum` records, and writes back the spectra and scores it was read from (keys in their stored
     order); the raw encoders' spectra likewise, through a Result."""
-    from helpers.machinery.results import _jsonable
+    from helpers.machinery.results import jsonable
 
     files = sorted((REPO_ROOT / "results" / "glue" / "book").glob("*-seed*.json"))
     if not files:
@@ -586,7 +586,7 @@ def test_committed_runs_read_into_typed_records_and_write_back_as_stored():
         h = json.loads(path.read_text())["results"]
         r = glue.Run.from_history(h, model="m", task="RTE", variant="baseline", alpha=None, lr=2e-5, seed=0)
         assert isinstance(r.epochs, tuple) and all(isinstance(x, glue.LayerSpectrum) for x in r.spectra["layers"])
-        back = _jsonable(r)
+        back = jsonable(r)
         assert back["spectra"] == h["spectra"] and list(back["spectra"]["layers"][0]) == list(h["spectra"]["layers"][0])
         assert back["final"] == h["final"] and back["train_loss"] == h["train_loss"]
         assert back["alpha_path"] == h["alpha"] and back["epochs"] == h["epoch"]
@@ -596,4 +596,4 @@ def test_committed_runs_read_into_typed_records_and_write_back_as_stored():
                       selection=[], summary=[], paired=[], paper_gains=[], spectrum=[], alphas=[], architectures=[],
                       timing=[], raw=raw)
     model, task = next(iter(raw)), next(iter(raw[next(iter(raw))]))
-    assert isinstance(res.raw[model][task][-1], glue.LayerSpectrum) and _jsonable(res)["raw"] == raw
+    assert isinstance(res.raw[model][task][-1], glue.LayerSpectrum) and jsonable(res)["raw"] == raw

@@ -142,7 +142,7 @@ def test_committed_pieces_read_into_typed_records_and_write_back_as_stored():
     import json
 
     from helpers.experiments import subspace
-    from helpers.machinery.results import _jsonable
+    from helpers.machinery.results import jsonable
     from helpers.machinery.runtime import REPO_ROOT
 
     path = REPO_ROOT / "results" / "subspace" / "book" / "sentence-bootstrap.json"
@@ -154,8 +154,8 @@ def test_committed_pieces_read_into_typed_records_and_write_back_as_stored():
             dict(n=8, k=4, d=0.5, bound=0.2, exact_l2=0.1, l2_violates=False, l1_violates=False)]
     summary = subspace.case_summary(rows)
     assert math.isnan(subspace.case_summary(rows[:1]).median_looseness)    # none holds: NaN, null in JSON
-    assert math.isnan(subspace.CaseSummary.of(_jsonable(subspace.case_summary(rows[:1]))).median_looseness)
-    stored = json.loads(json.dumps(_jsonable(summary)))                  # as a saved Result holds it
+    assert math.isnan(subspace.CaseSummary.of(jsonable(subspace.case_summary(rows[:1]))).median_looseness)
+    stored = json.loads(json.dumps(jsonable(summary)))                  # as a saved Result holds it
     res = subspace.Result(settings=p.cache_key(), random=[], tightness={}, tightness_m=0, model_description="",
                           n_sentences=0, n_real_tokens=0, n_hidden_states=0, real_model=[], appendix_a=rows,
                           appendix_a_summary=stored,

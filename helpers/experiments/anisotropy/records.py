@@ -63,12 +63,19 @@ class Record(StoredRecord):
     layout: tuple[str, ...] = field(default=(), compare=False, repr=False, kw_only=True)
 
     @classmethod
-    def _read(cls, name: str, value: Any) -> Any:
-        return _read_as(_hints(cls)[name], value)
+    def of(cls, data: Any, **context: Any):
+        """The record of a stored dict, each field read by its annotation (`_read_as`: JSON's string keys of a
+        `dict[int, …]` as ints, which `machinery.results.read_as` leaves as strings)."""
+        if isinstance(data, cls):
+            return data
+        stored = _hints(cls)
+        names = cls._stored()
+        kw = {name: _read_as(stored[name], data[name]) for name in names if name in data}
+        return cls(**context, **kw, other={k: v for k, v in data.items() if k not in names}, layout=tuple(data))
 
     def to_json(self) -> dict[str, Any]:
         """The stored layout: the keys it was read with, in their order (a record made here: every field)."""
-        out = {key: _write_back(getattr(self, name)) for name, key in self._stored().items()} | self.other
+        out = {name: _write_back(getattr(self, name)) for name in self._stored()} | self.other
         return {k: out[k] for k in self.layout} if self.layout else out
 
 

@@ -1,7 +1,7 @@
 """The drift chapter's typed records: the reference model's layers (`Reference`, `compute.reference_norms`) and one
 histogram of pre-softmax scores (`Histogram`, `compute.drift_sweep`). Each is read from the dict a results file
 stores (`of`) and, a dataclass whose fields are the stored keys in their stored order, written back as that dict
-(`machinery.results._jsonable`), so committed results keep their layout and their cache keys."""
+(`machinery.results.jsonable`), so committed results keep their layout and their cache keys."""
 
 from __future__ import annotations
 

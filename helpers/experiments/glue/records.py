@@ -2,7 +2,7 @@
 fine-tuned model's spectra), a list of them with one set of accessors (`Runs`), one hidden state's spectrum
 (`LayerSpectrum`) and one row of the selection table (`Choice`). A run is read from the history the results cache
 stores (`Run.from_history`) or from a saved Result (`Run.read`), and written back field for field
-(`machinery.results._jsonable`); the committed runs keep their files and cache keys."""
+(`machinery.results.jsonable`); the committed runs keep their files and cache keys."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The subspace chapter's typed records: the settings a run was made with (`Settings`, its cache key), the summary
 of Appendix A's cases (`CaseSummary`, with its `Worst` case) and the sentence bootstrap of the §3.2 changes
 (`SentenceDraws`). Each is a frozen dataclass whose fields are the stored keys in their stored order: read from the
-stored dict (`of`) and written back as that dict (`machinery.results._jsonable`), so a saved Result and the committed
+stored dict (`of`) and written back as that dict (`machinery.results.jsonable`), so a saved Result and the committed
 runs read back as they were written. The rows of the chapter's tables are typed dicts (`MatrixCheck`, `LayerCheck`,
 `Case`, `LayerStats`, `GammaStep`), kept as the dicts the computations return and the results store."""
 
