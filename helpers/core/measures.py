@@ -8,9 +8,12 @@ Conventions: a representation is `X` of shape `(..., n, d)` (n tokens as rows, a
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 from torch import Tensor
+
+from .config import choice
 
 _EPS = 1e-30
 
@@ -188,13 +191,15 @@ def singular_values(X: Tensor, mask: Tensor | None = None) -> Tensor:
     return torch.linalg.svdvals(Xm)
 
 
-def normalised_spectrum(s: Tensor, how: str = "max") -> Tensor:
+#: how a spectrum is scaled to [0, 1] (`normalised_spectrum`): by its largest value or by its sum
+SpectrumNorm = Literal["max", "sum"]
+
+
+def normalised_spectrum(s: Tensor, how: SpectrumNorm = "max") -> Tensor:
     """Singular values scaled to [0, 1]: by the largest (`max`, the authors' CDF code) or their sum."""
-    if how == "max":
+    if choice("normalisation", how, SpectrumNorm) == "max":
         return s / s.max().clamp_min(_EPS)
-    if how == "sum":
-        return s / s.sum().clamp_min(_EPS)
-    raise ValueError(f"normalisation {how!r}: use 'max' or 'sum'")
+    return s / s.sum().clamp_min(_EPS)
 
 
 def ecdf(values: Tensor) -> tuple[Tensor, Tensor]:

@@ -14,13 +14,20 @@ the SVD backward, which divides by σ_i² − σ_j².
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
+from .config import choice
 from .papers import SOFTDECAY_ALPHA
 
 _TINY = 1e-12
+#: how Algorithm 1 is computed (`softdecay_transform`) and in what precision its Gram path runs
+SoftDecayMethod = Literal["auto", "gram", "poly", "svd"]
+Precision = Literal["auto", "mixed", "double"]
+#: the two flip-free variants (`softdecay_flipfree`)
+FlipFree = Literal["clamp", "rescale"]
 
 
 class SoftDecayDomainError(ValueError):
@@ -103,8 +110,8 @@ def _as_alpha(alpha: float | Tensor, like: Tensor) -> Tensor:
 
 
 def softdecay_transform(X: Tensor, alpha: float | Tensor = SOFTDECAY_ALPHA, mask: Tensor | None = None,
-                        method: str = "auto", floor: float = 1e-10, rel_tol: float = 1e-9,
-                        precision: str = "auto") -> Tensor:
+                        method: SoftDecayMethod = "auto", floor: float = 1e-10, rel_tol: float = 1e-9,
+                        precision: Precision = "auto") -> Tensor:
     """Algorithm 1 of Yan et al. on each matrix X (…, n, d) (rows = tokens or sentences).
 
     * `mask` (…, n) marks real rows: only they enter the decomposition; padded rows come back
@@ -130,8 +137,7 @@ def softdecay_transform(X: Tensor, alpha: float | Tensor = SOFTDECAY_ALPHA, mask
     The largest singular value is kept (K = σ_max/f(σ_max)). Singular values σ < −α map to negative
     f(σ): eq. (2) is applied as printed, so those directions change sign after rescaling.
     """
-    if method not in ("auto", "gram", "poly", "svd"):
-        raise ValueError(f"method {method!r}: use 'auto', 'gram', 'poly' or 'svd'")
+    choice("method", method, SoftDecayMethod)
     if method == "auto":
         method = "poly" if X.device.type == "cuda" else "gram"
     if X.shape[-2] < 1 or X.shape[-1] < 1:
@@ -143,8 +149,7 @@ def softdecay_transform(X: Tensor, alpha: float | Tensor = SOFTDECAY_ALPHA, mask
     elif method == "poly":
         Y = gram_poly(Xm, alpha, mask)
     if Y is None:
-        if precision not in ("auto", "mixed", "double"):
-            raise ValueError(f"precision {precision!r}: use 'auto', 'mixed' or 'double'")
+        choice("precision", precision, Precision)
         Y = _gram_path(Xm, alpha, floor, rel_tol, precision)
     if mask is not None:
         Y = torch.where(mask.unsqueeze(-1), Y, X)
@@ -162,7 +167,7 @@ def _check_domain(smax: Tensor, smin: Tensor, alpha: Tensor) -> None:
             softdecay(torch.tensor([lo, hi], dtype=torch.float64), a)   # raises with the message
 
 
-def _gram_path(X: Tensor, alpha: float | Tensor, floor: float, rel_tol: float, precision: str) -> Tensor:
+def _gram_path(X: Tensor, alpha: float | Tensor, floor: float, rel_tol: float, precision: Precision) -> Tensor:
     """`auto`: float64 inputs are solved in float64; float32 ones in mixed precision, redone in
     float64 when some live singular value is below 1 % of the largest (a float32 Gram matrix loses
     about eps·σ_max²/σ in each σ; measured on MiniLM and BERT-base hidden states with σ_min/σ_max ≈
@@ -350,7 +355,8 @@ def softdecay_loop_reference(X: Tensor, alpha: float, mask: Tensor | None = None
     return torch.stack(out)
 
 
-def softdecay_flipfree(X: Tensor, alpha: float = SOFTDECAY_ALPHA, how: str = "clamp", floor: float = 1e-10) -> Tensor:
+def softdecay_flipfree(X: Tensor, alpha: float = SOFTDECAY_ALPHA, how: FlipFree = "clamp",
+                       floor: float = 1e-10) -> Tensor:
     """Algorithm 1 with property 1 (f(σ) ≥ 0, so no direction changes sign) kept — our variants, not in the
     paper. Eq. (2) is negative for σ < |α| (f(|α|) = 0), so Algorithm 1 as printed flips those directions.
 
@@ -360,8 +366,7 @@ def softdecay_flipfree(X: Tensor, alpha: float = SOFTDECAY_ALPHA, how: str = "cl
 
     K = σ_max/σ̂_max as in Algorithm 1 (the largest singular value is kept). Dead directions (σ ≤
     floor·σ_max) stay zero. Computed by an SVD in float64; no gradient path is promised."""
-    if how not in ("clamp", "rescale"):
-        raise ValueError(f"how {how!r}: use 'clamp' or 'rescale'")
+    choice("how", how, FlipFree)
     if not -1.0 <= alpha < 0:
         raise ValueError(f"alpha must lie in [-1, 0), got {alpha}")
     X64 = X.to(torch.float64)
@@ -382,7 +387,8 @@ class SoftDecay(nn.Module):
     """SoftDecay as a layer with a trainable α (initial value `alpha`), applied to (…, n, d) with an
     optional mask of real rows (Yan et al. Algorithm 1)."""
 
-    def __init__(self, alpha: float = SOFTDECAY_ALPHA, trainable: bool = True, method: str = "auto") -> None:
+    def __init__(self, alpha: float = SOFTDECAY_ALPHA, trainable: bool = True,
+                 method: SoftDecayMethod = "auto") -> None:
         super().__init__()
         if not -1.0 <= alpha < 0:
             raise ValueError(f"initial alpha must lie in [-1, 0) (the paper's range), got {alpha}")

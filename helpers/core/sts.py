@@ -74,7 +74,7 @@ FLIP_FREE: tuple[Method, ...] = tuple(m for m, s in METHOD_SPECS.items() if s.fl
 def method_spec(method: str) -> MethodSpec:
     """The registry's entry of `method`; an unknown name raises a `ValueError` that names it and the known ones."""
     if method not in METHOD_SPECS:
-        raise ValueError(f"unknown STS method {method!r}; known: {list(METHOD_SPECS)}")
+        raise ValueError(f"unknown method {method!r}; known: {list(METHOD_SPECS)}")
     return METHOD_SPECS[method]
 
 

@@ -132,7 +132,7 @@ def sphere_monte_carlo(n: int, ks: list[int], radii: list[float], samples: int, 
 # ------------------------------------------------------------------ §3.2 per-layer statistics
 
 
-def layer_spectrum_stats(per_layer: list[Tensor], mask: Tensor, normalise: str = "max") -> list[dict]:
+def layer_spectrum_stats(per_layer: list[Tensor], mask: Tensor, normalise: M.SpectrumNorm = "max") -> list[dict]:
     """For every layer's hidden states (N, L, d) with mask (N, L): the singular values of each
     sentence's token matrix (real tokens only), pooled over sentences and normalised by the largest
     pooled value (as the authors' CDF code), with their median and skewness; plus token uniformity

@@ -11,8 +11,9 @@ import torch
 from torch import Tensor, nn
 
 from . import measures as M
-from .blocks import VARIANTS, PostNormBlock, PreNormBlock, StandardBlock, ffn_weight_variances
-from .config import StoredNames
+from .blocks import VARIANTS as VARIANTS  # the vit chapter reads the variants here
+from .blocks import DeescPlace, PostNormBlock, PreNormBlock, StandardBlock, Variant, ffn_weight_variances
+from .config import StoredNames, choice
 
 #: "algorithm1": Yu & Zhang's blocks as written (scalar-γ LN, per-head value maps, no output projection, no
 #: biases); "standard": a block in the style of the vit-pytorch code the paper points to (per-channel LN with bias,
@@ -66,7 +67,7 @@ class ViTConfig(StoredNames):
 
     STORED_AS: ClassVar[dict[str, str]] = {"d_model": "hidden", "d_ff": "ffn", "n_heads": "heads"}
 
-    variant: str = "post-norm"
+    variant: Variant = "post-norm"
     depth: int = 80
     d_model: int = 192
     d_ff: int = 384
@@ -75,17 +76,15 @@ class ViTConfig(StoredNames):
     image: int = 32
     classes: int = 10
     tau: float = 1.0
-    deesc_place: str = "output"
+    deesc_place: DeescPlace = "output"
     learnable_tau: bool = False
     block: str = "algorithm1"
 
     def __post_init__(self) -> None:
-        if self.block not in BLOCKS:
-            raise ValueError(f"block {self.block!r}: use one of {BLOCKS}")
+        choice("block", self.block, BLOCKS)
         if not self.block.startswith("algorithm1") and self.deesc_place not in ("ffn_input", "output"):
             raise ValueError(f"the standard block de-escalates at 'ffn_input' or 'output', not {self.deesc_place!r}")
-        if self.variant not in VARIANTS:
-            raise ValueError(f"variant {self.variant!r}: use one of {VARIANTS}")
+        choice("variant", self.variant, Variant)
         if self.image % self.patch:
             raise ValueError(f"image size {self.image} must be divisible by the patch size {self.patch}")
         if self.d_model % self.n_heads:
