@@ -52,7 +52,7 @@ FFN_KINDS: tuple[FfnKind, ...] = typing.get_args(FfnKind)
 
 def deescalate(X: Tensor, tau: float | Tensor = 1.0) -> Tensor:
     """Y = (I − τΠ₁)X (Yu & Zhang eq. 21): remove τ of the column means; τ = 1 centres the columns."""
-    return X - tau * X.mean(-2, keepdim=True)
+    return X - tau * X.mean(-2, keepdim=True)  # (…, n, d) − τ·(…, 1, d): the column means
 
 
 class ScalarLayerNorm(nn.Module):
@@ -65,8 +65,8 @@ class ScalarLayerNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: Tensor) -> Tensor:
-        mu = x.mean(-1, keepdim=True)
-        var = x.var(-1, keepdim=True, unbiased=False)
+        mu = x.mean(-1, keepdim=True)  # (…, n, 1): each row's mean
+        var = x.var(-1, keepdim=True, unbiased=False)  # (…, n, 1)
         return self.gamma * (x - mu) / torch.sqrt(var + self.eps) + self.beta
 
 
@@ -105,7 +105,7 @@ class SoftmaxAttention(nn.Module):
         """P (…, h, n, n) for X (…, n, d)."""
         q = self._heads(X, self.w_q)                         # (…, h, n, dh)
         k = self._heads(X, self.w_k)                         # (…, h, n, dh)
-        return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.dh), dim=-1)
+        return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.dh), dim=-1)  # (…, h, n, n)
 
     def mix(self, P: Tensor, X: Tensor, w_v: Tensor | None = None) -> Tensor:
         """[P₁XW₁ ⋯ P_hXW_h] (…, n, d) (Prop. 2.9). `w_v` may carry extra leading axes (draws of W)."""
@@ -290,7 +290,7 @@ class SelfAttention(nn.Module):
         q, k, v = self.qkv(x).view(B, n, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)   # 3 × (B, h, n, dh)
         with attention_kernel(q):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)           # (B, h, n, dh)
-        return self.out(y.transpose(1, 2).reshape(B, n, d))
+        return self.out(y.transpose(1, 2).reshape(B, n, d))  # (B, n, h, dh) -> (B, n, d)
 
 
 def attention_kernel(q: Tensor):
@@ -365,7 +365,7 @@ class StandardBlock(nn.Module):
         if self.variant == "pre-norm":
             x = x + self.attn(self.ln1(x))
             return x + self.ffn(self.ln2(x)), None
-        x = self.ln1(x + self.attn(x))
+        x = self.ln1(x + self.attn(x))  # (B, n, d) throughout
         before = None
         if self.variant == "de-escalated" and self.deesc_place == "ffn_input":
             before, x = x, self._deesc(x)

@@ -97,7 +97,7 @@ class CausalLM(nn.Module):
         n = ids.shape[1]
         if n > self.cfg.seq_len:
             raise ValueError(f"sequence of {n} tokens, the model has {self.cfg.seq_len} positions")
-        x = self.tok(ids) + self.pos(torch.arange(n, device=ids.device))
+        x = self.tok(ids) + self.pos(torch.arange(n, device=ids.device))  # (B, n, d) + (n, d)
         states = [x]
         for blk in self.blocks:
             x = blk(x)
@@ -108,11 +108,12 @@ class CausalLM(nn.Module):
 
     def forward(self, ids: Tensor) -> Tensor:
         """Logits (B, n, vocab): position t predicts token t+1."""
-        return self.hidden(ids) @ self.tok.weight.T
+        return self.hidden(ids) @ self.tok.weight.T  # (B, n, d) @ (d, vocab)
 
     def loss(self, ids: Tensor) -> Tensor:
         """Next-token cross-entropy (nats) over positions 1..n−1 of (B, n) ids."""
-        logits = self(ids[:, :-1])
+        logits = self(ids[:, :-1])  # (B, n−1, vocab)
+        # (B·(n−1), vocab) against (B·(n−1),)
         return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
 
 

@@ -137,25 +137,25 @@ class ViT(nn.Module):
         """(B, 3, H, W) -> (B, N, 3·p·p)."""
         p = self.cfg.patch
         B, C, H, W = x.shape
-        x = x.reshape(B, C, H // p, p, W // p, p).permute(0, 2, 4, 1, 3, 5)
-        return x.reshape(B, (H // p) * (W // p), C * p * p)
+        x = x.reshape(B, C, H // p, p, W // p, p).permute(0, 2, 4, 1, 3, 5)  # (B, H/p, W/p, C, p, p)
+        return x.reshape(B, (H // p) * (W // p), C * p * p)  # (B, N, C·p·p), N = (H/p)(W/p) patches
 
     def forward(self, x: Tensor, return_states: bool = False):
         h = self.embed(self.patches(x))                                   # (B, N, d)
-        h = torch.cat([self.cls.expand(h.shape[0], -1, -1), h], dim=1) + self.pos
+        h = torch.cat([self.cls.expand(h.shape[0], -1, -1), h], dim=1) + self.pos  # (B, N + 1, d): [CLS] first
         states = [h]
         for blk in self.blocks:
             h = blk(h)
             if return_states:
                 states.append(h)
-        logits = self.head(self.final_norm(h)[:, 0])
+        logits = self.head(self.final_norm(h)[:, 0])  # [CLS] (B, d) -> (B, classes)
         return (logits, states) if return_states else logits
 
     @torch.no_grad()
     def block_similarity(self, x: Tensor) -> np.ndarray:
         """t_sim of the input to every block and of the output (Yu & Zhang Def. 1.1), batch mean."""
         _, states = self.forward(x, return_states=True)
-        return np.array([float(M.t_sim(s).mean()) for s in states])
+        return np.array([float(M.t_sim(s).mean()) for s in states])  # (depth + 1,): each state (B, N + 1, d)
 
     @torch.no_grad()
     def similarity_before_deescalation(self, x: Tensor) -> np.ndarray | None:
@@ -165,7 +165,7 @@ class ViT(nn.Module):
         if self.cfg.variant != "de-escalated":
             return None
         h = self.embed(self.patches(x))
-        h = torch.cat([self.cls.expand(h.shape[0], -1, -1), h], dim=1) + self.pos
+        h = torch.cat([self.cls.expand(h.shape[0], -1, -1), h], dim=1) + self.pos  # (B, N + 1, d): [CLS] first
         out = []
         for blk in self.blocks:
             if isinstance(blk, StandardBlock):
