@@ -85,22 +85,22 @@ class _GramMatrixFunction(torch.autograd.Function):
         psi, dpsi, dpsi_da = _psi_and_derivs(lam, alpha, floor)
         ctx.save_for_backward(lam.clamp_min(floor), U, psi, dpsi, dpsi_da)
         ctx.rel_tol = rel_tol
-        return (U * psi.unsqueeze(-2)) @ U.transpose(-1, -2), lam
+        return (U * psi.unsqueeze(-2)) @ U.transpose(-1, -2), lam  # U diag(ψ) Uᵀ (…, m, m), λ (…, m)
 
     @staticmethod
     def backward(ctx, grad: Tensor, grad_lam: Tensor):
         lam, U, psi, dpsi, dpsi_da = ctx.saved_tensors
-        gs = 0.5 * (grad + grad.transpose(-1, -2))
+        gs = 0.5 * (grad + grad.transpose(-1, -2))  # (…, m, m), symmetrised
         inner = U.transpose(-1, -2) @ gs @ U                        # (…, m, m)
-        dl = lam.unsqueeze(-1) - lam.unsqueeze(-2)
-        dp = psi.unsqueeze(-1) - psi.unsqueeze(-2)
-        close = dl.abs() <= ctx.rel_tol * lam.abs().amax(-1, keepdim=True).unsqueeze(-1).clamp_min(_TINY)
+        dl = lam.unsqueeze(-1) - lam.unsqueeze(-2)  # λ_i − λ_j (…, m, m)
+        dp = psi.unsqueeze(-1) - psi.unsqueeze(-2)  # ψ_i − ψ_j (…, m, m)
+        close = dl.abs() <= ctx.rel_tol * lam.abs().amax(-1, keepdim=True).unsqueeze(-1).clamp_min(_TINY)  # (…, m, m)
         mean_slope = 0.5 * (dpsi.unsqueeze(-1) + dpsi.unsqueeze(-2))
         D = torch.where(close, mean_slope, dp / torch.where(close, torch.ones_like(dl), dl))
         M = inner * D
         if grad_lam is not None:
             M = M + torch.diag_embed(grad_lam)
-        gG = U @ M @ U.transpose(-1, -2)
+        gG = U @ M @ U.transpose(-1, -2)  # (…, m, m)
         g_alpha = (torch.diagonal(inner, dim1=-2, dim2=-1) * dpsi_da).sum()
         return gG, g_alpha, None, None
 
@@ -142,7 +142,7 @@ def softdecay_transform(X: Tensor, alpha: float | Tensor = SOFTDECAY_ALPHA, mask
         method = "poly" if X.device.type == "cuda" else "gram"
     if X.shape[-2] < 1 or X.shape[-1] < 1:
         raise ValueError("empty matrix")
-    Xm = X if mask is None else X * mask.unsqueeze(-1).to(X.dtype)
+    Xm = X if mask is None else X * mask.unsqueeze(-1).to(X.dtype)  # (…, n, d), padded rows zero
     Y = None
     if method == "svd":
         Y = _svd_path(Xm, alpha)
@@ -152,7 +152,7 @@ def softdecay_transform(X: Tensor, alpha: float | Tensor = SOFTDECAY_ALPHA, mask
         choice("precision", precision, Precision)
         Y = _gram_path(Xm, alpha, floor, rel_tol, precision)
     if mask is not None:
-        Y = torch.where(mask.unsqueeze(-1), Y, X)
+        Y = torch.where(mask.unsqueeze(-1), Y, X)  # (…, n, 1) picks per row
     return Y
 
 
@@ -194,7 +194,7 @@ def _gram_once(X: Tensor, alpha: float | Tensor, floor: float, rel_tol: float,
     G = Xw @ Xw.transpose(-1, -2) if left else Xw.transpose(-1, -2) @ Xw          # (…, m, m)
     G = G.to(torch.float64)                                                         # eigensystem in float64
     with torch.no_grad():
-        top = G.flatten(-2).norm(dim=-1)
+        top = G.flatten(-2).norm(dim=-1)  # ‖G‖_F: (…,)
         abs_floor = float((floor * top).clamp_min(_TINY).min())                     # null space: λ ≤ floor·‖G‖
     Psi, lam = _GramMatrixFunction.apply(G, a, abs_floor, rel_tol)
     smax = lam[..., -1].clamp_min(_TINY).sqrt()
@@ -211,7 +211,7 @@ def _svd_path(X: Tensor, alpha: float | Tensor) -> Tensor:
     _check_domain(s.detach()[..., :1], s.detach()[s.detach() > 1e-6 * s.detach().max()], a.detach())
     fs = softdecay(s, a)
     K = s[..., :1] / fs[..., :1]
-    return (U * (K * fs).unsqueeze(-2)) @ Vh
+    return (U * (K * fs).unsqueeze(-2)) @ Vh  # U diag(K f(σ)) Vᵀ: (…, n, d)
 
 
 # ------------------------------------------------------------------ the matrix-product form (GPU)
@@ -232,7 +232,7 @@ def _top_eigen(G: Tensor) -> Tensor:
     """An estimate λ̂ ≤ λ_max of the largest eigenvalue of each symmetric PSD G, differentiable as vᵀGv
     (v a unit vector from repeated squaring, G^(2^k) normalised)."""
     with torch.no_grad():
-        A = G / G.flatten(-2).norm(dim=-1).clamp_min(_TINY)[..., None, None]
+        A = G / G.flatten(-2).norm(dim=-1).clamp_min(_TINY)[..., None, None]  # (…, m, m) / (…, 1, 1)
         for _ in range(_SQUARINGS):
             A = torch.matmul(A, A)
             A = A / A.flatten(-2).norm(dim=-1).clamp_min(_TINY)[..., None, None]
@@ -240,7 +240,7 @@ def _top_eigen(G: Tensor) -> Tensor:
         v = torch.take_along_dim(A, col[..., None, None], dim=-1)                  # (…, m, 1)
         v = torch.matmul(G, v / v.norm(dim=-2, keepdim=True).clamp_min(_TINY))     # one more step
         v = v / v.norm(dim=-2, keepdim=True).clamp_min(_TINY)
-    return (v * torch.matmul(G, v)).sum((-2, -1))
+    return (v * torch.matmul(G, v)).sum((-2, -1))  # vᵀGv: (…,)
 
 
 def _cheb_nodes_coeffs(f, hi: Tensor, n: int) -> Tensor:
@@ -249,7 +249,7 @@ def _cheb_nodes_coeffs(f, hi: Tensor, n: int) -> Tensor:
     theta = torch.pi * (j + 0.5) / n
     s = hi[..., None] * (torch.cos(theta) + 1) / 2
     C = torch.cos(j[:, None] * theta[None, :]) * (2.0 / n)                     # C[k, j] = 2/n cos(k θ_j)
-    return f(s) @ C.T
+    return f(s) @ C.T  # (…, n) @ (n, n) -> (…, n)
 
 
 def _clenshaw(T: Tensor, c: Tensor) -> Tensor:
@@ -287,7 +287,7 @@ def gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict 
     left = n <= d
     Xw = X.to(torch.float64).reshape(-1, n, d)                                      # (B, n, d)
     if mask is not None:
-        mask = mask.reshape(-1, n)
+        mask = mask.reshape(-1, n)  # (B, n)
     G = Xw @ Xw.transpose(-1, -2) if left else Xw.transpose(-1, -2) @ Xw          # (B, m, m)
     eye = torch.eye(G.shape[-1], dtype=G.dtype, device=G.device)
     lam1 = _top_eigen(G)
@@ -300,9 +300,10 @@ def gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict 
         hi = top * (1 + POLY_TOP_TAU)
         Gd = G.detach()
         floors = torch.tensor(POLY_LAMBDA_FLOORS, dtype=G.dtype, device=G.device)
+        # (1 + len(floors), B, m, m): λ̂(1+τ)I − G, then G − floor·λ̂ I per floor
         probe = torch.cat([(hi[..., None, None] * eye - Gd).unsqueeze(0),
                            Gd - (floors.view(-1, *[1] * Gd.dim()) * top[..., None, None]) * eye])
-        ok = (torch.linalg.cholesky_ex(probe)[1] == 0).reshape(len(floors) + 1, -1).all(-1)
+        ok = (torch.linalg.cholesky_ex(probe)[1] == 0).reshape(len(floors) + 1, -1).all(-1)  # (1 + len(floors),)
         if not bool(ok[0]) or not bool(ok[1:].any()):
             return None
         floor_ok = POLY_LAMBDA_FLOORS[int(ok[1:].to(torch.int8).argmax())]           # the largest certified
@@ -323,7 +324,7 @@ def gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict 
         n_max = POLY_MAX_DEGREE
         c = _cheb_nodes_coeffs(lambda s: softdecay(s, a.detach()), s_hi, n_max)
         tail = c.abs().flip(-1).cumsum(-1).flip(-1) * (K / smax)[..., None]       # K·Σ_{k≥N}|c_k| / σ_max
-        fits = tail.reshape(-1, n_max).amax(0) <= POLY_TOL
+        fits = tail.reshape(-1, n_max).amax(0) <= POLY_TOL  # (n_max,): the degrees that fit every matrix
         if not bool(fits.any()):
             return None
         deg = max(1, int(fits.to(torch.int8).argmax()))
@@ -336,7 +337,7 @@ def gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict 
     smax = lam1.clamp_min(_TINY).sqrt()
     K = smax / softdecay(smax, a)
     Y = torch.matmul(fS, Q) if left else torch.matmul(Q, fS)
-    return (K[..., None, None] * Y).to(X.dtype).reshape(X.shape)
+    return (K[..., None, None] * Y).to(X.dtype).reshape(X.shape)  # (B, n, d) -> X's (…, n, d)
 
 def softdecay_loop_reference(X: Tensor, alpha: float, mask: Tensor | None = None) -> Tensor:
     """The authors' style: one `torch.svd` per example in a Python loop (padding included unless a
@@ -346,13 +347,13 @@ def softdecay_loop_reference(X: Tensor, alpha: float, mask: Tensor | None = None
         x = X[b] if mask is None else X[b][mask[b]]
         U, s, V = torch.svd(x)
         fs = softdecay(s, alpha)
-        y = U @ torch.diag(fs * (s.max() / fs.max())) @ V.T
+        y = U @ torch.diag(fs * (s.max() / fs.max())) @ V.T  # (n, d)
         if mask is not None:
             full = X[b].clone()
             full[mask[b]] = y
             y = full
         out.append(y)
-    return torch.stack(out)
+    return torch.stack(out)  # (B, n, d)
 
 
 def softdecay_flipfree(X: Tensor, alpha: float = SOFTDECAY_ALPHA, how: FlipFree = "clamp",
@@ -380,7 +381,7 @@ def softdecay_flipfree(X: Tensor, alpha: float = SOFTDECAY_ALPHA, how: FlipFree 
     f = softdecay(lam, alpha)
     f = torch.where(live, f, torch.zeros_like(f))
     K = s.max() / f.max().clamp_min(_TINY)
-    return ((U * (K * f).unsqueeze(-2)) @ Vh).to(X.dtype)
+    return ((U * (K * f).unsqueeze(-2)) @ Vh).to(X.dtype)  # (n, d)
 
 
 class SoftDecay(nn.Module):
@@ -415,8 +416,8 @@ def whitening_fits(X: Tensor, ks: tuple[int | None, ...]) -> list[tuple[Tensor, 
     """`whitening_fit(X, k)` for every k of `ks` from one decomposition of Σ: the variants differ only in
     how many columns of W they keep, so each is the same numbers as its own `whitening_fit`."""
     X64 = X.to(torch.float64)
-    mu = X64.mean(0, keepdim=True)
-    cov = (X64 - mu).T @ (X64 - mu) / X64.shape[0]
+    mu = X64.mean(0, keepdim=True)  # (1, d)
+    cov = (X64 - mu).T @ (X64 - mu) / X64.shape[0]  # (d, d)
     U, S, _ = torch.linalg.svd(cov)
     W = U / S.clamp_min(_TINY).sqrt()
     out = []
@@ -428,7 +429,7 @@ def whitening_fits(X: Tensor, ks: tuple[int | None, ...]) -> list[tuple[Tensor, 
 
 
 def whitening_apply(X: Tensor, mu: Tensor, W: Tensor) -> Tensor:
-    return (X - mu) @ W
+    return (X - mu) @ W  # (N, d) @ (d, k) -> (N, k)
 
 
 def expdecay_penalty(H: Tensor, mask: Tensor | None = None, c1: float = 1.0, c2: float = 1.0, gamma: float = 2.0,
@@ -438,13 +439,13 @@ def expdecay_penalty(H: Tensor, mask: Tensor | None = None, c1: float = 1.0, c2:
     only), averaged over the batch. The paper never defines K: `top_k=None` sums over every value a
     sentence can have (the formula as printed), `top_k=5` keeps the 5 largest (the authors' commented-out
     code). `squared=True`: γ_e Σ_k (λ_k − c1 e^{−c2 k^γ})² (Wang et al.'s form)."""
-    Hm = H if mask is None else H * mask.unsqueeze(-1).to(H.dtype)
+    Hm = H if mask is None else H * mask.unsqueeze(-1).to(H.dtype)  # (B, L, d), padded rows zero
     lam = torch.linalg.svdvals(Hm.float())                             # (B, min(L, d)), descending
     k = torch.arange(1, lam.shape[-1] + 1, dtype=lam.dtype, device=lam.device)
     prior = c1 * torch.exp(-c2 * k.pow(gamma))                         # (K,)
     diff = lam - prior
     if mask is not None:                                               # only the rank a sentence can have
-        live = k.unsqueeze(0) <= mask.sum(-1, keepdim=True).to(lam.dtype)
+        live = k.unsqueeze(0) <= mask.sum(-1, keepdim=True).to(lam.dtype)  # (B, K): k ≤ the sentence's length
         diff = diff * live
     if top_k is not None:
         diff = diff[..., :top_k]
