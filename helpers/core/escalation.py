@@ -232,7 +232,7 @@ def step_shares(xi_ratio: np.ndarray, blocks: slice = slice(None)) -> np.ndarray
 def rank_one_plus_noise(n: int, d: int, t: float, v: Tensor, Q: Tensor) -> Tensor:
     """Figure 8's X = e vᵀ + tQ (e = 1/√n): a rank-one matrix perturbed by t·Q."""
     e = torch.full((n, 1), 1 / math.sqrt(n), dtype=v.dtype)
-    return e @ v.unsqueeze(0) + t * Q
+    return e @ v.unsqueeze(0) + t * Q  # (n, 1) @ (1, d) + t·(n, d)
 
 
 @torch.no_grad()
@@ -242,7 +242,7 @@ def eta_samples(X: Tensor, P: Tensor, draws: int, gen: torch.Generator, alpha: f
     Y = X + αPXW and E[ξ_i] from Lemma 2.4 (eq. 9). Returns (draws,)."""
     d = X.shape[-1]
     W = _randn(draws, d, d, generator=gen, dtype=X.dtype) * math.sqrt(value_scale / d)
-    x1, x2 = M.xi(X, X + alpha * (P @ X) @ W)
+    x1, x2 = M.xi(X, X + alpha * (P @ X) @ W)  # (n, d) @ (draws, d, d): (draws,) each
     f1, f2 = M.expected_xi(X, P, alpha, value_scale)
     return f1 / f2 - x1 / x2
 
@@ -253,7 +253,7 @@ def softmax_attention_matrix(X: Tensor, gen: torch.Generator) -> Tensor:
     d = X.shape[-1]
     Wq = (_rand(d, d, generator=gen, dtype=X.dtype) * 2 - 1) / math.sqrt(d)
     Wk = (_rand(d, d, generator=gen, dtype=X.dtype) * 2 - 1) / math.sqrt(d)
-    return torch.softmax((X @ Wq) @ (X @ Wk).T / math.sqrt(d), dim=-1)
+    return torch.softmax((X @ Wq) @ (X @ Wk).T / math.sqrt(d), dim=-1)  # (n, n)
 
 
 @torch.no_grad()
@@ -292,7 +292,7 @@ def random_stochastic(family: str, n: int, gen: torch.Generator) -> Tensor:
     if family.startswith("Dirichlet"):
         conc = float(family[family.index("(") + 1:family.index(")")])
         gam = torch._standard_gamma(torch.full((n, n), conc, dtype=torch.float64), generator=gen)
-        return gam / gam.sum(-1, keepdim=True)
+        return gam / gam.sum(-1, keepdim=True)  # (n, n), rows summing to 1
     if family.startswith("sparse"):
         P = torch.zeros(n, n, dtype=torch.float64)
         for i in range(n):
