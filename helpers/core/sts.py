@@ -115,9 +115,9 @@ def pool(e: TokenStates, pooling: Pooling = "first_last", token_level: bool = Fa
             raise ValueError("token-level SoftDecay is pooled by means, not [CLS]")
         last = e.token_sd_last
     if pooling == "first_last":
-        return (e.layer_means[:, 0] + last) / 2
+        return (e.layer_means[:, 0] + last) / 2  # (N, d): (h₀ + h_L)/2
     if pooling == "first_last_l1":
-        return (e.layer_means[:, 1] + last) / 2
+        return (e.layer_means[:, 1] + last) / 2  # (N, d): (h₁ + h_L)/2
     if pooling == "last":
         return last
     return e.cls_last
@@ -226,7 +226,7 @@ def apply_methods(methods, e1: Tensor, e2: Tensor, alpha: float = SOFTDECAY_ALPH
     out = {}
     for m in methods:
         if m in fits:
-            y = whitening_apply(torch.cat([e1, e2]), *fits[m])
+            y = whitening_apply(torch.cat([e1, e2]), *fits[m])  # (2N, k): back to (N, k) each
             out[m] = (y[:n], y[n:])
         else:
             out[m] = apply_method(m, e1, e2, alpha, tau)
@@ -246,7 +246,7 @@ def mean_share(E: Tensor) -> float:
     """The share of the rows' second moment that is their common mean, ‖μ‖² / mean ‖xᵢ‖² (1: every row the
     same vector; 0: centred rows): how much of an anisotropy is a common vector rather than a spread."""
     E = E.double()
-    return float(E.mean(0).square().sum() / E.square().sum(-1).mean())
+    return float(E.mean(0).square().sum() / E.square().sum(-1).mean())  # ‖μ‖², μ (d,) / mean ‖xᵢ‖² over (N,)
 
 
 def ev1_centred(E: Tensor) -> float:
@@ -269,7 +269,7 @@ def _rank_rows(x: np.ndarray) -> np.ndarray:
     if x.size == 0 or np.isnan(x).any():
         return stats.rankdata(x, axis=-1)
     n = x.shape[-1]
-    rows = x.reshape(-1, n)
+    rows = x.reshape(-1, n)  # (rows, n): every leading axis flattened
     order = np.argsort(rows, axis=-1, kind="stable")
     ordered = np.take_along_axis(rows, order, -1)
     starts = np.ones(rows.shape, dtype=bool)              # a tie group starts here (and at every row's start)
@@ -279,22 +279,22 @@ def _rank_rows(x: np.ndarray) -> np.ndarray:
     mean_rank = first + (np.bincount(group) - 1) / 2 + 1
     out = np.empty(rows.shape)
     np.put_along_axis(out, order, mean_rank[group].reshape(rows.shape), -1)
-    return out.reshape(x.shape)
+    return out.reshape(x.shape)  # back to (…, n)
 
 
 def _spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Spearman ×100 of each row pair of (B, n) arrays (average ranks for ties, as scipy)."""
     ra, rb = _rank_rows(a), _rank_rows(b)
-    ra = ra - ra.mean(-1, keepdims=True)
+    ra = ra - ra.mean(-1, keepdims=True)  # (B, n) − (B, 1)
     rb = rb - rb.mean(-1, keepdims=True)
     den = np.sqrt((ra * ra).sum(-1) * (rb * rb).sum(-1))
-    return 100 * (ra * rb).sum(-1) / np.where(den > 0, den, np.nan)
+    return 100 * (ra * rb).sum(-1) / np.where(den > 0, den, np.nan)  # (B,)
 
 
 def score(cos: np.ndarray, gold, subsets, protocol: Protocol = "subset-mean") -> float:
     """Spearman ×100 of cosines against gold: `pooled` over all pairs, or `subset-mean` — per subset,
     then the mean over subsets (the evaluation scripts the paper used)."""
-    return float(score_draws(cos[None], np.asarray(gold, float)[None], subsets, protocol)[0])
+    return float(score_draws(cos[None], np.asarray(gold, float)[None], subsets, protocol)[0])  # one row: (1, n)
 
 
 def score_draws(cos: np.ndarray, gold: np.ndarray, subsets, protocol: Protocol) -> np.ndarray:
@@ -302,6 +302,7 @@ def score_draws(cos: np.ndarray, gold: np.ndarray, subsets, protocol: Protocol) 
     if choice("protocol", protocol, Protocol) == "pooled":
         return _spearman_rows(cos, gold)
     sub = np.asarray(subsets)
+    # (subsets, B) -> (B,)
     return np.mean([_spearman_rows(cos[:, sub == s], gold[:, sub == s]) for s in dict.fromkeys(sub.tolist())], 0)
 
 
@@ -322,9 +323,9 @@ def paired_bootstrap(cos_a: np.ndarray, cos_b: np.ndarray, gold, subsets, protoc
     """Bootstrap draws of score(b) − score(a): sentence pairs resampled with replacement within each
     subset, the same resample for both methods (the transforms stay as fitted on the full set)."""
     idx = bootstrap_indices(subsets, draws, seed) if idx is None else idx
-    g = np.asarray(gold, float)[idx]
+    g = np.asarray(gold, float)[idx]  # (draws, n)
     sub = np.asarray(subsets)[idx[0]]           # stratified: every row keeps the column's subset
-    return score_draws(cos_b[idx], g, sub, protocol) - score_draws(cos_a[idx], g, sub, protocol)
+    return score_draws(cos_b[idx], g, sub, protocol) - score_draws(cos_a[idx], g, sub, protocol)  # (draws,)
 
 
 def refit_bootstrap(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[Method, ...], draws: int = 200, seed: int = 0,
@@ -338,7 +339,7 @@ def refit_bootstrap(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[Method
     methods = check_methods(methods)
     idx = bootstrap_indices(subsets, draws, seed)
     g, sub = np.asarray(gold, float), np.asarray(subsets)
-    cos = {m: np.empty(idx.shape) for m in methods}
+    cos = {m: np.empty(idx.shape) for m in methods}  # (draws, n) per method
     for b in range(draws):
         i = torch.as_tensor(idx[b])
         for m, (x, y) in apply_methods(methods, e1[i], e2[i], alpha).items():
@@ -391,12 +392,12 @@ def fitted_map(method: Method, e1: Tensor, e2: Tensor, alpha: float = SOFTDECAY_
     if method == "SoftDecay (sentence)":
         def linear(X: Tensor) -> Tensor:
             X64 = X.double()
-            U, sv, Vh = torch.linalg.svd(X64, full_matrices=False)
+            U, sv, Vh = torch.linalg.svd(X64, full_matrices=False)  # U (N, r), σ (r,), Vᵀ (r, d)
             live = sv > 1e-10 * sv.max()
             Y = softdecay_transform(X64, alpha)
             gain = ((U.T @ Y) * Vh).sum(-1) / sv.clamp_min(1e-300)      # K f(σ)/σ per direction
-            V = Vh[live].T
-            return V @ torch.diag(gain[live]) @ V.T
+            V = Vh[live].T  # (d, live)
+            return V @ torch.diag(gain[live]) @ V.T  # (d, d): rows x (·, d) map to x @ it
         M1, M2 = linear(e1), linear(e2)
         return lambda x1, x2: ((x1.double() @ M1).to(x1.dtype), (x2.double() @ M2).to(x2.dtype))
     raise ValueError(f"no out-of-sample map for {method!r}; maps exist for the raw, whitening and "
@@ -426,7 +427,7 @@ def crossfit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[Method, ...],
     methods = check_methods(methods)
     g, sub = np.asarray(gold, float), np.asarray(subsets)
     n = len(g)
-    out = {m: np.empty((splits, boot + 1)) for m in methods}
+    out = {m: np.empty((splits, boot + 1)) for m in methods}  # (splits, boot + 1) per method
     for k, half in enumerate(half_sample_indices(sub, splits, seed)):
         a = np.zeros(n, bool)
         a[half] = True
@@ -438,7 +439,7 @@ def crossfit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[Method, ...],
                 cos[m][apply.numpy()] = cosines(*f(e1[apply], e2[apply]))
         for m in methods:
             out[m][k, 0] = score(cos[m], g, sub, protocol)
-            out[m][k, 1:] = score_draws(cos[m][idx], g[idx], sub[idx[0]], protocol)
+            out[m][k, 1:] = score_draws(cos[m][idx], g[idx], sub[idx[0]], protocol)  # (boot,)
     return out
 
 
@@ -448,7 +449,7 @@ def same_fit_interval(draws: np.ndarray, level: float = 0.95, method: str = "sub
     the percentile interval of every split's resamples pooled (the split's own randomness and the pairs')."""
     d = np.asarray(draws, float)
     if d.ndim == 2:
-        est, pool_ = float(d[:, 0].mean()), d[:, 1:].ravel()
+        est, pool_ = float(d[:, 0].mean()), d[:, 1:].ravel()  # d (splits, boot + 1): pooled (splits·boot,)
     else:
         est, pool_ = float(d.mean()), d
     lo, hi = np.nanpercentile(pool_, [50 * (1 - level), 50 * (1 + level)])
@@ -484,7 +485,7 @@ def plant(E: Tensor, kind: Plant, size: float, seed: int = 0) -> Tensor:
     g = torch.Generator().manual_seed(seed)
     u = torch.randn(E.shape[1], generator=g, dtype=torch.float64)
     u = u / u.norm()
-    r = E.double().norm(dim=-1).square().mean().sqrt()
+    r = E.double().norm(dim=-1).square().mean().sqrt()  # () from (N,) row norms
     if kind == "mean":
         return (E.double() + size * r * u).to(E.dtype)
     z = torch.randn(E.shape[0], 1, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)   # spike
@@ -526,16 +527,16 @@ def lsds_lle(E: Tensor, F: Tensor, k: int = 12, max_points: int = 3000, seed: in
     X, Y = _unit(E.double()).numpy(), _unit(F.double()).numpy()
     n = X.shape[0]
     k = min(k, n)
-    d2 = (X * X).sum(1)[:, None] + (X * X).sum(1)[None] - 2 * X @ X.T
-    ind = np.argsort(d2, axis=1, kind="stable")[:, :k]
+    d2 = (X * X).sum(1)[:, None] + (X * X).sum(1)[None] - 2 * X @ X.T  # (n, n) squared distances
+    ind = np.argsort(d2, axis=1, kind="stable")[:, :k]  # (n, k): itself first
     rebuilt = np.empty_like(Y)
     for i in range(n):
-        Cm = X[ind[i]] - X[i]
-        G = Cm @ Cm.T
+        Cm = X[ind[i]] - X[i]  # (k, d)
+        G = Cm @ Cm.T  # (k, k)
         tr = np.trace(G)
         G[np.diag_indices(k)] += reg * tr if tr > 0 else reg
         w = np.linalg.solve(G, np.ones(k))
-        rebuilt[i] = (w / w.sum()) @ Y[ind[i]]
+        rebuilt[i] = (w / w.sum()) @ Y[ind[i]]  # (k,) @ (k, d') -> (d',)
     return float(np.linalg.norm(Y - rebuilt))
 
 
