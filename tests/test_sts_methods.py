@@ -150,3 +150,18 @@ def test_a_mode_outside_its_literal_is_refused_naming_the_choices():
         SD.softdecay_flipfree(torch.eye(3), -0.6, "cap")
     assert config.choice("how", "max", typing.Literal["max", "sum"]) == "max"
     assert config.choice("how", "b", ("a", "b")) == "b"
+
+
+def test_the_stochastic_families_are_read_from_their_registry_not_their_names():
+    from helpers.core import escalation as E
+
+    assert E.STOCHASTIC_FAMILIES == ("softmax, scale 0.1", "softmax, scale 1", "softmax, scale 10",
+                                     "Dirichlet(0.1) rows", "Dirichlet(1) rows", "sparse rows (3 nonzeros)",
+                                     "doubly stochastic (Sinkhorn)")
+    g = torch.Generator().manual_seed(0)
+    sparse = E.random_stochastic("sparse rows (3 nonzeros)", 9, g)
+    assert ((sparse > 0).sum(-1) == 3).all()
+    doubly = E.random_stochastic("doubly stochastic (Sinkhorn)", 9, g)
+    assert torch.allclose(doubly.sum(-2), torch.ones(9, dtype=torch.float64), atol=1e-6)
+    with pytest.raises(ValueError, match=r"family 'softmax, scale 2': use one of \('softmax, scale 0.1'"):
+        E.random_stochastic("softmax, scale 2", 9, g)    # parsing the name would have made one
