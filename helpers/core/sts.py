@@ -21,6 +21,7 @@ from .kept import Kept
 from .papers import SOFTDECAY_ALPHA
 from .softdecay import softdecay_flipfree, softdecay_transform, whitening_apply, whitening_fits
 from .stats import Interval
+from .stats import Method as IntervalMethod
 
 #: how a sentence is pooled from its token states (`pool`)
 Pooling = Literal["first_last", "first_last_l1", "last", "cls"]
@@ -443,7 +444,7 @@ def crossfit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[Method, ...],
     return out
 
 
-def same_fit_interval(draws: np.ndarray, level: float = 0.95, method: str = "subsample") -> Interval:
+def same_fit_interval(draws: np.ndarray, level: float = 0.95, method: IntervalMethod = "subsample") -> Interval:
     """A difference's estimate and interval from one set of fits: for half-samples, the mean of the draws and
     their percentile interval; for cross-fitting ((splits, boot + 1) draws), the mean of the splits' scores and
     the percentile interval of every split's resamples pooled (the split's own randomness and the pairs')."""
