@@ -9,6 +9,7 @@ import typing
 from fnmatch import fnmatch
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -141,7 +142,7 @@ def test_the_chapter_names_only_registered_methods_and_poolings():
 
 def test_a_mode_outside_its_literal_is_refused_naming_the_choices():
     with pytest.raises(ValueError, match=r"protocol 'median': use one of \('subset-mean', 'pooled'\)"):
-        C.score([0.1, 0.2, 0.3], [1, 2, 3], ["a"] * 3, protocol="median")
+        C.score(np.array([0.1, 0.2, 0.3]), [1, 2, 3], ["a"] * 3, protocol="median")
     with pytest.raises(ValueError, match="pooling 'mean'"):
         C.pool(C.TokenStates(torch.zeros(2, 3, 4), torch.zeros(2, 4), None), "mean")
     with pytest.raises(ValueError, match=r"kind 'ring': use one of \('mean', 'spike'\)"):
