@@ -80,18 +80,18 @@ class LayerAccumulator:
         self.cluster_counts.append(counts[counts > 0])
         for li, h in enumerate(layers):
             h64 = h.double()
-            norms = h64.norm(dim=-1, keepdim=True)
+            norms = h64.norm(dim=-1, keepdim=True)  # (n, 1): h is (n tokens of the call, d)
             unit = h64 / norms.clamp_min(1e-30)
-            self.unit_sum[li] += unit.sum(0)
+            self.unit_sum[li] += unit.sum(0)  # (d,)
             if h.shape[-1] <= self.cluster_max_dim:       # (inputs of the call, d): each input's unit-vector sum
                 self.cluster_sums[li].append(torch.zeros(k, h.shape[-1], dtype=torch.float64)
                                              .index_add_(0, g, unit)[counts > 0])
-            self.vec_sum[li] += h64.sum(0)
+            self.vec_sum[li] += h64.sum(0)  # (d,)
             self.norm_sum[li] += float(norms.sum())
             self.kept[li][sel] = h[local].float()
             self.half_sum[li].index_add_(0, half, h64)
             if self.second[li] is not None:
-                self.second[li] += h64.T @ h64
+                self.second[li] += h64.T @ h64  # (d, d)
         self.count = hi
 
     def result(self) -> dict[str, np.ndarray]:
@@ -105,7 +105,7 @@ class LayerAccumulator:
         exact = np.array([(float(u.square().sum()) - n) / (n * (n - 1)) for u in self.unit_sum])
         mean_norm = np.array([float((v / n).norm()) for v in self.vec_sum])
         avg_norm = np.array(self.norm_sum) / n
-        ia = torch.searchsorted(self.positions, self.pairs[:, 0].contiguous())
+        ia = torch.searchsorted(self.positions, self.pairs[:, 0].contiguous())  # (pairs,): rows of `kept`
         ib = torch.searchsorted(self.positions, self.pairs[:, 1].contiguous())
         samp, se, cen, cen_se = [], [], [], []
         for kept, v in zip(self.kept, self.vec_sum, strict=True):
@@ -160,7 +160,7 @@ def _pair_cosines(kept: Tensor, ia: Tensor, ib: Tensor, centre: Tensor | None = 
     if kept.shape[0] <= 2048:                  # few distinct vectors (whole CNN maps): through their Gram matrix
         k64 = kept.double()
         unit = k64 / k64.norm(dim=1, keepdim=True).clamp_min(1e-30)
-        return (unit @ unit.T)[ia, ib].float()
+        return (unit @ unit.T)[ia, ib].float()  # (rows, rows) -> (pairs,)
     rows = max(1, max_elements // max(1, kept.shape[1]))
     out = []
     for s in range(0, len(ia), rows):
@@ -205,9 +205,9 @@ def centred_shape(second: Tensor, vec_sum: Tensor, half_sum: Tensor, half_count:
         if k:
             top = vecs[:, :k]
             x = kept.double() - mean
-            x = x - (x @ top) @ top.T
+            x = x - (x @ top) @ top.T  # (n, d): the top k directions removed
         unit = x / x.norm(dim=1, keepdim=True).clamp_min(1e-30)
-        c = (unit[ia] * unit[ib]).sum(1)
+        c = (unit[ia] * unit[ib]).sum(1)  # (pairs,)
         out[f"rms_cos_k{k}"] = float(c.square().mean().sqrt())
     a, b = half_sum[0] / half_count[0], half_sum[1] / half_count[1]
     out["mean_split_cos"] = float(a @ b / (a.norm() * b.norm()).clamp_min(1e-300))
@@ -327,16 +327,16 @@ def centred_cosine_resamples(X, groups, counts, block: int = 100) -> tuple[float
     g = torch.as_tensor(np.asarray(groups), dtype=torch.long)
     counts = torch.as_tensor(np.asarray(counts, float), dtype=torch.float64)
     k = int(g.max()) + 1
-    sums = torch.zeros(k, X.shape[1], dtype=torch.float64).index_add_(0, g, X)
-    q = (X * X).sum(1)
+    sums = torch.zeros(k, X.shape[1], dtype=torch.float64).index_add_(0, g, X)  # (K groups, d)
+    q = (X * X).sum(1)  # (n,): ‖x_i‖²
 
     def centred(c: Tensor) -> Tensor:                         # c: (b, K) counts → (b,) centred average cosines
         w = c[:, g].T                                           # (n, b)
         total, same = w.sum(0), (w * w).sum(0)
         mu = (c @ sums) / total[:, None]                        # (b, d)
-        r = (q[:, None] - 2 * (X @ mu.T) + (mu * mu).sum(1)[None, :]).clamp_min(1e-300).sqrt()
+        r = (q[:, None] - 2 * (X @ mu.T) + (mu * mu).sum(1)[None, :]).clamp_min(1e-300).sqrt()  # ‖x_i − μ_b‖: (n, b)
         a = w / r
-        s = a.T @ X - a.sum(0)[:, None] * mu
+        s = a.T @ X - a.sum(0)[:, None] * mu  # (b, d)
         return ((s * s).sum(1) - same) / (total**2 - same)
 
     full = float(centred(torch.ones(1, k, dtype=torch.float64))[0])
@@ -415,7 +415,7 @@ def block_statistics(x: Tensor, out: Tensor, q: Tensor, k: Tensor, scores: Tenso
     heads and batch, the maximum and minimum over whole sequences averaged over the batch, and the
     mean and sd of the scores."""
     d = x.shape[-1]
-    flat_in, flat_out = x.reshape(-1, d), out.reshape(-1, d)
+    flat_in, flat_out = x.reshape(-1, d), out.reshape(-1, d)  # (B·L, d) each
     qc = q.transpose(1, 2).flatten(0, 1).flatten(1)          # (B·L, d): heads concatenated
     kc = k.transpose(1, 2).flatten(0, 1).flatten(1)
     P = torch.softmax(scores, dim=-1)
@@ -425,8 +425,9 @@ def block_statistics(x: Tensor, out: Tensor, q: Tensor, k: Tensor, scores: Tenso
         in_mean_norm=flat_in.mean(0).norm(), out_mean_norm=flat_out.mean(0).norm(),
         q_cos=pairwise_cosine_mean(qc), k_cos=pairwise_cosine_mean(kc),
         q_norm=qc.norm(dim=-1).mean(), k_norm=kc.norm(dim=-1).mean(),
+        # P (B, h, L, L): over rows, heads, batch
         row_max=P.amax(-1).mean(), row_median=P.median(-1).values.mean(), row_min=P.amin(-1).mean(),
-        seq_max=P.flatten(1).amax(-1).mean(), seq_min=P.flatten(1).amin(-1).mean(),
+        seq_max=P.flatten(1).amax(-1).mean(), seq_min=P.flatten(1).amin(-1).mean(),  # (B, h·L·L) -> (B,) -> ()
         score_mean=scores.mean(), score_std=scores.std(),
     )
     return {name: float(vals[name]) for name in BLOCK_STATS}

@@ -21,27 +21,38 @@ gives). `ffn_kind` ablates the FFN of Algorithm 1 step 3: "relu" (the paper), "c
 from __future__ import annotations
 
 import math
+import typing
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from .config import choice
+
 #: the three variants of Yu & Zhang's experiments (§3.3, §3.4), in every model of the book
-VARIANTS = ("post-norm", "pre-norm", "de-escalated")
+Variant = Literal["post-norm", "pre-norm", "de-escalated"]
+VARIANTS: tuple[Variant, ...] = typing.get_args(Variant)
 #: where eq. (21) can be inserted in Algorithm 1: before step 0, after step 1, before the FFN, after the block
-DEESCALATION_PLACES = ("input", "after_attention", "ffn_input", "output")
+DeescPlace = Literal["input", "after_attention", "ffn_input", "output"]
+DEESCALATION_PLACES: tuple[DeescPlace, ...] = typing.get_args(DeescPlace)
 #: the means a de-escalation step can subtract: the running prefix mean (causal) or the whole sequence's
-DEESC_MEANS = ("prefix", "sequence")
-ACTIVATIONS = ("relu", "gelu")
-NORMS = ("channel", "scalar")
-FFN_INITS = ("xavier", "torch")
-FFN_KINDS = ("relu", "centred-relu", "none")
+DeescMean = Literal["prefix", "sequence"]
+DEESC_MEANS: tuple[DeescMean, ...] = typing.get_args(DeescMean)
+#: the standard block's FFN activation and LayerNorm (per channel, or Algorithm 1's scalar γ and λ)
+Activation = Literal["relu", "gelu"]
+Norm = Literal["channel", "scalar"]
+#: the FFN's initialisation and its kind (`FFN`)
+FfnInit = Literal["xavier", "torch"]
+FfnKind = Literal["relu", "centred-relu", "none"]
+FFN_INITS: tuple[FfnInit, ...] = typing.get_args(FfnInit)
+FFN_KINDS: tuple[FfnKind, ...] = typing.get_args(FfnKind)
 
 
 def deescalate(X: Tensor, tau: float | Tensor = 1.0) -> Tensor:
     """Y = (I − τΠ₁)X (Yu & Zhang eq. 21): remove τ of the column means; τ = 1 centres the columns."""
-    return X - tau * X.mean(-2, keepdim=True)
+    return X - tau * X.mean(-2, keepdim=True)  # (…, n, d) − τ·(…, 1, d): the column means
 
 
 class ScalarLayerNorm(nn.Module):
@@ -54,8 +65,8 @@ class ScalarLayerNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: Tensor) -> Tensor:
-        mu = x.mean(-1, keepdim=True)
-        var = x.var(-1, keepdim=True, unbiased=False)
+        mu = x.mean(-1, keepdim=True)  # (…, n, 1): each row's mean
+        var = x.var(-1, keepdim=True, unbiased=False)  # (…, n, 1)
         return self.gamma * (x - mu) / torch.sqrt(var + self.eps) + self.beta
 
 
@@ -94,7 +105,7 @@ class SoftmaxAttention(nn.Module):
         """P (…, h, n, n) for X (…, n, d)."""
         q = self._heads(X, self.w_q)                         # (…, h, n, dh)
         k = self._heads(X, self.w_k)                         # (…, h, n, dh)
-        return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.dh), dim=-1)
+        return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.dh), dim=-1)  # (…, h, n, n)
 
     def mix(self, P: Tensor, X: Tensor, w_v: Tensor | None = None) -> Tensor:
         """[P₁XW₁ ⋯ P_hXW_h] (…, n, d) (Prop. 2.9). `w_v` may carry extra leading axes (draws of W)."""
@@ -108,12 +119,10 @@ class SoftmaxAttention(nn.Module):
         return self.mix(P, X), P
 
 
-def ffn_weight_variances(d: int, q: int, init: str) -> tuple[float, float]:
+def ffn_weight_variances(d: int, q: int, init: FfnInit) -> tuple[float, float]:
     """The entry variances of W₁ (d → q) and W₂ (q → d) under `init`: Xavier-uniform 2/(d + q) for both;
     `nn.Linear`'s default U(±1/√fan_in), 1/(3·fan_in): 1/(3d) and 1/(3q)."""
-    if init not in FFN_INITS:
-        raise ValueError(f"ffn init {init!r}: choose from {FFN_INITS}")
-    if init == "xavier":
+    if choice("ffn_init", init, FfnInit) == "xavier":
         return 2 / (d + q), 2 / (d + q)
     return 1 / (3 * d), 1 / (3 * q)
 
@@ -126,13 +135,10 @@ class FFN(nn.Module):
     when the input row has i.i.d. unit-variance entries, as after LN: zero-mean hidden units for
     isotropic tokens) or "none" (the FFN outputs zero, so step 3 is the identity)."""
 
-    def __init__(self, d: int, q: int, init: str = "xavier", kind: str = "relu") -> None:
+    def __init__(self, d: int, q: int, init: FfnInit = "xavier", kind: FfnKind = "relu") -> None:
         super().__init__()
-        if init not in FFN_INITS:
-            raise ValueError(f"ffn init {init!r}: choose from {FFN_INITS}")
-        if kind not in FFN_KINDS:
-            raise ValueError(f"ffn kind {kind!r}: choose from {FFN_KINDS}")
-        self.kind = kind
+        choice("ffn_init", init, FfnInit)
+        self.kind = choice("ffn_kind", kind, FfnKind)
         self.w1 = nn.Linear(d, q, bias=False)       # nn.Linear's own reset: the "torch" initialisation
         self.w2 = nn.Linear(q, d, bias=False)
         if init == "xavier":
@@ -177,14 +183,13 @@ class PostNormBlock(nn.Module):
         alpha: float = 1.0,
         value_scale: float = 1.0,
         tau: float | None = None,
-        deesc_place: str = "output",
+        deesc_place: DeescPlace = "output",
         learnable_tau: bool = False,
-        ffn_init: str = "xavier",
-        ffn_kind: str = "relu",
+        ffn_init: FfnInit = "xavier",
+        ffn_kind: FfnKind = "relu",
     ) -> None:
         super().__init__()
-        if deesc_place not in DEESCALATION_PLACES:
-            raise ValueError(f"deesc_place {deesc_place!r}: choose from {DEESCALATION_PLACES}")
+        choice("deesc_place", deesc_place, DeescPlace)
         if tau is not None and not 0 < tau <= 1:
             raise ValueError(f"tau must lie in (0, 1] (eq. 21), got {tau}")
         self.attn = SoftmaxAttention(d, heads, value_scale)
@@ -209,7 +214,7 @@ class PostNormBlock(nn.Module):
             return torch.sigmoid(self.tau_logit)
         return self._tau
 
-    def _maybe(self, X: Tensor, place: str) -> Tensor:
+    def _maybe(self, X: Tensor, place: DeescPlace) -> Tensor:
         if self.tau is not None and self.deesc_place == place:
             return deescalate(X, self.tau)
         return X
@@ -241,7 +246,7 @@ class PreNormBlock(nn.Module):
     """Z = PreLN(X), Yu & Zhang eq. (19); `alpha` scales the SA branch (1 in the paper)."""
 
     def __init__(self, d: int, heads: int, ffn_dim: int, alpha: float = 1.0, value_scale: float = 1.0,
-                 ffn_init: str = "xavier") -> None:
+                 ffn_init: FfnInit = "xavier") -> None:
         super().__init__()
         self.attn = SoftmaxAttention(d, heads, value_scale)
         self.ln1, self.ln2 = ScalarLayerNorm(), ScalarLayerNorm()
@@ -285,7 +290,7 @@ class SelfAttention(nn.Module):
         q, k, v = self.qkv(x).view(B, n, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)   # 3 × (B, h, n, dh)
         with attention_kernel(q):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)           # (B, h, n, dh)
-        return self.out(y.transpose(1, 2).reshape(B, n, d))
+        return self.out(y.transpose(1, 2).reshape(B, n, d))  # (B, n, h, dh) -> (B, n, d)
 
 
 def attention_kernel(q: Tensor):
@@ -304,7 +309,8 @@ def attention_kernel(q: Tensor):
 
 
 #: where the standard block can de-escalate: two of `DEESCALATION_PLACES` (it has no separate attention step)
-STANDARD_DEESC_PLACES = ("ffn_input", "output")
+StandardDeescPlace = Literal["ffn_input", "output"]
+STANDARD_DEESC_PLACES: tuple[StandardDeescPlace, ...] = typing.get_args(StandardDeescPlace)
 
 
 class StandardBlock(nn.Module):
@@ -329,23 +335,19 @@ class StandardBlock(nn.Module):
     projections and the FFN; LayerNorm keeps its own), `out_proj=False` (no attention output
     projection), `activation="relu"`."""
 
-    def __init__(self, d: int, heads: int, d_ff: int, variant: str = "post-norm", tau: float = 1.0,
-                 causal: bool = True, deesc_place: str = "ffn_input", activation: str = "relu",
-                 norm: str = "channel", bias: bool = True, out_proj: bool = True,
-                 deesc_mean: str | None = None) -> None:
+    def __init__(self, d: int, heads: int, d_ff: int, variant: Variant = "post-norm", tau: float = 1.0,
+                 causal: bool = True, deesc_place: StandardDeescPlace = "ffn_input", activation: Activation = "relu",
+                 norm: Norm = "channel", bias: bool = True, out_proj: bool = True,
+                 deesc_mean: DeescMean | None = None) -> None:
         super().__init__()
-        if deesc_mean is not None and deesc_mean not in DEESC_MEANS:
-            raise ValueError(f"deesc_mean {deesc_mean!r}: use one of {DEESC_MEANS}")
+        if deesc_mean is not None:
+            choice("deesc_mean", deesc_mean, DeescMean)
         self.deesc_mean = deesc_mean or ("prefix" if causal else "sequence")
-        if variant not in VARIANTS:
-            raise ValueError(f"variant {variant!r}: use one of {VARIANTS}")
-        if deesc_place not in STANDARD_DEESC_PLACES:
-            raise ValueError(f"deesc_place {deesc_place!r}: use one of {STANDARD_DEESC_PLACES}")
+        choice("variant", variant, Variant)
+        choice("deesc_place", deesc_place, StandardDeescPlace)
         self.variant, self.tau, self.causal, self.deesc_place = variant, tau, causal, deesc_place
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation {activation!r}: use one of {ACTIVATIONS}")
-        if norm not in NORMS:
-            raise ValueError(f"norm {norm!r}: use one of {NORMS}")
+        choice("activation", activation, Activation)
+        choice("norm", norm, Norm)
         self.attn = SelfAttention(d, heads, causal, bias=bias, out_proj=out_proj)
         act = {"relu": nn.ReLU(), "gelu": nn.GELU()}[activation]
         self.ffn = nn.Sequential(nn.Linear(d, d_ff, bias=bias), act, nn.Linear(d_ff, d, bias=bias))
@@ -363,7 +365,7 @@ class StandardBlock(nn.Module):
         if self.variant == "pre-norm":
             x = x + self.attn(self.ln1(x))
             return x + self.ffn(self.ln2(x)), None
-        x = self.ln1(x + self.attn(x))
+        x = self.ln1(x + self.attn(x))  # (B, n, d) throughout
         before = None
         if self.variant == "de-escalated" and self.deesc_place == "ffn_input":
             before, x = x, self._deesc(x)

@@ -29,11 +29,14 @@ from .blocks import (
     DEESC_MEANS,
     STANDARD_DEESC_PLACES,
     VARIANTS,
+    DeescMean,
     SelfAttention,
     StandardBlock,
+    Variant,
     attention_kernel,
     prefix_deescalate,
 )
+from .config import choice
 
 #: the block of this model is the book's standard block (`blocks.StandardBlock`)
 Block = StandardBlock
@@ -44,7 +47,7 @@ class LMConfig:
     """Architecture. Defaults: a narrow, deep stack a CPU can train (Figure 7 used depth 60, width 410,
     FFN 820, 10 heads, 201M parameters with its 267k-word vocabulary)."""
 
-    variant: str = "post-norm"
+    variant: Variant = "post-norm"
     vocab: int = 30522
     depth: int = 48
     d_model: int = 128
@@ -55,13 +58,11 @@ class LMConfig:
     #: the mean the de-escalated variant subtracts: "prefix" (causal, `prefix_deescalate`) or "sequence"
     #: (eq. 21 as written: the whole sequence's mean — it leaks later tokens into earlier positions; a
     #: control, never the model)
-    deesc_mean: str = "prefix"
+    deesc_mean: DeescMean = "prefix"
 
     def __post_init__(self) -> None:
-        if self.deesc_mean not in DEESC_MEANS:
-            raise ValueError(f"deesc_mean {self.deesc_mean!r}: use one of {DEESC_MEANS}")
-        if self.variant not in VARIANTS:
-            raise ValueError(f"variant {self.variant!r}: use one of {VARIANTS}")
+        choice("deesc_mean", self.deesc_mean, DeescMean)
+        choice("variant", self.variant, Variant)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} must be divisible by n_heads {self.n_heads}")
         if not 0 < self.tau <= 1:
@@ -96,7 +97,7 @@ class CausalLM(nn.Module):
         n = ids.shape[1]
         if n > self.cfg.seq_len:
             raise ValueError(f"sequence of {n} tokens, the model has {self.cfg.seq_len} positions")
-        x = self.tok(ids) + self.pos(torch.arange(n, device=ids.device))
+        x = self.tok(ids) + self.pos(torch.arange(n, device=ids.device))  # (B, n, d) + (n, d)
         states = [x]
         for blk in self.blocks:
             x = blk(x)
@@ -107,11 +108,12 @@ class CausalLM(nn.Module):
 
     def forward(self, ids: Tensor) -> Tensor:
         """Logits (B, n, vocab): position t predicts token t+1."""
-        return self.hidden(ids) @ self.tok.weight.T
+        return self.hidden(ids) @ self.tok.weight.T  # (B, n, d) @ (d, vocab)
 
     def loss(self, ids: Tensor) -> Tensor:
         """Next-token cross-entropy (nats) over positions 1..n−1 of (B, n) ids."""
-        logits = self(ids[:, :-1])
+        logits = self(ids[:, :-1])  # (B, n−1, vocab)
+        # (B·(n−1), vocab) against (B·(n−1),)
         return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
 
 

@@ -5,10 +5,14 @@ Some cache keys and checkpoint folders are hashes of a configuration's fields. T
 book's vocabulary after the runs were made; where the old names are in a committed run's key (the MLM pretraining,
 `train.mlm.PretrainConfig`), `STORED_AS` keeps them and `stored()` gives the configuration under them, so every
 key stays what it was (`tests/test_config_names.py` pins the hashes). A configuration that enters no key is stored
-under its own names."""
+under its own names.
+
+A string mode (a pooling, an initialisation, a variant) is typed as a `Literal` and checked where it enters by
+`choice`, which names the parameter, the value and the choices."""
 
 from __future__ import annotations
 
+import typing
 from dataclasses import asdict, fields
 from typing import Any, ClassVar
 
@@ -27,3 +31,12 @@ class StoredNames:
         skip = {f.name for f in fields(self) if f.name in self.STORED_UNLESS_DEFAULT
                 and getattr(self, f.name) == f.default}
         return {self.STORED_AS.get(k, k): v for k, v in asdict(self).items() if k not in skip}
+
+
+def choice(name: str, value: Any, modes: Any) -> Any:
+    """`value` if it is one of the `Literal` type `modes` (or a tuple of choices); else a `ValueError` naming the
+    parameter, the value and every choice."""
+    allowed = modes if isinstance(modes, tuple) else typing.get_args(modes)
+    if value not in allowed:
+        raise ValueError(f"{name} {value!r}: use one of {allowed}")
+    return value

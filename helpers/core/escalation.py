@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -25,6 +26,7 @@ from torch import Tensor
 
 from . import measures as M
 from .blocks import PostNormBlock, PreNormBlock, deescalate
+from .config import choice
 
 #: the four steps of Algorithm 1, in order
 STEPS = ("step 1: SA + residual", "step 2: LN", "step 3: FFN + residual", "step 4: LN")
@@ -232,7 +234,7 @@ def step_shares(xi_ratio: np.ndarray, blocks: slice = slice(None)) -> np.ndarray
 def rank_one_plus_noise(n: int, d: int, t: float, v: Tensor, Q: Tensor) -> Tensor:
     """Figure 8's X = e vᵀ + tQ (e = 1/√n): a rank-one matrix perturbed by t·Q."""
     e = torch.full((n, 1), 1 / math.sqrt(n), dtype=v.dtype)
-    return e @ v.unsqueeze(0) + t * Q
+    return e @ v.unsqueeze(0) + t * Q  # (n, 1) @ (1, d) + t·(n, d)
 
 
 @torch.no_grad()
@@ -242,7 +244,7 @@ def eta_samples(X: Tensor, P: Tensor, draws: int, gen: torch.Generator, alpha: f
     Y = X + αPXW and E[ξ_i] from Lemma 2.4 (eq. 9). Returns (draws,)."""
     d = X.shape[-1]
     W = _randn(draws, d, d, generator=gen, dtype=X.dtype) * math.sqrt(value_scale / d)
-    x1, x2 = M.xi(X, X + alpha * (P @ X) @ W)
+    x1, x2 = M.xi(X, X + alpha * (P @ X) @ W)  # (n, d) @ (draws, d, d): (draws,) each
     f1, f2 = M.expected_xi(X, P, alpha, value_scale)
     return f1 / f2 - x1 / x2
 
@@ -253,7 +255,7 @@ def softmax_attention_matrix(X: Tensor, gen: torch.Generator) -> Tensor:
     d = X.shape[-1]
     Wq = (_rand(d, d, generator=gen, dtype=X.dtype) * 2 - 1) / math.sqrt(d)
     Wk = (_rand(d, d, generator=gen, dtype=X.dtype) * 2 - 1) / math.sqrt(d)
-    return torch.softmax((X @ Wq) @ (X @ Wk).T / math.sqrt(d), dim=-1)
+    return torch.softmax((X @ Wq) @ (X @ Wk).T / math.sqrt(d), dim=-1)  # (n, n)
 
 
 @torch.no_grad()
@@ -279,34 +281,38 @@ def eta_concentration(n: int, dims: tuple[int, ...], ts: tuple[float, ...], draw
     return out
 
 
-#: families of generic row-stochastic P for the check of the bounds (11)
-STOCHASTIC_FAMILIES = ("softmax, scale 0.1", "softmax, scale 1", "softmax, scale 10", "Dirichlet(0.1) rows",
-                       "Dirichlet(1) rows", "sparse rows (3 nonzeros)", "doubly stochastic (Sinkhorn)")
+#: families of generic row-stochastic P for the check of the bounds (11), by the names their results are stored
+#: under: each name's kind of matrix and its parameter (softmax's scale of N(0, 1) scores, Dirichlet's
+#: concentration, the nonzeros of a sparse row; none for Sinkhorn's doubly stochastic matrices)
+STOCHASTIC_FAMILY_SPECS: dict[str, tuple[Literal["softmax", "Dirichlet", "sparse", "doubly"], float | None]] = {
+    "softmax, scale 0.1": ("softmax", 0.1), "softmax, scale 1": ("softmax", 1.0),
+    "softmax, scale 10": ("softmax", 10.0), "Dirichlet(0.1) rows": ("Dirichlet", 0.1),
+    "Dirichlet(1) rows": ("Dirichlet", 1.0), "sparse rows (3 nonzeros)": ("sparse", 3),
+    "doubly stochastic (Sinkhorn)": ("doubly", None),
+}
+STOCHASTIC_FAMILIES = tuple(STOCHASTIC_FAMILY_SPECS)
 
 
 def random_stochastic(family: str, n: int, gen: torch.Generator) -> Tensor:
     """One random row-stochastic n × n matrix (float64) of a `STOCHASTIC_FAMILIES` family."""
-    if family.startswith("softmax"):
-        scale = float(family.rsplit(" ", 1)[1])
-        return torch.softmax(scale * _randn(n, n, generator=gen, dtype=torch.float64), -1)
-    if family.startswith("Dirichlet"):
-        conc = float(family[family.index("(") + 1:family.index(")")])
-        gam = torch._standard_gamma(torch.full((n, n), conc, dtype=torch.float64), generator=gen)
-        return gam / gam.sum(-1, keepdim=True)
-    if family.startswith("sparse"):
+    kind, param = STOCHASTIC_FAMILY_SPECS[choice("family", family, STOCHASTIC_FAMILIES)]
+    if kind == "softmax":
+        return torch.softmax(param * _randn(n, n, generator=gen, dtype=torch.float64), -1)
+    if kind == "Dirichlet":
+        gam = torch._standard_gamma(torch.full((n, n), param, dtype=torch.float64), generator=gen)
+        return gam / gam.sum(-1, keepdim=True)  # (n, n), rows summing to 1
+    if kind == "sparse":
         P = torch.zeros(n, n, dtype=torch.float64)
         for i in range(n):
-            cols = torch.randperm(n, generator=gen, device="cpu")[:3]
-            w = _rand(3, generator=gen, dtype=torch.float64)
+            cols = torch.randperm(n, generator=gen, device="cpu")[:int(param)]
+            w = _rand(int(param), generator=gen, dtype=torch.float64)
             P[i, cols] = w / w.sum()
         return P
-    if family.startswith("doubly"):
-        P = _rand(n, n, generator=gen, dtype=torch.float64) + 0.01
-        for _ in range(500):
-            P = P / P.sum(-1, keepdim=True)
-            P = P / P.sum(-2, keepdim=True)
-        return P / P.sum(-1, keepdim=True)
-    raise ValueError(f"family {family!r}: choose from {STOCHASTIC_FAMILIES}")
+    P = _rand(n, n, generator=gen, dtype=torch.float64) + 0.01          # doubly stochastic: Sinkhorn's scaling
+    for _ in range(500):
+        P = P / P.sum(-1, keepdim=True)                                 # rows sum to 1
+        P = P / P.sum(-2, keepdim=True)                                 # columns sum to 1
+    return P / P.sum(-1, keepdim=True)
 
 
 def bound11_margins(X: Tensor, P: Tensor) -> tuple[float, float]:

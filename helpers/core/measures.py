@@ -8,9 +8,12 @@ Conventions: a representation is `X` of shape `(..., n, d)` (n tokens as rows, a
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 from torch import Tensor
+
+from .config import choice
 
 _EPS = 1e-30
 
@@ -21,26 +24,26 @@ def _mask_f(X: Tensor, mask: Tensor | None) -> Tensor:
         return torch.ones(X.shape[:-1] + (1,), dtype=X.dtype, device=X.device)
     if mask.shape != X.shape[:-1]:
         raise ValueError(f"mask shape {tuple(mask.shape)} does not match X rows {tuple(X.shape[:-1])}")
-    return mask.to(X.dtype).unsqueeze(-1)
+    return mask.to(X.dtype).unsqueeze(-1)  # (…, n) -> (…, n, 1)
 
 
 def row_mean(X: Tensor, mask: Tensor | None = None) -> Tensor:
     """Mean over real rows: (…, n, d) -> (…, d)."""
     m = _mask_f(X, mask)
-    return (X * m).sum(-2) / m.sum(-2).clamp_min(1)
+    return (X * m).sum(-2) / m.sum(-2).clamp_min(1)  # (…, d) / (…, 1)
 
 
 def project_ones_perp(X: Tensor, mask: Tensor | None = None) -> Tensor:
     """Π₁^⊥X = (I − 11ᵀ/n)X: rows centred on their mean (padded rows stay zero)."""
-    return (X - row_mean(X, mask).unsqueeze(-2)) * _mask_f(X, mask)
+    return (X - row_mean(X, mask).unsqueeze(-2)) * _mask_f(X, mask)  # (…, n, d) − (…, 1, d)
 
 
 def _sq_norms(X: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
     """(‖Π₁X‖_F², ‖X‖_F²) over real rows, computed as n‖x̄‖² and Σ‖x_i‖²."""
     m = _mask_f(X, mask)
     n = m.sum((-2, -1))
-    total = (X.square() * m).sum((-2, -1))
-    par = n * row_mean(X, mask).square().sum(-1)
+    total = (X.square() * m).sum((-2, -1))  # (…,): over rows and columns
+    par = n * row_mean(X, mask).square().sum(-1)  # (…,): n‖x̄‖²
     return par, total
 
 
@@ -52,7 +55,7 @@ def t_sim(X: Tensor, mask: Tensor | None = None) -> Tensor:
 
 def t_div(X: Tensor, mask: Tensor | None = None) -> Tensor:
     """Token diversity t_div(X) = ‖Π₁^⊥X‖_F² / ‖X‖_F² (Def. 1.1), computed directly, not as 1 − t_sim."""
-    perp = project_ones_perp(X, mask).square().sum((-2, -1))
+    perp = project_ones_perp(X, mask).square().sum((-2, -1))  # (…,)
     _, total = _sq_norms(X, mask)
     return (perp / total.clamp_min(_EPS)).clamp(0.0, 1.0)
 
@@ -63,9 +66,9 @@ def pairwise_cosine_mean(X: Tensor, mask: Tensor | None = None) -> Tensor:
     Computed in O(n d) from ‖Σ x̂_i‖² = n + 2 Σ_{i<j} cos(x_i, x_j), with x̂ the unit rows.
     """
     m = _mask_f(X, mask)
-    unit = X / X.norm(dim=-1, keepdim=True).clamp_min(_EPS) * m
+    unit = X / X.norm(dim=-1, keepdim=True).clamp_min(_EPS) * m  # (…, n, d), padded rows zero
     n = m.sum((-2, -1))
-    s = unit.sum(-2).square().sum(-1)
+    s = unit.sum(-2).square().sum(-1)  # ‖Σ x̂_i‖²: (…, d) -> (…,)
     return (s - n) / (n * (n - 1)).clamp_min(1)
 
 
@@ -112,9 +115,9 @@ def mu_sq(X: Tensor, P: Tensor) -> tuple[Tensor, Tensor]:
         PX = P @ X.unsqueeze(-3)                       # (…, h, n, d)
         px, tx = _sq_norms(X, None)
         ppx, tpx = _sq_norms(PX, None)                 # (…, h)
-        m1 = ppx / px.unsqueeze(-1).clamp_min(_EPS)
+        m1 = ppx / px.unsqueeze(-1).clamp_min(_EPS)  # (…, h) / (…, 1)
         m2 = (tpx - ppx) / (tx - px).unsqueeze(-1).clamp_min(_EPS)
-        return m1.mean(-1), m2.mean(-1)
+        return m1.mean(-1), m2.mean(-1)  # head means: (…,)
     PX = P @ X
     px, tx = _sq_norms(X, None)
     ppx, tpx = _sq_norms(PX, None)
@@ -126,9 +129,9 @@ def omega(X: Tensor, P: Tensor) -> Tensor:
     n = X.shape[-2]
     Xc = project_ones_perp(X)
     if P.dim() == X.dim() + 1:
-        Xc, X = Xc.unsqueeze(-3), X.unsqueeze(-3)
-    num = (P.sum(-2, keepdim=True) @ Xc).squeeze(-2).norm(dim=-1) / math.sqrt(n)
-    den = X.sum(-2).norm(dim=-1) / math.sqrt(n)
+        Xc, X = Xc.unsqueeze(-3), X.unsqueeze(-3)  # (…, 1, n, d): broadcast over the heads
+    num = (P.sum(-2, keepdim=True) @ Xc).squeeze(-2).norm(dim=-1) / math.sqrt(n)  # 1ᵀP (…, 1, n) @ Xc -> (…, d) -> (…,)
+    den = X.sum(-2).norm(dim=-1) / math.sqrt(n)  # (…,)
     return num / den.clamp_min(_EPS)
 
 
@@ -141,7 +144,7 @@ def delta(P: Tensor) -> Tensor:
 def lambda2_abs(P: Tensor) -> Tensor:
     """|λ₂(P)|: the second largest eigenvalue modulus of P (Cor. 2.7, eq. 17)."""
     ev = torch.linalg.eigvals(P.to(torch.float64) if P.dtype != torch.float64 else P).abs()
-    top2 = ev.topk(2, dim=-1).values
+    top2 = ev.topk(2, dim=-1).values  # (…, 2)
     return top2[..., 1].to(P.dtype)
 
 
@@ -159,7 +162,7 @@ def estimate1(X: Tensor, P: Tensor, alpha: float = 1.0) -> Tensor:
     om, de = omega(X, P), delta(P)
     a, b = (1 - om).square(), de.square()
     if P.dim() == X.dim() + 1:
-        a, b = a.mean(-1), b.mean(-1)
+        a, b = a.mean(-1), b.mean(-1)  # over heads: (…, h) -> (…,)
     return alpha**2 * (a - b) / (1 + alpha**2 * b)
 
 
@@ -171,7 +174,7 @@ def estimate2(P: Tensor, head_axis: bool = False) -> Tensor:
     """
     l2 = lambda2_abs(P).square()
     if head_axis:
-        l2 = l2.mean(-1)
+        l2 = l2.mean(-1)  # over heads: (…, h) -> (…,)
     return (1 - l2) / (1 + l2)
 
 
@@ -188,13 +191,15 @@ def singular_values(X: Tensor, mask: Tensor | None = None) -> Tensor:
     return torch.linalg.svdvals(Xm)
 
 
-def normalised_spectrum(s: Tensor, how: str = "max") -> Tensor:
+#: how a spectrum is scaled to [0, 1] (`normalised_spectrum`): by its largest value or by its sum
+SpectrumNorm = Literal["max", "sum"]
+
+
+def normalised_spectrum(s: Tensor, how: SpectrumNorm = "max") -> Tensor:
     """Singular values scaled to [0, 1]: by the largest (`max`, the authors' CDF code) or their sum."""
-    if how == "max":
+    if choice("normalisation", how, SpectrumNorm) == "max":
         return s / s.max().clamp_min(_EPS)
-    if how == "sum":
-        return s / s.sum().clamp_min(_EPS)
-    raise ValueError(f"normalisation {how!r}: use 'max' or 'sum'")
+    return s / s.sum().clamp_min(_EPS)
 
 
 def ecdf(values: Tensor) -> tuple[Tensor, Tensor]:
@@ -225,7 +230,7 @@ def token_uni(X: Tensor, mask: Tensor | None = None) -> Tensor:
 
 def _pair_sqdist(X: Tensor) -> Tensor:
     sq = X.square().sum(-1)
-    return (sq.unsqueeze(-1) + sq.unsqueeze(-2) - 2 * X @ X.transpose(-1, -2)).clamp_min(0)
+    return (sq.unsqueeze(-1) + sq.unsqueeze(-2) - 2 * X @ X.transpose(-1, -2)).clamp_min(0)  # (…, n, n)
 
 
 def rbf_dis(X: Tensor, t: float = 0.5, normalise: bool = True, mask: Tensor | None = None) -> Tensor:
@@ -237,8 +242,8 @@ def rbf_dis(X: Tensor, t: float = 0.5, normalise: bool = True, mask: Tensor | No
     if t <= 0:
         raise ValueError(f"t must be > 0, got {t}")
     Z = X / X.norm(dim=-1, keepdim=True).clamp_min(_EPS) if normalise else X
-    m = _mask_f(X, mask).squeeze(-1)
-    pair = m.unsqueeze(-1) * m.unsqueeze(-2)
+    m = _mask_f(X, mask).squeeze(-1)  # (…, n)
+    pair = m.unsqueeze(-1) * m.unsqueeze(-2)  # (…, n, n): both rows real
     pair = pair * (1 - torch.eye(X.shape[-2], dtype=X.dtype, device=X.device))
     k = torch.exp(-_pair_sqdist(Z) / t) * pair
     return torch.log(k.sum((-2, -1)) / pair.sum((-2, -1)).clamp_min(1))
@@ -264,7 +269,7 @@ def lsds(X: Tensor, FX: Tensor, k: int = 12, t: float | None = None, normalise_w
     if normalise_weights:
         w = w / w.sum(-1, keepdim=True).clamp_min(_EPS)
     recon = (w.unsqueeze(-1) * FX[idx]).sum(-2)          # (n, d')
-    return (FX - recon).square().sum(-1).mean()
+    return (FX - recon).square().sum(-1).mean()  # (n, d') -> (n,) -> ()
 
 
 # ---------------------------------------------------------------- anisotropy (Godey et al.)
@@ -308,7 +313,7 @@ def attention_entropy(P: Tensor, mask: Tensor | None = None, reduce: bool = True
 def centred_spectrum(X: Tensor) -> Tensor:
     """Eigenvalues, largest first, of the covariance of the rows of `X` (n, d): the variance of the
     cloud along each principal direction once its mean x̄ is removed."""
-    C = X.double() - X.double().mean(0)
+    C = X.double() - X.double().mean(0)  # (n, d) − (d,)
     return (torch.linalg.svdvals(C).square() / max(1, X.shape[0] - 1)).to(X.dtype)
 
 

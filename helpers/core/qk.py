@@ -84,6 +84,7 @@ class StepStats:
             if p is None:
                 ents.append(torch.zeros(ql.shape[1], dtype=torch.float64, device=ql.device))
             else:
+                # (B, h, L): per query row
                 rows = M.attention_entropy(p[li].double(), mask[:, None, :].expand(-1, ql.shape[1], -1), reduce=False)
                 ents.append(rows.sum((0, 2)))                                          # (h,) summed over real rows
         return cls(q_sum=torch.stack(sums_q).cpu(), k_sum=torch.stack(sums_k).cpu(), count=int(mask.sum()),
@@ -94,6 +95,7 @@ class StepStats:
         """Merge the statistics of two batches of the same checkpoint."""
         return StepStats(self.q_sum + other.q_sum, self.k_sum + other.k_sum, self.count + other.count,
                          self.gram_q + other.gram_q, self.gram_k + other.gram_k, self.n_svd + other.n_svd,
+                         # (layers, h, n_a + n_b, d_k)
                          self.ent_sum + other.ent_sum, torch.cat([self.disp_q, other.disp_q], dim=2),
                          torch.cat([self.disp_k, other.disp_k], dim=2))
 
@@ -106,11 +108,11 @@ def token_selections(attention_mask: Tensor, fraction: float, n_display: int, se
     real = attention_mask.bool()
     g = torch.Generator().manual_seed(seed)
     svd = (torch.rand(real.shape, generator=g) < fraction) & real
-    flat = real.flatten().nonzero().squeeze(1)
+    flat = real.flatten().nonzero().squeeze(1)  # (n_real,) flat positions
     pick = flat[torch.randperm(len(flat), generator=g)[: min(n_display, len(flat))]]
     disp = torch.zeros(real.numel(), dtype=torch.bool)
     disp[pick] = True
-    return svd, disp.view(real.shape)
+    return svd, disp.view(real.shape)  # (N, L) each
 
 
 
@@ -129,12 +131,12 @@ def orient(V: Tensor, ref: Tensor) -> Tensor:
     """Flip each direction so that the reference vector `ref` (…, d) projects non-negatively on it
     (an SVD fixes directions only up to sign)."""
     sign = torch.sign((ref.unsqueeze(-2) @ V).squeeze(-2))                           # (…, k)
-    return V * torch.where(sign == 0, torch.ones_like(sign), sign).unsqueeze(-2)
+    return V * torch.where(sign == 0, torch.ones_like(sign), sign).unsqueeze(-2)  # (…, d, k) · (…, 1, k)
 
 
 def cosine(a: Tensor, b: Tensor) -> Tensor:
     """cos(a, b) along the last axis."""
-    return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(1e-30)
+    return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(1e-30)  # (…, d) -> (…,)
 
 
 def analyse(stats: list[StepStats], steps: list[int], display_heads: int = 2,
@@ -156,7 +158,7 @@ def analyse(stats: list[StepStats], steps: list[int], display_heads: int = 2,
     qm = torch.stack([s.q_mean for s in stats])                                       # (S, layers, h, d_k)
     km = torch.stack([s.k_mean for s in stats])
     cos = cosine(qm, km)                                                              # (S, layers, h)
-    dot = (qm * km).sum(-1)
+    dot = (qm * km).sum(-1)  # (S, layers, h)
     cos_concat = cosine(qm.flatten(-2), km.flatten(-2))                               # (S, layers)
     entropy = torch.stack([s.entropy for s in stats])                                 # (S, layers, h)
     gq = sum(s.gram_q for s in stats)                                                 # (layers, h, d_k, d_k)
@@ -167,6 +169,7 @@ def analyse(stats: list[StepStats], steps: list[int], display_heads: int = 2,
         bases[name] = (orient(V, ref), s)
     means = {name: {"q": (qm.unsqueeze(-2) @ V).squeeze(-2), "k": (km.unsqueeze(-2) @ V).squeeze(-2)}
              for name, (V, _) in bases.items()}                                      # (S, layers, h, 2)
+    # (layers, h)
     share = {name: (s[..., 0] ** 2 / (s ** 2).sum(-1).clamp_min(1e-30)) for name, (_, s) in bases.items()}
     final = cos[-1]                                                                   # (layers, h)
     flat = final.flatten()
@@ -267,9 +270,9 @@ class QKMoments:
         for ql, kl in zip(q, k, strict=True):
             qv = ql.double().permute(1, 0, 2, 3)[:, m]                                  # (h, n, d_k)
             kv = kl.double().permute(1, 0, 2, 3)[:, m]
-            qs.append(qv.sum(1))
+            qs.append(qv.sum(1))  # (h, d_k)
             ks.append(kv.sum(1))
-            gq.append(qv.transpose(1, 2) @ qv)
+            gq.append(qv.transpose(1, 2) @ qv)  # (h, d_k, d_k)
             gk.append(kv.transpose(1, 2) @ kv)
         return cls(torch.stack(qs).cpu(), torch.stack(ks).cpu(), torch.stack(gq).cpu(), torch.stack(gk).cpu(),
                    int(m.sum()))
@@ -290,9 +293,10 @@ def score_parts(q_mean: Tensor, k_mean: Tensor, q_second: Tensor, k_second: Tens
     * ``drift_share`` = Q̄ᵀC_kQ̄ / tr(M_q C_k), C_k = M_k − K̄K̄ᵀ: what the softmax sees of a row is
       q_i·(k_j − K̄) (terms constant over j cancel), whose mean square tr(M_q C_k) = Q̄ᵀC_kQ̄ + tr(C_q C_k)
       splits into the mean query's per-key bias Q̄·(k_j − K̄) and the rest; this is the bias's share."""
-    dot = (q_mean * k_mean).sum(-1)
+    dot = (q_mean * k_mean).sum(-1)  # (…,)
     ms = (q_second * k_second.transpose(-1, -2)).sum((-1, -2))                        # tr(M_q M_k)
-    ck = k_second - k_mean.unsqueeze(-1) * k_mean.unsqueeze(-2)
+    ck = k_second - k_mean.unsqueeze(-1) * k_mean.unsqueeze(-2)  # C_k = M_k − K̄K̄ᵀ: (…, d, d)
+    # Q̄ᵀC_kQ̄: (1, d)(d, d)(d, 1) -> (…,)
     bias = (q_mean.unsqueeze(-2) @ ck @ q_mean.unsqueeze(-1)).squeeze(-1).squeeze(-1)
     row = (q_second * ck.transpose(-1, -2)).sum((-1, -2))                             # tr(M_q C_k)
     return {"cos": cosine(q_mean, k_mean), "dot": dot, "q_norm": q_mean.norm(dim=-1), "k_norm": k_mean.norm(dim=-1),

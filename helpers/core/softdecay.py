@@ -14,13 +14,20 @@ the SVD backward, which divides by σ_i² − σ_j².
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
+from .config import choice
 from .papers import SOFTDECAY_ALPHA
 
 _TINY = 1e-12
+#: how Algorithm 1 is computed (`softdecay_transform`) and in what precision its Gram path runs
+SoftDecayMethod = Literal["auto", "gram", "poly", "svd"]
+Precision = Literal["auto", "mixed", "double"]
+#: the two flip-free variants (`softdecay_flipfree`)
+FlipFree = Literal["clamp", "rescale"]
 
 
 class SoftDecayDomainError(ValueError):
@@ -78,22 +85,22 @@ class _GramMatrixFunction(torch.autograd.Function):
         psi, dpsi, dpsi_da = _psi_and_derivs(lam, alpha, floor)
         ctx.save_for_backward(lam.clamp_min(floor), U, psi, dpsi, dpsi_da)
         ctx.rel_tol = rel_tol
-        return (U * psi.unsqueeze(-2)) @ U.transpose(-1, -2), lam
+        return (U * psi.unsqueeze(-2)) @ U.transpose(-1, -2), lam  # U diag(ψ) Uᵀ (…, m, m), λ (…, m)
 
     @staticmethod
     def backward(ctx, grad: Tensor, grad_lam: Tensor):
         lam, U, psi, dpsi, dpsi_da = ctx.saved_tensors
-        gs = 0.5 * (grad + grad.transpose(-1, -2))
+        gs = 0.5 * (grad + grad.transpose(-1, -2))  # (…, m, m), symmetrised
         inner = U.transpose(-1, -2) @ gs @ U                        # (…, m, m)
-        dl = lam.unsqueeze(-1) - lam.unsqueeze(-2)
-        dp = psi.unsqueeze(-1) - psi.unsqueeze(-2)
-        close = dl.abs() <= ctx.rel_tol * lam.abs().amax(-1, keepdim=True).unsqueeze(-1).clamp_min(_TINY)
+        dl = lam.unsqueeze(-1) - lam.unsqueeze(-2)  # λ_i − λ_j (…, m, m)
+        dp = psi.unsqueeze(-1) - psi.unsqueeze(-2)  # ψ_i − ψ_j (…, m, m)
+        close = dl.abs() <= ctx.rel_tol * lam.abs().amax(-1, keepdim=True).unsqueeze(-1).clamp_min(_TINY)  # (…, m, m)
         mean_slope = 0.5 * (dpsi.unsqueeze(-1) + dpsi.unsqueeze(-2))
         D = torch.where(close, mean_slope, dp / torch.where(close, torch.ones_like(dl), dl))
         M = inner * D
         if grad_lam is not None:
             M = M + torch.diag_embed(grad_lam)
-        gG = U @ M @ U.transpose(-1, -2)
+        gG = U @ M @ U.transpose(-1, -2)  # (…, m, m)
         g_alpha = (torch.diagonal(inner, dim1=-2, dim2=-1) * dpsi_da).sum()
         return gG, g_alpha, None, None
 
@@ -103,8 +110,8 @@ def _as_alpha(alpha: float | Tensor, like: Tensor) -> Tensor:
 
 
 def softdecay_transform(X: Tensor, alpha: float | Tensor = SOFTDECAY_ALPHA, mask: Tensor | None = None,
-                        method: str = "auto", floor: float = 1e-10, rel_tol: float = 1e-9,
-                        precision: str = "auto") -> Tensor:
+                        method: SoftDecayMethod = "auto", floor: float = 1e-10, rel_tol: float = 1e-9,
+                        precision: Precision = "auto") -> Tensor:
     """Algorithm 1 of Yan et al. on each matrix X (…, n, d) (rows = tokens or sentences).
 
     * `mask` (…, n) marks real rows: only they enter the decomposition; padded rows come back
@@ -130,24 +137,22 @@ def softdecay_transform(X: Tensor, alpha: float | Tensor = SOFTDECAY_ALPHA, mask
     The largest singular value is kept (K = σ_max/f(σ_max)). Singular values σ < −α map to negative
     f(σ): eq. (2) is applied as printed, so those directions change sign after rescaling.
     """
-    if method not in ("auto", "gram", "poly", "svd"):
-        raise ValueError(f"method {method!r}: use 'auto', 'gram', 'poly' or 'svd'")
+    choice("method", method, SoftDecayMethod)
     if method == "auto":
         method = "poly" if X.device.type == "cuda" else "gram"
     if X.shape[-2] < 1 or X.shape[-1] < 1:
         raise ValueError("empty matrix")
-    Xm = X if mask is None else X * mask.unsqueeze(-1).to(X.dtype)
+    Xm = X if mask is None else X * mask.unsqueeze(-1).to(X.dtype)  # (…, n, d), padded rows zero
     Y = None
     if method == "svd":
         Y = _svd_path(Xm, alpha)
     elif method == "poly":
         Y = gram_poly(Xm, alpha, mask)
     if Y is None:
-        if precision not in ("auto", "mixed", "double"):
-            raise ValueError(f"precision {precision!r}: use 'auto', 'mixed' or 'double'")
+        choice("precision", precision, Precision)
         Y = _gram_path(Xm, alpha, floor, rel_tol, precision)
     if mask is not None:
-        Y = torch.where(mask.unsqueeze(-1), Y, X)
+        Y = torch.where(mask.unsqueeze(-1), Y, X)  # (…, n, 1) picks per row
     return Y
 
 
@@ -162,7 +167,7 @@ def _check_domain(smax: Tensor, smin: Tensor, alpha: Tensor) -> None:
             softdecay(torch.tensor([lo, hi], dtype=torch.float64), a)   # raises with the message
 
 
-def _gram_path(X: Tensor, alpha: float | Tensor, floor: float, rel_tol: float, precision: str) -> Tensor:
+def _gram_path(X: Tensor, alpha: float | Tensor, floor: float, rel_tol: float, precision: Precision) -> Tensor:
     """`auto`: float64 inputs are solved in float64; float32 ones in mixed precision, redone in
     float64 when some live singular value is below 1 % of the largest (a float32 Gram matrix loses
     about eps·σ_max²/σ in each σ; measured on MiniLM and BERT-base hidden states with σ_min/σ_max ≈
@@ -189,7 +194,7 @@ def _gram_once(X: Tensor, alpha: float | Tensor, floor: float, rel_tol: float,
     G = Xw @ Xw.transpose(-1, -2) if left else Xw.transpose(-1, -2) @ Xw          # (…, m, m)
     G = G.to(torch.float64)                                                         # eigensystem in float64
     with torch.no_grad():
-        top = G.flatten(-2).norm(dim=-1)
+        top = G.flatten(-2).norm(dim=-1)  # ‖G‖_F: (…,)
         abs_floor = float((floor * top).clamp_min(_TINY).min())                     # null space: λ ≤ floor·‖G‖
     Psi, lam = _GramMatrixFunction.apply(G, a, abs_floor, rel_tol)
     smax = lam[..., -1].clamp_min(_TINY).sqrt()
@@ -206,7 +211,7 @@ def _svd_path(X: Tensor, alpha: float | Tensor) -> Tensor:
     _check_domain(s.detach()[..., :1], s.detach()[s.detach() > 1e-6 * s.detach().max()], a.detach())
     fs = softdecay(s, a)
     K = s[..., :1] / fs[..., :1]
-    return (U * (K * fs).unsqueeze(-2)) @ Vh
+    return (U * (K * fs).unsqueeze(-2)) @ Vh  # U diag(K f(σ)) Vᵀ: (…, n, d)
 
 
 # ------------------------------------------------------------------ the matrix-product form (GPU)
@@ -227,7 +232,7 @@ def _top_eigen(G: Tensor) -> Tensor:
     """An estimate λ̂ ≤ λ_max of the largest eigenvalue of each symmetric PSD G, differentiable as vᵀGv
     (v a unit vector from repeated squaring, G^(2^k) normalised)."""
     with torch.no_grad():
-        A = G / G.flatten(-2).norm(dim=-1).clamp_min(_TINY)[..., None, None]
+        A = G / G.flatten(-2).norm(dim=-1).clamp_min(_TINY)[..., None, None]  # (…, m, m) / (…, 1, 1)
         for _ in range(_SQUARINGS):
             A = torch.matmul(A, A)
             A = A / A.flatten(-2).norm(dim=-1).clamp_min(_TINY)[..., None, None]
@@ -235,7 +240,7 @@ def _top_eigen(G: Tensor) -> Tensor:
         v = torch.take_along_dim(A, col[..., None, None], dim=-1)                  # (…, m, 1)
         v = torch.matmul(G, v / v.norm(dim=-2, keepdim=True).clamp_min(_TINY))     # one more step
         v = v / v.norm(dim=-2, keepdim=True).clamp_min(_TINY)
-    return (v * torch.matmul(G, v)).sum((-2, -1))
+    return (v * torch.matmul(G, v)).sum((-2, -1))  # vᵀGv: (…,)
 
 
 def _cheb_nodes_coeffs(f, hi: Tensor, n: int) -> Tensor:
@@ -244,7 +249,7 @@ def _cheb_nodes_coeffs(f, hi: Tensor, n: int) -> Tensor:
     theta = torch.pi * (j + 0.5) / n
     s = hi[..., None] * (torch.cos(theta) + 1) / 2
     C = torch.cos(j[:, None] * theta[None, :]) * (2.0 / n)                     # C[k, j] = 2/n cos(k θ_j)
-    return f(s) @ C.T
+    return f(s) @ C.T  # (…, n) @ (n, n) -> (…, n)
 
 
 def _clenshaw(T: Tensor, c: Tensor) -> Tensor:
@@ -282,7 +287,7 @@ def gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict 
     left = n <= d
     Xw = X.to(torch.float64).reshape(-1, n, d)                                      # (B, n, d)
     if mask is not None:
-        mask = mask.reshape(-1, n)
+        mask = mask.reshape(-1, n)  # (B, n)
     G = Xw @ Xw.transpose(-1, -2) if left else Xw.transpose(-1, -2) @ Xw          # (B, m, m)
     eye = torch.eye(G.shape[-1], dtype=G.dtype, device=G.device)
     lam1 = _top_eigen(G)
@@ -295,9 +300,10 @@ def gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict 
         hi = top * (1 + POLY_TOP_TAU)
         Gd = G.detach()
         floors = torch.tensor(POLY_LAMBDA_FLOORS, dtype=G.dtype, device=G.device)
+        # (1 + len(floors), B, m, m): λ̂(1+τ)I − G, then G − floor·λ̂ I per floor
         probe = torch.cat([(hi[..., None, None] * eye - Gd).unsqueeze(0),
                            Gd - (floors.view(-1, *[1] * Gd.dim()) * top[..., None, None]) * eye])
-        ok = (torch.linalg.cholesky_ex(probe)[1] == 0).reshape(len(floors) + 1, -1).all(-1)
+        ok = (torch.linalg.cholesky_ex(probe)[1] == 0).reshape(len(floors) + 1, -1).all(-1)  # (1 + len(floors),)
         if not bool(ok[0]) or not bool(ok[1:].any()):
             return None
         floor_ok = POLY_LAMBDA_FLOORS[int(ok[1:].to(torch.int8).argmax())]           # the largest certified
@@ -318,7 +324,7 @@ def gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict 
         n_max = POLY_MAX_DEGREE
         c = _cheb_nodes_coeffs(lambda s: softdecay(s, a.detach()), s_hi, n_max)
         tail = c.abs().flip(-1).cumsum(-1).flip(-1) * (K / smax)[..., None]       # K·Σ_{k≥N}|c_k| / σ_max
-        fits = tail.reshape(-1, n_max).amax(0) <= POLY_TOL
+        fits = tail.reshape(-1, n_max).amax(0) <= POLY_TOL  # (n_max,): the degrees that fit every matrix
         if not bool(fits.any()):
             return None
         deg = max(1, int(fits.to(torch.int8).argmax()))
@@ -331,7 +337,7 @@ def gram_poly(X: Tensor, alpha: float | Tensor, mask: Tensor | None, info: dict 
     smax = lam1.clamp_min(_TINY).sqrt()
     K = smax / softdecay(smax, a)
     Y = torch.matmul(fS, Q) if left else torch.matmul(Q, fS)
-    return (K[..., None, None] * Y).to(X.dtype).reshape(X.shape)
+    return (K[..., None, None] * Y).to(X.dtype).reshape(X.shape)  # (B, n, d) -> X's (…, n, d)
 
 def softdecay_loop_reference(X: Tensor, alpha: float, mask: Tensor | None = None) -> Tensor:
     """The authors' style: one `torch.svd` per example in a Python loop (padding included unless a
@@ -341,16 +347,17 @@ def softdecay_loop_reference(X: Tensor, alpha: float, mask: Tensor | None = None
         x = X[b] if mask is None else X[b][mask[b]]
         U, s, V = torch.svd(x)
         fs = softdecay(s, alpha)
-        y = U @ torch.diag(fs * (s.max() / fs.max())) @ V.T
+        y = U @ torch.diag(fs * (s.max() / fs.max())) @ V.T  # (n, d)
         if mask is not None:
             full = X[b].clone()
             full[mask[b]] = y
             y = full
         out.append(y)
-    return torch.stack(out)
+    return torch.stack(out)  # (B, n, d)
 
 
-def softdecay_flipfree(X: Tensor, alpha: float = SOFTDECAY_ALPHA, how: str = "clamp", floor: float = 1e-10) -> Tensor:
+def softdecay_flipfree(X: Tensor, alpha: float = SOFTDECAY_ALPHA, how: FlipFree = "clamp",
+                       floor: float = 1e-10) -> Tensor:
     """Algorithm 1 with property 1 (f(σ) ≥ 0, so no direction changes sign) kept — our variants, not in the
     paper. Eq. (2) is negative for σ < |α| (f(|α|) = 0), so Algorithm 1 as printed flips those directions.
 
@@ -360,8 +367,7 @@ def softdecay_flipfree(X: Tensor, alpha: float = SOFTDECAY_ALPHA, how: str = "cl
 
     K = σ_max/σ̂_max as in Algorithm 1 (the largest singular value is kept). Dead directions (σ ≤
     floor·σ_max) stay zero. Computed by an SVD in float64; no gradient path is promised."""
-    if how not in ("clamp", "rescale"):
-        raise ValueError(f"how {how!r}: use 'clamp' or 'rescale'")
+    choice("how", how, FlipFree)
     if not -1.0 <= alpha < 0:
         raise ValueError(f"alpha must lie in [-1, 0), got {alpha}")
     X64 = X.to(torch.float64)
@@ -375,14 +381,15 @@ def softdecay_flipfree(X: Tensor, alpha: float = SOFTDECAY_ALPHA, how: str = "cl
     f = softdecay(lam, alpha)
     f = torch.where(live, f, torch.zeros_like(f))
     K = s.max() / f.max().clamp_min(_TINY)
-    return ((U * (K * f).unsqueeze(-2)) @ Vh).to(X.dtype)
+    return ((U * (K * f).unsqueeze(-2)) @ Vh).to(X.dtype)  # (n, d)
 
 
 class SoftDecay(nn.Module):
     """SoftDecay as a layer with a trainable α (initial value `alpha`), applied to (…, n, d) with an
     optional mask of real rows (Yan et al. Algorithm 1)."""
 
-    def __init__(self, alpha: float = SOFTDECAY_ALPHA, trainable: bool = True, method: str = "auto") -> None:
+    def __init__(self, alpha: float = SOFTDECAY_ALPHA, trainable: bool = True,
+                 method: SoftDecayMethod = "auto") -> None:
         super().__init__()
         if not -1.0 <= alpha < 0:
             raise ValueError(f"initial alpha must lie in [-1, 0) (the paper's range), got {alpha}")
@@ -409,8 +416,8 @@ def whitening_fits(X: Tensor, ks: tuple[int | None, ...]) -> list[tuple[Tensor, 
     """`whitening_fit(X, k)` for every k of `ks` from one decomposition of Σ: the variants differ only in
     how many columns of W they keep, so each is the same numbers as its own `whitening_fit`."""
     X64 = X.to(torch.float64)
-    mu = X64.mean(0, keepdim=True)
-    cov = (X64 - mu).T @ (X64 - mu) / X64.shape[0]
+    mu = X64.mean(0, keepdim=True)  # (1, d)
+    cov = (X64 - mu).T @ (X64 - mu) / X64.shape[0]  # (d, d)
     U, S, _ = torch.linalg.svd(cov)
     W = U / S.clamp_min(_TINY).sqrt()
     out = []
@@ -422,7 +429,7 @@ def whitening_fits(X: Tensor, ks: tuple[int | None, ...]) -> list[tuple[Tensor, 
 
 
 def whitening_apply(X: Tensor, mu: Tensor, W: Tensor) -> Tensor:
-    return (X - mu) @ W
+    return (X - mu) @ W  # (N, d) @ (d, k) -> (N, k)
 
 
 def expdecay_penalty(H: Tensor, mask: Tensor | None = None, c1: float = 1.0, c2: float = 1.0, gamma: float = 2.0,
@@ -432,13 +439,13 @@ def expdecay_penalty(H: Tensor, mask: Tensor | None = None, c1: float = 1.0, c2:
     only), averaged over the batch. The paper never defines K: `top_k=None` sums over every value a
     sentence can have (the formula as printed), `top_k=5` keeps the 5 largest (the authors' commented-out
     code). `squared=True`: γ_e Σ_k (λ_k − c1 e^{−c2 k^γ})² (Wang et al.'s form)."""
-    Hm = H if mask is None else H * mask.unsqueeze(-1).to(H.dtype)
+    Hm = H if mask is None else H * mask.unsqueeze(-1).to(H.dtype)  # (B, L, d), padded rows zero
     lam = torch.linalg.svdvals(Hm.float())                             # (B, min(L, d)), descending
     k = torch.arange(1, lam.shape[-1] + 1, dtype=lam.dtype, device=lam.device)
     prior = c1 * torch.exp(-c2 * k.pow(gamma))                         # (K,)
     diff = lam - prior
     if mask is not None:                                               # only the rank a sentence can have
-        live = k.unsqueeze(0) <= mask.sum(-1, keepdim=True).to(lam.dtype)
+        live = k.unsqueeze(0) <= mask.sum(-1, keepdim=True).to(lam.dtype)  # (B, K): k ≤ the sentence's length
         diff = diff * live
     if top_k is not None:
         diff = diff[..., :top_k]

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .config import choice
+
 Method = Literal["t", "bootstrap", "exact", "normal", "range", "fisher-z", "t-fisher-z", "jackknife", "subsample",
                  "cross-fit", "binomial", "extrapolated"]
 
@@ -367,10 +369,10 @@ class LayerTest:
     pearson: Interval
     input_bootstrap: Interval | None = None
 
-    def follows(self, reading: str = "spearman", alpha: float = 0.05) -> bool:
+    def follows(self, reading: Literal["spearman", "pearson"] = "spearman", alpha: float = 0.05) -> bool:
         """Says the second sequence follows the first: positive and p < `alpha` (Spearman with its exact
         permutation p; `reading="pearson"`: Pearson's r and its p, the paper's Fig. 16)."""
-        if reading == "pearson":
+        if choice("reading", reading, ("spearman", "pearson")) == "pearson":
             return self.pearson_p < alpha and self.pearson_r > 0
         return self.p_exact < alpha and self.rho > 0
 

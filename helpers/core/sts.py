@@ -5,7 +5,9 @@ the post-processing methods of Table 1, Spearman scoring, Table 4's uniformity m
 from __future__ import annotations
 
 import hashlib
+import typing
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -14,20 +16,81 @@ from torch import Tensor
 
 from . import measures as M
 from .blocks import deescalate
+from .config import choice
 from .kept import Kept
 from .papers import SOFTDECAY_ALPHA
 from .softdecay import softdecay_flipfree, softdecay_transform, whitening_apply, whitening_fits
 from .stats import Interval
+from .stats import Method as IntervalMethod
 
-POOLINGS = ("first_last", "first_last_l1", "last", "cls")
-METHODS = ("vanilla", "whitening", "whitening-256", "de-escalation", "SoftDecay (sentence)", "SoftDecay (token)",
-           "SoftDecay (σ/√N)", "SoftDecay (σ/σ_max)")
+#: how a sentence is pooled from its token states (`pool`)
+Pooling = Literal["first_last", "first_last_l1", "last", "cls"]
+POOLINGS: tuple[Pooling, ...] = typing.get_args(Pooling)
+#: every post-processing method the chapter scores, by the name its runs store it under (`METHOD_SPECS`)
+Method = Literal["vanilla", "whitening", "whitening-256", "de-escalation", "SoftDecay (sentence)", "SoftDecay (token)",
+                 "SoftDecay (σ/√N)", "SoftDecay (σ/σ_max)", "SoftDecay (clamped)", "SoftDecay (rescaled)"]
+#: what a method does to the sentence embeddings: nothing, BERT-whitening, de-escalation (eq. 21), SoftDecay
+Family = Literal["raw", "whitening", "de-escalation", "SoftDecay"]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One method of `METHOD_SPECS`: its family and the options of its variant, which `apply_method` reads.
+
+    * `k`: whitening keeps the first k directions of W (None: all);
+    * `level`: SoftDecay on each sentence matrix (`"sentence"`) or on each sentence's token states at encoding time
+      (`"token"`, the identity here);
+    * `flipfree`: SoftDecay with property 1 kept (`core.softdecay.softdecay_flipfree`'s `how`);
+    * `scaled_by`: SoftDecay of X/c scaled back (`softdecay_scaled`'s `by`);
+    * `paper`: a row of the paper's Table 1 (or our reading of one), not one of our flip-free variants."""
+
+    family: Family
+    k: int | None = None
+    level: Literal["sentence", "token"] | None = None
+    flipfree: Literal["clamp", "rescale"] | None = None
+    scaled_by: Literal["sqrt_n", "max"] | None = None
+    paper: bool = True
+
+
+#: the registry: every method name the chapter uses (and its committed runs store) to what it is
+METHOD_SPECS: dict[Method, MethodSpec] = {
+    "vanilla": MethodSpec("raw"),
+    "whitening": MethodSpec("whitening"),
+    "whitening-256": MethodSpec("whitening", k=256),
+    "de-escalation": MethodSpec("de-escalation"),
+    "SoftDecay (sentence)": MethodSpec("SoftDecay", level="sentence"),
+    "SoftDecay (token)": MethodSpec("SoftDecay", level="token"),
+    "SoftDecay (σ/√N)": MethodSpec("SoftDecay", level="sentence", scaled_by="sqrt_n"),
+    "SoftDecay (σ/σ_max)": MethodSpec("SoftDecay", level="sentence", scaled_by="max"),
+    "SoftDecay (clamped)": MethodSpec("SoftDecay", level="sentence", flipfree="clamp", paper=False),
+    "SoftDecay (rescaled)": MethodSpec("SoftDecay", level="sentence", flipfree="rescale", paper=False),
+}
+assert tuple(METHOD_SPECS) == typing.get_args(Method), "the registry and `Method` list the same names"
+METHODS: tuple[Method, ...] = tuple(m for m, s in METHOD_SPECS.items() if s.paper)
 #: SoftDecay with property 1 kept (no direction changes sign): σ clamped at |α|, or the spectrum rescaled so
 #: its smallest live value sits at |α| (`core.softdecay.softdecay_flipfree`); our variants, not the paper's
-FLIP_FREE = ("SoftDecay (clamped)", "SoftDecay (rescaled)")
+FLIP_FREE: tuple[Method, ...] = tuple(m for m, s in METHOD_SPECS.items() if s.flipfree)
+
+
+def method_spec(method: str) -> MethodSpec:
+    """The registry's entry of `method`; an unknown name raises a `ValueError` that names it and the known ones."""
+    if method not in METHOD_SPECS:
+        raise ValueError(f"unknown method {method!r}; known: {list(METHOD_SPECS)}")
+    return METHOD_SPECS[method]
+
+
+def check_methods(methods) -> tuple[Method, ...]:
+    """`methods` as a tuple, each checked against the registry (`method_spec`)."""
+    methods = tuple(methods)
+    for m in methods:
+        method_spec(m)
+    return methods
+
+
 #: the two ways of scoring a year's file: the paper's (transform fitted on the whole file, Spearman per
 #: subset, mean over subsets, as `SequentialEvaluator(..., np.mean)` does) and one pooled Spearman
-PROTOCOLS = ("subset-mean", "pooled")
+Protocol = Literal["subset-mean", "pooled"]
+PROTOCOLS: tuple[Protocol, ...] = typing.get_args(Protocol)
 
 
 @dataclass
@@ -40,13 +103,12 @@ class TokenStates:
     token_sd_last: Tensor | None
 
 
-def pool(e: TokenStates, pooling: str = "first_last", token_level: bool = False) -> Tensor:
+def pool(e: TokenStates, pooling: Pooling = "first_last", token_level: bool = False) -> Tensor:
     """Sentence embeddings (N, d). `first_last`: mean over real tokens of (h₀ + h_L)/2, the authors'
     code (embedding output + last layer); `first_last_l1`: (h₁ + h_L)/2, as SimCSE later corrected
     it; `last`: mean of h_L; `cls`: h_L[CLS]. `token_level` swaps h_L for its token-level SoftDecay."""
-    if pooling not in POOLINGS:
-        raise ValueError(f"pooling {pooling!r}: use one of {POOLINGS}")
-    last = e.layer_means[:, -1]
+    choice("pooling", pooling, Pooling)
+    last = e.layer_means[:, -1]                        # (N, d): layer L's masked mean
     if token_level:
         if e.token_sd_last is None:
             raise ValueError("the token states were encoded without token-level SoftDecay (token_alpha=None)")
@@ -54,9 +116,9 @@ def pool(e: TokenStates, pooling: str = "first_last", token_level: bool = False)
             raise ValueError("token-level SoftDecay is pooled by means, not [CLS]")
         last = e.token_sd_last
     if pooling == "first_last":
-        return (e.layer_means[:, 0] + last) / 2
+        return (e.layer_means[:, 0] + last) / 2  # (N, d): (h₀ + h_L)/2
     if pooling == "first_last_l1":
-        return (e.layer_means[:, 1] + last) / 2
+        return (e.layer_means[:, 1] + last) / 2  # (N, d): (h₁ + h_L)/2
     if pooling == "last":
         return last
     return e.cls_last
@@ -68,13 +130,16 @@ def spearman100(e1: Tensor, e2: Tensor, gold: list[float]) -> float:
     return float(stats.spearmanr(cos, np.asarray(gold)).statistic * 100)
 
 
-def softdecay_scaled(X: Tensor, alpha: float, by: str) -> Tensor:
+def softdecay_scaled(X: Tensor, alpha: float, by: Literal["sqrt_n", "max"]) -> Tensor:
     """Our normalised SoftDecay (not in the paper): Algorithm 1 applied to X/c and scaled back, so f
     sees σ/c — c = √N (`"sqrt_n"`: the spectrum of the second-moment matrix, the same for a set and
     for that set repeated, so independent of how many sentences are scored together) or c = σ_max
     (`"max"`: invariant to the scale of X). Eq. (2) crosses zero at λ = |α|, so every σ/c below |α|
     changes sign; `sign_flips` counts them."""
-    c = X.shape[0] ** 0.5 if by == "sqrt_n" else float(torch.linalg.matrix_norm(X.double(), ord=2))
+    if choice("by", by, ("sqrt_n", "max")) == "sqrt_n":
+        c = X.shape[0] ** 0.5
+    else:
+        c = float(torch.linalg.matrix_norm(X.double(), ord=2))
     return softdecay_transform(X / c, alpha) * c
 
 
@@ -86,35 +151,32 @@ def sign_flips(sv: Tensor | np.ndarray, alpha: float, scale: float = 1.0, floor:
     return int((live / scale < -alpha).sum())
 
 
-def apply_method(method: str, e1: Tensor, e2: Tensor, alpha: float = SOFTDECAY_ALPHA,
+def apply_method(method: Method, e1: Tensor, e2: Tensor, alpha: float = SOFTDECAY_ALPHA,
                  tau: float = 1.0) -> tuple[Tensor, Tensor]:
     """The post-processing of one row of Table 1 applied to the two sentence-embedding matrices:
     whitening (and -256) fitted on their concatenation — the test pairs themselves, as WhiteBERT
     (Huang et al.) does, not on NLI as the paper's "BERT-whitening (NLI)" rows; de-escalation (Yu &
     Zhang eq. 21, τ of the mean of the concatenation removed); SoftDecay on each N × d matrix
     separately, as the authors' code does, and our scale-normalised variants (`softdecay_scaled`).
-    `SoftDecay (token)` is applied at encoding time: here the identity."""
+    `SoftDecay (token)` is applied at encoding time: here the identity. What each name does is its entry of
+    `METHOD_SPECS`; an unknown name is refused with the known ones."""
+    spec = method_spec(method)
     n = e1.shape[0]
-    both = torch.cat([e1, e2])
-    if method in ("vanilla", "SoftDecay (token)"):
+    both = torch.cat([e1, e2])                                  # (2N, d): the two sides, fitted together
+    if spec.family == "raw" or spec.level == "token":
         return e1, e2
-    if method.startswith("whitening"):
-        k = 256 if method.endswith("256") else None
-        mu, W = whitening(both, min(k, both.shape[1]) if k else None)
+    if spec.family == "whitening":
+        mu, W = whitening(both, min(spec.k, both.shape[1]) if spec.k else None)
         out = whitening_apply(both, mu, W)
         return out[:n], out[n:]
-    if method == "de-escalation":
+    if spec.family == "de-escalation":
         out = deescalate(both, tau)
         return out[:n], out[n:]
-    if method == "SoftDecay (sentence)":
-        return softdecay_transform(e1, alpha), softdecay_transform(e2, alpha)
-    if method in FLIP_FREE:
-        how = "clamp" if "clamped" in method else "rescale"
-        return softdecay_flipfree(e1, alpha, how), softdecay_flipfree(e2, alpha, how)
-    if method in ("SoftDecay (σ/√N)", "SoftDecay (σ/σ_max)"):
-        by = "sqrt_n" if "√N" in method else "max"
-        return softdecay_scaled(e1, alpha, by), softdecay_scaled(e2, alpha, by)
-    raise ValueError(f"unknown method {method!r}; known: {METHODS + FLIP_FREE}")
+    if spec.flipfree:
+        return softdecay_flipfree(e1, alpha, spec.flipfree), softdecay_flipfree(e2, alpha, spec.flipfree)
+    if spec.scaled_by:
+        return softdecay_scaled(e1, alpha, spec.scaled_by), softdecay_scaled(e2, alpha, spec.scaled_by)
+    return softdecay_transform(e1, alpha), softdecay_transform(e2, alpha)
 
 
 #: the whitening fits kept inside `kept_fits()`: (rows' dtype, shape, digest, k) -> (μ, W)
@@ -150,8 +212,8 @@ def whitening(both: Tensor, k: int | None = None) -> tuple[Tensor, Tensor]:
 def _whitenings(both: Tensor, methods) -> dict[str, tuple[Tensor, Tensor]]:
     """(μ, W) of each whitening variant among `methods`, fitted on `both` as `apply_method` fits it, from one
     decomposition (`softdecay.whitening_fits`: whitening-256 keeps the first columns of whitening's W)."""
-    names = [m for m in methods if m.startswith("whitening")]
-    ks = tuple(min(256, both.shape[1]) if m.endswith("256") else None for m in names)
+    names = [m for m in methods if method_spec(m).family == "whitening"]
+    ks = tuple(min(k, both.shape[1]) if (k := METHOD_SPECS[m].k) else None for m in names)
     return dict(zip(names, _fits(both, ks), strict=True)) if names else {}
 
 
@@ -159,12 +221,13 @@ def apply_methods(methods, e1: Tensor, e2: Tensor, alpha: float = SOFTDECAY_ALPH
                   tau: float = 1.0) -> dict[str, tuple[Tensor, Tensor]]:
     """`apply_method` of each of `methods`: {method: (e1', e2')}, the same numbers, with the whitening variants
     fitted from one decomposition of the covariance."""
+    methods = check_methods(methods)
     n = e1.shape[0]
     fits = _whitenings(torch.cat([e1, e2]), methods)
     out = {}
     for m in methods:
         if m in fits:
-            y = whitening_apply(torch.cat([e1, e2]), *fits[m])
+            y = whitening_apply(torch.cat([e1, e2]), *fits[m])  # (2N, k): back to (N, k) each
             out[m] = (y[:n], y[n:])
         else:
             out[m] = apply_method(m, e1, e2, alpha, tau)
@@ -184,7 +247,7 @@ def mean_share(E: Tensor) -> float:
     """The share of the rows' second moment that is their common mean, ‖μ‖² / mean ‖xᵢ‖² (1: every row the
     same vector; 0: centred rows): how much of an anisotropy is a common vector rather than a spread."""
     E = E.double()
-    return float(E.mean(0).square().sum() / E.square().sum(-1).mean())
+    return float(E.mean(0).square().sum() / E.square().sum(-1).mean())  # ‖μ‖², μ (d,) / mean ‖xᵢ‖² over (N,)
 
 
 def ev1_centred(E: Tensor) -> float:
@@ -207,7 +270,7 @@ def _rank_rows(x: np.ndarray) -> np.ndarray:
     if x.size == 0 or np.isnan(x).any():
         return stats.rankdata(x, axis=-1)
     n = x.shape[-1]
-    rows = x.reshape(-1, n)
+    rows = x.reshape(-1, n)  # (rows, n): every leading axis flattened
     order = np.argsort(rows, axis=-1, kind="stable")
     ordered = np.take_along_axis(rows, order, -1)
     starts = np.ones(rows.shape, dtype=bool)              # a tie group starts here (and at every row's start)
@@ -217,31 +280,30 @@ def _rank_rows(x: np.ndarray) -> np.ndarray:
     mean_rank = first + (np.bincount(group) - 1) / 2 + 1
     out = np.empty(rows.shape)
     np.put_along_axis(out, order, mean_rank[group].reshape(rows.shape), -1)
-    return out.reshape(x.shape)
+    return out.reshape(x.shape)  # back to (…, n)
 
 
 def _spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Spearman ×100 of each row pair of (B, n) arrays (average ranks for ties, as scipy)."""
     ra, rb = _rank_rows(a), _rank_rows(b)
-    ra = ra - ra.mean(-1, keepdims=True)
+    ra = ra - ra.mean(-1, keepdims=True)  # (B, n) − (B, 1)
     rb = rb - rb.mean(-1, keepdims=True)
     den = np.sqrt((ra * ra).sum(-1) * (rb * rb).sum(-1))
-    return 100 * (ra * rb).sum(-1) / np.where(den > 0, den, np.nan)
+    return 100 * (ra * rb).sum(-1) / np.where(den > 0, den, np.nan)  # (B,)
 
 
-def score(cos: np.ndarray, gold, subsets, protocol: str = "subset-mean") -> float:
+def score(cos: np.ndarray, gold, subsets, protocol: Protocol = "subset-mean") -> float:
     """Spearman ×100 of cosines against gold: `pooled` over all pairs, or `subset-mean` — per subset,
     then the mean over subsets (the evaluation scripts the paper used)."""
-    return float(score_draws(cos[None], np.asarray(gold, float)[None], subsets, protocol)[0])
+    return float(score_draws(cos[None], np.asarray(gold, float)[None], subsets, protocol)[0])  # one row: (1, n)
 
 
-def score_draws(cos: np.ndarray, gold: np.ndarray, subsets, protocol: str) -> np.ndarray:
+def score_draws(cos: np.ndarray, gold: np.ndarray, subsets, protocol: Protocol) -> np.ndarray:
     """`score` of each row of (B, n) cosines and gold scores whose columns keep the subset labels."""
-    if protocol == "pooled":
+    if choice("protocol", protocol, Protocol) == "pooled":
         return _spearman_rows(cos, gold)
-    if protocol != "subset-mean":
-        raise ValueError(f"protocol {protocol!r}: use one of {PROTOCOLS}")
     sub = np.asarray(subsets)
+    # (subsets, B) -> (B,)
     return np.mean([_spearman_rows(cos[:, sub == s], gold[:, sub == s]) for s in dict.fromkeys(sub.tolist())], 0)
 
 
@@ -257,27 +319,28 @@ def bootstrap_indices(subsets, draws: int, seed: int) -> np.ndarray:
     return out
 
 
-def paired_bootstrap(cos_a: np.ndarray, cos_b: np.ndarray, gold, subsets, protocol: str = "subset-mean",
+def paired_bootstrap(cos_a: np.ndarray, cos_b: np.ndarray, gold, subsets, protocol: Protocol = "subset-mean",
                      draws: int = 1000, seed: int = 0, idx: np.ndarray | None = None) -> np.ndarray:
     """Bootstrap draws of score(b) − score(a): sentence pairs resampled with replacement within each
     subset, the same resample for both methods (the transforms stay as fitted on the full set)."""
     idx = bootstrap_indices(subsets, draws, seed) if idx is None else idx
-    g = np.asarray(gold, float)[idx]
+    g = np.asarray(gold, float)[idx]  # (draws, n)
     sub = np.asarray(subsets)[idx[0]]           # stratified: every row keeps the column's subset
-    return score_draws(cos_b[idx], g, sub, protocol) - score_draws(cos_a[idx], g, sub, protocol)
+    return score_draws(cos_b[idx], g, sub, protocol) - score_draws(cos_a[idx], g, sub, protocol)  # (draws,)
 
 
-def refit_bootstrap(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, ...], draws: int = 200, seed: int = 0,
-                    alpha: float = SOFTDECAY_ALPHA, protocol: str = "subset-mean") -> dict[str, np.ndarray]:
+def refit_bootstrap(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[Method, ...], draws: int = 200, seed: int = 0,
+                    alpha: float = SOFTDECAY_ALPHA, protocol: Protocol = "subset-mean") -> dict[str, np.ndarray]:
     """Bootstrap draws of each method's score with its transform *refitted on every resample*: sentence
     pairs resampled with replacement within each subset (the same resample for every method, so the
     draws are paired), each transform fitted on the resampled pairs as `apply_method` fits it (whitening
     on their concatenation, SoftDecay on each sentence matrix), then scored. Fitting once on the full set
     and resampling only the scores leaves out the transforms' own sampling variance. Returns
     {method: (draws,) scores}."""
+    methods = check_methods(methods)
     idx = bootstrap_indices(subsets, draws, seed)
     g, sub = np.asarray(gold, float), np.asarray(subsets)
-    cos = {m: np.empty(idx.shape) for m in methods}
+    cos = {m: np.empty(idx.shape) for m in methods}  # (draws, n) per method
     for b in range(draws):
         i = torch.as_tensor(idx[b])
         for m, (x, y) in apply_methods(methods, e1[i], e2[i], alpha).items():
@@ -297,15 +360,16 @@ def half_sample_indices(subsets, draws: int, seed: int) -> list[np.ndarray]:
             for _ in range(draws)]
 
 
-def halfsample_refit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, ...], draws: int = 100,
+def halfsample_refit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[Method, ...], draws: int = 100,
                      seed: int = 0, alpha: float = SOFTDECAY_ALPHA,
-                     protocol: str = "subset-mean") -> dict[str, np.ndarray]:
+                     protocol: Protocol = "subset-mean") -> dict[str, np.ndarray]:
     """Subsampling without replacement (m-out-of-n with m = n/2; Politis & Romano 1994): on each of `draws`
     stratified half-samples every transform is fitted on the half-sample's own pairs, as `apply_method` fits
     it on a whole set, and scored there. With m = n/2 the finite-population factor (1 − m/n)/m equals 1/n, so the
     spread of the half-sample scores is the sampling spread of a score on n pairs without rescaling; their
     mean estimates the score of a transform fitted on n/2 distinct pairs. Estimate and interval come from the
     same fits (`same_fit_interval`). Returns {method: (draws,) scores}, paired across methods."""
+    methods = check_methods(methods)
     g, sub = np.asarray(gold, float), np.asarray(subsets)
     halves = np.stack(half_sample_indices(sub, draws, seed))    # sorted, ⌊n_s/2⌋ per subset: one layout for all
     cos = {m: np.empty(halves.shape) for m in methods}
@@ -316,27 +380,29 @@ def halfsample_refit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, 
     return {m: score_draws(c, g[halves], sub[halves[0]], protocol) for m, c in cos.items()}
 
 
-def fitted_map(method: str, e1: Tensor, e2: Tensor, alpha: float = SOFTDECAY_ALPHA):
+def fitted_map(method: Method, e1: Tensor, e2: Tensor, alpha: float = SOFTDECAY_ALPHA):
     """The transform of `apply_method` fitted on (e1, e2), as a function that applies it to other rows
     (x1, x2) -> (y1, y2): whitening's (μ, W) from the concatenation; SoftDecay's linear map from each sentence
     matrix X = U diag(σ) Vᵀ to Algorithm 1's output, V diag(K f(σ)/σ) Vᵀ over the live directions (the map
     that sends X to `softdecay_transform(X)`), applied to the new rows of the same side."""
-    if method in ("vanilla", "SoftDecay (token)"):
+    spec = method_spec(method)
+    if spec.family == "raw" or spec.level == "token":
         return lambda x1, x2: (x1, x2)
-    if method.startswith("whitening"):
+    if spec.family == "whitening":
         return _whitening_map(*_whitenings(torch.cat([e1, e2]), (method,))[method])
     if method == "SoftDecay (sentence)":
         def linear(X: Tensor) -> Tensor:
             X64 = X.double()
-            U, sv, Vh = torch.linalg.svd(X64, full_matrices=False)
+            U, sv, Vh = torch.linalg.svd(X64, full_matrices=False)  # U (N, r), σ (r,), Vᵀ (r, d)
             live = sv > 1e-10 * sv.max()
             Y = softdecay_transform(X64, alpha)
             gain = ((U.T @ Y) * Vh).sum(-1) / sv.clamp_min(1e-300)      # K f(σ)/σ per direction
-            V = Vh[live].T
-            return V @ torch.diag(gain[live]) @ V.T
+            V = Vh[live].T  # (d, live)
+            return V @ torch.diag(gain[live]) @ V.T  # (d, d): rows x (·, d) map to x @ it
         M1, M2 = linear(e1), linear(e2)
         return lambda x1, x2: ((x1.double() @ M1).to(x1.dtype), (x2.double() @ M2).to(x2.dtype))
-    raise ValueError(f"no out-of-sample map for {method!r}")
+    raise ValueError(f"no out-of-sample map for {method!r}; maps exist for the raw, whitening and "
+                     "SoftDecay (sentence) methods")
 
 
 def _whitening_map(mu: Tensor, W: Tensor):
@@ -345,21 +411,24 @@ def _whitening_map(mu: Tensor, W: Tensor):
 
 def fitted_maps(methods, e1: Tensor, e2: Tensor, alpha: float = SOFTDECAY_ALPHA) -> dict:
     """`fitted_map` of each of `methods`, the whitening variants fitted from one decomposition (the same maps)."""
+    methods = check_methods(methods)
     fits = _whitenings(torch.cat([e1, e2]), methods)
     return {m: _whitening_map(*fits[m]) if m in fits else fitted_map(m, e1, e2, alpha) for m in methods}
 
 
-def crossfit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, ...], splits: int = 20, boot: int = 50,
-             seed: int = 0, alpha: float = SOFTDECAY_ALPHA, protocol: str = "subset-mean") -> dict[str, np.ndarray]:
+def crossfit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[Method, ...], splits: int = 20, boot: int = 50,
+             seed: int = 0, alpha: float = SOFTDECAY_ALPHA,
+             protocol: Protocol = "subset-mean") -> dict[str, np.ndarray]:
     """Cross-fitting: the pairs split at random into two halves (stratified by subset), each transform fitted
     on one half and applied to the other (`fitted_map`), and the other way round, so every pair is scored by a
     transform that never saw it; repeated over `splits` random splits. For each split, `boot` paired bootstrap
     resamples of the scored pairs (the fitted transforms held fixed) give the score's sampling spread.
     Returns {method: (splits, boot + 1) scores}: column 0 each split's score on all pairs, the rest its
     resamples — paired across methods (same splits, same resamples)."""
+    methods = check_methods(methods)
     g, sub = np.asarray(gold, float), np.asarray(subsets)
     n = len(g)
-    out = {m: np.empty((splits, boot + 1)) for m in methods}
+    out = {m: np.empty((splits, boot + 1)) for m in methods}  # (splits, boot + 1) per method
     for k, half in enumerate(half_sample_indices(sub, splits, seed)):
         a = np.zeros(n, bool)
         a[half] = True
@@ -371,17 +440,17 @@ def crossfit(e1: Tensor, e2: Tensor, gold, subsets, methods: tuple[str, ...], sp
                 cos[m][apply.numpy()] = cosines(*f(e1[apply], e2[apply]))
         for m in methods:
             out[m][k, 0] = score(cos[m], g, sub, protocol)
-            out[m][k, 1:] = score_draws(cos[m][idx], g[idx], sub[idx[0]], protocol)
+            out[m][k, 1:] = score_draws(cos[m][idx], g[idx], sub[idx[0]], protocol)  # (boot,)
     return out
 
 
-def same_fit_interval(draws: np.ndarray, level: float = 0.95, method: str = "subsample") -> Interval:
+def same_fit_interval(draws: np.ndarray, level: float = 0.95, method: IntervalMethod = "subsample") -> Interval:
     """A difference's estimate and interval from one set of fits: for half-samples, the mean of the draws and
     their percentile interval; for cross-fitting ((splits, boot + 1) draws), the mean of the splits' scores and
     the percentile interval of every split's resamples pooled (the split's own randomness and the pairs')."""
     d = np.asarray(draws, float)
     if d.ndim == 2:
-        est, pool_ = float(d[:, 0].mean()), d[:, 1:].ravel()
+        est, pool_ = float(d[:, 0].mean()), d[:, 1:].ravel()  # d (splits, boot + 1): pooled (splits·boot,)
     else:
         est, pool_ = float(d.mean()), d
     lo, hi = np.nanpercentile(pool_, [50 * (1 - level), 50 * (1 + level)])
@@ -405,20 +474,23 @@ def interval(draws: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     return i.low, i.high
 
 
-def plant(E: Tensor, kind: str, size: float, seed: int = 0) -> Tensor:
+#: the two planted anisotropies (`plant`): a common vector, a common direction
+Plant = Literal["mean", "spike"]
+
+
+def plant(E: Tensor, kind: Plant, size: float, seed: int = 0) -> Tensor:
     """Planted anisotropy on sentence embeddings (N, d): a common vector of norm size·r added to every
     row (`mean`), or a common direction with a per-row N(0, 1) coefficient (`spike`, a dominant
     variance direction), r the RMS row norm of E; the direction is a fixed random unit vector."""
+    choice("kind", kind, Plant)
     g = torch.Generator().manual_seed(seed)
     u = torch.randn(E.shape[1], generator=g, dtype=torch.float64)
     u = u / u.norm()
-    r = E.double().norm(dim=-1).square().mean().sqrt()
+    r = E.double().norm(dim=-1).square().mean().sqrt()  # () from (N,) row norms
     if kind == "mean":
         return (E.double() + size * r * u).to(E.dtype)
-    if kind == "spike":
-        z = torch.randn(E.shape[0], 1, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
-        return (E.double() + size * r * z * u).to(E.dtype)
-    raise ValueError(f"kind {kind!r}: use 'mean' or 'spike'")
+    z = torch.randn(E.shape[0], 1, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)   # spike
+    return (E.double() + size * r * z * u).to(E.dtype)
 
 
 def uniformity_metrics(E: Tensor) -> dict[str, float]:
@@ -456,20 +528,21 @@ def lsds_lle(E: Tensor, F: Tensor, k: int = 12, max_points: int = 3000, seed: in
     X, Y = _unit(E.double()).numpy(), _unit(F.double()).numpy()
     n = X.shape[0]
     k = min(k, n)
-    d2 = (X * X).sum(1)[:, None] + (X * X).sum(1)[None] - 2 * X @ X.T
-    ind = np.argsort(d2, axis=1, kind="stable")[:, :k]
+    d2 = (X * X).sum(1)[:, None] + (X * X).sum(1)[None] - 2 * X @ X.T  # (n, n) squared distances
+    ind = np.argsort(d2, axis=1, kind="stable")[:, :k]  # (n, k): itself first
     rebuilt = np.empty_like(Y)
     for i in range(n):
-        Cm = X[ind[i]] - X[i]
-        G = Cm @ Cm.T
+        Cm = X[ind[i]] - X[i]  # (k, d)
+        G = Cm @ Cm.T  # (k, k)
         tr = np.trace(G)
         G[np.diag_indices(k)] += reg * tr if tr > 0 else reg
         w = np.linalg.solve(G, np.ones(k))
-        rebuilt[i] = (w / w.sum()) @ Y[ind[i]]
+        rebuilt[i] = (w / w.sum()) @ Y[ind[i]]  # (k,) @ (k, d') -> (d',)
     return float(np.linalg.norm(Y - rebuilt))
 
 
-__all__ = ["POOLINGS", "METHODS", "FLIP_FREE", "count_flips", "mean_share", "ev1_centred", "PROTOCOLS",
+__all__ = ["Pooling", "POOLINGS", "Method", "Family", "MethodSpec", "METHOD_SPECS", "method_spec", "check_methods",
+           "Protocol", "METHODS", "FLIP_FREE", "count_flips", "mean_share", "ev1_centred", "PROTOCOLS",
            "softdecay_scaled", "sign_flips", "recentre", "cosines", "score", "score_draws", "bootstrap_indices",
            "paired_bootstrap", "refit_bootstrap", "interval", "plant", "TokenStates", "pool", "spearman100",
            "apply_method", "apply_methods", "fitted_maps", "kept_fits", "uniformity_metrics", "lsds_score", "lsds_lle"]

@@ -39,10 +39,10 @@ def theorem_check(X: Tensor, mask: Tensor | None = None) -> dict[str, float]:
         X = X * mask.unsqueeze(-1).to(X.dtype)
     res, lam = subspace_residuals(X.to(torch.float64))
     ratio = res / lam.unsqueeze(-2).clamp_min(1e-300)
-    valid = (lam > 1e-12 * lam.amax(-1, keepdim=True)).unsqueeze(-2).expand_as(ratio)
+    valid = (lam > 1e-12 * lam.amax(-1, keepdim=True)).unsqueeze(-2).expand_as(ratio)  # (…, m, r): the cut exists
     if mask is not None:
-        valid = valid & mask.unsqueeze(-1).expand_as(ratio)
-    worst = float((res - lam.unsqueeze(-2))[valid].max())
+        valid = valid & mask.unsqueeze(-1).expand_as(ratio)  # and the row is real
+    worst = float((res - lam.unsqueeze(-2))[valid].max())  # (…, m, r) − (…, 1, r)
     return {
         "worst_slack": worst,
         "worst_slack_rel": worst / float(lam.max()),
@@ -61,10 +61,10 @@ def tightness_by_cut(X: Tensor, mask: Tensor | None = None) -> np.ndarray:
     res, lam = subspace_residuals(X.to(torch.float64))
     ratio = res / lam.unsqueeze(-2).clamp_min(1e-300)
     if mask is not None:
-        ratio = ratio * mask.unsqueeze(-1)
+        ratio = ratio * mask.unsqueeze(-1)  # (…, m, r) · (…, m, 1)
     worst = ratio.amax(-2).reshape(-1, ratio.shape[-1])                      # (items, r)
-    valid = (lam > 1e-12 * lam.amax(-1, keepdim=True)).reshape(-1, ratio.shape[-1])
-    total = torch.where(valid, worst, torch.zeros_like(worst)).sum(0)
+    valid = (lam > 1e-12 * lam.amax(-1, keepdim=True)).reshape(-1, ratio.shape[-1])  # (items, r)
+    total = torch.where(valid, worst, torch.zeros_like(worst)).sum(0)  # (r,)
     count = valid.sum(0)
     return torch.where(count > 0, total / count.clamp_min(1), torch.full_like(total, float("nan"))).numpy()
 
@@ -123,7 +123,7 @@ def sphere_monte_carlo(n: int, ks: list[int], radii: list[float], samples: int, 
         c2 = head.square().cumsum(-1).sqrt()                # (b, kmax)
         c1 = head.abs().cumsum(-1)
         for i, k in enumerate(ks):
-            hits2[i] += (c2[:, k - 1:k] <= r).sum(0)
+            hits2[i] += (c2[:, k - 1:k] <= r).sum(0)  # (b, 1) <= (radii,) -> (radii,)
             hits1[i] += (c1[:, k - 1:k] <= r).sum(0)
         done += b
     return {"l2": (hits2 / samples).numpy(), "l1": (hits1 / samples).numpy()}
@@ -132,17 +132,17 @@ def sphere_monte_carlo(n: int, ks: list[int], radii: list[float], samples: int, 
 # ------------------------------------------------------------------ §3.2 per-layer statistics
 
 
-def layer_spectrum_stats(per_layer: list[Tensor], mask: Tensor, normalise: str = "max") -> list[dict]:
+def layer_spectrum_stats(per_layer: list[Tensor], mask: Tensor, normalise: M.SpectrumNorm = "max") -> list[dict]:
     """For every layer's hidden states (N, L, d) with mask (N, L): the singular values of each
     sentence's token matrix (real tokens only), pooled over sentences and normalised by the largest
     pooled value (as the authors' CDF code), with their median and skewness; plus token uniformity
     (average pairwise cosine of tokens within a sentence, averaged over sentences) and [CLS]
     uniformity (average pairwise cosine of the first token over sentences)."""
     rows = []
-    lengths = mask.sum(-1)
+    lengths = mask.sum(-1)  # (N,): real tokens per sentence
     for layer, H in enumerate(per_layer):
         s = M.singular_values(H, mask)                           # (N, min(L, d))
-        keep = torch.arange(s.shape[-1]).unsqueeze(0) < lengths.unsqueeze(-1).clamp(max=s.shape[-1])
+        keep = torch.arange(s.shape[-1]).unsqueeze(0) < lengths.unsqueeze(-1).clamp(max=s.shape[-1])  # (N, min(L, d))
         vals = M.normalised_spectrum(s[keep], normalise)
         rows.append({
             "layer": layer,

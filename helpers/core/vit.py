@@ -11,8 +11,9 @@ import torch
 from torch import Tensor, nn
 
 from . import measures as M
-from .blocks import VARIANTS, PostNormBlock, PreNormBlock, StandardBlock, ffn_weight_variances
-from .config import StoredNames
+from .blocks import VARIANTS as VARIANTS  # the vit chapter reads the variants here
+from .blocks import DeescPlace, PostNormBlock, PreNormBlock, StandardBlock, Variant, ffn_weight_variances
+from .config import StoredNames, choice
 
 #: "algorithm1": Yu & Zhang's blocks as written (scalar-γ LN, per-head value maps, no output projection, no
 #: biases); "standard": a block in the style of the vit-pytorch code the paper points to (per-channel LN with bias,
@@ -66,7 +67,7 @@ class ViTConfig(StoredNames):
 
     STORED_AS: ClassVar[dict[str, str]] = {"d_model": "hidden", "d_ff": "ffn", "n_heads": "heads"}
 
-    variant: str = "post-norm"
+    variant: Variant = "post-norm"
     depth: int = 80
     d_model: int = 192
     d_ff: int = 384
@@ -75,17 +76,15 @@ class ViTConfig(StoredNames):
     image: int = 32
     classes: int = 10
     tau: float = 1.0
-    deesc_place: str = "output"
+    deesc_place: DeescPlace = "output"
     learnable_tau: bool = False
     block: str = "algorithm1"
 
     def __post_init__(self) -> None:
-        if self.block not in BLOCKS:
-            raise ValueError(f"block {self.block!r}: use one of {BLOCKS}")
+        choice("block", self.block, BLOCKS)
         if not self.block.startswith("algorithm1") and self.deesc_place not in ("ffn_input", "output"):
             raise ValueError(f"the standard block de-escalates at 'ffn_input' or 'output', not {self.deesc_place!r}")
-        if self.variant not in VARIANTS:
-            raise ValueError(f"variant {self.variant!r}: use one of {VARIANTS}")
+        choice("variant", self.variant, Variant)
         if self.image % self.patch:
             raise ValueError(f"image size {self.image} must be divisible by the patch size {self.patch}")
         if self.d_model % self.n_heads:
@@ -138,25 +137,25 @@ class ViT(nn.Module):
         """(B, 3, H, W) -> (B, N, 3·p·p)."""
         p = self.cfg.patch
         B, C, H, W = x.shape
-        x = x.reshape(B, C, H // p, p, W // p, p).permute(0, 2, 4, 1, 3, 5)
-        return x.reshape(B, (H // p) * (W // p), C * p * p)
+        x = x.reshape(B, C, H // p, p, W // p, p).permute(0, 2, 4, 1, 3, 5)  # (B, H/p, W/p, C, p, p)
+        return x.reshape(B, (H // p) * (W // p), C * p * p)  # (B, N, C·p·p), N = (H/p)(W/p) patches
 
     def forward(self, x: Tensor, return_states: bool = False):
         h = self.embed(self.patches(x))                                   # (B, N, d)
-        h = torch.cat([self.cls.expand(h.shape[0], -1, -1), h], dim=1) + self.pos
+        h = torch.cat([self.cls.expand(h.shape[0], -1, -1), h], dim=1) + self.pos  # (B, N + 1, d): [CLS] first
         states = [h]
         for blk in self.blocks:
             h = blk(h)
             if return_states:
                 states.append(h)
-        logits = self.head(self.final_norm(h)[:, 0])
+        logits = self.head(self.final_norm(h)[:, 0])  # [CLS] (B, d) -> (B, classes)
         return (logits, states) if return_states else logits
 
     @torch.no_grad()
     def block_similarity(self, x: Tensor) -> np.ndarray:
         """t_sim of the input to every block and of the output (Yu & Zhang Def. 1.1), batch mean."""
         _, states = self.forward(x, return_states=True)
-        return np.array([float(M.t_sim(s).mean()) for s in states])
+        return np.array([float(M.t_sim(s).mean()) for s in states])  # (depth + 1,): each state (B, N + 1, d)
 
     @torch.no_grad()
     def similarity_before_deescalation(self, x: Tensor) -> np.ndarray | None:
@@ -166,7 +165,7 @@ class ViT(nn.Module):
         if self.cfg.variant != "de-escalated":
             return None
         h = self.embed(self.patches(x))
-        h = torch.cat([self.cls.expand(h.shape[0], -1, -1), h], dim=1) + self.pos
+        h = torch.cat([self.cls.expand(h.shape[0], -1, -1), h], dim=1) + self.pos  # (B, N + 1, d): [CLS] first
         out = []
         for blk in self.blocks:
             if isinstance(blk, StandardBlock):

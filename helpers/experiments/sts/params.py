@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from ...core.papers import SOFTDECAY_ALPHA, SOFTDECAY_ALPHAS
-from ...core.sts import FLIP_FREE
+from ...core.sts import FLIP_FREE, Method, Pooling, check_methods
 from ...machinery.params import ChapterParams, nonneg, positive, rules
 from ..qk.params import Params as QkParams
 
@@ -33,7 +33,7 @@ class Params(ChapterParams):
     models: tuple[str, ...] = ("all-MiniLM-L6-v2",)
     datasets: tuple[Literal["STS-B", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R"], ...] = STS_DATASETS
     source: Literal["whiteningbert", "official", "hub", "auto"] = "whiteningbert"
-    pooling: Literal["first_last", "first_last_l1", "last", "cls"] = "first_last"
+    pooling: Pooling = "first_last"
     alpha: float = SOFTDECAY_ALPHA
     alphas: tuple[float, ...] = SOFTDECAY_ALPHAS
     tau: float = 1.0
@@ -46,9 +46,9 @@ class Params(ChapterParams):
     plant_sizes: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 4.0)
     extra_models: tuple[str, ...] = ("SmolLM2-135M-Instruct",)
     extra_max_pairs: int = 400
-    extra_pooling: Literal["first_last", "first_last_l1", "last", "cls"] = "last"
+    extra_pooling: Pooling = "last"
     # the readings (`readings`): every encoder under each pooling, from one encoding
-    paper_pooling: Literal["first_last", "first_last_l1", "last", "cls"] = "first_last_l1"
+    paper_pooling: Pooling = "first_last_l1"
     poolings: tuple[Literal["first_last", "first_last_l1", "last"], ...] = ("first_last_l1", "first_last")
     reading_pairs: int = 0           # pairs per set of the main models' re-reading (0: as max_pairs)
     reread_extras: tuple[str, ...] = ("book-mlm-bert",)   # extra models re-read under `poolings`
@@ -98,7 +98,7 @@ class Params(ChapterParams):
 
 
 #: SoftDecay − each whitening variant gets a paired bootstrap with the transforms refitted on every resample
-REFIT_METHODS = ("whitening", "whitening-256", "SoftDecay (sentence)")
+REFIT_METHODS: tuple[Method, ...] = ("whitening", "whitening-256", "SoftDecay (sentence)")
 
 
 def refit_draws(bootstrap: int) -> int:
@@ -114,7 +114,8 @@ def reading_bootstrap(bootstrap: int) -> int:
 
 #: what the readings score under every pooling: the paper's rows, de-escalation and the two flip-free SoftDecay
 #: variants (token-level SoftDecay is in the main runs)
-READING_METHODS = ("vanilla", "whitening", "whitening-256", "de-escalation", "SoftDecay (sentence)", *FLIP_FREE)
+READING_METHODS: tuple[Method, ...] = ("vanilla", "whitening", "whitening-256", "de-escalation", "SoftDecay (sentence)",
+                                      *FLIP_FREE)
 #: the Params fields only the readings use (dropped from the other runs' cache keys)
 READING_FIELDS = ("paper_pooling", "poolings", "draws", "extra_draws", "plant_directions", "reading_pairs",
                    "reread_extras", "full_readings")
@@ -125,7 +126,8 @@ NOT_READINGS = ("models", "extra_models", "extra_pooling", "extra_max_pairs", "m
 #: how each pooling is named in tables: the authors' two readings and the mechanism test's
 POOLING_LABEL = {"first_last_l1": "layers 1 + L", "first_last": "embeddings + layer L", "last": "layer L",
                  "cls": "[CLS]"}
-PLANT_METHODS = ("vanilla", "whitening", "de-escalation", "SoftDecay (sentence)", "SoftDecay (σ/√N)")
+PLANT_METHODS: tuple[Method, ...] = ("vanilla", "whitening", "de-escalation", "SoftDecay (sentence)",
+                                    "SoftDecay (σ/√N)")
 #: how the cross-fitted interval of whitening − SoftDecay is made, as a finding says it
 CROSSFIT_HOW = ("cross-fitted: each pair scored by transforms fitted on the other half, 20 random splits, pairs "
                 "resampled within each")
@@ -156,10 +158,15 @@ PAPER_BERT = "bert-base-cased"
 #: what reruns a part of the chapter that a scale did not run
 COMMANDS = {"book": "make rerun CHAPTER=sts SCALE=book", "paper": "make rerun CHAPTER=sts SCALE=paper"}
 #: the transforms the t-SNE maps (Figs. 4, 7) show, and the name each has in Table 4 and the LSDS runs
-MAP_METHODS = {"vanilla": ("vanilla", "identity"), "whitening": ("whitening", "whitening"),
-               "SoftDecay (sentence)": ("SoftDecay", "SoftDecay")}
+MAP_METHODS: dict[Method, tuple[str, str]] = {"vanilla": ("vanilla", "identity"),
+                                              "whitening": ("whitening", "whitening"),
+                                              "SoftDecay (sentence)": ("SoftDecay", "SoftDecay")}
 #: the Params fields the maps use (the rest are dropped from their cache key)
 MAP_FIELDS = ("seed", "datasets", "source", "pooling", "alpha", "tau", "max_pairs", "max_length", "batch_size",
                "lsds_points", "tsne_pairs")
 #: the Params fields only the anisotropic encoders' runs use (dropped from the main runs' cache keys)
 EXTRA_FIELDS = ("extra_models", "extra_max_pairs", "extra_pooling")
+
+# the rule where the chapter's method names enter: every table above names methods of the registry
+# (`core.sts.METHOD_SPECS`), checked once on import; an unknown name is refused with the known ones
+check_methods((*REFIT_METHODS, *READING_METHODS, *PLANT_METHODS, *MAP_METHODS))
