@@ -8,31 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from testutil import myst_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import dead_code  # noqa: E402
 
-CHAPTER = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-
-# A chapter
-
-```{code-cell} ipython3
-:tags: [parameters]
-
-scale = "ci"
-```
-
+CHAPTER = myst_chapter("ci") + """
 ```{code-cell} ipython3
 from helpers import toy
 

@@ -4,31 +4,13 @@ and the injected `scale` must reach the notebook."""
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
+
+from testutil import myst_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
 
-HEADER = textwrap.dedent("""\
-    ---
-    jupytext:
-      text_representation:
-        extension: .md
-        format_name: myst
-    kernelspec:
-      display_name: Python 3
-      language: python
-      name: python3
-    ---
-
-    # A chapter
-
-    ```{code-cell} ipython3
-    :tags: [parameters]
-
-    scale = "book"
-    ```
-    """)
+HEADER = myst_chapter("book")
 
 
 def _run(tmp_path: Path, body: str) -> subprocess.CompletedProcess:

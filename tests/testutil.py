@@ -58,3 +58,11 @@ def ci_result(module):
     finally:
         torch.set_num_threads(threads)
     return module.Result.from_json(json.loads(json.dumps(res.to_json())))
+
+
+def myst_chapter(scale: str) -> str:
+    """The opening of a planted MyST chapter: its front matter, a title and the parameters cell that sets `scale`
+    (the nbval plugin injects the run's scale there)."""
+    return (f"---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\nkernelspec:\n"
+            f"  display_name: Python 3\n  language: python\n  name: python3\n---\n\n# A chapter\n\n"
+            f"```{{code-cell}} ipython3\n:tags: [parameters]\n\nscale = \"{scale}\"\n```\n")
