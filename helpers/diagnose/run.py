@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -228,13 +227,8 @@ def git_commit() -> dict[str, Any]:
 
 
 def versions() -> dict[str, str]:
-    out = package_versions()
-    for name in _MORE_VERSIONS:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
+    """The versions the JSON records: the book's list and `_MORE_VERSIONS`."""
+    return package_versions(*_MORE_VERSIONS)
 
 
 @dataclass

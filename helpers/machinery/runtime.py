@@ -128,9 +128,11 @@ def _tqdm():
     return tqdm
 
 
-def package_versions() -> dict[str, str]:
+def package_versions(*more: str) -> dict[str, str]:
+    """Python's version and each recorded package's ("absent" where it is not installed); `more`: packages to
+    record besides the book's own list."""
     out = {"python": sys.version.split()[0]}
-    for name in _VERSIONED:
+    for name in (*_VERSIONED, *more):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
