@@ -3,11 +3,11 @@
 verdict, collected from the committed results without computing anything. A change to the code that moves a
 number fails here; a change meant to move one rewrites the file in the same commit."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from testutil import load_script
 
 from helpers.core.findings import Finding, Interval
 
@@ -15,10 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("golden_findings", REPO / "scripts" / "golden_findings.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("golden_findings")
 
 
 @pytest.fixture(scope="module")

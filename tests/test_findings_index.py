@@ -2,19 +2,16 @@
 per finding of the book with its section, where its key is written and the function that computes its effect. It is
 what the code gives, and every route from a row to its computing line is at most three hops."""
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
+from testutil import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 def _script():
-    spec = importlib.util.spec_from_file_location("findings_index", ROOT / "scripts" / "findings_index.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("findings_index")
 
 
 def entries() -> dict[str, list[str]]:

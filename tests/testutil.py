@@ -66,3 +66,15 @@ def myst_chapter(scale: str) -> str:
     return (f"---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\nkernelspec:\n"
             f"  display_name: Python 3\n  language: python\n  name: python3\n---\n\n# A chapter\n\n"
             f"```{{code-cell}} ipython3\n:tags: [parameters]\n\nscale = \"{scale}\"\n```\n")
+
+
+def load_script(name: str):
+    """`scripts/<name>.py` imported as a module (the scripts folder is no package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
